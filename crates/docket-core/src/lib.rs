@@ -1,0 +1,24 @@
+//! docket's pure domain: tasks and their states, retry/backoff maths, durations and the clock.
+//!
+//! Nothing here does I/O. The store applies what this crate decides (for example
+//! [`backoff::Backoff::delay`] picks when a failed attempt runs again), so the rules are unit
+//! tested without a database and without sleeping (see [`clock::ManualClock`]).
+
+pub mod backoff;
+pub mod clock;
+pub mod duration;
+pub mod queue;
+pub mod state;
+pub mod task;
+
+pub use backoff::Backoff;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use queue::{QueueSettings, QueueStats};
+pub use state::TaskState;
+pub use task::{
+    FailDecision, Lease, NewTask, Task, TaskDefaults, TaskError, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE, DEFAULT_TIMEOUT_MS,
+};
+
+/// Milliseconds-since-epoch helpers shared by both store backends and the API.
+pub type Timestamp = chrono::DateTime<chrono::Utc>;

@@ -1,0 +1,485 @@
+//! The task: what a client enqueues ([`NewTask`]), what is stored and returned ([`Task`]), and
+//! the rule for a failed attempt ([`Task::fail_decision`]).
+
+use crate::{Backoff, QueueSettings, TaskState, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The queue a task goes to when none is named.
+pub const DEFAULT_QUEUE: &str = "default";
+/// Attempts a task gets when neither it nor its queue says (River and graphile-worker use 25).
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 25;
+/// How long one attempt may run, and the default lease, when neither task nor queue says: 60 s.
+pub const DEFAULT_TIMEOUT_MS: i64 = 60_000;
+/// Longest accepted `queue`, `kind`, `unique_key`, `concurrency_key`, `node` (characters).
+pub const MAX_NAME_LEN: usize = 256;
+
+/// A task to enqueue. JSON shape of `POST /v1/tasks`; every field but `kind` is optional.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NewTask {
+    /// Queue name; default `"default"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Handler/type name (asyncflow's task_type).
+    pub kind: String,
+    /// Any JSON; default null.
+    #[serde(default)]
+    pub payload: Value,
+    /// Higher runs first; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// Earliest start (RFC 3339); default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<Timestamp>,
+    /// Start after this delay instead of at `run_at` (humantime, e.g. "5m").
+    #[serde(
+        default,
+        with = "crate::duration::serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub run_in: Option<Duration>,
+    /// A task not started by then is discarded (node-daemons finish_at, pg_task active).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    /// Attempts before the task is discarded; default: the queue's, else 25.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<i32>,
+    /// Retry delay policy; default: the queue's, else [`Backoff::default`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Backoff>,
+    /// How long one attempt may run (and the default lease); default: the queue's, else 60 s.
+    #[serde(
+        default,
+        with = "crate::duration::serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
+    /// While a task with this key is not finished, enqueueing another returns the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique_key: Option<String>,
+    /// Tasks sharing this key run at most `concurrency_limit` at once, cluster-wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
+    /// Limit for `concurrency_key`; default 1 when a key is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_limit: Option<i32>,
+    /// Only the node with this name may run the task (node-daemons node_id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+/// Server-wide defaults under the queue settings.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskDefaults {
+    /// Attempts when neither task nor queue says.
+    pub max_attempts: i32,
+    /// Backoff when neither task nor queue says.
+    pub backoff: Backoff,
+    /// Timeout in ms when neither task nor queue says.
+    pub timeout_ms: i64,
+}
+
+impl Default for TaskDefaults {
+    fn default() -> Self {
+        TaskDefaults {
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff: Backoff::default(),
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+        }
+    }
+}
+
+/// A task with every default resolved, ready for the store to insert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedTask {
+    /// Queue name.
+    pub queue: String,
+    /// Kind.
+    pub kind: String,
+    /// Payload.
+    pub payload: Value,
+    /// Priority.
+    pub priority: i32,
+    /// `scheduled` when run_at is in the future, else `available`.
+    pub state: TaskState,
+    /// Earliest start.
+    pub run_at: Timestamp,
+    /// Expiry.
+    pub expires_at: Option<Timestamp>,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// Retry policy.
+    pub backoff: Backoff,
+    /// Attempt timeout, ms.
+    pub timeout_ms: i64,
+    /// Idempotency key.
+    pub unique_key: Option<String>,
+    /// Concurrency key.
+    pub concurrency_key: Option<String>,
+    /// Concurrency limit (set when the key is).
+    pub concurrency_limit: Option<i32>,
+    /// Node affinity.
+    pub node: Option<String>,
+}
+
+fn check_name(field: &str, v: &str) -> Result<(), String> {
+    if v.is_empty() {
+        return Err(format!("{field} must not be empty"));
+    }
+    if v.chars().count() > MAX_NAME_LEN {
+        return Err(format!("{field} is longer than {MAX_NAME_LEN} characters"));
+    }
+    Ok(())
+}
+
+impl NewTask {
+    /// A task of `kind` with `payload` and every other field defaulted.
+    pub fn new(kind: impl Into<String>, payload: Value) -> Self {
+        NewTask {
+            kind: kind.into(),
+            payload,
+            ..NewTask::default()
+        }
+    }
+
+    /// The queue this task goes to.
+    pub fn queue_name(&self) -> &str {
+        self.queue.as_deref().unwrap_or(DEFAULT_QUEUE)
+    }
+
+    /// Checks the fields and fills in defaults: the task's own value, else the queue's, else the
+    /// server's (asyncflow: the task row specialises t_schedule_cfg).
+    ///
+    /// # Errors
+    /// A message naming the bad field (empty kind, max_attempts < 1, negative limit, …).
+    pub fn resolve(
+        &self,
+        queue: Option<&QueueSettings>,
+        defaults: &TaskDefaults,
+        now: Timestamp,
+    ) -> Result<ResolvedTask, String> {
+        check_name("kind", &self.kind)?;
+        check_name("queue", self.queue_name())?;
+        for (f, v) in [
+            ("unique_key", &self.unique_key),
+            ("concurrency_key", &self.concurrency_key),
+            ("node", &self.node),
+        ] {
+            if let Some(v) = v {
+                check_name(f, v)?;
+            }
+        }
+        if self.run_at.is_some() && self.run_in.is_some() {
+            return Err("give run_at or run_in, not both".into());
+        }
+        if let Some(m) = self.max_attempts {
+            if m < 1 {
+                return Err(format!("max_attempts must be at least 1, got {m}"));
+            }
+        }
+        if let Some(l) = self.concurrency_limit {
+            if l < 1 {
+                return Err(format!("concurrency_limit must be at least 1, got {l}"));
+            }
+            if self.concurrency_key.is_none() {
+                return Err("concurrency_limit needs a concurrency_key".into());
+            }
+        }
+        if let Some(b) = &self.backoff {
+            b.validate()?;
+        }
+        if let Some(t) = self.timeout {
+            if t.is_zero() {
+                return Err("timeout must be greater than zero".into());
+            }
+        }
+        let run_at = match (self.run_at, self.run_in) {
+            (Some(t), _) => t,
+            (None, Some(d)) => {
+                now + chrono::Duration::from_std(d).map_err(|_| "run_in is too large")?
+            }
+            (None, None) => now,
+        };
+        let state = if run_at > now {
+            TaskState::Scheduled
+        } else {
+            TaskState::Available
+        };
+        let q = queue.cloned().unwrap_or_default();
+        Ok(ResolvedTask {
+            queue: self.queue_name().to_string(),
+            kind: self.kind.clone(),
+            payload: self.payload.clone(),
+            priority: self.priority.unwrap_or(0),
+            state,
+            run_at,
+            expires_at: self.expires_at,
+            max_attempts: self
+                .max_attempts
+                .or(q.max_attempts)
+                .unwrap_or(defaults.max_attempts),
+            backoff: self.backoff.or(q.backoff).unwrap_or(defaults.backoff),
+            timeout_ms: self
+                .timeout
+                .map(|d| d.as_millis() as i64)
+                .or(q.timeout.map(|d| d.as_millis() as i64))
+                .unwrap_or(defaults.timeout_ms),
+            unique_key: self.unique_key.clone(),
+            concurrency_key: self.concurrency_key.clone(),
+            concurrency_limit: self
+                .concurrency_key
+                .as_ref()
+                .map(|_| self.concurrency_limit.unwrap_or(1)),
+            node: self.node.clone(),
+        })
+    }
+}
+
+/// One failed attempt, as kept in [`Task::errors`] (asyncflow's schedule_log entries).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskError {
+    /// The attempt that failed (1-based).
+    pub attempt: i32,
+    /// When it failed.
+    pub at: Timestamp,
+    /// The worker that held the lease, if any.
+    #[serde(default)]
+    pub worker: Option<String>,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// A lease: proof that a worker holds a running task. Given only to the claimer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Lease {
+    /// Opaque token to send with heartbeat/complete/fail.
+    pub token: String,
+    /// When the lease runs out unless a heartbeat extends it.
+    pub expires_at: Timestamp,
+}
+
+/// A stored task. JSON shape of every task the API returns.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Task {
+    /// Unique id, increasing with insertion.
+    pub id: i64,
+    /// Queue name.
+    pub queue: String,
+    /// Handler/type name.
+    pub kind: String,
+    /// Any JSON.
+    pub payload: Value,
+    /// Higher runs first.
+    pub priority: i32,
+    /// Current state.
+    pub state: TaskState,
+    /// Earliest (next) start.
+    pub run_at: Timestamp,
+    /// Not started by then: discarded.
+    pub expires_at: Option<Timestamp>,
+    /// Attempts made so far (a claim starts the next one).
+    pub attempt: i32,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// Retry policy.
+    pub backoff: Backoff,
+    /// Attempt timeout (humantime).
+    #[serde(with = "crate::duration::serde_str")]
+    pub timeout: Duration,
+    /// Idempotency key.
+    pub unique_key: Option<String>,
+    /// Concurrency key.
+    pub concurrency_key: Option<String>,
+    /// Concurrency limit for the key.
+    pub concurrency_limit: Option<i32>,
+    /// Node affinity.
+    pub node: Option<String>,
+    /// What the last successful attempt returned.
+    pub result: Option<Value>,
+    /// One entry per failed attempt.
+    pub errors: Vec<TaskError>,
+    /// What the worker last reported.
+    pub progress: Option<Value>,
+    /// When it was enqueued.
+    pub created_at: Timestamp,
+    /// When the last attempt started.
+    pub attempted_at: Option<Timestamp>,
+    /// When it reached a final state.
+    pub finished_at: Option<Timestamp>,
+    /// Who ran (or runs) the last attempt.
+    pub worker: Option<String>,
+    /// When the current lease runs out (running tasks).
+    pub lease_expires_at: Option<Timestamp>,
+    /// Set when a running task was asked to cancel; it stops at its next heartbeat/complete.
+    pub cancel_requested_at: Option<Timestamp>,
+    /// The lease, only in claim answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// In insert answers: false when a unique_key matched an existing task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inserted: Option<bool>,
+}
+
+/// What happens to a task whose attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FailDecision {
+    /// Run again at this time (state `retryable`).
+    Retry {
+        /// Next start.
+        run_at: Timestamp,
+    },
+    /// Give up (state `discarded`).
+    Discard,
+    /// A cancel was requested while it ran (state `cancelled`).
+    Cancel,
+}
+
+impl Task {
+    /// Decides the fate of the current attempt's failure: discarded when `permanent`, when the
+    /// attempts are spent, or when the retry would start after `expires_at`; else retried after
+    /// `retry_in` if the worker asked for it, else after the backoff.
+    pub fn fail_decision(
+        &self,
+        now: Timestamp,
+        retry_in: Option<Duration>,
+        permanent: bool,
+    ) -> FailDecision {
+        if self.cancel_requested_at.is_some() {
+            return FailDecision::Cancel;
+        }
+        if permanent || self.attempt >= self.max_attempts {
+            return FailDecision::Discard;
+        }
+        let delay = retry_in.unwrap_or_else(|| self.backoff.delay(self.attempt));
+        let run_at = now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        match self.expires_at {
+            Some(e) if run_at >= e => FailDecision::Discard,
+            _ => FailDecision::Retry { run_at },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t0() -> Timestamp {
+        chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn resolve_takes_task_then_queue_then_server_defaults() {
+        let q = QueueSettings {
+            max_attempts: Some(7),
+            timeout: Some(Duration::from_secs(9)),
+            ..QueueSettings::default()
+        };
+        let d = TaskDefaults::default();
+        let r = NewTask::new("k", Value::Null)
+            .resolve(Some(&q), &d, t0())
+            .unwrap();
+        assert_eq!((r.max_attempts, r.timeout_ms), (7, 9000));
+        assert_eq!(r.queue, "default");
+        assert_eq!(r.state, TaskState::Available);
+        let mut n = NewTask::new("k", Value::Null);
+        n.max_attempts = Some(2);
+        n.run_in = Some(Duration::from_secs(5));
+        n.concurrency_key = Some("c".into());
+        let r = n.resolve(None, &d, t0()).unwrap();
+        assert_eq!(r.max_attempts, 2);
+        assert_eq!(r.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(r.state, TaskState::Scheduled);
+        assert_eq!(r.run_at, t0() + chrono::Duration::seconds(5));
+        assert_eq!(r.concurrency_limit, Some(1));
+    }
+
+    #[test]
+    fn resolve_rejects_bad_fields() {
+        let d = TaskDefaults::default();
+        let bad = |f: &dyn Fn(&mut NewTask)| {
+            let mut n = NewTask::new("k", Value::Null);
+            f(&mut n);
+            n.resolve(None, &d, t0()).unwrap_err()
+        };
+        assert!(bad(&|n| n.kind.clear()).contains("kind"));
+        assert!(bad(&|n| n.max_attempts = Some(0)).contains("max_attempts"));
+        assert!(bad(&|n| n.concurrency_limit = Some(2)).contains("concurrency_key"));
+        assert!(bad(&|n| n.queue = Some("x".repeat(300))).contains("queue"));
+        assert!(bad(&|n| {
+            n.run_at = Some(t0());
+            n.run_in = Some(Duration::from_secs(1));
+        })
+        .contains("not both"));
+    }
+
+    fn task(attempt: i32, max: i32) -> Task {
+        let r = NewTask::new("k", Value::Null)
+            .resolve(None, &TaskDefaults::default(), t0())
+            .unwrap();
+        Task {
+            id: 1,
+            queue: r.queue,
+            kind: r.kind,
+            payload: r.payload,
+            priority: 0,
+            state: TaskState::Running,
+            run_at: t0(),
+            expires_at: None,
+            attempt,
+            max_attempts: max,
+            backoff: Backoff {
+                jitter: 0.0,
+                ..Backoff::default()
+            },
+            timeout: Duration::from_secs(60),
+            unique_key: None,
+            concurrency_key: None,
+            concurrency_limit: None,
+            node: None,
+            result: None,
+            errors: vec![],
+            progress: None,
+            created_at: t0(),
+            attempted_at: None,
+            finished_at: None,
+            worker: None,
+            lease_expires_at: None,
+            cancel_requested_at: None,
+            lease: None,
+            inserted: None,
+        }
+    }
+
+    #[test]
+    fn fail_decision_rules() {
+        let now = t0();
+        assert_eq!(
+            task(3, 5).fail_decision(now, None, false),
+            FailDecision::Retry {
+                run_at: now + chrono::Duration::seconds(4)
+            }
+        );
+        assert_eq!(
+            task(1, 5).fail_decision(now, Some(Duration::from_millis(1500)), false),
+            FailDecision::Retry {
+                run_at: now + chrono::Duration::milliseconds(1500)
+            }
+        );
+        assert_eq!(
+            task(5, 5).fail_decision(now, None, false),
+            FailDecision::Discard
+        );
+        assert_eq!(
+            task(1, 5).fail_decision(now, None, true),
+            FailDecision::Discard
+        );
+        let mut t = task(1, 5);
+        t.expires_at = Some(now + chrono::Duration::milliseconds(500));
+        assert_eq!(t.fail_decision(now, None, false), FailDecision::Discard);
+        t.cancel_requested_at = Some(now);
+        assert_eq!(t.fail_decision(now, None, false), FailDecision::Cancel);
+    }
+}

@@ -1,0 +1,464 @@
+//! The [`Store`] trait and its backends: PostgreSQL ([`postgres::PgStore`]) and SQLite
+//! ([`sqlite::SqliteStore`], the embedded default).
+//!
+//! Methods are named `noun_verb` and take plain params, so fields can be added. The store applies
+//! decisions made by `docket-core` (defaults, backoff, fail rules) atomically; it does not make
+//! policy of its own. `tests/conformance.rs` runs one suite against both backends.
+
+use async_trait::async_trait;
+use docket_core::task::ResolvedTask;
+use docket_core::{QueueSettings, QueueStats, Task, TaskState, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub mod postgres;
+pub mod sqlite;
+
+/// Errors of the store, normalised across backends.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No such task/queue/row.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The lease token is stale: the task was rescued, re-claimed, or never held by this lease.
+    #[error("lease lost: the task is no longer held by this lease")]
+    LeaseLost,
+    /// The task was cancelled while this lease held it.
+    #[error("task was cancelled")]
+    Cancelled,
+    /// The operation does not apply to the task's current state.
+    #[error("{0}")]
+    InvalidState(String),
+    /// A unique constraint refused the change.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Bad input detected by the store (for example a value out of range).
+    #[error("{0}")]
+    Invalid(String),
+    /// The database could not be reached or failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Migrations failed.
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl StoreError {
+    pub(crate) fn from_db(e: sqlx::Error) -> StoreError {
+        if let sqlx::Error::Database(d) = &e {
+            if d.is_unique_violation() {
+                return StoreError::Conflict(d.message().to_string());
+            }
+        }
+        StoreError::Database(e)
+    }
+}
+
+/// Result alias of the store.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Which backend a store is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite.
+    Sqlite,
+}
+
+/// Params of [`Store::task_insert_many`].
+#[derive(Debug, Clone)]
+pub struct TaskInsertManyParams {
+    /// Tasks with every default resolved.
+    pub tasks: Vec<ResolvedTask>,
+    /// created_at of all of them.
+    pub now: Timestamp,
+}
+
+/// Params of [`Store::task_list`]: filters combine with AND; keyset paging by id.
+#[derive(Debug, Clone, Default)]
+pub struct TaskListParams {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this state.
+    pub state: Option<TaskState>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only ids greater than this (ascending order) or smaller (descending).
+    pub after: Option<i64>,
+    /// Newest first.
+    pub descending: bool,
+    /// At most this many.
+    pub limit: i64,
+}
+
+/// Params of [`Store::task_claim`].
+#[derive(Debug, Clone)]
+pub struct TaskClaimParams {
+    /// Queue to claim from.
+    pub queue: String,
+    /// Who claims (recorded in `worker` and in error entries).
+    pub worker: String,
+    /// Name of the claiming node: tasks with another `node` are skipped.
+    pub node: String,
+    /// At most this many.
+    pub limit: i64,
+    /// Lease duration; default each task's timeout.
+    pub lease: Option<Duration>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Params of [`Store::task_heartbeat`].
+#[derive(Debug, Clone)]
+pub struct TaskHeartbeatParams {
+    /// Task id.
+    pub id: i64,
+    /// Lease token from the claim.
+    pub token: String,
+    /// New progress, if any.
+    pub progress: Option<Value>,
+    /// New lease duration; default the attempt's lease duration.
+    pub lease: Option<Duration>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// One item of [`Store::task_complete_many`].
+#[derive(Debug, Clone)]
+pub struct TaskComplete {
+    /// Task id.
+    pub id: i64,
+    /// Lease token.
+    pub token: String,
+    /// Result to store.
+    pub result: Value,
+}
+
+/// One item of [`Store::task_fail_many`].
+#[derive(Debug, Clone)]
+pub struct TaskFail {
+    /// Task id.
+    pub id: i64,
+    /// Lease token.
+    pub token: String,
+    /// Error message (kept in `errors`).
+    pub error: String,
+    /// Retry after this delay instead of the backoff.
+    pub retry_in: Option<Duration>,
+    /// Do not retry.
+    pub permanent: bool,
+}
+
+/// What happened to one item of a complete/fail batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum LeaseOutcome {
+    /// Applied; the task is now in `state`, next start `run_at`.
+    Ok {
+        /// New state.
+        state: TaskState,
+        /// Next start (retryable) or the old run_at.
+        run_at: Timestamp,
+    },
+    /// The lease is stale; nothing changed.
+    LeaseLost,
+    /// A cancel was requested: the task is now cancelled.
+    Cancelled,
+    /// No such task.
+    NotFound,
+}
+
+/// A node of the cluster as recorded in `docket_nodes`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodeRecord {
+    /// Node name.
+    pub name: String,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// Its last heartbeat.
+    pub heartbeat_at: Timestamp,
+    /// When it stopped cleanly, if it did.
+    pub stopped_at: Option<Timestamp>,
+    /// docket version it runs.
+    pub version: String,
+    /// Free-form info (listen address, pid).
+    pub info: Value,
+}
+
+/// Params of [`Store::task_prune`].
+#[derive(Debug, Clone)]
+pub struct TaskPruneParams {
+    /// Now.
+    pub now: Timestamp,
+    /// Retention of completed tasks for queues without their own.
+    pub retention_completed: Duration,
+    /// Retention of discarded/cancelled tasks for queues without their own.
+    pub retention_failed: Duration,
+    /// Delete at most this many rows (one small batch).
+    pub limit: i64,
+}
+
+/// Result of [`Store::task_promote`].
+#[derive(Debug, Clone, Default)]
+pub struct Promoted {
+    /// How many tasks became available.
+    pub count: u64,
+    /// Their queues (distinct).
+    pub queues: Vec<String>,
+}
+
+/// The storage interface of docket. Every method is atomic.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Which backend this is.
+    fn backend(&self) -> Backend;
+
+    /// True where other processes' changes can wake us (PostgreSQL LISTEN/NOTIFY); else poll.
+    fn supports_listen_notify(&self) -> bool;
+
+    /// Applies the embedded migrations (idempotent; safe with several nodes at once).
+    ///
+    /// # Errors
+    /// Database or migration failure.
+    async fn migrate(&self) -> Result<()>;
+
+    /// Settings of the named queues that have a row (others use defaults).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_settings_many(&self, names: &[String])
+        -> Result<HashMap<String, QueueSettings>>;
+
+    /// Inserts tasks in one transaction (PostgreSQL: one statement). Returns one task per input,
+    /// in input order, with `inserted: false` where a unique_key matched an unfinished task.
+    ///
+    /// # Errors
+    /// Database failure; nothing is inserted then.
+    async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>>;
+
+    /// One task by id.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_get(&self, id: i64) -> Result<Option<Task>>;
+
+    /// Tasks matching the filters, by id.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>>;
+
+    /// Claims up to `limit` available tasks of a queue in claim order (priority desc, run_at,
+    /// id), skipping tasks for other nodes, expired ones, keys at their concurrency limit, and
+    /// everything in a paused queue or beyond the queue's concurrency limit. Each returned task
+    /// is `running` with a fresh lease in `lease`.
+    ///
+    /// # Errors
+    /// Database failure; nothing is claimed then.
+    async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>>;
+
+    /// Extends a lease and records progress.
+    ///
+    /// # Errors
+    /// [`StoreError::LeaseLost`] for a stale token, [`StoreError::Cancelled`] when a cancel was
+    /// requested (the task is then cancelled), [`StoreError::NotFound`].
+    async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task>;
+
+    /// Completes many tasks in one statement. One outcome per item, in order.
+    ///
+    /// # Errors
+    /// Database failure (then nothing changed).
+    async fn task_complete_many(
+        &self,
+        items: &[TaskComplete],
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>>;
+
+    /// Fails many attempts: each is retried after its backoff (or `retry_in`), or discarded when
+    /// permanent, out of attempts or past expiry. One outcome per item, in order.
+    ///
+    /// # Errors
+    /// Database failure (then nothing changed).
+    async fn task_fail_many(
+        &self,
+        items: &[TaskFail],
+        worker: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>>;
+
+    /// Cancels a task that is not finished. A running task keeps running until its next
+    /// heartbeat/complete/fail, which then cancel it; the answer shows `cancel_requested_at`.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for completed/discarded tasks.
+    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task>;
+
+    /// Makes a discarded or cancelled task available again now (one more attempt if spent).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states;
+    /// [`StoreError::Conflict`] when an unfinished task took its unique_key meanwhile.
+    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task>;
+
+    /// Makes scheduled/retryable tasks whose run_at has come available (a small batch).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_promote(&self, now: Timestamp, limit: i64) -> Result<Promoted>;
+
+    /// The earliest run_at of scheduled/retryable tasks.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_next_due(&self) -> Result<Option<Timestamp>>;
+
+    /// Rescues running tasks whose lease expired: the attempt fails with "lease expired" and is
+    /// retried or discarded as by [`Store::task_fail_many`]. Returns how many.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<u64>;
+
+    /// Discards tasks not started before their expires_at. Returns how many.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_expire(&self, now: Timestamp, limit: i64) -> Result<u64>;
+
+    /// Deletes one batch of finished tasks past their retention. Returns how many.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_prune(&self, p: TaskPruneParams) -> Result<u64>;
+
+    /// Every queue that has tasks or settings, with counts by state.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_list(&self) -> Result<Vec<QueueStats>>;
+
+    /// One queue (a queue with neither tasks nor settings shows defaults and zero counts).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_get(&self, name: &str) -> Result<QueueStats>;
+
+    /// Replaces a queue's settings.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_put(&self, name: &str, s: &QueueSettings, now: Timestamp) -> Result<QueueStats>;
+
+    /// Pauses or resumes a queue, keeping its other settings.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_set_paused(
+        &self,
+        name: &str,
+        paused: bool,
+        now: Timestamp,
+    ) -> Result<QueueStats>;
+
+    /// Records a node's heartbeat (creating its row on first call).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn node_heartbeat(&self, node: &NodeRecord) -> Result<()>;
+
+    /// Marks a node as stopped cleanly.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn node_stop(&self, name: &str, now: Timestamp) -> Result<()>;
+
+    /// Every known node.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn node_list(&self) -> Result<Vec<NodeRecord>>;
+
+    /// Subscribes to "task available" notifications from every process using the database.
+    /// Each item is a queue name. `None` where the backend cannot (SQLite: poll instead).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>>;
+
+    /// Closes the pool.
+    async fn close(&self);
+}
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// `postgres://…` or `sqlite://path` (created if missing).
+    pub url: String,
+    /// PostgreSQL schema to use (created if missing); default `public`.
+    pub schema: Option<String>,
+    /// Pool size; default 10 (PostgreSQL) / 4 readers + 1 writer (SQLite).
+    pub max_connections: Option<u32>,
+}
+
+impl ConnectOptions {
+    /// Options for `url` with defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        ConnectOptions {
+            url: url.into(),
+            schema: None,
+            max_connections: None,
+        }
+    }
+}
+
+/// Opens the store for a URL: `postgres://` / `postgresql://` or `sqlite:`.
+///
+/// # Errors
+/// [`StoreError::Invalid`] for another scheme; database errors when it cannot connect.
+pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>> {
+    let url = opts.url.as_str();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(postgres::PgStore::connect(opts).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(Arc::new(sqlite::SqliteStore::connect(opts).await?))
+    } else {
+        Err(StoreError::Invalid(format!(
+            "unsupported database URL {url:?}: use postgres://user@host/db or sqlite://path/to/file.db"
+        )))
+    }
+}
+
+/// Orders claimed tasks as the claim did (priority desc, run_at asc, id asc).
+pub(crate) fn sort_claim_order(tasks: &mut [Task]) {
+    tasks.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.run_at.cmp(&b.run_at))
+            .then(a.id.cmp(&b.id))
+    });
+}
+
+/// The error entry appended for a failed attempt.
+pub(crate) fn error_entry(
+    task: &Task,
+    message: &str,
+    worker: Option<&str>,
+    now: Timestamp,
+) -> Value {
+    serde_json::json!({
+        "attempt": task.attempt,
+        "at": now,
+        "worker": worker.map(str::to_string).or_else(|| task.worker.clone()),
+        "message": message,
+    })
+}
+
+/// Zero counts for every state, so answers always list all seven.
+pub(crate) fn empty_counts() -> std::collections::BTreeMap<TaskState, i64> {
+    TaskState::ALL.into_iter().map(|s| (s, 0)).collect()
+}

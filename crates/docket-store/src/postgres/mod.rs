@@ -1,0 +1,1063 @@
+//! PostgreSQL backend: `FOR UPDATE SKIP LOCKED` claims, batch statements over `unnest` arrays,
+//! advisory locks for concurrency keys, LISTEN/NOTIFY wake-ups.
+
+use crate::*;
+use docket_core::{Backoff, Lease, TaskError};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
+use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
+use std::str::FromStr;
+
+/// The LISTEN/NOTIFY channel; payload `schema|queue`.
+pub const CHANNEL: &str = "docket_available";
+
+const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
+    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
+    created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
+    cancel_requested_at";
+
+/// A PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    schema: String,
+}
+
+fn decode(row: &PgRow) -> Result<Task> {
+    let state: String = row.try_get("state")?;
+    let errors: Value = row.try_get("errors")?;
+    Ok(Task {
+        id: row.try_get("id")?,
+        queue: row.try_get("queue")?,
+        kind: row.try_get("kind")?,
+        payload: row.try_get("payload")?,
+        priority: row.try_get("priority")?,
+        state: state
+            .parse()
+            .map_err(|e: docket_core::state::UnknownState| StoreError::Invalid(e.to_string()))?,
+        run_at: row.try_get("run_at")?,
+        expires_at: row.try_get("expires_at")?,
+        attempt: row.try_get("attempt")?,
+        max_attempts: row.try_get("max_attempts")?,
+        backoff: Backoff {
+            initial: Duration::from_millis(row.try_get::<i64, _>("backoff_initial_ms")? as u64),
+            coefficient: row.try_get("backoff_coefficient")?,
+            max: Duration::from_millis(row.try_get::<i64, _>("backoff_max_ms")? as u64),
+            jitter: row.try_get("backoff_jitter")?,
+        },
+        timeout: Duration::from_millis(row.try_get::<i64, _>("timeout_ms")? as u64),
+        unique_key: row.try_get("unique_key")?,
+        concurrency_key: row.try_get("concurrency_key")?,
+        concurrency_limit: row.try_get("concurrency_limit")?,
+        node: row.try_get("node")?,
+        result: row.try_get("result")?,
+        errors: serde_json::from_value::<Vec<TaskError>>(errors).unwrap_or_default(),
+        progress: row.try_get("progress")?,
+        created_at: row.try_get("created_at")?,
+        attempted_at: row.try_get("attempted_at")?,
+        finished_at: row.try_get("finished_at")?,
+        worker: row.try_get("worker")?,
+        lease_expires_at: row.try_get("lease_expires_at")?,
+        cancel_requested_at: row.try_get("cancel_requested_at")?,
+        lease: None,
+        inserted: None,
+    })
+}
+
+fn token_of(row: &PgRow) -> Result<Option<String>> {
+    Ok(row
+        .try_get::<Option<uuid::Uuid>, _>("lease_token")?
+        .map(|u| u.to_string()))
+}
+
+fn parse_token(t: &str) -> Option<uuid::Uuid> {
+    uuid::Uuid::parse_str(t).ok()
+}
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+fn queue_settings(row: &PgRow) -> Result<QueueSettings> {
+    let backoff: Option<Value> = row.try_get("backoff")?;
+    let d = |c: &str| -> Result<Option<Duration>> {
+        Ok(row
+            .try_get::<Option<i64>, _>(c)?
+            .map(|v| Duration::from_millis(v as u64)))
+    };
+    Ok(QueueSettings {
+        paused: row.try_get("paused")?,
+        concurrency_limit: row.try_get("concurrency_limit")?,
+        max_attempts: row.try_get("max_attempts")?,
+        backoff: backoff.and_then(|b| serde_json::from_value(b).ok()),
+        timeout: d("timeout_ms")?,
+        retention_completed: d("retention_completed_ms")?,
+        retention_failed: d("retention_failed_ms")?,
+    })
+}
+
+/// Locks `key` for the rest of the transaction: serialises concurrency-limit checks of one key
+/// across every node without holding row locks on other tasks.
+async fn lock_key(tx: &mut Transaction<'_, Postgres>, key: &str) -> Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(key)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+impl PgStore {
+    /// Connects (creating the schema when given and missing).
+    ///
+    /// # Errors
+    /// Connection failure, bad URL.
+    pub async fn connect(opts: &ConnectOptions) -> Result<Self> {
+        let schema = opts.schema.clone().unwrap_or_else(|| "public".into());
+        if schema.is_empty() || schema.contains('"') {
+            return Err(StoreError::Invalid(format!("bad schema name {schema:?}")));
+        }
+        let base =
+            PgConnectOptions::from_str(&opts.url)?.log_statements(tracing::log::LevelFilter::Debug);
+        if schema != "public" {
+            let mut c = base.connect().await?;
+            sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
+                .execute(&mut c)
+                .await
+                .or_else(|e| match &e {
+                    // Two nodes creating the schema at once: the loser's error is harmless.
+                    sqlx::Error::Database(d) if d.is_unique_violation() => Ok(Default::default()),
+                    _ => Err(e),
+                })?;
+            c.close().await?;
+        }
+        let conn = base.options([("search_path", schema.as_str())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(opts.max_connections.unwrap_or(10))
+            .connect_with(conn)
+            .await?;
+        Ok(PgStore { pool, schema })
+    }
+
+    /// The pool, for tests and tools.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn notify(&self, tx: &mut Transaction<'_, Postgres>, queues: &[String]) -> Result<()> {
+        if queues.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "SELECT pg_notify($1, $2 || '|' || q) FROM (SELECT DISTINCT unnest($3::text[]) AS q) s",
+        )
+        .bind(CHANNEL)
+        .bind(&self.schema)
+        .bind(queues)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn counts(
+        &self,
+        queue: Option<&str>,
+    ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
+        let rows = sqlx::query(
+            "SELECT queue, state, count(*) AS n FROM docket_tasks \
+             WHERE ($1::text IS NULL OR queue = $1) GROUP BY queue, state",
+        )
+        .bind(queue)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out: HashMap<String, _> = HashMap::new();
+        for r in rows {
+            let q: String = r.try_get("queue")?;
+            let st: String = r.try_get("state")?;
+            let n: i64 = r.try_get("n")?;
+            if let Ok(st) = st.parse::<TaskState>() {
+                out.entry(q).or_insert_with(empty_counts).insert(st, n);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies fail decisions to rows locked in `tx`.
+    async fn apply_failures(
+        tx: &mut Transaction<'_, Postgres>,
+        items: &[(Task, FailDecision, Value)],
+        now: Timestamp,
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut ids = Vec::with_capacity(items.len());
+        let mut states = Vec::with_capacity(items.len());
+        let mut run_ats = Vec::with_capacity(items.len());
+        let mut finished: Vec<Option<Timestamp>> = Vec::with_capacity(items.len());
+        let mut errs = Vec::with_capacity(items.len());
+        for (t, d, e) in items {
+            ids.push(t.id);
+            let (st, run_at, fin) = match d {
+                FailDecision::Retry { run_at } => (TaskState::Retryable, *run_at, None),
+                FailDecision::Discard => (TaskState::Discarded, t.run_at, Some(now)),
+                FailDecision::Cancel => (TaskState::Cancelled, t.run_at, Some(now)),
+            };
+            states.push(st.as_str().to_string());
+            run_ats.push(run_at);
+            finished.push(fin);
+            errs.push(e.clone());
+        }
+        sqlx::query(
+            "UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fin, \
+               errors = t.errors || jsonb_build_array(x.err), lease_expires_at = NULL \
+             FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::jsonb[]) \
+               AS x(id, state, run_at, fin, err) \
+             WHERE t.id = x.id",
+        )
+        .bind(&ids)
+        .bind(&states)
+        .bind(&run_ats)
+        .bind(&finished)
+        .bind(&errs)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+}
+
+use docket_core::FailDecision;
+
+fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
+    match d {
+        FailDecision::Retry { run_at } => LeaseOutcome::Ok {
+            state: TaskState::Retryable,
+            run_at: *run_at,
+        },
+        FailDecision::Discard => LeaseOutcome::Ok {
+            state: TaskState::Discarded,
+            run_at: t.run_at,
+        },
+        FailDecision::Cancel => LeaseOutcome::Cancelled,
+    }
+}
+
+/// Why a lease-checked change did not apply to a row: cancelled (the token was the last lease
+/// and the task got cancelled) or lost.
+fn lease_refusal(row: &PgRow, token: &str) -> Result<LeaseOutcome> {
+    let state: String = row.try_get("state")?;
+    let held = token_of(row)?.as_deref() == Some(token);
+    Ok(if held && state == "cancelled" {
+        LeaseOutcome::Cancelled
+    } else {
+        LeaseOutcome::LeaseLost
+    })
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    fn supports_listen_notify(&self) -> bool {
+        true
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        sqlx::migrate!("./migrations/postgres")
+            .run(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn queue_settings_many(
+        &self,
+        names: &[String],
+    ) -> Result<HashMap<String, QueueSettings>> {
+        let rows = sqlx::query("SELECT * FROM docket_queues WHERE name = ANY($1)")
+            .bind(names)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .collect()
+    }
+
+    async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
+        let n = p.tasks.len();
+        if n == 0 {
+            return Ok(vec![]);
+        }
+        macro_rules! col {
+            ($f:expr) => {
+                p.tasks.iter().map($f).collect::<Vec<_>>()
+            };
+        }
+        let sql = format!(
+            "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
+               max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
+             SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc, \
+               bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, $18 \
+             FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[], \
+               $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[], \
+               $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[], \
+               $17::text[]) WITH ORDINALITY AS x(queue, kind, payload, priority, state, run_at, \
+               expires_at, max_attempts, bi, bc, bm, bj, timeout_ms, unique_key, concurrency_key, \
+               concurrency_limit, node, ord) \
+             ORDER BY ord \
+             ON CONFLICT DO NOTHING RETURNING {COLS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(col!(|t| t.queue.clone()))
+            .bind(col!(|t| t.kind.clone()))
+            .bind(col!(|t| t.payload.clone()))
+            .bind(col!(|t| t.priority))
+            .bind(col!(|t| t.state.as_str().to_string()))
+            .bind(col!(|t| t.run_at))
+            .bind(col!(|t| t.expires_at))
+            .bind(col!(|t| t.max_attempts))
+            .bind(col!(|t| ms(t.backoff.initial)))
+            .bind(col!(|t| t.backoff.coefficient))
+            .bind(col!(|t| ms(t.backoff.max)))
+            .bind(col!(|t| t.backoff.jitter))
+            .bind(col!(|t| t.timeout_ms))
+            .bind(col!(|t| t.unique_key.clone()))
+            .bind(col!(|t| t.concurrency_key.clone()))
+            .bind(col!(|t| t.concurrency_limit))
+            .bind(col!(|t| t.node.clone()))
+            .bind(p.now)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::from_db)?;
+        let mut inserted: Vec<Task> = rows.iter().map(decode).collect::<Result<_>>()?;
+        // Identity values are taken in insertion (ordinality) order.
+        inserted.sort_by_key(|t| t.id);
+        if inserted.len() == n {
+            for t in &mut inserted {
+                t.inserted = Some(true);
+            }
+            return Ok(inserted);
+        }
+        // Some unique keys matched: line the answers up with the inputs.
+        let mut by_key: HashMap<String, Task> = HashMap::new();
+        let mut plain = std::collections::VecDeque::new();
+        for mut t in inserted {
+            t.inserted = Some(true);
+            match t.unique_key.clone() {
+                Some(k) => {
+                    by_key.insert(k, t);
+                }
+                None => plain.push_back(t),
+            }
+        }
+        let mut out = Vec::with_capacity(n);
+        let mut seen = std::collections::HashSet::new();
+        for r in &p.tasks {
+            match &r.unique_key {
+                None => out.push(plain.pop_front().ok_or_else(|| {
+                    StoreError::Invalid("insert returned fewer rows than expected".into())
+                })?),
+                Some(k) => {
+                    let first = seen.insert(k.clone());
+                    match by_key.get(k) {
+                        Some(t) if first => out.push(t.clone()),
+                        Some(t) => {
+                            let mut t = t.clone();
+                            t.inserted = Some(false);
+                            out.push(t);
+                        }
+                        None => {
+                            let sql = format!(
+                                "SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 AND state IN \
+                                 ('scheduled','available','running','retryable')"
+                            );
+                            let row = sqlx::query(&sql)
+                                .bind(k)
+                                .fetch_optional(&self.pool)
+                                .await?
+                                .ok_or_else(|| {
+                                    StoreError::Conflict(format!(
+                                        "unique_key {k:?} changed while inserting; try again"
+                                    ))
+                                })?;
+                            let mut t = decode(&row)?;
+                            t.inserted = Some(false);
+                            out.push(t);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn task_get(&self, id: i64) -> Result<Option<Task>> {
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
+        let (cmp, order) = if p.descending {
+            ("<", "DESC")
+        } else {
+            (">", "ASC")
+        };
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1) \
+             AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR kind = $3) \
+             AND ($4::bigint IS NULL OR id {cmp} $4) ORDER BY id {order} LIMIT $5"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&p.queue)
+            .bind(p.state.map(|s| s.as_str()))
+            .bind(&p.kind)
+            .bind(p.after)
+            .bind(p.limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
+        if p.limit <= 0 {
+            return Ok(vec![]);
+        }
+        let mut tx = self.pool.begin().await?;
+        let cands = sqlx::query(
+            "SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit \
+             FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
+             WHERE t.state = 'available' AND t.queue = $1 \
+               AND (t.node IS NULL OR t.node = $2) \
+               AND (t.expires_at IS NULL OR t.expires_at > $3) \
+               AND (q.paused IS NULL OR NOT q.paused) \
+               AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
+                    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key) \
+                    < t.concurrency_limit) \
+             ORDER BY t.priority DESC, t.run_at, t.id LIMIT $4 \
+             FOR UPDATE OF t SKIP LOCKED",
+        )
+        .bind(&p.queue)
+        .bind(&p.node)
+        .bind(p.now)
+        .bind(p.limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        if cands.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let mut ids: Vec<i64> = Vec::with_capacity(cands.len());
+        let queue_limit: Option<i32> = cands[0].try_get("queue_limit")?;
+        let needs_keys = cands.iter().any(|r| {
+            r.try_get::<Option<String>, _>("concurrency_key")
+                .ok()
+                .flatten()
+                .is_some()
+        });
+        if queue_limit.is_none() && !needs_keys {
+            for r in &cands {
+                ids.push(r.try_get("id")?);
+            }
+        } else {
+            // Slow path: serialise on the queue and on each key (sorted, so two claimers never
+            // wait on each other in opposite orders), then count what runs now.
+            let mut room = usize::MAX;
+            if let Some(limit) = queue_limit {
+                lock_key(&mut tx, &format!("docket-queue:{}", p.queue)).await?;
+                let running: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND queue = $1",
+                )
+                .bind(&p.queue)
+                .fetch_one(&mut *tx)
+                .await?;
+                room = (limit as i64 - running).max(0) as usize;
+            }
+            let mut keys: Vec<(String, i32)> = vec![];
+            for r in &cands {
+                if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
+                    let l: Option<i32> = r.try_get("concurrency_limit")?;
+                    keys.push((k, l.unwrap_or(1)));
+                }
+            }
+            keys.sort();
+            keys.dedup_by(|a, b| a.0 == b.0);
+            let mut key_room: HashMap<String, i64> = HashMap::new();
+            for (k, l) in &keys {
+                lock_key(&mut tx, &format!("docket-key:{k}")).await?;
+                let running: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND concurrency_key = $1",
+                )
+                .bind(k)
+                .fetch_one(&mut *tx)
+                .await?;
+                key_room.insert(k.clone(), *l as i64 - running);
+            }
+            for r in &cands {
+                if ids.len() >= room {
+                    break;
+                }
+                if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
+                    let left = key_room.get_mut(&k).expect("key counted");
+                    if *left <= 0 {
+                        continue;
+                    }
+                    *left -= 1;
+                }
+                ids.push(r.try_get("id")?);
+            }
+        }
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let sql = format!(
+            "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2, \
+               worker = $3, lease_token = gen_random_uuid(), lease_ms = COALESCE($4, timeout_ms), \
+               lease_expires_at = $2 + COALESCE($4, timeout_ms) * interval '1 millisecond', \
+               cancel_requested_at = NULL \
+             WHERE id = ANY($1) RETURNING {COLS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&ids)
+            .bind(p.now)
+            .bind(&p.worker)
+            .bind(p.lease.map(ms))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let mut t = decode(r)?;
+            t.lease = Some(Lease {
+                token: token_of(r)?.unwrap_or_default(),
+                expires_at: t.lease_expires_at.unwrap_or(p.now),
+            });
+            out.push(t);
+        }
+        sort_claim_order(&mut out);
+        Ok(out)
+    }
+
+    async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
+        let Some(token) = parse_token(&p.token) else {
+            return match self.task_get(p.id).await? {
+                None => Err(StoreError::NotFound(format!("task {}", p.id))),
+                Some(_) => Err(StoreError::LeaseLost),
+            };
+        };
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "UPDATE docket_tasks SET progress = COALESCE($3, progress), \
+               lease_ms = COALESCE($4, lease_ms), \
+               lease_expires_at = $5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond' \
+             WHERE id = $1 AND lease_token = $2 AND state = 'running' AND cancel_requested_at IS NULL \
+             RETURNING {COLS}"
+        );
+        if let Some(row) = sqlx::query(&sql)
+            .bind(p.id)
+            .bind(token)
+            .bind(&p.progress)
+            .bind(p.lease.map(ms))
+            .bind(p.now)
+            .fetch_optional(&mut *tx)
+            .await?
+        {
+            tx.commit().await?;
+            return decode(&row);
+        }
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
+        let Some(row) = sqlx::query(&sql)
+            .bind(p.id)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Err(StoreError::NotFound(format!("task {}", p.id)));
+        };
+        let t = decode(&row)?;
+        let held = token_of(&row)?.as_deref() == Some(p.token.as_str());
+        if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2, \
+                 lease_expires_at = NULL, progress = COALESCE($3, progress) WHERE id = $1",
+            )
+            .bind(p.id)
+            .bind(p.now)
+            .bind(&p.progress)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            return Err(StoreError::Cancelled);
+        }
+        tx.commit().await?;
+        Err(match lease_refusal(&row, &p.token)? {
+            LeaseOutcome::Cancelled => StoreError::Cancelled,
+            _ => StoreError::LeaseLost,
+        })
+    }
+
+    async fn task_complete_many(
+        &self,
+        items: &[TaskComplete],
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut ids = Vec::with_capacity(items.len());
+        let mut tokens = Vec::with_capacity(items.len());
+        let mut results = Vec::with_capacity(items.len());
+        for it in items {
+            ids.push(it.id);
+            // A malformed token can never match: the nil uuid is never issued.
+            tokens.push(parse_token(&it.token).unwrap_or(uuid::Uuid::nil()));
+            results.push(it.result.clone());
+        }
+        let mut tx = self.pool.begin().await?;
+        let done: Vec<(i64, Timestamp)> = sqlx::query_as(
+            "UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result, \
+               lease_expires_at = NULL \
+             FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result) \
+             WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running' \
+               AND t.cancel_requested_at IS NULL \
+             RETURNING t.id, t.run_at",
+        )
+        .bind(now)
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(&results)
+        .fetch_all(&mut *tx)
+        .await?;
+        let done: HashMap<i64, Timestamp> = done.into_iter().collect();
+        let mut out = Vec::with_capacity(items.len());
+        if done.len() == items.len() {
+            tx.commit().await?;
+            for it in items {
+                out.push(LeaseOutcome::Ok {
+                    state: TaskState::Completed,
+                    run_at: done[&it.id],
+                });
+            }
+            return Ok(out);
+        }
+        let missing: Vec<i64> = ids
+            .iter()
+            .copied()
+            .filter(|i| !done.contains_key(i))
+            .collect();
+        let rows = sqlx::query(
+            "SELECT id, state, lease_token, cancel_requested_at FROM docket_tasks WHERE id = ANY($1) FOR UPDATE",
+        )
+        .bind(&missing)
+        .fetch_all(&mut *tx)
+        .await?;
+        let rows: HashMap<i64, PgRow> = rows
+            .into_iter()
+            .map(|r| (r.get::<i64, _>("id"), r))
+            .collect();
+        for it in items {
+            if let Some(run_at) = done.get(&it.id) {
+                out.push(LeaseOutcome::Ok {
+                    state: TaskState::Completed,
+                    run_at: *run_at,
+                });
+                continue;
+            }
+            let Some(row) = rows.get(&it.id) else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let state: String = row.try_get("state")?;
+            let requested: Option<Timestamp> = row.try_get("cancel_requested_at")?;
+            let held = token_of(row)?.as_deref() == Some(it.token.as_str());
+            if held && state == "running" && requested.is_some() {
+                // The work was done, but a cancel won: keep its result, end it cancelled.
+                sqlx::query(
+                    "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2, result = $3, \
+                     lease_expires_at = NULL WHERE id = $1",
+                )
+                .bind(it.id)
+                .bind(now)
+                .bind(&it.result)
+                .execute(&mut *tx)
+                .await?;
+                out.push(LeaseOutcome::Cancelled);
+            } else {
+                out.push(lease_refusal(row, &it.token)?);
+            }
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn task_fail_many(
+        &self,
+        items: &[TaskFail],
+        worker: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
+        let mut tx = self.pool.begin().await?;
+        let sql =
+            format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE");
+        let rows = sqlx::query(&sql).bind(&ids).fetch_all(&mut *tx).await?;
+        let rows: HashMap<i64, PgRow> = rows
+            .into_iter()
+            .map(|r| (r.get::<i64, _>("id"), r))
+            .collect();
+        let mut apply = vec![];
+        let mut out = Vec::with_capacity(items.len());
+        let mut touched = std::collections::HashSet::new();
+        for it in items {
+            let Some(row) = rows.get(&it.id) else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let t = decode(row)?;
+            let held = token_of(row)?.as_deref() == Some(it.token.as_str());
+            if !held || t.state != TaskState::Running || !touched.insert(it.id) {
+                out.push(lease_refusal(row, &it.token)?);
+                continue;
+            }
+            let d = t.fail_decision(now, it.retry_in, it.permanent);
+            out.push(outcome_for(&d, &t));
+            let e = error_entry(&t, &it.error, worker, now);
+            apply.push((t, d, e));
+        }
+        Self::apply_failures(&mut tx, &apply, now).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let sql = format!(
+            "UPDATE docket_tasks SET \
+               state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, \
+               finished_at = CASE WHEN state = 'running' THEN finished_at ELSE $2 END, \
+               cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, $2) \
+                 ELSE cancel_requested_at END \
+             WHERE id = $1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}"
+        );
+        if let Some(r) = sqlx::query(&sql)
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?
+        {
+            return decode(&r);
+        }
+        match self.task_get(id).await? {
+            None => Err(StoreError::NotFound(format!("task {id}"))),
+            Some(t) if t.state == TaskState::Cancelled => Ok(t),
+            Some(t) => Err(StoreError::InvalidState(format!(
+                "task {id} is {} and cannot be cancelled",
+                t.state
+            ))),
+        }
+    }
+
+    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "UPDATE docket_tasks SET state = 'available', run_at = $2, finished_at = NULL, \
+               cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempt + 1) \
+             WHERE id = $1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::from_db)?;
+        let Some(row) = row else {
+            drop(tx);
+            return match self.task_get(id).await? {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {}; only discarded or cancelled tasks can be retried",
+                    t.state
+                ))),
+            };
+        };
+        let t = decode(&row)?;
+        self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn task_promote(&self, now: Timestamp, limit: i64) -> Result<Promoted> {
+        let mut tx = self.pool.begin().await?;
+        let queues: Vec<String> = sqlx::query_scalar(
+            "UPDATE docket_tasks SET state = 'available' WHERE id IN ( \
+               SELECT id FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= $1 \
+               ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING queue",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        let count = queues.len() as u64;
+        let mut qs = queues;
+        qs.sort();
+        qs.dedup();
+        self.notify(&mut tx, &qs).await?;
+        tx.commit().await?;
+        Ok(Promoted { count, queues: qs })
+    }
+
+    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
+        Ok(sqlx::query_scalar(
+            "SELECT min(run_at) FROM docket_tasks WHERE state IN ('scheduled','retryable')",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
+             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut apply = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let t = decode(r)?;
+            let d = t.fail_decision(now, None, false);
+            let e = error_entry(&t, "lease expired", None, now);
+            apply.push((t, d, e));
+        }
+        Self::apply_failures(&mut tx, &apply, now).await?;
+        tx.commit().await?;
+        Ok(apply.len() as u64)
+    }
+
+    async fn task_expire(&self, now: Timestamp, limit: i64) -> Result<u64> {
+        let r = sqlx::query(
+            "UPDATE docket_tasks SET state = 'discarded', finished_at = $1, \
+               errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'at', $1, \
+                 'worker', NULL, 'message', 'expired: not started before expires_at')) \
+             WHERE id IN (SELECT id FROM docket_tasks WHERE expires_at <= $1 \
+               AND state IN ('scheduled','available','retryable') LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(now)
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
+        // Queues with their own retention are pruned by their own cutoffs; the rest by the
+        // defaults. One statement, one small batch: it never holds many rows locked.
+        let r = sqlx::query(
+            "DELETE FROM docket_tasks WHERE id IN ( \
+               SELECT t.id FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
+               WHERE t.state IN ('completed','discarded','cancelled') AND t.finished_at < $1 - \
+                 CASE WHEN t.state = 'completed' \
+                   THEN COALESCE(q.retention_completed_ms, $2) \
+                   ELSE COALESCE(q.retention_failed_ms, $3) END * interval '1 millisecond' \
+               LIMIT $4 FOR UPDATE OF t SKIP LOCKED)",
+        )
+        .bind(p.now)
+        .bind(ms(p.retention_completed))
+        .bind(ms(p.retention_failed))
+        .bind(p.limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueStats>> {
+        let mut counts = self.counts(None).await?;
+        let rows = sqlx::query("SELECT * FROM docket_queues")
+            .fetch_all(&self.pool)
+            .await?;
+        let mut out: HashMap<String, QueueStats> = HashMap::new();
+        for r in &rows {
+            let name: String = r.try_get("name")?;
+            out.insert(
+                name.clone(),
+                QueueStats {
+                    counts: counts.remove(&name).unwrap_or_else(empty_counts),
+                    name,
+                    settings: queue_settings(r)?,
+                },
+            );
+        }
+        for (name, c) in counts {
+            out.insert(
+                name.clone(),
+                QueueStats {
+                    name,
+                    settings: QueueSettings::default(),
+                    counts: c,
+                },
+            );
+        }
+        let mut v: Vec<QueueStats> = out.into_values().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(v)
+    }
+
+    async fn queue_get(&self, name: &str) -> Result<QueueStats> {
+        let row = sqlx::query("SELECT * FROM docket_queues WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        let settings = row
+            .as_ref()
+            .map(queue_settings)
+            .transpose()?
+            .unwrap_or_default();
+        let counts = self
+            .counts(Some(name))
+            .await?
+            .remove(name)
+            .unwrap_or_else(empty_counts);
+        Ok(QueueStats {
+            name: name.to_string(),
+            settings,
+            counts,
+        })
+    }
+
+    async fn queue_put(&self, name: &str, s: &QueueSettings, now: Timestamp) -> Result<QueueStats> {
+        let backoff = s
+            .backoff
+            .map(|b| serde_json::to_value(b).expect("backoff serialises"));
+        sqlx::query(
+            "INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff, \
+               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, \
+               concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts, \
+               backoff = excluded.backoff, timeout_ms = excluded.timeout_ms, \
+               retention_completed_ms = excluded.retention_completed_ms, \
+               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at",
+        )
+        .bind(name)
+        .bind(s.paused)
+        .bind(s.concurrency_limit)
+        .bind(s.max_attempts)
+        .bind(backoff)
+        .bind(s.timeout.map(ms))
+        .bind(s.retention_completed.map(ms))
+        .bind(s.retention_failed.map(ms))
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        if !s.paused {
+            // Resuming may make tasks claimable: wake the claimers.
+            let mut tx = self.pool.begin().await?;
+            self.notify(&mut tx, &[name.to_string()]).await?;
+            tx.commit().await?;
+        }
+        self.queue_get(name).await
+    }
+
+    async fn queue_set_paused(
+        &self,
+        name: &str,
+        paused: bool,
+        now: Timestamp,
+    ) -> Result<QueueStats> {
+        let mut s = self.queue_get(name).await?.settings;
+        s.paused = paused;
+        self.queue_put(name, &s, now).await
+    }
+
+    async fn node_heartbeat(&self, n: &NodeRecord) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO docket_nodes (name, started_at, heartbeat_at, stopped_at, version, info) \
+             VALUES ($1, $2, $3, NULL, $4, $5) ON CONFLICT (name) DO UPDATE SET \
+             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, \
+             stopped_at = NULL, version = excluded.version, info = excluded.info",
+        )
+        .bind(&n.name)
+        .bind(n.started_at)
+        .bind(n.heartbeat_at)
+        .bind(&n.version)
+        .bind(&n.info)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn node_stop(&self, name: &str, now: Timestamp) -> Result<()> {
+        sqlx::query("UPDATE docket_nodes SET stopped_at = $2 WHERE name = $1")
+            .bind(name)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn node_list(&self) -> Result<Vec<NodeRecord>> {
+        let rows = sqlx::query("SELECT * FROM docket_nodes ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeRecord {
+                    name: r.try_get("name")?,
+                    started_at: r.try_get("started_at")?,
+                    heartbeat_at: r.try_get("heartbeat_at")?,
+                    stopped_at: r.try_get("stopped_at")?,
+                    version: r.try_get("version")?,
+                    info: r.try_get("info")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>> {
+        let mut l = PgListener::connect_with(&self.pool).await?;
+        l.listen(CHANNEL).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let prefix = format!("{}|", self.schema);
+        tokio::spawn(async move {
+            loop {
+                match l.try_recv().await {
+                    Ok(Some(n)) => {
+                        if let Some(q) = n.payload().strip_prefix(&prefix) {
+                            if tx.send(q.to_string()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    // The connection dropped; PgListener reconnects on the next call.
+                    // Notifications sent meanwhile are lost: "*" tells waiters to look anyway.
+                    Ok(None) => {
+                        if tx.send("*".into()).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "LISTEN connection failed; retrying in 1s");
+                        if tx.is_closed() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(Some(rx))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,882 @@
+//! SQLite backend (the embedded default): WAL mode, one writer connection (SQLite allows one
+//! writer at a time; queueing in the pool beats busy-waiting on the file lock) and a reader pool.
+//! Every write transaction starts with `BEGIN IMMEDIATE`, so it never has to upgrade a read lock.
+
+use crate::*;
+use docket_core::{Backoff, FailDecision, Lease, TaskError};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+use std::str::FromStr;
+
+const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
+    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
+    created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
+    cancel_requested_at";
+
+/// A SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+fn us(t: Timestamp) -> i64 {
+    t.timestamp_micros()
+}
+
+fn from_us(v: i64) -> Timestamp {
+    chrono::DateTime::from_timestamp_micros(v).unwrap_or_default()
+}
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+fn time(row: &SqliteRow, c: &str) -> Result<Timestamp> {
+    Ok(from_us(row.try_get(c)?))
+}
+
+fn time_opt(row: &SqliteRow, c: &str) -> Result<Option<Timestamp>> {
+    Ok(row.try_get::<Option<i64>, _>(c)?.map(from_us))
+}
+
+fn json(row: &SqliteRow, c: &str) -> Result<Value> {
+    let s: String = row.try_get(c)?;
+    serde_json::from_str(&s).map_err(|e| StoreError::Invalid(format!("column {c}: {e}")))
+}
+
+fn json_opt(row: &SqliteRow, c: &str) -> Result<Option<Value>> {
+    match row.try_get::<Option<String>, _>(c)? {
+        None => Ok(None),
+        Some(s) => serde_json::from_str(&s)
+            .map(Some)
+            .map_err(|e| StoreError::Invalid(format!("column {c}: {e}"))),
+    }
+}
+
+fn decode(row: &SqliteRow) -> Result<Task> {
+    let state: String = row.try_get("state")?;
+    Ok(Task {
+        id: row.try_get("id")?,
+        queue: row.try_get("queue")?,
+        kind: row.try_get("kind")?,
+        payload: json(row, "payload")?,
+        priority: row.try_get("priority")?,
+        state: state
+            .parse()
+            .map_err(|e: docket_core::state::UnknownState| StoreError::Invalid(e.to_string()))?,
+        run_at: time(row, "run_at")?,
+        expires_at: time_opt(row, "expires_at")?,
+        attempt: row.try_get("attempt")?,
+        max_attempts: row.try_get("max_attempts")?,
+        backoff: Backoff {
+            initial: Duration::from_millis(row.try_get::<i64, _>("backoff_initial_ms")? as u64),
+            coefficient: row.try_get("backoff_coefficient")?,
+            max: Duration::from_millis(row.try_get::<i64, _>("backoff_max_ms")? as u64),
+            jitter: row.try_get("backoff_jitter")?,
+        },
+        timeout: Duration::from_millis(row.try_get::<i64, _>("timeout_ms")? as u64),
+        unique_key: row.try_get("unique_key")?,
+        concurrency_key: row.try_get("concurrency_key")?,
+        concurrency_limit: row.try_get("concurrency_limit")?,
+        node: row.try_get("node")?,
+        result: json_opt(row, "result")?,
+        errors: serde_json::from_value::<Vec<TaskError>>(json(row, "errors")?).unwrap_or_default(),
+        progress: json_opt(row, "progress")?,
+        created_at: time(row, "created_at")?,
+        attempted_at: time_opt(row, "attempted_at")?,
+        finished_at: time_opt(row, "finished_at")?,
+        worker: row.try_get("worker")?,
+        lease_expires_at: time_opt(row, "lease_expires_at")?,
+        cancel_requested_at: time_opt(row, "cancel_requested_at")?,
+        lease: None,
+        inserted: None,
+    })
+}
+
+fn queue_settings(row: &SqliteRow) -> Result<QueueSettings> {
+    let d = |c: &str| -> Result<Option<Duration>> {
+        Ok(row
+            .try_get::<Option<i64>, _>(c)?
+            .map(|v| Duration::from_millis(v as u64)))
+    };
+    Ok(QueueSettings {
+        paused: row.try_get::<i64, _>("paused")? != 0,
+        concurrency_limit: row.try_get("concurrency_limit")?,
+        max_attempts: row.try_get("max_attempts")?,
+        backoff: json_opt(row, "backoff")?.and_then(|b| serde_json::from_value(b).ok()),
+        timeout: d("timeout_ms")?,
+        retention_completed: d("retention_completed_ms")?,
+        retention_failed: d("retention_failed_ms")?,
+    })
+}
+
+fn ids_json(ids: &[i64]) -> String {
+    serde_json::to_string(ids).expect("ids serialise")
+}
+
+fn lease_refusal(t: &Task, held: bool) -> LeaseOutcome {
+    if held && t.state == TaskState::Cancelled {
+        LeaseOutcome::Cancelled
+    } else {
+        LeaseOutcome::LeaseLost
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating) the database file.
+    ///
+    /// # Errors
+    /// Bad URL, file cannot be opened.
+    pub async fn connect(opts: &ConnectOptions) -> Result<Self> {
+        let base = SqliteConnectOptions::from_str(&opts.url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(base.clone())
+            .await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(opts.max_connections.unwrap_or(4))
+            .connect_with(base.read_only(false))
+            .await?;
+        Ok(SqliteStore { writer, reader })
+    }
+
+    async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    async fn get_in(
+        tx: &mut Transaction<'_, Sqlite>,
+        id: i64,
+    ) -> Result<Option<(Task, Option<String>)>> {
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ?");
+        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+        row.map(|r| Ok((decode(&r)?, r.try_get("lease_token")?)))
+            .transpose()
+    }
+
+    async fn counts(
+        &self,
+        queue: Option<&str>,
+    ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
+        let rows = sqlx::query(
+            "SELECT queue, state, count(*) AS n FROM docket_tasks \
+             WHERE (?1 IS NULL OR queue = ?1) GROUP BY queue, state",
+        )
+        .bind(queue)
+        .fetch_all(&self.reader)
+        .await?;
+        let mut out: HashMap<String, _> = HashMap::new();
+        for r in rows {
+            let q: String = r.try_get("queue")?;
+            let st: String = r.try_get("state")?;
+            let n: i64 = r.try_get("n")?;
+            if let Ok(st) = st.parse::<TaskState>() {
+                out.entry(q).or_insert_with(empty_counts).insert(st, n);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn apply_failures(
+        tx: &mut Transaction<'_, Sqlite>,
+        items: &[(Task, FailDecision, Value)],
+        now: Timestamp,
+    ) -> Result<()> {
+        for (t, d, e) in items {
+            let (st, run_at, fin) = match d {
+                FailDecision::Retry { run_at } => (TaskState::Retryable, *run_at, None),
+                FailDecision::Discard => (TaskState::Discarded, t.run_at, Some(us(now))),
+                FailDecision::Cancel => (TaskState::Cancelled, t.run_at, Some(us(now))),
+            };
+            sqlx::query(
+                "UPDATE docket_tasks SET state = ?2, run_at = ?3, finished_at = ?4, \
+                 errors = json_insert(errors, '$[#]', json(?5)), lease_expires_at = NULL WHERE id = ?1",
+            )
+            .bind(t.id)
+            .bind(st.as_str())
+            .bind(us(run_at))
+            .bind(fin)
+            .bind(e.to_string())
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
+    match d {
+        FailDecision::Retry { run_at } => LeaseOutcome::Ok {
+            state: TaskState::Retryable,
+            run_at: *run_at,
+        },
+        FailDecision::Discard => LeaseOutcome::Ok {
+            state: TaskState::Discarded,
+            run_at: t.run_at,
+        },
+        FailDecision::Cancel => LeaseOutcome::Cancelled,
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    fn supports_listen_notify(&self) -> bool {
+        false
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn queue_settings_many(
+        &self,
+        names: &[String],
+    ) -> Result<HashMap<String, QueueSettings>> {
+        let names_json = serde_json::to_string(names).expect("names serialise");
+        let rows = sqlx::query(
+            "SELECT * FROM docket_queues WHERE name IN (SELECT value FROM json_each(?))",
+        )
+        .bind(names_json)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .collect()
+    }
+
+    async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
+        if p.tasks.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        let ins = format!(
+            "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
+               max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
+             ON CONFLICT DO NOTHING RETURNING {COLS}"
+        );
+        let existing = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? AND state IN \
+             ('scheduled','available','running','retryable')"
+        );
+        let mut out = Vec::with_capacity(p.tasks.len());
+        for t in &p.tasks {
+            let row = sqlx::query(&ins)
+                .bind(&t.queue)
+                .bind(&t.kind)
+                .bind(t.payload.to_string())
+                .bind(t.priority)
+                .bind(t.state.as_str())
+                .bind(us(t.run_at))
+                .bind(t.expires_at.map(us))
+                .bind(t.max_attempts)
+                .bind(ms(t.backoff.initial))
+                .bind(t.backoff.coefficient)
+                .bind(ms(t.backoff.max))
+                .bind(t.backoff.jitter)
+                .bind(t.timeout_ms)
+                .bind(&t.unique_key)
+                .bind(&t.concurrency_key)
+                .bind(t.concurrency_limit)
+                .bind(&t.node)
+                .bind(us(p.now))
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(StoreError::from_db)?;
+            let task = match row {
+                Some(r) => {
+                    let mut t = decode(&r)?;
+                    t.inserted = Some(true);
+                    t
+                }
+                None => {
+                    let r = sqlx::query(&existing)
+                        .bind(&t.unique_key)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or_else(|| StoreError::Conflict("insert refused".into()))?;
+                    let mut t = decode(&r)?;
+                    t.inserted = Some(false);
+                    t
+                }
+            };
+            out.push(task);
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn task_get(&self, id: i64) -> Result<Option<Task>> {
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ?");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
+        let (cmp, order) = if p.descending {
+            ("<", "DESC")
+        } else {
+            (">", "ASC")
+        };
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1) \
+             AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR kind = ?3) \
+             AND (?4 IS NULL OR id {cmp} ?4) ORDER BY id {order} LIMIT ?5"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&p.queue)
+            .bind(p.state.map(|s| s.as_str()))
+            .bind(&p.kind)
+            .bind(p.after)
+            .bind(p.limit)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
+        if p.limit <= 0 {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        // The writer lock is held for the whole transaction, so the counts below cannot change
+        // under us: no row or advisory locks are needed on SQLite.
+        let cands = sqlx::query(
+            "SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit \
+             FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
+             WHERE t.state = 'available' AND t.queue = ?1 \
+               AND (t.node IS NULL OR t.node = ?2) \
+               AND (t.expires_at IS NULL OR t.expires_at > ?3) \
+               AND (q.paused IS NULL OR q.paused = 0) \
+               AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
+                    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key) \
+                    < t.concurrency_limit) \
+             ORDER BY t.priority DESC, t.run_at, t.id LIMIT ?4",
+        )
+        .bind(&p.queue)
+        .bind(&p.node)
+        .bind(us(p.now))
+        .bind(p.limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        if cands.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let queue_limit: Option<i32> = cands[0].try_get("queue_limit")?;
+        let mut room = usize::MAX;
+        if let Some(limit) = queue_limit {
+            let running: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND queue = ?",
+            )
+            .bind(&p.queue)
+            .fetch_one(&mut *tx)
+            .await?;
+            room = (limit as i64 - running).max(0) as usize;
+        }
+        let mut key_room: HashMap<String, i64> = HashMap::new();
+        let mut ids = Vec::with_capacity(cands.len());
+        for r in &cands {
+            if ids.len() >= room {
+                break;
+            }
+            if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
+                if !key_room.contains_key(&k) {
+                    let l: Option<i32> = r.try_get("concurrency_limit")?;
+                    let running: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND concurrency_key = ?",
+                    )
+                    .bind(&k)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    key_room.insert(k.clone(), l.unwrap_or(1) as i64 - running);
+                }
+                let left = key_room.get_mut(&k).expect("key counted");
+                if *left <= 0 {
+                    continue;
+                }
+                *left -= 1;
+            }
+            ids.push(r.try_get::<i64, _>("id")?);
+        }
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let sql = format!(
+            "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2, \
+               worker = ?3, lease_token = lower(hex(randomblob(16))), \
+               lease_ms = COALESCE(?4, timeout_ms), \
+               lease_expires_at = ?2 + COALESCE(?4, timeout_ms) * 1000, cancel_requested_at = NULL \
+             WHERE id IN (SELECT value FROM json_each(?1)) RETURNING {COLS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(ids_json(&ids))
+            .bind(us(p.now))
+            .bind(&p.worker)
+            .bind(p.lease.map(ms))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let mut t = decode(r)?;
+            t.lease = Some(Lease {
+                token: r
+                    .try_get::<Option<String>, _>("lease_token")?
+                    .unwrap_or_default(),
+                expires_at: t.lease_expires_at.unwrap_or(p.now),
+            });
+            out.push(t);
+        }
+        sort_claim_order(&mut out);
+        Ok(out)
+    }
+
+    async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let Some((t, token)) = Self::get_in(&mut tx, p.id).await? else {
+            return Err(StoreError::NotFound(format!("task {}", p.id)));
+        };
+        let held = token.as_deref() == Some(p.token.as_str());
+        if !held || t.state != TaskState::Running {
+            tx.commit().await?;
+            return Err(match lease_refusal(&t, held) {
+                LeaseOutcome::Cancelled => StoreError::Cancelled,
+                _ => StoreError::LeaseLost,
+            });
+        }
+        let progress = p.progress.as_ref().map(|v| v.to_string());
+        if t.cancel_requested_at.is_some() {
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, \
+                 lease_expires_at = NULL, progress = COALESCE(?3, progress) WHERE id = ?1",
+            )
+            .bind(p.id)
+            .bind(us(p.now))
+            .bind(progress)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            return Err(StoreError::Cancelled);
+        }
+        let sql = format!(
+            "UPDATE docket_tasks SET progress = COALESCE(?2, progress), lease_ms = COALESCE(?3, lease_ms), \
+               lease_expires_at = ?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000 \
+             WHERE id = ?1 RETURNING {COLS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(p.id)
+            .bind(progress)
+            .bind(p.lease.map(ms))
+            .bind(us(p.now))
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        decode(&row)
+    }
+
+    async fn task_complete_many(
+        &self,
+        items: &[TaskComplete],
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        let mut out = Vec::with_capacity(items.len());
+        for it in items {
+            let done: Option<i64> = sqlx::query_scalar(
+                "UPDATE docket_tasks SET state = 'completed', finished_at = ?3, result = ?4, \
+                   lease_expires_at = NULL \
+                 WHERE id = ?1 AND lease_token = ?2 AND state = 'running' AND cancel_requested_at IS NULL \
+                 RETURNING run_at",
+            )
+            .bind(it.id)
+            .bind(&it.token)
+            .bind(us(now))
+            .bind(it.result.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(run_at) = done {
+                out.push(LeaseOutcome::Ok {
+                    state: TaskState::Completed,
+                    run_at: from_us(run_at),
+                });
+                continue;
+            }
+            let Some((t, token)) = Self::get_in(&mut tx, it.id).await? else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let held = token.as_deref() == Some(it.token.as_str());
+            if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
+                sqlx::query(
+                    "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, result = ?3, \
+                     lease_expires_at = NULL WHERE id = ?1",
+                )
+                .bind(it.id)
+                .bind(us(now))
+                .bind(it.result.to_string())
+                .execute(&mut *tx)
+                .await?;
+                out.push(LeaseOutcome::Cancelled);
+            } else {
+                out.push(lease_refusal(&t, held));
+            }
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn task_fail_many(
+        &self,
+        items: &[TaskFail],
+        worker: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        let mut out = Vec::with_capacity(items.len());
+        for it in items {
+            let Some((t, token)) = Self::get_in(&mut tx, it.id).await? else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let held = token.as_deref() == Some(it.token.as_str());
+            if !held || t.state != TaskState::Running {
+                out.push(lease_refusal(&t, held));
+                continue;
+            }
+            let d = t.fail_decision(now, it.retry_in, it.permanent);
+            out.push(outcome_for(&d, &t));
+            let e = error_entry(&t, &it.error, worker, now);
+            Self::apply_failures(&mut tx, &[(t, d, e)], now).await?;
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let sql = format!(
+            "UPDATE docket_tasks SET \
+               state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, \
+               finished_at = CASE WHEN state = 'running' THEN finished_at ELSE ?2 END, \
+               cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, ?2) \
+                 ELSE cancel_requested_at END \
+             WHERE id = ?1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}"
+        );
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(us(now))
+            .fetch_optional(&mut *tx)
+            .await?;
+        let found = match &row {
+            Some(r) => Some(decode(r)?),
+            None => Self::get_in(&mut tx, id).await?.map(|x| x.0),
+        };
+        tx.commit().await?;
+        match (row, found) {
+            (Some(_), Some(t)) => Ok(t),
+            (_, None) => Err(StoreError::NotFound(format!("task {id}"))),
+            (None, Some(t)) if t.state == TaskState::Cancelled => Ok(t),
+            (None, Some(t)) => Err(StoreError::InvalidState(format!(
+                "task {id} is {} and cannot be cancelled",
+                t.state
+            ))),
+        }
+    }
+
+    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let sql = format!(
+            "UPDATE docket_tasks SET state = 'available', run_at = ?2, finished_at = NULL, \
+               cancel_requested_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
+             WHERE id = ?1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
+        );
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(us(now))
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::from_db)?;
+        if let Some(r) = row {
+            tx.commit().await?;
+            return decode(&r);
+        }
+        let found = Self::get_in(&mut tx, id).await?;
+        tx.commit().await?;
+        match found {
+            None => Err(StoreError::NotFound(format!("task {id}"))),
+            Some((t, _)) => Err(StoreError::InvalidState(format!(
+                "task {id} is {}; only discarded or cancelled tasks can be retried",
+                t.state
+            ))),
+        }
+    }
+
+    async fn task_promote(&self, now: Timestamp, limit: i64) -> Result<Promoted> {
+        let mut tx = self.begin().await?;
+        let queues: Vec<String> = sqlx::query_scalar(
+            "UPDATE docket_tasks SET state = 'available' WHERE id IN ( \
+               SELECT id FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= ?1 \
+               ORDER BY run_at LIMIT ?2) RETURNING queue",
+        )
+        .bind(us(now))
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let count = queues.len() as u64;
+        let mut qs = queues;
+        qs.sort();
+        qs.dedup();
+        Ok(Promoted { count, queues: qs })
+    }
+
+    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
+        let v: Option<i64> = sqlx::query_scalar(
+            "SELECT min(run_at) FROM docket_tasks WHERE state IN ('scheduled','retryable')",
+        )
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(v.map(from_us))
+    }
+
+    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
+             ORDER BY lease_expires_at LIMIT ?"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(us(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut apply = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let t = decode(r)?;
+            let d = t.fail_decision(now, None, false);
+            let e = error_entry(&t, "lease expired", None, now);
+            apply.push((t, d, e));
+        }
+        Self::apply_failures(&mut tx, &apply, now).await?;
+        tx.commit().await?;
+        Ok(apply.len() as u64)
+    }
+
+    async fn task_expire(&self, now: Timestamp, limit: i64) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(
+            "UPDATE docket_tasks SET state = 'discarded', finished_at = ?1, \
+               errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'at', ?2, \
+                 'worker', NULL, 'message', 'expired: not started before expires_at')) \
+             WHERE id IN (SELECT id FROM docket_tasks WHERE expires_at <= ?1 \
+               AND state IN ('scheduled','available','retryable') LIMIT ?3)",
+        )
+        .bind(us(now))
+        .bind(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+        .bind(limit)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(
+            "DELETE FROM docket_tasks WHERE id IN ( \
+               SELECT t.id FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
+               WHERE t.state IN ('completed','discarded','cancelled') AND t.finished_at < ?1 - \
+                 CASE WHEN t.state = 'completed' THEN COALESCE(q.retention_completed_ms, ?2) \
+                   ELSE COALESCE(q.retention_failed_ms, ?3) END * 1000 \
+               LIMIT ?4)",
+        )
+        .bind(us(p.now))
+        .bind(ms(p.retention_completed))
+        .bind(ms(p.retention_failed))
+        .bind(p.limit)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueStats>> {
+        let mut counts = self.counts(None).await?;
+        let rows = sqlx::query("SELECT * FROM docket_queues")
+            .fetch_all(&self.reader)
+            .await?;
+        let mut out: HashMap<String, QueueStats> = HashMap::new();
+        for r in &rows {
+            let name: String = r.try_get("name")?;
+            out.insert(
+                name.clone(),
+                QueueStats {
+                    counts: counts.remove(&name).unwrap_or_else(empty_counts),
+                    name,
+                    settings: queue_settings(r)?,
+                },
+            );
+        }
+        for (name, c) in counts {
+            out.insert(
+                name.clone(),
+                QueueStats {
+                    name,
+                    settings: QueueSettings::default(),
+                    counts: c,
+                },
+            );
+        }
+        let mut v: Vec<QueueStats> = out.into_values().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(v)
+    }
+
+    async fn queue_get(&self, name: &str) -> Result<QueueStats> {
+        let row = sqlx::query("SELECT * FROM docket_queues WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&self.reader)
+            .await?;
+        let settings = row
+            .as_ref()
+            .map(queue_settings)
+            .transpose()?
+            .unwrap_or_default();
+        let counts = self
+            .counts(Some(name))
+            .await?
+            .remove(name)
+            .unwrap_or_else(empty_counts);
+        Ok(QueueStats {
+            name: name.to_string(),
+            settings,
+            counts,
+        })
+    }
+
+    async fn queue_put(&self, name: &str, s: &QueueSettings, now: Timestamp) -> Result<QueueStats> {
+        let backoff = s
+            .backoff
+            .map(|b| serde_json::to_string(&b).expect("backoff serialises"));
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff, \
+               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+             ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, \
+               concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts, \
+               backoff = excluded.backoff, timeout_ms = excluded.timeout_ms, \
+               retention_completed_ms = excluded.retention_completed_ms, \
+               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at",
+        )
+        .bind(name)
+        .bind(s.paused as i64)
+        .bind(s.concurrency_limit)
+        .bind(s.max_attempts)
+        .bind(backoff)
+        .bind(s.timeout.map(ms))
+        .bind(s.retention_completed.map(ms))
+        .bind(s.retention_failed.map(ms))
+        .bind(us(now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.queue_get(name).await
+    }
+
+    async fn queue_set_paused(
+        &self,
+        name: &str,
+        paused: bool,
+        now: Timestamp,
+    ) -> Result<QueueStats> {
+        let mut s = self.queue_get(name).await?.settings;
+        s.paused = paused;
+        self.queue_put(name, &s, now).await
+    }
+
+    async fn node_heartbeat(&self, n: &NodeRecord) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO docket_nodes (name, started_at, heartbeat_at, stopped_at, version, info) \
+             VALUES (?1, ?2, ?3, NULL, ?4, ?5) ON CONFLICT (name) DO UPDATE SET \
+             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, \
+             stopped_at = NULL, version = excluded.version, info = excluded.info",
+        )
+        .bind(&n.name)
+        .bind(us(n.started_at))
+        .bind(us(n.heartbeat_at))
+        .bind(&n.version)
+        .bind(n.info.to_string())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn node_stop(&self, name: &str, now: Timestamp) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE docket_nodes SET stopped_at = ?2 WHERE name = ?1")
+            .bind(name)
+            .bind(us(now))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn node_list(&self) -> Result<Vec<NodeRecord>> {
+        let rows = sqlx::query("SELECT * FROM docket_nodes ORDER BY name")
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeRecord {
+                    name: r.try_get("name")?,
+                    started_at: time(r, "started_at")?,
+                    heartbeat_at: time(r, "heartbeat_at")?,
+                    stopped_at: time_opt(r, "stopped_at")?,
+                    version: r.try_get("version")?,
+                    info: json(r, "info")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>> {
+        Ok(None)
+    }
+
+    async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}
