@@ -1,1 +1,222 @@
+//! docket's runtime on top of a [`docket_store::Store`]:
+//! - [`Engine`]: enqueue (defaults resolved from queue settings), claim with a long-poll wait that
+//!   wakes on LISTEN/NOTIFY (PostgreSQL) or local inserts, polling as the fallback;
+//! - [`maintenance`]: the services every node runs — promote due tasks, rescue expired leases,
+//!   discard expired tasks, prune by retention, node heartbeat. Every node runs them; all are
+//!   safe to run concurrently (SKIP LOCKED batches), so there is no leader;
+//! - [`worker`]: in-process handlers (docket as a library) with batched completion.
 
+pub mod maintenance;
+pub mod waker;
+pub mod worker;
+
+use docket_core::{Clock, NewTask, Task, TaskDefaults};
+use docket_store::{Store, StoreError, TaskClaimParams, TaskInsertManyParams};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+pub use waker::Waker;
+
+/// Errors of the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// A task spec was invalid; `index` is its position in the batch.
+    #[error("task {index}: {message}")]
+    InvalidTask {
+        /// Position in the batch (0-based).
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Engine configuration. Durations in the units their names say.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// This node's name (node affinity, node registry).
+    pub node: String,
+    /// Defaults under the queue settings.
+    pub defaults: TaskDefaults,
+    /// Longest wait between looks at the database when nothing wakes us (PostgreSQL: the
+    /// fallback behind LISTEN/NOTIFY; SQLite: the only way to see other processes' inserts).
+    pub poll_interval: Duration,
+    /// How often expired leases and expired tasks are looked for.
+    pub rescue_interval: Duration,
+    /// How often the pruner runs.
+    pub prune_interval: Duration,
+    /// Rows per pruning batch (small, so pruning never stalls claiming).
+    pub prune_batch: i64,
+    /// Node heartbeat period; a node silent for 3 periods is shown as `lost`.
+    pub heartbeat_interval: Duration,
+    /// Default retention of completed tasks.
+    pub retention_completed: Duration,
+    /// Default retention of discarded/cancelled tasks.
+    pub retention_failed: Duration,
+}
+
+impl EngineConfig {
+    /// Defaults for node `node` on `store`'s backend.
+    pub fn new(node: impl Into<String>, store: &dyn Store) -> Self {
+        EngineConfig {
+            node: node.into(),
+            defaults: TaskDefaults::default(),
+            poll_interval: if store.supports_listen_notify() {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_millis(200)
+            },
+            rescue_interval: Duration::from_secs(1),
+            prune_interval: Duration::from_secs(60),
+            prune_batch: 1000,
+            heartbeat_interval: Duration::from_secs(5),
+            retention_completed: docket_core::queue::DEFAULT_RETENTION_COMPLETED,
+            retention_failed: docket_core::queue::DEFAULT_RETENTION_FAILED,
+        }
+    }
+}
+
+/// The engine: shared by the HTTP API, the maintenance services and in-process workers.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// Configuration.
+    pub config: Arc<EngineConfig>,
+    /// Wake-ups for claimers and the scheduler.
+    pub waker: Arc<Waker>,
+}
+
+impl Engine {
+    /// An engine over `store`.
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
+        Engine {
+            store,
+            clock,
+            config: Arc::new(config),
+            waker: Arc::new(Waker::default()),
+        }
+    }
+
+    /// Validates and inserts tasks in one transaction; answers in input order.
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidTask`] for the first bad spec (nothing is inserted), store errors.
+    pub async fn enqueue_many(&self, tasks: Vec<NewTask>) -> Result<Vec<Task>, EngineError> {
+        let now = self.clock.now();
+        let mut names: Vec<String> = tasks.iter().map(|t| t.queue_name().to_string()).collect();
+        names.sort();
+        names.dedup();
+        let settings: HashMap<_, _> = self.store.queue_settings_many(&names).await?;
+        let mut resolved = Vec::with_capacity(tasks.len());
+        for (index, t) in tasks.iter().enumerate() {
+            let r = t
+                .resolve(settings.get(t.queue_name()), &self.config.defaults, now)
+                .map_err(|message| EngineError::InvalidTask { index, message })?;
+            resolved.push(r);
+        }
+        let out = self
+            .store
+            .task_insert_many(TaskInsertManyParams {
+                tasks: resolved,
+                now,
+            })
+            .await?;
+        let mut woke = std::collections::HashSet::new();
+        for t in &out {
+            if t.inserted == Some(true) {
+                match t.state {
+                    docket_core::TaskState::Available => {
+                        if woke.insert(t.queue.clone()) {
+                            self.waker.wake(&t.queue);
+                        }
+                    }
+                    _ => self.waker.wake_scheduler(),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Claims up to `limit` tasks; when none is available waits up to `wait` for one, waking
+    /// as soon as a task becomes available (or `cancel` fires).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn claim(
+        &self,
+        queue: &str,
+        worker: &str,
+        limit: i64,
+        lease: Option<Duration>,
+        wait: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Task>, StoreError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let notify = self.waker.queue(queue);
+        loop {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            // Register before looking, so a wake-up between the look and the wait is not lost.
+            notified.as_mut().enable();
+            let got = self
+                .store
+                .task_claim(TaskClaimParams {
+                    queue: queue.to_string(),
+                    worker: worker.to_string(),
+                    node: self.config.node.clone(),
+                    limit,
+                    lease,
+                    now: self.clock.now(),
+                })
+                .await?;
+            let now = tokio::time::Instant::now();
+            if !got.is_empty() || now >= deadline || cancel.is_cancelled() {
+                return Ok(got);
+            }
+            let nap = (deadline - now).min(self.config.poll_interval);
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(nap) => {}
+                _ = cancel.cancelled() => return Ok(vec![]),
+            }
+        }
+    }
+
+    /// Starts the background services of this node: the LISTEN/NOTIFY relay (PostgreSQL) and
+    /// maintenance. They stop when `cancel` fires; the node is then marked stopped.
+    ///
+    /// # Errors
+    /// Store errors while subscribing.
+    pub async fn start(
+        &self,
+        cancel: CancellationToken,
+    ) -> Result<Vec<tokio::task::JoinHandle<()>>, StoreError> {
+        let mut handles = vec![];
+        if let Some(mut rx) = self.store.listen().await? {
+            let waker = self.waker.clone();
+            let c = cancel.clone();
+            handles.push(tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = c.cancelled() => return,
+                        q = rx.recv() => match q {
+                            Some(q) if q == "*" => waker.wake_all(),
+                            Some(q) => waker.wake(&q),
+                            None => return,
+                        }
+                    }
+                }
+            }));
+        }
+        handles.push(tokio::spawn(maintenance::run(self.clone(), cancel)));
+        Ok(handles)
+    }
+}

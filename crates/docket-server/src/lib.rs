@@ -1,1 +1,636 @@
+//! docket's HTTP API. JSON in and out; times RFC 3339 UTC; durations humantime strings.
+//! Every route is in `openapi.json` (served at `/openapi.json`); a test keeps the two in step.
 
+pub mod error;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use docket_core::{NewTask, QueueSettings, Task, TaskState};
+use docket_engine::Engine;
+use docket_store::{LeaseOutcome, TaskComplete, TaskFail, TaskHeartbeatParams, TaskListParams};
+use error::ApiError;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The OpenAPI 3 document of this API.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+/// Largest request body (bytes): batches of tasks go in one request.
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// Largest payload/result/progress of one task (bytes of JSON).
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// Most tasks in one claim or list answer, and in one batch request.
+pub const MAX_BATCH: usize = 10_000;
+/// Longest long-poll `wait` of a claim.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// The engine.
+    pub engine: Engine,
+    /// Fires when the server shuts down: long polls return at once.
+    pub shutdown: CancellationToken,
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// Builds the router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi))
+        .route("/v1/tasks", post(task_add).get(task_list))
+        .route("/v1/tasks/complete", post(task_complete_batch))
+        .route("/v1/tasks/fail", post(task_fail_batch))
+        .route("/v1/tasks/{id}", get(task_get))
+        .route("/v1/tasks/{id}/cancel", post(task_cancel))
+        .route("/v1/tasks/{id}/retry", post(task_retry))
+        .route("/v1/tasks/{id}/heartbeat", post(task_heartbeat))
+        .route("/v1/tasks/{id}/complete", post(task_complete))
+        .route("/v1/tasks/{id}/fail", post(task_fail))
+        .route("/v1/queues", get(queue_list))
+        .route("/v1/queues/{queue}", get(queue_get).put(queue_put))
+        .route("/v1/queues/{queue}/pause", post(queue_pause))
+        .route("/v1/queues/{queue}/resume", post(queue_resume))
+        .route("/v1/queues/{queue}/claim", post(queue_claim))
+        .route("/v1/nodes", get(node_list))
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "route_not_found",
+                "no such route; see /openapi.json",
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed on this route",
+            )
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` fires, then finishes in-flight requests.
+///
+/// # Errors
+/// I/O errors of the listener.
+pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
+    let shutdown = state.shutdown.clone();
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+/// Parses a JSON body with our error shape: 400 `invalid_json` for malformed JSON, 400
+/// `invalid_request`/`invalid_duration` for well-formed JSON of the wrong shape (unknown fields
+/// included), 413 `payload_too_large` past [`MAX_BODY_BYTES`].
+fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+            )
+        } else {
+            ApiError::invalid(e.body_text())
+        }
+    })?;
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        &body
+    };
+    serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("malformed JSON: {e}"),
+        ),
+        _ => ApiError::invalid(e.to_string()),
+    })
+}
+
+fn check_size(what: &str, v: &Value) -> ApiResult<()> {
+    // Cheap upper bound first; serialise only when it may be large.
+    let n = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
+    if n > MAX_PAYLOAD_BYTES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("{what} is {n} bytes; the limit is {MAX_PAYLOAD_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+fn task_id(s: &str) -> ApiResult<i64> {
+    s.parse::<i64>()
+        .ok()
+        .filter(|i| *i > 0)
+        .ok_or_else(|| ApiError::invalid(format!("task id must be a positive integer, got {s:?}")))
+}
+
+fn check_name(what: &str, s: &str) -> ApiResult<()> {
+    if s.is_empty() || s.chars().count() > docket_core::task::MAX_NAME_LEN {
+        return Err(ApiError::invalid(format!(
+            "{what} must be 1 to 256 characters"
+        )));
+    }
+    Ok(())
+}
+
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::invalid(e.body_text()))
+}
+
+async fn healthz(State(s): State<AppState>) -> Response {
+    match s.engine.store.task_next_due().await {
+        Ok(_) => Json(json!({"status": "ok", "node": s.engine.config.node})).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+async fn openapi() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        OPENAPI,
+    )
+        .into_response()
+}
+
+async fn task_add(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let raw: Value = parse(body)?;
+    let (specs, many) = match raw {
+        Value::Object(mut m) if m.contains_key("tasks") && m.len() == 1 => {
+            match m.remove("tasks") {
+                Some(Value::Array(tasks)) => (tasks, true),
+                _ => return Err(ApiError::invalid("tasks must be an array of task objects")),
+            }
+        }
+        raw @ Value::Object(_) => (vec![raw], false),
+        _ => {
+            return Err(ApiError::invalid(
+                "body must be a task object or {\"tasks\": [...]}",
+            ))
+        }
+    };
+    if specs.is_empty() {
+        return Err(ApiError::invalid("tasks must not be empty"));
+    }
+    if specs.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "at most {MAX_BATCH} tasks per request"
+        )));
+    }
+    let mut tasks = Vec::with_capacity(specs.len());
+    for (i, v) in specs.into_iter().enumerate() {
+        let t: NewTask = serde_json::from_value(v).map_err(|e| {
+            let mut err = ApiError::invalid(format!("task {i}: {e}"));
+            err.details = Some(json!({"index": i}));
+            err
+        })?;
+        check_size("payload", &t.payload)?;
+        tasks.push(t);
+    }
+    let out = s.engine.enqueue_many(tasks).await?;
+    let body = if many {
+        json!({"tasks": out})
+    } else {
+        serde_json::to_value(&out[0]).expect("task serialises")
+    };
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    queue: Option<String>,
+    state: Option<String>,
+    kind: Option<String>,
+    limit: Option<i64>,
+    after: Option<i64>,
+    order: Option<String>,
+}
+
+async fn task_list(
+    State(s): State<AppState>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let q = query(q)?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_BATCH as i64).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be within 1..={MAX_BATCH}, got {limit}"
+        )));
+    }
+    let state = q
+        .state
+        .as_deref()
+        .map(str::parse::<TaskState>)
+        .transpose()
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    let descending = match q.order.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(o) => {
+            return Err(ApiError::invalid(format!(
+                "order must be asc or desc, got {o:?}"
+            )))
+        }
+    };
+    let tasks = s
+        .engine
+        .store
+        .task_list(TaskListParams {
+            queue: q.queue,
+            state,
+            kind: q.kind,
+            after: q.after,
+            descending,
+            limit,
+        })
+        .await?;
+    let next = if tasks.len() as i64 == limit {
+        tasks.last().map(|t| t.id)
+    } else {
+        None
+    };
+    Ok(Json(json!({"tasks": tasks, "next_after": next})))
+}
+
+async fn task_get(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Task>> {
+    let id = task_id(&id)?;
+    match s.engine.store.task_get(id).await? {
+        Some(t) => Ok(Json(t)),
+        None => Err(ApiError::not_found(format!("task {id} not found"))),
+    }
+}
+
+async fn task_cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Task>> {
+    let id = task_id(&id)?;
+    Ok(Json(
+        s.engine.store.task_cancel(id, s.engine.clock.now()).await?,
+    ))
+}
+
+async fn task_retry(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Task>> {
+    let id = task_id(&id)?;
+    let t = s.engine.store.task_retry(id, s.engine.clock.now()).await?;
+    s.engine.waker.wake(&t.queue);
+    Ok(Json(t))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeartbeatBody {
+    lease: String,
+    #[serde(default)]
+    progress: Option<Value>,
+    #[serde(default, with = "docket_core::duration::serde_opt")]
+    extend: Option<Duration>,
+}
+
+async fn task_heartbeat(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Task>> {
+    let id = task_id(&id)?;
+    let b: HeartbeatBody = parse(body)?;
+    if let Some(p) = &b.progress {
+        check_size("progress", p)?;
+    }
+    Ok(Json(
+        s.engine
+            .store
+            .task_heartbeat(TaskHeartbeatParams {
+                id,
+                token: b.lease,
+                progress: b.progress,
+                lease: b.extend,
+                now: s.engine.clock.now(),
+            })
+            .await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompleteBody {
+    #[serde(default)]
+    id: Option<i64>,
+    lease: String,
+    #[serde(default)]
+    result: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailBody {
+    #[serde(default)]
+    id: Option<i64>,
+    lease: String,
+    error: String,
+    #[serde(default, with = "docket_core::duration::serde_opt")]
+    retry_in: Option<Duration>,
+    #[serde(default)]
+    permanent: bool,
+    #[serde(default)]
+    worker: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ItemResult {
+    id: i64,
+    #[serde(flatten)]
+    outcome: LeaseOutcome,
+}
+
+/// A single-item outcome as a response: 200 with the new state, or the lease/cancel error.
+fn single(id: i64, o: LeaseOutcome) -> ApiResult<Json<Value>> {
+    match o {
+        LeaseOutcome::Ok { state, run_at } => {
+            Ok(Json(json!({"id": id, "state": state, "run_at": run_at})))
+        }
+        LeaseOutcome::LeaseLost => Err(docket_store::StoreError::LeaseLost.into()),
+        LeaseOutcome::Cancelled => Err(docket_store::StoreError::Cancelled.into()),
+        LeaseOutcome::NotFound => Err(ApiError::not_found(format!("task {id} not found"))),
+    }
+}
+
+async fn task_complete(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let id = task_id(&id)?;
+    let b: CompleteBody = parse(body)?;
+    check_size("result", &b.result)?;
+    let o = s
+        .engine
+        .store
+        .task_complete_many(
+            &[TaskComplete {
+                id,
+                token: b.lease,
+                result: b.result,
+            }],
+            s.engine.clock.now(),
+        )
+        .await?;
+    single(id, o[0])
+}
+
+async fn task_fail(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let id = task_id(&id)?;
+    let b: FailBody = parse(body)?;
+    let item = TaskFail {
+        id,
+        token: b.lease,
+        error: b.error,
+        retry_in: b.retry_in,
+        permanent: b.permanent,
+    };
+    let o = s
+        .engine
+        .store
+        .task_fail_many(&[item], b.worker.as_deref(), s.engine.clock.now())
+        .await?;
+    s.engine.waker.wake_scheduler();
+    single(id, o[0])
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Batch<T> {
+    items: Vec<T>,
+}
+
+fn batch_ids<T>(items: &[T], id: impl Fn(&T) -> Option<i64>) -> ApiResult<Vec<i64>> {
+    if items.is_empty() || items.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "items must hold 1..={MAX_BATCH} entries"
+        )));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| {
+            id(it)
+                .filter(|x| *x > 0)
+                .ok_or_else(|| ApiError::invalid(format!("items[{i}].id is required")))
+        })
+        .collect()
+}
+
+async fn task_complete_batch(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let b: Batch<CompleteBody> = parse(body)?;
+    let ids = batch_ids(&b.items, |i| i.id)?;
+    let mut items = Vec::with_capacity(ids.len());
+    for (it, id) in b.items.into_iter().zip(ids) {
+        check_size("result", &it.result)?;
+        items.push(TaskComplete {
+            id,
+            token: it.lease,
+            result: it.result,
+        });
+    }
+    let outs = s
+        .engine
+        .store
+        .task_complete_many(&items, s.engine.clock.now())
+        .await?;
+    let results: Vec<ItemResult> = items
+        .iter()
+        .zip(outs)
+        .map(|(i, o)| ItemResult {
+            id: i.id,
+            outcome: o,
+        })
+        .collect();
+    Ok(Json(json!({"results": results})))
+}
+
+async fn task_fail_batch(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let b: Batch<FailBody> = parse(body)?;
+    let ids = batch_ids(&b.items, |i| i.id)?;
+    let worker = b.items.first().and_then(|i| i.worker.clone());
+    let items: Vec<TaskFail> = b
+        .items
+        .into_iter()
+        .zip(ids)
+        .map(|(it, id)| TaskFail {
+            id,
+            token: it.lease,
+            error: it.error,
+            retry_in: it.retry_in,
+            permanent: it.permanent,
+        })
+        .collect();
+    let outs = s
+        .engine
+        .store
+        .task_fail_many(&items, worker.as_deref(), s.engine.clock.now())
+        .await?;
+    s.engine.waker.wake_scheduler();
+    let results: Vec<ItemResult> = items
+        .iter()
+        .zip(outs)
+        .map(|(i, o)| ItemResult {
+            id: i.id,
+            outcome: o,
+        })
+        .collect();
+    Ok(Json(json!({"results": results})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClaimBody {
+    worker: String,
+    #[serde(default)]
+    limit: Option<i64>,
+    #[serde(default, with = "docket_core::duration::serde_opt")]
+    lease: Option<Duration>,
+    #[serde(default, with = "docket_core::duration::serde_opt")]
+    wait: Option<Duration>,
+}
+
+async fn queue_claim(
+    State(s): State<AppState>,
+    Path(queue): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    check_name("queue", &queue)?;
+    let b: ClaimBody = parse(body)?;
+    check_name("worker", &b.worker)?;
+    let limit = b.limit.unwrap_or(1);
+    if !(1..=MAX_BATCH as i64).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be within 1..={MAX_BATCH}, got {limit}"
+        )));
+    }
+    if b.lease.is_some_and(|l| l < Duration::from_millis(100)) {
+        return Err(ApiError::invalid("lease must be at least 100ms"));
+    }
+    let wait = b.wait.unwrap_or(Duration::ZERO);
+    if wait > MAX_WAIT {
+        return Err(ApiError::invalid(format!(
+            "wait must be at most {}",
+            docket_core::duration::format(MAX_WAIT)
+        )));
+    }
+    let tasks = s
+        .engine
+        .claim(&queue, &b.worker, limit, b.lease, wait, &s.shutdown)
+        .await?;
+    Ok(Json(json!({"tasks": tasks})))
+}
+
+async fn queue_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!({"queues": s.engine.store.queue_list().await?})))
+}
+
+async fn queue_get(State(s): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<Value>> {
+    check_name("queue", &queue)?;
+    Ok(Json(
+        serde_json::to_value(s.engine.store.queue_get(&queue).await?).expect("serialises"),
+    ))
+}
+
+async fn queue_put(
+    State(s): State<AppState>,
+    Path(queue): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    check_name("queue", &queue)?;
+    let settings: QueueSettings = parse(body)?;
+    settings.validate().map_err(ApiError::invalid)?;
+    let q = s
+        .engine
+        .store
+        .queue_put(&queue, &settings, s.engine.clock.now())
+        .await?;
+    if !q.settings.paused {
+        s.engine.waker.wake(&queue);
+    }
+    Ok(Json(serde_json::to_value(q).expect("serialises")))
+}
+
+async fn set_paused(s: AppState, queue: String, paused: bool) -> ApiResult<Json<Value>> {
+    check_name("queue", &queue)?;
+    let q = s
+        .engine
+        .store
+        .queue_set_paused(&queue, paused, s.engine.clock.now())
+        .await?;
+    if !paused {
+        s.engine.waker.wake(&queue);
+    }
+    Ok(Json(serde_json::to_value(q).expect("serialises")))
+}
+
+async fn queue_pause(
+    State(s): State<AppState>,
+    Path(queue): Path<String>,
+) -> ApiResult<Json<Value>> {
+    set_paused(s, queue, true).await
+}
+
+async fn queue_resume(
+    State(s): State<AppState>,
+    Path(queue): Path<String>,
+) -> ApiResult<Json<Value>> {
+    set_paused(s, queue, false).await
+}
+
+async fn node_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let now = s.engine.clock.now();
+    let lost_after =
+        chrono::Duration::from_std(s.engine.config.heartbeat_interval * 3).expect("small");
+    let nodes: Vec<Value> = s
+        .engine
+        .store
+        .node_list()
+        .await?
+        .into_iter()
+        .map(|n| {
+            let state = if n.stopped_at.is_some() {
+                "stopped"
+            } else if now - n.heartbeat_at > lost_after {
+                "lost"
+            } else {
+                "active"
+            };
+            let mut v = serde_json::to_value(&n).expect("serialises");
+            v["state"] = json!(state);
+            v
+        })
+        .collect();
+    Ok(Json(json!({"nodes": nodes})))
+}
