@@ -1,1 +1,362 @@
+//! A typed client of docket's HTTP API ([`Client`]) and the pull worker that runs a command per
+//! task ([`command_worker`]).
 
+pub mod command_worker;
+
+use docket_core::{NewTask, QueueSettings, QueueStats, Task};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Errors of the client.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server answered with an error.
+    #[error("{code}: {message} (HTTP {status})")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// Stable error code (`lease_lost`, `not_found`, …).
+        code: String,
+        /// Message.
+        message: String,
+    },
+    /// The server could not be reached or answered garbage.
+    #[error("cannot reach the docket server: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+impl ClientError {
+    /// The API error code, if the server answered with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// Result alias of the client.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+/// A page of tasks.
+#[derive(Debug, Deserialize)]
+pub struct TaskPage {
+    /// Tasks.
+    pub tasks: Vec<Task>,
+    /// Cursor for the next page.
+    pub next_after: Option<i64>,
+}
+
+/// Filters of [`Client::task_list`].
+#[derive(Debug, Default, Clone)]
+pub struct ListFilter {
+    /// Queue.
+    pub queue: Option<String>,
+    /// State name.
+    pub state: Option<String>,
+    /// Kind.
+    pub kind: Option<String>,
+    /// Page size.
+    pub limit: Option<i64>,
+    /// Cursor.
+    pub after: Option<i64>,
+    /// Newest first.
+    pub descending: bool,
+}
+
+/// A client of one docket server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client of the server at `base` (e.g. `http://127.0.0.1:7070`).
+    pub fn new(base: impl Into<String>) -> Self {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .expect("http client");
+        Client {
+            base: base.into().trim_end_matches('/').to_string(),
+            http,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
+        let resp = req.send().await?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp.json().await?);
+        }
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        Err(ClientError::Api {
+            status: status.as_u16(),
+            code: body["error"]["code"]
+                .as_str()
+                .unwrap_or("unknown")
+                .to_string(),
+            message: body["error"]["message"]
+                .as_str()
+                .unwrap_or("no message")
+                .to_string(),
+        })
+    }
+
+    /// `POST /v1/tasks` with many tasks (one transaction).
+    ///
+    /// # Errors
+    /// API errors (`invalid_task`, …) and transport errors.
+    pub async fn task_add_many(&self, tasks: &[NewTask]) -> Result<Vec<Task>> {
+        #[derive(Deserialize)]
+        struct R {
+            tasks: Vec<Task>,
+        }
+        let r: R = self
+            .send(
+                self.http
+                    .post(self.url("/v1/tasks"))
+                    .json(&json!({"tasks": tasks})),
+            )
+            .await?;
+        Ok(r.tasks)
+    }
+
+    /// `POST /v1/tasks` with one task.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn task_add(&self, task: &NewTask) -> Result<Task> {
+        self.send(self.http.post(self.url("/v1/tasks")).json(task))
+            .await
+    }
+
+    /// `GET /v1/tasks/{id}`.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn task_get(&self, id: i64) -> Result<Task> {
+        self.send(self.http.get(self.url(&format!("/v1/tasks/{id}"))))
+            .await
+    }
+
+    /// `GET /v1/tasks`.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn task_list(&self, f: &ListFilter) -> Result<TaskPage> {
+        let mut q: Vec<(&str, String)> = vec![];
+        if let Some(v) = &f.queue {
+            q.push(("queue", v.clone()));
+        }
+        if let Some(v) = &f.state {
+            q.push(("state", v.clone()));
+        }
+        if let Some(v) = &f.kind {
+            q.push(("kind", v.clone()));
+        }
+        if let Some(v) = f.limit {
+            q.push(("limit", v.to_string()));
+        }
+        if let Some(v) = f.after {
+            q.push(("after", v.to_string()));
+        }
+        if f.descending {
+            q.push(("order", "desc".into()));
+        }
+        self.send(self.http.get(self.url("/v1/tasks")).query(&q))
+            .await
+    }
+
+    /// `POST /v1/tasks/{id}/cancel`.
+    ///
+    /// # Errors
+    /// `not_found`, `invalid_state`, transport errors.
+    pub async fn task_cancel(&self, id: i64) -> Result<Task> {
+        self.send(self.http.post(self.url(&format!("/v1/tasks/{id}/cancel"))))
+            .await
+    }
+
+    /// `POST /v1/tasks/{id}/retry`.
+    ///
+    /// # Errors
+    /// `not_found`, `invalid_state`, `conflict`, transport errors.
+    pub async fn task_retry(&self, id: i64) -> Result<Task> {
+        self.send(self.http.post(self.url(&format!("/v1/tasks/{id}/retry"))))
+            .await
+    }
+
+    /// `POST /v1/queues/{queue}/claim`.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn claim(
+        &self,
+        queue: &str,
+        worker: &str,
+        limit: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Task>> {
+        #[derive(Deserialize)]
+        struct R {
+            tasks: Vec<Task>,
+        }
+        let body = json!({
+            "worker": worker,
+            "limit": limit,
+            "lease": docket_core::duration::format(lease),
+            "wait": docket_core::duration::format(wait),
+        });
+        let r: R = self
+            .send(
+                self.http
+                    .post(self.url(&format!("/v1/queues/{queue}/claim")))
+                    .timeout(wait + Duration::from_secs(30))
+                    .json(&body),
+            )
+            .await?;
+        Ok(r.tasks)
+    }
+
+    /// `POST /v1/tasks/{id}/heartbeat`.
+    ///
+    /// # Errors
+    /// `lease_lost`, `cancelled`, transport errors.
+    pub async fn heartbeat(&self, id: i64, lease: &str, progress: Option<Value>) -> Result<Task> {
+        let mut body = json!({"lease": lease});
+        if let Some(p) = progress {
+            body["progress"] = p;
+        }
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/tasks/{id}/heartbeat")))
+                .json(&body),
+        )
+        .await
+    }
+
+    /// `POST /v1/tasks/{id}/complete`.
+    ///
+    /// # Errors
+    /// `lease_lost`, `cancelled`, transport errors.
+    pub async fn complete(&self, id: i64, lease: &str, result: Value) -> Result<Value> {
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/tasks/{id}/complete")))
+                .json(&json!({"lease": lease, "result": result})),
+        )
+        .await
+    }
+
+    /// `POST /v1/tasks/complete`: many completions in one statement. Items: (id, lease,
+    /// result). Returns the per-item results.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn complete_many(&self, items: &[(i64, String, Value)]) -> Result<Vec<Value>> {
+        let items: Vec<Value> = items
+            .iter()
+            .map(|(id, lease, result)| json!({"id": id, "lease": lease, "result": result}))
+            .collect();
+        let r: Value = self
+            .send(
+                self.http
+                    .post(self.url("/v1/tasks/complete"))
+                    .json(&json!({"items": items})),
+            )
+            .await?;
+        Ok(r["results"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// `POST /v1/tasks/{id}/fail`.
+    ///
+    /// # Errors
+    /// `lease_lost`, `cancelled`, transport errors.
+    pub async fn fail(
+        &self,
+        id: i64,
+        lease: &str,
+        error: &str,
+        worker: &str,
+        retry_in: Option<Duration>,
+        permanent: bool,
+    ) -> Result<Value> {
+        let mut body =
+            json!({"lease": lease, "error": error, "worker": worker, "permanent": permanent});
+        if let Some(r) = retry_in {
+            body["retry_in"] = json!(docket_core::duration::format(r));
+        }
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/tasks/{id}/fail")))
+                .json(&body),
+        )
+        .await
+    }
+
+    /// `GET /v1/queues`.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn queue_list(&self) -> Result<Vec<QueueStats>> {
+        #[derive(Deserialize)]
+        struct R {
+            queues: Vec<QueueStats>,
+        }
+        let r: R = self.send(self.http.get(self.url("/v1/queues"))).await?;
+        Ok(r.queues)
+    }
+
+    /// `GET /v1/queues/{queue}`.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn queue_get(&self, queue: &str) -> Result<QueueStats> {
+        self.send(self.http.get(self.url(&format!("/v1/queues/{queue}"))))
+            .await
+    }
+
+    /// `PUT /v1/queues/{queue}`.
+    ///
+    /// # Errors
+    /// `invalid_request`, transport errors.
+    pub async fn queue_put(&self, queue: &str, s: &QueueSettings) -> Result<QueueStats> {
+        self.send(
+            self.http
+                .put(self.url(&format!("/v1/queues/{queue}")))
+                .json(s),
+        )
+        .await
+    }
+
+    /// `POST /v1/queues/{queue}/pause` or `/resume`.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn queue_set_paused(&self, queue: &str, paused: bool) -> Result<QueueStats> {
+        let verb = if paused { "pause" } else { "resume" };
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/queues/{queue}/{verb}"))),
+        )
+        .await
+    }
+
+    /// `GET /v1/nodes`.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn node_list(&self) -> Result<Vec<Value>> {
+        let r: Value = self.send(self.http.get(self.url("/v1/nodes"))).await?;
+        Ok(r["nodes"].as_array().cloned().unwrap_or_default())
+    }
+}

@@ -1,1 +1,495 @@
-fn main() {}
+//! The `docket` binary: `serve`, `migrate`, `task`, `queue`, `node`, `worker`, `bench`.
+
+mod bench;
+mod cli;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use cli::*;
+use docket_client::{Client, ListFilter};
+use docket_core::{NewTask, QueueSettings, SystemClock, Task};
+use docket_engine::{Engine, EngineConfig};
+use docket_store::ConnectOptions;
+use std::io::BufRead;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn init_logs(format: LogFormat, default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DOCKET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.init(),
+    }
+}
+
+/// Fires `token` on the first SIGINT/SIGTERM.
+fn on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("signal handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutdown signal received");
+        token.cancel();
+    });
+}
+
+pub(crate) fn connect_opts(db: &DbArgs) -> ConnectOptions {
+    ConnectOptions {
+        url: db.database.clone(),
+        schema: db.schema.clone(),
+        max_connections: None,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    let code = match run(cli).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve(a) => serve(a).await,
+        Command::Migrate { db } => {
+            init_logs(LogFormat::Text, "warn");
+            let store = docket_store::connect(&connect_opts(&db)).await?;
+            store.migrate().await?;
+            println!("migrated {}", db.database);
+            Ok(())
+        }
+        Command::Task { server, cmd } => task_cmd(Client::new(server.server), cmd).await,
+        Command::Queue { server, cmd } => queue_cmd(Client::new(server.server), cmd).await,
+        Command::Node { server, json } => {
+            let nodes = Client::new(server.server).node_list().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&nodes)?);
+            } else {
+                let rows = nodes
+                    .iter()
+                    .map(|n| {
+                        vec![
+                            n["name"].as_str().unwrap_or("").to_string(),
+                            n["state"].as_str().unwrap_or("").to_string(),
+                            n["heartbeat_at"].as_str().unwrap_or("").to_string(),
+                            n["started_at"].as_str().unwrap_or("").to_string(),
+                            n["version"].as_str().unwrap_or("").to_string(),
+                        ]
+                    })
+                    .collect();
+                print_table(&["NAME", "STATE", "HEARTBEAT", "STARTED", "VERSION"], rows);
+            }
+            Ok(())
+        }
+        Command::Worker(a) => worker(a).await,
+        Command::Bench(a) => bench::run(a).await,
+    }
+}
+
+async fn serve(a: ServeArgs) -> Result<()> {
+    init_logs(a.log_format, "info");
+    let store = docket_store::connect(&connect_opts(&a.db))
+        .await
+        .with_context(|| format!("cannot open the database {}", a.db.database))?;
+    store.migrate().await.context("migrations failed")?;
+    let node = a.node.unwrap_or_else(default_node_name);
+    let mut config = EngineConfig::new(node.clone(), &*store);
+    if let Some(p) = a.poll_interval {
+        config.poll_interval = p;
+    }
+    if let Some(r) = a.rescue_interval {
+        config.rescue_interval = r;
+    }
+    let engine = Engine::new(store.clone(), Arc::new(SystemClock), config);
+    let shutdown = CancellationToken::new();
+    on_signal(shutdown.clone());
+    let services = engine.start(shutdown.clone()).await?;
+    let listener = tokio::net::TcpListener::bind(&a.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", a.listen))?;
+    tracing::info!(node, listen = %listener.local_addr()?, database = %redact(&a.db.database), "docket serving");
+    let state = docket_server::AppState {
+        engine: engine.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let server = tokio::spawn(docket_server::serve(listener, state));
+    shutdown.cancelled().await;
+    // Stop taking work: long polls return empty, in-flight requests finish within the grace.
+    match tokio::time::timeout(a.grace, server).await {
+        Ok(r) => r??,
+        Err(_) => tracing::warn!("grace period over with requests still running"),
+    }
+    for h in services {
+        let _ = h.await;
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn default_node_name() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "node".into());
+    format!("{host}-{}", std::process::id())
+}
+
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+async fn worker(a: WorkerArgs) -> Result<()> {
+    init_logs(a.log_format, "info");
+    let cancel = CancellationToken::new();
+    on_signal(cancel.clone());
+    let name = a
+        .name
+        .unwrap_or_else(|| format!("worker-{}", default_node_name()));
+    let opts = docket_client::command_worker::WorkerOptions {
+        queue: a.queue,
+        concurrency: a.concurrency,
+        lease: a.lease,
+        name,
+        command: a.command,
+        grace: a.grace,
+    };
+    tracing::info!(queue = %opts.queue, concurrency = opts.concurrency, server = %a.server.server, "worker started");
+    docket_client::command_worker::run(Client::new(a.server.server), opts, cancel)
+        .await
+        .map_err(anyhow::Error::msg)
+}
+
+fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let s: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
+            .collect();
+        println!("{}", s.join("  ").trim_end());
+    };
+    line(headers.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        line(r);
+    }
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
+}
+
+fn task_row(t: &Task) -> Vec<String> {
+    vec![
+        t.id.to_string(),
+        t.queue.clone(),
+        t.kind.clone(),
+        t.state.to_string(),
+        format!("{}/{}", t.attempt, t.max_attempts),
+        t.priority.to_string(),
+        t.run_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        short(
+            &t.errors
+                .last()
+                .map(|e| e.message.clone())
+                .unwrap_or_default(),
+            40,
+        ),
+    ]
+}
+
+const TASK_HEADERS: [&str; 8] = [
+    "ID",
+    "QUEUE",
+    "KIND",
+    "STATE",
+    "ATTEMPT",
+    "PRIO",
+    "RUN_AT",
+    "LAST_ERROR",
+];
+
+fn print_task(t: &Task, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(t)?);
+    } else {
+        print_table(&TASK_HEADERS, vec![task_row(t)]);
+    }
+    Ok(())
+}
+
+async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
+    match cmd {
+        TaskCmd::Add(a) => task_add(&c, a).await,
+        TaskCmd::List {
+            queue,
+            state,
+            kind,
+            limit,
+            after,
+            desc,
+            json,
+        } => {
+            let page = c
+                .task_list(&ListFilter {
+                    queue,
+                    state,
+                    kind,
+                    limit: Some(limit),
+                    after,
+                    descending: desc,
+                })
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&page.tasks)?);
+            } else {
+                print_table(&TASK_HEADERS, page.tasks.iter().map(task_row).collect());
+                if let Some(n) = page.next_after {
+                    eprintln!("more: --after {n}");
+                }
+            }
+            Ok(())
+        }
+        TaskCmd::Show { id, json: _ } => {
+            // `show` prints every field: JSON is the clearest full view.
+            let t = c.task_get(id).await?;
+            println!("{}", serde_json::to_string_pretty(&t)?);
+            Ok(())
+        }
+        TaskCmd::Cancel { id, json } => print_task(&c.task_cancel(id).await?, json),
+        TaskCmd::Retry { id, json } => print_task(&c.task_retry(id).await?, json),
+    }
+}
+
+fn spec_from_args(a: &TaskAddArgs) -> Result<NewTask> {
+    let kind = a
+        .kind
+        .clone()
+        .context("--kind is required (or use --file)")?;
+    let payload = match &a.payload {
+        Some(p) => {
+            serde_json::from_str(p).with_context(|| format!("--payload is not valid JSON: {p}"))?
+        }
+        None => serde_json::Value::Null,
+    };
+    Ok(NewTask {
+        queue: a.queue.clone(),
+        kind,
+        payload,
+        priority: a.priority,
+        run_at: a.run_at,
+        run_in: a.run_in,
+        max_attempts: a.max_attempts,
+        timeout: a.timeout,
+        unique_key: a.unique_key.clone(),
+        concurrency_key: a.concurrency_key.clone(),
+        concurrency_limit: a.concurrency_limit,
+        node: a.node.clone(),
+        ..NewTask::default()
+    })
+}
+
+async fn task_add(c: &Client, a: TaskAddArgs) -> Result<()> {
+    let Some(path) = &a.file else {
+        let t = c.task_add(&spec_from_args(&a)?).await?;
+        return print_task(&t, a.json);
+    };
+    // One spec per line; every line is checked before anything is sent, so a bad line
+    // enqueues nothing.
+    let reader: Box<dyn BufRead> = if path == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("cannot open {path}"))?,
+        ))
+    };
+    let mut specs = vec![];
+    for (i, line) in reader.lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut t: NewTask = serde_json::from_str(&line)
+            .with_context(|| format!("{path}:{}: not a task spec", i + 1))?;
+        if t.queue.is_none() {
+            t.queue = a.queue.clone();
+        }
+        specs.push(t);
+    }
+    if specs.is_empty() {
+        bail!("{path} holds no task specs");
+    }
+    let bar = indicatif::ProgressBar::new(specs.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} tasks  {per_sec}  eta {eta}")
+            .expect("template"),
+    );
+    let mut inserted = 0;
+    let mut existing = 0;
+    for chunk in specs.chunks(a.batch.max(1)) {
+        let got = c.task_add_many(chunk).await.map_err(|e| {
+            anyhow::anyhow!(
+                "{e} (tasks before this batch of {} were enqueued: {inserted})",
+                chunk.len()
+            )
+        })?;
+        for t in &got {
+            if t.inserted == Some(false) {
+                existing += 1;
+            } else {
+                inserted += 1;
+            }
+        }
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    println!("enqueued {inserted} tasks ({existing} matched an existing unique_key)");
+    Ok(())
+}
+
+async fn queue_cmd(c: Client, cmd: QueueCmd) -> Result<()> {
+    let print = |qs: Vec<docket_core::QueueStats>, json: bool| -> Result<()> {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&qs)?);
+            return Ok(());
+        }
+        let rows = qs
+            .iter()
+            .map(|q| {
+                let n = |s| q.counts.get(&s).copied().unwrap_or(0).to_string();
+                use docket_core::TaskState::*;
+                vec![
+                    q.name.clone(),
+                    if q.settings.paused {
+                        "paused"
+                    } else {
+                        "active"
+                    }
+                    .to_string(),
+                    q.settings
+                        .concurrency_limit
+                        .map(|l| l.to_string())
+                        .unwrap_or("-".into()),
+                    n(Scheduled),
+                    n(Available),
+                    n(Running),
+                    n(Retryable),
+                    n(Completed),
+                    n(Discarded),
+                    n(Cancelled),
+                ]
+            })
+            .collect();
+        print_table(
+            &[
+                "QUEUE",
+                "STATUS",
+                "LIMIT",
+                "SCHEDULED",
+                "AVAILABLE",
+                "RUNNING",
+                "RETRYABLE",
+                "COMPLETED",
+                "DISCARDED",
+                "CANCELLED",
+            ],
+            rows,
+        );
+        Ok(())
+    };
+    match cmd {
+        QueueCmd::List { json } => print(c.queue_list().await?, json),
+        QueueCmd::Show { queue, json } => {
+            let q = c.queue_get(&queue).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&q)?);
+                Ok(())
+            } else {
+                println!("{}", serde_json::to_string_pretty(&q.settings)?);
+                print(vec![q], false)
+            }
+        }
+        QueueCmd::Set(a) => {
+            let mut s: QueueSettings = c.queue_get(&a.queue).await?.settings;
+            if let Some(v) = a.concurrency_limit {
+                s.concurrency_limit = (v > 0).then_some(v);
+            }
+            if let Some(v) = a.max_attempts {
+                s.max_attempts = (v > 0).then_some(v);
+            }
+            if let Some(v) = a.timeout {
+                s.timeout = Some(v);
+            }
+            if let Some(v) = a.retention_completed {
+                s.retention_completed = Some(v);
+            }
+            if let Some(v) = a.retention_failed {
+                s.retention_failed = Some(v);
+            }
+            if a.backoff_initial.is_some()
+                || a.backoff_max.is_some()
+                || a.backoff_coefficient.is_some()
+                || a.backoff_jitter.is_some()
+            {
+                let mut b = s.backoff.unwrap_or_default();
+                if let Some(v) = a.backoff_initial {
+                    b.initial = v;
+                }
+                if let Some(v) = a.backoff_max {
+                    b.max = v;
+                }
+                if let Some(v) = a.backoff_coefficient {
+                    b.coefficient = v;
+                }
+                if let Some(v) = a.backoff_jitter {
+                    b.jitter = v;
+                }
+                s.backoff = Some(b);
+            }
+            let q = c.queue_put(&a.queue, &s).await?;
+            println!("{}", serde_json::to_string_pretty(&q.settings)?);
+            Ok(())
+        }
+        QueueCmd::Pause { queue } => {
+            c.queue_set_paused(&queue, true).await?;
+            println!("queue {queue} paused");
+            Ok(())
+        }
+        QueueCmd::Resume { queue } => {
+            c.queue_set_paused(&queue, false).await?;
+            println!("queue {queue} resumed");
+            Ok(())
+        }
+    }
+}
+
+/// Parses a humantime duration for clap.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    docket_core::duration::parse(s)
+}

@@ -1061,3 +1061,19 @@ impl Store for PgStore {
         self.pool.close().await;
     }
 }
+
+impl PgStore {
+    /// Drops a schema and everything in it (bench and test clean-up).
+    ///
+    /// # Errors
+    /// Database failure.
+    pub async fn drop_schema(&self, schema: &str) -> Result<()> {
+        if schema.contains('"') {
+            return Err(StoreError::Invalid(format!("bad schema name {schema:?}")));
+        }
+        sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! `docket worker -- COMMAND ARGS...`: claims tasks over HTTP and runs COMMAND once per task.
+//!
+//! Contract with the command: the task's payload JSON on stdin; `DOCKET_TASK_ID`,
+//! `DOCKET_TASK_ATTEMPT`, `DOCKET_TASK_KIND`, `DOCKET_QUEUE` in the environment. Exit 0 completes
+//! the task with stdout as its result (JSON when it parses, else a string); any other exit fails
+//! the attempt with the tail of stderr (it is retried per the task's backoff). The worker
+//! heartbeats every lease/3 while the command runs; a `cancelled` answer kills the command.
+
+use crate::{Client, ClientError};
+use docket_core::Task;
+use serde_json::Value;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// Most bytes of stderr kept in a failure message.
+pub const STDERR_TAIL_BYTES: usize = 4096;
+
+/// Options of [`run`].
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Queue to work.
+    pub queue: String,
+    /// Commands run at once.
+    pub concurrency: usize,
+    /// Lease per claim; heartbeats every lease/3 extend it.
+    pub lease: Duration,
+    /// Worker name recorded on tasks.
+    pub name: String,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// How long running commands may finish after shutdown starts.
+    pub grace: Duration,
+}
+
+/// What happened to one task (for logs and tests).
+#[derive(Debug, Clone)]
+pub enum Ran {
+    /// Exit 0.
+    Completed,
+    /// Non-zero exit or spawn failure.
+    Failed(String),
+    /// The server said the lease was lost or the task cancelled.
+    Abandoned(String),
+}
+
+/// Works `opts.queue` until `cancel` fires; then stops claiming and lets running commands
+/// finish within the grace period. Commands still running after it are killed and their tasks
+/// come back when their leases expire.
+///
+/// # Errors
+/// Never for task failures; only when the command list is empty.
+pub async fn run(
+    client: Client,
+    opts: WorkerOptions,
+    cancel: CancellationToken,
+) -> Result<(), String> {
+    if opts.command.is_empty() {
+        return Err("no command given: docket worker --queue Q -- COMMAND ARGS...".into());
+    }
+    let sem = Arc::new(Semaphore::new(opts.concurrency.max(1)));
+    let opts = Arc::new(opts);
+    let kill = CancellationToken::new();
+    let mut running = tokio::task::JoinSet::new();
+    let mut backoff = Duration::from_millis(200);
+    while !cancel.is_cancelled() {
+        let first = tokio::select! {
+            p = sem.clone().acquire_owned() => p.expect("semaphore open"),
+            _ = cancel.cancelled() => break,
+        };
+        let free = sem.available_permits() + 1;
+        let claim = tokio::select! {
+            r = client.claim(&opts.queue, &opts.name, free, opts.lease, Duration::from_secs(10)) => r,
+            _ = cancel.cancelled() => break,
+        };
+        let tasks = match claim {
+            Ok(t) => {
+                backoff = Duration::from_millis(200);
+                t
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "claim failed; retrying in {backoff:?}");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = cancel.cancelled() => break,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        };
+        let mut first = Some(first);
+        for task in tasks {
+            let permit = match first.take() {
+                Some(p) => p,
+                None => sem.clone().acquire_owned().await.expect("semaphore open"),
+            };
+            let (client, opts, kill) = (client.clone(), opts.clone(), kill.clone());
+            running.spawn(async move {
+                let id = task.id;
+                let r = run_one(&client, &opts, task, kill).await;
+                match &r {
+                    Ran::Completed => tracing::info!(task = id, "completed"),
+                    Ran::Failed(e) => tracing::warn!(task = id, error = %e, "failed"),
+                    Ran::Abandoned(e) => tracing::warn!(task = id, reason = %e, "abandoned"),
+                }
+                drop(permit);
+            });
+        }
+        while running.try_join_next().is_some() {}
+    }
+    while running.try_join_next().is_some() {}
+    tracing::info!(
+        running = running.len(),
+        "stopping: no more claims; waiting for running commands"
+    );
+    let drained = tokio::time::timeout(opts.grace, async {
+        while running.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            "grace period over; killing commands (their tasks are rescued when leases expire)"
+        );
+        kill.cancel();
+        while running.join_next().await.is_some() {}
+    }
+    Ok(())
+}
+
+fn tail(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
+    String::from_utf8_lossy(&bytes[start..]).trim().to_string()
+}
+
+async fn run_one(
+    client: &Client,
+    opts: &WorkerOptions,
+    task: Task,
+    kill: CancellationToken,
+) -> Ran {
+    let lease = task.lease.clone().map(|l| l.token).unwrap_or_default();
+    let mut cmd = tokio::process::Command::new(&opts.command[0]);
+    cmd.args(&opts.command[1..])
+        .env("DOCKET_TASK_ID", task.id.to_string())
+        .env("DOCKET_TASK_ATTEMPT", task.attempt.to_string())
+        .env("DOCKET_TASK_KIND", &task.kind)
+        .env("DOCKET_QUEUE", &task.queue)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = format!("cannot start {:?}: {e}", opts.command[0]);
+            let _ = client
+                .fail(task.id, &lease, &msg, &opts.name, None, false)
+                .await;
+            return Ran::Failed(msg);
+        }
+    };
+    let payload = serde_json::to_vec(&task.payload).unwrap_or_default();
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    tokio::spawn(async move {
+        // A command that does not read stdin closes it early; that is fine.
+        let _ = stdin.write_all(&payload).await;
+    });
+    let output = child.wait_with_output();
+    tokio::pin!(output);
+    let every = (opts.lease / 3).max(Duration::from_millis(100));
+    let out = loop {
+        tokio::select! {
+            o = &mut output => break o,
+            _ = tokio::time::sleep(every) => {
+                match client.heartbeat(task.id, &lease, None).await {
+                    Ok(_) => {}
+                    Err(ClientError::Api { code, .. }) if code == "cancelled" || code == "lease_lost" => {
+                        // Dropping the future kills the child (kill_on_drop).
+                        return Ran::Abandoned(code);
+                    }
+                    Err(e) => tracing::warn!(task = task.id, error = %e, "heartbeat failed; will retry"),
+                }
+            }
+            _ = kill.cancelled() => return Ran::Abandoned("killed at shutdown".into()),
+        }
+    };
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            let msg = format!("waiting for the command failed: {e}");
+            let _ = client
+                .fail(task.id, &lease, &msg, &opts.name, None, false)
+                .await;
+            return Ran::Failed(msg);
+        }
+    };
+    if out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let result = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
+        match client.complete(task.id, &lease, result).await {
+            Ok(_) => Ran::Completed,
+            Err(e) => Ran::Abandoned(e.to_string()),
+        }
+    } else {
+        let status = match out.status.code() {
+            Some(c) => format!("exit status {c}"),
+            None => "killed by a signal".to_string(),
+        };
+        let err = tail(&out.stderr);
+        let msg = if err.is_empty() {
+            status
+        } else {
+            format!("{status}: {err}")
+        };
+        match client
+            .fail(task.id, &lease, &msg, &opts.name, None, false)
+            .await
+        {
+            Ok(_) => Ran::Failed(msg),
+            Err(e) => Ran::Abandoned(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,810 @@
+//! The HTTP API against real PostgreSQL (own schema per test) and real SQLite files.
+
+use docket_core::SystemClock;
+use docket_engine::{Engine, EngineConfig};
+use docket_server::AppState;
+use docket_store::{connect, ConnectOptions, Store};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+struct Node {
+    base: String,
+    http: reqwest::Client,
+    store: Arc<dyn Store>,
+    stop: CancellationToken,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn pg_url() -> String {
+    std::env::var("DOCKET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+async fn start(
+    store: Arc<dyn Store>,
+    name: &str,
+    poll: Duration,
+    dir: Option<tempfile::TempDir>,
+) -> Node {
+    store.migrate().await.unwrap();
+    let mut cfg = EngineConfig::new(name, &*store);
+    cfg.rescue_interval = Duration::from_millis(100);
+    cfg.poll_interval = poll;
+    let engine = Engine::new(store.clone(), Arc::new(SystemClock), cfg);
+    let stop = CancellationToken::new();
+    engine.start(stop.clone()).await.unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(docket_server::serve(
+        l,
+        AppState {
+            engine,
+            shutdown: stop.clone(),
+        },
+    ));
+    Node {
+        base,
+        http: reqwest::Client::new(),
+        store,
+        stop,
+        _dir: dir,
+    }
+}
+
+async fn pg_store(schema: &str) -> Arc<dyn Store> {
+    connect(&ConnectOptions {
+        url: pg_url(),
+        schema: Some(schema.into()),
+        max_connections: Some(8),
+    })
+    .await
+    .expect("PostgreSQL is running (scripts/test.sh starts it)")
+}
+
+async fn pg() -> Node {
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    start(pg_store(&schema).await, "n1", Duration::from_secs(1), None).await
+}
+
+async fn sqlite() -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = connect(&ConnectOptions::new(url)).await.unwrap();
+    start(store, "n1", Duration::from_millis(200), Some(dir)).await
+}
+
+impl Node {
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut r = self.http.request(m, format!("{}{}", self.base, path));
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let st = resp.status();
+        (st, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn raw(&self, method: &str, path: &str, body: &str) -> (StatusCode, Value) {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let resp = self
+            .http
+            .request(m, format!("{}{}", self.base, path))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let st = resp.status();
+        (st, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn claim(&self, queue: &str, body: Value) -> Vec<Value> {
+        let (st, v) = self
+            .call("POST", &format!("/v1/queues/{queue}/claim"), Some(body))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        v["tasks"].as_array().unwrap().clone()
+    }
+
+    async fn task(&self, id: i64) -> Value {
+        let (st, v) = self.call("GET", &format!("/v1/tasks/{id}"), None).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        v
+    }
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("<none>")
+}
+
+async fn lifecycle(n: Node) {
+    let (st, t) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"kind": "email", "payload": {"to": "a@b.c"}, "priority": 3})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{t}");
+    assert_eq!(t["state"], "available");
+    assert_eq!(t["inserted"], true);
+    assert_eq!(t["timeout"], "1m");
+    let id = t["id"].as_i64().unwrap();
+    let (st, many) = n
+        .call("POST", "/v1/tasks", Some(json!({"tasks": [
+            {"kind": "a", "unique_key": "u1"}, {"kind": "b", "run_in": "1h"}, {"kind": "a2", "unique_key": "u1"}]})))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{many}");
+    let many = many["tasks"].as_array().unwrap();
+    assert_eq!(many.len(), 3);
+    assert_eq!(many[1]["state"], "scheduled");
+    assert_eq!(many[2]["inserted"], false);
+    assert_eq!(many[2]["id"], many[0]["id"]);
+    let got = n
+        .claim(
+            "default",
+            json!({"worker": "w", "limit": 10, "lease": "30s"}),
+        )
+        .await;
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0]["id"], id, "priority 3 first");
+    let lease = got[0]["lease"]["token"].as_str().unwrap().to_string();
+    let other = got[1]["lease"]["token"].as_str().unwrap().to_string();
+    let (st, hb) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/heartbeat"),
+            Some(json!({"lease": lease, "progress": {"pct": 10}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{hb}");
+    assert_eq!(hb["progress"], json!({"pct": 10}));
+    // Stale token: 409 lease_lost, and nothing changes.
+    let (st, e) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(json!({"lease": other, "result": "x"})),
+        )
+        .await;
+    assert_eq!((st, code(&e)), (StatusCode::CONFLICT, "lease_lost"));
+    let (st, e) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/heartbeat"),
+            Some(json!({"lease": "bogus"})),
+        )
+        .await;
+    assert_eq!((st, code(&e)), (StatusCode::CONFLICT, "lease_lost"));
+    assert_eq!(n.task(id).await["state"], "running");
+    let (st, ok) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(json!({"lease": lease, "result": {"sent": true}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{ok}");
+    assert_eq!(ok["state"], "completed");
+    let t = n.task(id).await;
+    assert_eq!(t["result"], json!({"sent": true}));
+    assert!(t["finished_at"].is_string());
+    // Fail with a requested delay, then fail permanently.
+    let other_id = got[1]["id"].as_i64().unwrap();
+    let (st, f) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{other_id}/fail"),
+            Some(json!({"lease": other, "error": "smtp down", "retry_in": "1h"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{f}");
+    assert_eq!(f["state"], "retryable");
+    let t = n.task(other_id).await;
+    assert_eq!(t["errors"][0]["message"], "smtp down");
+    // The list filters and pages.
+    let (_, l) = n.call("GET", "/v1/tasks?state=completed", None).await;
+    assert_eq!(l["tasks"].as_array().unwrap().len(), 1);
+    let (_, l) = n.call("GET", "/v1/tasks?limit=2", None).await;
+    assert_eq!(l["tasks"].as_array().unwrap().len(), 2);
+    let after = l["next_after"].as_i64().unwrap();
+    let (_, l2) = n
+        .call("GET", &format!("/v1/tasks?limit=2&after={after}"), None)
+        .await;
+    assert_eq!(l2["tasks"].as_array().unwrap().len(), 1);
+    let (_, q) = n.call("GET", "/v1/queues", None).await;
+    assert_eq!(q["queues"][0]["counts"]["completed"], 1);
+    assert_eq!(q["queues"][0]["counts"]["scheduled"], 1);
+    let (st, h) = n.call("GET", "/healthz", None).await;
+    assert_eq!((st, h["status"].as_str()), (StatusCode::OK, Some("ok")));
+}
+
+async fn batch_complete_and_fail(n: Node) {
+    let specs: Vec<Value> = (0..300)
+        .map(|i| json!({"kind": "k", "payload": i, "max_attempts": 1}))
+        .collect();
+    let (st, _) = n
+        .call("POST", "/v1/tasks", Some(json!({"tasks": specs})))
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let got = n
+        .claim("default", json!({"worker": "w", "limit": 300}))
+        .await;
+    assert_eq!(got.len(), 300);
+    let items: Vec<Value> = got[..250]
+        .iter()
+        .map(|t| json!({"id": t["id"], "lease": t["lease"]["token"], "result": t["payload"]}))
+        .collect();
+    let mut with_stale = items.clone();
+    with_stale.push(json!({"id": got[299]["id"], "lease": "stale"}));
+    let (st, r) = n
+        .call(
+            "POST",
+            "/v1/tasks/complete",
+            Some(json!({"items": with_stale})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    let r = r["results"].as_array().unwrap();
+    assert_eq!(r.len(), 251);
+    assert!(r[..250]
+        .iter()
+        .all(|x| x["outcome"] == "ok" && x["state"] == "completed"));
+    assert_eq!(r[250]["outcome"], "lease_lost");
+    let fails: Vec<Value> = got[250..]
+        .iter()
+        .map(|t| json!({"id": t["id"], "lease": t["lease"]["token"], "error": "nope"}))
+        .collect();
+    let (st, r) = n
+        .call("POST", "/v1/tasks/fail", Some(json!({"items": fails})))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert!(r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["state"] == "discarded"));
+    let (_, q) = n.call("GET", "/v1/queues/default", None).await;
+    assert_eq!(q["counts"]["completed"], 250);
+    assert_eq!(q["counts"]["discarded"], 50);
+}
+
+async fn bad_input_gets_4xx_and_loses_nothing(n: Node) {
+    let cases: Vec<(&str, &str, &str, StatusCode, &str)> = vec![
+        (
+            "POST",
+            "/v1/tasks",
+            "{not json",
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/v1/tasks",
+            "[1,2]",
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/v1/tasks",
+            r#"{"kind":"a","colour":"red"}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/v1/tasks",
+            r#"{"kind":"a","run_in":"soon"}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_duration",
+        ),
+        (
+            "POST",
+            "/v1/tasks",
+            r#"{"kind":"a","max_attempts":0}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            "POST",
+            "/v1/tasks",
+            r#"{"kind":""}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            "POST",
+            "/v1/tasks",
+            r#"{"tasks":[]}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/v1/tasks",
+            r#"{"tasks":[{"kind":"ok"},{"kind":"bad","priority":"high"}]}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/v1/tasks",
+            r#"{"tasks":[{"kind":"ok"},{"kind":"bad","max_attempts":-1}]}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            "POST",
+            "/v1/queues/default/claim",
+            r#"{"worker":"w","limit":-1}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/v1/queues/default/claim",
+            r#"{"worker":"w","lease":"5 parsecs"}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_duration",
+        ),
+        (
+            "POST",
+            "/v1/queues/default/claim",
+            r#"{"worker":"w","wait":"10m"}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/v1/queues/default/claim",
+            r#"{"limit":1}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/v1/tasks/abc",
+            "",
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/v1/tasks/-3",
+            "",
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/v1/tasks/123456",
+            "",
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            "POST",
+            "/v1/tasks/123456/cancel",
+            "",
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            "POST",
+            "/v1/tasks/123456/complete",
+            r#"{"lease":"x"}"#,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            "POST",
+            "/v1/tasks/complete",
+            r#"{"items":[{"lease":"x"}]}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "PUT",
+            "/v1/queues/q",
+            r#"{"concurrency_limit":0}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "PUT",
+            "/v1/queues/q",
+            r#"{"backoff":{"jitter":3}}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/v1/tasks?limit=-5",
+            "",
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/v1/tasks?state=pending",
+            "",
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/v1/nope",
+            "",
+            StatusCode::NOT_FOUND,
+            "route_not_found",
+        ),
+        (
+            "DELETE",
+            "/v1/tasks",
+            "",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+    ];
+    for (m, p, body, status, c) in cases {
+        let (st, v) = n.raw(m, p, body).await;
+        assert_eq!((st, code(&v)), (status, c), "{m} {p} {body} -> {v}");
+        assert!(v["error"]["message"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()));
+    }
+    // A payload over 1 MiB: 413, and a body over 32 MiB: 413.
+    let big = "x".repeat(1024 * 1024 + 10);
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"kind": "big", "payload": big})),
+        )
+        .await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    let huge = format!(
+        r#"{{"kind":"huge","payload":"{}"}}"#,
+        "y".repeat(33 * 1024 * 1024)
+    );
+    let (st, v) = n.raw("POST", "/v1/tasks", &huge).await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    // Nothing of the refused batches was written.
+    let (_, l) = n.call("GET", "/v1/tasks", None).await;
+    assert_eq!(l["tasks"].as_array().unwrap().len(), 0, "{l}");
+}
+
+async fn long_poll_wakes_on_insert(n: Node) {
+    let base = n.base.clone();
+    let http = n.http.clone();
+    let t0 = Instant::now();
+    let waiter = tokio::spawn(async move {
+        let r: Value = http
+            .post(format!("{base}/v1/queues/lp/claim"))
+            .json(&json!({"worker": "w", "wait": "20s"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (r, t0.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (st, _) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"kind": "k", "queue": "lp"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (r, took) = waiter.await.unwrap();
+    assert_eq!(r["tasks"].as_array().unwrap().len(), 1, "{r}");
+    assert!(
+        took < Duration::from_secs(10),
+        "woke after {took:?}, not at the 20s timeout"
+    );
+    // An empty wait returns empty after the wait.
+    let t = Instant::now();
+    let none = n.claim("lp", json!({"worker": "w", "wait": "300ms"})).await;
+    assert!(none.is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(250));
+}
+
+async fn cancel_retry_and_queues(n: Node) {
+    let (_, t) = n
+        .call("POST", "/v1/tasks", Some(json!({"kind": "k"})))
+        .await;
+    let id = t["id"].as_i64().unwrap();
+    let got = n.claim("default", json!({"worker": "w"})).await;
+    let lease = got[0]["lease"]["token"].clone();
+    let (st, c) = n
+        .call("POST", &format!("/v1/tasks/{id}/cancel"), None)
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(c["state"], "running");
+    assert!(c["cancel_requested_at"].is_string());
+    let (st, e) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/heartbeat"),
+            Some(json!({"lease": lease})),
+        )
+        .await;
+    assert_eq!((st, code(&e)), (StatusCode::CONFLICT, "cancelled"));
+    assert_eq!(n.task(id).await["state"], "cancelled");
+    let (st, r) = n.call("POST", &format!("/v1/tasks/{id}/retry"), None).await;
+    assert_eq!(
+        (st, r["state"].as_str()),
+        (StatusCode::OK, Some("available"))
+    );
+    let (st, e) = n.call("POST", &format!("/v1/tasks/{id}/retry"), None).await;
+    assert_eq!((st, code(&e)), (StatusCode::CONFLICT, "invalid_state"));
+    // Queue settings and pause/resume.
+    let (st, q) = n
+        .call(
+            "PUT",
+            "/v1/queues/default",
+            Some(json!({"max_attempts": 3, "timeout": "5s", "backoff": {"initial": "2s"}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{q}");
+    assert_eq!(q["settings"]["timeout"], "5s");
+    let (_, t) = n
+        .call("POST", "/v1/tasks", Some(json!({"kind": "defaults"})))
+        .await;
+    assert_eq!(
+        (t["max_attempts"].as_i64(), t["timeout"].as_str()),
+        (Some(3), Some("5s"))
+    );
+    assert_eq!(t["backoff"]["initial"], "2s");
+    let (st, q) = n.call("POST", "/v1/queues/default/pause", None).await;
+    assert_eq!(
+        (st, q["settings"]["paused"].as_bool()),
+        (StatusCode::OK, Some(true))
+    );
+    assert!(n
+        .claim("default", json!({"worker": "w", "limit": 10}))
+        .await
+        .is_empty());
+    let (_, q) = n.call("POST", "/v1/queues/default/resume", None).await;
+    assert_eq!(q["settings"]["paused"], false);
+    assert_eq!(
+        q["settings"]["max_attempts"], 3,
+        "pause/resume keep other settings"
+    );
+    assert_eq!(
+        n.claim("default", json!({"worker": "w", "limit": 10}))
+            .await
+            .len(),
+        2
+    );
+}
+
+async fn expired_lease_is_rescued(n: Node) {
+    let (_, t) = n
+        .call("POST", "/v1/tasks", Some(json!({"kind": "k", "max_attempts": 2, "backoff": {"initial": "100ms", "jitter": 0.0}})))
+        .await;
+    let id = t["id"].as_i64().unwrap();
+    let got = n
+        .claim("default", json!({"worker": "dies", "lease": "300ms"}))
+        .await;
+    let stale = got[0]["lease"]["token"].clone();
+    // The worker "dies": no heartbeat. The rescuer fails the attempt and the task runs again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let second = loop {
+        let got = n
+            .claim("default", json!({"worker": "second", "wait": "1s"}))
+            .await;
+        if let Some(t) = got.into_iter().next() {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "task was never rescued");
+    };
+    assert_eq!(second["id"], id);
+    assert_eq!(second["attempt"], 2);
+    assert_eq!(second["errors"][0]["message"], "lease expired");
+    assert_eq!(second["errors"][0]["worker"], "dies");
+    let (st, e) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(json!({"lease": stale, "result": "late"})),
+        )
+        .await;
+    assert_eq!((st, code(&e)), (StatusCode::CONFLICT, "lease_lost"));
+    let (st, _) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(json!({"lease": second["lease"]["token"], "result": "ok"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(n.task(id).await["result"], "ok");
+}
+
+async fn openapi_matches_routes(n: Node) {
+    let (st, doc) = n.call("GET", "/openapi.json", None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(doc["openapi"], "3.0.3");
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() >= 17);
+    for (path, ops) in paths {
+        let concrete = path.replace("{id}", "1").replace("{queue}", "docq");
+        for method in ops.as_object().unwrap().keys() {
+            let (st, v) = n.raw(&method.to_uppercase(), &concrete, "{}").await;
+            assert_ne!(
+                code(&v),
+                "route_not_found",
+                "{method} {path} is documented but not routed"
+            );
+            assert_ne!(st, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        }
+    }
+}
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
+        mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::sqlite().await).await; } )* }
+    };
+}
+
+both!(
+    lifecycle,
+    batch_complete_and_fail,
+    bad_input_gets_4xx_and_loses_nothing,
+    long_poll_wakes_on_insert,
+    cancel_retry_and_queues,
+    expired_lease_is_rescued,
+    openapi_matches_routes,
+);
+
+/// Two equal nodes on one PostgreSQL: a task enqueued on one wakes a long poll on the other at
+/// once (LISTEN/NOTIFY, with the poll interval set far beyond the test's bound), and work split
+/// across both nodes runs every task exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pg_nodes_share_work() {
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let a = start(
+        pg_store(&schema).await,
+        "node-a",
+        Duration::from_secs(60),
+        None,
+    )
+    .await;
+    let b = start(
+        pg_store(&schema).await,
+        "node-b",
+        Duration::from_secs(60),
+        None,
+    )
+    .await;
+    let (base, http) = (b.base.clone(), b.http.clone());
+    let t0 = Instant::now();
+    let waiter = tokio::spawn(async move {
+        let r: Value = http
+            .post(format!("{base}/v1/queues/x/claim"))
+            .json(&json!({"worker": "on-b", "wait": "30s"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (r, t0.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.call(
+        "POST",
+        "/v1/tasks",
+        Some(json!({"kind": "k", "queue": "x"})),
+    )
+    .await;
+    let (r, took) = waiter.await.unwrap();
+    assert_eq!(r["tasks"].as_array().unwrap().len(), 1);
+    assert!(
+        took < Duration::from_secs(10),
+        "cross-node wake took {took:?}"
+    );
+
+    let specs: Vec<Value> = (0..400)
+        .map(|i| json!({"kind": "k", "payload": i}))
+        .collect();
+    a.call("POST", "/v1/tasks", Some(json!({"tasks": specs})))
+        .await;
+    let mut hs = vec![];
+    for (i, node) in [&a, &b, &a, &b].iter().enumerate() {
+        let (base, http) = (node.base.clone(), node.http.clone());
+        hs.push(tokio::spawn(async move {
+            let mut ids = vec![];
+            loop {
+                let r: Value = http
+                    .post(format!("{base}/v1/queues/default/claim"))
+                    .json(&json!({"worker": format!("w{i}"), "limit": 9}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let tasks = r["tasks"].as_array().unwrap().clone();
+                if tasks.is_empty() {
+                    return ids;
+                }
+                let items: Vec<Value> = tasks
+                    .iter()
+                    .map(|t| json!({"id": t["id"], "lease": t["lease"]["token"]}))
+                    .collect();
+                let c: Value = http
+                    .post(format!("{base}/v1/tasks/complete"))
+                    .json(&json!({"items": items}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert!(c["results"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|x| x["outcome"] == "ok"));
+                ids.extend(tasks.iter().map(|t| t["id"].as_i64().unwrap()));
+            }
+        }));
+    }
+    let mut all = vec![];
+    for h in hs {
+        all.extend(h.await.unwrap());
+    }
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!((n, all.len()), (400, 400));
+    let (_, nodes) = a.call("GET", "/v1/nodes", None).await;
+    let nodes = nodes["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2);
+    assert!(nodes.iter().all(|n| n["state"] == "active"), "{nodes:?}");
+    // Maintenance on both nodes at once: rescue and promotion still happen exactly once.
+    let (_, t) = a.call("POST", "/v1/tasks", Some(json!({"kind": "r", "queue": "r", "max_attempts": 5, "backoff": {"initial": "10ms", "jitter": 0.0}}))).await;
+    let id = t["id"].as_i64().unwrap();
+    b.claim("r", json!({"worker": "dies", "lease": "200ms"}))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = a.task(id).await;
+        if t["errors"].as_array().unwrap().len() == 1 && t["state"] == "available" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not rescued: {t}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let t = a.task(id).await;
+    assert_eq!(
+        t["errors"].as_array().unwrap().len(),
+        1,
+        "rescued once, not once per node"
+    );
+    drop(b);
+    let _ = a.store.node_list().await.unwrap();
+}

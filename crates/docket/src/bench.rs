@@ -1,0 +1,483 @@
+//! `docket bench`: enqueue N no-op tasks, work them with C workers through the real
+//! claim/complete path, then measure pickup latency at a steady enqueue rate.
+//! `docket bench peer …` implements the contract of `shared/bench/peers` (see
+//! bench/contender/bench.sh).
+
+use anyhow::{bail, Context, Result};
+use async_trait::async_trait;
+use clap::{Args, Subcommand, ValueEnum};
+use docket_core::{NewTask, SystemClock, Task};
+use docket_engine::worker::{Handler, Outcome, WorkerConfig, WorkerPool};
+use docket_engine::{Engine, EngineConfig};
+use docket_store::{ConnectOptions, Store};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub peer: Option<PeerCmd>,
+    /// Database: sqlite://FILE or postgres://…; default a fresh temporary SQLite file.
+    /// On PostgreSQL a fresh schema is created and dropped afterwards.
+    #[arg(long, env = "DOCKET_BENCH_DATABASE_URL")]
+    pub database: Option<String>,
+    /// Tasks to enqueue and work.
+    #[arg(short = 'n', long, default_value_t = 20_000)]
+    pub tasks: usize,
+    /// Workers (concurrent handlers; HTTP: concurrent claim loops).
+    #[arg(short = 'c', long, default_value_t = 10)]
+    pub concurrency: usize,
+    /// Work in-process (library) or through the HTTP API.
+    #[arg(long, value_enum, default_value = "inproc")]
+    pub mode: Mode,
+    /// Tasks per enqueue statement.
+    #[arg(long, default_value_t = 5000)]
+    pub enqueue_batch: usize,
+    /// Tasks per claim (in-process: upper bound; HTTP: per request).
+    #[arg(long, default_value_t = 500)]
+    pub claim_batch: usize,
+    /// Latency phase: single enqueues per second.
+    #[arg(long, default_value_t = 100)]
+    pub latency_rate: u32,
+    /// Latency phase: seconds (0 skips it).
+    #[arg(long, default_value_t = 5)]
+    pub latency_secs: u32,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    Inproc,
+    Http,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PeerCmd {
+    /// Create the schema in $DATABASE_URL.
+    Setup,
+    /// Enqueue N no-op tasks; prints RESULT seconds=…
+    Enqueue { n: usize },
+    /// Work N tasks with concurrency C; prints RESULT seconds=…
+    Work { n: usize, c: usize, profile: String },
+    /// Idle worker + steady single enqueues; writes $LAT_OUT.
+    Latency { rate: u32, secs: u32, c: usize },
+}
+
+struct Noop {
+    done: Arc<AtomicUsize>,
+    target: usize,
+    all_done: Arc<tokio::sync::Notify>,
+    starts: Option<Arc<Mutex<HashMap<i64, Instant>>>>,
+}
+
+#[async_trait]
+impl Handler for Noop {
+    async fn run(&self, task: &Task) -> Outcome {
+        if let Some(s) = &self.starts {
+            s.lock().expect("lock").insert(task.id, Instant::now());
+        }
+        if self.done.fetch_add(1, Ordering::Relaxed) + 1 >= self.target {
+            self.all_done.notify_one();
+        }
+        Outcome::Complete(serde_json::Value::Null)
+    }
+}
+
+fn noop_tasks(n: usize, queue: &str) -> Vec<NewTask> {
+    (0..n)
+        .map(|i| NewTask {
+            queue: Some(queue.into()),
+            ..NewTask::new("noop", json!({"i": i}))
+        })
+        .collect()
+}
+
+async fn open_fresh(
+    url: Option<&str>,
+) -> Result<(Arc<dyn Store>, Option<tempfile::TempDir>, Option<String>)> {
+    match url {
+        None => {
+            let dir = tempfile::tempdir()?;
+            let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+            let s = docket_store::connect(&ConnectOptions::new(url)).await?;
+            s.migrate().await?;
+            Ok((s, Some(dir), None))
+        }
+        Some(u) if u.starts_with("postgres") => {
+            let schema = format!("docket_bench_{}", std::process::id());
+            let s = docket_store::connect(&ConnectOptions {
+                url: u.into(),
+                schema: Some(schema.clone()),
+                max_connections: Some(20),
+            })
+            .await?;
+            s.migrate().await?;
+            Ok((s, None, Some(schema)))
+        }
+        Some(u) => {
+            let s = docket_store::connect(&ConnectOptions::new(u)).await?;
+            s.migrate().await?;
+            Ok((s, None, None))
+        }
+    }
+}
+
+fn engine_for(store: Arc<dyn Store>) -> Engine {
+    let cfg = EngineConfig::new("bench", &*store);
+    Engine::new(store, Arc::new(SystemClock), cfg)
+}
+
+async fn enqueue_all(engine: &Engine, n: usize, batch: usize, queue: &str) -> Result<Duration> {
+    let tasks = noop_tasks(n, queue);
+    let t = Instant::now();
+    for chunk in tasks.chunks(batch.max(1)) {
+        engine.enqueue_many(chunk.to_vec()).await?;
+    }
+    Ok(t.elapsed())
+}
+
+async fn wait_completed(store: &dyn Store, queue: &str, n: usize) -> Result<()> {
+    loop {
+        let q = store.queue_get(queue).await?;
+        if q.counts[&docket_core::TaskState::Completed] as usize >= n {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Starts an in-process pool on `queue`; returns its stop token and handle.
+fn start_pool(
+    engine: &Engine,
+    queue: &str,
+    c: usize,
+    claim_batch: usize,
+    handler: Noop,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let mut cfg = WorkerConfig::new(queue);
+    cfg.concurrency = c;
+    cfg.fetch_batch = claim_batch;
+    cfg.complete_batch = claim_batch.max(100);
+    cfg.worker = "bench".into();
+    let pool = WorkerPool::new(engine.clone(), cfg).register("noop", Arc::new(handler));
+    let stop = CancellationToken::new();
+    let h = tokio::spawn(pool.run(stop.clone()));
+    (stop, h)
+}
+
+async fn work_inproc(engine: &Engine, n: usize, c: usize, claim_batch: usize) -> Result<Duration> {
+    let done = Arc::new(AtomicUsize::new(0));
+    let all = Arc::new(tokio::sync::Notify::new());
+    let handler = Noop {
+        done: done.clone(),
+        target: n,
+        all_done: all.clone(),
+        starts: None,
+    };
+    let t = Instant::now();
+    let (stop, h) = start_pool(engine, "bench", c, claim_batch, handler);
+    all.notified().await;
+    wait_completed(&*engine.store, "bench", n).await?;
+    let el = t.elapsed();
+    stop.cancel();
+    h.await?;
+    Ok(el)
+}
+
+async fn start_server(engine: &Engine) -> Result<(String, CancellationToken)> {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = format!("http://{}", l.local_addr()?);
+    let shutdown = CancellationToken::new();
+    let state = docket_server::AppState {
+        engine: engine.clone(),
+        shutdown: shutdown.clone(),
+    };
+    tokio::spawn(docket_server::serve(l, state));
+    Ok((addr, shutdown))
+}
+
+async fn work_http(engine: &Engine, n: usize, c: usize, claim_batch: usize) -> Result<Duration> {
+    let (addr, shutdown) = start_server(engine).await?;
+    let done = Arc::new(AtomicUsize::new(0));
+    let t = Instant::now();
+    let mut hs = vec![];
+    for w in 0..c {
+        let client = docket_client::Client::new(addr.clone());
+        let done = done.clone();
+        hs.push(tokio::spawn(async move {
+            while done.load(Ordering::Relaxed) < n {
+                let tasks = client
+                    .claim(
+                        "bench",
+                        &format!("http-{w}"),
+                        claim_batch,
+                        Duration::from_secs(30),
+                        Duration::from_millis(200),
+                    )
+                    .await?;
+                if tasks.is_empty() {
+                    continue;
+                }
+                let items: Vec<_> = tasks
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.id,
+                            t.lease.clone().expect("lease").token,
+                            serde_json::Value::Null,
+                        )
+                    })
+                    .collect();
+                client.complete_many(&items).await?;
+                done.fetch_add(items.len(), Ordering::Relaxed);
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for h in hs {
+        h.await??;
+    }
+    wait_completed(&*engine.store, "bench", n).await?;
+    let el = t.elapsed();
+    shutdown.cancel();
+    Ok(el)
+}
+
+/// Latencies in ms: (from enqueue return, from enqueue call start) per task, in enqueue order.
+async fn latency(
+    engine: &Engine,
+    rate: u32,
+    secs: u32,
+    c: usize,
+    mode: Mode,
+) -> Result<Vec<(f64, f64)>> {
+    let total = (rate * secs) as usize;
+    let starts = Arc::new(Mutex::new(HashMap::new()));
+    let done = Arc::new(AtomicUsize::new(0));
+    let all = Arc::new(tokio::sync::Notify::new());
+    let mut stoppers = vec![];
+    match mode {
+        Mode::Inproc => {
+            let h = Noop {
+                done: done.clone(),
+                target: total,
+                all_done: all.clone(),
+                starts: Some(starts.clone()),
+            };
+            let (stop, jh) = start_pool(engine, "latency", c, 100, h);
+            stoppers.push((stop, jh));
+        }
+        Mode::Http => {
+            let (addr, shutdown) = start_server(engine).await?;
+            for w in 0..c {
+                let client = docket_client::Client::new(addr.clone());
+                let (starts, done, all, stop) =
+                    (starts.clone(), done.clone(), all.clone(), shutdown.clone());
+                let jh = tokio::spawn(async move {
+                    while !stop.is_cancelled() {
+                        let Ok(tasks) = client
+                            .claim(
+                                "latency",
+                                &format!("lat-{w}"),
+                                1,
+                                Duration::from_secs(30),
+                                Duration::from_secs(2),
+                            )
+                            .await
+                        else {
+                            continue;
+                        };
+                        for t in tasks {
+                            starts.lock().expect("lock").insert(t.id, Instant::now());
+                            let lease = t.lease.clone().expect("lease").token;
+                            let _ = client.complete(t.id, &lease, serde_json::Value::Null).await;
+                            if done.fetch_add(1, Ordering::Relaxed) + 1 >= total {
+                                all.notify_one();
+                            }
+                        }
+                    }
+                });
+                stoppers.push((shutdown.clone(), jh));
+            }
+        }
+    }
+    // Let the workers reach their idle wait.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let every = Duration::from_secs_f64(1.0 / rate as f64);
+    let t0 = Instant::now();
+    let mut sent = Vec::with_capacity(total);
+    for i in 0..total {
+        tokio::time::sleep_until((t0 + every * i as u32).into()).await;
+        let call = Instant::now();
+        let t = engine
+            .enqueue_many(vec![NewTask {
+                queue: Some("latency".into()),
+                ..NewTask::new("noop", json!({"i": i}))
+            }])
+            .await?;
+        sent.push((t[0].id, call, Instant::now()));
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(30), all.notified()).await;
+    for (s, h) in stoppers {
+        s.cancel();
+        let _ = h.await;
+    }
+    let starts = starts.lock().expect("lock");
+    Ok(sent
+        .into_iter()
+        .map(|(id, call, ret)| match starts.get(&id) {
+            Some(st) => (
+                st.saturating_duration_since(ret).as_secs_f64() * 1000.0,
+                st.saturating_duration_since(call).as_secs_f64() * 1000.0,
+            ),
+            None => (f64::NAN, f64::NAN),
+        })
+        .collect())
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+pub async fn run(a: BenchArgs) -> Result<()> {
+    if let Some(p) = a.peer {
+        return peer(p).await;
+    }
+    let (store, _dir, schema) = open_fresh(a.database.as_deref()).await?;
+    let backend = format!("{:?}", store.backend()).to_lowercase();
+    let engine = engine_for(store.clone());
+    let cancel = CancellationToken::new();
+    let services = engine.start(cancel.clone()).await?;
+    println!(
+        "docket bench: backend={backend} mode={:?} n={} c={} enqueue_batch={} claim_batch={}",
+        a.mode, a.tasks, a.concurrency, a.enqueue_batch, a.claim_batch
+    );
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_message("enqueueing");
+    bar.enable_steady_tick(Duration::from_millis(100));
+    let enq = enqueue_all(&engine, a.tasks, a.enqueue_batch, "bench").await?;
+    bar.set_message("working");
+    let work = match a.mode {
+        Mode::Inproc => work_inproc(&engine, a.tasks, a.concurrency, a.claim_batch).await?,
+        Mode::Http => work_http(&engine, a.tasks, a.concurrency, a.claim_batch.min(100)).await?,
+    };
+    bar.set_message("latency");
+    let lat = if a.latency_secs > 0 {
+        latency(
+            &engine,
+            a.latency_rate,
+            a.latency_secs,
+            a.concurrency,
+            a.mode,
+        )
+        .await?
+    } else {
+        vec![]
+    };
+    bar.finish_and_clear();
+    println!(
+        "enqueue:  {:>10.0} tasks/s  ({} tasks in {:.3} s)",
+        a.tasks as f64 / enq.as_secs_f64(),
+        a.tasks,
+        enq.as_secs_f64()
+    );
+    println!(
+        "worked:   {:>10.0} tasks/s  ({} tasks in {:.3} s)",
+        a.tasks as f64 / work.as_secs_f64(),
+        a.tasks,
+        work.as_secs_f64()
+    );
+    if !lat.is_empty() {
+        let mut v: Vec<f64> = lat.iter().map(|l| l.0).filter(|x| !x.is_nan()).collect();
+        let missed = lat.len() - v.len();
+        v.sort_by(|x, y| x.partial_cmp(y).expect("no NaN"));
+        println!(
+            "pickup latency ({} tasks at {}/s): p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  max {:.2} ms{}",
+            lat.len(),
+            a.latency_rate,
+            pct(&v, 50.0),
+            pct(&v, 95.0),
+            pct(&v, 99.0),
+            v.last().copied().unwrap_or(f64::NAN),
+            if missed > 0 { format!("  ({missed} never ran)") } else { String::new() }
+        );
+    }
+    cancel.cancel();
+    for h in services {
+        let _ = h.await;
+    }
+    if let (Some(schema), docket_store::Backend::Postgres) = (schema, store.backend()) {
+        if let Some(pg) = a.database.as_deref() {
+            let s = docket_store::postgres::PgStore::connect(&ConnectOptions::new(pg)).await?;
+            sqlx_drop_schema(&s, &schema).await?;
+        }
+    }
+    store.close().await;
+    Ok(())
+}
+
+async fn sqlx_drop_schema(s: &docket_store::postgres::PgStore, schema: &str) -> Result<()> {
+    use docket_store::postgres::PgStore;
+    let _: &PgStore = s;
+    s.drop_schema(schema)
+        .await
+        .context("dropping the bench schema")?;
+    Ok(())
+}
+
+async fn peer_store() -> Result<Arc<dyn Store>> {
+    let url = std::env::var("DATABASE_URL").context("DATABASE_URL is not set")?;
+    Ok(docket_store::connect(&ConnectOptions {
+        url,
+        schema: None,
+        max_connections: Some(20),
+    })
+    .await?)
+}
+
+async fn peer(p: PeerCmd) -> Result<()> {
+    let store = peer_store().await?;
+    match p {
+        PeerCmd::Setup => store.migrate().await?,
+        PeerCmd::Enqueue { n } => {
+            let engine = engine_for(store.clone());
+            let el = enqueue_all(&engine, n, 5000, "bench").await?;
+            println!("RESULT seconds={:.6}", el.as_secs_f64());
+        }
+        PeerCmd::Work { n, c, profile } => {
+            let engine = engine_for(store.clone());
+            let batch = match profile.as_str() {
+                "default" => 500,
+                "small" => 50,
+                other => bail!("unknown profile {other:?} (default, small)"),
+            };
+            let el = work_inproc(&engine, n, c, batch).await?;
+            println!("RESULT seconds={:.6}", el.as_secs_f64());
+        }
+        PeerCmd::Latency { rate, secs, c } => {
+            let engine = engine_for(store.clone());
+            let cancel = CancellationToken::new();
+            let services = engine.start(cancel.clone()).await?;
+            let lat = latency(&engine, rate, secs, c, Mode::Inproc).await?;
+            let out = std::env::var("LAT_OUT").unwrap_or_else(|_| "lat.txt".into());
+            let text: String = lat
+                .iter()
+                .map(|(a, b)| format!("{a:.3} {b:.3}\n"))
+                .collect();
+            std::fs::write(&out, text)?;
+            cancel.cancel();
+            for h in services {
+                let _ = h.await;
+            }
+        }
+    }
+    store.close().await;
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! Command-line definitions (clap derive).
+
+use crate::parse_duration;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::time::Duration;
+
+/// docket: durable tasks on PostgreSQL or SQLite.
+#[derive(Parser, Debug)]
+#[command(name = "docket", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// Database URL: sqlite://FILE (created if missing) or postgres://user@host/db.
+    #[arg(
+        long,
+        env = "DOCKET_DATABASE_URL",
+        default_value = "sqlite://docket.db"
+    )]
+    pub database: String,
+    /// PostgreSQL schema for docket's tables (created if missing).
+    #[arg(long, env = "DOCKET_SCHEMA")]
+    pub schema: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// URL of a running `docket serve`.
+    #[arg(
+        long,
+        env = "DOCKET_SERVER",
+        default_value = "http://127.0.0.1:7070",
+        global = true
+    )]
+    pub server: String,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the HTTP API, scheduler and maintenance (migrates first).
+    Serve(ServeArgs),
+    /// Apply the embedded migrations and exit.
+    Migrate {
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Enqueue, list, show, cancel and retry tasks.
+    Task {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: TaskCmd,
+    },
+    /// Show and change queues.
+    Queue {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: QueueCmd,
+    },
+    /// List the nodes of the cluster.
+    Node {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Work a queue by running COMMAND once per task (payload on stdin).
+    Worker(WorkerArgs),
+    /// Measure enqueue/work throughput and pickup latency.
+    Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Address to listen on.
+    #[arg(long, env = "DOCKET_LISTEN", default_value = "127.0.0.1:7070")]
+    pub listen: String,
+    /// This node's name (default: hostname-pid).
+    #[arg(long, env = "DOCKET_NODE")]
+    pub node: Option<String>,
+    /// How long in-flight requests may finish after SIGINT/SIGTERM.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub grace: Duration,
+    /// Longest wait between database looks when nothing wakes the node.
+    #[arg(long, value_parser = parse_duration)]
+    pub poll_interval: Option<Duration>,
+    /// How often expired leases are rescued.
+    #[arg(long, value_parser = parse_duration)]
+    pub rescue_interval: Option<Duration>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text", env = "DOCKET_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct TaskAddArgs {
+    /// Task kind (handler name).
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Payload JSON.
+    #[arg(long)]
+    pub payload: Option<String>,
+    /// Queue (default "default").
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Priority (higher first).
+    #[arg(long, allow_hyphen_values = true)]
+    pub priority: Option<i32>,
+    /// Start at (RFC 3339).
+    #[arg(long)]
+    pub run_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Start after (e.g. 5m).
+    #[arg(long, value_parser = parse_duration)]
+    pub run_in: Option<Duration>,
+    /// Attempts allowed.
+    #[arg(long)]
+    pub max_attempts: Option<i32>,
+    /// Attempt timeout.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Idempotency key.
+    #[arg(long)]
+    pub unique_key: Option<String>,
+    /// Concurrency key.
+    #[arg(long)]
+    pub concurrency_key: Option<String>,
+    /// Concurrency limit for the key.
+    #[arg(long)]
+    pub concurrency_limit: Option<i32>,
+    /// Node affinity.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Enqueue one JSON task spec per line from FILE ("-" for stdin).
+    #[arg(long)]
+    pub file: Option<String>,
+    /// Specs per request with --file.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TaskCmd {
+    /// Enqueue a task (or many with --file).
+    Add(TaskAddArgs),
+    /// List tasks.
+    List {
+        #[arg(long)]
+        queue: Option<String>,
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[arg(long)]
+        after: Option<i64>,
+        /// Newest first.
+        #[arg(long)]
+        desc: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show every field of a task.
+    Show {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a task.
+    Cancel {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a discarded or cancelled task available again.
+    Retry {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct QueueSetArgs {
+    pub queue: String,
+    /// Cluster-wide concurrency limit (0 = none).
+    #[arg(long)]
+    pub concurrency_limit: Option<i32>,
+    /// Default max attempts (0 = server default).
+    #[arg(long)]
+    pub max_attempts: Option<i32>,
+    /// Default attempt timeout.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Keep completed tasks this long.
+    #[arg(long, value_parser = parse_duration)]
+    pub retention_completed: Option<Duration>,
+    /// Keep discarded/cancelled tasks this long.
+    #[arg(long, value_parser = parse_duration)]
+    pub retention_failed: Option<Duration>,
+    /// Default backoff: first delay.
+    #[arg(long, value_parser = parse_duration)]
+    pub backoff_initial: Option<Duration>,
+    /// Default backoff: cap.
+    #[arg(long, value_parser = parse_duration)]
+    pub backoff_max: Option<Duration>,
+    /// Default backoff: coefficient.
+    #[arg(long)]
+    pub backoff_coefficient: Option<f64>,
+    /// Default backoff: jitter (0..1).
+    #[arg(long)]
+    pub backoff_jitter: Option<f64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum QueueCmd {
+    /// Every queue with counts by state.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One queue's settings and counts.
+    Show {
+        queue: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a queue's settings (others are kept).
+    Set(QueueSetArgs),
+    /// Pause a queue: nothing of it is claimed.
+    Pause { queue: String },
+    /// Resume a paused queue.
+    Resume { queue: String },
+}
+
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Queue to work.
+    #[arg(long, default_value = "default")]
+    pub queue: String,
+    /// Commands run at once.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Lease per task; heartbeats extend it while the command runs.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub lease: Duration,
+    /// Worker name recorded on tasks.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// How long running commands may finish after SIGINT/SIGTERM.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub grace: Duration,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
