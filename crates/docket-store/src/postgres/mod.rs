@@ -1027,6 +1027,7 @@ impl Store for PgStore {
         l.listen(CHANNEL).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
         let prefix = format!("{}|", self.schema);
+        let pool = self.pool.clone();
         tokio::spawn(async move {
             loop {
                 match l.try_recv().await {
@@ -1045,10 +1046,10 @@ impl Store for PgStore {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "LISTEN connection failed; retrying in 1s");
-                        if tx.is_closed() {
+                        if tx.is_closed() || pool.is_closed() {
                             return;
                         }
+                        tracing::warn!(error = %e, "LISTEN connection failed; retrying in 1s");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }

@@ -1,0 +1,419 @@
+//! The `docket` binary as a user runs it: `serve`, `task`, `queue` and `worker` as separate
+//! processes, on a real SQLite file and on PostgreSQL (own schema per test).
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_docket");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Sends `sig` to one process. (Never shell out to `kill` with a negative pid: procps-ng 4.0.2
+/// turns `kill -SIG -PGID` into kill(-1, SIG), which signals every process on the machine.)
+fn signal(pid: u32, sig: Signal) {
+    let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), sig);
+}
+
+/// Sends `sig` to a process group.
+fn signal_group(pgid: u32, sig: Signal) {
+    assert!(pgid > 1);
+    let _ = nix::sys::signal::killpg(Pid::from_raw(pgid as i32), sig);
+}
+
+/// A worker process (own process group) that is killed with its command when dropped.
+struct Worker(Child);
+
+impl Worker {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.0.wait()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            signal_group(self.0.id(), Signal::SIGKILL);
+            let _ = self.0.wait();
+        }
+    }
+}
+
+struct Server {
+    child: Child,
+    url: String,
+    db: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn db_args(backend: &str, dir: &tempfile::TempDir) -> Vec<String> {
+    match backend {
+        "sqlite" => vec![
+            "--database".into(),
+            format!("sqlite://{}", dir.path().join("d.db").display()),
+        ],
+        _ => vec![
+            "--database".into(),
+            std::env::var("DOCKET_TEST_PG_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
+            "--schema".into(),
+            format!("cli_{}", uuid::Uuid::new_v4().simple()),
+        ],
+    }
+}
+
+fn serve(backend: &str) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_args(backend, &dir);
+    let port = free_port();
+    let child = Command::new(BIN)
+        .arg("serve")
+        .args(&db)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--node",
+            "cli-test",
+        ])
+        .args([
+            "--rescue-interval",
+            "200ms",
+            "--poll-interval",
+            "200ms",
+            "--grace",
+            "5s",
+        ])
+        .env("DOCKET_LOG", "warn")
+        .current_dir(dir.path())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http::blocking_get(&format!("{url}/healthz")).is_none() {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Server {
+        child,
+        url,
+        db,
+        _dir: dir,
+    }
+}
+
+mod http {
+    /// A tiny blocking GET over std (tests stay free of a second runtime).
+    pub fn blocking_get(url: &str) -> Option<serde_json::Value> {
+        use std::io::{Read, Write};
+        let rest = url.strip_prefix("http://")?;
+        let (host, path) = rest
+            .split_once('/')
+            .map(|(h, p)| (h, format!("/{p}")))
+            .unwrap_or((rest, "/".into()));
+        let mut s = std::net::TcpStream::connect(host).ok()?;
+        write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        let (head, body) = buf.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+            return None;
+        }
+        serde_json::from_str(body).ok()
+    }
+}
+
+impl Server {
+    fn cli(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(args)
+            .env("DOCKET_SERVER", &self.url)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.cli(args);
+        assert!(
+            o.status.success(),
+            "docket {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    fn task(&self, id: i64) -> Value {
+        serde_json::from_str(&self.ok(&["task", "show", &id.to_string()])).unwrap()
+    }
+
+    fn add(&self, args: &[&str]) -> i64 {
+        let mut a = vec!["task", "add", "--json"];
+        a.extend_from_slice(args);
+        let v: Value = serde_json::from_str(&self.ok(&a)).unwrap();
+        v["id"].as_i64().unwrap()
+    }
+
+    fn worker(&self, extra: &[&str], cmd: &[&str]) -> Worker {
+        let mut c = Command::new(BIN);
+        c.arg("worker").args(extra).arg("--").args(cmd);
+        // Own process group, so a test can kill the worker and its command together.
+        c.env("DOCKET_SERVER", &self.url)
+            .env("DOCKET_LOG", "warn")
+            .stdout(Stdio::null())
+            .process_group(0);
+        Worker(c.spawn().unwrap())
+    }
+
+    fn wait_for(&self, id: i64, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let t = self.task(id);
+            if f(&t) {
+                return t;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {t}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+const ECHO: &str = r#"p=$(cat); case "$p" in *fail*) echo "bad input $p" >&2; exit 3;; esac; printf '{"id": %s, "attempt": %s, "queue": "%s", "echo": %s}' "$DOCKET_TASK_ID" "$DOCKET_TASK_ATTEMPT" "$DOCKET_QUEUE" "$p""#;
+
+fn worker_runs_commands(backend: &str) {
+    let s = serve(backend);
+    let ok = s.add(&["--kind", "echo", "--payload", r#"{"n": 1}"#]);
+    let text = s.add(&["--kind", "echo", "--payload", r#""plain""#]);
+    let bad = s.add(&[
+        "--kind",
+        "echo",
+        "--payload",
+        r#""please fail""#,
+        "--max-attempts",
+        "1",
+    ]);
+    let mut w = s.worker(&["--concurrency", "2"], &["sh", "-c", ECHO]);
+    let t = s.wait_for(ok, "completed", |t| t["state"] == "completed");
+    assert_eq!(
+        t["result"],
+        json!({"id": ok, "attempt": 1, "queue": "default", "echo": {"n": 1}})
+    );
+    let t = s.wait_for(text, "completed", |t| t["state"] == "completed");
+    assert_eq!(t["result"]["echo"], "plain");
+    let t = s.wait_for(bad, "discarded", |t| t["state"] == "discarded");
+    let msg = t["errors"][0]["message"].as_str().unwrap();
+    assert!(msg.starts_with("exit status 3: bad input"), "{msg}");
+    signal(w.id(), Signal::SIGTERM);
+    assert!(w.wait().unwrap().success(), "worker exits 0 on SIGTERM");
+    // A non-JSON stdout is kept as a string.
+    let raw = s.add(&["--kind", "x", "--payload", "1"]);
+    let mut w = s.worker(&[], &["sh", "-c", "echo not json"]);
+    let t = s.wait_for(raw, "completed", |t| t["state"] == "completed");
+    assert_eq!(t["result"], "not json\n");
+    signal(w.id(), Signal::SIGTERM);
+    w.wait().unwrap();
+}
+
+fn killed_worker_loses_nothing(backend: &str) {
+    let s = serve(backend);
+    s.ok(&[
+        "queue",
+        "set",
+        "default",
+        "--backoff-initial",
+        "100ms",
+        "--backoff-jitter",
+        "0",
+    ]);
+    let id = s.add(&["--kind", "slow", "--payload", r#"{"x": 1}"#]);
+    let mut w = s.worker(&["--lease", "1s"], &["sh", "-c", "sleep 60"]);
+    s.wait_for(id, "running", |t| t["state"] == "running");
+    // kill -9 the worker and its command: no goodbye, no complete, no fail.
+    signal_group(w.id(), Signal::SIGKILL);
+    w.wait().unwrap();
+    let mut w2 = s.worker(&["--lease", "5s"], &["cat"]);
+    let t = s.wait_for(id, "completed on a second attempt", |t| {
+        t["state"] == "completed"
+    });
+    assert_eq!(t["attempt"], 2);
+    assert_eq!(t["errors"][0]["message"], "lease expired");
+    assert_eq!(t["result"], json!({"x": 1}));
+    signal(w2.id(), Signal::SIGTERM);
+    w2.wait().unwrap();
+}
+
+fn serve_shuts_down_gracefully(backend: &str) {
+    let mut s = serve(backend);
+    let url = s.url.clone();
+    let poll = std::thread::spawn(move || {
+        let t = Instant::now();
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-X",
+                "POST",
+                &format!("{url}/v1/queues/idle/claim"),
+                "-H",
+                "content-type: application/json",
+            ])
+            .args(["-d", r#"{"worker":"w","wait":"50s"}"#])
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            t.elapsed(),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    signal(s.child.id(), Signal::SIGTERM);
+    let (body, took) = poll.join().unwrap();
+    assert_eq!(
+        body.trim(),
+        r#"{"tasks":[]}"#,
+        "the long poll is answered, not cut"
+    );
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "serve did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    // The node registry says it stopped.
+    let port = free_port();
+    let mut again = Command::new(BIN)
+        .arg("serve")
+        .args(&s.db)
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--node", "second"])
+        .env("DOCKET_LOG", "warn")
+        .current_dir(s._dir.path())
+        .spawn()
+        .unwrap();
+    let url2 = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let nodes = loop {
+        if let Some(v) = http::blocking_get(&format!("{url2}/v1/nodes")) {
+            if v["nodes"].as_array().unwrap().len() == 2 {
+                break v;
+            }
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let first = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "cli-test")
+        .unwrap()
+        .clone();
+    assert_eq!(first["state"], "stopped", "{nodes}");
+    let _ = again.kill();
+    let _ = again.wait();
+}
+
+fn bulk_file_and_cli_errors(backend: &str) {
+    let s = serve(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.jsonl");
+    let lines: String = (0..2500)
+        .map(|i| format!("{{\"kind\":\"bulk\",\"payload\":{i}}}\n"))
+        .collect();
+    std::fs::write(&good, lines).unwrap();
+    let out = s.ok(&[
+        "task",
+        "add",
+        "--file",
+        good.to_str().unwrap(),
+        "--queue",
+        "bulk",
+    ]);
+    assert!(out.contains("enqueued 2500 tasks"), "{out}");
+    let q: Value = serde_json::from_str(&s.ok(&["queue", "show", "bulk", "--json"])).unwrap();
+    assert_eq!(q["counts"]["available"], 2500);
+    // A bad line anywhere: nothing is sent, non-zero exit, the line is named.
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"kind\":\"ok\"}\n{\"kind\": \n").unwrap();
+    let o = s.cli(&[
+        "task",
+        "add",
+        "--file",
+        bad.to_str().unwrap(),
+        "--queue",
+        "bad",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bad.jsonl:2"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let q: Value = serde_json::from_str(&s.ok(&["queue", "show", "bad", "--json"])).unwrap();
+    assert_eq!(q["counts"]["available"], 0);
+    // Clear errors and non-zero exits.
+    let o = s.cli(&["task", "show", "987654"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not_found"));
+    let o = s.cli(&["task", "add", "--kind", "x", "--payload", "{oops"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--payload is not valid JSON"));
+    let o = s.cli(&["task", "add", "--kind", "x", "--max-attempts", "0"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("max_attempts must be at least 1"));
+    let o = s.cli(&["task", "add", "--kind", "x", "--run-in", "later"]);
+    assert!(!o.status.success());
+    // Table output lists tasks; pause/resume round trip.
+    let out = s.ok(&["task", "list", "--queue", "bulk", "--limit", "3"]);
+    assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(out.starts_with("ID"));
+    s.ok(&["queue", "pause", "bulk"]);
+    assert!(s.ok(&["queue", "list"]).contains("paused"));
+    s.ok(&["queue", "resume", "bulk"]);
+}
+
+#[test]
+fn serve_refuses_unknown_database() {
+    let o = Command::new(BIN)
+        .args(["migrate", "--database", "mysql://x"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unsupported database URL"));
+}
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod pg { $( #[test] fn $name() { super::$name("pg") } )* }
+        mod sqlite { $( #[test] fn $name() { super::$name("sqlite") } )* }
+    };
+}
+
+both!(
+    worker_runs_commands,
+    killed_worker_loses_nothing,
+    serve_shuts_down_gracefully,
+    bulk_file_and_cli_errors
+);

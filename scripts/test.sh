@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs docket's whole test suite against a real PostgreSQL and real SQLite files.
+# Installs and starts PostgreSQL when it is missing or down (Debian/Ubuntu, as root).
+#   scripts/test.sh                 # everything
+#   scripts/test.sh -p docket-store # extra arguments go to `cargo test`
+# DOCKET_TEST_PG_URL overrides the database (default postgres://postgres@127.0.0.1:5432/postgres).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DOCKET_TEST_PG_URL=${DOCKET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+
+say() { echo "[test.sh] $*" >&2; }
+
+pg_ready() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+pg_login() { psql "$DOCKET_TEST_PG_URL" -Atqc 'select 1' >/dev/null 2>&1; }
+
+ensure_postgres() {
+  if command -v pg_isready >/dev/null && pg_ready && pg_login; then return; fi
+  if [ "$(id -u)" != 0 ]; then
+    say "PostgreSQL is not reachable at $DOCKET_TEST_PG_URL and this is not root: start it, or set DOCKET_TEST_PG_URL"
+    exit 1
+  fi
+  if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    say "installing PostgreSQL (apt)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql postgresql-client >/dev/null
+  fi
+  local ver
+  ver=$(ls /usr/lib/postgresql | sort -V | tail -1)
+  if [ ! -d "/etc/postgresql/$ver/main" ]; then
+    say "creating cluster $ver/main"
+    pg_createcluster "$ver" main >/dev/null
+  fi
+  # Tests log in as postgres over 127.0.0.1 without a password: trust local TCP connections.
+  local hba="/etc/postgresql/$ver/main/pg_hba.conf"
+  if ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then
+    sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+  fi
+  if ! pg_ready; then
+    say "starting PostgreSQL $ver"
+    pg_ctlcluster --skip-systemctl-redirect "$ver" main start || true
+  else
+    pg_ctlcluster --skip-systemctl-redirect "$ver" main reload || true
+  fi
+  for _ in $(seq 1 60); do
+    if pg_ready && pg_login; then return; fi
+    sleep 1
+  done
+  say "PostgreSQL did not come up"
+  exit 1
+}
+
+ensure_postgres
+say "PostgreSQL ready at $DOCKET_TEST_PG_URL"
+# Test schemas are named t_*/cli_*; drop the ones older runs left behind.
+psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop schema \"' || nspname || '\" cascade;' from pg_namespace
+  where nspname ~ '^(t|cli|docket_bench)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
+exec cargo test --workspace "$@"
