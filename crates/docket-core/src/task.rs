@@ -2,6 +2,7 @@
 //! the rule for a failed attempt ([`Task::fail_decision`]).
 
 use crate::{Backoff, QueueSettings, TaskState, Timestamp};
+use chrono::SubsecRound;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
@@ -155,7 +156,7 @@ impl NewTask {
     /// # Errors
     /// A message naming the bad field (empty kind, max_attempts < 1, negative limit, …).
     pub fn resolve(
-        &self,
+        self,
         queue: Option<&QueueSettings>,
         defaults: &TaskDefaults,
         now: Timestamp,
@@ -202,20 +203,26 @@ impl NewTask {
             }
             (None, None) => now,
         };
+        // Databases keep microseconds: answer with what a later read will return.
+        let run_at = run_at.trunc_subsecs(6);
         let state = if run_at > now {
             TaskState::Scheduled
         } else {
             TaskState::Available
         };
         let q = queue.cloned().unwrap_or_default();
+        let concurrency_limit = self
+            .concurrency_key
+            .as_ref()
+            .map(|_| self.concurrency_limit.unwrap_or(1));
         Ok(ResolvedTask {
-            queue: self.queue_name().to_string(),
-            kind: self.kind.clone(),
-            payload: self.payload.clone(),
+            queue: self.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_string()),
+            kind: self.kind,
+            payload: self.payload,
             priority: self.priority.unwrap_or(0),
             state,
             run_at,
-            expires_at: self.expires_at,
+            expires_at: self.expires_at.map(|t| t.trunc_subsecs(6)),
             max_attempts: self
                 .max_attempts
                 .or(q.max_attempts)
@@ -226,14 +233,46 @@ impl NewTask {
                 .map(|d| d.as_millis() as i64)
                 .or(q.timeout.map(|d| d.as_millis() as i64))
                 .unwrap_or(defaults.timeout_ms),
-            unique_key: self.unique_key.clone(),
-            concurrency_key: self.concurrency_key.clone(),
-            concurrency_limit: self
-                .concurrency_key
-                .as_ref()
-                .map(|_| self.concurrency_limit.unwrap_or(1)),
-            node: self.node.clone(),
+            unique_key: self.unique_key,
+            concurrency_key: self.concurrency_key,
+            concurrency_limit,
+            node: self.node,
         })
+    }
+}
+
+impl ResolvedTask {
+    /// The stored task this insert produced (`id` from the database, nothing run yet).
+    pub fn into_task(self, id: i64, created_at: Timestamp) -> Task {
+        Task {
+            id,
+            queue: self.queue,
+            kind: self.kind,
+            payload: self.payload,
+            priority: self.priority,
+            state: self.state,
+            run_at: self.run_at,
+            expires_at: self.expires_at,
+            attempt: 0,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
+            timeout: Duration::from_millis(self.timeout_ms.max(0) as u64),
+            unique_key: self.unique_key,
+            concurrency_key: self.concurrency_key,
+            concurrency_limit: self.concurrency_limit,
+            node: self.node,
+            result: None,
+            errors: vec![],
+            progress: None,
+            created_at: created_at.trunc_subsecs(6),
+            attempted_at: None,
+            finished_at: None,
+            worker: None,
+            lease_expires_at: None,
+            cancel_requested_at: None,
+            lease: None,
+            inserted: Some(true),
+        }
     }
 }
 

@@ -116,9 +116,10 @@ impl Engine {
         names.dedup();
         let settings: HashMap<_, _> = self.store.queue_settings_many(&names).await?;
         let mut resolved = Vec::with_capacity(tasks.len());
-        for (index, t) in tasks.iter().enumerate() {
+        for (index, t) in tasks.into_iter().enumerate() {
+            let q = settings.get(t.queue_name());
             let r = t
-                .resolve(settings.get(t.queue_name()), &self.config.defaults, now)
+                .resolve(q, &self.config.defaults, now)
                 .map_err(|message| EngineError::InvalidTask { index, message })?;
             resolved.push(r);
         }

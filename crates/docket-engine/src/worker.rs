@@ -43,25 +43,34 @@ pub struct WorkerConfig {
     pub queue: String,
     /// Tasks run at once.
     pub concurrency: usize,
-    /// Most tasks claimed per statement.
-    pub fetch_batch: usize,
+    /// Tasks claimed ahead into a local buffer (graphile-worker's localQueue): a claim fetches
+    /// up to this many at once, so one statement feeds many executions. Buffered tasks hold
+    /// their lease; one whose lease ran low while waiting is heartbeated before it starts.
+    /// Default: the concurrency (at most 2 × concurrency tasks held).
+    pub prefetch: usize,
+    /// Claims in flight at once (more than one overlaps one claim's commit with the next).
+    pub fetchers: usize,
     /// Most outcomes written per statement.
     pub complete_batch: usize,
+    /// Completion batches written at once (overlaps commits the same way).
+    pub completers: usize,
     /// Worker name recorded on tasks.
     pub worker: String,
-    /// How long running tasks may finish after shutdown starts; unfinished ones are rescued
+    /// How long claimed tasks may finish after shutdown starts; unfinished ones are rescued
     /// by their lease expiring (nothing is lost).
     pub grace: Duration,
 }
 
 impl WorkerConfig {
-    /// Defaults for `queue`: concurrency 10, fetch and complete batches of 500.
+    /// Defaults for `queue`: concurrency 10, prefetch 10, completion batches of 1000.
     pub fn new(queue: impl Into<String>) -> Self {
         WorkerConfig {
             queue: queue.into(),
             concurrency: 10,
-            fetch_batch: 500,
-            complete_batch: 500,
+            prefetch: 10,
+            fetchers: 1,
+            complete_batch: 1000,
+            completers: 2,
             worker: format!("inproc-{}", std::process::id()),
             grace: Duration::from_secs(30),
         }
@@ -96,75 +105,149 @@ impl WorkerPool {
         self
     }
 
-    /// Works until `cancel`, then stops claiming, lets running tasks finish within the grace
-    /// period and writes every outcome before returning.
+    /// Works until `cancel`, then stops claiming, runs what it already claimed within the
+    /// grace period and writes every outcome before returning.
     pub async fn run(self, cancel: CancellationToken) {
         let cfg = self.config.clone();
-        let (tx, rx) = mpsc::channel::<Done>(cfg.complete_batch * 4);
-        let completer = tokio::spawn(complete_loop(self.engine.clone(), rx, cfg.complete_batch));
-        let sem = Arc::new(Semaphore::new(cfg.concurrency));
+        let (done_tx, done_rx) = mpsc::channel::<Done>(cfg.complete_batch * 4);
+        let completer = tokio::spawn(complete_loop(
+            self.engine.clone(),
+            done_rx,
+            cfg.complete_batch,
+            cfg.completers.max(1),
+        ));
+        let (buf_tx, mut buf_rx) = mpsc::channel::<Task>(cfg.prefetch.max(1));
+        let fetchers: Vec<_> = (0..cfg.fetchers.max(1))
+            .map(|_| {
+                tokio::spawn(fetch_loop(
+                    self.engine.clone(),
+                    cfg.clone(),
+                    buf_tx.clone(),
+                    cancel.clone(),
+                ))
+            })
+            .collect();
+        drop(buf_tx);
+        let sem = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
         let handlers = Arc::new(self.handlers);
         let mut running = tokio::task::JoinSet::new();
-        while !cancel.is_cancelled() {
-            // Wait for at least one free slot, then claim as many as there are free slots.
-            let first = tokio::select! {
-                p = sem.clone().acquire_owned() => p.expect("semaphore open"),
-                _ = cancel.cancelled() => break,
-            };
-            let free = (sem.available_permits() + 1).min(cfg.fetch_batch);
-            let tasks = match self
-                .engine
-                .claim(
-                    &cfg.queue,
-                    &cfg.worker,
-                    free as i64,
-                    None,
-                    Duration::from_secs(5),
-                    &cancel,
-                )
-                .await
-            {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::warn!(error = %e, "claim failed; retrying in 1s");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            let mut first = Some(first);
-            for task in tasks {
-                let permit = match first.take() {
-                    Some(p) => p,
-                    None => sem.clone().acquire_owned().await.expect("semaphore open"),
-                };
+        let work = async {
+            // Ends when the fetcher stops (cancel) and the buffer is drained.
+            while let Some(task) = buf_rx.recv().await {
+                let permit = sem.clone().acquire_owned().await.expect("semaphore open");
                 let handler = handlers.get(&task.kind).cloned();
-                let tx = tx.clone();
+                let tx = done_tx.clone();
                 let engine = self.engine.clone();
                 running.spawn(async move {
-                    let outcome = match handler {
-                        Some(h) => run_with_heartbeat(&engine, &*h, &task).await,
-                        None => Outcome::Discard(format!("no handler for kind {:?}", task.kind)),
-                    };
-                    let _ = tx.send(Done { task, outcome }).await;
+                    if let Some(task) = freshen_lease(&engine, task).await {
+                        let outcome = match handler {
+                            Some(h) => run_with_heartbeat(&engine, &*h, &task).await,
+                            None => {
+                                Outcome::Discard(format!("no handler for kind {:?}", task.kind))
+                            }
+                        };
+                        let _ = tx.send(Done { task, outcome }).await;
+                    }
                     drop(permit);
                 });
+                while running.try_join_next().is_some() {}
             }
-            // Reap finished tasks so the set does not grow.
-            while running.try_join_next().is_some() {}
-        }
-        let drained = tokio::time::timeout(cfg.grace, async {
             while running.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!(
-                left = running.len(),
-                "grace period over; unfinished tasks will be rescued when their leases expire"
-            );
-            running.abort_all();
+        };
+        tokio::select! {
+            _ = work => {}
+            _ = async { cancel.cancelled().await; tokio::time::sleep(cfg.grace).await } => {
+                tracing::warn!(
+                    left = running.len(),
+                    "grace period over; unfinished tasks will be rescued when their leases expire"
+                );
+                running.abort_all();
+            }
         }
-        drop(tx);
+        for f in fetchers {
+            let _ = f.await;
+        }
+        drop(done_tx);
         let _ = completer.await;
+    }
+}
+
+/// Claims into the local buffer whenever it has room, as many as fit in one statement.
+async fn fetch_loop(
+    engine: Engine,
+    cfg: WorkerConfig,
+    buf: mpsc::Sender<Task>,
+    cancel: CancellationToken,
+) {
+    while !cancel.is_cancelled() {
+        // Wait for room for at least one task, then fill all the room there is.
+        let permit = tokio::select! {
+            p = buf.reserve() => match p { Ok(p) => p, Err(_) => return },
+            _ = cancel.cancelled() => return,
+        };
+        drop(permit);
+        let room = buf.capacity().max(1);
+        let tasks = match engine
+            .claim(
+                &cfg.queue,
+                &cfg.worker,
+                room as i64,
+                None,
+                Duration::from_secs(5),
+                &cancel,
+            )
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "claim failed; retrying in 1s");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for t in tasks {
+            if buf.send(t).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// A task that waited in the buffer may have used up much of its lease: extend it before
+/// starting, or drop the task when the lease is already gone (it was or will be rescued).
+async fn freshen_lease(engine: &Engine, task: Task) -> Option<Task> {
+    let lease = task.lease.clone()?;
+    let left = lease.expires_at - engine.clock.now();
+    let total = task
+        .lease_expires_at
+        .zip(task.attempted_at)
+        .map(|(e, a)| e - a)
+        .unwrap_or(left);
+    if left * 2 >= total {
+        return Some(task);
+    }
+    match engine
+        .store
+        .task_heartbeat(TaskHeartbeatParams {
+            id: task.id,
+            token: lease.token.clone(),
+            progress: None,
+            lease: None,
+            now: engine.clock.now(),
+        })
+        .await
+    {
+        Ok(fresh) => Some(Task {
+            lease: Some(docket_core::Lease {
+                token: lease.token,
+                expires_at: fresh.lease_expires_at.unwrap_or(lease.expires_at),
+            }),
+            ..task
+        }),
+        Err(e) => {
+            tracing::warn!(task = task.id, error = %e, "lease lost while buffered; not starting it");
+            None
+        }
     }
 }
 
@@ -196,51 +279,79 @@ async fn run_with_heartbeat(engine: &Engine, h: &dyn Handler, task: &Task) -> Ou
     }
 }
 
-async fn complete_loop(engine: Engine, mut rx: mpsc::Receiver<Done>, batch: usize) {
-    let mut buf = Vec::with_capacity(batch);
-    while rx.recv_many(&mut buf, batch).await > 0 {
-        let now = engine.clock.now();
-        let mut completes = vec![];
-        let mut fails = vec![];
-        for d in buf.drain(..) {
-            let token = d
-                .task
-                .lease
-                .as_ref()
-                .map(|l| l.token.clone())
-                .unwrap_or_default();
-            match d.outcome {
-                Outcome::Complete(result) => completes.push(TaskComplete {
-                    id: d.task.id,
-                    token,
-                    result,
-                }),
-                Outcome::Retry { error, retry_in } => fails.push(TaskFail {
-                    id: d.task.id,
-                    token,
-                    error,
-                    retry_in,
-                    permanent: false,
-                }),
-                Outcome::Discard(error) => fails.push(TaskFail {
-                    id: d.task.id,
-                    token,
-                    error,
-                    retry_in: None,
-                    permanent: true,
-                }),
+async fn complete_loop(
+    engine: Engine,
+    mut rx: mpsc::Receiver<Done>,
+    batch: usize,
+    parallel: usize,
+) {
+    let slots = Arc::new(Semaphore::new(parallel));
+    let mut flushes = tokio::task::JoinSet::new();
+    loop {
+        let mut buf = Vec::with_capacity(batch);
+        if rx.recv_many(&mut buf, batch).await == 0 {
+            break;
+        }
+        let slot = slots.clone().acquire_owned().await.expect("semaphore open");
+        // Whatever arrived while we waited for a slot goes into the same batch.
+        while buf.len() < batch {
+            match rx.try_recv() {
+                Ok(d) => buf.push(d),
+                Err(_) => break,
             }
         }
-        // An error here leaves the tasks running; their leases expire and the rescuer retries
-        // them: at-least-once, never lost.
-        if let Err(e) = engine.store.task_complete_many(&completes, now).await {
-            tracing::error!(error = %e, n = completes.len(), "writing completions failed");
+        let engine = engine.clone();
+        flushes.spawn(async move {
+            flush(&engine, buf).await;
+            drop(slot);
+        });
+        while flushes.try_join_next().is_some() {}
+    }
+    while flushes.join_next().await.is_some() {}
+}
+
+async fn flush(engine: &Engine, buf: Vec<Done>) {
+    let now = engine.clock.now();
+    let mut completes = vec![];
+    let mut fails = vec![];
+    for d in buf {
+        let token = d
+            .task
+            .lease
+            .as_ref()
+            .map(|l| l.token.clone())
+            .unwrap_or_default();
+        match d.outcome {
+            Outcome::Complete(result) => completes.push(TaskComplete {
+                id: d.task.id,
+                token,
+                result,
+            }),
+            Outcome::Retry { error, retry_in } => fails.push(TaskFail {
+                id: d.task.id,
+                token,
+                error,
+                retry_in,
+                permanent: false,
+            }),
+            Outcome::Discard(error) => fails.push(TaskFail {
+                id: d.task.id,
+                token,
+                error,
+                retry_in: None,
+                permanent: true,
+            }),
         }
-        if let Err(e) = engine.store.task_fail_many(&fails, None, now).await {
-            tracing::error!(error = %e, n = fails.len(), "writing failures failed");
-        }
-        if !fails.is_empty() {
-            engine.waker.wake_scheduler();
-        }
+    }
+    // An error here leaves the tasks running; their leases expire and the rescuer retries
+    // them: at-least-once, never lost.
+    if let Err(e) = engine.store.task_complete_many(&completes, now).await {
+        tracing::error!(error = %e, n = completes.len(), "writing completions failed");
+    }
+    if let Err(e) = engine.store.task_fail_many(&fails, None, now).await {
+        tracing::error!(error = %e, n = fails.len(), "writing failures failed");
+    }
+    if !fails.is_empty() {
+        engine.waker.wake_scheduler();
     }
 }

@@ -65,6 +65,7 @@ async fn pg_store(schema: &str) -> Arc<dyn Store> {
         url: pg_url(),
         schema: Some(schema.into()),
         max_connections: Some(8),
+        relaxed_commit: true,
     })
     .await
     .expect("PostgreSQL is running (scripts/test.sh starts it)")

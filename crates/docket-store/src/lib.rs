@@ -403,6 +403,9 @@ pub struct ConnectOptions {
     pub schema: Option<String>,
     /// Pool size; default 10 (PostgreSQL) / 4 readers + 1 writer (SQLite).
     pub max_connections: Option<u32>,
+    /// PostgreSQL: commit claims and completions without waiting for the WAL flush (see
+    /// `PgStore::begin_relaxed`); default true. Enqueues always wait for durability.
+    pub relaxed_commit: bool,
 }
 
 impl ConnectOptions {
@@ -412,6 +415,7 @@ impl ConnectOptions {
             url: url.into(),
             schema: None,
             max_connections: None,
+            relaxed_commit: true,
         }
     }
 }

@@ -25,6 +25,7 @@ async fn pg() -> Bundle {
         url: pg_url(),
         schema: Some(schema),
         max_connections: Some(12),
+        relaxed_commit: true,
     })
     .await
     .expect("PostgreSQL is running (scripts/test.sh starts it)");
@@ -161,6 +162,22 @@ async fn insert_get_and_defaults(b: Bundle) {
         .await
         .unwrap();
     assert_eq!(page.len(), 1);
+    // The insert's answer is exactly what a later read returns (times in microseconds).
+    let odd = t0() + chrono::Duration::nanoseconds(123_456_789);
+    let mut n = nt("exact");
+    n.run_in = Some(Duration::from_nanos(1_001));
+    n.expires_at = Some(odd + secs(100));
+    n.unique_key = Some("exact".into());
+    let ins = insert(s, vec![n], odd).await.remove(0);
+    let mut read = s.task_get(ins.id).await.unwrap().unwrap();
+    read.inserted = Some(true);
+    assert_eq!(read, ins);
+    let s_ = s.task_list(TaskListParams {
+        kind: Some("exact".into()),
+        limit: 5,
+        ..Default::default()
+    });
+    assert_eq!(s_.await.unwrap().len(), 1);
 }
 
 async fn claim_order_priority_run_at_id(b: Bundle) {

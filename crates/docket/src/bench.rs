@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[command(subcommand)]
-    pub peer: Option<PeerCmd>,
+    pub sub: Option<BenchSub>,
     /// Database: sqlite://FILE or postgres://…; default a fresh temporary SQLite file.
     /// On PostgreSQL a fresh schema is created and dropped afterwards.
     #[arg(long, env = "DOCKET_BENCH_DATABASE_URL")]
@@ -37,8 +37,8 @@ pub struct BenchArgs {
     /// Tasks per enqueue statement.
     #[arg(long, default_value_t = 5000)]
     pub enqueue_batch: usize,
-    /// Tasks per claim (in-process: upper bound; HTTP: per request).
-    #[arg(long, default_value_t = 500)]
+    /// Tasks per claim (in-process: the prefetch buffer; HTTP: per request, at most 100).
+    #[arg(long, default_value_t = 1000)]
     pub claim_batch: usize,
     /// Latency phase: single enqueues per second.
     #[arg(long, default_value_t = 100)]
@@ -52,6 +52,16 @@ pub struct BenchArgs {
 pub enum Mode {
     Inproc,
     Http,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchSub {
+    /// The contract of shared/bench/peers (used by bench/contender/bench.sh).
+    #[command(hide = true)]
+    Peer {
+        #[command(subcommand)]
+        cmd: PeerCmd,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -112,6 +122,7 @@ async fn open_fresh(
                 url: u.into(),
                 schema: Some(schema.clone()),
                 max_connections: Some(20),
+                relaxed_commit: true,
             })
             .await?;
             s.migrate().await?;
@@ -155,12 +166,14 @@ fn start_pool(
     queue: &str,
     c: usize,
     claim_batch: usize,
+    fetchers: usize,
     handler: Noop,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let mut cfg = WorkerConfig::new(queue);
     cfg.concurrency = c;
-    cfg.fetch_batch = claim_batch;
-    cfg.complete_batch = claim_batch.max(100);
+    cfg.prefetch = claim_batch;
+    cfg.fetchers = fetchers;
+    cfg.complete_batch = claim_batch.max(1000);
     cfg.worker = "bench".into();
     let pool = WorkerPool::new(engine.clone(), cfg).register("noop", Arc::new(handler));
     let stop = CancellationToken::new();
@@ -178,7 +191,7 @@ async fn work_inproc(engine: &Engine, n: usize, c: usize, claim_batch: usize) ->
         starts: None,
     };
     let t = Instant::now();
-    let (stop, h) = start_pool(engine, "bench", c, claim_batch, handler);
+    let (stop, h) = start_pool(engine, "bench", c, claim_batch, 2, handler);
     all.notified().await;
     wait_completed(&*engine.store, "bench", n).await?;
     let el = t.elapsed();
@@ -267,7 +280,7 @@ async fn latency(
                 all_done: all.clone(),
                 starts: Some(starts.clone()),
             };
-            let (stop, jh) = start_pool(engine, "latency", c, 100, h);
+            let (stop, jh) = start_pool(engine, "latency", c, 100, 1, h);
             stoppers.push((stop, jh));
         }
         Mode::Http => {
@@ -347,8 +360,8 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 }
 
 pub async fn run(a: BenchArgs) -> Result<()> {
-    if let Some(p) = a.peer {
-        return peer(p).await;
+    if let Some(BenchSub::Peer { cmd }) = a.sub {
+        return peer(cmd).await;
     }
     let (store, _dir, schema) = open_fresh(a.database.as_deref()).await?;
     let backend = format!("{:?}", store.backend()).to_lowercase();
@@ -438,6 +451,7 @@ async fn peer_store() -> Result<Arc<dyn Store>> {
         url,
         schema: None,
         max_connections: Some(20),
+        relaxed_commit: true,
     })
     .await?)
 }
@@ -454,8 +468,8 @@ async fn peer(p: PeerCmd) -> Result<()> {
         PeerCmd::Work { n, c, profile } => {
             let engine = engine_for(store.clone());
             let batch = match profile.as_str() {
-                "default" => 500,
-                "small" => 50,
+                "default" => 1000,
+                "small" => 100,
                 other => bail!("unknown profile {other:?} (default, small)"),
             };
             let el = work_inproc(&engine, n, c, batch).await?;

@@ -24,6 +24,10 @@ pub struct DbArgs {
     /// PostgreSQL schema for docket's tables (created if missing).
     #[arg(long, env = "DOCKET_SCHEMA")]
     pub schema: Option<String>,
+    /// PostgreSQL: make claims and completions wait for the WAL flush too (slower; by default
+    /// only enqueues do — a crash then re-runs a few tasks, never loses one).
+    #[arg(long, env = "DOCKET_STRICT_COMMIT")]
+    pub strict_commit: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -46,6 +46,7 @@ pub(crate) fn connect_opts(db: &DbArgs) -> ConnectOptions {
         url: db.database.clone(),
         schema: db.schema.clone(),
         max_connections: None,
+        relaxed_commit: !db.strict_commit,
     }
 }
 

@@ -21,6 +21,7 @@ const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_a
 pub struct PgStore {
     pool: PgPool,
     schema: String,
+    relaxed_commit: bool,
 }
 
 fn decode(row: &PgRow) -> Result<Task> {
@@ -135,12 +136,31 @@ impl PgStore {
             .max_connections(opts.max_connections.unwrap_or(10))
             .connect_with(conn)
             .await?;
-        Ok(PgStore { pool, schema })
+        Ok(PgStore {
+            pool,
+            schema,
+            relaxed_commit: opts.relaxed_commit,
+        })
     }
 
     /// The pool, for tests and tools.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// A transaction whose commit does not wait for the WAL flush (`synchronous_commit = off`),
+    /// for claims and completions only. A PostgreSQL crash can forget the last few hundred ms
+    /// of them: a forgotten claim leaves the task available, a forgotten completion leaves it
+    /// running until its lease expires and the rescuer retries it. Either way the task runs
+    /// again — within the at-least-once guarantee — and nothing is lost. Inserts always wait.
+    async fn begin_relaxed(&self) -> Result<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        if self.relaxed_commit {
+            sqlx::query("SET LOCAL synchronous_commit = off")
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(tx)
     }
 
     async fn notify(&self, tx: &mut Transaction<'_, Postgres>, queues: &[String]) -> Result<()> {
@@ -288,92 +308,108 @@ impl Store for PgStore {
         if n == 0 {
             return Ok(vec![]);
         }
+        let mut tasks = p.tasks;
+        // Payloads are moved out for binding and back afterwards: no deep copies.
+        let payloads: Vec<Value> = tasks
+            .iter_mut()
+            .map(|t| std::mem::take(&mut t.payload))
+            .collect();
         macro_rules! col {
             ($f:expr) => {
-                p.tasks.iter().map($f).collect::<Vec<_>>()
+                tasks.iter().map($f).collect::<Vec<_>>()
             };
         }
-        let sql = format!(
-            "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
-               max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
-             SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc, \
-               bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, $18 \
-             FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[], \
-               $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[], \
-               $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[], \
-               $17::text[]) WITH ORDINALITY AS x(queue, kind, payload, priority, state, run_at, \
-               expires_at, max_attempts, bi, bc, bm, bj, timeout_ms, unique_key, concurrency_key, \
-               concurrency_limit, node, ord) \
-             ORDER BY ord \
-             ON CONFLICT DO NOTHING RETURNING {COLS}"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(col!(|t| t.queue.clone()))
-            .bind(col!(|t| t.kind.clone()))
-            .bind(col!(|t| t.payload.clone()))
-            .bind(col!(|t| t.priority))
-            .bind(col!(|t| t.state.as_str().to_string()))
-            .bind(col!(|t| t.run_at))
-            .bind(col!(|t| t.expires_at))
-            .bind(col!(|t| t.max_attempts))
-            .bind(col!(|t| ms(t.backoff.initial)))
-            .bind(col!(|t| t.backoff.coefficient))
-            .bind(col!(|t| ms(t.backoff.max)))
-            .bind(col!(|t| t.backoff.jitter))
-            .bind(col!(|t| t.timeout_ms))
-            .bind(col!(|t| t.unique_key.clone()))
-            .bind(col!(|t| t.concurrency_key.clone()))
-            .bind(col!(|t| t.concurrency_limit))
-            .bind(col!(|t| t.node.clone()))
-            .bind(p.now)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::from_db)?;
-        let mut inserted: Vec<Task> = rows.iter().map(decode).collect::<Result<_>>()?;
+        // One statement: insert, then notify each queue that got available tasks (the scalar
+        // subquery forces the notify CTE to run once). Only ids come back; everything else is
+        // what we sent.
+        let rows: Vec<(i64, Option<String>)> = sqlx::query_as(
+            "WITH ins AS ( \
+               INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
+                 max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+                 timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
+               SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc, \
+                 bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, $18 \
+               FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[], \
+                 $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[], \
+                 $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[], \
+                 $17::text[]) WITH ORDINALITY AS x(queue, kind, payload, priority, state, run_at, \
+                 expires_at, max_attempts, bi, bc, bm, bj, timeout_ms, unique_key, concurrency_key, \
+                 concurrency_limit, node, ord) \
+               ORDER BY ord \
+               ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state), \
+             note AS (SELECT pg_notify($19, $20 || '|' || q) \
+               FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'available') s) \
+             SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM note) >= 0",
+        )
+        .bind(col!(|t| t.queue.clone()))
+        .bind(col!(|t| t.kind.clone()))
+        .bind(&payloads)
+        .bind(col!(|t| t.priority))
+        .bind(col!(|t| t.state.as_str()))
+        .bind(col!(|t| t.run_at))
+        .bind(col!(|t| t.expires_at))
+        .bind(col!(|t| t.max_attempts))
+        .bind(col!(|t| ms(t.backoff.initial)))
+        .bind(col!(|t| t.backoff.coefficient))
+        .bind(col!(|t| ms(t.backoff.max)))
+        .bind(col!(|t| t.backoff.jitter))
+        .bind(col!(|t| t.timeout_ms))
+        .bind(col!(|t| t.unique_key.clone()))
+        .bind(col!(|t| t.concurrency_key.clone()))
+        .bind(col!(|t| t.concurrency_limit))
+        .bind(col!(|t| t.node.clone()))
+        .bind(p.now)
+        .bind(CHANNEL)
+        .bind(&self.schema)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_db)?;
+        for (t, payload) in tasks.iter_mut().zip(payloads) {
+            t.payload = payload;
+        }
         // Identity values are taken in insertion (ordinality) order.
-        inserted.sort_by_key(|t| t.id);
-        if inserted.len() == n {
-            for t in &mut inserted {
-                t.inserted = Some(true);
-            }
-            return Ok(inserted);
+        let mut rows = rows;
+        rows.sort_by_key(|r| r.0);
+        if rows.len() == n {
+            return Ok(tasks
+                .into_iter()
+                .zip(rows)
+                .map(|(t, (id, _))| t.into_task(id, p.now))
+                .collect());
         }
-        // Some unique keys matched: line the answers up with the inputs.
-        let mut by_key: HashMap<String, Task> = HashMap::new();
-        let mut plain = std::collections::VecDeque::new();
-        for mut t in inserted {
-            t.inserted = Some(true);
-            match t.unique_key.clone() {
-                Some(k) => {
-                    by_key.insert(k, t);
-                }
-                None => plain.push_back(t),
-            }
-        }
+        // Some unique keys matched: the inserted rows are, in order, the inputs without a key
+        // plus the first input of each new key; the rest answer with the existing task.
+        let inserted_keys: std::collections::HashSet<String> =
+            rows.iter().filter_map(|r| r.1.clone()).collect();
+        let mut ids = rows.into_iter().map(|r| r.0);
+        let mut first_of_key: HashMap<String, Task> = HashMap::new();
         let mut out = Vec::with_capacity(n);
-        let mut seen = std::collections::HashSet::new();
-        for r in &p.tasks {
-            match &r.unique_key {
-                None => out.push(plain.pop_front().ok_or_else(|| {
-                    StoreError::Invalid("insert returned fewer rows than expected".into())
-                })?),
+        for t in tasks {
+            match t.unique_key.clone() {
+                None => {
+                    let id = ids.next().ok_or_else(|| {
+                        StoreError::Invalid("insert returned fewer rows than expected".into())
+                    })?;
+                    out.push(t.into_task(id, p.now));
+                }
+                Some(k) if inserted_keys.contains(&k) && !first_of_key.contains_key(&k) => {
+                    let id = ids.next().ok_or_else(|| {
+                        StoreError::Invalid("insert returned fewer rows than expected".into())
+                    })?;
+                    let task = t.into_task(id, p.now);
+                    first_of_key.insert(k, task.clone());
+                    out.push(task);
+                }
                 Some(k) => {
-                    let first = seen.insert(k.clone());
-                    match by_key.get(k) {
-                        Some(t) if first => out.push(t.clone()),
-                        Some(t) => {
-                            let mut t = t.clone();
-                            t.inserted = Some(false);
-                            out.push(t);
-                        }
+                    let mut existing = match first_of_key.get(&k) {
+                        Some(t) => t.clone(),
                         None => {
                             let sql = format!(
                                 "SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 AND state IN \
                                  ('scheduled','available','running','retryable')"
                             );
                             let row = sqlx::query(&sql)
-                                .bind(k)
+                                .bind(&k)
                                 .fetch_optional(&self.pool)
                                 .await?
                                 .ok_or_else(|| {
@@ -381,11 +417,11 @@ impl Store for PgStore {
                                         "unique_key {k:?} changed while inserting; try again"
                                     ))
                                 })?;
-                            let mut t = decode(&row)?;
-                            t.inserted = Some(false);
-                            out.push(t);
+                            decode(&row)?
                         }
-                    }
+                    };
+                    existing.inserted = Some(false);
+                    out.push(existing);
                 }
             }
         }
@@ -427,7 +463,7 @@ impl Store for PgStore {
         if p.limit <= 0 {
             return Ok(vec![]);
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_relaxed().await?;
         let cands = sqlx::query(
             "SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit \
              FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
@@ -617,7 +653,7 @@ impl Store for PgStore {
             tokens.push(parse_token(&it.token).unwrap_or(uuid::Uuid::nil()));
             results.push(it.result.clone());
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_relaxed().await?;
         let done: Vec<(i64, Timestamp)> = sqlx::query_as(
             "UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result, \
                lease_expires_at = NULL \

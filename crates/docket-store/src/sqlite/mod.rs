@@ -265,20 +265,18 @@ impl Store for SqliteStore {
             return Ok(vec![]);
         }
         let mut tx = self.begin().await?;
-        let ins = format!(
-            "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
+        let ins = "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
                max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
                timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
-             ON CONFLICT DO NOTHING RETURNING {COLS}"
-        );
+             ON CONFLICT DO NOTHING RETURNING id";
         let existing = format!(
             "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? AND state IN \
              ('scheduled','available','running','retryable')"
         );
         let mut out = Vec::with_capacity(p.tasks.len());
-        for t in &p.tasks {
-            let row = sqlx::query(&ins)
+        for t in p.tasks {
+            let id: Option<i64> = sqlx::query_scalar(ins)
                 .bind(&t.queue)
                 .bind(&t.kind)
                 .bind(t.payload.to_string())
@@ -300,12 +298,8 @@ impl Store for SqliteStore {
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(StoreError::from_db)?;
-            let task = match row {
-                Some(r) => {
-                    let mut t = decode(&r)?;
-                    t.inserted = Some(true);
-                    t
-                }
+            let task = match id {
+                Some(id) => t.into_task(id, from_us(us(p.now))),
                 None => {
                     let r = sqlx::query(&existing)
                         .bind(&t.unique_key)
