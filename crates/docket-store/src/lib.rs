@@ -383,8 +383,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Database failure.
     async fn node_list(&self) -> Result<Vec<NodeRecord>>;
 
-    /// Subscribes to "task available" notifications from every process using the database.
-    /// Each item is a queue name. `None` where the backend cannot (SQLite: poll instead).
+    /// Subscribes to "look again" notifications: a task became available, or a finished
+    /// attempt freed a concurrency slot. Each item is a queue name (`*`: all queues). PostgreSQL
+    /// delivers every process's notifications (LISTEN/NOTIFY); SQLite only this process's, so
+    /// other processes' changes are seen by polling. `None` where there is nothing to listen to.
     ///
     /// # Errors
     /// Database failure.

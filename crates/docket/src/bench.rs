@@ -37,6 +37,9 @@ pub struct BenchArgs {
     /// Tasks per enqueue statement.
     #[arg(long, default_value_t = 5000)]
     pub enqueue_batch: usize,
+    /// Enqueue batches in flight at once.
+    #[arg(long, default_value_t = 2)]
+    pub enqueue_parallel: usize,
     /// Tasks per claim (in-process: the prefetch buffer; HTTP: per request, at most 100).
     #[arg(long, default_value_t = 1000)]
     pub claim_batch: usize,
@@ -141,11 +144,34 @@ fn engine_for(store: Arc<dyn Store>) -> Engine {
     Engine::new(store, Arc::new(SystemClock), cfg)
 }
 
-async fn enqueue_all(engine: &Engine, n: usize, batch: usize, queue: &str) -> Result<Duration> {
-    let tasks = noop_tasks(n, queue);
+/// Enqueues `n` no-op tasks in batches of `batch`, `parallel` batches in flight (each batch is
+/// one transaction). The specs are built before the clock starts.
+async fn enqueue_all(
+    engine: &Engine,
+    n: usize,
+    batch: usize,
+    parallel: usize,
+    queue: &str,
+) -> Result<Duration> {
+    let mut batches: Vec<Vec<NewTask>> = vec![];
+    let mut all = noop_tasks(n, queue).into_iter().peekable();
+    while all.peek().is_some() {
+        batches.push(all.by_ref().take(batch.max(1)).collect());
+    }
+    let slots = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
     let t = Instant::now();
-    for chunk in tasks.chunks(batch.max(1)) {
-        engine.enqueue_many(chunk.to_vec()).await?;
+    let mut inflight = tokio::task::JoinSet::new();
+    for b in batches {
+        let permit = slots.clone().acquire_owned().await?;
+        let engine = engine.clone();
+        inflight.spawn(async move {
+            let r = engine.enqueue_many(b).await;
+            drop(permit);
+            r
+        });
+    }
+    while let Some(r) = inflight.join_next().await {
+        r??;
     }
     Ok(t.elapsed())
 }
@@ -369,13 +395,20 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let cancel = CancellationToken::new();
     let services = engine.start(cancel.clone()).await?;
     println!(
-        "docket bench: backend={backend} mode={:?} n={} c={} enqueue_batch={} claim_batch={}",
-        a.mode, a.tasks, a.concurrency, a.enqueue_batch, a.claim_batch
+        "docket bench: backend={backend} mode={:?} n={} c={} enqueue_batch={}x{} claim_batch={}",
+        a.mode, a.tasks, a.concurrency, a.enqueue_batch, a.enqueue_parallel, a.claim_batch
     );
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_message("enqueueing");
     bar.enable_steady_tick(Duration::from_millis(100));
-    let enq = enqueue_all(&engine, a.tasks, a.enqueue_batch, "bench").await?;
+    let enq = enqueue_all(
+        &engine,
+        a.tasks,
+        a.enqueue_batch,
+        a.enqueue_parallel,
+        "bench",
+    )
+    .await?;
     bar.set_message("working");
     let work = match a.mode {
         Mode::Inproc => work_inproc(&engine, a.tasks, a.concurrency, a.claim_batch).await?,
@@ -462,7 +495,7 @@ async fn peer(p: PeerCmd) -> Result<()> {
         PeerCmd::Setup => store.migrate().await?,
         PeerCmd::Enqueue { n } => {
             let engine = engine_for(store.clone());
-            let el = enqueue_all(&engine, n, 5000, "bench").await?;
+            let el = enqueue_all(&engine, n, 5000, 2, "bench").await?;
             println!("RESULT seconds={:.6}", el.as_secs_f64());
         }
         PeerCmd::Work { n, c, profile } => {

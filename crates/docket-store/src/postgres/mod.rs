@@ -163,6 +163,18 @@ impl PgStore {
         Ok(tx)
     }
 
+    /// Failed attempts free their key's and queue's slot: wake those queues.
+    async fn notify_freed(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        items: &[(Task, FailDecision, Value)],
+    ) -> Result<()> {
+        let mut qs: Vec<String> = items.iter().map(|(t, _, _)| t.queue.clone()).collect();
+        qs.sort();
+        qs.dedup();
+        self.notify(tx, &qs).await
+    }
+
     async fn notify(&self, tx: &mut Transaction<'_, Postgres>, queues: &[String]) -> Result<()> {
         if queues.is_empty() {
             return Ok(());
@@ -626,6 +638,7 @@ impl Store for PgStore {
             .bind(&p.progress)
             .execute(&mut *tx)
             .await?;
+            self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
             tx.commit().await?;
             return Err(StoreError::Cancelled);
         }
@@ -654,13 +667,16 @@ impl Store for PgStore {
             results.push(it.result.clone());
         }
         let mut tx = self.begin_relaxed().await?;
-        let done: Vec<(i64, Timestamp)> = sqlx::query_as(
+        // `frees`: finishing it lets another task of its key or limited queue start, so the
+        // queue's claimers are woken (on every node) instead of waiting for a poll.
+        let done: Vec<(i64, Timestamp, String, bool)> = sqlx::query_as(
             "UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result, \
                lease_expires_at = NULL \
              FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result) \
              WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running' \
                AND t.cancel_requested_at IS NULL \
-             RETURNING t.id, t.run_at",
+             RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS ( \
+               SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees",
         )
         .bind(now)
         .bind(&ids)
@@ -668,7 +684,11 @@ impl Store for PgStore {
         .bind(&results)
         .fetch_all(&mut *tx)
         .await?;
-        let done: HashMap<i64, Timestamp> = done.into_iter().collect();
+        let mut freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
+        freed.sort();
+        freed.dedup();
+        self.notify(&mut tx, &freed).await?;
+        let done: HashMap<i64, Timestamp> = done.into_iter().map(|r| (r.0, r.1)).collect();
         let mut out = Vec::with_capacity(items.len());
         if done.len() == items.len() {
             tx.commit().await?;
@@ -768,6 +788,7 @@ impl Store for PgStore {
             apply.push((t, d, e));
         }
         Self::apply_failures(&mut tx, &apply, now).await?;
+        self.notify_freed(&mut tx, &apply).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -833,6 +854,7 @@ impl Store for PgStore {
         let queues: Vec<String> = sqlx::query_scalar(
             "UPDATE docket_tasks SET state = 'available' WHERE id IN ( \
                SELECT id FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= $1 \
+               AND (expires_at IS NULL OR expires_at > $1) \
                ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING queue",
         )
         .bind(now)
@@ -875,6 +897,7 @@ impl Store for PgStore {
             apply.push((t, d, e));
         }
         Self::apply_failures(&mut tx, &apply, now).await?;
+        self.notify_freed(&mut tx, &apply).await?;
         tx.commit().await?;
         Ok(apply.len() as u64)
     }

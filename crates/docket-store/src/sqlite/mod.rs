@@ -21,6 +21,9 @@ const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_a
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// Queues whose claimers should look again (a slot was freed, a task was retried or came
+    /// due). SQLite has no LISTEN: this is the in-process equivalent, fed after each commit.
+    wake: tokio::sync::broadcast::Sender<String>,
 }
 
 fn us(t: Timestamp) -> i64 {
@@ -146,7 +149,22 @@ impl SqliteStore {
             .max_connections(opts.max_connections.unwrap_or(4))
             .connect_with(base.read_only(false))
             .await?;
-        Ok(SqliteStore { writer, reader })
+        let (wake, _) = tokio::sync::broadcast::channel(1024);
+        Ok(SqliteStore {
+            writer,
+            reader,
+            wake,
+        })
+    }
+
+    fn wake_queues<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
+        let mut qs: Vec<&String> = queues.into_iter().collect();
+        qs.sort();
+        qs.dedup();
+        for q in qs {
+            // No receiver (no engine listening) is fine.
+            let _ = self.wake.send(q.clone());
+        }
     }
 
     async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
@@ -472,6 +490,7 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;
+            self.wake_queues([&t.queue]);
             return Err(StoreError::Cancelled);
         }
         let sql = format!(
@@ -499,24 +518,34 @@ impl Store for SqliteStore {
             return Ok(vec![]);
         }
         let mut tx = self.begin().await?;
+        // One statement for the whole batch: items travel as one JSON array.
+        let batch: Vec<Value> = items
+            .iter()
+            .map(|it| serde_json::json!({"id": it.id, "token": it.token, "result": it.result}))
+            .collect();
+        let done: Vec<(i64, i64, String, bool)> = sqlx::query_as(
+            "UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result, \
+               lease_expires_at = NULL \
+             FROM (SELECT value->>'id' AS id, value->>'token' AS token, value->'result' AS result \
+                   FROM json_each(?2)) AS x \
+             WHERE docket_tasks.id = x.id AND docket_tasks.lease_token = x.token \
+               AND docket_tasks.state = 'running' AND docket_tasks.cancel_requested_at IS NULL \
+             RETURNING docket_tasks.id, docket_tasks.run_at, docket_tasks.queue, \
+               (docket_tasks.concurrency_key IS NOT NULL OR EXISTS (SELECT 1 FROM docket_queues q \
+                 WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees",
+        )
+        .bind(us(now))
+        .bind(Value::Array(batch).to_string())
+        .fetch_all(&mut *tx)
+        .await?;
+        let freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
+        let done: HashMap<i64, i64> = done.into_iter().map(|r| (r.0, r.1)).collect();
         let mut out = Vec::with_capacity(items.len());
         for it in items {
-            let done: Option<i64> = sqlx::query_scalar(
-                "UPDATE docket_tasks SET state = 'completed', finished_at = ?3, result = ?4, \
-                   lease_expires_at = NULL \
-                 WHERE id = ?1 AND lease_token = ?2 AND state = 'running' AND cancel_requested_at IS NULL \
-                 RETURNING run_at",
-            )
-            .bind(it.id)
-            .bind(&it.token)
-            .bind(us(now))
-            .bind(it.result.to_string())
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(run_at) = done {
+            if let Some(run_at) = done.get(&it.id) {
                 out.push(LeaseOutcome::Ok {
                     state: TaskState::Completed,
-                    run_at: from_us(run_at),
+                    run_at: from_us(*run_at),
                 });
                 continue;
             }
@@ -541,6 +570,7 @@ impl Store for SqliteStore {
             }
         }
         tx.commit().await?;
+        self.wake_queues(&freed);
         Ok(out)
     }
 
@@ -555,6 +585,7 @@ impl Store for SqliteStore {
         }
         let mut tx = self.begin().await?;
         let mut out = Vec::with_capacity(items.len());
+        let mut freed = vec![];
         for it in items {
             let Some((t, token)) = Self::get_in(&mut tx, it.id).await? else {
                 out.push(LeaseOutcome::NotFound);
@@ -568,9 +599,11 @@ impl Store for SqliteStore {
             let d = t.fail_decision(now, it.retry_in, it.permanent);
             out.push(outcome_for(&d, &t));
             let e = error_entry(&t, &it.error, worker, now);
+            freed.push(t.queue.clone());
             Self::apply_failures(&mut tx, &[(t, d, e)], now).await?;
         }
         tx.commit().await?;
+        self.wake_queues(&freed);
         Ok(out)
     }
 
@@ -638,6 +671,7 @@ impl Store for SqliteStore {
         let queues: Vec<String> = sqlx::query_scalar(
             "UPDATE docket_tasks SET state = 'available' WHERE id IN ( \
                SELECT id FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= ?1 \
+               AND (expires_at IS NULL OR expires_at > ?1) \
                ORDER BY run_at LIMIT ?2) RETURNING queue",
         )
         .bind(us(now))
@@ -681,6 +715,7 @@ impl Store for SqliteStore {
         }
         Self::apply_failures(&mut tx, &apply, now).await?;
         tx.commit().await?;
+        self.wake_queues(apply.iter().map(|(t, _, _)| &t.queue));
         Ok(apply.len() as u64)
     }
 
@@ -866,7 +901,27 @@ impl Store for SqliteStore {
     }
 
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>> {
-        Ok(None)
+        // Only this process's changes: other processes' are seen by polling.
+        let mut sub = self.wake.subscribe();
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(async move {
+            loop {
+                match sub.recv().await {
+                    Ok(q) => {
+                        if tx.send(q).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if tx.send("*".into()).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Some(rx))
     }
 
     async fn close(&self) {

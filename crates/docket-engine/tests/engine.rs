@@ -1,0 +1,325 @@
+//! The engine on both backends: in-process workers, graceful shutdown, concurrency keys and the
+//! maintenance pass driven by a manual clock.
+
+use async_trait::async_trait;
+use chrono::TimeZone;
+use docket_core::{Clock, ManualClock, NewTask, SystemClock, Task, TaskState};
+use docket_engine::maintenance;
+use docket_engine::worker::{Handler, Outcome, WorkerConfig, WorkerPool};
+use docket_engine::{Engine, EngineConfig};
+use docket_store::{connect, ConnectOptions, Store, TaskListParams};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+struct Db {
+    store: Arc<dyn Store>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn pg() -> Db {
+    let url = std::env::var("DOCKET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let store = connect(&ConnectOptions {
+        url,
+        schema: Some(format!("t_{}", uuid::Uuid::new_v4().simple())),
+        max_connections: Some(8),
+        relaxed_commit: true,
+    })
+    .await
+    .expect("PostgreSQL is running (scripts/test.sh starts it)");
+    store.migrate().await.unwrap();
+    Db { store, _dir: None }
+}
+
+async fn sqlite() -> Db {
+    let dir = tempfile::tempdir().unwrap();
+    let store = connect(&ConnectOptions::new(format!(
+        "sqlite://{}",
+        dir.path().join("e.db").display()
+    )))
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    Db {
+        store,
+        _dir: Some(dir),
+    }
+}
+
+fn engine(db: &Db, clock: Arc<dyn Clock>) -> Engine {
+    let mut cfg = EngineConfig::new("e1", &*db.store);
+    cfg.rescue_interval = Duration::from_millis(100);
+    Engine::new(db.store.clone(), clock, cfg)
+}
+
+struct Echo;
+#[async_trait]
+impl Handler for Echo {
+    async fn run(&self, t: &Task) -> Outcome {
+        Outcome::Complete(json!({"echo": t.payload}))
+    }
+}
+
+struct Flaky;
+#[async_trait]
+impl Handler for Flaky {
+    async fn run(&self, t: &Task) -> Outcome {
+        if t.attempt < 3 {
+            Outcome::Retry {
+                error: format!("try {}", t.attempt),
+                retry_in: Some(Duration::from_millis(20)),
+            }
+        } else {
+            Outcome::Complete(json!(t.attempt))
+        }
+    }
+}
+
+struct Bad;
+#[async_trait]
+impl Handler for Bad {
+    async fn run(&self, _: &Task) -> Outcome {
+        Outcome::Discard("invalid input".into())
+    }
+}
+
+/// Sleeps, and records the most tasks it saw running at once.
+struct Slow {
+    now: AtomicUsize,
+    max: AtomicUsize,
+    ms: u64,
+}
+#[async_trait]
+impl Handler for Slow {
+    async fn run(&self, _: &Task) -> Outcome {
+        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(n, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        Outcome::Complete(json!(null))
+    }
+}
+
+async fn wait_finished(s: &dyn Store, n: usize) -> Vec<Task> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = s
+            .task_list(TaskListParams {
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if all.iter().filter(|t| t.state.is_finished()).count() >= n {
+            return all;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not finished: {:?}",
+            all.iter().map(|t| (t.id, t.state)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn pool_runs_handlers(db: Db) {
+    let e = engine(&db, Arc::new(SystemClock));
+    let stop = CancellationToken::new();
+    e.start(stop.clone()).await.unwrap();
+    let mut cfg = WorkerConfig::new("default");
+    cfg.concurrency = 4;
+    cfg.prefetch = 8;
+    let pool = WorkerPool::new(e.clone(), cfg)
+        .register("echo", Arc::new(Echo))
+        .register("flaky", Arc::new(Flaky))
+        .register("bad", Arc::new(Bad));
+    let run = tokio::spawn(pool.run(stop.clone()));
+    let mut specs: Vec<NewTask> = (0..20).map(|i| NewTask::new("echo", json!(i))).collect();
+    specs.push(NewTask::new("flaky", json!("f")));
+    specs.push(NewTask::new("bad", json!("b")));
+    specs.push(NewTask::new("mystery", json!("m")));
+    e.enqueue_many(specs).await.unwrap();
+    let all = wait_finished(&*db.store, 23).await;
+    for t in &all {
+        match t.kind.as_str() {
+            "echo" => {
+                assert_eq!(t.state, TaskState::Completed);
+                assert_eq!(t.result, Some(json!({"echo": t.payload})));
+            }
+            "flaky" => {
+                assert_eq!((t.state, t.attempt), (TaskState::Completed, 3));
+                let msgs: Vec<&str> = t.errors.iter().map(|e| e.message.as_str()).collect();
+                assert_eq!(msgs, vec!["try 1", "try 2"]);
+            }
+            "bad" => {
+                assert_eq!((t.state, t.attempt), (TaskState::Discarded, 1));
+                assert_eq!(t.errors[0].message, "invalid input");
+            }
+            _ => {
+                assert_eq!(t.state, TaskState::Discarded);
+                assert!(t.errors[0].message.contains("no handler"));
+            }
+        }
+    }
+    stop.cancel();
+    run.await.unwrap();
+}
+
+async fn concurrency_key_holds_in_pool(db: Db) {
+    // A poll interval far beyond the test's deadline: the next task of the key must be started
+    // by the wake-up its predecessor's completion sends, not by polling.
+    let mut cfg = EngineConfig::new("e1", &*db.store);
+    cfg.poll_interval = Duration::from_secs(60);
+    let e = Engine::new(db.store.clone(), Arc::new(SystemClock), cfg);
+    let stop = CancellationToken::new();
+    e.start(stop.clone()).await.unwrap();
+    let slow = Arc::new(Slow {
+        now: AtomicUsize::new(0),
+        max: AtomicUsize::new(0),
+        ms: 30,
+    });
+    let mut cfg = WorkerConfig::new("default");
+    cfg.concurrency = 8;
+    cfg.prefetch = 8;
+    let run = tokio::spawn(
+        WorkerPool::new(e.clone(), cfg)
+            .register("one", slow.clone())
+            .run(stop.clone()),
+    );
+    let specs = (0..12)
+        .map(|i| NewTask {
+            concurrency_key: Some("process-1".into()),
+            ..NewTask::new("one", json!(i))
+        })
+        .collect();
+    e.enqueue_many(specs).await.unwrap();
+    wait_finished(&*db.store, 12).await;
+    assert_eq!(
+        slow.max.load(Ordering::SeqCst),
+        1,
+        "one task of the key at a time"
+    );
+    stop.cancel();
+    run.await.unwrap();
+}
+
+async fn shutdown_finishes_claimed_work(db: Db) {
+    let e = engine(&db, Arc::new(SystemClock));
+    let slow = Arc::new(Slow {
+        now: AtomicUsize::new(0),
+        max: AtomicUsize::new(0),
+        ms: 400,
+    });
+    let mut cfg = WorkerConfig::new("default");
+    cfg.concurrency = 2;
+    cfg.prefetch = 2;
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(
+        WorkerPool::new(e.clone(), cfg)
+            .register("slow", slow.clone())
+            .run(stop.clone()),
+    );
+    e.enqueue_many((0..10).map(|i| NewTask::new("slow", json!(i))).collect())
+        .await
+        .unwrap();
+    while slow.now.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("pool stops within its grace")
+        .unwrap();
+    let all = db
+        .store
+        .task_list(TaskListParams {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let count = |s| all.iter().filter(|t| t.state == s).count();
+    assert_eq!(
+        count(TaskState::Running),
+        0,
+        "everything claimed was finished and written"
+    );
+    assert!(count(TaskState::Completed) >= 1);
+    assert_eq!(
+        count(TaskState::Completed) + count(TaskState::Available),
+        10
+    );
+}
+
+async fn maintenance_with_manual_clock(db: Db) {
+    let t0 = chrono::Utc.with_ymd_and_hms(2030, 6, 1, 0, 0, 0).unwrap();
+    let clock = ManualClock::new(t0);
+    let e = engine(&db, Arc::new(clock.clone()));
+    let later = NewTask {
+        run_in: Some(Duration::from_secs(10)),
+        ..NewTask::new("later", json!(1))
+    };
+    let expiring = NewTask {
+        run_in: Some(Duration::from_secs(5)),
+        expires_at: Some(t0 + chrono::Duration::seconds(2)),
+        ..NewTask::new("expiring", json!(2))
+    };
+    let leased = NewTask {
+        max_attempts: Some(1),
+        ..NewTask::new("leased", json!(3))
+    };
+    let got = e.enqueue_many(vec![later, expiring, leased]).await.unwrap();
+    let p = maintenance::pass(&e, clock.now()).await.unwrap();
+    assert_eq!(p, maintenance::Pass::default());
+    let never = CancellationToken::new();
+    let c = e
+        .claim(
+            "default",
+            "w",
+            1,
+            Some(Duration::from_secs(5)),
+            Duration::ZERO,
+            &never,
+        )
+        .await
+        .unwrap();
+    assert_eq!(c[0].id, got[2].id);
+    clock.advance(Duration::from_secs(10));
+    let p = maintenance::pass(&e, clock.now()).await.unwrap();
+    assert_eq!((p.promoted, p.rescued, p.expired), (1, 1, 1), "{p:?}");
+    let t = |i: usize| got[i].id;
+    assert_eq!(
+        db.store.task_get(t(0)).await.unwrap().unwrap().state,
+        TaskState::Available
+    );
+    assert_eq!(
+        db.store.task_get(t(1)).await.unwrap().unwrap().state,
+        TaskState::Discarded
+    );
+    assert_eq!(
+        db.store.task_get(t(2)).await.unwrap().unwrap().state,
+        TaskState::Discarded
+    );
+    // Discarded tasks are kept 7 days by default, then pruned.
+    clock.advance(Duration::from_secs(6 * 24 * 3600));
+    assert_eq!(maintenance::pass(&e, clock.now()).await.unwrap().pruned, 0);
+    clock.advance(Duration::from_secs(2 * 24 * 3600));
+    assert_eq!(maintenance::pass(&e, clock.now()).await.unwrap().pruned, 2);
+}
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
+        mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::sqlite().await).await; } )* }
+    };
+}
+
+both!(
+    pool_runs_handlers,
+    concurrency_key_holds_in_pool,
+    shutdown_finishes_claimed_work,
+    maintenance_with_manual_clock
+);
