@@ -7,6 +7,7 @@
 pub mod backoff;
 pub mod clock;
 pub mod duration;
+pub mod process;
 pub mod queue;
 pub mod state;
 pub mod task;

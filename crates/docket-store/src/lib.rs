@@ -212,6 +212,74 @@ pub struct Promoted {
     pub queues: Vec<String>,
 }
 
+/// How a process's timers change with a committed result.
+#[derive(Debug, Clone)]
+pub enum TimerChange {
+    /// Keep existing timers.
+    Keep,
+    /// Cancel every waiting timeout/remove task of the process.
+    Unset,
+    /// Cancel them and schedule this `timeout` or `remove` task.
+    Set(ResolvedTask),
+}
+
+/// Params of [`Store::process_commit`]: a processor's successful result for a running task.
+#[derive(Debug, Clone)]
+pub struct ProcessCommit {
+    /// The task.
+    pub task_id: i64,
+    /// Its lease token.
+    pub token: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Process id.
+    pub id: String,
+    /// Events to append.
+    pub events: Vec<docket_core::process::NewEvent>,
+    /// New aux state.
+    pub aux_state: Option<Value>,
+    /// New metadata.
+    pub metadata: Option<Value>,
+    /// Stored as the task's result (the caller's response).
+    pub response: Value,
+    /// Timers.
+    pub timer: TimerChange,
+    /// Tasks to enqueue with it (a repaired timer that runs again).
+    pub also: Vec<ResolvedTask>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// What a failed processor step does to its process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessBreak {
+    /// Leave the process as it is (failed repair, timer that will be retried).
+    Keep,
+    /// Put the process in `error` with the detail; cancel its waiting tasks. `corrupted`: set
+    /// corrupted_by to the task (a timer out of attempts).
+    Break {
+        /// Set corrupted_by.
+        corrupted: bool,
+    },
+}
+
+/// Params of [`Store::process_fail`].
+#[derive(Debug, Clone)]
+pub struct ProcessFail {
+    /// The task, its lease, and the error (as for [`Store::task_fail_many`]).
+    pub fail: TaskFail,
+    /// Namespace.
+    pub namespace: String,
+    /// Process id.
+    pub id: String,
+    /// What happens to the process when the attempt is not retried.
+    pub on_give_up: ProcessBreak,
+    /// The processor's error as JSON (kept as the task's result).
+    pub error_value: Value,
+    /// Now.
+    pub now: Timestamp,
+}
+
 /// The storage interface of docket. Every method is atomic.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
@@ -391,6 +459,93 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>>;
+
+    /// Creates or replaces a namespace's configuration (JSON of `NamespaceConfig`).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn namespace_put(&self, name: &str, config: &Value, now: Timestamp) -> Result<()>;
+
+    /// Every namespace: (name, config).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn namespace_list(&self) -> Result<Vec<(String, Value)>>;
+
+    /// The newest task with this unique key, in any state.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>>;
+
+    /// Creates a process (status `init`) and its init task in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the id is taken.
+    async fn process_create(
+        &self,
+        namespace: &str,
+        id: &str,
+        init: ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Task>;
+
+    /// Enqueues a call/repair task for a process in status `require`.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] (`process is error`, …).
+    async fn process_enqueue(
+        &self,
+        namespace: &str,
+        id: &str,
+        task: ResolvedTask,
+        require: docket_core::process::ProcessStatus,
+        now: Timestamp,
+    ) -> Result<Task>;
+
+    /// A process and a range of its history.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn process_get(
+        &self,
+        namespace: &str,
+        id: &str,
+        range: docket_core::process::HistoryRange,
+    ) -> Result<
+        Option<(
+            docket_core::process::Process,
+            Vec<docket_core::process::Event>,
+        )>,
+    >;
+
+    /// Applies a processor's result atomically: events, aux state, metadata, status `running`,
+    /// timers, and completes the task (result = response) — only while the lease holds.
+    ///
+    /// # Errors
+    /// [`StoreError::LeaseLost`] (nothing changed), [`StoreError::NotFound`].
+    async fn process_commit(&self, c: ProcessCommit) -> Result<()>;
+
+    /// Fails a process task: retried per the task's policy when allowed, else discarded and the
+    /// process changed per `on_give_up`.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome>;
+
+    /// Runs a `remove` task: deletes the process, its events and its other tasks; completes the
+    /// task.
+    ///
+    /// # Errors
+    /// [`StoreError::LeaseLost`].
+    async fn process_remove(
+        &self,
+        task_id: i64,
+        token: &str,
+        namespace: &str,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<()>;
 
     /// Closes the pool.
     async fn close(&self);

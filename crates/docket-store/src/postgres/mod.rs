@@ -326,56 +326,10 @@ impl Store for PgStore {
             .iter_mut()
             .map(|t| std::mem::take(&mut t.payload))
             .collect();
-        macro_rules! col {
-            ($f:expr) => {
-                tasks.iter().map($f).collect::<Vec<_>>()
-            };
-        }
-        // One statement: insert, then notify each queue that got available tasks (the scalar
-        // subquery forces the notify CTE to run once). Only ids come back; everything else is
-        // what we sent.
-        let rows: Vec<(i64, Option<String>)> = sqlx::query_as(
-            "WITH ins AS ( \
-               INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
-                 max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-                 timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
-               SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc, \
-                 bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, $18 \
-               FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[], \
-                 $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[], \
-                 $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[], \
-                 $17::text[]) WITH ORDINALITY AS x(queue, kind, payload, priority, state, run_at, \
-                 expires_at, max_attempts, bi, bc, bm, bj, timeout_ms, unique_key, concurrency_key, \
-                 concurrency_limit, node, ord) \
-               ORDER BY ord \
-               ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state), \
-             note AS (SELECT pg_notify($19, $20 || '|' || q) \
-               FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'available') s) \
-             SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM note) >= 0",
-        )
-        .bind(col!(|t| t.queue.clone()))
-        .bind(col!(|t| t.kind.clone()))
-        .bind(&payloads)
-        .bind(col!(|t| t.priority))
-        .bind(col!(|t| t.state.as_str()))
-        .bind(col!(|t| t.run_at))
-        .bind(col!(|t| t.expires_at))
-        .bind(col!(|t| t.max_attempts))
-        .bind(col!(|t| ms(t.backoff.initial)))
-        .bind(col!(|t| t.backoff.coefficient))
-        .bind(col!(|t| ms(t.backoff.max)))
-        .bind(col!(|t| t.backoff.jitter))
-        .bind(col!(|t| t.timeout_ms))
-        .bind(col!(|t| t.unique_key.clone()))
-        .bind(col!(|t| t.concurrency_key.clone()))
-        .bind(col!(|t| t.concurrency_limit))
-        .bind(col!(|t| t.node.clone()))
-        .bind(p.now)
-        .bind(CHANNEL)
-        .bind(&self.schema)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::from_db)?;
+        let mut conn = self.pool.acquire().await?;
+        let rows = self
+            .insert_rows(&mut conn, &tasks, &payloads, p.now)
+            .await?;
         for (t, payload) in tasks.iter_mut().zip(payloads) {
             t.payload = payload;
         }
@@ -1117,12 +1071,455 @@ impl Store for PgStore {
         Ok(Some(rx))
     }
 
+    async fn namespace_put(&self, name: &str, config: &Value, now: Timestamp) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO docket_namespaces (name, config, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at",
+        )
+        .bind(name)
+        .bind(config)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn namespace_list(&self) -> Result<Vec<(String, Value)>> {
+        Ok(
+            sqlx::query_as("SELECT name, config FROM docket_namespaces ORDER BY name")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 ORDER BY id DESC LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn process_create(
+        &self,
+        namespace: &str,
+        id: &str,
+        init: ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Task> {
+        let mut tx = self.pool.begin().await?;
+        let created: Option<String> = sqlx::query_scalar(
+            "INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at) \
+             VALUES ($1, $2, 'init', $3, $3) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if created.is_none() {
+            return Err(StoreError::Conflict(format!(
+                "process {namespace}/{id} exists"
+            )));
+        }
+        let t = self.insert_one(&mut tx, init, now).await?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn process_enqueue(
+        &self,
+        namespace: &str,
+        id: &str,
+        task: ResolvedTask,
+        require: docket_core::process::ProcessStatus,
+        now: Timestamp,
+    ) -> Result<Task> {
+        let mut tx = self.pool.begin().await?;
+        // FOR SHARE: a concurrent status change (which locks FOR UPDATE) waits for us, and then
+        // sees — and cancels — the task we enqueue.
+        let status: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2 FOR SHARE",
+        )
+        .bind(namespace)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        match status {
+            None => return Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+            Some(st) if st != require.as_str() => {
+                return Err(StoreError::InvalidState(format!("process is {st}")));
+            }
+            Some(_) => {}
+        }
+        let t = self.insert_one(&mut tx, task, now).await?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn process_get(
+        &self,
+        namespace: &str,
+        id: &str,
+        range: docket_core::process::HistoryRange,
+    ) -> Result<
+        Option<(
+            docket_core::process::Process,
+            Vec<docket_core::process::Event>,
+        )>,
+    > {
+        use docket_core::process::{Direction, Event, Process, ProcessStatus};
+        let Some(r) =
+            sqlx::query("SELECT * FROM docket_processes WHERE namespace = $1 AND id = $2")
+                .bind(namespace)
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?
+        else {
+            return Ok(None);
+        };
+        let st = |c: &str| -> Result<Option<ProcessStatus>> {
+            Ok(r.try_get::<Option<String>, _>(c)?
+                .as_deref()
+                .and_then(ProcessStatus::parse))
+        };
+        let p = Process {
+            namespace: namespace.to_string(),
+            id: id.to_string(),
+            status: st("status")?.unwrap_or(ProcessStatus::Error),
+            previous_status: st("previous_status")?,
+            status_changed_at: r.try_get("status_changed_at")?,
+            detail: r.try_get("detail")?,
+            aux_state: r.try_get("aux_state")?,
+            metadata: r.try_get("metadata")?,
+            corrupted_by: r.try_get("corrupted_by")?,
+            created_at: r.try_get("created_at")?,
+            last_event_id: r.try_get("last_event_id")?,
+        };
+        let offset = range.offset.filter(|o| *o > 0);
+        let sql = match range.direction {
+            Direction::Forward => {
+                "SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2 \
+                 AND ($3::bigint IS NULL OR event_id > $3) ORDER BY event_id LIMIT $4"
+            }
+            Direction::Backward => {
+                "SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2 \
+                 AND ($3::bigint IS NULL OR event_id < $3) ORDER BY event_id DESC LIMIT $4"
+            }
+        };
+        let rows = sqlx::query(sql)
+            .bind(namespace)
+            .bind(id)
+            .bind(offset)
+            .bind(range.limit.unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
+        let events = rows
+            .iter()
+            .map(|e| {
+                Ok(Event {
+                    event_id: e.try_get("event_id")?,
+                    task_id: e.try_get("task_id")?,
+                    timestamp: e.try_get("timestamp")?,
+                    metadata: e.try_get("metadata")?,
+                    payload: e.try_get("payload")?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some((p, events)))
+    }
+
+    async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let key = docket_core::process::key_of(&c.namespace, &c.id);
+        let row = sqlx::query(
+            "SELECT state, lease_token, queue FROM docket_tasks WHERE id = $1 FOR UPDATE",
+        )
+        .bind(c.task_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("task {}", c.task_id)))?;
+        let state: String = row.try_get("state")?;
+        let queue: String = row.try_get("queue")?;
+        if state != "running" || token_of(&row)?.as_deref() != Some(c.token.as_str()) {
+            return Err(StoreError::LeaseLost);
+        }
+        let last: i64 = sqlx::query_scalar(
+            "SELECT last_event_id FROM docket_processes WHERE namespace = $1 AND id = $2 FOR UPDATE",
+        )
+        .bind(&c.namespace)
+        .bind(&c.id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("process {}/{}", c.namespace, c.id)))?;
+        let n = c.events.len() as i64;
+        if n > 0 {
+            let ids: Vec<i64> = (1..=n).map(|i| last + i).collect();
+            let metas: Vec<Value> = c
+                .events
+                .iter()
+                .map(|e| {
+                    if e.metadata.is_null() {
+                        serde_json::json!({})
+                    } else {
+                        e.metadata.clone()
+                    }
+                })
+                .collect();
+            let payloads: Vec<Value> = c.events.iter().map(|e| e.payload.clone()).collect();
+            sqlx::query(
+                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
+                 SELECT $1, $2, e, $3, $4, m, p FROM unnest($5::bigint[], $6::jsonb[], $7::jsonb[]) AS x(e, m, p)",
+            )
+            .bind(&c.namespace)
+            .bind(&c.id)
+            .bind(c.task_id)
+            .bind(c.now)
+            .bind(&ids)
+            .bind(&metas)
+            .bind(&payloads)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE docket_processes SET \
+               previous_status = CASE WHEN status <> 'running' THEN status ELSE previous_status END, \
+               status_changed_at = CASE WHEN status <> 'running' THEN $3 ELSE status_changed_at END, \
+               detail = CASE WHEN status = 'error' THEN NULL ELSE detail END, \
+               corrupted_by = CASE WHEN status = 'error' THEN NULL ELSE corrupted_by END, \
+               status = 'running', aux_state = COALESCE($4, aux_state), metadata = COALESCE($5, metadata), \
+               last_event_id = last_event_id + $6 \
+             WHERE namespace = $1 AND id = $2",
+        )
+        .bind(&c.namespace)
+        .bind(&c.id)
+        .bind(c.now)
+        .bind(&c.aux_state)
+        .bind(&c.metadata)
+        .bind(n)
+        .execute(&mut *tx)
+        .await?;
+        if !matches!(c.timer, TimerChange::Keep) {
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1 \
+                 AND kind IN ('timeout', 'remove') AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(&key)
+            .bind(c.now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let TimerChange::Set(t) = c.timer {
+            self.insert_one(&mut tx, t, c.now).await?;
+        }
+        for t in c.also {
+            self.insert_one(&mut tx, t, c.now).await?;
+        }
+        sqlx::query(
+            "UPDATE docket_tasks SET state = 'completed', finished_at = $2, result = $3, lease_expires_at = NULL \
+             WHERE id = $1",
+        )
+        .bind(c.task_id)
+        .bind(c.now)
+        .bind(&c.response)
+        .execute(&mut *tx)
+        .await?;
+        self.notify(&mut tx, &[queue]).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
+        let Some(row) = sqlx::query(&sql)
+            .bind(f.fail.id)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Ok(LeaseOutcome::NotFound);
+        };
+        let t = decode(&row)?;
+        let held = token_of(&row)?.as_deref() == Some(f.fail.token.as_str());
+        if !held || t.state != TaskState::Running {
+            return lease_refusal(&row, &f.fail.token);
+        }
+        let d = t.fail_decision(f.now, f.fail.retry_in, f.fail.permanent);
+        let outcome = outcome_for(&d, &t);
+        let e = error_entry(&t, &f.fail.error, None, f.now);
+        let queue = t.queue.clone();
+        let gave_up = matches!(d, FailDecision::Discard);
+        Self::apply_failures(&mut tx, &[(t, d, e)], f.now).await?;
+        sqlx::query("UPDATE docket_tasks SET result = $2 WHERE id = $1")
+            .bind(f.fail.id)
+            .bind(serde_json::json!({"error": f.error_value}))
+            .execute(&mut *tx)
+            .await?;
+        if let (true, ProcessBreak::Break { corrupted }) = (gave_up, f.on_give_up) {
+            sqlx::query(
+                "UPDATE docket_processes SET \
+                   previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
+                   status_changed_at = CASE WHEN status <> 'error' THEN $3 ELSE status_changed_at END, \
+                   status = 'error', detail = $4, corrupted_by = CASE WHEN $5 THEN $6 ELSE corrupted_by END \
+                 WHERE namespace = $1 AND id = $2",
+            )
+            .bind(&f.namespace)
+            .bind(&f.id)
+            .bind(f.now)
+            .bind(&f.fail.error)
+            .bind(corrupted)
+            .bind(f.fail.id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1 \
+                 AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(docket_core::process::key_of(&f.namespace, &f.id))
+            .bind(f.now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        self.notify(&mut tx, &[queue]).await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    async fn process_remove(
+        &self,
+        task_id: i64,
+        token: &str,
+        namespace: &str,
+        id: &str,
+        _now: Timestamp,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let row =
+            sqlx::query("SELECT state, lease_token FROM docket_tasks WHERE id = $1 FOR UPDATE")
+                .bind(task_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
+        let state: String = row.try_get("state")?;
+        if state != "running" || token_of(&row)?.as_deref() != Some(token) {
+            return Err(StoreError::LeaseLost);
+        }
+        sqlx::query("DELETE FROM docket_events WHERE namespace = $1 AND process_id = $2")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM docket_processes WHERE namespace = $1 AND id = $2")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = $1")
+            .bind(docket_core::process::key_of(namespace, id))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn close(&self) {
         self.pool.close().await;
     }
 }
 
 impl PgStore {
+    /// The one insert statement: tasks (payloads passed apart, see `task_insert_many`), then
+    /// a notification per queue that got available tasks. Returns (id, unique_key) per row.
+    async fn insert_rows(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        tasks: &[ResolvedTask],
+        payloads: &[Value],
+        now: Timestamp,
+    ) -> Result<Vec<(i64, Option<String>)>> {
+        macro_rules! col {
+            ($f:expr) => {
+                tasks.iter().map($f).collect::<Vec<_>>()
+            };
+        }
+        // One statement: insert, then notify each queue that got available tasks (the scalar
+        // subquery forces the notify CTE to run once). Only ids come back; everything else is
+        // what we sent.
+        let rows: Vec<(i64, Option<String>)> = sqlx::query_as(
+            "WITH ins AS ( \
+               INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
+                 max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+                 timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
+               SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc, \
+                 bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, $18 \
+               FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[], \
+                 $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[], \
+                 $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[], \
+                 $17::text[]) WITH ORDINALITY AS x(queue, kind, payload, priority, state, run_at, \
+                 expires_at, max_attempts, bi, bc, bm, bj, timeout_ms, unique_key, concurrency_key, \
+                 concurrency_limit, node, ord) \
+               ORDER BY ord \
+               ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state), \
+             note AS (SELECT pg_notify($19, $20 || '|' || q) \
+               FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'available') s) \
+             SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM note) >= 0",
+        )
+        .bind(col!(|t| t.queue.clone()))
+        .bind(col!(|t| t.kind.clone()))
+        .bind(payloads)
+        .bind(col!(|t| t.priority))
+        .bind(col!(|t| t.state.as_str()))
+        .bind(col!(|t| t.run_at))
+        .bind(col!(|t| t.expires_at))
+        .bind(col!(|t| t.max_attempts))
+        .bind(col!(|t| ms(t.backoff.initial)))
+        .bind(col!(|t| t.backoff.coefficient))
+        .bind(col!(|t| ms(t.backoff.max)))
+        .bind(col!(|t| t.backoff.jitter))
+        .bind(col!(|t| t.timeout_ms))
+        .bind(col!(|t| t.unique_key.clone()))
+        .bind(col!(|t| t.concurrency_key.clone()))
+        .bind(col!(|t| t.concurrency_limit))
+        .bind(col!(|t| t.node.clone()))
+        .bind(now)
+        .bind(CHANNEL)
+        .bind(&self.schema)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(StoreError::from_db)?;
+        Ok(rows)
+    }
+
+    /// Inserts one task inside a transaction (process operations).
+    async fn insert_one(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        t: ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Task> {
+        let mut t = t;
+        let payload = std::mem::take(&mut t.payload);
+        let rows = self
+            .insert_rows(
+                conn,
+                std::slice::from_ref(&t),
+                std::slice::from_ref(&payload),
+                now,
+            )
+            .await?;
+        t.payload = payload;
+        match rows.first() {
+            Some((id, _)) => Ok(t.into_task(*id, now)),
+            None => Err(StoreError::Conflict(format!(
+                "unique_key {:?} is held by an unfinished task",
+                t.unique_key.unwrap_or_default()
+            ))),
+        }
+    }
+
     /// Drops a schema and everything in it (bench and test clean-up).
     ///
     /// # Errors

@@ -3,6 +3,7 @@
 //! Every write transaction starts with `BEGIN IMMEDIATE`, so it never has to upgrade a read lock.
 
 use crate::*;
+use docket_core::task::ResolvedTask;
 use docket_core::{Backoff, FailDecision, Lease, TaskError};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
@@ -167,6 +168,56 @@ impl SqliteStore {
         }
     }
 
+    /// Inserts one task; `None` when its unique_key is held by an unfinished task.
+    async fn insert_row(
+        tx: &mut Transaction<'_, Sqlite>,
+        t: &ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Option<i64>> {
+        sqlx::query_scalar(
+            "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
+               max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
+             ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(&t.queue)
+        .bind(&t.kind)
+        .bind(t.payload.to_string())
+        .bind(t.priority)
+        .bind(t.state.as_str())
+        .bind(us(t.run_at))
+        .bind(t.expires_at.map(us))
+        .bind(t.max_attempts)
+        .bind(ms(t.backoff.initial))
+        .bind(t.backoff.coefficient)
+        .bind(ms(t.backoff.max))
+        .bind(t.backoff.jitter)
+        .bind(t.timeout_ms)
+        .bind(&t.unique_key)
+        .bind(&t.concurrency_key)
+        .bind(t.concurrency_limit)
+        .bind(&t.node)
+        .bind(us(now))
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(StoreError::from_db)
+    }
+
+    async fn insert_one(
+        tx: &mut Transaction<'_, Sqlite>,
+        t: ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Task> {
+        match Self::insert_row(tx, &t, now).await? {
+            Some(id) => Ok(t.into_task(id, from_us(us(now)))),
+            None => Err(StoreError::Conflict(format!(
+                "unique_key {:?} is held by an unfinished task",
+                t.unique_key.unwrap_or_default()
+            ))),
+        }
+    }
+
     async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
@@ -283,39 +334,13 @@ impl Store for SqliteStore {
             return Ok(vec![]);
         }
         let mut tx = self.begin().await?;
-        let ins = "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
-               max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
-             ON CONFLICT DO NOTHING RETURNING id";
         let existing = format!(
             "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? AND state IN \
              ('scheduled','available','running','retryable')"
         );
         let mut out = Vec::with_capacity(p.tasks.len());
         for t in p.tasks {
-            let id: Option<i64> = sqlx::query_scalar(ins)
-                .bind(&t.queue)
-                .bind(&t.kind)
-                .bind(t.payload.to_string())
-                .bind(t.priority)
-                .bind(t.state.as_str())
-                .bind(us(t.run_at))
-                .bind(t.expires_at.map(us))
-                .bind(t.max_attempts)
-                .bind(ms(t.backoff.initial))
-                .bind(t.backoff.coefficient)
-                .bind(ms(t.backoff.max))
-                .bind(t.backoff.jitter)
-                .bind(t.timeout_ms)
-                .bind(&t.unique_key)
-                .bind(&t.concurrency_key)
-                .bind(t.concurrency_limit)
-                .bind(&t.node)
-                .bind(us(p.now))
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(StoreError::from_db)?;
+            let id = Self::insert_row(&mut tx, &t, p.now).await?;
             let task = match id {
                 Some(id) => t.into_task(id, from_us(us(p.now))),
                 None => {
@@ -922,6 +947,348 @@ impl Store for SqliteStore {
             }
         });
         Ok(Some(rx))
+    }
+
+    async fn namespace_put(&self, name: &str, config: &Value, now: Timestamp) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at",
+        )
+        .bind(name)
+        .bind(config.to_string())
+        .bind(us(now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn namespace_list(&self) -> Result<Vec<(String, Value)>> {
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT name, config FROM docket_namespaces ORDER BY name")
+                .fetch_all(&self.reader)
+                .await?;
+        rows.into_iter()
+            .map(|(n, c)| {
+                Ok((
+                    n,
+                    serde_json::from_str(&c).map_err(|e| StoreError::Invalid(e.to_string()))?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn process_create(
+        &self,
+        namespace: &str,
+        id: &str,
+        init: ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let created: Option<String> = sqlx::query_scalar(
+            "INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at) \
+             VALUES (?1, ?2, 'init', ?3, ?3) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(us(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        if created.is_none() {
+            return Err(StoreError::Conflict(format!(
+                "process {namespace}/{id} exists"
+            )));
+        }
+        let queue = init.queue.clone();
+        let t = Self::insert_one(&mut tx, init, now).await?;
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(t)
+    }
+
+    async fn process_enqueue(
+        &self,
+        namespace: &str,
+        id: &str,
+        task: ResolvedTask,
+        require: docket_core::process::ProcessStatus,
+        now: Timestamp,
+    ) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let status: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(namespace)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        match status {
+            None => return Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+            Some(st) if st != require.as_str() => {
+                return Err(StoreError::InvalidState(format!("process is {st}")));
+            }
+            Some(_) => {}
+        }
+        let queue = task.queue.clone();
+        let t = Self::insert_one(&mut tx, task, now).await?;
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(t)
+    }
+
+    async fn process_get(
+        &self,
+        namespace: &str,
+        id: &str,
+        range: docket_core::process::HistoryRange,
+    ) -> Result<
+        Option<(
+            docket_core::process::Process,
+            Vec<docket_core::process::Event>,
+        )>,
+    > {
+        use docket_core::process::{Direction, Event, Process, ProcessStatus};
+        let Some(r) =
+            sqlx::query("SELECT * FROM docket_processes WHERE namespace = ?1 AND id = ?2")
+                .bind(namespace)
+                .bind(id)
+                .fetch_optional(&self.reader)
+                .await?
+        else {
+            return Ok(None);
+        };
+        let st = |c: &str| -> Result<Option<ProcessStatus>> {
+            Ok(r.try_get::<Option<String>, _>(c)?
+                .as_deref()
+                .and_then(ProcessStatus::parse))
+        };
+        let p = Process {
+            namespace: namespace.to_string(),
+            id: id.to_string(),
+            status: st("status")?.unwrap_or(ProcessStatus::Error),
+            previous_status: st("previous_status")?,
+            status_changed_at: time(&r, "status_changed_at")?,
+            detail: r.try_get("detail")?,
+            aux_state: json(&r, "aux_state")?,
+            metadata: json(&r, "metadata")?,
+            corrupted_by: r.try_get("corrupted_by")?,
+            created_at: time(&r, "created_at")?,
+            last_event_id: r.try_get("last_event_id")?,
+        };
+        let offset = range.offset.filter(|o| *o > 0);
+        let sql = match range.direction {
+            Direction::Forward => {
+                "SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2 \
+                 AND (?3 IS NULL OR event_id > ?3) ORDER BY event_id LIMIT ?4"
+            }
+            Direction::Backward => {
+                "SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2 \
+                 AND (?3 IS NULL OR event_id < ?3) ORDER BY event_id DESC LIMIT ?4"
+            }
+        };
+        let rows = sqlx::query(sql)
+            .bind(namespace)
+            .bind(id)
+            .bind(offset)
+            .bind(range.limit.unwrap_or(i64::MAX))
+            .fetch_all(&self.reader)
+            .await?;
+        let events = rows
+            .iter()
+            .map(|e| {
+                Ok(Event {
+                    event_id: e.try_get("event_id")?,
+                    task_id: e.try_get("task_id")?,
+                    timestamp: time(e, "timestamp")?,
+                    metadata: json(e, "metadata")?,
+                    payload: json(e, "payload")?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some((p, events)))
+    }
+
+    async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let key = docket_core::process::key_of(&c.namespace, &c.id);
+        let (t, token) = Self::get_in(&mut tx, c.task_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {}", c.task_id)))?;
+        if t.state != TaskState::Running || token.as_deref() != Some(c.token.as_str()) {
+            return Err(StoreError::LeaseLost);
+        }
+        let last: i64 = sqlx::query_scalar(
+            "SELECT last_event_id FROM docket_processes WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(&c.namespace)
+        .bind(&c.id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("process {}/{}", c.namespace, c.id)))?;
+        let n = c.events.len() as i64;
+        for (i, e) in c.events.iter().enumerate() {
+            let meta = if e.metadata.is_null() {
+                serde_json::json!({})
+            } else {
+                e.metadata.clone()
+            };
+            sqlx::query(
+                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .bind(&c.namespace)
+            .bind(&c.id)
+            .bind(last + 1 + i as i64)
+            .bind(c.task_id)
+            .bind(us(c.now))
+            .bind(meta.to_string())
+            .bind(e.payload.to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE docket_processes SET \
+               previous_status = CASE WHEN status <> 'running' THEN status ELSE previous_status END, \
+               status_changed_at = CASE WHEN status <> 'running' THEN ?3 ELSE status_changed_at END, \
+               detail = CASE WHEN status = 'error' THEN NULL ELSE detail END, \
+               corrupted_by = CASE WHEN status = 'error' THEN NULL ELSE corrupted_by END, \
+               status = 'running', aux_state = COALESCE(?4, aux_state), metadata = COALESCE(?5, metadata), \
+               last_event_id = last_event_id + ?6 \
+             WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(&c.namespace)
+        .bind(&c.id)
+        .bind(us(c.now))
+        .bind(c.aux_state.as_ref().map(|v| v.to_string()))
+        .bind(c.metadata.as_ref().map(|v| v.to_string()))
+        .bind(n)
+        .execute(&mut *tx)
+        .await?;
+        if !matches!(c.timer, TimerChange::Keep) {
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
+                 AND kind IN ('timeout', 'remove') AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(&key)
+            .bind(us(c.now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let TimerChange::Set(t) = c.timer {
+            Self::insert_one(&mut tx, t, c.now).await?;
+        }
+        for t in c.also {
+            Self::insert_one(&mut tx, t, c.now).await?;
+        }
+        sqlx::query(
+            "UPDATE docket_tasks SET state = 'completed', finished_at = ?2, result = ?3, lease_expires_at = NULL \
+             WHERE id = ?1",
+        )
+        .bind(c.task_id)
+        .bind(us(c.now))
+        .bind(c.response.to_string())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.wake_queues([&t.queue]);
+        Ok(())
+    }
+
+    async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome> {
+        let mut tx = self.begin().await?;
+        let Some((t, token)) = Self::get_in(&mut tx, f.fail.id).await? else {
+            return Ok(LeaseOutcome::NotFound);
+        };
+        let held = token.as_deref() == Some(f.fail.token.as_str());
+        if !held || t.state != TaskState::Running {
+            return Ok(lease_refusal(&t, held));
+        }
+        let d = t.fail_decision(f.now, f.fail.retry_in, f.fail.permanent);
+        let outcome = outcome_for(&d, &t);
+        let e = error_entry(&t, &f.fail.error, None, f.now);
+        let queue = t.queue.clone();
+        let gave_up = matches!(d, FailDecision::Discard);
+        Self::apply_failures(&mut tx, &[(t, d, e)], f.now).await?;
+        sqlx::query("UPDATE docket_tasks SET result = ?2 WHERE id = ?1")
+            .bind(f.fail.id)
+            .bind(serde_json::json!({"error": f.error_value}).to_string())
+            .execute(&mut *tx)
+            .await?;
+        if let (true, ProcessBreak::Break { corrupted }) = (gave_up, f.on_give_up) {
+            sqlx::query(
+                "UPDATE docket_processes SET \
+                   previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
+                   status_changed_at = CASE WHEN status <> 'error' THEN ?3 ELSE status_changed_at END, \
+                   status = 'error', detail = ?4, corrupted_by = CASE WHEN ?5 THEN ?6 ELSE corrupted_by END \
+                 WHERE namespace = ?1 AND id = ?2",
+            )
+            .bind(&f.namespace)
+            .bind(&f.id)
+            .bind(us(f.now))
+            .bind(&f.fail.error)
+            .bind(corrupted)
+            .bind(f.fail.id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
+                 AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(docket_core::process::key_of(&f.namespace, &f.id))
+            .bind(us(f.now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(outcome)
+    }
+
+    async fn process_remove(
+        &self,
+        task_id: i64,
+        token: &str,
+        namespace: &str,
+        id: &str,
+        _now: Timestamp,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let (t, tok) = Self::get_in(&mut tx, task_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
+        if t.state != TaskState::Running || tok.as_deref() != Some(token) {
+            return Err(StoreError::LeaseLost);
+        }
+        sqlx::query("DELETE FROM docket_events WHERE namespace = ?1 AND process_id = ?2")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM docket_processes WHERE namespace = ?1 AND id = ?2")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = ?1")
+            .bind(docket_core::process::key_of(namespace, id))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.wake_queues([&t.queue]);
+        Ok(())
     }
 
     async fn close(&self) {

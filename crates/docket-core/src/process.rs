@@ -1,0 +1,500 @@
+//! Durable processes (progressor, seed 001): namespaces, processes, events, the processor
+//! contract, and how a process's tasks map onto docket tasks.
+//!
+//! A process's tasks are ordinary docket tasks in queue `process:<namespace>` with
+//! `concurrency_key = "<namespace>:<id>"` and limit 1 — so at most one task of a process runs at
+//! a time, on any number of nodes — and `kind` = the task type. Calls (`init`, `call`, `repair`)
+//! have priority [`CALL_PRIORITY`], timers (`timeout`, `remove`) priority 0: a pending call runs
+//! before a due timer, and a timer never runs while a call of its process runs (progressor's
+//! "blocked" timers) without any extra bookkeeping.
+//!
+//! Progressor's task statuses map to docket's: waiting → scheduled/available, blocked → a due
+//! timer behind a call (available, not claimable), running → running, finished → completed,
+//! error → discarded, cancelled → cancelled.
+
+use crate::{Backoff, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Priority of init/call/repair tasks (timers have 0).
+pub const CALL_PRIORITY: i32 = 10;
+/// Longest process id (characters), as progressor.
+pub const MAX_PROCESS_ID_LEN: usize = 256;
+
+/// The queue of a namespace's tasks.
+pub fn queue_of(namespace: &str) -> String {
+    format!("process:{namespace}")
+}
+
+/// The concurrency key of a process: one running task per process.
+pub fn key_of(namespace: &str, id: &str) -> String {
+    format!("{namespace}:{id}")
+}
+
+/// The unique key that makes an idempotency key unique per process.
+pub fn idempotency_unique_key(namespace: &str, id: &str, key: &str) -> String {
+    format!("idem:{namespace}:{id}:{key}")
+}
+
+/// Checks a namespace name: 1–64 of `[A-Za-z0-9_.-]`.
+///
+/// # Errors
+/// A message saying what is allowed.
+pub fn check_namespace(ns: &str) -> Result<(), String> {
+    if ns.is_empty()
+        || ns.len() > 64
+        || !ns
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    {
+        return Err(format!(
+            "namespace {ns:?} must be 1 to 64 characters of A-Z a-z 0-9 _ . -"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a process id: 1–256 characters.
+///
+/// # Errors
+/// A message.
+pub fn check_process_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.chars().count() > MAX_PROCESS_ID_LEN {
+        return Err(format!(
+            "process id must be 1 to {MAX_PROCESS_ID_LEN} characters"
+        ));
+    }
+    Ok(())
+}
+
+/// Retry policy of a namespace's timers (progressor's defaults in brackets): interval
+/// `initial_timeout` [5 s], then × `backoff_coefficient` [1.0], capped by `max_timeout` [none];
+/// at most `max_attempts` [3]; errors whose text contains one of `non_retryable_errors` [none]
+/// are not retried.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryPolicy {
+    /// First retry interval.
+    #[serde(with = "crate::duration::serde_str")]
+    pub initial_timeout: Duration,
+    /// Factor per further attempt.
+    pub backoff_coefficient: f64,
+    /// Cap of the interval.
+    #[serde(with = "crate::duration::serde_opt")]
+    pub max_timeout: Option<Duration>,
+    /// Attempts of a timer, first included.
+    pub max_attempts: i32,
+    /// Error texts that stop retrying.
+    pub non_retryable_errors: Vec<String>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            initial_timeout: Duration::from_secs(5),
+            backoff_coefficient: 1.0,
+            max_timeout: None,
+            max_attempts: 3,
+            non_retryable_errors: vec![],
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The task backoff that implements this policy (no jitter).
+    pub fn backoff(&self) -> Backoff {
+        Backoff {
+            initial: self.initial_timeout,
+            coefficient: self.backoff_coefficient,
+            max: self
+                .max_timeout
+                .unwrap_or(Duration::from_secs(365 * 24 * 3600)),
+            jitter: 0.0,
+        }
+    }
+
+    /// Whether `error` is one of the non-retryable errors.
+    pub fn is_non_retryable(&self, error: &str) -> bool {
+        self.non_retryable_errors
+            .iter()
+            .any(|e| error.contains(e.as_str()))
+    }
+}
+
+/// Where a namespace's processor lives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessorRef {
+    /// URL docket POSTs [`ProcessorRequest`]s to.
+    pub url: String,
+}
+
+/// A namespace's configuration. JSON shape of `PUT /v1/namespaces/{ns}`; omitted fields take
+/// progressor's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceConfig {
+    /// The processor.
+    pub processor: ProcessorRef,
+    /// Timer retry policy.
+    #[serde(default)]
+    pub retry_policy: RetryPolicy,
+    /// Tasks of the namespace run at once per node [10].
+    #[serde(default = "default_pool")]
+    pub worker_pool_size: usize,
+    /// How long one processor call may take [60 s]; also how long a synchronous caller waits.
+    #[serde(default = "default_step", with = "crate::duration::serde_str")]
+    pub process_step_timeout: Duration,
+    /// Zombie detection adds this to the step timeout [31 s].
+    #[serde(default = "default_scan", with = "crate::duration::serde_str")]
+    pub task_scan_timeout: Duration,
+    /// Kept for progressor compatibility [3 s]; docket wakes call workers at once instead.
+    #[serde(default = "default_call_scan", with = "crate::duration::serde_str")]
+    pub call_scan_timeout: Duration,
+}
+
+fn default_pool() -> usize {
+    10
+}
+fn default_step() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_scan() -> Duration {
+    Duration::from_secs(31)
+}
+fn default_call_scan() -> Duration {
+    Duration::from_secs(3)
+}
+
+impl NamespaceConfig {
+    /// Checks ranges.
+    ///
+    /// # Errors
+    /// A message naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.processor.url.starts_with("http://")
+            || self.processor.url.starts_with("https://"))
+        {
+            return Err("processor.url must be an http:// or https:// URL".into());
+        }
+        if self.worker_pool_size == 0 || self.worker_pool_size > 1000 {
+            return Err("worker_pool_size must be within 1..=1000".into());
+        }
+        if self.retry_policy.max_attempts < 1 {
+            return Err("retry_policy.max_attempts must be at least 1".into());
+        }
+        self.retry_policy.backoff().validate()?;
+        if self.process_step_timeout.is_zero() {
+            return Err("process_step_timeout must be greater than zero".into());
+        }
+        Ok(())
+    }
+
+    /// The lease of a process task: the step timeout plus the scan timeout, so a lease only
+    /// expires when the node running it is gone (progressor's zombie window).
+    pub fn lease(&self) -> Duration {
+        self.process_step_timeout + self.task_scan_timeout + Duration::from_secs(5)
+    }
+}
+
+/// Status of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessStatus {
+    /// Created; its init has not succeeded yet.
+    Init,
+    /// Accepting calls and timers.
+    Running,
+    /// Broken: only repair (or simple-repair) helps.
+    Error,
+}
+
+impl ProcessStatus {
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessStatus::Init => "init",
+            ProcessStatus::Running => "running",
+            ProcessStatus::Error => "error",
+        }
+    }
+
+    /// Parses the lower-case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "init" => Some(ProcessStatus::Init),
+            "running" => Some(ProcessStatus::Running),
+            "error" => Some(ProcessStatus::Error),
+            _ => None,
+        }
+    }
+}
+
+/// A process. JSON shape in API answers and in [`ProcessorRequest::process`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Process {
+    /// Namespace.
+    pub namespace: String,
+    /// Id (≤ 256 characters).
+    pub id: String,
+    /// Status.
+    pub status: ProcessStatus,
+    /// Status before the last change.
+    pub previous_status: Option<ProcessStatus>,
+    /// When the status last changed.
+    pub status_changed_at: Timestamp,
+    /// Error text of an `error` process.
+    pub detail: Option<String>,
+    /// Processor-owned state.
+    pub aux_state: Value,
+    /// Processor-owned metadata (a JSON object).
+    pub metadata: Value,
+    /// The task that broke it.
+    pub corrupted_by: Option<i64>,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// Id of its last event (0: none).
+    pub last_event_id: i64,
+}
+
+/// One event of a process's append-only history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// 1, 2, 3… per process.
+    pub event_id: i64,
+    /// The task that produced it.
+    pub task_id: Option<i64>,
+    /// When it was recorded.
+    pub timestamp: Timestamp,
+    /// Metadata.
+    pub metadata: Value,
+    /// Payload.
+    pub payload: Value,
+}
+
+/// Which part of the history to read: events after `offset` (exclusive; backward: before it),
+/// at most `limit`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryRange {
+    /// Exclusive bound (0/None: from the start, or the end when backward).
+    #[serde(default)]
+    pub offset: Option<i64>,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// Newest first.
+    #[serde(default)]
+    pub direction: Direction,
+}
+
+/// History direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Oldest first.
+    #[default]
+    Forward,
+    /// Newest first.
+    Backward,
+}
+
+/// What docket POSTs to a processor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessorRequest {
+    /// `init`, `call`, `repair` or `timeout`.
+    pub task_type: String,
+    /// The caller's args (null for timers).
+    pub args: Value,
+    /// The caller's context.
+    pub context: Value,
+    /// The process with the requested history range.
+    pub process: ProcessorProcess,
+}
+
+/// The process as the processor sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessorProcess {
+    /// Id.
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Status.
+    pub status: ProcessStatus,
+    /// Previous status.
+    pub previous_status: Option<ProcessStatus>,
+    /// Detail.
+    pub detail: Option<String>,
+    /// Aux state.
+    pub aux_state: Value,
+    /// Metadata.
+    pub metadata: Value,
+    /// The requested range of the history.
+    pub history: Vec<Event>,
+    /// Id of the last event.
+    pub last_event_id: i64,
+    /// The task that broke it.
+    pub corrupted_by: Option<i64>,
+}
+
+/// A new event from the processor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEvent {
+    /// Payload.
+    #[serde(default)]
+    pub payload: Value,
+    /// Metadata.
+    #[serde(default)]
+    pub metadata: Value,
+}
+
+/// Timer action of a processor result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Action {
+    /// `"unset_timer"`: cancel the process's timers.
+    Unset(UnsetTimer),
+    /// `{"set_timer": RFC3339}` or `{"timeout": "5s"}`, optionally `"remove": true`.
+    Set(SetTimer),
+}
+
+/// The literal `"unset_timer"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum UnsetTimer {
+    /// unset_timer.
+    #[serde(rename = "unset_timer")]
+    UnsetTimer,
+}
+
+/// A timer to set: at `set_timer`, or after `timeout`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetTimer {
+    /// Absolute time.
+    #[serde(default)]
+    pub set_timer: Option<Timestamp>,
+    /// Relative time (humantime).
+    #[serde(default, with = "crate::duration::serde_opt")]
+    pub timeout: Option<Duration>,
+    /// Remove the process at that time instead of calling the processor.
+    #[serde(default)]
+    pub remove: bool,
+}
+
+/// A successful processor result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessorResult {
+    /// New events, appended in order.
+    #[serde(default)]
+    pub events: Vec<NewEvent>,
+    /// New aux state (absent: unchanged).
+    #[serde(default)]
+    pub aux_state: Option<Value>,
+    /// New metadata (absent: unchanged).
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    /// Answer to the caller.
+    #[serde(default)]
+    pub response: Value,
+    /// Timer action (absent/null: keep timers).
+    #[serde(default)]
+    pub action: Option<Action>,
+}
+
+/// What a processor answered: a result, or `{"error": any}`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProcessorReply {
+    /// Success.
+    Ok(ProcessorResult),
+    /// The processor's error.
+    Error(Value),
+}
+
+impl ProcessorReply {
+    /// Parses a processor's JSON answer.
+    ///
+    /// # Errors
+    /// A message when the JSON is neither shape.
+    pub fn parse(v: Value) -> Result<Self, String> {
+        if let Value::Object(m) = &v {
+            if m.len() == 1 && m.contains_key("error") {
+                return Ok(ProcessorReply::Error(m["error"].clone()));
+            }
+        }
+        serde_json::from_value::<ProcessorResult>(v)
+            .map(ProcessorReply::Ok)
+            .map_err(|e| format!("processor answered an invalid result: {e}"))
+    }
+}
+
+/// The timer a result asks for: (run_at, remove?) or None.
+pub fn timer_at(action: &SetTimer, now: Timestamp) -> Result<Timestamp, String> {
+    match (action.set_timer, action.timeout) {
+        (Some(t), None) => Ok(t),
+        (None, Some(d)) => {
+            Ok(now + chrono::Duration::from_std(d).map_err(|_| "timeout too large")?)
+        }
+        (None, None) => Ok(now),
+        (Some(_), Some(_)) => Err("action has both set_timer and timeout".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_processor_replies() {
+        let r = ProcessorReply::parse(json!({"error": {"code": 7}})).unwrap();
+        assert_eq!(r, ProcessorReply::Error(json!({"code": 7})));
+        let r = ProcessorReply::parse(json!({
+            "events": [{"payload": 1}], "aux_state": {"a": 1}, "response": "ok",
+            "action": {"timeout": "2s"}
+        }))
+        .unwrap();
+        let ProcessorReply::Ok(r) = r else { panic!() };
+        assert_eq!(r.events.len(), 1);
+        assert_eq!(
+            r.action,
+            Some(Action::Set(SetTimer {
+                set_timer: None,
+                timeout: Some(Duration::from_secs(2)),
+                remove: false
+            }))
+        );
+        let ProcessorReply::Ok(r) =
+            ProcessorReply::parse(json!({"action": "unset_timer"})).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.action, Some(Action::Unset(UnsetTimer::UnsetTimer)));
+        let ProcessorReply::Ok(r) = ProcessorReply::parse(json!({"action": null})).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.action, None);
+        assert!(ProcessorReply::parse(json!({"events": 5})).is_err());
+        assert!(ProcessorReply::parse(json!({"action": "explode"})).is_err());
+    }
+
+    #[test]
+    fn namespace_defaults_are_progressors() {
+        let c: NamespaceConfig =
+            serde_json::from_value(json!({"processor": {"url": "http://127.0.0.1:1/p"}})).unwrap();
+        assert_eq!(c.worker_pool_size, 10);
+        assert_eq!(c.process_step_timeout, Duration::from_secs(60));
+        assert_eq!(c.task_scan_timeout, Duration::from_secs(31));
+        assert_eq!(c.call_scan_timeout, Duration::from_secs(3));
+        assert_eq!(c.retry_policy, RetryPolicy::default());
+        assert!(c.validate().is_ok());
+        assert!(check_namespace("a b").is_err());
+        assert!(RetryPolicy {
+            non_retryable_errors: vec!["fatal".into()],
+            ..Default::default()
+        }
+        .is_non_retryable("a fatal thing"));
+    }
+}

@@ -1,0 +1,624 @@
+//! The process engine (progressor, seed 001) on top of the task engine.
+//!
+//! Each node runs one runner per namespace: it claims the namespace's tasks (queue
+//! `process:<ns>`, one running task per process through the concurrency key), POSTs
+//! [`ProcessorRequest`]s to the namespace's processor, and commits the result — events, aux
+//! state, metadata, timers and the task's completion — in one transaction under the task's
+//! lease. `init`, `call` and `repair` are synchronous for the caller: [`ProcessService::init`]
+//! and friends wait for the task to finish and answer with the processor's response or error.
+
+use crate::Engine;
+use docket_core::process::{
+    self, Action, HistoryRange, NamespaceConfig, Process, ProcessStatus, ProcessorProcess,
+    ProcessorReply, ProcessorRequest, CALL_PRIORITY,
+};
+use docket_core::{NewTask, Task, TaskState};
+use docket_store::{ProcessBreak, ProcessCommit, ProcessFail, StoreError, TaskFail, TimerChange};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// Errors of process operations (each has a stable API code).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProcessError {
+    /// 404 `namespace_not_found`.
+    #[error("namespace {0} not found")]
+    NamespaceNotFound(String),
+    /// 404 `process_not_found`.
+    #[error("process not found")]
+    NotFound,
+    /// 409 `process_exists`.
+    #[error("process exists")]
+    Exists,
+    /// 409 `process_not_running` (`process is error`, `process is init`).
+    #[error("{0}")]
+    NotRunning(String),
+    /// 409 `process_is_running`: repair asked of a process that is not in error.
+    #[error("{0}")]
+    IsRunning(String),
+    /// 422 `processor_error`: the processor's error.
+    #[error("processor error")]
+    Processor(Value),
+    /// 504 `timeout`: no answer within process_step_timeout.
+    #[error("no answer within process_step_timeout")]
+    Timeout,
+    /// The task was cancelled before it ran (its process broke meanwhile).
+    #[error("the request was cancelled: {0}")]
+    Cancelled(String),
+    /// Bad input.
+    #[error("{0}")]
+    Invalid(String),
+    /// Store failure.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A caller's request: args, context, idempotency key, history range for the processor.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Args for the processor.
+    pub args: Value,
+    /// Context for the processor.
+    pub context: Value,
+    /// Idempotency key: a repeated key answers with the stored response and runs nothing.
+    pub idempotency_key: Option<String>,
+    /// History the processor receives (default: all).
+    pub range: HistoryRange,
+}
+
+/// Namespaces and their runners on this node.
+#[derive(Clone)]
+pub struct ProcessService {
+    engine: Engine,
+    http: reqwest::Client,
+    namespaces: Arc<RwLock<HashMap<String, NamespaceConfig>>>,
+    started: Arc<RwLock<std::collections::HashSet<String>>>,
+    done: Arc<Notify>,
+    cancel: CancellationToken,
+}
+
+fn detail_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl ProcessService {
+    /// A service on `engine`; runners stop when `cancel` fires.
+    pub fn new(engine: Engine, cancel: CancellationToken) -> Self {
+        ProcessService {
+            engine,
+            http: reqwest::Client::new(),
+            namespaces: Arc::default(),
+            started: Arc::default(),
+            done: Arc::new(Notify::new()),
+            cancel,
+        }
+    }
+
+    /// Loads every namespace from the store and starts their runners; then keeps looking for
+    /// namespaces added on other nodes (every 5 s).
+    ///
+    /// # Errors
+    /// Store errors of the first load.
+    pub async fn start(&self) -> Result<tokio::task::JoinHandle<()>, StoreError> {
+        self.refresh().await?;
+        let me = self.clone();
+        Ok(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = me.cancel.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                }
+                if let Err(e) = me.refresh().await {
+                    tracing::warn!(error = %e, "reading namespaces failed");
+                }
+            }
+        }))
+    }
+
+    async fn refresh(&self) -> Result<(), StoreError> {
+        for (name, cfg) in self.engine.store.namespace_list().await? {
+            match serde_json::from_value::<NamespaceConfig>(cfg) {
+                Ok(cfg) => self.install(&name, cfg),
+                Err(e) => tracing::warn!(namespace = %name, error = %e, "bad namespace config"),
+            }
+        }
+        Ok(())
+    }
+
+    fn install(&self, name: &str, cfg: NamespaceConfig) {
+        self.namespaces
+            .write()
+            .expect("lock")
+            .insert(name.to_string(), cfg);
+        if self.started.write().expect("lock").insert(name.to_string()) {
+            tokio::spawn(self.clone().run(name.to_string()));
+        }
+    }
+
+    /// Creates or replaces a namespace and starts its runner here.
+    ///
+    /// # Errors
+    /// [`ProcessError::Invalid`], store errors.
+    pub async fn namespace_put(
+        &self,
+        name: &str,
+        cfg: NamespaceConfig,
+    ) -> Result<(), ProcessError> {
+        process::check_namespace(name).map_err(ProcessError::Invalid)?;
+        cfg.validate().map_err(ProcessError::Invalid)?;
+        let v = serde_json::to_value(&cfg).expect("config serialises");
+        self.engine
+            .store
+            .namespace_put(name, &v, self.engine.clock.now())
+            .await?;
+        self.install(name, cfg);
+        Ok(())
+    }
+
+    /// Every namespace known here.
+    pub fn namespaces(&self) -> Vec<(String, NamespaceConfig)> {
+        let mut v: Vec<_> = self
+            .namespaces
+            .read()
+            .expect("lock")
+            .clone()
+            .into_iter()
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    fn config(&self, ns: &str) -> Result<NamespaceConfig, ProcessError> {
+        self.namespaces
+            .read()
+            .expect("lock")
+            .get(ns)
+            .cloned()
+            .ok_or_else(|| ProcessError::NamespaceNotFound(ns.to_string()))
+    }
+
+    fn task_for(
+        &self,
+        ns: &str,
+        id: &str,
+        kind: &str,
+        req: &Request,
+        cfg: &NamespaceConfig,
+    ) -> Result<docket_core::task::ResolvedTask, ProcessError> {
+        let mut payload = json!({"process_id": id, "args": req.args, "context": req.context});
+        if req.range != HistoryRange::default() {
+            payload["range"] = serde_json::to_value(req.range).expect("range serialises");
+        }
+        let t = NewTask {
+            queue: Some(process::queue_of(ns)),
+            priority: Some(CALL_PRIORITY),
+            max_attempts: Some(1),
+            timeout: Some(cfg.lease()),
+            concurrency_key: Some(process::key_of(ns, id)),
+            concurrency_limit: Some(1),
+            unique_key: req
+                .idempotency_key
+                .as_ref()
+                .map(|k| process::idempotency_unique_key(ns, id, k)),
+            ..NewTask::new(kind, payload)
+        };
+        t.resolve(None, &self.engine.config.defaults, self.engine.clock.now())
+            .map_err(ProcessError::Invalid)
+    }
+
+    /// A repeated idempotency key: the earlier task, if any.
+    async fn earlier(
+        &self,
+        ns: &str,
+        id: &str,
+        req: &Request,
+    ) -> Result<Option<Task>, ProcessError> {
+        match &req.idempotency_key {
+            Some(k) => Ok(self
+                .engine
+                .store
+                .task_find_by_unique_key(&process::idempotency_unique_key(ns, id, k))
+                .await?),
+            None => Ok(None),
+        }
+    }
+
+    /// Creates a process and runs its init; answers with the processor's response.
+    ///
+    /// # Errors
+    /// See [`ProcessError`].
+    pub async fn init(&self, ns: &str, id: &str, req: Request) -> Result<Value, ProcessError> {
+        let cfg = self.config(ns)?;
+        process::check_process_id(id).map_err(ProcessError::Invalid)?;
+        if let Some(t) = self.earlier(ns, id, &req).await? {
+            return self.answer(t.id, &cfg).await;
+        }
+        let task = self.task_for(ns, id, "init", &req, &cfg)?;
+        let t = match self
+            .engine
+            .store
+            .process_create(ns, id, task, self.engine.clock.now())
+            .await
+        {
+            Ok(t) => t,
+            Err(StoreError::Conflict(_)) => return Err(ProcessError::Exists),
+            Err(e) => return Err(e.into()),
+        };
+        self.engine.waker.wake(&t.queue);
+        self.answer(t.id, &cfg).await
+    }
+
+    /// Queues a call (FIFO behind running/queued tasks of the process) and answers with the
+    /// processor's response.
+    ///
+    /// # Errors
+    /// See [`ProcessError`].
+    pub async fn call(&self, ns: &str, id: &str, req: Request) -> Result<Value, ProcessError> {
+        self.enqueue(ns, id, "call", ProcessStatus::Running, req)
+            .await
+    }
+
+    /// Repairs a process in `error` through the processor.
+    ///
+    /// # Errors
+    /// See [`ProcessError`].
+    pub async fn repair(&self, ns: &str, id: &str, req: Request) -> Result<Value, ProcessError> {
+        self.enqueue(ns, id, "repair", ProcessStatus::Error, req)
+            .await
+    }
+
+    async fn enqueue(
+        &self,
+        ns: &str,
+        id: &str,
+        kind: &str,
+        require: ProcessStatus,
+        req: Request,
+    ) -> Result<Value, ProcessError> {
+        let cfg = self.config(ns)?;
+        if let Some(t) = self.earlier(ns, id, &req).await? {
+            return self.answer(t.id, &cfg).await;
+        }
+        let task = self.task_for(ns, id, kind, &req, &cfg)?;
+        let t = match self
+            .engine
+            .store
+            .process_enqueue(ns, id, task, require, self.engine.clock.now())
+            .await
+        {
+            Ok(t) => t,
+            Err(StoreError::NotFound(_)) => return Err(ProcessError::NotFound),
+            Err(StoreError::InvalidState(m)) if require == ProcessStatus::Error => {
+                return Err(ProcessError::IsRunning(m))
+            }
+            Err(StoreError::InvalidState(m)) => return Err(ProcessError::NotRunning(m)),
+            Err(e) => return Err(e.into()),
+        };
+        self.engine.waker.wake(&t.queue);
+        self.answer(t.id, &cfg).await
+    }
+
+    /// The process and a range of its history.
+    ///
+    /// # Errors
+    /// [`ProcessError::NotFound`], store errors.
+    pub async fn get(
+        &self,
+        ns: &str,
+        id: &str,
+        range: HistoryRange,
+    ) -> Result<(Process, Vec<process::Event>), ProcessError> {
+        self.engine
+            .store
+            .process_get(ns, id, range)
+            .await?
+            .ok_or(ProcessError::NotFound)
+    }
+
+    /// Waits for task `id` to finish (up to the step timeout) and maps its end to an answer.
+    async fn answer(&self, id: i64, cfg: &NamespaceConfig) -> Result<Value, ProcessError> {
+        let deadline = tokio::time::Instant::now() + cfg.process_step_timeout;
+        loop {
+            let notified = self.done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let t = self
+                .engine
+                .store
+                .task_get(id)
+                .await?
+                .ok_or(ProcessError::NotFound)?;
+            match t.state {
+                TaskState::Completed => return Ok(t.result.unwrap_or(Value::Null)),
+                TaskState::Discarded => {
+                    let err = t.result.as_ref().and_then(|r| r.get("error")).cloned();
+                    return Err(ProcessError::Processor(err.unwrap_or_else(|| {
+                        json!(t
+                            .errors
+                            .last()
+                            .map(|e| e.message.clone())
+                            .unwrap_or_default())
+                    })));
+                }
+                TaskState::Cancelled => {
+                    return Err(ProcessError::Cancelled(
+                        "the process failed before this request ran".into(),
+                    ))
+                }
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ProcessError::Timeout);
+            }
+            // Local completions wake us at once; a task run on another node is seen by polling.
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    /// The runner of one namespace on this node.
+    async fn run(self, ns: String) {
+        let queue = process::queue_of(&ns);
+        let worker = format!("{}/process", self.engine.config.node);
+        let Ok(size) = self.config(&ns).map(|c| c.worker_pool_size) else {
+            return;
+        };
+        let sem = Arc::new(Semaphore::new(size));
+        while !self.cancel.is_cancelled() {
+            let first = tokio::select! {
+                p = sem.clone().acquire_owned() => p.expect("semaphore open"),
+                _ = self.cancel.cancelled() => return,
+            };
+            let lease = match self.config(&ns) {
+                Ok(c) => c.lease(),
+                Err(_) => return,
+            };
+            let free = sem.available_permits() + 1;
+            let tasks = match self
+                .engine
+                .claim(
+                    &queue,
+                    &worker,
+                    free as i64,
+                    Some(lease),
+                    Duration::from_secs(30),
+                    &self.cancel,
+                )
+                .await
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, error = %e, "claim failed; retrying in 1s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let mut first = Some(first);
+            for t in tasks {
+                let permit = match first.take() {
+                    Some(p) => p,
+                    None => sem.clone().acquire_owned().await.expect("semaphore open"),
+                };
+                let me = self.clone();
+                let ns = ns.clone();
+                tokio::spawn(async move {
+                    let id = t.id;
+                    if let Err(e) = me.step(&ns, t).await {
+                        tracing::warn!(namespace = %ns, task = id, error = %e, "process step failed");
+                    }
+                    me.done.notify_waiters();
+                    drop(permit);
+                });
+            }
+        }
+    }
+
+    /// Runs one task of a process.
+    async fn step(&self, ns: &str, t: Task) -> Result<(), StoreError> {
+        let cfg = match self.config(ns) {
+            Ok(c) => c,
+            Err(_) => return Ok(()),
+        };
+        let token = t
+            .lease
+            .as_ref()
+            .map(|l| l.token.clone())
+            .unwrap_or_default();
+        let pid = t.payload["process_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let now = || self.engine.clock.now();
+        if t.kind == "remove" {
+            return self
+                .engine
+                .store
+                .process_remove(t.id, &token, ns, &pid, now())
+                .await;
+        }
+        let range: HistoryRange =
+            serde_json::from_value(t.payload["range"].clone()).unwrap_or_default();
+        let Some((p, history)) = self.engine.store.process_get(ns, &pid, range).await? else {
+            // The process is gone (removed): nothing to do.
+            let _ = self
+                .engine
+                .store
+                .task_complete_many(
+                    &[docket_store::TaskComplete {
+                        id: t.id,
+                        token,
+                        result: Value::Null,
+                    }],
+                    now(),
+                )
+                .await?;
+            return Ok(());
+        };
+        let corrupted_by = p.corrupted_by;
+        let req = ProcessorRequest {
+            task_type: t.kind.clone(),
+            args: t.payload["args"].clone(),
+            context: t.payload["context"].clone(),
+            process: ProcessorProcess {
+                id: p.id.clone(),
+                namespace: p.namespace.clone(),
+                status: p.status,
+                previous_status: p.previous_status,
+                detail: p.detail.clone(),
+                aux_state: p.aux_state.clone(),
+                metadata: p.metadata.clone(),
+                history,
+                last_event_id: p.last_event_id,
+                corrupted_by,
+            },
+        };
+        let reply = self.post(&cfg, &req).await;
+        match reply {
+            Ok(ProcessorReply::Ok(r)) => {
+                let timer = match &r.action {
+                    None => TimerChange::Keep,
+                    Some(Action::Unset(_)) => TimerChange::Unset,
+                    Some(Action::Set(s)) => {
+                        let at = process::timer_at(s, now()).unwrap_or_else(|_| now());
+                        TimerChange::Set(self.timer_task(
+                            ns,
+                            &pid,
+                            if s.remove { "remove" } else { "timeout" },
+                            at,
+                            &cfg,
+                        )?)
+                    }
+                };
+                // A repaired process that a timer broke gets that timer again (progressor).
+                let mut also = vec![];
+                if t.kind == "repair" && matches!(timer, TimerChange::Keep) {
+                    if let Some(bad) = corrupted_by {
+                        if let Some(bt) = self.engine.store.task_get(bad).await? {
+                            if bt.kind == "timeout" {
+                                also.push(self.timer_task(ns, &pid, "timeout", now(), &cfg)?);
+                            }
+                        }
+                    }
+                }
+                let c = ProcessCommit {
+                    task_id: t.id,
+                    token,
+                    namespace: ns.to_string(),
+                    id: pid,
+                    events: r.events,
+                    aux_state: r.aux_state,
+                    metadata: r.metadata,
+                    response: r.response,
+                    timer,
+                    also,
+                    now: now(),
+                };
+                self.engine.store.process_commit(c).await
+            }
+            Ok(ProcessorReply::Error(v)) => self.fail(ns, &pid, &t, token, v, &cfg).await,
+            Err(text) => self.fail(ns, &pid, &t, token, json!(text), &cfg).await,
+        }
+    }
+
+    fn timer_task(
+        &self,
+        ns: &str,
+        pid: &str,
+        kind: &str,
+        at: docket_core::Timestamp,
+        cfg: &NamespaceConfig,
+    ) -> Result<docket_core::task::ResolvedTask, StoreError> {
+        let t = NewTask {
+            queue: Some(process::queue_of(ns)),
+            priority: Some(0),
+            run_at: Some(at),
+            max_attempts: Some(cfg.retry_policy.max_attempts),
+            backoff: Some(cfg.retry_policy.backoff()),
+            timeout: Some(cfg.lease()),
+            concurrency_key: Some(process::key_of(ns, pid)),
+            concurrency_limit: Some(1),
+            ..NewTask::new(kind, json!({"process_id": pid}))
+        };
+        t.resolve(None, &self.engine.config.defaults, self.engine.clock.now())
+            .map_err(StoreError::Invalid)
+    }
+
+    async fn fail(
+        &self,
+        ns: &str,
+        pid: &str,
+        t: &Task,
+        token: String,
+        err: Value,
+        cfg: &NamespaceConfig,
+    ) -> Result<(), StoreError> {
+        let text = detail_of(&err);
+        let (permanent, on_give_up) = match t.kind.as_str() {
+            "timeout" => (
+                cfg.retry_policy.is_non_retryable(&text),
+                ProcessBreak::Break { corrupted: true },
+            ),
+            "repair" => (true, ProcessBreak::Keep),
+            _ => (true, ProcessBreak::Break { corrupted: false }),
+        };
+        let max_timeout = cfg.retry_policy.max_timeout;
+        // progressor stops retrying a timer once the interval would pass max_timeout.
+        let permanent = permanent
+            || max_timeout.is_some_and(|m| t.backoff.base_delay(t.attempt) >= m && t.attempt > 1);
+        self.engine
+            .store
+            .process_fail(ProcessFail {
+                fail: TaskFail {
+                    id: t.id,
+                    token,
+                    error: text,
+                    retry_in: None,
+                    permanent,
+                },
+                namespace: ns.to_string(),
+                id: pid.to_string(),
+                on_give_up,
+                error_value: err,
+                now: self.engine.clock.now(),
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn post(
+        &self,
+        cfg: &NamespaceConfig,
+        req: &ProcessorRequest,
+    ) -> Result<ProcessorReply, String> {
+        let resp = self
+            .http
+            .post(&cfg.processor.url)
+            .timeout(cfg.process_step_timeout)
+            .json(req)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_timeout() {
+                    "processor timeout".to_string()
+                } else {
+                    format!("processor unreachable: {e}")
+                }
+            })?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .await
+            .map_err(|e| format!("processor answered HTTP {status} without JSON: {e}"))?;
+        ProcessorReply::parse(body)
+    }
+}

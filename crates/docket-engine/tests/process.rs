@@ -1,0 +1,584 @@
+//! progressor's scenarios against a real HTTP processor (examples/processor.py), on both
+//! backends. Timers use short delays with generous deadlines.
+
+use docket_core::process::{HistoryRange, NamespaceConfig, ProcessStatus, RetryPolicy};
+use docket_core::{SystemClock, TaskState};
+use docket_engine::process::{ProcessError, ProcessService, Request};
+use docket_engine::{Engine, EngineConfig};
+use docket_store::{connect, ConnectOptions, Store, TaskListParams};
+use serde_json::{json, Value};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+struct Env {
+    svc: ProcessService,
+    store: Arc<dyn Store>,
+    url: String,
+    stop: CancellationToken,
+    processor: Child,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        let _ = self.processor.kill();
+        let _ = self.processor.wait();
+    }
+}
+
+fn processor() -> (Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
+    let child = Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .spawn()
+        .expect("python3");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "processor did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, format!("http://127.0.0.1:{port}/"))
+}
+
+async fn env(backend: &str) -> Env {
+    let (store, dir): (Arc<dyn Store>, _) = if backend == "pg" {
+        let url = std::env::var("DOCKET_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let s = connect(&ConnectOptions {
+            url,
+            schema: Some(format!("t_{}", uuid::Uuid::new_v4().simple())),
+            max_connections: Some(10),
+            relaxed_commit: true,
+        })
+        .await
+        .expect("PostgreSQL is running");
+        (s, None)
+    } else {
+        let d = tempfile::tempdir().unwrap();
+        let s = connect(&ConnectOptions::new(format!(
+            "sqlite://{}",
+            d.path().join("p.db").display()
+        )))
+        .await
+        .unwrap();
+        (s, Some(d))
+    };
+    store.migrate().await.unwrap();
+    let mut cfg = EngineConfig::new("p1", &*store);
+    cfg.rescue_interval = Duration::from_millis(100);
+    let engine = Engine::new(store.clone(), Arc::new(SystemClock), cfg);
+    let stop = CancellationToken::new();
+    engine.start(stop.clone()).await.unwrap();
+    let svc = ProcessService::new(engine, stop.clone());
+    svc.start().await.unwrap();
+    let (child, url) = processor();
+    let e = Env {
+        svc,
+        store,
+        url,
+        stop,
+        processor: child,
+        _dir: dir,
+    };
+    e.ns("ns", RetryPolicy::default()).await;
+    e
+}
+
+impl Env {
+    async fn ns(&self, name: &str, retry_policy: RetryPolicy) {
+        let cfg: NamespaceConfig =
+            serde_json::from_value(json!({"processor": {"url": self.url}})).unwrap();
+        self.svc
+            .namespace_put(
+                name,
+                NamespaceConfig {
+                    retry_policy,
+                    ..cfg
+                },
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn init(&self, id: &str, args: Value) -> Result<Value, ProcessError> {
+        self.svc
+            .init(
+                "ns",
+                id,
+                Request {
+                    args,
+                    ..Default::default()
+                },
+            )
+            .await
+    }
+
+    async fn call(&self, id: &str, args: Value) -> Result<Value, ProcessError> {
+        self.svc
+            .call(
+                "ns",
+                id,
+                Request {
+                    args,
+                    ..Default::default()
+                },
+            )
+            .await
+    }
+
+    async fn payloads(&self, id: &str) -> Vec<Value> {
+        let (_, ev) = self
+            .svc
+            .get("ns", id, HistoryRange::default())
+            .await
+            .unwrap();
+        let ids: Vec<i64> = ev.iter().map(|e| e.event_id).collect();
+        assert_eq!(
+            ids,
+            (1..=ids.len() as i64).collect::<Vec<_>>(),
+            "event ids are 1, 2, 3…"
+        );
+        ev.into_iter().map(|e| e.payload).collect()
+    }
+
+    async fn wait_events(&self, id: &str, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let p = self.payloads(id).await;
+            if p.len() >= n {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "only {p:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn wait_status(&self, id: &str, st: ProcessStatus) -> docket_core::process::Process {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (p, _) = self
+                .svc
+                .get("ns", id, HistoryRange::default())
+                .await
+                .unwrap();
+            if p.status == st {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "status {:?}", p.status);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn tasks(&self, kind: &str) -> Vec<docket_core::Task> {
+        self.store
+            .task_list(TaskListParams {
+                queue: Some("process:ns".into()),
+                kind: Some(kind.into()),
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    }
+}
+
+async fn timers_chained_from_init(e: Env) {
+    let r = e
+        .init(
+            "p1",
+            json!({"events": ["init"], "timer": "1s", "response": "started",
+            "aux_state": {"timeouts": [{"events": ["t1"], "timer": "0s"}, {"events": ["t2"]}]}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r, json!("started"));
+    assert_eq!(e.payloads("p1").await, vec![json!("init")]);
+    assert_eq!(
+        e.wait_events("p1", 3).await,
+        vec![json!("init"), json!("t1"), json!("t2")]
+    );
+    let (p, _) = e
+        .svc
+        .get("ns", "p1", HistoryRange::default())
+        .await
+        .unwrap();
+    assert_eq!(p.status, ProcessStatus::Running);
+    assert_eq!(p.last_event_id, 3);
+    assert_eq!(
+        e.init("p1", json!({})).await.unwrap_err().to_string(),
+        "process exists"
+    );
+}
+
+async fn call_blocks_due_timer(e: Env) {
+    e.init("p", json!({"events": ["init"], "timer": "500ms", "aux_state": {"timeouts": [{"events": ["timer"]}]}}))
+        .await
+        .unwrap();
+    // The call runs 2 s; the timer comes due meanwhile and fires right after it.
+    let t = Instant::now();
+    e.call("p", json!({"events": ["call"], "sleep": 2}))
+        .await
+        .unwrap();
+    assert!(t.elapsed() >= Duration::from_secs(2));
+    assert_eq!(
+        e.wait_events("p", 3).await,
+        vec![json!("init"), json!("call"), json!("timer")]
+    );
+    // A short call leaves a future timer to fire at its time.
+    e.call("p", json!({"events": ["c2"], "timer": "1s", "aux_state": {"timeouts": [{"events": ["later"]}]}})).await.unwrap();
+    e.call("p", json!({"events": ["c3"]})).await.unwrap();
+    assert_eq!(
+        e.payloads("p").await.len(),
+        5,
+        "the timer has not fired yet"
+    );
+    assert_eq!(e.wait_events("p", 6).await[5], json!("later"));
+}
+
+async fn ten_concurrent_calls_run_one_by_one(e: Env) {
+    e.init("p", json!({})).await.unwrap();
+    // A long call holds the process; ten calls arrive meanwhile and queue behind it.
+    let svc = e.svc.clone();
+    let busy = tokio::spawn(async move {
+        svc.call(
+            "ns",
+            "p",
+            Request {
+                args: json!({"events": ["busy"], "sleep": 1}),
+                ..Default::default()
+            },
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut hs = vec![];
+    for i in 0..10 {
+        let svc = e.svc.clone();
+        hs.push(tokio::spawn(async move {
+            svc.call(
+                "ns",
+                "p",
+                Request {
+                    args: json!({"events": [i], "sleep": 0.05}),
+                    ..Default::default()
+                },
+            )
+            .await
+        }));
+    }
+    busy.await.unwrap().unwrap();
+    for h in hs {
+        h.await.unwrap().unwrap();
+    }
+    let got = e.payloads("p").await;
+    assert_eq!(got.len(), 11);
+    assert_eq!(got[0], json!("busy"));
+    // FIFO: the queued calls ran one at a time in arrival order (run_at, then id).
+    let mut calls = e.tasks("call").await;
+    calls.sort_by_key(|t| (t.run_at, t.id));
+    let queued: Vec<Value> = calls
+        .iter()
+        .map(|t| t.payload["args"]["events"][0].clone())
+        .collect();
+    assert_eq!(got, queued);
+    let mut runs: Vec<_> = calls
+        .iter()
+        .map(|t| (t.attempted_at.unwrap(), t.finished_at.unwrap()))
+        .collect();
+    runs.sort();
+    assert!(
+        runs.windows(2).all(|w| w[0].1 <= w[1].0),
+        "never two at once: {runs:?}"
+    );
+    assert!(calls.iter().all(|t| t.state == TaskState::Completed));
+}
+
+async fn processor_sees_requested_history_range(e: Env) {
+    e.init("p", json!({"events": [1, 2, 3, 4, 5]}))
+        .await
+        .unwrap();
+    let r = e
+        .svc
+        .call(
+            "ns",
+            "p",
+            Request {
+                args: json!({}),
+                range: HistoryRange {
+                    offset: Some(1),
+                    limit: Some(2),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r, json!({"history": [2, 3], "last_event_id": 5}));
+    let back = HistoryRange {
+        limit: Some(2),
+        direction: docket_core::process::Direction::Backward,
+        ..Default::default()
+    };
+    let r = e
+        .svc
+        .call(
+            "ns",
+            "p",
+            Request {
+                args: json!({}),
+                range: back,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r, json!({"history": [5, 4], "last_event_id": 5}));
+    let (_, ev) = e
+        .svc
+        .get(
+            "ns",
+            "p",
+            HistoryRange {
+                offset: Some(3),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ev.iter().map(|e| e.event_id).collect::<Vec<_>>(),
+        vec![4, 5]
+    );
+}
+
+async fn failing_call_breaks_and_repair_fixes(e: Env) {
+    e.init(
+        "p",
+        json!({"timer": "1h", "aux_state": {"timeouts": [{"events": ["never"]}]}}),
+    )
+    .await
+    .unwrap();
+    let err = e.call("p", json!({"error": "boom"})).await.unwrap_err();
+    assert!(
+        matches!(&err, ProcessError::Processor(v) if v == "boom"),
+        "{err:?}"
+    );
+    let p = e.wait_status("p", ProcessStatus::Error).await;
+    assert_eq!(p.detail.as_deref(), Some("boom"));
+    assert_eq!(p.previous_status, Some(ProcessStatus::Running));
+    let timers = e.tasks("timeout").await;
+    assert_eq!(
+        timers[0].state,
+        TaskState::Cancelled,
+        "waiting timers are cancelled"
+    );
+    let err = e.call("p", json!({})).await.unwrap_err();
+    assert!(
+        matches!(&err, ProcessError::NotRunning(m) if m == "process is error"),
+        "{err:?}"
+    );
+    assert!(matches!(
+        e.call("nope", json!({})).await.unwrap_err(),
+        ProcessError::NotFound
+    ));
+    // A failing repair keeps the detail; a good one updates metadata and runs the process again.
+    let err = e
+        .svc
+        .repair(
+            "ns",
+            "p",
+            Request {
+                args: json!({"error": "still"}),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, ProcessError::Processor(v) if v == "still"));
+    let (p, _) = e.svc.get("ns", "p", HistoryRange::default()).await.unwrap();
+    assert_eq!(
+        (p.status, p.detail.as_deref()),
+        (ProcessStatus::Error, Some("boom"))
+    );
+    e.svc
+        .repair(
+            "ns",
+            "p",
+            Request {
+                args: json!({"metadata": {"fixed": true}}),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (p, _) = e.svc.get("ns", "p", HistoryRange::default()).await.unwrap();
+    assert_eq!(p.status, ProcessStatus::Running);
+    assert_eq!(p.metadata, json!({"fixed": true}));
+    assert_eq!(p.detail, None);
+    let err = e
+        .svc
+        .repair("ns", "p", Request::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProcessError::IsRunning(_)));
+    // A failing init puts the new process in error.
+    assert!(e.init("q", json!({"error": {"code": 42}})).await.is_err());
+    assert_eq!(
+        e.wait_status("q", ProcessStatus::Error)
+            .await
+            .detail
+            .as_deref(),
+        Some(r#"{"code":42}"#)
+    );
+}
+
+async fn timer_retries_then_repair_reruns_it(e: Env) {
+    e.ns(
+        "ns",
+        RetryPolicy {
+            initial_timeout: Duration::from_millis(100),
+            max_attempts: 3,
+            non_retryable_errors: vec!["fatal".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    // Retryable: tried exactly max_attempts times, then the process breaks, corrupted_by set.
+    e.init(
+        "r",
+        json!({"timer": "0s", "aux_state": {"timeouts": [{"error": "flaky"}]}}),
+    )
+    .await
+    .unwrap();
+    let p = e.wait_status("r", ProcessStatus::Error).await;
+    let timer = e
+        .store
+        .task_get(p.corrupted_by.expect("corrupted_by"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (timer.kind.as_str(), timer.attempt, timer.state),
+        ("timeout", 3, TaskState::Discarded)
+    );
+    assert_eq!(timer.errors.len(), 3);
+    // Non-retryable: one attempt; a repair that fixes the state re-runs the timer.
+    e.init(
+        "n",
+        json!({"timer": "0s", "aux_state": {"timeouts": [{"error": "fatal: no"}]}}),
+    )
+    .await
+    .unwrap();
+    let p = e.wait_status("n", ProcessStatus::Error).await;
+    let bad = e
+        .store
+        .task_get(p.corrupted_by.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bad.attempt, 1);
+    e.svc
+        .repair(
+            "ns",
+            "n",
+            Request {
+                args: json!({"aux_state": {"timeouts": [{"events": ["fixed"]}]}}),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(e.wait_events("n", 1).await, vec![json!("fixed")]);
+}
+
+async fn idempotency_and_timers(e: Env) {
+    e.init("p", json!({})).await.unwrap();
+    let req = || Request {
+        args: json!({"events": ["once"], "response": "first"}),
+        idempotency_key: Some("k1".into()),
+        ..Default::default()
+    };
+    assert_eq!(e.svc.call("ns", "p", req()).await.unwrap(), json!("first"));
+    assert_eq!(e.svc.call("ns", "p", req()).await.unwrap(), json!("first"));
+    assert_eq!(e.payloads("p").await, vec![json!("once")], "ran once");
+    // unset_timer stops a timer; a call replaces a remove timer with a timeout.
+    e.call(
+        "p",
+        json!({"timer": "300ms", "aux_state": {"timeouts": [{"events": ["should not"]}]}}),
+    )
+    .await
+    .unwrap();
+    e.call("p", json!({"unset_timer": true})).await.unwrap();
+    e.call("p", json!({"remove_timer": "300ms"})).await.unwrap();
+    e.call(
+        "p",
+        json!({"timer": "300ms", "aux_state": {"timeouts": [{"events": ["timeout"]}]}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        e.wait_events("p", 2).await,
+        vec![json!("once"), json!("timeout")]
+    );
+    let removes = e.tasks("remove").await;
+    assert_eq!(removes[0].state, TaskState::Cancelled);
+    let timeouts = e.tasks("timeout").await;
+    assert_eq!(
+        timeouts.iter().map(|t| t.state).collect::<Vec<_>>(),
+        vec![TaskState::Cancelled, TaskState::Completed]
+    );
+}
+
+async fn remove_by_timer(e: Env) {
+    e.init("gone", json!({"events": ["x"], "remove_timer": "300ms"}))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while e
+        .svc
+        .get("ns", "gone", HistoryRange::default())
+        .await
+        .is_ok()
+    {
+        assert!(Instant::now() < deadline, "not removed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left = e
+        .store
+        .task_list(TaskListParams {
+            queue: Some("process:ns".into()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "all its rows are gone: {left:?}");
+}
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("pg").await).await; } )* }
+        mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("sqlite").await).await; } )* }
+    };
+}
+
+both!(
+    timers_chained_from_init,
+    call_blocks_due_timer,
+    ten_concurrent_calls_run_one_by_one,
+    processor_sees_requested_history_range,
+    failing_call_breaks_and_repair_fixes,
+    timer_retries_then_repair_reruns_it,
+    idempotency_and_timers,
+    remove_by_timer,
+);
