@@ -490,7 +490,7 @@ impl ProcessService {
                     Some(Action::Unset(_)) => TimerChange::Unset,
                     Some(Action::Set(s)) => {
                         let at = process::timer_at(s, now()).unwrap_or_else(|_| now());
-                        TimerChange::Set(self.timer_task(
+                        TimerChange::Set(Box::new(self.timer_task(
                             ns,
                             &pid,
                             if s.remove { "remove" } else { "timeout" },

@@ -220,7 +220,7 @@ pub enum TimerChange {
     /// Cancel every waiting timeout/remove task of the process.
     Unset,
     /// Cancel them and schedule this `timeout` or `remove` task.
-    Set(ResolvedTask),
+    Set(Box<ResolvedTask>),
 }
 
 /// Params of [`Store::process_commit`]: a processor's successful result for a running task.

@@ -1313,7 +1313,7 @@ impl Store for PgStore {
             .await?;
         }
         if let TimerChange::Set(t) = c.timer {
-            self.insert_one(&mut tx, t, c.now).await?;
+            self.insert_one(&mut tx, *t, c.now).await?;
         }
         for t in c.also {
             self.insert_one(&mut tx, t, c.now).await?;

@@ -1188,7 +1188,7 @@ impl Store for SqliteStore {
             .await?;
         }
         if let TimerChange::Set(t) = c.timer {
-            Self::insert_one(&mut tx, t, c.now).await?;
+            Self::insert_one(&mut tx, *t, c.now).await?;
         }
         for t in c.also {
             Self::insert_one(&mut tx, t, c.now).await?;
