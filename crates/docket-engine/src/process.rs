@@ -496,7 +496,7 @@ impl ProcessService {
                             if s.remove { "remove" } else { "timeout" },
                             at,
                             &cfg,
-                        )?)
+                        )?))
                     }
                 };
                 // A repaired process that a timer broke gets that timer again (progressor).
