@@ -98,16 +98,20 @@ impl Client {
             return Ok(resp.json().await?);
         }
         let body: Value = resp.json().await.unwrap_or(Value::Null);
+        let mut message = body["error"]["message"]
+            .as_str()
+            .unwrap_or("no message")
+            .to_string();
+        if let Some(d) = body["error"].get("details") {
+            message = format!("{message}: {d}");
+        }
         Err(ClientError::Api {
             status: status.as_u16(),
             code: body["error"]["code"]
                 .as_str()
                 .unwrap_or("unknown")
                 .to_string(),
-            message: body["error"]["message"]
-                .as_str()
-                .unwrap_or("no message")
-                .to_string(),
+            message,
         })
     }
 
@@ -358,5 +362,87 @@ impl Client {
     pub async fn node_list(&self) -> Result<Vec<Value>> {
         let r: Value = self.send(self.http.get(self.url("/v1/nodes"))).await?;
         Ok(r["nodes"].as_array().cloned().unwrap_or_default())
+    }
+}
+
+impl Client {
+    /// `PUT /v1/namespaces/{ns}` with a namespace config (JSON).
+    ///
+    /// # Errors
+    /// `invalid_request`, transport errors.
+    pub async fn namespace_put(&self, ns: &str, config: &Value) -> Result<Value> {
+        self.send(
+            self.http
+                .put(self.url(&format!("/v1/namespaces/{ns}")))
+                .json(config),
+        )
+        .await
+    }
+
+    /// `GET /v1/namespaces`.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn namespace_list(&self) -> Result<Value> {
+        self.send(self.http.get(self.url("/v1/namespaces"))).await
+    }
+
+    /// `POST /v1/namespaces/{ns}/processes` (init), `…/{id}/call` or `…/{id}/repair`: `verb` is
+    /// `init`, `call` or `repair`; `body` holds args/context/idempotency_key. Answers
+    /// `{"response": …}`.
+    ///
+    /// # Errors
+    /// `processor_error`, `process_exists`, `process_not_running`, `process_not_found`,
+    /// `timeout`, transport errors.
+    pub async fn process_request(
+        &self,
+        ns: &str,
+        id: &str,
+        verb: &str,
+        mut body: Value,
+    ) -> Result<Value> {
+        let path = if verb == "init" {
+            body["id"] = json!(id);
+            format!("/v1/namespaces/{ns}/processes")
+        } else {
+            format!("/v1/namespaces/{ns}/processes/{id}/{verb}")
+        };
+        self.send(
+            self.http
+                .post(self.url(&path))
+                .timeout(Duration::from_secs(3600))
+                .json(&body),
+        )
+        .await
+    }
+
+    /// `GET /v1/namespaces/{ns}/processes/{id}` with a history range.
+    ///
+    /// # Errors
+    /// `process_not_found`, transport errors.
+    pub async fn process_get(
+        &self,
+        ns: &str,
+        id: &str,
+        offset: Option<i64>,
+        limit: Option<i64>,
+        backward: bool,
+    ) -> Result<Value> {
+        let mut q: Vec<(&str, String)> = vec![];
+        if let Some(o) = offset {
+            q.push(("offset", o.to_string()));
+        }
+        if let Some(l) = limit {
+            q.push(("limit", l.to_string()));
+        }
+        if backward {
+            q.push(("direction", "backward".into()));
+        }
+        self.send(
+            self.http
+                .get(self.url(&format!("/v1/namespaces/{ns}/processes/{id}")))
+                .query(&q),
+        )
+        .await
     }
 }

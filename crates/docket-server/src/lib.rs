@@ -10,7 +10,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use docket_core::process::{HistoryRange, NamespaceConfig};
 use docket_core::{NewTask, QueueSettings, Task, TaskState};
+use docket_engine::process::{ProcessError, ProcessService, Request as ProcessRequest};
 use docket_engine::Engine;
 use docket_store::{LeaseOutcome, TaskComplete, TaskFail, TaskHeartbeatParams, TaskListParams};
 use error::ApiError;
@@ -38,6 +40,21 @@ pub struct AppState {
     pub engine: Engine,
     /// Fires when the server shuts down: long polls return at once.
     pub shutdown: CancellationToken,
+    /// Durable processes.
+    pub processes: ProcessService,
+}
+
+impl AppState {
+    /// State for `engine`; process runners start when namespaces are added (call
+    /// `processes.start()` to also load the stored ones).
+    pub fn new(engine: Engine, shutdown: CancellationToken) -> Self {
+        let processes = ProcessService::new(engine.clone(), shutdown.clone());
+        AppState {
+            engine,
+            shutdown,
+            processes,
+        }
+    }
 }
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -62,6 +79,18 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/queues/{queue}/resume", post(queue_resume))
         .route("/v1/queues/{queue}/claim", post(queue_claim))
         .route("/v1/nodes", get(node_list))
+        .route("/v1/namespaces", get(namespace_list))
+        .route("/v1/namespaces/{ns}", get(namespace_get).put(namespace_put))
+        .route("/v1/namespaces/{ns}/processes", post(process_init))
+        .route("/v1/namespaces/{ns}/processes/{id}", get(process_get))
+        .route(
+            "/v1/namespaces/{ns}/processes/{id}/call",
+            post(process_call),
+        )
+        .route(
+            "/v1/namespaces/{ns}/processes/{id}/repair",
+            post(process_repair),
+        )
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -633,4 +662,182 @@ async fn node_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         })
         .collect();
     Ok(Json(json!({"nodes": nodes})))
+}
+
+impl From<ProcessError> for ApiError {
+    fn from(e: ProcessError) -> Self {
+        match e {
+            ProcessError::NamespaceNotFound(ns) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "namespace_not_found",
+                format!("namespace {ns} not found"),
+            ),
+            ProcessError::NotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "process_not_found",
+                "process not found",
+            ),
+            ProcessError::Exists => {
+                ApiError::new(StatusCode::CONFLICT, "process_exists", "process exists")
+            }
+            ProcessError::NotRunning(m) => {
+                ApiError::new(StatusCode::CONFLICT, "process_not_running", m)
+            }
+            ProcessError::IsRunning(m) => {
+                ApiError::new(StatusCode::CONFLICT, "process_is_running", m)
+            }
+            ProcessError::Processor(v) => {
+                let mut err = ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "processor_error",
+                    "the processor answered with an error",
+                );
+                err.details = Some(v);
+                err
+            }
+            ProcessError::Timeout => ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                "no answer within the namespace's process_step_timeout",
+            ),
+            ProcessError::Cancelled(m) => ApiError::new(StatusCode::CONFLICT, "cancelled", m),
+            ProcessError::Invalid(m) => ApiError::invalid(m),
+            ProcessError::Store(s) => s.into(),
+            other => {
+                tracing::error!(error = %other, "process error");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error",
+                )
+            }
+        }
+    }
+}
+
+async fn namespace_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let v: Vec<Value> = s
+        .processes
+        .namespaces()
+        .into_iter()
+        .map(|(name, config)| json!({"name": name, "config": config}))
+        .collect();
+    Ok(Json(json!({"namespaces": v})))
+}
+
+async fn namespace_get(
+    State(s): State<AppState>,
+    Path(ns): Path<String>,
+) -> ApiResult<Json<Value>> {
+    s.processes
+        .namespaces()
+        .into_iter()
+        .find(|(n, _)| *n == ns)
+        .map(|(name, config)| Json(json!({"name": name, "config": config})))
+        .ok_or_else(|| ProcessError::NamespaceNotFound(ns).into())
+}
+
+async fn namespace_put(
+    State(s): State<AppState>,
+    Path(ns): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let cfg: NamespaceConfig = parse(body)?;
+    s.processes.namespace_put(&ns, cfg.clone()).await?;
+    Ok(Json(json!({"name": ns, "config": cfg})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InitBody {
+    id: String,
+    #[serde(default)]
+    args: Value,
+    #[serde(default)]
+    context: Value,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CallBody {
+    #[serde(default)]
+    args: Value,
+    #[serde(default)]
+    context: Value,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+    #[serde(default)]
+    range: HistoryRange,
+}
+
+async fn process_init(
+    State(s): State<AppState>,
+    Path(ns): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let b: InitBody = parse(body)?;
+    check_size("args", &b.args)?;
+    let req = ProcessRequest {
+        args: b.args,
+        context: b.context,
+        idempotency_key: b.idempotency_key,
+        range: HistoryRange::default(),
+    };
+    Ok(Json(
+        json!({"response": s.processes.init(&ns, &b.id, req).await?}),
+    ))
+}
+
+async fn call_like(
+    s: AppState,
+    ns: String,
+    id: String,
+    body: Result<Bytes, BytesRejection>,
+    repair: bool,
+) -> ApiResult<Json<Value>> {
+    let b: CallBody = parse(body)?;
+    check_size("args", &b.args)?;
+    let req = ProcessRequest {
+        args: b.args,
+        context: b.context,
+        idempotency_key: b.idempotency_key,
+        range: b.range,
+    };
+    let r = if repair {
+        s.processes.repair(&ns, &id, req).await?
+    } else {
+        s.processes.call(&ns, &id, req).await?
+    };
+    Ok(Json(json!({"response": r})))
+}
+
+async fn process_call(
+    State(s): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    call_like(s, ns, id, body, false).await
+}
+
+async fn process_repair(
+    State(s): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    call_like(s, ns, id, body, true).await
+}
+
+async fn process_get(
+    State(s): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+    q: Result<Query<HistoryRange>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let range = query(q)?;
+    let (p, history) = s.processes.get(&ns, &id, range).await?;
+    let last = p.last_event_id;
+    Ok(Json(
+        json!({"process": p, "history": history, "last_event_id": last}),
+    ))
 }

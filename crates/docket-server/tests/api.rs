@@ -44,13 +44,7 @@ async fn start(
     engine.start(stop.clone()).await.unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", l.local_addr().unwrap());
-    tokio::spawn(docket_server::serve(
-        l,
-        AppState {
-            engine,
-            shutdown: stop.clone(),
-        },
-    ));
+    tokio::spawn(docket_server::serve(l, AppState::new(engine, stop.clone())));
     Node {
         base,
         http: reqwest::Client::new(),
@@ -808,4 +802,178 @@ async fn two_pg_nodes_share_work() {
     );
     drop(b);
     let _ = a.store.node_list().await.unwrap();
+}
+
+fn start_processor() -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
+    let child = std::process::Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .spawn()
+        .expect("python3");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "processor did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, format!("http://127.0.0.1:{port}/"))
+}
+
+async fn processes_over_http(n: Node) {
+    let (child, url) = start_processor();
+    let _guard = KillOnDrop(child);
+    let (st, v) = n
+        .call(
+            "PUT",
+            "/v1/namespaces/orders",
+            Some(json!({"processor": {"url": url}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["config"]["retry_policy"]["max_attempts"], 3);
+    assert_eq!(v["config"]["process_step_timeout"], "1m");
+    let (st, v) = n
+        .call(
+            "PUT",
+            "/v1/namespaces/bad",
+            Some(json!({"processor": {"url": "ftp://x"}})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::BAD_REQUEST, "invalid_request"));
+    let (_, v) = n.call("GET", "/v1/namespaces", None).await;
+    assert_eq!(v["namespaces"].as_array().unwrap().len(), 1);
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/orders/processes",
+            Some(json!({"id": "o1", "args": {"events": ["created"], "response": "hi"}})),
+        )
+        .await;
+    assert_eq!(
+        (st, v["response"].clone()),
+        (StatusCode::OK, json!("hi")),
+        "{v}"
+    );
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/orders/processes",
+            Some(json!({"id": "o1"})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::CONFLICT, "process_exists"));
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/orders/processes/o1/call",
+            Some(json!({"args": {"events": ["paid"]}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["response"], json!({"history": [1], "last_event_id": 1}));
+    let (st, v) = n
+        .call(
+            "GET",
+            "/v1/namespaces/orders/processes/o1?offset=1&limit=5",
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["last_event_id"], 2);
+    assert_eq!(v["history"].as_array().unwrap().len(), 1);
+    assert_eq!(v["history"][0]["payload"], "paid");
+    assert_eq!(v["process"]["status"], "running");
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/orders/processes/o1/call",
+            Some(json!({"args": {"error": {"reason": "card declined"}}})),
+        )
+        .await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "processor_error")
+    );
+    assert_eq!(v["error"]["details"], json!({"reason": "card declined"}));
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/orders/processes/o1/call",
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::CONFLICT, "process_not_running")
+    );
+    assert_eq!(v["error"]["message"], "process is error");
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/orders/processes/o1/repair",
+            Some(json!({"args": {}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/orders/processes/o1/repair",
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::CONFLICT, "process_is_running"));
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/orders/processes/zz/call",
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::NOT_FOUND, "process_not_found"));
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/namespaces/nope/processes",
+            Some(json!({"id": "x"})),
+        )
+        .await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::NOT_FOUND, "namespace_not_found")
+    );
+    let (st, v) = n
+        .call(
+            "GET",
+            "/v1/namespaces/orders/processes/o1?direction=sideways",
+            None,
+        )
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::BAD_REQUEST, "invalid_request"));
+}
+
+/// Kills the processor when the test ends, passed or failed.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+mod processes {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pg() {
+        super::processes_over_http(super::pg().await).await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        super::processes_over_http(super::sqlite().await).await;
+    }
 }

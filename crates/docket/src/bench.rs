@@ -230,10 +230,7 @@ async fn start_server(engine: &Engine) -> Result<(String, CancellationToken)> {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = format!("http://{}", l.local_addr()?);
     let shutdown = CancellationToken::new();
-    let state = docket_server::AppState {
-        engine: engine.clone(),
-        shutdown: shutdown.clone(),
-    };
+    let state = docket_server::AppState::new(engine.clone(), shutdown.clone());
     tokio::spawn(docket_server::serve(l, state));
     Ok((addr, shutdown))
 }

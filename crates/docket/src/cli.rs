@@ -79,6 +79,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Configure namespaces of durable processes.
+    Namespace {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: NamespaceCmd,
+    },
+    /// Durable processes: init, call, repair, get.
+    Process {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: ProcessCmd,
+    },
     /// Work a queue by running COMMAND once per task (payload on stdin).
     Worker(WorkerArgs),
     /// Measure enqueue/work throughput and pickup latency.
@@ -278,4 +292,57 @@ pub struct WorkerArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NamespaceCmd {
+    /// Create or replace a namespace.
+    Put {
+        namespace: String,
+        /// URL of the processor docket POSTs to.
+        #[arg(long)]
+        processor_url: String,
+        /// Any other settings as JSON (retry_policy, worker_pool_size, process_step_timeout, …).
+        #[arg(long)]
+        config: Option<String>,
+    },
+    /// List namespaces.
+    List,
+}
+
+#[derive(Args, Debug)]
+pub struct ProcessReqArgs {
+    pub namespace: String,
+    pub id: String,
+    /// Args JSON for the processor.
+    #[arg(long)]
+    pub args: Option<String>,
+    /// Context JSON.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Idempotency key.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProcessCmd {
+    /// Create a process and run its init (prints the processor's response).
+    Init(ProcessReqArgs),
+    /// Call a process.
+    Call(ProcessReqArgs),
+    /// Repair a process in error.
+    Repair(ProcessReqArgs),
+    /// Show a process and its history.
+    Get {
+        namespace: String,
+        id: String,
+        #[arg(long)]
+        offset: Option<i64>,
+        #[arg(long)]
+        limit: Option<i64>,
+        /// Newest first.
+        #[arg(long)]
+        backward: bool,
+    },
 }

@@ -96,6 +96,63 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Namespace { server, cmd } => {
+            let c = Client::new(server.server);
+            let out = match cmd {
+                NamespaceCmd::Put {
+                    namespace,
+                    processor_url,
+                    config,
+                } => {
+                    let mut cfg: serde_json::Value = match config {
+                        Some(c) => {
+                            serde_json::from_str(&c).context("--config is not valid JSON")?
+                        }
+                        None => serde_json::json!({}),
+                    };
+                    cfg["processor"] = serde_json::json!({"url": processor_url});
+                    c.namespace_put(&namespace, &cfg).await?
+                }
+                NamespaceCmd::List => c.namespace_list().await?,
+            };
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::Process { server, cmd } => {
+            let c = Client::new(server.server);
+            let json_arg = |v: &Option<String>, what: &str| -> Result<serde_json::Value> {
+                match v {
+                    Some(s) => serde_json::from_str(s)
+                        .with_context(|| format!("--{what} is not valid JSON")),
+                    None => Ok(serde_json::Value::Null),
+                }
+            };
+            let (verb, a) = match cmd {
+                ProcessCmd::Init(a) => ("init", a),
+                ProcessCmd::Call(a) => ("call", a),
+                ProcessCmd::Repair(a) => ("repair", a),
+                ProcessCmd::Get {
+                    namespace,
+                    id,
+                    offset,
+                    limit,
+                    backward,
+                } => {
+                    let v = c
+                        .process_get(&namespace, &id, offset, limit, backward)
+                        .await?;
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                    return Ok(());
+                }
+            };
+            let mut body = serde_json::json!({"args": json_arg(&a.args, "args")?, "context": json_arg(&a.context, "context")?});
+            if let Some(k) = &a.idempotency_key {
+                body["idempotency_key"] = serde_json::json!(k);
+            }
+            let v = c.process_request(&a.namespace, &a.id, verb, body).await?;
+            println!("{}", serde_json::to_string_pretty(&v["response"])?);
+            Ok(())
+        }
         Command::Worker(a) => worker(a).await,
         Command::Bench(a) => bench::run(a).await,
     }
@@ -123,10 +180,8 @@ async fn serve(a: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", a.listen))?;
     tracing::info!(node, listen = %listener.local_addr()?, database = %redact(&a.db.database), "docket serving");
-    let state = docket_server::AppState {
-        engine: engine.clone(),
-        shutdown: shutdown.clone(),
-    };
+    let state = docket_server::AppState::new(engine.clone(), shutdown.clone());
+    let namespaces = state.processes.start().await?;
     let server = tokio::spawn(docket_server::serve(listener, state));
     shutdown.cancelled().await;
     // Stop taking work: long polls return empty, in-flight requests finish within the grace.
@@ -137,6 +192,7 @@ async fn serve(a: ServeArgs) -> Result<()> {
     for h in services {
         let _ = h.await;
     }
+    let _ = namespaces.await;
     store.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -417,3 +417,74 @@ both!(
     serve_shuts_down_gracefully,
     bulk_file_and_cli_errors
 );
+
+fn processes_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let port = free_port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
+    let p = Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .spawn()
+        .unwrap();
+    let _p = Killed(p);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    s.ok(&[
+        "namespace",
+        "put",
+        "orders",
+        "--processor-url",
+        &format!("http://127.0.0.1:{port}/"),
+    ]);
+    let out = s.ok(&[
+        "process",
+        "init",
+        "orders",
+        "o-1",
+        "--args",
+        r#"{"events": ["created"], "response": "ok"}"#,
+    ]);
+    assert_eq!(out.trim(), r#""ok""#);
+    let o = s.cli(&[
+        "process",
+        "call",
+        "orders",
+        "o-1",
+        "--args",
+        r#"{"error": "card declined"}"#,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("processor_error") && err.contains("card declined"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_str(&s.ok(&["process", "get", "orders", "o-1"])).unwrap();
+    assert_eq!(v["process"]["status"], "error");
+    assert_eq!(v["history"][0]["payload"], "created");
+}
+
+/// A child process killed when dropped (also when a test fails).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+mod processes {
+    #[test]
+    fn pg() {
+        super::processes_from_the_cli("pg")
+    }
+    #[test]
+    fn sqlite() {
+        super::processes_from_the_cli("sqlite")
+    }
+}
