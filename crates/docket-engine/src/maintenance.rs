@@ -47,7 +47,13 @@ pub async fn promote(engine: &Engine, now: Timestamp) -> Result<u64, StoreError>
 /// # Errors
 /// Store errors.
 pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), StoreError> {
-    let mut rescued = 0;
+    // Process tasks past their lease are zombies (progressor): they break their process
+    // instead of being retried.
+    let zombies = engine.store.process_collect_zombies(now, BATCH).await?;
+    if zombies > 0 {
+        tracing::warn!(zombies, "zombie process tasks collected");
+    }
+    let mut rescued = zombies;
     loop {
         let n = engine.store.task_rescue(now, BATCH).await?;
         rescued += n;

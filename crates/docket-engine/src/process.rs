@@ -322,6 +322,69 @@ impl ProcessService {
             .ok_or(ProcessError::NotFound)
     }
 
+    /// simple-repair: an `error` process back to `running` without the processor (progressor).
+    ///
+    /// # Errors
+    /// [`ProcessError::NotFound`], [`ProcessError::IsRunning`].
+    pub async fn simple_repair(&self, ns: &str, id: &str) -> Result<(), ProcessError> {
+        match self
+            .engine
+            .store
+            .process_simple_repair(ns, id, self.engine.clock.now())
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(StoreError::NotFound(_)) => Err(ProcessError::NotFound),
+            Err(StoreError::InvalidState(m)) => Err(ProcessError::IsRunning(m)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Processes of a namespace (keyset paging by id).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn list(
+        &self,
+        ns: &str,
+        status: Option<ProcessStatus>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Process>, ProcessError> {
+        Ok(self
+            .engine
+            .store
+            .process_list(ns, status, after, limit)
+            .await?)
+    }
+
+    /// Every task of a process, oldest first, each with the events it produced.
+    ///
+    /// # Errors
+    /// [`ProcessError::NotFound`], store errors.
+    pub async fn trace(&self, ns: &str, id: &str) -> Result<Vec<Value>, ProcessError> {
+        let (_, events) = self.get(ns, id, HistoryRange::default()).await?;
+        let tasks = self
+            .engine
+            .store
+            .task_list(docket_store::TaskListParams {
+                concurrency_key: Some(process::key_of(ns, id)),
+                limit: 10_000,
+                ..Default::default()
+            })
+            .await?;
+        Ok(tasks
+            .into_iter()
+            .map(|t| {
+                let evs: Vec<&process::Event> =
+                    events.iter().filter(|e| e.task_id == Some(t.id)).collect();
+                let mut v = serde_json::to_value(&t).expect("task serialises");
+                v["events"] = serde_json::to_value(evs).expect("events serialise");
+                v
+            })
+            .collect())
+    }
+
     /// Waits for task `id` to finish (up to the step timeout) and maps its end to an answer.
     async fn answer(&self, id: i64, cfg: &NamespaceConfig) -> Result<Value, ProcessError> {
         let deadline = tokio::time::Instant::now() + cfg.process_step_timeout;

@@ -81,7 +81,18 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/nodes", get(node_list))
         .route("/v1/namespaces", get(namespace_list))
         .route("/v1/namespaces/{ns}", get(namespace_get).put(namespace_put))
-        .route("/v1/namespaces/{ns}/processes", post(process_init))
+        .route(
+            "/v1/namespaces/{ns}/processes",
+            post(process_init).get(process_list),
+        )
+        .route(
+            "/v1/namespaces/{ns}/processes/{id}/simple-repair",
+            post(process_simple_repair),
+        )
+        .route(
+            "/v1/namespaces/{ns}/processes/{id}/trace",
+            get(process_trace),
+        )
         .route("/v1/namespaces/{ns}/processes/{id}", get(process_get))
         .route(
             "/v1/namespaces/{ns}/processes/{id}/call",
@@ -249,6 +260,7 @@ async fn task_add(
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     queue: Option<String>,
+    concurrency_key: Option<String>,
     state: Option<String>,
     kind: Option<String>,
     limit: Option<i64>,
@@ -287,6 +299,7 @@ async fn task_list(
         .store
         .task_list(TaskListParams {
             queue: q.queue,
+            concurrency_key: q.concurrency_key,
             state,
             kind: q.kind,
             after: q.after,
@@ -840,4 +853,70 @@ async fn process_get(
     Ok(Json(
         json!({"process": p, "history": history, "last_event_id": last}),
     ))
+}
+
+async fn process_simple_repair(
+    State(s): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    s.processes.simple_repair(&ns, &id).await?;
+    let (p, _) = s
+        .processes
+        .get(
+            &ns,
+            &id,
+            HistoryRange {
+                limit: Some(0),
+                ..Default::default()
+            },
+        )
+        .await?;
+    Ok(Json(json!({"process": p})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessListQuery {
+    status: Option<String>,
+    limit: Option<i64>,
+    after: Option<String>,
+}
+
+async fn process_list(
+    State(s): State<AppState>,
+    Path(ns): Path<String>,
+    q: Result<Query<ProcessListQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let q = query(q)?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_BATCH as i64).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be within 1..={MAX_BATCH}, got {limit}"
+        )));
+    }
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(st) => Some(
+            docket_core::process::ProcessStatus::parse(st).ok_or_else(|| {
+                ApiError::invalid(format!("status must be init, running or error, got {st:?}"))
+            })?,
+        ),
+    };
+    let ps = s
+        .processes
+        .list(&ns, status, q.after.as_deref(), limit)
+        .await?;
+    let next = if ps.len() as i64 == limit {
+        ps.last().map(|p| p.id.clone())
+    } else {
+        None
+    };
+    Ok(Json(json!({"processes": ps, "next_after": next})))
+}
+
+async fn process_trace(
+    State(s): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(json!({"tasks": s.processes.trace(&ns, &id).await?})))
 }

@@ -88,6 +88,8 @@ pub struct TaskListParams {
     pub state: Option<TaskState>,
     /// Only this kind.
     pub kind: Option<String>,
+    /// Only this concurrency key (a process's tasks: `<namespace>:<id>`).
+    pub concurrency_key: Option<String>,
     /// Only ids greater than this (ascending order) or smaller (descending).
     pub after: Option<i64>,
     /// Newest first.
@@ -546,6 +548,32 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         id: &str,
         now: Timestamp,
     ) -> Result<()>;
+
+    /// simple-repair: puts a process in `error` back to `running` without calling the processor.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] when it is not in error.
+    async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()>;
+
+    /// Processes of a namespace by id (keyset paging), optionally of one status.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn process_list(
+        &self,
+        namespace: &str,
+        status: Option<docket_core::process::ProcessStatus>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<docket_core::process::Process>>;
+
+    /// Zombie collection (progressor): process tasks still running past their lease (their node
+    /// died) end discarded with "zombie detected", their process goes to `error` with that
+    /// detail and corrupted_by, and its waiting tasks are cancelled. Returns how many.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64>;
 
     /// Closes the pool.
     async fn close(&self);

@@ -875,6 +875,138 @@ async fn bulk_insert_claim_complete(b: Bundle) {
     assert_eq!(q.counts[&TaskState::Available], 1500);
 }
 
+async fn process_zombies_simple_repair_and_list(b: Bundle) {
+    use docket_core::process::{HistoryRange, ProcessStatus};
+    let s = &*b.store;
+    let task = |kind: &str, run_in: Option<u64>| {
+        resolve(
+            NewTask {
+                queue: Some("process:z".into()),
+                concurrency_key: Some("z:p1".into()),
+                concurrency_limit: Some(1),
+                run_in: run_in.map(Duration::from_secs),
+                ..NewTask::new(kind, json!({"process_id": "p1"}))
+            },
+            t0(),
+        )
+    };
+    let init = s
+        .process_create("z", "p1", task("init", None), t0())
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.process_create("z", "p1", task("init", None), t0()).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let timer = s
+        .process_enqueue(
+            "z",
+            "p1",
+            task("timeout", Some(3600)),
+            ProcessStatus::Init,
+            t0(),
+        )
+        .await
+        .unwrap();
+    let refused = s
+        .process_enqueue("z", "p1", task("call", None), ProcessStatus::Running, t0())
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::InvalidState(ref m)) if m == "process is init"),
+        "{refused:?}"
+    );
+    let c = s
+        .task_claim(TaskClaimParams {
+            queue: "process:z".into(),
+            worker: "w".into(),
+            node: "n1".into(),
+            limit: 5,
+            lease: Some(Duration::from_secs(10)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(c.iter().map(|t| t.id).collect::<Vec<_>>(), vec![init.id]);
+    // Its node dies: past the lease, the generic rescuer leaves it to zombie collection.
+    assert_eq!(s.task_rescue(t0() + secs(11), 100).await.unwrap(), 0);
+    assert_eq!(
+        s.process_collect_zombies(t0() + secs(5), 100)
+            .await
+            .unwrap(),
+        0,
+        "lease still good"
+    );
+    assert_eq!(
+        s.process_collect_zombies(t0() + secs(11), 100)
+            .await
+            .unwrap(),
+        1
+    );
+    let (p, _) = s
+        .process_get("z", "p1", HistoryRange::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (p.status, p.detail.as_deref(), p.corrupted_by),
+        (ProcessStatus::Error, Some("zombie detected"), Some(init.id))
+    );
+    assert_eq!(p.previous_status, Some(ProcessStatus::Init));
+    let t = s.task_get(init.id).await.unwrap().unwrap();
+    assert_eq!(t.state, TaskState::Discarded);
+    assert_eq!(t.errors[0].message, "zombie detected");
+    assert_eq!(
+        s.task_get(timer.id).await.unwrap().unwrap().state,
+        TaskState::Cancelled
+    );
+    let traced = s
+        .task_list(TaskListParams {
+            concurrency_key: Some("z:p1".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(traced.len(), 2);
+    assert_eq!(
+        s.process_list("z", Some(ProcessStatus::Error), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    s.process_simple_repair("z", "p1", t0() + secs(20))
+        .await
+        .unwrap();
+    let (p, _) = s
+        .process_get("z", "p1", HistoryRange::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (p.status, p.previous_status, p.detail),
+        (ProcessStatus::Running, Some(ProcessStatus::Error), None)
+    );
+    assert!(matches!(
+        s.process_simple_repair("z", "p1", t0()).await,
+        Err(StoreError::InvalidState(_))
+    ));
+    assert!(matches!(
+        s.process_simple_repair("z", "nope", t0()).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let all = s.process_list("z", None, None, 10).await.unwrap();
+    assert_eq!(
+        all.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+        vec!["p1"]
+    );
+    assert!(s
+        .process_list("z", None, Some("p1"), 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 macro_rules! suite {
     ($backend:ident: $($name:ident),* $(,)?) => {
         mod $backend {
@@ -912,4 +1044,5 @@ both!(
     node_registry,
     queue_settings_round_trip,
     bulk_insert_claim_complete,
+    process_zombies_simple_repair_and_list,
 );

@@ -65,6 +65,28 @@ fn decode(row: &PgRow) -> Result<Task> {
     })
 }
 
+fn decode_process(r: &PgRow) -> Result<docket_core::process::Process> {
+    use docket_core::process::{Process, ProcessStatus};
+    let st = |c: &str| -> Result<Option<ProcessStatus>> {
+        Ok(r.try_get::<Option<String>, _>(c)?
+            .as_deref()
+            .and_then(ProcessStatus::parse))
+    };
+    Ok(Process {
+        namespace: r.try_get("namespace")?,
+        id: r.try_get("id")?,
+        status: st("status")?.unwrap_or(ProcessStatus::Error),
+        previous_status: st("previous_status")?,
+        status_changed_at: r.try_get("status_changed_at")?,
+        detail: r.try_get("detail")?,
+        aux_state: r.try_get("aux_state")?,
+        metadata: r.try_get("metadata")?,
+        corrupted_by: r.try_get("corrupted_by")?,
+        created_at: r.try_get("created_at")?,
+        last_event_id: r.try_get("last_event_id")?,
+    })
+}
+
 fn token_of(row: &PgRow) -> Result<Option<String>> {
     Ok(row
         .try_get::<Option<uuid::Uuid>, _>("lease_token")?
@@ -412,7 +434,8 @@ impl Store for PgStore {
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1) \
              AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR kind = $3) \
-             AND ($4::bigint IS NULL OR id {cmp} $4) ORDER BY id {order} LIMIT $5"
+             AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6) \
+             ORDER BY id {order} LIMIT $5"
         );
         let rows = sqlx::query(&sql)
             .bind(&p.queue)
@@ -420,6 +443,7 @@ impl Store for PgStore {
             .bind(&p.kind)
             .bind(p.after)
             .bind(p.limit)
+            .bind(&p.concurrency_key)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(decode).collect()
@@ -836,6 +860,7 @@ impl Store for PgStore {
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
+               AND queue NOT LIKE 'process:%' \
              ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         );
         let rows = sqlx::query(&sql)
@@ -1423,6 +1448,103 @@ impl Store for PgStore {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
+        let r = sqlx::query(
+            "UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = $3, \
+               detail = NULL, corrupted_by = NULL WHERE namespace = $1 AND id = $2 AND status = 'error'",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        if r.rows_affected() == 1 {
+            return Ok(());
+        }
+        let st: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2",
+        )
+        .bind(namespace)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        match st {
+            None => Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+            Some(st) => Err(StoreError::InvalidState(format!("process is {st}"))),
+        }
+    }
+
+    async fn process_list(
+        &self,
+        namespace: &str,
+        status: Option<docket_core::process::ProcessStatus>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<docket_core::process::Process>> {
+        let rows = sqlx::query(
+            "SELECT * FROM docket_processes WHERE namespace = $1 AND ($2::text IS NULL OR status = $2) \
+             AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4",
+        )
+        .bind(namespace)
+        .bind(status.map(|s| s.as_str()))
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_process).collect()
+    }
+
+    async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
+               AND queue LIKE 'process:%' ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut queues = vec![];
+        for r in &rows {
+            let t = decode(r)?;
+            let ns = t.queue.trim_start_matches("process:").to_string();
+            let pid = t.payload["process_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let e = error_entry(&t, "zombie detected", None, now);
+            Self::apply_failures(&mut tx, &[(t.clone(), FailDecision::Discard, e)], now).await?;
+            sqlx::query(
+                "UPDATE docket_processes SET \
+                   previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
+                   status_changed_at = CASE WHEN status <> 'error' THEN $3 ELSE status_changed_at END, \
+                   status = 'error', detail = 'zombie detected', corrupted_by = $4 \
+                 WHERE namespace = $1 AND id = $2",
+            )
+            .bind(&ns)
+            .bind(&pid)
+            .bind(now)
+            .bind(t.id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1 \
+                 AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(docket_core::process::key_of(&ns, &pid))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            queues.push(t.queue.clone());
+        }
+        queues.sort();
+        queues.dedup();
+        self.notify(&mut tx, &queues).await?;
+        tx.commit().await?;
+        Ok(rows.len() as u64)
     }
 
     async fn close(&self) {

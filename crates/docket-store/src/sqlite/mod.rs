@@ -118,6 +118,28 @@ fn queue_settings(row: &SqliteRow) -> Result<QueueSettings> {
     })
 }
 
+fn decode_process(r: &SqliteRow) -> Result<docket_core::process::Process> {
+    use docket_core::process::{Process, ProcessStatus};
+    let st = |c: &str| -> Result<Option<ProcessStatus>> {
+        Ok(r.try_get::<Option<String>, _>(c)?
+            .as_deref()
+            .and_then(ProcessStatus::parse))
+    };
+    Ok(Process {
+        namespace: r.try_get("namespace")?,
+        id: r.try_get("id")?,
+        status: st("status")?.unwrap_or(ProcessStatus::Error),
+        previous_status: st("previous_status")?,
+        status_changed_at: time(r, "status_changed_at")?,
+        detail: r.try_get("detail")?,
+        aux_state: json(r, "aux_state")?,
+        metadata: json(r, "metadata")?,
+        corrupted_by: r.try_get("corrupted_by")?,
+        created_at: time(r, "created_at")?,
+        last_event_id: r.try_get("last_event_id")?,
+    })
+}
+
 fn ids_json(ids: &[i64]) -> String {
     serde_json::to_string(ids).expect("ids serialise")
 }
@@ -378,7 +400,8 @@ impl Store for SqliteStore {
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1) \
              AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR kind = ?3) \
-             AND (?4 IS NULL OR id {cmp} ?4) ORDER BY id {order} LIMIT ?5"
+             AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6) \
+             ORDER BY id {order} LIMIT ?5"
         );
         let rows = sqlx::query(&sql)
             .bind(&p.queue)
@@ -386,6 +409,7 @@ impl Store for SqliteStore {
             .bind(&p.kind)
             .bind(p.after)
             .bind(p.limit)
+            .bind(&p.concurrency_key)
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(decode).collect()
@@ -724,7 +748,7 @@ impl Store for SqliteStore {
         let mut tx = self.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
-             ORDER BY lease_expires_at LIMIT ?"
+               AND queue NOT LIKE 'process:%' ORDER BY lease_expires_at LIMIT ?"
         );
         let rows = sqlx::query(&sql)
             .bind(us(now))
@@ -1289,6 +1313,101 @@ impl Store for SqliteStore {
         tx.commit().await?;
         self.wake_queues([&t.queue]);
         Ok(())
+    }
+
+    async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(
+            "UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = ?3, \
+               detail = NULL, corrupted_by = NULL WHERE namespace = ?1 AND id = ?2 AND status = 'error'",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(us(now))
+        .execute(&mut *tx)
+        .await?;
+        let st: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(namespace)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        match (r.rows_affected(), st) {
+            (1, _) => Ok(()),
+            (_, None) => Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+            (_, Some(st)) => Err(StoreError::InvalidState(format!("process is {st}"))),
+        }
+    }
+
+    async fn process_list(
+        &self,
+        namespace: &str,
+        status: Option<docket_core::process::ProcessStatus>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<docket_core::process::Process>> {
+        let rows = sqlx::query(
+            "SELECT * FROM docket_processes WHERE namespace = ?1 AND (?2 IS NULL OR status = ?2) \
+             AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4",
+        )
+        .bind(namespace)
+        .bind(status.map(|s| s.as_str()))
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(decode_process).collect()
+    }
+
+    async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
+               AND queue LIKE 'process:%' ORDER BY lease_expires_at LIMIT ?"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(us(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut queues = vec![];
+        for r in &rows {
+            let t = decode(r)?;
+            let ns = t.queue.trim_start_matches("process:").to_string();
+            let pid = t.payload["process_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let e = error_entry(&t, "zombie detected", None, now);
+            Self::apply_failures(&mut tx, &[(t.clone(), FailDecision::Discard, e)], now).await?;
+            sqlx::query(
+                "UPDATE docket_processes SET \
+                   previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
+                   status_changed_at = CASE WHEN status <> 'error' THEN ?3 ELSE status_changed_at END, \
+                   status = 'error', detail = 'zombie detected', corrupted_by = ?4 \
+                 WHERE namespace = ?1 AND id = ?2",
+            )
+            .bind(&ns)
+            .bind(&pid)
+            .bind(us(now))
+            .bind(t.id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
+                 AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(docket_core::process::key_of(&ns, &pid))
+            .bind(us(now))
+            .execute(&mut *tx)
+            .await?;
+            queues.push(t.queue.clone());
+        }
+        tx.commit().await?;
+        self.wake_queues(&queues);
+        Ok(rows.len() as u64)
     }
 
     async fn close(&self) {
