@@ -10,6 +10,7 @@ process's life:
 - timeout: the first step of `process.aux_state.timeouts` (the rest is kept for later timers).
 A step may hold: "events" (payloads to append), "response", "aux_state", "metadata",
 "timer" (e.g. "2s"), "remove_timer" ("2s": remove the process then), "unset_timer": true,
+"action" (sent as given),
 "error" (answer {"error": ...}), "sleep" (seconds before answering).
 Without "response" it answers {"history": [event ids it was shown], "last_event_id": n}.
 
@@ -52,6 +53,8 @@ def answer(req):
         out["action"] = {"timeout": step["remove_timer"], "remove": True}
     if step.get("unset_timer"):
         out["action"] = "unset_timer"
+    if "action" in step:  # a raw action, as given
+        out["action"] = step["action"]
     return out
 
 

@@ -446,3 +446,21 @@ impl Client {
         .await
     }
 }
+
+impl Client {
+    /// `GET` a path of the API as JSON (for the CLI's read-only commands).
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn get_json(&self, path: &str, query: &[(&str, String)]) -> Result<Value> {
+        self.send(self.http.get(self.url(path)).query(query)).await
+    }
+
+    /// `POST` to a path of the API without a body.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn post_empty(&self, path: &str) -> Result<Value> {
+        self.send(self.http.post(self.url(path))).await
+    }
+}

@@ -551,16 +551,14 @@ impl ProcessService {
                 let timer = match &r.action {
                     None => TimerChange::Keep,
                     Some(Action::Unset(_)) => TimerChange::Unset,
-                    Some(Action::Set(s)) => {
-                        let at = process::timer_at(s, now()).unwrap_or_else(|_| now());
-                        TimerChange::Set(Box::new(self.timer_task(
-                            ns,
-                            &pid,
-                            if s.remove { "remove" } else { "timeout" },
-                            at,
-                            &cfg,
-                        )?))
-                    }
+                    Some(Action::Set(s)) => match process::timer_at(s, now()) {
+                        Ok(at) => {
+                            let kind = if s.remove { "remove" } else { "timeout" };
+                            TimerChange::Set(Box::new(self.timer_task(ns, &pid, kind, at, &cfg)?))
+                        }
+                        // A malformed action is the processor's error: nothing of the result is kept.
+                        Err(msg) => return self.fail(ns, &pid, &t, token, json!(msg), &cfg).await,
+                    },
                 };
                 // A repaired process that a timer broke gets that timer again (progressor).
                 let mut also = vec![];

@@ -431,6 +431,15 @@ async fn failing_call_breaks_and_repair_fixes(e: Env) {
         .await
         .unwrap_err();
     assert!(matches!(err, ProcessError::IsRunning(_)));
+    // A malformed timer action is a processor error: nothing of that result is kept.
+    let bad = json!({"events": ["lost"], "action": {"set_timer": "2030-01-01T00:00:00Z", "timeout": "1s"}});
+    let err = e.call("p", bad).await.unwrap_err();
+    assert!(
+        matches!(&err, ProcessError::Processor(v) if v.as_str().unwrap().contains("both set_timer and timeout")),
+        "{err:?}"
+    );
+    assert!(!e.payloads("p").await.contains(&json!("lost")));
+    e.svc.simple_repair("ns", "p").await.unwrap();
     // A failing init puts the new process in error.
     assert!(e.init("q", json!({"error": {"code": 42}})).await.is_err());
     assert_eq!(

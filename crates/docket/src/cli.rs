@@ -333,6 +333,20 @@ pub enum ProcessCmd {
     Call(ProcessReqArgs),
     /// Repair a process in error.
     Repair(ProcessReqArgs),
+    /// Put an `error` process back to `running` without calling the processor.
+    SimpleRepair { namespace: String, id: String },
+    /// Every task of a process with the events it produced.
+    Trace { namespace: String, id: String },
+    /// Processes of a namespace.
+    List {
+        namespace: String,
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+        #[arg(long)]
+        after: Option<String>,
+    },
     /// Show a process and its history.
     Get {
         namespace: String,

@@ -131,6 +131,42 @@ async fn run(cli: Cli) -> Result<()> {
                 ProcessCmd::Init(a) => ("init", a),
                 ProcessCmd::Call(a) => ("call", a),
                 ProcessCmd::Repair(a) => ("repair", a),
+                ProcessCmd::SimpleRepair { namespace, id } => {
+                    let path = format!("/v1/namespaces/{namespace}/processes/{id}/simple-repair");
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&c.post_empty(&path).await?)?
+                    );
+                    return Ok(());
+                }
+                ProcessCmd::Trace { namespace, id } => {
+                    let path = format!("/v1/namespaces/{namespace}/processes/{id}/trace");
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&c.get_json(&path, &[]).await?)?
+                    );
+                    return Ok(());
+                }
+                ProcessCmd::List {
+                    namespace,
+                    status,
+                    limit,
+                    after,
+                } => {
+                    let mut q = vec![("limit", limit.to_string())];
+                    if let Some(st) = status {
+                        q.push(("status", st));
+                    }
+                    if let Some(a) = after {
+                        q.push(("after", a));
+                    }
+                    let path = format!("/v1/namespaces/{namespace}/processes");
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&c.get_json(&path, &q).await?)?
+                    );
+                    return Ok(());
+                }
                 ProcessCmd::Get {
                     namespace,
                     id,

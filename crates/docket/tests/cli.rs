@@ -466,6 +466,14 @@ fn processes_from_the_cli(backend: &str) {
     let v: Value = serde_json::from_str(&s.ok(&["process", "get", "orders", "o-1"])).unwrap();
     assert_eq!(v["process"]["status"], "error");
     assert_eq!(v["history"][0]["payload"], "created");
+    let v: Value = serde_json::from_str(&s.ok(&["process", "trace", "orders", "o-1"])).unwrap();
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
+    let v: Value =
+        serde_json::from_str(&s.ok(&["process", "list", "orders", "--status", "error"])).unwrap();
+    assert_eq!(v["processes"][0]["id"], "o-1");
+    let v: Value =
+        serde_json::from_str(&s.ok(&["process", "simple-repair", "orders", "o-1"])).unwrap();
+    assert_eq!(v["process"]["status"], "running");
 }
 
 /// A child process killed when dropped (also when a test fails).
