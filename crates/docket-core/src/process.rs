@@ -430,6 +430,53 @@ impl ProcessorReply {
     }
 }
 
+/// A whole process to import (`PUT /v1/namespaces/{ns}/processes/{id}`, progressor's put).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessImportSpec {
+    /// Status [running].
+    #[serde(default = "running")]
+    pub status: ProcessStatus,
+    /// Detail (for `error`).
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// Aux state.
+    #[serde(default)]
+    pub aux_state: Value,
+    /// Metadata [{}].
+    #[serde(default = "empty_object")]
+    pub metadata: Value,
+    /// History, oldest first; event ids become 1, 2, 3….
+    #[serde(default)]
+    pub history: Vec<ImportedEvent>,
+    /// An optional timer: `{"set_timer": T}` or `{"timeout": "5s"}`, with `"remove": true` for a removal.
+    #[serde(default)]
+    pub timer: Option<SetTimer>,
+}
+
+/// One event of an imported history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportedEvent {
+    /// When it happened [now].
+    #[serde(default)]
+    pub timestamp: Option<Timestamp>,
+    /// Metadata [{}].
+    #[serde(default = "empty_object")]
+    pub metadata: Value,
+    /// Payload.
+    #[serde(default)]
+    pub payload: Value,
+}
+
+fn running() -> ProcessStatus {
+    ProcessStatus::Running
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
 /// The timer a result asks for: (run_at, remove?) or None.
 pub fn timer_at(action: &SetTimer, now: Timestamp) -> Result<Timestamp, String> {
     match (action.set_timer, action.timeout) {

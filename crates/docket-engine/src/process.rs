@@ -340,6 +340,78 @@ impl ProcessService {
         }
     }
 
+    /// Imports a whole process (progressor's put): status, history, aux state, metadata and an
+    /// optional timer.
+    ///
+    /// # Errors
+    /// [`ProcessError::Exists`], [`ProcessError::Invalid`], store errors.
+    pub async fn put(
+        &self,
+        ns: &str,
+        id: &str,
+        spec: process::ProcessImportSpec,
+    ) -> Result<Process, ProcessError> {
+        let cfg = self.config(ns)?;
+        process::check_process_id(id).map_err(ProcessError::Invalid)?;
+        let now = chrono::SubsecRound::trunc_subsecs(self.engine.clock.now(), 6);
+        let timer = match &spec.timer {
+            None => None,
+            Some(t) => {
+                let at = process::timer_at(t, now).map_err(ProcessError::Invalid)?;
+                Some(self.timer_task(
+                    ns,
+                    id,
+                    if t.remove { "remove" } else { "timeout" },
+                    at,
+                    &cfg,
+                )?)
+            }
+        };
+        let history: Vec<process::Event> = spec
+            .history
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| process::Event {
+                event_id: i as i64 + 1,
+                task_id: None,
+                timestamp: e
+                    .timestamp
+                    .map(|t| chrono::SubsecRound::trunc_subsecs(t, 6))
+                    .unwrap_or(now),
+                metadata: e.metadata,
+                payload: e.payload,
+            })
+            .collect();
+        let p = Process {
+            namespace: ns.to_string(),
+            id: id.to_string(),
+            status: spec.status,
+            previous_status: None,
+            status_changed_at: now,
+            detail: spec.detail,
+            aux_state: spec.aux_state,
+            metadata: spec.metadata,
+            corrupted_by: None,
+            created_at: now,
+            last_event_id: history.len() as i64,
+        };
+        let import = docket_store::ProcessImport {
+            process: p.clone(),
+            history,
+            timer,
+            now,
+        };
+        match self.engine.store.process_import(import).await {
+            Ok(()) => {
+                self.engine.waker.wake_scheduler();
+                self.engine.waker.wake(&process::queue_of(ns));
+                Ok(p)
+            }
+            Err(StoreError::Conflict(_)) => Err(ProcessError::Exists),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Processes of a namespace (keyset paging by id).
     ///
     /// # Errors

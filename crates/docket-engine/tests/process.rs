@@ -574,6 +574,38 @@ async fn remove_by_timer(e: Env) {
     assert!(left.is_empty(), "all its rows are gone: {left:?}");
 }
 
+async fn put_imports_a_process(e: Env) {
+    use docket_core::process::ProcessImportSpec;
+    let spec: ProcessImportSpec = serde_json::from_value(json!({
+        "history": [{"payload": "old-1"}, {"payload": "old-2", "metadata": {"src": "legacy"}}],
+        "aux_state": {"timeouts": [{"events": ["after import"]}]},
+        "metadata": {"migrated": true},
+        "timer": {"timeout": "300ms"}
+    }))
+    .unwrap();
+    let p = e.svc.put("ns", "imp", spec.clone()).await.unwrap();
+    assert_eq!((p.status, p.last_event_id), (ProcessStatus::Running, 2));
+    assert!(matches!(
+        e.svc.put("ns", "imp", spec).await,
+        Err(ProcessError::Exists)
+    ));
+    assert_eq!(
+        e.wait_events("imp", 3).await,
+        vec![json!("old-1"), json!("old-2"), json!("after import")]
+    );
+    // Without a timer: nothing runs until called.
+    let plain: ProcessImportSpec =
+        serde_json::from_value(json!({"history": [{"payload": 1}]})).unwrap();
+    e.svc.put("ns", "plain", plain).await.unwrap();
+    e.call("plain", json!({"events": [2]})).await.unwrap();
+    assert_eq!(e.payloads("plain").await, vec![json!(1), json!(2)]);
+    assert!(e
+        .tasks("timeout")
+        .await
+        .iter()
+        .all(|t| t.payload["process_id"] != "plain"));
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("pg").await).await; } )* }
@@ -590,4 +622,5 @@ both!(
     timer_retries_then_repair_reruns_it,
     idempotency_and_timers,
     remove_by_timer,
+    put_imports_a_process,
 );

@@ -93,7 +93,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/namespaces/{ns}/processes/{id}/trace",
             get(process_trace),
         )
-        .route("/v1/namespaces/{ns}/processes/{id}", get(process_get))
+        .route(
+            "/v1/namespaces/{ns}/processes/{id}",
+            get(process_get).put(process_put),
+        )
         .route(
             "/v1/namespaces/{ns}/processes/{id}/call",
             post(process_call),
@@ -919,4 +922,15 @@ async fn process_trace(
     Path((ns, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(json!({"tasks": s.processes.trace(&ns, &id).await?})))
+}
+
+async fn process_put(
+    State(s): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let spec: docket_core::process::ProcessImportSpec = parse(body)?;
+    let p = s.processes.put(&ns, &id, spec).await?;
+    let last = p.last_event_id;
+    Ok(Json(json!({"process": p, "last_event_id": last})))
 }

@@ -282,6 +282,19 @@ pub struct ProcessFail {
     pub now: Timestamp,
 }
 
+/// Params of [`Store::process_import`]: a whole process (progressor's migration path).
+#[derive(Debug, Clone)]
+pub struct ProcessImport {
+    /// The process (namespace, id, status, detail, aux_state, metadata, created_at are used).
+    pub process: docket_core::process::Process,
+    /// Its history, event ids 1, 2, 3….
+    pub history: Vec<docket_core::process::Event>,
+    /// An optional timer task.
+    pub timer: Option<ResolvedTask>,
+    /// Now.
+    pub now: Timestamp,
+}
+
 /// The storage interface of docket. Every method is atomic.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
@@ -548,6 +561,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         id: &str,
         now: Timestamp,
     ) -> Result<()>;
+
+    /// Imports a whole process with its history and optional timer, in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the id is taken.
+    async fn process_import(&self, p: ProcessImport) -> Result<()>;
 
     /// simple-repair: puts a process in `error` back to `running` without calling the processor.
     ///

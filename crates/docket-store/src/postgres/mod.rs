@@ -1450,6 +1450,57 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn process_import(&self, p: ProcessImport) -> Result<()> {
+        let pr = &p.process;
+        let mut tx = self.pool.begin().await?;
+        let created: Option<String> = sqlx::query_scalar(
+            "INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail, \
+               aux_state, metadata, corrupted_by, created_at, last_event_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(&pr.namespace)
+        .bind(&pr.id)
+        .bind(pr.status.as_str())
+        .bind(pr.previous_status.map(|s| s.as_str()))
+        .bind(pr.status_changed_at)
+        .bind(&pr.detail)
+        .bind(&pr.aux_state)
+        .bind(&pr.metadata)
+        .bind(pr.created_at)
+        .bind(p.history.len() as i64)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if created.is_none() {
+            return Err(StoreError::Conflict(format!(
+                "process {}/{} exists",
+                pr.namespace, pr.id
+            )));
+        }
+        if !p.history.is_empty() {
+            let ids: Vec<i64> = p.history.iter().map(|e| e.event_id).collect();
+            let times: Vec<Timestamp> = p.history.iter().map(|e| e.timestamp).collect();
+            let metas: Vec<Value> = p.history.iter().map(|e| e.metadata.clone()).collect();
+            let payloads: Vec<Value> = p.history.iter().map(|e| e.payload.clone()).collect();
+            sqlx::query(
+                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
+                 SELECT $1, $2, e, NULL, t, m, p FROM unnest($3::bigint[], $4::timestamptz[], $5::jsonb[], $6::jsonb[]) AS x(e, t, m, p)",
+            )
+            .bind(&pr.namespace)
+            .bind(&pr.id)
+            .bind(&ids)
+            .bind(&times)
+            .bind(&metas)
+            .bind(&payloads)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(t) = p.timer {
+            self.insert_one(&mut tx, t, p.now).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
         let r = sqlx::query(
             "UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = $3, \

@@ -1315,6 +1315,57 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn process_import(&self, p: ProcessImport) -> Result<()> {
+        let pr = &p.process;
+        let mut tx = self.begin().await?;
+        let created: Option<String> = sqlx::query_scalar(
+            "INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail, \
+               aux_state, metadata, corrupted_by, created_at, last_event_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?10) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(&pr.namespace)
+        .bind(&pr.id)
+        .bind(pr.status.as_str())
+        .bind(pr.previous_status.map(|s| s.as_str()))
+        .bind(us(pr.status_changed_at))
+        .bind(&pr.detail)
+        .bind(pr.aux_state.to_string())
+        .bind(pr.metadata.to_string())
+        .bind(us(pr.created_at))
+        .bind(p.history.len() as i64)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if created.is_none() {
+            return Err(StoreError::Conflict(format!(
+                "process {}/{} exists",
+                pr.namespace, pr.id
+            )));
+        }
+        for e in &p.history {
+            sqlx::query(
+                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
+                 VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6)",
+            )
+            .bind(&pr.namespace)
+            .bind(&pr.id)
+            .bind(e.event_id)
+            .bind(us(e.timestamp))
+            .bind(e.metadata.to_string())
+            .bind(e.payload.to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        let queue = p.timer.as_ref().map(|t| t.queue.clone());
+        if let Some(t) = p.timer {
+            Self::insert_one(&mut tx, t, p.now).await?;
+        }
+        tx.commit().await?;
+        if let Some(q) = queue {
+            self.wake_queues([&q]);
+        }
+        Ok(())
+    }
+
     async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
         let mut tx = self.begin().await?;
         let r = sqlx::query(
