@@ -209,9 +209,10 @@ impl Engine {
                 loop {
                     tokio::select! {
                         _ = c.cancelled() => return,
-                        q = rx.recv() => match q {
-                            Some(q) if q == "*" => waker.wake_all(),
-                            Some(q) => waker.wake(&q),
+                        w = rx.recv() => match w {
+                            Some(docket_store::Wake::All) => waker.wake_all(),
+                            Some(docket_store::Wake::Queue(q)) => waker.wake(&q),
+                            Some(docket_store::Wake::Task(id)) => waker.task_done(id),
                             None => return,
                         }
                     }

@@ -77,7 +77,6 @@ pub struct ProcessService {
     http: reqwest::Client,
     namespaces: Arc<RwLock<HashMap<String, NamespaceConfig>>>,
     started: Arc<RwLock<std::collections::HashSet<String>>>,
-    done: Arc<Notify>,
     cancel: CancellationToken,
 }
 
@@ -96,7 +95,6 @@ impl ProcessService {
             http: reqwest::Client::new(),
             namespaces: Arc::default(),
             started: Arc::default(),
-            done: Arc::new(Notify::new()),
             cancel,
         }
     }
@@ -238,7 +236,7 @@ impl ProcessService {
         let cfg = self.config(ns)?;
         process::check_process_id(id).map_err(ProcessError::Invalid)?;
         if let Some(t) = self.earlier(ns, id, &req).await? {
-            return self.answer(t.id, &cfg).await;
+            return self.answer(ns, t.id, &cfg).await;
         }
         let task = self.task_for(ns, id, "init", &req, &cfg)?;
         let t = match self
@@ -252,7 +250,7 @@ impl ProcessService {
             Err(e) => return Err(e.into()),
         };
         self.engine.waker.wake(&t.queue);
-        self.answer(t.id, &cfg).await
+        self.answer(ns, t.id, &cfg).await
     }
 
     /// Queues a call (FIFO behind running/queued tasks of the process) and answers with the
@@ -284,7 +282,7 @@ impl ProcessService {
     ) -> Result<Value, ProcessError> {
         let cfg = self.config(ns)?;
         if let Some(t) = self.earlier(ns, id, &req).await? {
-            return self.answer(t.id, &cfg).await;
+            return self.answer(ns, t.id, &cfg).await;
         }
         let task = self.task_for(ns, id, kind, &req, &cfg)?;
         let t = match self
@@ -302,7 +300,7 @@ impl ProcessService {
             Err(e) => return Err(e.into()),
         };
         self.engine.waker.wake(&t.queue);
-        self.answer(t.id, &cfg).await
+        self.answer(ns, t.id, &cfg).await
     }
 
     /// The process and a range of its history.
@@ -458,10 +456,30 @@ impl ProcessService {
     }
 
     /// Waits for task `id` to finish (up to the step timeout) and maps its end to an answer.
-    async fn answer(&self, id: i64, cfg: &NamespaceConfig) -> Result<Value, ProcessError> {
+    async fn answer(
+        &self,
+        ns: &str,
+        id: i64,
+        cfg: &NamespaceConfig,
+    ) -> Result<Value, ProcessError> {
+        let _ = ns;
         let deadline = tokio::time::Instant::now() + cfg.process_step_timeout;
+        // Only this task's end wakes us: the local runner directly, another node's through
+        // the `docket_done` notification (PostgreSQL); polling is the fallback.
+        let mine = self.engine.waker.task(id);
+        let r = self.answer_loop(id, deadline, &mine).await;
+        self.engine.waker.forget_task(id, mine);
+        r
+    }
+
+    async fn answer_loop(
+        &self,
+        id: i64,
+        deadline: tokio::time::Instant,
+        mine: &Notify,
+    ) -> Result<Value, ProcessError> {
         loop {
-            let notified = self.done.notified();
+            let notified = mine.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let t = self
@@ -492,10 +510,9 @@ impl ProcessService {
             if tokio::time::Instant::now() >= deadline {
                 return Err(ProcessError::Timeout);
             }
-            // Local completions wake us at once; a task run on another node is seen by polling.
             tokio::select! {
                 _ = notified => {}
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 _ = tokio::time::sleep_until(deadline) => {}
             }
         }
@@ -551,7 +568,7 @@ impl ProcessService {
                     if let Err(e) = me.step(&ns, t).await {
                         tracing::warn!(namespace = %ns, task = id, error = %e, "process step failed");
                     }
-                    me.done.notify_waiters();
+                    me.engine.waker.task_done(id);
                     drop(permit);
                 });
             }

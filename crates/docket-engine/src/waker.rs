@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub struct Waker {
     queues: Mutex<HashMap<String, Arc<Notify>>>,
+    tasks: Mutex<HashMap<i64, Arc<Notify>>>,
     scheduler: Notify,
 }
 
@@ -27,8 +28,46 @@ impl Waker {
         }
     }
 
-    /// Wakes every waiting claimer (after a lost LISTEN connection).
+    /// The notifier of task `id` (a synchronous caller waits on it); pair with
+    /// [`Waker::forget_task`].
+    pub fn task(&self, id: i64) -> Arc<Notify> {
+        self.tasks
+            .lock()
+            .expect("waker lock")
+            .entry(id)
+            .or_default()
+            .clone()
+    }
+
+    /// Wakes whoever waits for task `id` to finish.
+    pub fn task_done(&self, id: i64) {
+        let n = self.tasks.lock().expect("waker lock").get(&id).cloned();
+        if let Some(n) = n {
+            n.notify_waiters();
+        }
+    }
+
+    /// Drops the notifier of task `id` once nobody else waits on it.
+    pub fn forget_task(&self, id: i64, mine: Arc<Notify>) {
+        let mut m = self.tasks.lock().expect("waker lock");
+        // Two references left: the map's and `mine`.
+        if Arc::strong_count(&mine) <= 2 {
+            m.remove(&id);
+        }
+    }
+
+    /// Wakes every waiting claimer and caller (after a lost LISTEN connection).
     pub fn wake_all(&self) {
+        let tasks: Vec<_> = self
+            .tasks
+            .lock()
+            .expect("waker lock")
+            .values()
+            .cloned()
+            .collect();
+        for n in tasks {
+            n.notify_waiters();
+        }
         let all: Vec<_> = self
             .queues
             .lock()

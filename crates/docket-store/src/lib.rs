@@ -175,6 +175,17 @@ pub enum LeaseOutcome {
     NotFound,
 }
 
+/// What a [`Store::listen`] subscription delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// Look at this queue again (a task became available or a slot was freed).
+    Queue(String),
+    /// This task finished (process steps: wakes the synchronous caller waiting for it).
+    Task(i64),
+    /// Notifications may have been lost: look at everything.
+    All,
+}
+
 /// A node of the cluster as recorded in `docket_nodes`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NodeRecord {
@@ -466,14 +477,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Database failure.
     async fn node_list(&self) -> Result<Vec<NodeRecord>>;
 
-    /// Subscribes to "look again" notifications: a task became available, or a finished
-    /// attempt freed a concurrency slot. Each item is a queue name (`*`: all queues). PostgreSQL
+    /// Subscribes to "look again" notifications: a task became available, a finished attempt
+    /// freed a concurrency slot ([`Wake::Queue`]), or a process step finished ([`Wake::Task`]). PostgreSQL
     /// delivers every process's notifications (LISTEN/NOTIFY); SQLite only this process's, so
     /// other processes' changes are seen by polling. `None` where there is nothing to listen to.
     ///
     /// # Errors
     /// Database failure.
-    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>>;
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>>;
 
     /// Creates or replaces a namespace's configuration (JSON of `NamespaceConfig`).
     ///

@@ -9,6 +9,8 @@ use std::str::FromStr;
 
 /// The LISTEN/NOTIFY channel; payload `schema|queue`.
 pub const CHANNEL: &str = "docket_available";
+/// The channel of finished process steps; payload `schema|task id`.
+pub const DONE_CHANNEL: &str = "docket_done";
 
 const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
@@ -195,6 +197,17 @@ impl PgStore {
         qs.sort();
         qs.dedup();
         self.notify(tx, &qs).await
+    }
+
+    /// Tells synchronous callers on every node that these process steps finished.
+    async fn notify_done(&self, tx: &mut Transaction<'_, Postgres>, ids: &[i64]) -> Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2 || '|' || id) FROM unnest($3::bigint[]) AS x(id)")
+            .bind(DONE_CHANNEL)
+            .bind(&self.schema)
+            .bind(ids)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     async fn notify(&self, tx: &mut Transaction<'_, Postgres>, queues: &[String]) -> Result<()> {
@@ -1060,9 +1073,9 @@ impl Store for PgStore {
             .collect()
     }
 
-    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>> {
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>> {
         let mut l = PgListener::connect_with(&self.pool).await?;
-        l.listen(CHANNEL).await?;
+        l.listen_all([CHANNEL, DONE_CHANNEL]).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
         let prefix = format!("{}|", self.schema);
         let pool = self.pool.clone();
@@ -1070,16 +1083,25 @@ impl Store for PgStore {
             loop {
                 match l.try_recv().await {
                     Ok(Some(n)) => {
-                        if let Some(q) = n.payload().strip_prefix(&prefix) {
-                            if tx.send(q.to_string()).await.is_err() {
-                                return;
+                        let Some(rest) = n.payload().strip_prefix(&prefix) else {
+                            continue;
+                        };
+                        let wake = if n.channel() == DONE_CHANNEL {
+                            match rest.parse() {
+                                Ok(id) => Wake::Task(id),
+                                Err(_) => continue,
                             }
+                        } else {
+                            Wake::Queue(rest.to_string())
+                        };
+                        if tx.send(wake).await.is_err() {
+                            return;
                         }
                     }
                     // The connection dropped; PgListener reconnects on the next call.
-                    // Notifications sent meanwhile are lost: "*" tells waiters to look anyway.
+                    // Notifications sent meanwhile are lost: tell waiters to look anyway.
                     Ok(None) => {
-                        if tx.send("*".into()).await.is_err() {
+                        if tx.send(Wake::All).await.is_err() {
                             return;
                         }
                     }
@@ -1353,6 +1375,7 @@ impl Store for PgStore {
         .execute(&mut *tx)
         .await?;
         self.notify(&mut tx, &[queue]).await?;
+        self.notify_done(&mut tx, &[c.task_id]).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1409,6 +1432,7 @@ impl Store for PgStore {
             .await?;
         }
         self.notify(&mut tx, &[queue]).await?;
+        self.notify_done(&mut tx, &[f.fail.id]).await?;
         tx.commit().await?;
         Ok(outcome)
     }
@@ -1594,6 +1618,8 @@ impl Store for PgStore {
         queues.sort();
         queues.dedup();
         self.notify(&mut tx, &queues).await?;
+        let ids: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>("id")).collect();
+        self.notify_done(&mut tx, &ids).await?;
         tx.commit().await?;
         Ok(rows.len() as u64)
     }

@@ -24,7 +24,7 @@ pub struct SqliteStore {
     reader: SqlitePool,
     /// Queues whose claimers should look again (a slot was freed, a task was retried or came
     /// due). SQLite has no LISTEN: this is the in-process equivalent, fed after each commit.
-    wake: tokio::sync::broadcast::Sender<String>,
+    wake: tokio::sync::broadcast::Sender<Wake>,
 }
 
 fn us(t: Timestamp) -> i64 {
@@ -186,7 +186,7 @@ impl SqliteStore {
         qs.dedup();
         for q in qs {
             // No receiver (no engine listening) is fine.
-            let _ = self.wake.send(q.clone());
+            let _ = self.wake.send(Wake::Queue(q.clone()));
         }
     }
 
@@ -949,7 +949,7 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>> {
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>> {
         // Only this process's changes: other processes' are seen by polling.
         let mut sub = self.wake.subscribe();
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
@@ -962,7 +962,7 @@ impl Store for SqliteStore {
                         }
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        if tx.send("*".into()).await.is_err() {
+                        if tx.send(Wake::All).await.is_err() {
                             return;
                         }
                     }
