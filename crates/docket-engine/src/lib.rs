@@ -7,6 +7,7 @@
 //! - [`worker`]: in-process handlers (docket as a library) with batched completion.
 
 pub mod maintenance;
+pub mod metrics;
 pub mod process;
 pub mod waker;
 pub mod worker;

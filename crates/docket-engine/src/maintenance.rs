@@ -30,6 +30,7 @@ pub struct Pass {
 /// Store errors.
 pub async fn promote(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
     let mut total = 0;
+    let t0 = std::time::Instant::now();
     loop {
         let p = engine.store.task_promote(now, BATCH).await?;
         total += p.count;
@@ -37,6 +38,10 @@ pub async fn promote(engine: &Engine, now: Timestamp) -> Result<u64, StoreError>
             engine.waker.wake(q);
         }
         if (p.count as i64) < BATCH {
+            if total > 0 {
+                ::metrics::histogram!(crate::metrics::TIMERS_SCANNING, "namespace" => "*")
+                    .record(crate::metrics::ms_since(t0));
+            }
             return Ok(total);
         }
     }
@@ -49,7 +54,10 @@ pub async fn promote(engine: &Engine, now: Timestamp) -> Result<u64, StoreError>
 pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), StoreError> {
     // Process tasks past their lease are zombies (progressor): they break their process
     // instead of being retried.
+    let t0 = std::time::Instant::now();
     let zombies = engine.store.process_collect_zombies(now, BATCH).await?;
+    ::metrics::histogram!(crate::metrics::ZOMBIE_COLLECTION, "namespace" => "*")
+        .record(crate::metrics::ms_since(t0));
     if zombies > 0 {
         tracing::warn!(zombies, "zombie process tasks collected");
     }

@@ -7,6 +7,7 @@
 //! lease. `init`, `call` and `repair` are synchronous for the caller: [`ProcessService::init`]
 //! and friends wait for the task to finish and answer with the processor's response or error.
 
+use crate::metrics as M;
 use crate::Engine;
 use docket_core::process::{
     self, Action, HistoryRange, NamespaceConfig, Process, ProcessStatus, ProcessorProcess,
@@ -568,7 +569,10 @@ impl ProcessService {
                     if let Err(e) = me.step(&ns, t).await {
                         tracing::warn!(namespace = %ns, task = id, error = %e, "process step failed");
                     }
+                    let t0 = std::time::Instant::now();
                     me.engine.waker.task_done(id);
+                    ::metrics::histogram!(M::NOTIFICATION, "namespace" => ns.clone(), "notification_type" => "done")
+                        .record(M::ms_since(t0));
                     drop(permit);
                 });
             }
@@ -592,12 +596,17 @@ impl ProcessService {
             .to_string();
         let now = || self.engine.clock.now();
         if t.kind == "remove" {
-            return self
+            let t0 = std::time::Instant::now();
+            let r = self
                 .engine
                 .store
                 .process_remove(t.id, &token, ns, &pid, now())
                 .await;
+            ::metrics::histogram!(M::PROCESS_REMOVING, "namespace" => ns.to_string())
+                .record(M::ms_since(t0));
+            return r;
         }
+        let prep = std::time::Instant::now();
         let range: HistoryRange =
             serde_json::from_value(t.payload["range"].clone()).unwrap_or_default();
         let Some((p, history)) = self.engine.store.process_get(ns, &pid, range).await? else {
@@ -634,7 +643,36 @@ impl ProcessService {
                 corrupted_by,
             },
         };
+        let labels = [("namespace", ns.to_string()), ("task_type", t.kind.clone())];
+        ::metrics::histogram!(M::REQUEST_PREPARING, &labels).record(M::ms_since(prep));
+        let work = std::time::Instant::now();
         let reply = self.post(&cfg, &req).await;
+        ::metrics::histogram!(M::TASK_PROCESSING, &labels).record(M::ms_since(work));
+        let done = std::time::Instant::now();
+        let ok = matches!(reply, Ok(ProcessorReply::Ok(_)));
+        let r = self
+            .finish(ns, pid, t, token, reply, corrupted_by, &cfg)
+            .await;
+        let completion = if ok && r.is_ok() { "complete" } else { "error" };
+        ::metrics::histogram!(M::TASK_COMPLETION, "namespace" => ns.to_string(), "completion_type" => completion)
+            .record(M::ms_since(done));
+        r
+    }
+
+    /// Stores what the processor answered.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        ns: &str,
+        pid: String,
+        t: Task,
+        token: String,
+        reply: Result<ProcessorReply, String>,
+        corrupted_by: Option<i64>,
+        cfg: &NamespaceConfig,
+    ) -> Result<(), StoreError> {
+        let cfg = cfg.clone();
+        let now = || self.engine.clock.now();
         match reply {
             Ok(ProcessorReply::Ok(r)) => {
                 let timer = match &r.action {

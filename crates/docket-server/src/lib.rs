@@ -48,6 +48,7 @@ impl AppState {
     /// State for `engine`; process runners start when namespaces are added (call
     /// `processes.start()` to also load the stored ones).
     pub fn new(engine: Engine, shutdown: CancellationToken) -> Self {
+        docket_engine::metrics::prometheus();
         let processes = ProcessService::new(engine.clone(), shutdown.clone());
         AppState {
             engine,
@@ -64,6 +65,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
+        .route("/metrics", get(metrics_text))
         .route("/v1/tasks", post(task_add).get(task_list))
         .route("/v1/tasks/complete", post(task_complete_batch))
         .route("/v1/tasks/fail", post(task_fail_batch))
@@ -203,6 +205,18 @@ async fn healthz(State(s): State<AppState>) -> Response {
         Ok(_) => Json(json!({"status": "ok", "node": s.engine.config.node})).into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
+}
+
+/// Prometheus text format.
+async fn metrics_text() -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        docket_engine::metrics::prometheus().render(),
+    )
+        .into_response()
 }
 
 async fn openapi() -> Response {
