@@ -81,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/queues/{queue}/resume", post(queue_resume))
         .route("/v1/queues/{queue}/claim", post(queue_claim))
         .route("/v1/nodes", get(node_list))
+        .route("/v1/events", get(events_stream))
         .route("/v1/namespaces", get(namespace_list))
         .route("/v1/namespaces/{ns}", get(namespace_get).put(namespace_put))
         .route(
@@ -947,4 +948,68 @@ async fn process_put(
     let p = s.processes.put(&ns, &id, spec).await?;
     let last = p.last_event_id;
     Ok(Json(json!({"process": p, "last_event_id": last})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    namespace: Option<String>,
+    after: Option<i64>,
+}
+
+/// Server-sent events of process notifications (events and lifecycle changes), in commit order,
+/// resumable with `after` or the `Last-Event-ID` header (the SSE `id` is the notification's seq).
+async fn events_stream(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+) -> ApiResult<Response> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let q = query(q)?;
+    let last_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i64>().ok());
+    let after = q.after.or(last_id).unwrap_or(0);
+    let state = (after, std::collections::VecDeque::new(), s, q.namespace);
+    let stream = futures::stream::unfold(state, |(mut cursor, mut buf, s, ns)| async move {
+        loop {
+            if let Some(n) = buf.pop_front() {
+                let n: docket_store::Notification = n;
+                let ev = Event::default()
+                    .id(n.seq.to_string())
+                    .event(n.kind.clone())
+                    .json_data(&n)
+                    .expect("notification serialises");
+                return Some((Ok::<_, std::convert::Infallible>(ev), (cursor, buf, s, ns)));
+            }
+            if s.shutdown.is_cancelled() {
+                return None;
+            }
+            match s
+                .engine
+                .store
+                .notification_list(ns.as_deref(), cursor, 500)
+                .await
+            {
+                Ok(v) if !v.is_empty() => {
+                    cursor = v.last().map(|n| n.seq).unwrap_or(cursor);
+                    buf.extend(v);
+                }
+                Ok(_) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+                        _ = s.shutdown.cancelled() => return None,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading notifications failed");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            }
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
 }

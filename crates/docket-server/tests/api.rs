@@ -957,6 +957,35 @@ async fn processes_over_http(n: Node) {
     assert_eq!((st, code(&v)), (StatusCode::BAD_REQUEST, "invalid_request"));
 }
 
+/// Reads `n` SSE events from `path` (their `data` as JSON), with a generous deadline.
+async fn sse(n: &Node, path: &str, count: usize) -> Vec<Value> {
+    let mut resp = n
+        .http
+        .get(format!("{}{}", n.base, path))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut text = String::new();
+    let mut out = vec![];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while out.len() < count {
+        let chunk = tokio::time::timeout_at(deadline.into(), resp.chunk())
+            .await
+            .expect("SSE events in time")
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let block: String = text.drain(..end + 2).collect();
+            if let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) {
+                out.push(serde_json::from_str(data).unwrap());
+            }
+        }
+    }
+    out
+}
+
 /// Kills the processor when the test ends, passed or failed.
 struct KillOnDrop(std::process::Child);
 

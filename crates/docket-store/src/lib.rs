@@ -306,6 +306,26 @@ pub struct ProcessImport {
     pub now: Timestamp,
 }
 
+/// One published notification (`GET /v1/events`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification {
+    /// Position in the stream (resume after it).
+    pub seq: i64,
+    /// Namespace.
+    pub namespace: String,
+    /// Process id.
+    pub process_id: String,
+    /// `event`, `created`, `failed`, `repaired` or `removed`.
+    pub kind: String,
+    /// The event's id (kind `event`).
+    pub event_id: Option<i64>,
+    /// The event (kind `event`: `{"event_id", "timestamp", "metadata", "payload"}`), or details
+    /// (kind `failed`: `{"detail"}`).
+    pub data: Value,
+    /// When it was written.
+    pub created_at: Timestamp,
+}
+
 /// The storage interface of docket. Every method is atomic.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
@@ -604,6 +624,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64>;
+
+    /// Notifications after `after`, oldest first, optionally of one namespace.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn notification_list(
+        &self,
+        namespace: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Notification>>;
 
     /// Closes the pool.
     async fn close(&self);

@@ -199,6 +199,41 @@ impl PgStore {
         self.notify(tx, &qs).await
     }
 
+    /// Writes notifications of one process in the current transaction. The advisory lock makes
+    /// seq order commit order (held until commit), so stream readers never skip a row.
+    async fn publish(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        namespace: &str,
+        id: &str,
+        items: &[(&str, Option<i64>, Value)],
+        now: Timestamp,
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
+            .execute(&mut **tx)
+            .await?;
+        let kinds: Vec<&str> = items.iter().map(|i| i.0).collect();
+        let ids: Vec<Option<i64>> = items.iter().map(|i| i.1).collect();
+        let data: Vec<Value> = items.iter().map(|i| i.2.clone()).collect();
+        sqlx::query(
+            "INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at) \
+             SELECT $1, $2, k, e, d, $3 FROM unnest($4::text[], $5::bigint[], $6::jsonb[]) \
+               WITH ORDINALITY AS x(k, e, d, o) ORDER BY o",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(now)
+        .bind(&kinds)
+        .bind(&ids)
+        .bind(&data)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
     /// Tells synchronous callers on every node that these process steps finished.
     async fn notify_done(&self, tx: &mut Transaction<'_, Postgres>, ids: &[i64]) -> Result<()> {
         sqlx::query("SELECT pg_notify($1, $2 || '|' || id) FROM unnest($3::bigint[]) AS x(id)")
@@ -1173,6 +1208,14 @@ impl Store for PgStore {
             )));
         }
         let t = self.insert_one(&mut tx, init, now).await?;
+        self.publish(
+            &mut tx,
+            namespace,
+            id,
+            &[("created", None, serde_json::json!({}))],
+            now,
+        )
+        .await?;
         tx.commit().await?;
         Ok(t)
     }
@@ -1294,8 +1337,8 @@ impl Store for PgStore {
         if state != "running" || token_of(&row)?.as_deref() != Some(c.token.as_str()) {
             return Err(StoreError::LeaseLost);
         }
-        let last: i64 = sqlx::query_scalar(
-            "SELECT last_event_id FROM docket_processes WHERE namespace = $1 AND id = $2 FOR UPDATE",
+        let (last, was): (i64, String) = sqlx::query_as(
+            "SELECT last_event_id, status FROM docket_processes WHERE namespace = $1 AND id = $2 FOR UPDATE",
         )
         .bind(&c.namespace)
         .bind(&c.id)
@@ -1374,6 +1417,22 @@ impl Store for PgStore {
         .bind(&c.response)
         .execute(&mut *tx)
         .await?;
+        let mut items: Vec<(&str, Option<i64>, Value)> = c
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let event_id = last + 1 + i as i64;
+                let meta = if e.metadata.is_null() { serde_json::json!({}) } else { e.metadata.clone() };
+                let data = serde_json::json!({"event_id": event_id, "timestamp": c.now, "metadata": meta, "payload": e.payload});
+                ("event", Some(event_id), data)
+            })
+            .collect();
+        if was == "error" {
+            items.push(("repaired", None, serde_json::json!({})));
+        }
+        self.publish(&mut tx, &c.namespace, &c.id, &items, c.now)
+            .await?;
         self.notify(&mut tx, &[queue]).await?;
         self.notify_done(&mut tx, &[c.task_id]).await?;
         tx.commit().await?;
@@ -1430,6 +1489,15 @@ impl Store for PgStore {
             .bind(f.now)
             .execute(&mut *tx)
             .await?;
+            let data = serde_json::json!({"detail": f.fail.error, "task_id": f.fail.id});
+            self.publish(
+                &mut tx,
+                &f.namespace,
+                &f.id,
+                &[("failed", None, data)],
+                f.now,
+            )
+            .await?;
         }
         self.notify(&mut tx, &[queue]).await?;
         self.notify_done(&mut tx, &[f.fail.id]).await?;
@@ -1470,6 +1538,14 @@ impl Store for PgStore {
             .bind(docket_core::process::key_of(namespace, id))
             .execute(&mut *tx)
             .await?;
+        self.publish(
+            &mut tx,
+            namespace,
+            id,
+            &[("removed", None, serde_json::json!({}))],
+            _now,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1521,11 +1597,50 @@ impl Store for PgStore {
         if let Some(t) = p.timer {
             self.insert_one(&mut tx, t, p.now).await?;
         }
+        self.publish(
+            &mut tx,
+            &pr.namespace,
+            &pr.id,
+            &[("created", None, serde_json::json!({"imported": true}))],
+            p.now,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
 
+    async fn notification_list(
+        &self,
+        namespace: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Notification>> {
+        let rows = sqlx::query(
+            "SELECT * FROM docket_notifications WHERE seq > $1 AND ($2::text IS NULL OR namespace = $2) \
+             ORDER BY seq LIMIT $3",
+        )
+        .bind(after)
+        .bind(namespace)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Notification {
+                    seq: r.try_get("seq")?,
+                    namespace: r.try_get("namespace")?,
+                    process_id: r.try_get("process_id")?,
+                    kind: r.try_get("kind")?,
+                    event_id: r.try_get("event_id")?,
+                    data: r.try_get("data")?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
     async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
             "UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = $3, \
                detail = NULL, corrupted_by = NULL WHERE namespace = $1 AND id = $2 AND status = 'error'",
@@ -1533,11 +1648,21 @@ impl Store for PgStore {
         .bind(namespace)
         .bind(id)
         .bind(now)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 1 {
+            self.publish(
+                &mut tx,
+                namespace,
+                id,
+                &[("repaired", None, serde_json::json!({"simple": true}))],
+                now,
+            )
+            .await?;
+            tx.commit().await?;
             return Ok(());
         }
+        drop(tx);
         let st: Option<String> = sqlx::query_scalar(
             "SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2",
         )
@@ -1613,6 +1738,9 @@ impl Store for PgStore {
             .bind(now)
             .execute(&mut *tx)
             .await?;
+            let data = serde_json::json!({"detail": "zombie detected", "task_id": t.id});
+            self.publish(&mut tx, &ns, &pid, &[("failed", None, data)], now)
+                .await?;
             queues.push(t.queue.clone());
         }
         queues.sort();

@@ -240,6 +240,32 @@ impl SqliteStore {
         }
     }
 
+    /// Writes notifications of one process in the current transaction (the single writer makes
+    /// seq order commit order).
+    async fn publish(
+        tx: &mut Transaction<'_, Sqlite>,
+        namespace: &str,
+        id: &str,
+        items: &[(&str, Option<i64>, Value)],
+        now: Timestamp,
+    ) -> Result<()> {
+        for (kind, event_id, data) in items {
+            sqlx::query(
+                "INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .bind(namespace)
+            .bind(id)
+            .bind(kind)
+            .bind(event_id)
+            .bind(data.to_string())
+            .bind(us(now))
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
     async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
@@ -1038,6 +1064,14 @@ impl Store for SqliteStore {
         }
         let queue = init.queue.clone();
         let t = Self::insert_one(&mut tx, init, now).await?;
+        Self::publish(
+            &mut tx,
+            namespace,
+            id,
+            &[("created", None, serde_json::json!({}))],
+            now,
+        )
+        .await?;
         tx.commit().await?;
         self.wake_queues([&queue]);
         Ok(t)
@@ -1154,8 +1188,8 @@ impl Store for SqliteStore {
         if t.state != TaskState::Running || token.as_deref() != Some(c.token.as_str()) {
             return Err(StoreError::LeaseLost);
         }
-        let last: i64 = sqlx::query_scalar(
-            "SELECT last_event_id FROM docket_processes WHERE namespace = ?1 AND id = ?2",
+        let (last, was): (i64, String) = sqlx::query_as(
+            "SELECT last_event_id, status FROM docket_processes WHERE namespace = ?1 AND id = ?2",
         )
         .bind(&c.namespace)
         .bind(&c.id)
@@ -1226,6 +1260,21 @@ impl Store for SqliteStore {
         .bind(c.response.to_string())
         .execute(&mut *tx)
         .await?;
+        let mut items: Vec<(&str, Option<i64>, Value)> = c
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let event_id = last + 1 + i as i64;
+                let meta = if e.metadata.is_null() { serde_json::json!({}) } else { e.metadata.clone() };
+                let data = serde_json::json!({"event_id": event_id, "timestamp": c.now, "metadata": meta, "payload": e.payload});
+                ("event", Some(event_id), data)
+            })
+            .collect();
+        if was == "error" {
+            items.push(("repaired", None, serde_json::json!({})));
+        }
+        Self::publish(&mut tx, &c.namespace, &c.id, &items, c.now).await?;
         tx.commit().await?;
         self.wake_queues([&t.queue]);
         Ok(())
@@ -1275,6 +1324,15 @@ impl Store for SqliteStore {
             .bind(us(f.now))
             .execute(&mut *tx)
             .await?;
+            let data = serde_json::json!({"detail": f.fail.error, "task_id": f.fail.id});
+            Self::publish(
+                &mut tx,
+                &f.namespace,
+                &f.id,
+                &[("failed", None, data)],
+                f.now,
+            )
+            .await?;
         }
         tx.commit().await?;
         self.wake_queues([&queue]);
@@ -1310,6 +1368,14 @@ impl Store for SqliteStore {
             .bind(docket_core::process::key_of(namespace, id))
             .execute(&mut *tx)
             .await?;
+        Self::publish(
+            &mut tx,
+            namespace,
+            id,
+            &[("removed", None, serde_json::json!({}))],
+            _now,
+        )
+        .await?;
         tx.commit().await?;
         self.wake_queues([&t.queue]);
         Ok(())
@@ -1359,11 +1425,49 @@ impl Store for SqliteStore {
         if let Some(t) = p.timer {
             Self::insert_one(&mut tx, t, p.now).await?;
         }
+        Self::publish(
+            &mut tx,
+            &pr.namespace,
+            &pr.id,
+            &[("created", None, serde_json::json!({"imported": true}))],
+            p.now,
+        )
+        .await?;
         tx.commit().await?;
         if let Some(q) = queue {
             self.wake_queues([&q]);
         }
         Ok(())
+    }
+
+    async fn notification_list(
+        &self,
+        namespace: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Notification>> {
+        let rows = sqlx::query(
+            "SELECT * FROM docket_notifications WHERE seq > ?1 AND (?2 IS NULL OR namespace = ?2) \
+             ORDER BY seq LIMIT ?3",
+        )
+        .bind(after)
+        .bind(namespace)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Notification {
+                    seq: r.try_get("seq")?,
+                    namespace: r.try_get("namespace")?,
+                    process_id: r.try_get("process_id")?,
+                    kind: r.try_get("kind")?,
+                    event_id: r.try_get("event_id")?,
+                    data: json(r, "data")?,
+                    created_at: time(r, "created_at")?,
+                })
+            })
+            .collect()
     }
 
     async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
@@ -1377,6 +1481,16 @@ impl Store for SqliteStore {
         .bind(us(now))
         .execute(&mut *tx)
         .await?;
+        if r.rows_affected() == 1 {
+            Self::publish(
+                &mut tx,
+                namespace,
+                id,
+                &[("repaired", None, serde_json::json!({"simple": true}))],
+                now,
+            )
+            .await?;
+        }
         let st: Option<String> = sqlx::query_scalar(
             "SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2",
         )
@@ -1454,6 +1568,8 @@ impl Store for SqliteStore {
             .bind(us(now))
             .execute(&mut *tx)
             .await?;
+            let data = serde_json::json!({"detail": "zombie detected", "task_id": t.id});
+            Self::publish(&mut tx, &ns, &pid, &[("failed", None, data)], now).await?;
             queues.push(t.queue.clone());
         }
         tx.commit().await?;
