@@ -537,7 +537,8 @@ impl ProcessService {
                 Err(_) => return,
             };
             let free = sem.available_permits() + 1;
-            let tasks = match self
+            let scan = std::time::Instant::now();
+            let claimed = self
                 .engine
                 .claim(
                     &queue,
@@ -547,8 +548,13 @@ impl ProcessService {
                     Duration::from_secs(30),
                     &self.cancel,
                 )
-                .await
-            {
+                .await;
+            if matches!(&claimed, Ok(t) if !t.is_empty()) {
+                // Only scans that found work: an idle long poll is not a scan's cost.
+                ::metrics::histogram!(M::CALLS_SCANNING, "namespace" => ns.clone())
+                    .record(M::ms_since(scan));
+            }
+            let tasks = match claimed {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::warn!(namespace = %ns, error = %e, "claim failed; retrying in 1s");
