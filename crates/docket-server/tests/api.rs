@@ -645,6 +645,17 @@ async fn openapi_matches_routes(n: Node) {
     assert!(paths.len() >= 17);
     for (path, ops) in paths {
         let concrete = path.replace("{id}", "1").replace("{queue}", "docq");
+        if path == "/v1/events" {
+            // An endless stream: check the status line only.
+            let resp = n
+                .http
+                .get(format!("{}{}", n.base, path))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::OK, "{path}");
+            continue;
+        }
         for method in ops.as_object().unwrap().keys() {
             let (st, v) = n.raw(&method.to_uppercase(), &concrete, "{}").await;
             assert_ne!(
