@@ -606,6 +606,31 @@ async fn put_imports_a_process(e: Env) {
         .all(|t| t.payload["process_id"] != "plain"));
 }
 
+async fn slow_processor_times_out(e: Env) {
+    let cfg: NamespaceConfig =
+        serde_json::from_value(json!({"processor": {"url": e.url}, "process_step_timeout": "1s"}))
+            .unwrap();
+    e.svc.namespace_put("slow", cfg).await.unwrap();
+    let t = Instant::now();
+    let err = e
+        .svc
+        .init(
+            "slow",
+            "s1",
+            Request {
+                args: json!({"sleep": 3}),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProcessError::Timeout), "{err:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "answered at the step timeout, not when the processor did"
+    );
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("pg").await).await; } )* }
@@ -623,4 +648,5 @@ both!(
     idempotency_and_timers,
     remove_by_timer,
     put_imports_a_process,
+    slow_processor_times_out,
 );

@@ -234,6 +234,46 @@ impl PgStore {
         Ok(())
     }
 
+    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
+    /// publishes `failed` — for a failed step given up on and for a zombie.
+    #[allow(clippy::too_many_arguments)]
+    async fn break_process(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        namespace: &str,
+        id: &str,
+        detail: &str,
+        task_id: i64,
+        corrupted_by: Option<i64>,
+        now: Timestamp,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE docket_processes SET \
+               previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
+               status_changed_at = CASE WHEN status <> 'error' THEN $3 ELSE status_changed_at END, \
+               status = 'error', detail = $4, corrupted_by = COALESCE($5, corrupted_by) \
+             WHERE namespace = $1 AND id = $2",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(now)
+        .bind(detail)
+        .bind(corrupted_by)
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(
+            "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1 \
+             AND state IN ('scheduled', 'available', 'retryable')",
+        )
+        .bind(docket_core::process::key_of(namespace, id))
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        let data = serde_json::json!({"detail": detail, "task_id": task_id});
+        self.publish(tx, namespace, id, &[("failed", None, data)], now)
+            .await
+    }
+
     /// Tells synchronous callers on every node that these process steps finished.
     async fn notify_done(&self, tx: &mut Transaction<'_, Postgres>, ids: &[i64]) -> Result<()> {
         sqlx::query("SELECT pg_notify($1, $2 || '|' || id) FROM unnest($3::bigint[]) AS x(id)")
@@ -1466,35 +1506,14 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await?;
         if let (true, ProcessBreak::Break { corrupted }) = (gave_up, f.on_give_up) {
-            sqlx::query(
-                "UPDATE docket_processes SET \
-                   previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
-                   status_changed_at = CASE WHEN status <> 'error' THEN $3 ELSE status_changed_at END, \
-                   status = 'error', detail = $4, corrupted_by = CASE WHEN $5 THEN $6 ELSE corrupted_by END \
-                 WHERE namespace = $1 AND id = $2",
-            )
-            .bind(&f.namespace)
-            .bind(&f.id)
-            .bind(f.now)
-            .bind(&f.fail.error)
-            .bind(corrupted)
-            .bind(f.fail.id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1 \
-                 AND state IN ('scheduled', 'available', 'retryable')",
-            )
-            .bind(docket_core::process::key_of(&f.namespace, &f.id))
-            .bind(f.now)
-            .execute(&mut *tx)
-            .await?;
-            let data = serde_json::json!({"detail": f.fail.error, "task_id": f.fail.id});
-            self.publish(
+            let corrupted_by = corrupted.then_some(f.fail.id);
+            self.break_process(
                 &mut tx,
                 &f.namespace,
                 &f.id,
-                &[("failed", None, data)],
+                &f.fail.error,
+                f.fail.id,
+                corrupted_by,
                 f.now,
             )
             .await?;
@@ -1717,29 +1736,7 @@ impl Store for PgStore {
                 .to_string();
             let e = error_entry(&t, "zombie detected", None, now);
             Self::apply_failures(&mut tx, &[(t.clone(), FailDecision::Discard, e)], now).await?;
-            sqlx::query(
-                "UPDATE docket_processes SET \
-                   previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
-                   status_changed_at = CASE WHEN status <> 'error' THEN $3 ELSE status_changed_at END, \
-                   status = 'error', detail = 'zombie detected', corrupted_by = $4 \
-                 WHERE namespace = $1 AND id = $2",
-            )
-            .bind(&ns)
-            .bind(&pid)
-            .bind(now)
-            .bind(t.id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1 \
-                 AND state IN ('scheduled', 'available', 'retryable')",
-            )
-            .bind(docket_core::process::key_of(&ns, &pid))
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            let data = serde_json::json!({"detail": "zombie detected", "task_id": t.id});
-            self.publish(&mut tx, &ns, &pid, &[("failed", None, data)], now)
+            self.break_process(&mut tx, &ns, &pid, "zombie detected", t.id, Some(t.id), now)
                 .await?;
             queues.push(t.queue.clone());
         }

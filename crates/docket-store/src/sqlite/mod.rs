@@ -266,6 +266,44 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
+    /// publishes `failed` — for a failed step given up on and for a zombie.
+    #[allow(clippy::too_many_arguments)]
+    async fn break_process(
+        tx: &mut Transaction<'_, Sqlite>,
+        namespace: &str,
+        id: &str,
+        detail: &str,
+        task_id: i64,
+        corrupted_by: Option<i64>,
+        now: Timestamp,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE docket_processes SET \
+               previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
+               status_changed_at = CASE WHEN status <> 'error' THEN ?3 ELSE status_changed_at END, \
+               status = 'error', detail = ?4, corrupted_by = COALESCE(?5, corrupted_by) \
+             WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(us(now))
+        .bind(detail)
+        .bind(corrupted_by)
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(
+            "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
+             AND state IN ('scheduled', 'available', 'retryable')",
+        )
+        .bind(docket_core::process::key_of(namespace, id))
+        .bind(us(now))
+        .execute(&mut **tx)
+        .await?;
+        let data = serde_json::json!({"detail": detail, "task_id": task_id});
+        Self::publish(tx, namespace, id, &[("failed", None, data)], now).await
+    }
+
     async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
@@ -1301,35 +1339,14 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         if let (true, ProcessBreak::Break { corrupted }) = (gave_up, f.on_give_up) {
-            sqlx::query(
-                "UPDATE docket_processes SET \
-                   previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
-                   status_changed_at = CASE WHEN status <> 'error' THEN ?3 ELSE status_changed_at END, \
-                   status = 'error', detail = ?4, corrupted_by = CASE WHEN ?5 THEN ?6 ELSE corrupted_by END \
-                 WHERE namespace = ?1 AND id = ?2",
-            )
-            .bind(&f.namespace)
-            .bind(&f.id)
-            .bind(us(f.now))
-            .bind(&f.fail.error)
-            .bind(corrupted)
-            .bind(f.fail.id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
-                 AND state IN ('scheduled', 'available', 'retryable')",
-            )
-            .bind(docket_core::process::key_of(&f.namespace, &f.id))
-            .bind(us(f.now))
-            .execute(&mut *tx)
-            .await?;
-            let data = serde_json::json!({"detail": f.fail.error, "task_id": f.fail.id});
-            Self::publish(
+            let corrupted_by = corrupted.then_some(f.fail.id);
+            Self::break_process(
                 &mut tx,
                 &f.namespace,
                 &f.id,
-                &[("failed", None, data)],
+                &f.fail.error,
+                f.fail.id,
+                corrupted_by,
                 f.now,
             )
             .await?;
@@ -1547,29 +1564,8 @@ impl Store for SqliteStore {
                 .to_string();
             let e = error_entry(&t, "zombie detected", None, now);
             Self::apply_failures(&mut tx, &[(t.clone(), FailDecision::Discard, e)], now).await?;
-            sqlx::query(
-                "UPDATE docket_processes SET \
-                   previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
-                   status_changed_at = CASE WHEN status <> 'error' THEN ?3 ELSE status_changed_at END, \
-                   status = 'error', detail = 'zombie detected', corrupted_by = ?4 \
-                 WHERE namespace = ?1 AND id = ?2",
-            )
-            .bind(&ns)
-            .bind(&pid)
-            .bind(us(now))
-            .bind(t.id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
-                 AND state IN ('scheduled', 'available', 'retryable')",
-            )
-            .bind(docket_core::process::key_of(&ns, &pid))
-            .bind(us(now))
-            .execute(&mut *tx)
-            .await?;
-            let data = serde_json::json!({"detail": "zombie detected", "task_id": t.id});
-            Self::publish(&mut tx, &ns, &pid, &[("failed", None, data)], now).await?;
+            Self::break_process(&mut tx, &ns, &pid, "zombie detected", t.id, Some(t.id), now)
+                .await?;
             queues.push(t.queue.clone());
         }
         tx.commit().await?;
