@@ -152,6 +152,10 @@ pub struct NamespaceConfig {
     /// Kept for progressor compatibility [3 s]; docket wakes call workers at once instead.
     #[serde(default = "default_call_scan", with = "crate::duration::serde_str")]
     pub call_scan_timeout: Duration,
+    /// Optional webhook: every notification of the namespace is POSTed to it in order, in
+    /// batches `{"notifications": [...]}`, at least once (retried until it answers 2xx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<ProcessorRef>,
 }
 
 fn default_pool() -> usize {
@@ -185,6 +189,11 @@ impl NamespaceConfig {
             return Err("retry_policy.max_attempts must be at least 1".into());
         }
         self.retry_policy.backoff().validate()?;
+        if let Some(w) = &self.webhook {
+            if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
+                return Err("webhook.url must be an http:// or https:// URL".into());
+            }
+        }
         if self.process_step_timeout.is_zero() {
             return Err("process_step_timeout must be greater than zero".into());
         }

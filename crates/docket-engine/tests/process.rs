@@ -631,6 +631,87 @@ async fn slow_processor_times_out(e: Env) {
     );
 }
 
+async fn webhook_gets_every_notification_in_order(e: Env) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hook.jsonl");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/webhook_sink.py"
+    );
+    // The sink refuses its first 2 requests: docket must retry, in order, losing nothing.
+    let sink = Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .arg(&out)
+        .arg("2")
+        .spawn()
+        .unwrap();
+    let _sink = Killed(sink);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let cfg: NamespaceConfig = serde_json::from_value(json!({
+        "processor": {"url": e.url},
+        "webhook": {"url": format!("http://127.0.0.1:{port}/")}
+    }))
+    .unwrap();
+    e.svc.namespace_put("hooked", cfg).await.unwrap();
+    let req = |args: Value| Request {
+        args,
+        ..Default::default()
+    };
+    e.svc
+        .init("hooked", "h1", req(json!({"events": ["a"]})))
+        .await
+        .unwrap();
+    e.svc
+        .call("hooked", "h1", req(json!({"events": ["b", "c"]})))
+        .await
+        .unwrap();
+    let _ = e.svc.call("hooked", "h1", req(json!({"error": "x"}))).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let got: Vec<Value> = loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let v: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if v.len() >= 5 {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "webhook got only {v:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let kinds: Vec<&str> = got.iter().map(|n| n["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, vec!["created", "event", "event", "event", "failed"]);
+    let payloads: Vec<&Value> = got
+        .iter()
+        .filter(|n| n["kind"] == "event")
+        .map(|n| &n["data"]["payload"])
+        .collect();
+    assert_eq!(payloads, vec![&json!("a"), &json!("b"), &json!("c")]);
+    let seqs: Vec<i64> = got.iter().map(|n| n["seq"].as_i64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "in order, no duplicates: {seqs:?}"
+    );
+}
+
+/// A child killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("pg").await).await; } )* }
@@ -649,4 +730,5 @@ both!(
     remove_by_timer,
     put_imports_a_process,
     slow_processor_times_out,
+    webhook_gets_every_notification_in_order,
 );

@@ -636,6 +636,25 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         limit: i64,
     ) -> Result<Vec<Notification>>;
 
+    /// Leases sink `name` to `owner` until `until` when it is free, expired or already theirs
+    /// (creating its cursor at 0); returns the cursor (deliver notifications after it).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn sink_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<i64>>;
+
+    /// Moves sink `name`'s cursor to `seq` if `owner` still holds it; false otherwise.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool>;
+
     /// Closes the pool.
     async fn close(&self);
 }

@@ -1658,6 +1658,39 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn sink_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<i64>> {
+        sqlx::query("INSERT INTO docket_sinks (name) VALUES ($1) ON CONFLICT DO NOTHING")
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(sqlx::query_scalar(
+            "UPDATE docket_sinks SET owner = $2, lease_until = $3 WHERE name = $1 \
+             AND (owner IS NULL OR owner = $2 OR lease_until < $4) RETURNING seq",
+        )
+        .bind(name)
+        .bind(owner)
+        .bind(until)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool> {
+        let r = sqlx::query("UPDATE docket_sinks SET seq = $3 WHERE name = $1 AND owner = $2")
+            .bind(name)
+            .bind(owner)
+            .bind(seq)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
     async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query(

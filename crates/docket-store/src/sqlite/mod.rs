@@ -1487,6 +1487,44 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn sink_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<i64>> {
+        let mut tx = self.begin().await?;
+        sqlx::query("INSERT INTO docket_sinks (name) VALUES (?1) ON CONFLICT DO NOTHING")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        let seq: Option<i64> = sqlx::query_scalar(
+            "UPDATE docket_sinks SET owner = ?2, lease_until = ?3 WHERE name = ?1 \
+             AND (owner IS NULL OR owner = ?2 OR lease_until < ?4) RETURNING seq",
+        )
+        .bind(name)
+        .bind(owner)
+        .bind(us(until))
+        .bind(us(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(seq)
+    }
+
+    async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query("UPDATE docket_sinks SET seq = ?3 WHERE name = ?1 AND owner = ?2")
+            .bind(name)
+            .bind(owner)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
     async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
         let mut tx = self.begin().await?;
         let r = sqlx::query(
