@@ -14,13 +14,10 @@ pub struct Cli {
 
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
-    /// Database URL: sqlite://FILE (created if missing) or postgres://user@host/db.
-    #[arg(
-        long,
-        env = "DOCKET_DATABASE_URL",
-        default_value = "sqlite://docket.db"
-    )]
-    pub database: String,
+    /// Database URL: sqlite://FILE (created if missing) or postgres://user@host/db
+    /// [default: sqlite://docket.db].
+    #[arg(long, env = "DOCKET_DATABASE_URL")]
+    pub database: Option<String>,
     /// PostgreSQL schema for docket's tables (created if missing).
     #[arg(long, env = "DOCKET_SCHEMA")]
     pub schema: Option<String>,
@@ -103,9 +100,13 @@ pub enum Command {
 pub struct ServeArgs {
     #[command(flatten)]
     pub db: DbArgs,
-    /// Address to listen on.
-    #[arg(long, env = "DOCKET_LISTEN", default_value = "127.0.0.1:7070")]
-    pub listen: String,
+    /// Config file (TOML): `database`, `schema`, `listen`, `node` and `[namespaces.NAME]`
+    /// tables; flags and DOCKET_* variables override it.
+    #[arg(long, env = "DOCKET_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:7070].
+    #[arg(long, env = "DOCKET_LISTEN")]
+    pub listen: Option<String>,
     /// This node's name (default: hostname-pid).
     #[arg(long, env = "DOCKET_NODE")]
     pub node: Option<String>,

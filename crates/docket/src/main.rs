@@ -41,9 +41,15 @@ fn on_signal(token: CancellationToken) {
     });
 }
 
+/// The default database: a SQLite file in the current directory.
+pub(crate) const DEFAULT_DATABASE: &str = "sqlite://docket.db";
+
 pub(crate) fn connect_opts(db: &DbArgs) -> ConnectOptions {
     ConnectOptions {
-        url: db.database.clone(),
+        url: db
+            .database
+            .clone()
+            .unwrap_or_else(|| DEFAULT_DATABASE.to_string()),
         schema: db.schema.clone(),
         max_connections: None,
         relaxed_commit: !db.strict_commit,
@@ -70,7 +76,7 @@ async fn run(cli: Cli) -> Result<()> {
             init_logs(LogFormat::Text, "warn");
             let store = docket_store::connect(&connect_opts(&db)).await?;
             store.migrate().await?;
-            println!("migrated {}", db.database);
+            println!("migrated {}", connect_opts(&db).url);
             Ok(())
         }
         Command::Task { server, cmd } => task_cmd(Client::new(server.server), cmd).await,
@@ -194,11 +200,43 @@ async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-async fn serve(a: ServeArgs) -> Result<()> {
+/// The config file of `docket serve --config`: flags and DOCKET_* variables override it.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    database: Option<String>,
+    schema: Option<String>,
+    listen: Option<String>,
+    node: Option<String>,
+    /// Namespaces of durable processes, as `PUT /v1/namespaces/{ns}` takes them.
+    #[serde(default)]
+    namespaces: std::collections::BTreeMap<String, docket_core::process::NamespaceConfig>,
+}
+
+fn read_config(path: &std::path::Path) -> Result<FileConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    toml::from_str(&text)
+        .with_context(|| format!("{} is not a valid docket config", path.display()))
+}
+
+async fn serve(mut a: ServeArgs) -> Result<()> {
     init_logs(a.log_format, "info");
-    let store = docket_store::connect(&connect_opts(&a.db))
+    let file = match &a.config {
+        Some(p) => read_config(p)?,
+        None => FileConfig::default(),
+    };
+    a.db.database = a.db.database.or(file.database);
+    a.db.schema = a.db.schema.or(file.schema);
+    let listen = a
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| "127.0.0.1:7070".into());
+    a.node = a.node.or(file.node);
+    let opts = connect_opts(&a.db);
+    let store = docket_store::connect(&opts)
         .await
-        .with_context(|| format!("cannot open the database {}", a.db.database))?;
+        .with_context(|| format!("cannot open the database {}", redact(&opts.url)))?;
     store.migrate().await.context("migrations failed")?;
     let node = a.node.unwrap_or_else(default_node_name);
     let mut config = EngineConfig::new(node.clone(), &*store);
@@ -212,12 +250,19 @@ async fn serve(a: ServeArgs) -> Result<()> {
     let shutdown = CancellationToken::new();
     on_signal(shutdown.clone());
     let services = engine.start(shutdown.clone()).await?;
-    let listener = tokio::net::TcpListener::bind(&a.listen)
+    let listener = tokio::net::TcpListener::bind(&listen)
         .await
-        .with_context(|| format!("cannot listen on {}", a.listen))?;
-    tracing::info!(node, listen = %listener.local_addr()?, database = %redact(&a.db.database), "docket serving");
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(node, listen = %listener.local_addr()?, database = %redact(&opts.url), "docket serving");
     let state = docket_server::AppState::new(engine.clone(), shutdown.clone());
     let namespaces = state.processes.start().await?;
+    for (name, cfg) in file.namespaces {
+        state
+            .processes
+            .namespace_put(&name, cfg)
+            .await
+            .with_context(|| format!("namespace {name} in the config file"))?;
+    }
     let server = tokio::spawn(docket_server::serve(listener, state));
     shutdown.cancelled().await;
     // Stop taking work: long polls return empty, in-flight requests finish within the grace.

@@ -496,3 +496,98 @@ mod processes {
         super::processes_from_the_cli("sqlite")
     }
 }
+
+/// `docket serve --config`: settings and namespaces from the file; flags override it; a bad file
+/// stops the server with a message naming it.
+#[test]
+fn serve_reads_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let proc_port = free_port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
+    let p = Command::new("python3")
+        .arg(script)
+        .arg(proc_port.to_string())
+        .spawn()
+        .unwrap();
+    let _p = Killed(p);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", proc_port)).is_err() {
+        assert!(Instant::now() < deadline, "processor did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let port = free_port();
+    let cfg = dir.path().join("docket.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\nnode = \"from-file\"\n\n\
+             [namespaces.orders]\nprocessor = {{ url = \"http://127.0.0.1:{proc_port}/\" }}\n\
+             process_step_timeout = \"20s\"\n",
+            dir.path().join("c.db").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--node",
+            "flag-node",
+        ])
+        .env("DOCKET_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let _server = Killed(child);
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let health = loop {
+        if let Some(v) = http::blocking_get(&format!("{url}/healthz")) {
+            break v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not start from the config file"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(health["node"], "flag-node", "the flag overrides the file");
+    let ns = http::blocking_get(&format!("{url}/v1/namespaces")).unwrap();
+    assert_eq!(ns["namespaces"][0]["name"], "orders");
+    assert_eq!(ns["namespaces"][0]["config"]["process_step_timeout"], "20s");
+    assert!(dir.path().join("c.db").exists(), "the file's database");
+    let out = Command::new(BIN)
+        .args([
+            "process",
+            "init",
+            "orders",
+            "o1",
+            "--args",
+            r#"{"response": "from config"}"#,
+        ])
+        .env("DOCKET_SERVER", &url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        r#""from config""#
+    );
+    // A bad file: clear error, non-zero exit.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "listen = \"127.0.0.1:1\"\ncolour = \"red\"\n").unwrap();
+    let o = Command::new(BIN)
+        .args(["serve", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.toml is not a valid docket config") && err.contains("colour"),
+        "{err}"
+    );
+}
