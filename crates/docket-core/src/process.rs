@@ -177,10 +177,9 @@ impl NamespaceConfig {
     /// # Errors
     /// A message naming the field.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.processor.url.starts_with("http://")
-            || self.processor.url.starts_with("https://"))
-        {
-            return Err("processor.url must be an http:// or https:// URL".into());
+        let u = &self.processor.url;
+        if !(u.starts_with("http://") || u.starts_with("https://") || u.starts_with("inproc:")) {
+            return Err("processor.url must be an http:// or https:// URL, or inproc:NAME for a processor registered in-process".into());
         }
         if self.worker_pool_size == 0 || self.worker_pool_size > 1000 {
             return Err("worker_pool_size must be within 1..=1000".into());

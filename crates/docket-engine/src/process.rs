@@ -58,6 +58,15 @@ pub enum ProcessError {
     Store(#[from] StoreError),
 }
 
+/// An in-process processor (docket used as a library): a namespace whose processor URL is
+/// `inproc:NAME` calls the processor registered under NAME instead of POSTing over HTTP. Same
+/// contract: a [`ProcessorRequest`] in, a result or an error out.
+#[async_trait::async_trait]
+pub trait Processor: Send + Sync {
+    /// Handles one init/call/repair/timeout.
+    async fn process(&self, req: ProcessorRequest) -> ProcessorReply;
+}
+
 /// A caller's request: args, context, idempotency key, history range for the processor.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
@@ -77,6 +86,7 @@ pub struct ProcessService {
     engine: Engine,
     http: reqwest::Client,
     namespaces: Arc<RwLock<HashMap<String, NamespaceConfig>>>,
+    processors: Arc<RwLock<HashMap<String, Arc<dyn Processor>>>>,
     started: Arc<RwLock<std::collections::HashSet<String>>>,
     cancel: CancellationToken,
 }
@@ -95,6 +105,7 @@ impl ProcessService {
             engine,
             http: reqwest::Client::new(),
             namespaces: Arc::default(),
+            processors: Arc::default(),
             started: Arc::default(),
             cancel,
         }
@@ -141,6 +152,15 @@ impl ProcessService {
             // The delivery loop idles while the namespace has no webhook.
             tokio::spawn(self.clone().deliver(name.to_string()));
         }
+    }
+
+    /// Registers an in-process processor; namespaces use it with processor URL `inproc:NAME`.
+    /// Register it on every node that runs the namespace.
+    pub fn register_processor(&self, name: &str, p: Arc<dyn Processor>) {
+        self.processors
+            .write()
+            .expect("lock")
+            .insert(name.to_string(), p);
     }
 
     /// Creates or replaces a namespace and starts its runner here.
@@ -873,6 +893,17 @@ impl ProcessService {
         cfg: &NamespaceConfig,
         req: &ProcessorRequest,
     ) -> Result<ProcessorReply, String> {
+        if let Some(name) = cfg.processor.url.strip_prefix("inproc:") {
+            let p = self.processors.read().expect("lock").get(name).cloned();
+            let Some(p) = p else {
+                return Err(format!(
+                    "no in-process processor registered as {name:?} on this node"
+                ));
+            };
+            return tokio::time::timeout(cfg.process_step_timeout, p.process(req.clone()))
+                .await
+                .map_err(|_| "processor timeout".to_string());
+        }
         let resp = self
             .http
             .post(&cfg.processor.url)

@@ -702,6 +702,100 @@ async fn webhook_gets_every_notification_in_order(e: Env) {
     );
 }
 
+async fn call_during_running_timeout_runs_before_next_timer(e: Env) {
+    let steps = json!([{"events": ["t1"], "sleep": 1, "timer": "0s"}, {"events": ["t2"]}]);
+    e.init(
+        "p",
+        json!({"timer": "0s", "aux_state": {"timeouts": steps}}),
+    )
+    .await
+    .unwrap();
+    // t1 is running (it sleeps 1 s); the call arrives meanwhile and is queued.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    e.call("p", json!({"events": ["call"]})).await.unwrap();
+    assert_eq!(
+        e.wait_events("p", 3).await,
+        vec![json!("t1"), json!("call"), json!("t2")]
+    );
+}
+
+struct Echo;
+
+#[async_trait::async_trait]
+impl docket_engine::process::Processor for Echo {
+    async fn process(
+        &self,
+        req: docket_core::process::ProcessorRequest,
+    ) -> docket_core::process::ProcessorReply {
+        use docket_core::process::{NewEvent, ProcessorReply, ProcessorResult};
+        if req.args.get("fail").is_some() {
+            return ProcessorReply::Error(json!("rust says no"));
+        }
+        ProcessorReply::Ok(ProcessorResult {
+            events: vec![NewEvent {
+                payload: json!({"task": req.task_type, "args": req.args}),
+                metadata: json!({}),
+            }],
+            aux_state: Some(json!({"seen": req.process.last_event_id + 1})),
+            metadata: None,
+            response: json!(format!("{} handled in-process", req.task_type)),
+            action: None,
+        })
+    }
+}
+
+async fn in_process_rust_processor(e: Env) {
+    e.svc.register_processor("echo", Arc::new(Echo));
+    let cfg: NamespaceConfig =
+        serde_json::from_value(json!({"processor": {"url": "inproc:echo"}})).unwrap();
+    e.svc.namespace_put("rust", cfg).await.unwrap();
+    let req = |args: Value| Request {
+        args,
+        ..Default::default()
+    };
+    assert_eq!(
+        e.svc
+            .init("rust", "r1", req(json!({"n": 1})))
+            .await
+            .unwrap(),
+        json!("init handled in-process")
+    );
+    assert_eq!(
+        e.svc
+            .call("rust", "r1", req(json!({"n": 2})))
+            .await
+            .unwrap(),
+        json!("call handled in-process")
+    );
+    let err = e
+        .svc
+        .call("rust", "r1", req(json!({"fail": true})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProcessError::Processor(v) if v == "rust says no"),
+        "{err:?}"
+    );
+    let (p, ev) = e
+        .svc
+        .get("rust", "r1", HistoryRange::default())
+        .await
+        .unwrap();
+    assert_eq!(ev.len(), 2);
+    assert_eq!(ev[1].payload, json!({"task": "call", "args": {"n": 2}}));
+    assert_eq!(
+        (p.status, p.aux_state.clone()),
+        (ProcessStatus::Error, json!({"seen": 2}))
+    );
+    // A namespace naming an unregistered processor fails its steps with a clear error.
+    let cfg: NamespaceConfig =
+        serde_json::from_value(json!({"processor": {"url": "inproc:nobody"}})).unwrap();
+    e.svc.namespace_put("ghost", cfg).await.unwrap();
+    let err = e.svc.init("ghost", "g", req(json!({}))).await.unwrap_err();
+    let ok = matches!(&err, ProcessError::Processor(v) if v.as_str().unwrap_or("").contains("no in-process processor"));
+    assert!(ok, "{err:?}");
+}
+
 /// A child killed when dropped.
 struct Killed(Child);
 
@@ -731,4 +825,6 @@ both!(
     put_imports_a_process,
     slow_processor_times_out,
     webhook_gets_every_notification_in_order,
+    call_during_running_timeout_runs_before_next_timer,
+    in_process_rust_processor,
 );
