@@ -572,6 +572,20 @@ async fn remove_by_timer(e: Env) {
         .await
         .unwrap();
     assert!(left.is_empty(), "all its rows are gone: {left:?}");
+    // Without a time: `{"remove": true}` removes the process at once.
+    e.init("now", json!({"events": ["y"], "action": {"remove": true}}))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while e
+        .svc
+        .get("ns", "now", HistoryRange::default())
+        .await
+        .is_ok()
+    {
+        assert!(Instant::now() < deadline, "not removed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn put_imports_a_process(e: Env) {
