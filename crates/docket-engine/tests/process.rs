@@ -810,6 +810,51 @@ async fn in_process_rust_processor(e: Env) {
     assert!(ok, "{err:?}");
 }
 
+async fn max_timeout_stops_timer_retries(e: Env) {
+    // 100 ms, then ×2 = 200 ms ≥ max_timeout 150 ms: progressor stops after the second attempt.
+    e.ns(
+        "ns",
+        RetryPolicy {
+            initial_timeout: Duration::from_millis(100),
+            backoff_coefficient: 2.0,
+            max_timeout: Some(Duration::from_millis(150)),
+            max_attempts: 10,
+            ..Default::default()
+        },
+    )
+    .await;
+    e.init(
+        "m",
+        json!({"timer": "0s", "aux_state": {"timeouts": [{"error": "down"}]}}),
+    )
+    .await
+    .unwrap();
+    let p = e.wait_status("m", ProcessStatus::Error).await;
+    let timer = e
+        .store
+        .task_get(p.corrupted_by.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(timer.attempt, 2, "{:?}", timer.errors);
+}
+
+async fn idempotent_repeat_waits_for_the_running_request(e: Env) {
+    e.init("p", json!({})).await.unwrap();
+    let req = || Request {
+        args: json!({"events": ["slow"], "sleep": 1, "response": "done"}),
+        idempotency_key: Some("k".into()),
+        ..Default::default()
+    };
+    let svc = e.svc.clone();
+    let first = tokio::spawn(async move { svc.call("ns", "p", req()).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The same key while the first still runs: waits for it and answers the same.
+    assert_eq!(e.svc.call("ns", "p", req()).await.unwrap(), json!("done"));
+    assert_eq!(first.await.unwrap().unwrap(), json!("done"));
+    assert_eq!(e.payloads("p").await, vec![json!("slow")], "ran once");
+}
+
 /// A child killed when dropped.
 struct Killed(Child);
 
@@ -841,4 +886,6 @@ both!(
     webhook_gets_every_notification_in_order,
     call_during_running_timeout_runs_before_next_timer,
     in_process_rust_processor,
+    max_timeout_stops_timer_retries,
+    idempotent_repeat_waits_for_the_running_request,
 );
