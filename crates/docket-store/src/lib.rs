@@ -727,6 +727,28 @@ pub(crate) fn error_entry(
     })
 }
 
+/// Every queue that has settings or tasks, by name: settings rows joined with counts by state.
+pub(crate) fn merge_queues(
+    settings: Vec<(String, QueueSettings)>,
+    mut counts: HashMap<String, std::collections::BTreeMap<TaskState, i64>>,
+) -> Vec<QueueStats> {
+    let mut out: Vec<QueueStats> = settings
+        .into_iter()
+        .map(|(name, settings)| QueueStats {
+            counts: counts.remove(&name).unwrap_or_else(empty_counts),
+            name,
+            settings,
+        })
+        .collect();
+    out.extend(counts.into_iter().map(|(name, counts)| QueueStats {
+        name,
+        settings: QueueSettings::default(),
+        counts,
+    }));
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
 /// Zero counts for every state, so answers always list all seven.
 pub(crate) fn empty_counts() -> std::collections::BTreeMap<TaskState, i64> {
     TaskState::ALL.into_iter().map(|s| (s, 0)).collect()

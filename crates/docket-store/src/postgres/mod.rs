@@ -1006,35 +1006,15 @@ impl Store for PgStore {
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueStats>> {
-        let mut counts = self.counts(None).await?;
+        let counts = self.counts(None).await?;
         let rows = sqlx::query("SELECT * FROM docket_queues")
             .fetch_all(&self.pool)
             .await?;
-        let mut out: HashMap<String, QueueStats> = HashMap::new();
-        for r in &rows {
-            let name: String = r.try_get("name")?;
-            out.insert(
-                name.clone(),
-                QueueStats {
-                    counts: counts.remove(&name).unwrap_or_else(empty_counts),
-                    name,
-                    settings: queue_settings(r)?,
-                },
-            );
-        }
-        for (name, c) in counts {
-            out.insert(
-                name.clone(),
-                QueueStats {
-                    name,
-                    settings: QueueSettings::default(),
-                    counts: c,
-                },
-            );
-        }
-        let mut v: Vec<QueueStats> = out.into_values().collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(v)
+        let settings = rows
+            .iter()
+            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(merge_queues(settings, counts))
     }
 
     async fn queue_get(&self, name: &str) -> Result<QueueStats> {
