@@ -1136,7 +1136,7 @@ impl Store for SqliteStore {
             Vec<docket_core::process::Event>,
         )>,
     > {
-        use docket_core::process::{Direction, Event, Process, ProcessStatus};
+        use docket_core::process::{Direction, Event};
         let Some(r) =
             sqlx::query("SELECT * FROM docket_processes WHERE namespace = ?1 AND id = ?2")
                 .bind(namespace)
@@ -1146,24 +1146,7 @@ impl Store for SqliteStore {
         else {
             return Ok(None);
         };
-        let st = |c: &str| -> Result<Option<ProcessStatus>> {
-            Ok(r.try_get::<Option<String>, _>(c)?
-                .as_deref()
-                .and_then(ProcessStatus::parse))
-        };
-        let p = Process {
-            namespace: namespace.to_string(),
-            id: id.to_string(),
-            status: st("status")?.unwrap_or(ProcessStatus::Error),
-            previous_status: st("previous_status")?,
-            status_changed_at: time(&r, "status_changed_at")?,
-            detail: r.try_get("detail")?,
-            aux_state: json(&r, "aux_state")?,
-            metadata: json(&r, "metadata")?,
-            corrupted_by: r.try_get("corrupted_by")?,
-            created_at: time(&r, "created_at")?,
-            last_event_id: r.try_get("last_event_id")?,
-        };
+        let p = decode_process(&r)?;
         let offset = range.offset.filter(|o| *o > 0);
         let sql = match range.direction {
             Direction::Forward => {
