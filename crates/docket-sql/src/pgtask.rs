@@ -1,0 +1,839 @@
+//! pg_task's scheduler from outside the database: docket creates pg_task's `task` table in a
+//! target database and runs its rows as pg_task would, without the extension.
+//!
+//! How it holds together with several docket nodes on one table:
+//! - every look at the table (claim, finish, reset) runs in a transaction that first takes a
+//!   transaction advisory lock of the table, so group limits (`max`) are counted exactly;
+//! - a node holds a session advisory lock `(table oid, id)` on its control connection for each
+//!   task it has in TAKE or WORK; the reset puts back to PLAN only TAKE/WORK rows whose lock
+//!   nobody holds — the node died, or the task's connection did — so no task runs twice at once.
+//!
+//! Each task runs in a session of its own (pg_task's background worker), opened on the table's
+//! database or on `remote`, unless `count`/`live` let one session run several tasks of its group.
+
+use crate::format::{format_error, plain_error, Format, Output};
+use crate::target::{quote_ident, sqlx_options, PgTaskConfig};
+use crate::wire::{Session, WireError};
+use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions};
+use sqlx::{Connection, Row};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{Mutex, Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// NOTIFY channel of the wake-up trigger; the payload is the table's oid.
+pub const CHANNEL: &str = "docket_pg_task";
+
+/// Claims per look at the table when `run` is unlimited.
+const CLAIM_BATCH: i64 = 100;
+
+/// Errors of starting a pg_task table.
+#[derive(Debug, thiserror::Error)]
+pub enum PgTaskError {
+    /// Bad options.
+    #[error("{0}")]
+    Config(String),
+    /// The database failed.
+    #[error("{0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// The columns of pg_task's table, in pg_task's order, with their types, checks and defaults:
+/// an explicit value, else the `pg_task.*` setting of the session, role or database, else
+/// pg_task's default.
+fn column_defs(schema: &str) -> Vec<(&'static str, String)> {
+    let setting = |name: &str, default: &str, ty: &str| {
+        format!(
+            "COALESCE(NULLIF(pg_catalog.current_setting('pg_task.{name}', true), ''), {default})::{ty}"
+        )
+    };
+    let state = format!("{}.state", quote_ident(schema));
+    vec![
+        ("id", "bigserial PRIMARY KEY".into()),
+        (
+            "parent",
+            "int8 DEFAULT NULLIF(pg_catalog.current_setting('pg_task.id', true), '')::int8".into(),
+        ),
+        ("plan", "timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP".into()),
+        ("start", "timestamptz".into()),
+        ("stop", "timestamptz".into()),
+        (
+            "active",
+            format!(
+                "interval NOT NULL DEFAULT {} CHECK (\"active\" > '0 sec')",
+                setting("active", "'1 hour'", "interval")
+            ),
+        ),
+        (
+            "live",
+            format!(
+                "interval NOT NULL DEFAULT {} CHECK (\"live\" >= '0 sec')",
+                setting("live", "'0 sec'", "interval")
+            ),
+        ),
+        (
+            "repeat",
+            format!(
+                "interval NOT NULL DEFAULT {} CHECK (\"repeat\" >= '0 sec')",
+                setting("repeat", "'0 sec'", "interval")
+            ),
+        ),
+        (
+            "timeout",
+            format!(
+                "interval NOT NULL DEFAULT {} CHECK (\"timeout\" >= '0 sec')",
+                setting("timeout", "'0 sec'", "interval")
+            ),
+        ),
+        (
+            "count",
+            format!(
+                "int4 NOT NULL DEFAULT {} CHECK (\"count\" >= 0)",
+                setting("count", "'0'", "int4")
+            ),
+        ),
+        (
+            "hash",
+            "int4 NOT NULL GENERATED ALWAYS AS (pg_catalog.hashtext(\"group\" || COALESCE(\"remote\", ''))) STORED".into(),
+        ),
+        (
+            "max",
+            format!("int4 NOT NULL DEFAULT {}", setting("max", "'0'", "int4")),
+        ),
+        ("pid", "int4".into()),
+        ("state", format!("{state} NOT NULL DEFAULT 'PLAN'")),
+        (
+            "delete",
+            format!("bool NOT NULL DEFAULT {}", setting("delete", "'true'", "bool")),
+        ),
+        (
+            "drift",
+            format!("bool NOT NULL DEFAULT {}", setting("drift", "'false'", "bool")),
+        ),
+        (
+            "header",
+            format!("bool NOT NULL DEFAULT {}", setting("header", "'true'", "bool")),
+        ),
+        (
+            "string",
+            format!("bool NOT NULL DEFAULT {}", setting("string", "'true'", "bool")),
+        ),
+        (
+            "save",
+            format!("bool NOT NULL DEFAULT {}", setting("save", "'true'", "bool")),
+        ),
+        (
+            "delimiter",
+            format!(
+                "\"char\" NOT NULL DEFAULT {}",
+                setting("delimiter", "E'\\t'", "\"char\"")
+            ),
+        ),
+        (
+            "escape",
+            "\"char\" NOT NULL DEFAULT COALESCE(pg_catalog.current_setting('pg_task.escape', true), '')::\"char\"".into(),
+        ),
+        (
+            "quote",
+            "\"char\" NOT NULL DEFAULT COALESCE(pg_catalog.current_setting('pg_task.quote', true), '')::\"char\"".into(),
+        ),
+        ("data", "text".into()),
+        ("error", "text".into()),
+        (
+            "group",
+            format!("text NOT NULL DEFAULT {}", setting("group", "'group'", "text")),
+        ),
+        ("input", "text NOT NULL".into()),
+        (
+            "null",
+            format!("text NOT NULL DEFAULT {}", setting("null", "'\\N'", "text")),
+        ),
+        ("output", "text".into()),
+        ("remote", "text".into()),
+    ]
+}
+
+/// The columns a repeat copies into its successor.
+const COPIED: &str = "\"active\", \"live\", \"repeat\", \"timeout\", \"count\", \"max\", \"delete\", \"drift\", \"header\", \"string\", \"save\", \"delimiter\", \"escape\", \"quote\", \"data\", \"group\", \"input\", \"null\", \"remote\"";
+
+const STATES: [&str; 7] = ["PLAN", "TAKE", "WORK", "DONE", "FAIL", "GONE", "STOP"];
+
+/// Creates (or completes) the schema, the state type, the table, its indexes and the wake-up
+/// trigger; several nodes may do it at once. Returns the table's oid.
+///
+/// # Errors
+/// The database refused a statement (no right to create the schema, say).
+pub async fn bootstrap(pool: &PgPool, cfg: &PgTaskConfig) -> Result<u32, sqlx::Error> {
+    let schema = quote_ident(&cfg.schema);
+    let table = format!("{schema}.{}", quote_ident(&cfg.table));
+    let state = format!("{schema}.state");
+    let lock = "SELECT pg_catalog.pg_advisory_xact_lock(7235446089170183168)";
+    let mut tx = pool.begin().await?;
+    sqlx::query(lock).execute(&mut *tx).await?;
+    sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+        .execute(&mut *tx)
+        .await?;
+    let labels = STATES.map(|s| format!("'{s}'")).join(", ");
+    sqlx::query(&format!(
+        "DO $$ BEGIN CREATE TYPE {state} AS ENUM ({labels}); EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+    ))
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    // A type made by an older pg_task may lack labels; they must be committed before use.
+    for s in STATES {
+        sqlx::query(&format!("ALTER TYPE {state} ADD VALUE IF NOT EXISTS '{s}'"))
+            .execute(pool)
+            .await?;
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query(lock).execute(&mut *tx).await?;
+    let defs = column_defs(&cfg.schema);
+    let existing: Vec<String> = sqlx::query_scalar(
+        "SELECT a.attname::text FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
+    )
+    .bind(&cfg.schema)
+    .bind(&cfg.table)
+    .fetch_all(&mut *tx)
+    .await?;
+    if existing.is_empty() {
+        let cols: Vec<String> = defs
+            .iter()
+            .map(|(n, d)| format!("{} {d}", quote_ident(n)))
+            .collect();
+        sqlx::query(&format!("CREATE TABLE {table} ({})", cols.join(", ")))
+            .execute(&mut *tx)
+            .await?;
+    } else {
+        let missing: Vec<String> = defs
+            .iter()
+            .filter(|(n, _)| !existing.iter().any(|e| e == n))
+            .map(|(n, d)| format!("ADD COLUMN {} {d}", quote_ident(n)))
+            .collect();
+        if !missing.is_empty() {
+            sqlx::query(&format!("ALTER TABLE {table} {}", missing.join(", ")))
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    let ix = |suffix: &str| quote_ident(&format!("{}_{suffix}", cfg.table));
+    for (name, def) in [
+        (
+            "plan_idx",
+            "(\"plan\") WHERE \"state\" = 'PLAN'".to_string(),
+        ),
+        (
+            "hash_idx",
+            "(\"hash\") WHERE \"state\" IN ('TAKE', 'WORK')".to_string(),
+        ),
+        ("parent_idx", "(\"parent\")".to_string()),
+        ("state_idx", "(\"state\")".to_string()),
+    ] {
+        sqlx::query(&format!(
+            "CREATE INDEX IF NOT EXISTS {} ON {table} {def}",
+            ix(name)
+        ))
+        .execute(&mut *tx)
+        .await?;
+    }
+    let func = format!("{schema}.{}", ix("docket_wake"));
+    sqlx::query(&format!(
+        "CREATE OR REPLACE FUNCTION {func}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+         PERFORM pg_catalog.pg_notify('{CHANNEL}', TG_RELID::text); RETURN NULL; END $$"
+    ))
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(&format!(
+        "CREATE OR REPLACE TRIGGER {} AFTER INSERT OR UPDATE OF \"plan\", \"state\" ON {table} \
+         FOR EACH STATEMENT EXECUTE FUNCTION {func}()",
+        ix("docket_wake")
+    ))
+    .execute(&mut *tx)
+    .await?;
+    let oid: i64 = sqlx::query_scalar("SELECT $1::regclass::oid::int8")
+        .bind(&table)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(oid as u32)
+}
+
+/// A running pg_task table.
+struct Table {
+    cfg: PgTaskConfig,
+    conn: tokio_postgres::Config,
+    name: String,
+    oid: u32,
+    db_oid: u32,
+    /// Key of the transaction lock every look at the table takes.
+    serial_key: i64,
+    pool: PgPool,
+    /// Holds the session locks of this node's tasks (and runs the looks at the table).
+    control: Mutex<PgConnection>,
+    wake: Notify,
+    slots: Arc<Semaphore>,
+    app: String,
+}
+
+/// A claimed task, as its executor needs it.
+struct Claimed {
+    id: i64,
+    input: String,
+    remote: Option<String>,
+    hash: i32,
+    max: i32,
+    count: i32,
+    live: Duration,
+    save: bool,
+    timeout_ms: i64,
+    format: Format,
+}
+
+/// Serves one pg_task table until `cancel`: creates it, then claims and runs its tasks.
+/// Returns once the table is ready; the returned handle ends when the service has stopped
+/// (running tasks are given `grace` to finish; unfinished ones are reset and run again).
+///
+/// # Errors
+/// The options are bad or the database cannot be reached or prepared.
+pub async fn start(
+    cfg: PgTaskConfig,
+    node: &str,
+    cancel: CancellationToken,
+    grace: Duration,
+) -> Result<tokio::task::JoinHandle<()>, PgTaskError> {
+    cfg.validate().map_err(PgTaskError::Config)?;
+    let conn = cfg
+        .connection()
+        .map_err(|e| PgTaskError::Config(e.to_string()))?;
+    let opts = sqlx_options(&conn);
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(opts.clone())
+        .await?;
+    let oid = bootstrap(&pool, &cfg).await?;
+    let db_oid: i64 = sqlx::query_scalar(
+        "SELECT oid::int8 FROM pg_catalog.pg_database WHERE datname = current_database()",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let control = PgConnection::connect_with(&opts).await?;
+    let mut listener = PgListener::connect_with(&pool).await?;
+    listener.listen(CHANNEL).await?;
+    let slots = Arc::new(Semaphore::new(cfg.run.unwrap_or(Semaphore::MAX_PERMITS)));
+    let t = Arc::new(Table {
+        name: cfg.name(),
+        app: format!("docket pg_task {node}"),
+        cfg,
+        conn,
+        oid,
+        db_oid: db_oid as u32,
+        serial_key: 0x646f_636b_0000_0000_i64 | i64::from(oid),
+        pool,
+        control: Mutex::new(control),
+        wake: Notify::new(),
+        slots,
+    });
+    tracing::info!(table = %t.name, oid, "pg_task table ready");
+    Ok(tokio::spawn(async move {
+        let oid_text = t.oid.to_string();
+        let waker = {
+            let t = t.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        n = listener.recv() => match n {
+                            Ok(n) if n.payload() == oid_text => t.wake.notify_one(),
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(error = %e, "pg_task listener failed; polling");
+                                tokio::time::sleep(Duration::from_secs(1)).await;
+                            }
+                        }
+                    }
+                }
+            })
+        };
+        let mut running = tokio::task::JoinSet::new();
+        let mut last_reset: Option<Instant> = None;
+        loop {
+            if cancel.is_cancelled() {
+                break;
+            }
+            if last_reset.map_or(true, |r| r.elapsed() >= t.cfg.reset) {
+                last_reset = Some(Instant::now());
+                if let Err(e) = t.reset().await {
+                    tracing::warn!(table = %t.name, error = %e, "pg_task reset failed");
+                }
+            }
+            let mut next = t.cfg.sleep;
+            match t.claim_and_spawn(&mut running).await {
+                Ok(wait) => next = next.min(wait),
+                Err(e) => tracing::warn!(table = %t.name, error = %e, "pg_task claim failed"),
+            }
+            if let Some(r) = last_reset {
+                next = next.min(t.cfg.reset.saturating_sub(r.elapsed()));
+            }
+            while running.try_join_next().is_some() {}
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = t.wake.notified() => {}
+                _ = tokio::time::sleep(next.max(Duration::from_millis(1))) => {}
+            }
+        }
+        waker.abort();
+        let drain = async { while running.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, drain).await.is_err() {
+            tracing::warn!(table = %t.name, "grace period over with pg_task tasks running; they will be reset");
+        }
+        t.pool.close().await;
+    }))
+}
+
+/// The claim: PLAN tasks that are due, group limits respected (`max` ≥ 0: max+1 at once;
+/// negative: one at once), larger `max` first, then by id; taken to TAKE with this node's lock.
+fn claim_sql(table: &str) -> String {
+    format!(
+        "WITH running AS (SELECT \"hash\", count(*) AS n FROM {table} WHERE \"state\" IN ('TAKE', 'WORK') GROUP BY \"hash\"), \
+         cand AS (SELECT \"id\", \"hash\", \"max\", row_number() OVER (PARTITION BY \"hash\" ORDER BY \"max\" DESC, \"id\") AS rn \
+                  FROM {table} WHERE \"state\" = 'PLAN' AND \"plan\" <= CURRENT_TIMESTAMP \
+                  AND ($1::int4 IS NULL OR \"hash\" = $1) AND ($2::int4 IS NULL OR \"max\" >= $2)), \
+         pick AS (SELECT c.\"id\" FROM cand c LEFT JOIN running r USING (\"hash\") \
+                  WHERE CASE WHEN c.\"max\" >= 0 THEN COALESCE(r.n, 0) + c.rn <= c.\"max\"::int8 + 1 \
+                             ELSE COALESCE(r.n, 0) = 0 AND c.rn = 1 END \
+                  ORDER BY c.\"max\" DESC, c.\"id\" LIMIT $3) \
+         UPDATE {table} t SET \"state\" = 'TAKE' FROM pick WHERE t.\"id\" = pick.\"id\" \
+         RETURNING t.\"id\", pg_catalog.pg_try_advisory_lock($4, (t.\"id\" & 2147483647)::int4) AS locked"
+    )
+}
+
+/// The successor of repeating tasks: every copied column, parent = the task, planned at
+/// now + repeat with `drift`, else on the grid plan + k·repeat (the first point after now).
+fn repeat_sql(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} (\"parent\", \"plan\", {COPIED}) \
+         SELECT \"id\", CASE WHEN \"drift\" THEN CURRENT_TIMESTAMP + \"repeat\" \
+           ELSE \"plan\" + \"repeat\" * (floor(extract(epoch FROM CURRENT_TIMESTAMP - \"plan\") / extract(epoch FROM \"repeat\")) + 1) END, \
+           {COPIED} FROM {table} WHERE \"id\" = ANY($1) AND \"repeat\" > '0 sec'"
+    )
+}
+
+impl Table {
+    fn table(&self) -> String {
+        format!(
+            "{}.{}",
+            quote_ident(&self.cfg.schema),
+            quote_ident(&self.cfg.table)
+        )
+    }
+
+    /// Puts back to PLAN the tasks in TAKE/WORK whose lock no session holds.
+    async fn reset(&self) -> Result<(), sqlx::Error> {
+        let table = self.table();
+        let mut c = self.control.lock().await;
+        let mut tx = c.begin().await?;
+        sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1)")
+            .bind(self.serial_key)
+            .execute(&mut *tx)
+            .await?;
+        let ids: Vec<i64> = sqlx::query_scalar(&format!(
+            "UPDATE {table} t SET \"state\" = 'PLAN', \"start\" = NULL, \"stop\" = NULL, \"pid\" = NULL \
+             WHERE \"state\" IN ('TAKE', 'WORK') AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l \
+               WHERE l.locktype = 'advisory' AND l.database = $1::int8::oid AND l.classid = $2::int8::oid \
+               AND l.objid = (t.\"id\" & 2147483647)::oid AND l.objsubid = 2 AND l.granted) RETURNING \"id\""
+        ))
+        .bind(i64::from(self.db_oid))
+        .bind(i64::from(self.oid))
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        if !ids.is_empty() {
+            tracing::warn!(table = %self.name, ?ids, "pg_task tasks reset to PLAN: their connection died");
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Marks overdue tasks GONE, claims what may run and spawns their executors; returns how
+    /// long until the next planned task.
+    async fn claim_and_spawn(
+        self: &Arc<Self>,
+        running: &mut tokio::task::JoinSet<()>,
+    ) -> Result<Duration, sqlx::Error> {
+        let table = self.table();
+        let free = self.slots.available_permits().min(CLAIM_BATCH as usize);
+        let mut c = self.control.lock().await;
+        let mut tx = c.begin().await?;
+        sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1)")
+            .bind(self.serial_key)
+            .execute(&mut *tx)
+            .await?;
+        let gone: Vec<i64> = sqlx::query_scalar(&format!(
+            "UPDATE {table} SET \"state\" = 'GONE', \"stop\" = CURRENT_TIMESTAMP, \"error\" = $1 \
+             WHERE \"state\" = 'PLAN' AND \"plan\" + \"active\" <= CURRENT_TIMESTAMP RETURNING \"id\""
+        ))
+        .bind(plain_error("task not active"))
+        .fetch_all(&mut *tx)
+        .await?;
+        if !gone.is_empty() {
+            sqlx::query(&repeat_sql(&table))
+                .bind(&gone)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let mut claimed = Vec::new();
+        if free > 0 {
+            let rows = sqlx::query(&claim_sql(&table))
+                .bind(None::<i32>)
+                .bind(None::<i32>)
+                .bind(free as i64)
+                .bind(self.oid as i32)
+                .fetch_all(&mut *tx)
+                .await?;
+            for r in rows {
+                let id: i64 = r.get(0);
+                if r.get::<bool, _>(1) {
+                    claimed.push(id);
+                } else {
+                    // Some other session holds this id's lock (an id 2^31 apart): leave it.
+                    sqlx::query(&format!(
+                        "UPDATE {table} SET \"state\" = 'PLAN' WHERE \"id\" = $1"
+                    ))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+        }
+        let next: Option<f64> = sqlx::query_scalar(&format!(
+            "SELECT extract(epoch FROM min(\"plan\") - CURRENT_TIMESTAMP)::float8 FROM {table} WHERE \"state\" = 'PLAN'"
+        ))
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut loaded = Vec::new();
+        for id in claimed {
+            loaded.push(load(&mut c, &table, id).await?);
+        }
+        drop(c);
+        for task in loaded {
+            let permit = self
+                .slots
+                .clone()
+                .try_acquire_owned()
+                .expect("claimed no more than the free slots");
+            let t = self.clone();
+            running.spawn(async move {
+                t.execute(task).await;
+                drop(permit);
+                t.wake.notify_one();
+            });
+        }
+        Ok(match next {
+            Some(s) if s > 0.0 => Duration::from_secs_f64(s.min(86_400.0)),
+            Some(_) => Duration::ZERO,
+            None => self.cfg.sleep,
+        })
+    }
+
+    /// Runs `task`, then the next tasks of its group while `count`/`live` allow, in one session.
+    async fn execute(self: &Arc<Self>, first: Claimed) {
+        let started = Instant::now();
+        let mut processed = 0;
+        let mut task = first;
+        let mut session: Option<Session> = None;
+        loop {
+            processed += 1;
+            if session.is_none() {
+                let conn = match &task.remote {
+                    None => Ok(self.conn.clone()),
+                    Some(r) => crate::wire::parse_conninfo(r),
+                };
+                let opened = match conn {
+                    Ok(c) => Session::connect(&c, &self.app).await,
+                    Err(e) => Err(e),
+                };
+                match opened {
+                    Ok(s) => session = Some(s),
+                    Err(e) => {
+                        let error = match &e {
+                            WireError::Refused(se) => format_error(se, None),
+                            other => plain_error(&other.to_string()),
+                        };
+                        let _ = self
+                            .finish(&task, None, Some(error), "FAIL", false, true)
+                            .await;
+                        return;
+                    }
+                }
+            }
+            let s = session.as_mut().expect("session open");
+            let result = self.run_one(s, &task).await;
+            let (output, error, state) = match result {
+                Ok(r) => r,
+                Err(e) if e.is_lost() => {
+                    tracing::warn!(table = %self.name, id = task.id, error = %e, "pg_task connection lost; the reset will run the task again");
+                    self.release(task.id).await;
+                    return;
+                }
+                Err(WireError::Fatal(se)) => {
+                    (None, Some(format_error(&se, Some(&task.input))), "FAIL")
+                }
+                Err(e) => (None, Some(plain_error(&e.to_string())), "FAIL"),
+            };
+            let alive = state != "FAIL" || !matches!(&error, Some(e) if e.starts_with("FATAL"));
+            let more = alive
+                && if task.count > 0 && !task.live.is_zero() {
+                    processed < task.count && started.elapsed() < task.live
+                } else {
+                    processed < task.count || started.elapsed() < task.live
+                };
+            match self.finish(&task, output, error, state, more, true).await {
+                Ok(Some(next)) => {
+                    if !next_same_session(&task, &next) {
+                        // A group shares `remote`, so this does not happen; be safe.
+                        if let Some(s) = session.take() {
+                            s.close().await;
+                        }
+                    } else if !task.save {
+                        if let Some(s) = session.as_mut() {
+                            if let Err(e) = s.execute("DISCARD ALL").await {
+                                tracing::warn!(error = %e, "DISCARD ALL failed");
+                                session = None;
+                            }
+                        }
+                    }
+                    task = next;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(table = %self.name, id = task.id, error = %e, "pg_task could not record a result; the reset will run the task again");
+                    self.release(task.id).await;
+                    break;
+                }
+            }
+        }
+        if let Some(s) = session {
+            s.close().await;
+        }
+    }
+
+    /// Marks `task` WORK with the session's pid and runs its input.
+    async fn run_one(
+        &self,
+        s: &mut Session,
+        task: &Claimed,
+    ) -> Result<(Option<String>, Option<String>, &'static str), WireError> {
+        let table = self.table();
+        let marked = sqlx::query(&format!(
+            "UPDATE {table} SET \"state\" = 'WORK', \"start\" = CURRENT_TIMESTAMP, \"pid\" = $2 WHERE \"id\" = $1 AND \"state\" = 'TAKE'"
+        ))
+        .bind(task.id)
+        .bind(s.pid())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| WireError::Protocol(e.to_string()))?;
+        if marked.rows_affected() == 0 {
+            // Stopped (or reset) meanwhile: nothing to run.
+            return Ok((None, None, "STOP"));
+        }
+        let timeout = if task.timeout_ms > 0 {
+            task.timeout_ms.to_string()
+        } else {
+            "DEFAULT".into()
+        };
+        s.execute(&format!(
+            "SET pg_task.id = '{}'; SET statement_timeout = {timeout}",
+            task.id
+        ))
+        .await?;
+        let mut out = Output::new(task.format.clone());
+        let end = s.query(&task.input, &mut out).await?;
+        let mut error = end.error.map(|e| format_error(&e, Some(&task.input)));
+        if error.is_none() {
+            if let Some(msg) = end.copy {
+                error = Some(plain_error(msg));
+            }
+        }
+        match end.status {
+            b'T' if error.is_none() => {
+                // pg_task commits a transaction the input left open, and says so.
+                let c = s.query("COMMIT", &mut out).await?;
+                if let Some(e) = c.error {
+                    error = Some(format_error(&e, Some(&task.input)));
+                }
+            }
+            b'T' | b'E' => s.execute("ROLLBACK").await?,
+            _ => {}
+        }
+        s.execute("SET statement_timeout = DEFAULT").await?;
+        let output = match out.finish() {
+            Ok(o) => o,
+            Err(m) => {
+                error = Some(plain_error(&m));
+                None
+            }
+        };
+        let state = if error.is_some() { "FAIL" } else { "DONE" };
+        Ok((output, error, state))
+    }
+
+    /// Records the end of `task` (state, stop, output, error), inserts its repeat, deletes it
+    /// when `delete` and it left nothing, puts off its pause group, releases its lock, and —
+    /// with `more` — takes the next task of its group, all in one transaction.
+    async fn finish(
+        &self,
+        task: &Claimed,
+        output: Option<String>,
+        error: Option<String>,
+        state: &str,
+        more: bool,
+        release: bool,
+    ) -> Result<Option<Claimed>, sqlx::Error> {
+        let table = self.table();
+        let mut c = self.control.lock().await;
+        let mut tx = c.begin().await?;
+        sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1)")
+            .bind(self.serial_key)
+            .execute(&mut *tx)
+            .await?;
+        let row = if state == "STOP" {
+            None
+        } else {
+            sqlx::query(&format!(
+                "UPDATE {table} SET \"state\" = $2::text::{}.state, \"stop\" = CURRENT_TIMESTAMP, \"output\" = $3, \"error\" = $4 \
+                 WHERE \"id\" = $1 AND \"state\" IN ('TAKE', 'WORK') \
+                 RETURNING \"delete\", \"max\", \"drift\", \"start\", \"hash\"",
+                quote_ident(&self.cfg.schema)
+            ))
+            .bind(task.id)
+            .bind(state)
+            .bind(&output)
+            .bind(&error)
+            .fetch_optional(&mut *tx)
+            .await?
+        };
+        if let Some(row) = row {
+            sqlx::query(&repeat_sql(&table))
+                .bind(vec![task.id])
+                .execute(&mut *tx)
+                .await?;
+            let delete: bool = row.get(0);
+            if delete && output.is_none() && error.is_none() {
+                sqlx::query(&format!("DELETE FROM {table} WHERE \"id\" = $1"))
+                    .bind(task.id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let max: i32 = row.get(1);
+            if max < 0 {
+                // Anti-parallel group: the next task starts |max| ms after this one — after its
+                // end with drift, else on the grid of its start.
+                let drift: bool = row.get(2);
+                sqlx::query(&format!(
+                    "WITH n AS (SELECT CASE WHEN $2 THEN CURRENT_TIMESTAMP + $3 * interval '1 ms' \
+                       ELSE COALESCE($4, CURRENT_TIMESTAMP) + $3 * interval '1 ms' * (floor(extract(epoch FROM CURRENT_TIMESTAMP - COALESCE($4, CURRENT_TIMESTAMP)) * 1000 / $3) + 1) END AS at) \
+                     UPDATE {table} SET \"plan\" = n.at FROM n WHERE \"hash\" = $1 AND \"state\" = 'PLAN' AND \"max\" < 0 AND \"plan\" < n.at"
+                ))
+                .bind(row.get::<i32, _>(4))
+                .bind(drift)
+                .bind(f64::from(max.unsigned_abs()))
+                .bind(row.get::<Option<chrono::DateTime<chrono::Utc>>, _>(3))
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        let mut next = None;
+        if more {
+            let rows = sqlx::query(&claim_sql(&table))
+                .bind(Some(task.hash))
+                .bind(Some(task.max))
+                .bind(1_i64)
+                .bind(self.oid as i32)
+                .fetch_all(&mut *tx)
+                .await?;
+            if let Some(r) = rows.first() {
+                let id: i64 = r.get(0);
+                if r.get::<bool, _>(1) {
+                    next = Some(id);
+                } else {
+                    sqlx::query(&format!(
+                        "UPDATE {table} SET \"state\" = 'PLAN' WHERE \"id\" = $1"
+                    ))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+        }
+        if release {
+            sqlx::query("SELECT pg_catalog.pg_advisory_unlock($1, ($2 & 2147483647)::int4)")
+                .bind(self.oid as i32)
+                .bind(task.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        match next {
+            Some(id) => Ok(Some(load(&mut c, &table, id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Lets go of `id` without recording anything: the reset will put it back to PLAN.
+    async fn release(&self, id: i64) {
+        let mut c = self.control.lock().await;
+        if let Err(e) =
+            sqlx::query("SELECT pg_catalog.pg_advisory_unlock($1, ($2 & 2147483647)::int4)")
+                .bind(self.oid as i32)
+                .bind(id)
+                .execute(&mut *c)
+                .await
+        {
+            tracing::warn!(error = %e, id, "pg_task unlock failed");
+        }
+    }
+}
+
+fn next_same_session(a: &Claimed, b: &Claimed) -> bool {
+    a.remote == b.remote
+}
+
+fn one_char(s: String) -> Option<char> {
+    s.chars().next()
+}
+
+async fn load(c: &mut PgConnection, table: &str, id: i64) -> Result<Claimed, sqlx::Error> {
+    let r = sqlx::query(&format!(
+        "SELECT \"input\", \"remote\", \"hash\", \"max\", \"count\", \
+           (extract(epoch FROM \"live\") * 1000)::int8, \"save\", \
+           (extract(epoch FROM \"timeout\") * 1000)::int8, \"header\", \"string\", \
+           \"delimiter\"::text, \"escape\"::text, \"quote\"::text, \"null\" \
+         FROM {table} WHERE \"id\" = $1"
+    ))
+    .bind(id)
+    .fetch_one(&mut *c)
+    .await?;
+    Ok(Claimed {
+        id,
+        input: r.get(0),
+        remote: r.get(1),
+        hash: r.get(2),
+        max: r.get(3),
+        count: r.get(4),
+        live: Duration::from_millis(r.get::<i64, _>(5).max(0) as u64),
+        save: r.get(6),
+        timeout_ms: r.get(7),
+        format: Format {
+            header: r.get(8),
+            string: r.get(9),
+            delimiter: one_char(r.get(10)),
+            escape: one_char(r.get(11)),
+            quote: one_char(r.get(12)),
+            null: r.get(13),
+        },
+    })
+}

@@ -1,0 +1,539 @@
+//! pg_task compatibility against the local PostgreSQL: every test serves its own schema's
+//! `task` table with the real executor and checks the rows byte for byte.
+
+use docket_sql::pgtask;
+use docket_sql::PgTaskConfig;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::Row;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=postgres";
+
+struct Served {
+    db: PgPool,
+    schema: String,
+    stops: Vec<(CancellationToken, tokio::task::JoinHandle<()>)>,
+}
+
+impl Served {
+    fn t(&self) -> String {
+        format!("{}.task", self.schema)
+    }
+
+    async fn exec(&self, sql: &str) {
+        sqlx::raw_sql(sql)
+            .execute(&self.db)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// Waits until `sql` (a boolean query) is true.
+    async fn until(&self, sql: &str, within: Duration) {
+        let end = Instant::now() + within;
+        loop {
+            let ok: bool = sqlx::query_scalar(sql).fetch_one(&self.db).await.unwrap();
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < end, "timed out waiting for: {sql}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until no task of `group` is PLAN/TAKE/WORK.
+    async fn settled(&self, group: &str, within: Duration) {
+        self.until(
+            &format!(
+                "SELECT count(*) = 0 FROM {} WHERE \"group\" = '{group}' AND state IN ('PLAN', 'TAKE', 'WORK')",
+                self.t()
+            ),
+            within,
+        )
+        .await;
+    }
+
+    async fn stop(self) {
+        for (c, h) in self.stops {
+            c.cancel();
+            let _ = h.await;
+        }
+        let _ = sqlx::raw_sql(&format!("DROP SCHEMA {} CASCADE", self.schema))
+            .execute(&self.db)
+            .await;
+    }
+}
+
+async fn serve_with(nodes: usize, edit: impl Fn(&mut PgTaskConfig)) -> Served {
+    let schema = format!("pgt_{}", uuid::Uuid::new_v4().simple());
+    let db = PgPoolOptions::new()
+        .max_connections(4)
+        .connect("postgres://postgres@127.0.0.1:5432/postgres")
+        .await
+        .expect("PostgreSQL at 127.0.0.1:5432 (scripts/test.sh starts it)");
+    let mut cfg = PgTaskConfig::new(URL);
+    cfg.schema = schema.clone();
+    cfg.sleep = Duration::from_millis(200);
+    edit(&mut cfg);
+    let mut stops = Vec::new();
+    for n in 0..nodes {
+        let cancel = CancellationToken::new();
+        let h = pgtask::start(
+            cfg.clone(),
+            &format!("node{n}"),
+            cancel.clone(),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("pg_task table starts");
+        stops.push((cancel, h));
+    }
+    Served { db, schema, stops }
+}
+
+async fn serve() -> Served {
+    serve_with(1, |_| {}).await
+}
+
+/// (group, input, extra columns, state, output, error)
+type Case<'a> = (
+    &'a str,
+    String,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Option<String>,
+);
+
+/// (state, output, error) of the only task of `group`.
+async fn result(s: &Served, group: &str) -> (String, Option<String>, Option<String>) {
+    let r = sqlx::query(&format!(
+        "SELECT state::text, output, error FROM {} WHERE \"group\" = $1",
+        s.t()
+    ))
+    .bind(group)
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    (r.get(0), r.get(1), r.get(2))
+}
+
+#[tokio::test]
+async fn output_and_error_text_byte_for_byte() {
+    let s = serve().await;
+    let t = s.t();
+    // (group, input, extra columns, state, output, error)
+    let cases: Vec<Case> = vec![
+        ("err", "SELECT 1/0 AS a".into(), "", "FAIL", None,
+         Some("ERROR:  division by zero\nSTATEMENT:  SELECT 1/0 AS a".into())),
+        ("one", "SELECT 1 AS a".into(), "", "DONE", Some("1"), None),
+        ("cols", "SELECT 1 AS a, 2 AS b".into(), "", "DONE", Some("a\tb\n1\t2"), None),
+        ("stmts", "SELECT 1 AS a, 2 AS b;SELECT 3 AS c".into(), "", "DONE", Some("a\tb\n1\t2\n3"), None),
+        ("noheader", "SELECT 1 AS a, NULL AS b".into(), ", header => false", "DONE", Some("1\t\\N"), None),
+        ("quote", "SELECT 'a' || '\"' || 'b' || chr(92) || 'c' AS a".into(),
+         ", quote => '\"', escape => '\\'", "DONE", Some("\"a\\\"b\\\\c\""), None),
+        ("string", "SELECT 1 AS n, 'x' AS s, true AS b".into(),
+         ", quote => '''', delimiter => ','", "DONE", Some("'n','s','b'\n1,'x',t"), None),
+        ("nostring", "SELECT 1 AS n, 'x' AS s".into(),
+         ", quote => '''', delimiter => ',', string => false, \"null\" => 'NULL'", "DONE", Some("'n','s'\n'1','x'"), None),
+        ("tag", format!("DELETE FROM {t} WHERE false"), "", "DONE", Some("DELETE 0"), None),
+        ("insert", "CREATE TEMP TABLE x (i int); INSERT INTO x VALUES (1), (2); UPDATE x SET i = 3".into(), "", "DONE",
+         Some("CREATE TABLE\nINSERT 0 2\nUPDATE 2"), None),
+        ("tx", "BEGIN; SELECT 1 AS a".into(), "", "DONE", Some("BEGIN\n1\nCOMMIT"), None),
+        ("empty", "SELECT unnest(ARRAY['', 'a', '', 'b'])".into(), "", "DONE", Some("\na\n\nb"), None),
+        ("void", "SELECT pg_sleep(0)".into(), "", "DONE", Some(""), None),
+        ("timeout", "SELECT pg_sleep(3) AS a".into(), ", timeout => '500 ms'", "FAIL", None,
+         Some("ERROR:  canceling statement due to statement timeout\nSTATEMENT:  SELECT pg_sleep(3) AS a".into())),
+        ("hint", "DO $inner$ BEGIN RAISE EXCEPTION 'boom' USING DETAIL = 'detail text', HINT = 'hint text'; END $inner$;".into(),
+         "", "FAIL", None,
+         Some("ERROR:  boom\nDETAIL:  detail text\nHINT:  hint text\nCONTEXT:  PL/pgSQL function inline_code_block line 1 at RAISE\nSTATEMENT:  DO $inner$ BEGIN RAISE EXCEPTION 'boom' USING DETAIL = 'detail text', HINT = 'hint text'; END $inner$;".into())),
+        ("position", "SELECT nosuchcolumn".into(), "", "FAIL", None,
+         Some("ERROR:  column \"nosuchcolumn\" does not exist at character 8\nSTATEMENT:  SELECT nosuchcolumn".into())),
+        ("kept", "SELECT 1 WHERE false".into(), ", \"delete\" => false", "DONE", None, None),
+    ];
+    for (g, input, extra, ..) in &cases {
+        let mut cols = vec!["\"group\"".to_string(), "input".into()];
+        let mut vals = vec![format!("'{g}'"), format!("$in${input}$in$")];
+        for kv in extra.split(", ").filter(|x| !x.is_empty()) {
+            let (k, v) = kv.split_once(" => ").unwrap();
+            cols.push(k.into());
+            vals.push(v.into());
+        }
+        s.exec(&format!(
+            "INSERT INTO {t} ({}) VALUES ({})",
+            cols.join(", "),
+            vals.join(", ")
+        ))
+        .await;
+    }
+    // A task of no output and no error is deleted (delete defaults to true).
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input) VALUES ('gone', 'SELECT 1 WHERE false')"
+    ))
+    .await;
+    for (g, ..) in &cases {
+        s.settled(g, Duration::from_secs(30)).await;
+    }
+    for (g, _, _, state, output, error) in cases {
+        let got = result(&s, g).await;
+        assert_eq!(
+            got,
+            (state.to_string(), output.map(String::from), error),
+            "case {g}"
+        );
+    }
+    s.settled("gone", Duration::from_secs(30)).await;
+    let left: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {t} WHERE \"group\" = 'gone'"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "an empty result with delete is removed");
+    // Every task records start, stop and the pid of the backend that ran it.
+    let bad: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {t} WHERE start IS NULL OR stop IS NULL OR pid IS NULL OR pid = pg_backend_pid() OR stop < start"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(bad, 0);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn max_one_count_five_runs_ten_tasks_on_two_connections() {
+    let s = serve().await;
+    let t = s.t();
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, max, count) SELECT 'pair', 'SELECT pg_sleep(0.3) AS a', 1, 5 FROM generate_series(1, 10)"
+    ))
+    .await;
+    s.settled("pair", Duration::from_secs(60)).await;
+    let per_pid: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {t} WHERE \"group\" = 'pair' AND state = 'DONE' GROUP BY pid ORDER BY 1"
+    ))
+    .fetch_all(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(per_pid, vec![5, 5]);
+    // Never more than max + 1 = 2 at once: at no task's start are three running.
+    let overlap: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {t} a WHERE \"group\" = 'pair' AND (SELECT count(*) FROM {t} b WHERE b.\"group\" = 'pair' AND b.start <= a.start AND b.stop > a.start) > 2"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(overlap, 0);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn tasks_not_started_within_active_are_gone() {
+    let s = serve().await;
+    let t = s.t();
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, max, count, active) SELECT 'act', 'SELECT pg_sleep(10) AS a', 1, 5, '5 sec' FROM generate_series(1, 10)"
+    ))
+    .await;
+    s.settled("act", Duration::from_secs(60)).await;
+    let rows: Vec<(String, Option<String>, i64)> = sqlx::query(&format!(
+        "SELECT state::text, error, count(*) FROM {t} WHERE \"group\" = 'act' GROUP BY 1, 2 ORDER BY 1"
+    ))
+    .fetch_all(&s.db)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("DONE".into(), None, 2),
+            ("GONE".into(), Some("ERROR:  task not active".into()), 8)
+        ]
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn negative_max_spaces_runs_by_its_pause() {
+    let s = serve().await;
+    let t = s.t();
+    for drift in [false, true] {
+        let g = format!("pause{drift}");
+        s.exec(&format!(
+            "INSERT INTO {t} (\"group\", input, max, drift) SELECT '{g}', 'SELECT clock_timestamp() AS a', -1000, {drift} FROM generate_series(1, 4)"
+        ))
+        .await;
+        s.settled(&g, Duration::from_secs(30)).await;
+        let gaps: Vec<Option<f64>> = sqlx::query_scalar(&format!(
+            "SELECT extract(epoch FROM start - lag(start) OVER (ORDER BY start))::float8 FROM {t} WHERE \"group\" = '{g}' ORDER BY start"
+        ))
+        .fetch_all(&s.db)
+        .await
+        .unwrap();
+        let gaps: Vec<f64> = gaps.into_iter().flatten().collect();
+        assert_eq!(gaps.len(), 3, "{g}: {gaps:?}");
+        for gap in &gaps {
+            assert!((0.95..2.5).contains(gap), "{g}: gaps {gaps:?}");
+        }
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn repeat_keeps_the_parent_chain_and_the_grid() {
+    let s = serve().await;
+    let t = s.t();
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, repeat, \"delete\") VALUES ('grid', 'SELECT 1 AS a', '1 sec', false), ('drift', 'SELECT pg_sleep(0.3)', '1 sec', true)"
+    ))
+    .await;
+    s.exec(&format!(
+        "UPDATE {t} SET drift = true WHERE \"group\" = 'drift'"
+    ))
+    .await;
+    s.until(
+        &format!("SELECT count(*) >= 4 FROM {t} WHERE \"group\" = 'grid' AND state = 'DONE'"),
+        Duration::from_secs(30),
+    )
+    .await;
+    s.until(
+        &format!("SELECT count(*) >= 3 FROM {t} WHERE \"group\" = 'drift' AND state = 'DONE'"),
+        Duration::from_secs(30),
+    )
+    .await;
+    s.exec(&format!(
+        "UPDATE {t} SET state = 'STOP' WHERE state = 'PLAN'"
+    ))
+    .await;
+    s.until(
+        &format!("SELECT count(*) = 0 FROM {t} WHERE state IN ('TAKE', 'WORK')"),
+        Duration::from_secs(30),
+    )
+    .await;
+    let rows = sqlx::query(&format!(
+        "SELECT id, parent, plan, stop, output FROM {t} WHERE \"group\" = 'grid' ORDER BY id"
+    ))
+    .fetch_all(&s.db)
+    .await
+    .unwrap();
+    let first_plan: chrono::DateTime<chrono::Utc> = rows[0].get(2);
+    for (k, pair) in rows.windows(2).enumerate() {
+        let (prev, next) = (&pair[0], &pair[1]);
+        assert_eq!(
+            next.get::<Option<i64>, _>(1),
+            Some(prev.get::<i64, _>(0)),
+            "parent chain"
+        );
+        let plan: chrono::DateTime<chrono::Utc> = next.get(2);
+        let offset = (plan - first_plan).num_microseconds().unwrap();
+        assert_eq!(
+            offset % 1_000_000,
+            0,
+            "on the grid: plan {k} is {offset} µs after the first"
+        );
+    }
+    // Drift: each successor is planned a repeat after its predecessor's end.
+    let rows = sqlx::query(&format!(
+        "SELECT id, parent, plan, stop FROM {t} WHERE \"group\" = 'drift' ORDER BY id"
+    ))
+    .fetch_all(&s.db)
+    .await
+    .unwrap();
+    for pair in rows.windows(2) {
+        let stop: Option<chrono::DateTime<chrono::Utc>> = pair[0].get(3);
+        let plan: chrono::DateTime<chrono::Utc> = pair[1].get(2);
+        let d = (plan - stop.unwrap()).num_milliseconds();
+        assert!(
+            (900..1200).contains(&d),
+            "drift: planned {d} ms after the end"
+        );
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_backend_is_reset_and_run_again_on_a_new_pid() {
+    let s = serve_with(1, |c| c.reset = Duration::from_secs(1)).await;
+    let t = s.t();
+    let schema = &s.schema;
+    s.exec(&format!("CREATE TABLE {schema}.killed (at timestamptz)"))
+        .await;
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input) VALUES ('kill', 'SELECT pg_sleep(CASE WHEN EXISTS (SELECT 1 FROM {schema}.killed) THEN 0 ELSE 60 END)')"
+    ))
+    .await;
+    s.until(
+        &format!("SELECT EXISTS (SELECT 1 FROM {t} WHERE \"group\" = 'kill' AND state = 'WORK' AND pid IS NOT NULL)"),
+        Duration::from_secs(30),
+    )
+    .await;
+    let first: i32 = sqlx::query_scalar(&format!("SELECT pid FROM {t} WHERE \"group\" = 'kill'"))
+        .fetch_one(&s.db)
+        .await
+        .unwrap();
+    s.exec(&format!("INSERT INTO {schema}.killed VALUES (now())"))
+        .await;
+    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(first)
+        .fetch_one(&s.db)
+        .await
+        .unwrap();
+    assert!(killed);
+    s.settled("kill", Duration::from_secs(30)).await;
+    let r = sqlx::query(&format!(
+        "SELECT state::text, pid, error, start >= (SELECT at FROM {schema}.killed) FROM {t} WHERE \"group\" = 'kill'"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(r.get::<String, _>(0), "DONE");
+    assert_ne!(r.get::<i32, _>(1), first, "run again on a new backend");
+    assert_eq!(r.get::<Option<String>, _>(2), None);
+    assert!(r.get::<bool, _>(3));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn remote_parent_and_session_settings() {
+    let s = serve().await;
+    let t = s.t();
+    let schema = &s.schema;
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, remote) VALUES \
+         ('remote', 'SELECT current_database() AS d', 'host=127.0.0.1 user=postgres dbname=template1'), \
+         ('badremote', 'SELECT 1', 'host=127.0.0.1 port=notaport'), \
+         ('deadremote', 'SELECT 1', 'host=127.0.0.1 port=1 connect_timeout=5'), \
+         ('norole', 'SELECT 1', 'host=127.0.0.1 user=no_such_role_docket dbname=postgres')"
+    ))
+    .await;
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input) VALUES ('parent', $$INSERT INTO {t} (\"group\", input) VALUES ('child', 'SELECT 2 AS b')$$)"
+    ))
+    .await;
+    for g in [
+        "remote",
+        "badremote",
+        "deadremote",
+        "norole",
+        "parent",
+        "child",
+    ] {
+        s.settled(g, Duration::from_secs(30)).await;
+    }
+    assert_eq!(
+        result(&s, "remote").await,
+        ("DONE".into(), Some("template1".into()), None)
+    );
+    let (state, _, err) = result(&s, "badremote").await;
+    assert_eq!(state, "FAIL");
+    assert!(err
+        .unwrap()
+        .starts_with("ERROR:  invalid connection string"));
+    let (state, _, err) = result(&s, "deadremote").await;
+    assert_eq!(state, "FAIL");
+    assert!(err
+        .unwrap()
+        .starts_with("ERROR:  could not connect to server"));
+    let (state, _, err) = result(&s, "norole").await;
+    assert_eq!(state, "FAIL");
+    assert_eq!(
+        err.unwrap(),
+        "FATAL:  role \"no_such_role_docket\" does not exist"
+    );
+    assert_eq!(result(&s, "parent").await.1.as_deref(), Some("INSERT 0 1"));
+    let linked: bool = sqlx::query_scalar(&format!(
+        "SELECT c.parent = p.id FROM {t} c, {t} p WHERE c.\"group\" = 'child' AND p.\"group\" = 'parent'"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert!(linked, "a task inserted by a task has it as parent");
+    // Defaults come from pg_task.* settings of the session (then role, database).
+    let mut c = s.db.acquire().await.unwrap();
+    sqlx::raw_sql(&format!(
+        "SET pg_task.delimiter = ','; SET pg_task.max = '3'; SELECT set_config('pg_task.group', 'fromguc', false); INSERT INTO {schema}.task (input) VALUES ('SELECT 1 AS a, 2 AS b')"
+    ))
+    .execute(&mut *c)
+    .await
+    .unwrap();
+    drop(c);
+    s.settled("fromguc", Duration::from_secs(30)).await;
+    let r = sqlx::query(&format!(
+        "SELECT max, output FROM {t} WHERE \"group\" = 'fromguc'"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(r.get::<i32, _>(0), 3);
+    assert_eq!(r.get::<Option<String>, _>(1).as_deref(), Some("a,b\n1,2"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn save_false_resets_the_session_between_tasks() {
+    let s = serve().await;
+    let t = s.t();
+    for save in [true, false] {
+        let g = format!("save{save}");
+        s.exec(&format!(
+            "INSERT INTO {t} (\"group\", input, count, save, plan) VALUES \
+             ('{g}', 'SET application_name = ''changed''', 2, {save}, now()), \
+             ('{g}', 'SELECT current_setting(''application_name'') AS a', 2, {save}, now() + interval '1 ms')"
+        ))
+        .await;
+        s.settled(&g, Duration::from_secs(30)).await;
+        let rows = sqlx::query(&format!(
+            "SELECT pid, output FROM {t} WHERE \"group\" = '{g}' ORDER BY id"
+        ))
+        .fetch_all(&s.db)
+        .await
+        .unwrap();
+        assert_eq!(
+            rows[0].get::<i32, _>(0),
+            rows[1].get::<i32, _>(0),
+            "one session"
+        );
+        let second: Option<String> = rows[1].get(1);
+        if save {
+            assert_eq!(second.as_deref(), Some("changed"));
+        } else {
+            assert!(
+                second.unwrap().starts_with("docket pg_task"),
+                "DISCARD ALL reset it"
+            );
+        }
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn two_nodes_never_run_a_task_twice() {
+    let s = serve_with(2, |c| c.sleep = Duration::from_millis(50)).await;
+    let t = s.t();
+    let schema = &s.schema;
+    s.exec(&format!("CREATE TABLE {schema}.ran (id int8 PRIMARY KEY)"))
+        .await;
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, max) SELECT 'both', 'INSERT INTO {schema}.ran VALUES (current_setting(''pg_task.id'')::int8)', 3 FROM generate_series(1, 300)"
+    ))
+    .await;
+    s.settled("both", Duration::from_secs(120)).await;
+    let (done, ran): (i64, i64) = sqlx::query_as(&format!(
+        "SELECT (SELECT count(*) FROM {t} WHERE \"group\" = 'both' AND state = 'DONE' AND output = 'INSERT 0 1'), (SELECT count(*) FROM {schema}.ran)"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!((done, ran), (300, 300));
+    let overlap: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {t} a WHERE \"group\" = 'both' AND (SELECT count(*) FROM {t} b WHERE b.\"group\" = 'both' AND b.start <= a.start AND b.stop > a.start) > 4"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(overlap, 0, "max 3 allows 4 at once across both nodes");
+    s.stop().await;
+}
