@@ -19,6 +19,7 @@ use error::ApiError;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +43,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Durable processes.
     pub processes: ProcessService,
+    /// Targets `sql` tasks may run on (none: `sql` tasks are refused).
+    pub sql: Arc<docket_sql::SqlTargets>,
 }
 
 impl AppState {
@@ -54,8 +57,51 @@ impl AppState {
             engine,
             shutdown,
             processes,
+            sql: Arc::default(),
         }
     }
+
+    /// Lets `sql` tasks run on `targets` (checked when they are enqueued).
+    pub fn with_sql(mut self, targets: docket_sql::SqlTargets) -> Self {
+        self.sql = Arc::new(targets);
+        self
+    }
+}
+
+/// Refuses a `sql` task this server would not run (opt-in targets, see README "SQL tasks")
+/// and sends it to the `sql` queue when it names none.
+pub fn check_sql_task(sql: &docket_sql::SqlTargets, t: &mut NewTask) -> Result<(), ApiError> {
+    if t.kind != docket_sql::SQL_KIND {
+        return Ok(());
+    }
+    if !sql.enabled() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "sql_disabled",
+            "sql tasks are not enabled on this server: configure [sql] targets",
+        ));
+    }
+    match sql.check(&t.payload) {
+        Ok(_) => {}
+        Err(e @ docket_sql::SqlRefusal::Payload(_)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_sql_payload",
+                e.to_string(),
+            ))
+        }
+        Err(e @ docket_sql::SqlRefusal::Target(_)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "sql_target_not_allowed",
+                e.to_string(),
+            ))
+        }
+    }
+    if t.queue.is_none() {
+        t.queue = Some(docket_sql::SQL_QUEUE.into());
+    }
+    Ok(())
 }
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -257,12 +303,17 @@ async fn task_add(
     }
     let mut tasks = Vec::with_capacity(specs.len());
     for (i, v) in specs.into_iter().enumerate() {
-        let t: NewTask = serde_json::from_value(v).map_err(|e| {
+        let mut t: NewTask = serde_json::from_value(v).map_err(|e| {
             let mut err = ApiError::invalid(format!("task {i}: {e}"));
             err.details = Some(json!({"index": i}));
             err
         })?;
         check_size("payload", &t.payload)?;
+        check_sql_task(&s.sql, &mut t).map_err(|mut e| {
+            e.message = format!("task {i}: {}", e.message);
+            e.details = Some(json!({"index": i}));
+            e
+        })?;
         tasks.push(t);
     }
     let out = s.engine.enqueue_many(tasks).await?;

@@ -100,7 +100,8 @@ pub enum Command {
 pub struct ServeArgs {
     #[command(flatten)]
     pub db: DbArgs,
-    /// Config file (TOML): `database`, `schema`, `listen`, `node` and `[namespaces.NAME]`
+    /// Config file (TOML): `database`, `schema`, `listen`, `node`, `[namespaces.NAME]`,
+    /// `[[pg_task]]` and `[sql]`
     /// tables; flags and DOCKET_* variables override it.
     #[arg(long, env = "DOCKET_CONFIG")]
     pub config: Option<std::path::PathBuf>,
@@ -122,6 +123,16 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "DOCKET_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// Serve a pg_task table in this database (repeatable):
+    /// `postgres://user@host/db?schema=public&table=task&sleep=1000&reset=1h&run=10`.
+    #[arg(long = "pg-task", value_name = "URL")]
+    pub pg_task: Vec<String>,
+    /// A target `sql` tasks may name (repeatable): `NAME=CONNECTION-STRING`.
+    #[arg(long = "sql-target", value_name = "NAME=URL")]
+    pub sql_target: Vec<String>,
+    /// Let `sql` tasks give a raw connection string instead of a target name.
+    #[arg(long)]
+    pub sql_allow_raw: bool,
 }
 
 #[derive(Args, Debug)]
@@ -129,6 +140,13 @@ pub struct TaskAddArgs {
     /// Task kind (handler name).
     #[arg(long)]
     pub kind: Option<String>,
+    /// A `sql` task running this SQL (kind `sql`, queue `sql`); needs --target.
+    #[arg(long, conflicts_with_all = ["kind", "payload"])]
+    pub sql: Option<String>,
+    /// Target of a --sql task: a name configured on the server, or a connection string
+    /// where the server allows raw ones.
+    #[arg(long, requires = "sql")]
+    pub target: Option<String>,
     /// Payload JSON.
     #[arg(long)]
     pub payload: Option<String>,

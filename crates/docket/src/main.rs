@@ -211,6 +211,12 @@ struct FileConfig {
     /// Namespaces of durable processes, as `PUT /v1/namespaces/{ns}` takes them.
     #[serde(default)]
     namespaces: std::collections::BTreeMap<String, docket_core::process::NamespaceConfig>,
+    /// pg_task tables to serve (`[[pg_task]]`, pg_task.json's entries).
+    #[serde(default)]
+    pg_task: Vec<docket_sql::PgTaskConfig>,
+    /// Targets `sql` tasks may run on (`[sql]`).
+    #[serde(default)]
+    sql: docket_sql::SqlTargets,
 }
 
 fn read_config(path: &std::path::Path) -> Result<FileConfig> {
@@ -254,7 +260,47 @@ async fn serve(mut a: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(node, listen = %listener.local_addr()?, database = %redact(&opts.url), "docket serving");
-    let state = docket_server::AppState::new(engine.clone(), shutdown.clone());
+    let mut sql = file.sql;
+    for t in &a.sql_target {
+        let (name, url) = t
+            .split_once('=')
+            .with_context(|| format!("--sql-target must be NAME=URL, not {t:?}"))?;
+        docket_sql::wire::parse_conninfo(url).with_context(|| format!("--sql-target {name}"))?;
+        sql.targets.insert(name.to_string(), url.to_string());
+    }
+    sql.allow_raw |= a.sql_allow_raw;
+    let mut pg_tasks = file.pg_task;
+    for flag in &a.pg_task {
+        pg_tasks.push(
+            docket_sql::PgTaskConfig::from_flag(flag)
+                .map_err(|e| anyhow::anyhow!("--pg-task {}: {e}", redact(flag)))?,
+        );
+    }
+    let mut side = Vec::new();
+    for cfg in pg_tasks {
+        let name = format!("{} at {}", cfg.name(), redact(&cfg.url));
+        cfg.validate()
+            .map_err(|e| anyhow::anyhow!("pg_task {name}: {e}"))?;
+        side.push(
+            docket_sql::pgtask::start(cfg, &node, shutdown.clone(), a.grace)
+                .await
+                .with_context(|| format!("cannot serve the pg_task table {name}"))?,
+        );
+    }
+    if sql.enabled() {
+        let mut wc = docket_engine::worker::WorkerConfig::new(docket_sql::SQL_QUEUE);
+        wc.concurrency = sql.concurrency.unwrap_or(10);
+        wc.prefetch = wc.concurrency;
+        wc.worker = format!("{node}-sql");
+        wc.grace = a.grace;
+        let pool = docket_engine::worker::WorkerPool::new(engine.clone(), wc).register(
+            docket_sql::SQL_KIND,
+            Arc::new(docket_sql::SqlHandler::new(sql.clone(), &node)),
+        );
+        side.push(tokio::spawn(pool.run(shutdown.clone())));
+        tracing::info!(targets = ?sql.targets.keys().collect::<Vec<_>>(), allow_raw = sql.allow_raw, "sql tasks enabled");
+    }
+    let state = docket_server::AppState::new(engine.clone(), shutdown.clone()).with_sql(sql);
     let namespaces = state.processes.start().await?;
     for (name, cfg) in file.namespaces {
         state
@@ -274,6 +320,9 @@ async fn serve(mut a: ServeArgs) -> Result<()> {
         let _ = h.await;
     }
     let _ = namespaces.await;
+    for h in side {
+        let _ = h.await;
+    }
     store.close().await;
     tracing::info!("stopped");
     Ok(())
@@ -426,10 +475,22 @@ async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
 }
 
 fn spec_from_args(a: &TaskAddArgs) -> Result<NewTask> {
+    if let Some(sql) = &a.sql {
+        let target = a.target.clone().context("--sql needs --target")?;
+        return Ok(NewTask {
+            payload: serde_json::json!({"input": sql, "target": target}),
+            kind: docket_sql::SQL_KIND.into(),
+            ..spec_fields(a, String::new())?
+        });
+    }
     let kind = a
         .kind
         .clone()
-        .context("--kind is required (or use --file)")?;
+        .context("--kind is required (or use --sql or --file)")?;
+    spec_fields(a, kind)
+}
+
+fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
     let payload = match &a.payload {
         Some(p) => {
             serde_json::from_str(p).with_context(|| format!("--payload is not valid JSON: {p}"))?

@@ -83,6 +83,10 @@ fn db_args(backend: &str, dir: &tempfile::TempDir) -> Vec<String> {
 }
 
 fn serve(backend: &str) -> Server {
+    serve_with(backend, &[])
+}
+
+fn serve_with(backend: &str, extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = db_args(backend, &dir);
     let port = free_port();
@@ -103,6 +107,7 @@ fn serve(backend: &str) -> Server {
             "--grace",
             "5s",
         ])
+        .args(extra)
         .env("DOCKET_LOG", "warn")
         .current_dir(dir.path())
         .spawn()
@@ -590,4 +595,77 @@ fn serve_reads_a_config_file() {
         err.contains("bad.toml is not a valid docket config") && err.contains("colour"),
         "{err}"
     );
+}
+
+fn psql(sql: &str) -> String {
+    let o = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-XAtq",
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql (scripts/test.sh installs PostgreSQL)");
+    assert!(
+        o.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap().trim_end().to_string()
+}
+
+#[test]
+fn sql_tasks_and_a_pg_task_table_on_an_sqlite_docket() {
+    let schema = format!("cli_pgt_{}", uuid::Uuid::new_v4().simple());
+    let pg_task = format!("postgres://postgres@127.0.0.1:5432/postgres?schema={schema}&sleep=100");
+    let s = serve_with(
+        "sqlite",
+        &[
+            "--sql-target",
+            "main=host=127.0.0.1 user=postgres dbname=postgres",
+            "--pg-task",
+            &pg_task,
+        ],
+    );
+    // A sql task through docket's own API.
+    let id = s.add(&["--sql", "SELECT 1 AS a, 2 AS b", "--target", "main"]);
+    let t = s.wait_for(id, "sql task done", |t| t["state"] == "completed");
+    assert_eq!(t["queue"], "sql");
+    assert_eq!(t["result"], "a\tb\n1\t2");
+    let id = s.add(&["--sql", "SELECT 1/0", "--target", "main"]);
+    let t = s.wait_for(id, "sql task failed", |t| t["state"] == "discarded");
+    assert_eq!(t["attempt"], 1, "an SQL error is not retried");
+    assert!(
+        t.to_string()
+            .contains("ERROR:  division by zero\\nSTATEMENT:  SELECT 1/0"),
+        "{t}"
+    );
+    // Targets are opt-in: a raw connection string and an unknown name are refused.
+    for target in ["postgres://postgres@127.0.0.1/postgres", "elsewhere"] {
+        let o = s.cli(&["task", "add", "--sql", "SELECT 1", "--target", target]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("sql_target_not_allowed"), "{err}");
+    }
+    // The pg_task table docket made in PostgreSQL runs a plain INSERT.
+    psql(&format!(
+        "INSERT INTO {schema}.task (input, \"group\") VALUES ('SELECT 40 + 2 AS answer', 'cli')"
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = psql(&format!("SELECT state || '|' || COALESCE(output, '') FROM {schema}.task WHERE \"group\" = 'cli'"));
+        if row == "DONE|42" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "pg_task row: {row}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(s);
+    psql(&format!("DROP SCHEMA {schema} CASCADE"));
 }
