@@ -26,6 +26,9 @@ pub enum ClientError {
     /// The server could not be reached or answered garbage.
     #[error("cannot reach the docket server: {0}")]
     Http(#[from] reqwest::Error),
+    /// An answer did not have the expected shape.
+    #[error("unexpected answer: {0}")]
+    Decode(String),
 }
 
 impl ClientError {
@@ -94,6 +97,10 @@ impl Client {
     async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
         let resp = req.send().await?;
         let status = resp.status();
+        if status == reqwest::StatusCode::NO_CONTENT {
+            return Ok(serde_json::from_value(Value::Null)
+                .map_err(|e| ClientError::Decode(e.to_string()))?);
+        }
         if status.is_success() {
             return Ok(resp.json().await?);
         }
@@ -454,6 +461,22 @@ impl Client {
     /// API and transport errors.
     pub async fn get_json(&self, path: &str, query: &[(&str, String)]) -> Result<Value> {
         self.send(self.http.get(self.url(path)).query(query)).await
+    }
+
+    /// `POST` a JSON body to a path of the API.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
+        self.send(self.http.post(self.url(path)).json(body)).await
+    }
+
+    /// `DELETE` a path of the API.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn delete(&self, path: &str) -> Result<Value> {
+        self.send(self.http.delete(self.url(path))).await
     }
 
     /// `POST` to a path of the API without a body.

@@ -9,12 +9,14 @@ pub mod clock;
 pub mod duration;
 pub mod process;
 pub mod queue;
+pub mod schedule;
 pub mod state;
 pub mod task;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use queue::{QueueSettings, QueueStats};
+pub use schedule::{Schedule, ScheduleSpec};
 pub use state::TaskState;
 pub use task::{
     FailDecision, Lease, NewTask, Task, TaskDefaults, TaskError, DEFAULT_MAX_ATTEMPTS,

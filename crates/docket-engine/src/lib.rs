@@ -9,6 +9,7 @@
 pub mod maintenance;
 pub mod metrics;
 pub mod process;
+pub mod schedule;
 pub mod waker;
 pub mod worker;
 
@@ -33,6 +34,9 @@ pub enum EngineError {
         /// What is wrong.
         message: String,
     },
+    /// A schedule spec was invalid.
+    #[error("{0}")]
+    InvalidSchedule(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -22,6 +22,8 @@ pub struct Pass {
     pub expired: u64,
     /// Finished tasks deleted.
     pub pruned: u64,
+    /// Tasks enqueued by schedules.
+    pub scheduled: u64,
 }
 
 /// Promotes every due task (in batches), waking local claimers of their queues.
@@ -119,7 +121,9 @@ pub async fn pass(engine: &Engine, now: Timestamp) -> Result<Pass, StoreError> {
     let promoted = promote(engine, now).await?;
     let (rescued, expired) = rescue(engine, now).await?;
     let pruned = prune(engine, now).await?;
+    let scheduled = crate::schedule::fire_due(engine, now).await?;
     Ok(Pass {
+        scheduled,
         promoted,
         rescued,
         expired,
@@ -157,6 +161,9 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
             }
             next_heartbeat = now + c.heartbeat_interval;
         }
+        if let Err(e) = crate::schedule::fire_due(&engine, engine.clock.now()).await {
+            tracing::warn!(error = %e, "firing schedules failed");
+        }
         if let Err(e) = promote(&engine, engine.clock.now()).await {
             tracing::warn!(error = %e, "promoting due tasks failed");
         }
@@ -178,6 +185,12 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
         // poll), the next periodic step, or a wake-up from a local insert.
         let mut until = next_rescue.min(next_heartbeat).min(next_prune);
         until = until.min(tokio::time::Instant::now() + c.poll_interval);
+        if let Ok(Some(due)) = engine.store.schedule_next_due().await {
+            let wait = (due - engine.clock.now())
+                .to_std()
+                .unwrap_or(Duration::ZERO);
+            until = until.min(tokio::time::Instant::now() + wait);
+        }
         if let Ok(Some(due)) = engine.store.task_next_due().await {
             let wait = (due - engine.clock.now())
                 .to_std()

@@ -310,6 +310,98 @@ async fn maintenance_with_manual_clock(db: Db) {
     assert_eq!(maintenance::pass(&e, clock.now()).await.unwrap().pruned, 2);
 }
 
+async fn schedules_fire_each_occurrence_once(db: Db) {
+    use docket_core::ScheduleSpec;
+    use docket_engine::schedule::fire_due;
+    let t0 = chrono::Utc.with_ymd_and_hms(2030, 6, 1, 0, 0, 0).unwrap();
+    let clock = ManualClock::new(t0);
+    let e1 = engine(&db, Arc::new(clock.clone()));
+    let e2 = {
+        let cfg = EngineConfig::new("e2", &*db.store);
+        Engine::new(db.store.clone(), Arc::new(clock.clone()), cfg)
+    };
+    let spec = ScheduleSpec {
+        name: "tick".into(),
+        task: NewTask::new("tick", json!({"n": 1})),
+        every: Some(Duration::from_secs(60)),
+        drift: false,
+        cron: None,
+        timezone: None,
+        start_at: None,
+    };
+    let s = e1.schedule_put(spec.clone()).await.unwrap();
+    assert_eq!(s.next_run_at, t0);
+    // Two nodes race for every occurrence: exactly one of them enqueues it.
+    for round in 0..10 {
+        let (a, b) = tokio::join!(fire_due(&e1, clock.now()), fire_due(&e2, clock.now()));
+        assert_eq!(a.unwrap() + b.unwrap(), 1, "round {round}");
+        let (a, b) = tokio::join!(fire_due(&e1, clock.now()), fire_due(&e2, clock.now()));
+        assert_eq!(a.unwrap() + b.unwrap(), 0, "round {round} fired twice");
+        clock.advance(Duration::from_secs(60));
+    }
+    let tasks = db
+        .store
+        .task_list(TaskListParams {
+            kind: Some("tick".into()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(tasks.len(), 10);
+    let mut keys: Vec<_> = tasks
+        .iter()
+        .map(|t| t.unique_key.clone().unwrap())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 10, "a unique key per occurrence");
+    assert!(keys[0].starts_with("schedule:tick:2030-06-01T00:00:00"));
+    // Down for 10.5 minutes: one catch-up run, then back on the grid.
+    clock.advance(Duration::from_secs(630));
+    assert_eq!(fire_due(&e1, clock.now()).await.unwrap(), 1);
+    assert_eq!(fire_due(&e1, clock.now()).await.unwrap(), 0);
+    let s = db.store.schedule_get("tick").await.unwrap().unwrap();
+    assert_eq!(s.next_run_at, t0 + chrono::Duration::seconds(21 * 60));
+    assert!(s.last_task_id.is_some());
+    // Paused: nothing fires; resumed: from the next occurrence after now, no burst.
+    e1.schedule_pause("tick", true).await.unwrap().unwrap();
+    clock.advance(Duration::from_secs(300));
+    assert_eq!(fire_due(&e1, clock.now()).await.unwrap(), 0);
+    let s = e1.schedule_pause("tick", false).await.unwrap().unwrap();
+    assert!(!s.paused);
+    assert!(s.next_run_at > clock.now());
+    assert_eq!(fire_due(&e1, clock.now()).await.unwrap(), 0);
+    // Cron in a time zone.
+    let cron = ScheduleSpec {
+        name: "nightly".into(),
+        every: None,
+        cron: Some("30 2 * * *".into()),
+        timezone: Some("America/New_York".into()),
+        ..spec.clone()
+    };
+    let s = e1.schedule_put(cron).await.unwrap();
+    assert_eq!(
+        s.next_run_at,
+        chrono::Utc.with_ymd_and_hms(2030, 6, 1, 6, 30, 0).unwrap()
+    );
+    // Bad specs are refused and nothing is stored.
+    let bad = ScheduleSpec {
+        name: "bad".into(),
+        every: None,
+        cron: Some("not a cron".into()),
+        ..spec
+    };
+    assert!(matches!(
+        e1.schedule_put(bad).await,
+        Err(docket_engine::EngineError::InvalidSchedule(_))
+    ));
+    assert!(db.store.schedule_get("bad").await.unwrap().is_none());
+    assert_eq!(db.store.schedule_list().await.unwrap().len(), 2);
+    assert!(db.store.schedule_delete("tick").await.unwrap());
+    assert!(!db.store.schedule_delete("tick").await.unwrap());
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
@@ -321,5 +413,6 @@ both!(
     pool_runs_handlers,
     concurrency_key_holds_in_pool,
     shutdown_finishes_claimed_work,
-    maintenance_with_manual_clock
+    maintenance_with_manual_clock,
+    schedules_fire_each_occurrence_once
 );

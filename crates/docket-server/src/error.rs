@@ -99,6 +99,9 @@ impl From<EngineError> for ApiError {
                 err.details = Some(json!({"index": index}));
                 err
             }
+            EngineError::InvalidSchedule(m) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_schedule", m)
+            }
             EngineError::Store(s) => s.into(),
             other => {
                 tracing::error!(error = %other, "engine error");

@@ -127,6 +127,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/queues/{queue}/resume", post(queue_resume))
         .route("/v1/queues/{queue}/claim", post(queue_claim))
         .route("/v1/nodes", get(node_list))
+        .route("/v1/schedules", post(schedule_put).get(schedule_list))
+        .route(
+            "/v1/schedules/{name}",
+            get(schedule_get).delete(schedule_delete),
+        )
+        .route("/v1/schedules/{name}/pause", post(schedule_pause))
+        .route("/v1/schedules/{name}/resume", post(schedule_resume))
         .route("/v1/events", get(events_stream))
         .route("/v1/namespaces", get(namespace_list))
         .route("/v1/namespaces/{ns}", get(namespace_get).put(namespace_put))
@@ -805,6 +812,77 @@ async fn namespace_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         .map(|(name, config)| json!({"name": name, "config": config}))
         .collect();
     Ok(Json(json!({"namespaces": v})))
+}
+
+async fn schedule_put(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let mut spec: docket_core::ScheduleSpec = parse(body)?;
+    check_size("payload", &spec.task.payload)?;
+    check_sql_task(&s.sql, &mut spec.task)?;
+    let created = s.engine.store.schedule_get(&spec.name).await?.is_none();
+    let out = s.engine.schedule_put(spec).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(out)).into_response())
+}
+
+async fn schedule_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let all = s.engine.store.schedule_list().await?;
+    Ok(Json(json!({ "schedules": all })))
+}
+
+fn schedule_missing(name: &str) -> ApiError {
+    ApiError::not_found(format!("no schedule named {name:?}"))
+}
+
+async fn schedule_get(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<docket_core::Schedule>> {
+    s.engine
+        .store
+        .schedule_get(&name)
+        .await?
+        .map(Json)
+        .ok_or_else(|| schedule_missing(&name))
+}
+
+async fn schedule_delete(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    if s.engine.store.schedule_delete(&name).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(schedule_missing(&name))
+    }
+}
+
+async fn schedule_pause(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<docket_core::Schedule>> {
+    s.engine
+        .schedule_pause(&name, true)
+        .await?
+        .map(Json)
+        .ok_or_else(|| schedule_missing(&name))
+}
+
+async fn schedule_resume(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<docket_core::Schedule>> {
+    s.engine
+        .schedule_pause(&name, false)
+        .await?
+        .map(Json)
+        .ok_or_else(|| schedule_missing(&name))
 }
 
 async fn namespace_get(

@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use docket_core::task::ResolvedTask;
-use docket_core::{QueueSettings, QueueStats, Task, TaskState, Timestamp};
+use docket_core::{QueueSettings, QueueStats, Schedule, ScheduleSpec, Task, TaskState, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -655,8 +655,86 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Database failure.
     async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool>;
 
+    /// Creates schedule `spec.name`, or replaces its spec and next occurrence (keeping whether
+    /// it is paused and its last run).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_put(
+        &self,
+        spec: &ScheduleSpec,
+        next_run_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<Schedule>;
+
+    /// One schedule.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>>;
+
+    /// Every schedule, by name.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_list(&self) -> Result<Vec<Schedule>>;
+
+    /// Removes a schedule (its tasks stay); false when there was none.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_delete(&self, name: &str) -> Result<bool>;
+
+    /// Pauses or resumes a schedule; resuming sets `next_run_at` when given.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_pause(
+        &self,
+        name: &str,
+        paused: bool,
+        next_run_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Option<Schedule>>;
+
+    /// Unpaused schedules whose `next_run_at` is at or before `now`, soonest first.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_due(&self, now: Timestamp, limit: i64) -> Result<Vec<Schedule>>;
+
+    /// The earliest `next_run_at` of an unpaused schedule.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_next_due(&self) -> Result<Option<Timestamp>>;
+
+    /// Fires one occurrence: if the schedule is unpaused and its `next_run_at` is still
+    /// `p.occurrence`, moves it to `p.next_run_at` and inserts `p.task`, in one transaction.
+    /// `None` when another node fired it first (or it changed); `Some(None)` when fired but
+    /// the task's unique key was held by an unfinished task.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>>;
+
     /// Closes the pool.
     async fn close(&self);
+}
+
+/// Parameters of [`Store::schedule_fire`].
+#[derive(Debug, Clone)]
+pub struct ScheduleFireParams {
+    /// Schedule name.
+    pub name: String,
+    /// The occurrence being fired (the `next_run_at` read).
+    pub occurrence: Timestamp,
+    /// The occurrence after it.
+    pub next_run_at: Timestamp,
+    /// The task to insert.
+    pub task: ResolvedTask,
+    /// Now.
+    pub now: Timestamp,
 }
 
 /// How to connect.

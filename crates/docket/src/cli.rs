@@ -68,6 +68,13 @@ pub enum Command {
         #[command(subcommand)]
         cmd: QueueCmd,
     },
+    /// Schedules: tasks enqueued on a repeat interval or a cron expression.
+    Schedule {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: ScheduleCmd,
+    },
     /// List the nodes of the cluster.
     Node {
         #[command(flatten)]
@@ -284,6 +291,53 @@ pub enum QueueCmd {
     Pause { queue: String },
     /// Resume a paused queue.
     Resume { queue: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ScheduleCmd {
+    /// Create (or replace) a schedule: `--every 5m` or `--cron '0 3 * * *'`, and the task
+    /// as for `task add` (`--kind`/`--payload`, or `--sql`/`--target`).
+    Add(ScheduleAddArgs),
+    /// Every schedule.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One schedule.
+    Show {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause: no occurrence fires.
+    Pause { name: String },
+    /// Resume from the next occurrence after now.
+    Resume { name: String },
+    /// Remove a schedule (its tasks stay).
+    Remove { name: String },
+}
+
+#[derive(Args, Debug)]
+pub struct ScheduleAddArgs {
+    /// Schedule name.
+    pub name: String,
+    /// Repeat interval (e.g. 30s, 5m, 1h).
+    #[arg(long, value_parser = parse_duration, required_unless_present = "cron")]
+    pub every: Option<Duration>,
+    /// With --every: the next run is the interval after the moment it fired, not on the grid.
+    #[arg(long, requires = "every")]
+    pub drift: bool,
+    /// First occurrence and grid origin of --every (RFC 3339) [now].
+    #[arg(long, requires = "every")]
+    pub start_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Cron expression: 5 fields, or 6 with seconds first.
+    #[arg(long, conflicts_with = "every")]
+    pub cron: Option<String>,
+    /// IANA time zone of --cron [UTC].
+    #[arg(long, requires = "cron")]
+    pub timezone: Option<String>,
+    #[command(flatten)]
+    pub task: TaskAddArgs,
 }
 
 #[derive(Args, Debug)]

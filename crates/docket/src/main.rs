@@ -81,6 +81,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Task { server, cmd } => task_cmd(Client::new(server.server), cmd).await,
         Command::Queue { server, cmd } => queue_cmd(Client::new(server.server), cmd).await,
+        Command::Schedule { server, cmd } => schedule_cmd(Client::new(server.server), cmd).await,
         Command::Node { server, json } => {
             let nodes = Client::new(server.server).node_list().await?;
             if json {
@@ -570,6 +571,103 @@ async fn task_add(c: &Client, a: TaskAddArgs) -> Result<()> {
     bar.finish_and_clear();
     println!("enqueued {inserted} tasks ({existing} matched an existing unique_key)");
     Ok(())
+}
+
+async fn schedule_cmd(c: Client, cmd: ScheduleCmd) -> Result<()> {
+    let table = |all: &[serde_json::Value]| {
+        let rows = all
+            .iter()
+            .map(|s| {
+                let when = match (&s["every"], &s["cron"]) {
+                    (serde_json::Value::String(e), _) => format!(
+                        "every {e}{}",
+                        if s["drift"] == true { " (drift)" } else { "" }
+                    ),
+                    (_, serde_json::Value::String(c)) => format!(
+                        "cron {c}{}",
+                        s["timezone"]
+                            .as_str()
+                            .map(|z| format!(" {z}"))
+                            .unwrap_or_default()
+                    ),
+                    _ => "-".into(),
+                };
+                vec![
+                    s["name"].as_str().unwrap_or_default().to_string(),
+                    when,
+                    s["task"]["kind"].as_str().unwrap_or_default().to_string(),
+                    if s["paused"] == true {
+                        "paused"
+                    } else {
+                        "active"
+                    }
+                    .to_string(),
+                    s["next_run_at"].as_str().unwrap_or("-").to_string(),
+                    s["last_task_id"]
+                        .as_i64()
+                        .map(|i| i.to_string())
+                        .unwrap_or("-".into()),
+                ]
+            })
+            .collect();
+        print_table(
+            &["NAME", "WHEN", "KIND", "STATE", "NEXT RUN", "LAST TASK"],
+            rows,
+        );
+    };
+    let show = |v: serde_json::Value, json: bool| -> Result<()> {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            table(std::slice::from_ref(&v));
+        }
+        Ok(())
+    };
+    match cmd {
+        ScheduleCmd::Add(a) => {
+            let json = a.task.json;
+            let spec = docket_core::ScheduleSpec {
+                name: a.name,
+                task: spec_from_args(&a.task)?,
+                every: a.every,
+                drift: a.drift,
+                cron: a.cron,
+                timezone: a.timezone,
+                start_at: a.start_at,
+            };
+            let v = c
+                .post_json("/v1/schedules", &serde_json::to_value(&spec)?)
+                .await?;
+            show(v, json)
+        }
+        ScheduleCmd::List { json } => {
+            let v = c.get_json("/v1/schedules", &[]).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v["schedules"])?);
+            } else {
+                table(v["schedules"].as_array().map_or(&[][..], |a| a.as_slice()));
+            }
+            Ok(())
+        }
+        ScheduleCmd::Show { name, json } => {
+            let v = c.get_json(&format!("/v1/schedules/{name}"), &[]).await?;
+            show(v, json)
+        }
+        ScheduleCmd::Pause { name } => show(
+            c.post_empty(&format!("/v1/schedules/{name}/pause")).await?,
+            false,
+        ),
+        ScheduleCmd::Resume { name } => show(
+            c.post_empty(&format!("/v1/schedules/{name}/resume"))
+                .await?,
+            false,
+        ),
+        ScheduleCmd::Remove { name } => {
+            c.delete(&format!("/v1/schedules/{name}")).await?;
+            println!("removed schedule {name}");
+            Ok(())
+        }
+    }
 }
 
 async fn queue_cmd(c: Client, cmd: QueueCmd) -> Result<()> {

@@ -669,3 +669,69 @@ fn sql_tasks_and_a_pg_task_table_on_an_sqlite_docket() {
     drop(s);
     psql(&format!("DROP SCHEMA {schema} CASCADE"));
 }
+
+#[test]
+fn schedules_from_the_cli() {
+    let s = serve("sqlite");
+    let count = |s: &Server| -> usize {
+        let v: Value =
+            serde_json::from_str(&s.ok(&["task", "list", "--kind", "tick", "--json"])).unwrap();
+        v.as_array().map_or(0, |a| a.len())
+    };
+    s.ok(&[
+        "schedule",
+        "add",
+        "ticker",
+        "--every",
+        "1s",
+        "--kind",
+        "tick",
+        "--payload",
+        "{\"n\":1}",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&s) < 2 {
+        assert!(Instant::now() < deadline, "the schedule did not fire twice");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let list = s.ok(&["schedule", "list"]);
+    assert!(
+        list.contains("ticker") && list.contains("every 1s"),
+        "{list}"
+    );
+    s.ok(&["schedule", "pause", "ticker"]);
+    let paused_at = count(&s);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(count(&s), paused_at, "a paused schedule fires nothing");
+    let v: Value = serde_json::from_str(&s.ok(&["schedule", "show", "ticker", "--json"])).unwrap();
+    assert_eq!(v["paused"], true);
+    assert_eq!(v["task"]["kind"], "tick");
+    // Bad input: a clear error and a non-zero exit.
+    let o = s.cli(&[
+        "schedule",
+        "add",
+        "bad",
+        "--cron",
+        "61 * * * *",
+        "--kind",
+        "tick",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("invalid_schedule"));
+    let o = s.cli(&[
+        "schedule",
+        "add",
+        "both",
+        "--cron",
+        "* * * * *",
+        "--every",
+        "1s",
+        "--kind",
+        "k",
+    ]);
+    assert!(!o.status.success());
+    s.ok(&["schedule", "remove", "ticker"]);
+    let o = s.cli(&["schedule", "show", "ticker"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not_found"));
+}

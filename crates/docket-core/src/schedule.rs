@@ -1,0 +1,282 @@
+//! Schedules: a task template enqueued on a repeat interval or a cron expression.
+//!
+//! Occurrences and missed runs. A schedule keeps `next_run_at`, the occurrence it fires next.
+//! When a node fires it (at or after that time) it enqueues ONE task for it and moves
+//! `next_run_at` to the first occurrence after *now*: occurrences missed while every node was
+//! down are not replayed — at most one catch-up run, then the schedule is back on its times.
+//! The move is a compare-and-set on `next_run_at` in the same transaction as the insert, so
+//! with any number of nodes each occurrence is enqueued exactly once; the task also carries
+//! the unique key `schedule:NAME:OCCURRENCE` (RFC 3339).
+//!
+//! Repeat follows pg_task's `repeat`/`drift` (seed 004): on the grid `start + k·every` by
+//! default, or `every` after the moment it fired with `drift`.
+
+use crate::task::NewTask;
+use crate::Timestamp;
+use chrono::{DateTime, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Longest accepted schedule name (characters).
+pub const MAX_SCHEDULE_NAME: usize = 200;
+
+/// A schedule as created: JSON shape of `POST /v1/schedules`. Exactly one of `every` and
+/// `cron` is given.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    /// Unique name (letters, digits, `_ - . :`).
+    pub name: String,
+    /// The task enqueued at each occurrence (`POST /v1/tasks`'s shape; its `run_at`/`run_in`
+    /// are ignored, its `unique_key` defaults to `schedule:NAME:OCCURRENCE`).
+    pub task: NewTask,
+    /// Repeat interval (humantime: "30s", "5m").
+    #[serde(
+        default,
+        with = "crate::duration::serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub every: Option<Duration>,
+    /// With `every`: the next run is `every` after the moment it fired instead of on the
+    /// grid of `start_at` (pg_task's `drift`) [false].
+    #[serde(default)]
+    pub drift: bool,
+    /// Cron expression: 5 fields (minute hour day-of-month month day-of-week), or 6 with
+    /// seconds first; `@hourly`-style aliases; croner's `L`, `#`, `W`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// IANA time zone the cron expression is read in ("Europe/Berlin") [UTC].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// First occurrence of an `every` schedule, and the origin of its grid [now].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<Timestamp>,
+}
+
+impl ScheduleSpec {
+    /// Checks the spec and the task template.
+    ///
+    /// # Errors
+    /// A message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        let ok = |c: char| c.is_ascii_alphanumeric() || "_-.:".contains(c);
+        if self.name.is_empty() || self.name.len() > MAX_SCHEDULE_NAME || !self.name.chars().all(ok)
+        {
+            return Err(format!(
+                "name must be 1..{MAX_SCHEDULE_NAME} letters, digits or _-.: characters"
+            ));
+        }
+        match (&self.every, &self.cron) {
+            (Some(_), Some(_)) => return Err("give either every or cron, not both".into()),
+            (None, None) => return Err("every or cron is required".into()),
+            (Some(e), None) if e.is_zero() => return Err("every must be positive".into()),
+            (Some(_), None) if self.timezone.is_some() => {
+                return Err("timezone applies to cron only".into())
+            }
+            (None, Some(_)) if self.drift || self.start_at.is_some() => {
+                return Err("drift and start_at apply to every only".into())
+            }
+            _ => {}
+        }
+        if self.cron.is_some() {
+            self.cron_parts()?;
+        }
+        let now = Utc::now();
+        self.task_for(now)
+            .resolve(None, &crate::TaskDefaults::default(), now)
+            .map(|_| ())
+            .map_err(|e| format!("task: {e}"))
+    }
+
+    fn cron_parts(&self) -> Result<(croner::Cron, chrono_tz::Tz), String> {
+        let expr = self.cron.as_deref().unwrap_or_default();
+        let cron = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .build()
+            .parse(expr)
+            .map_err(|e| format!("cron {expr:?}: {e}"))?;
+        let tz = match &self.timezone {
+            None => chrono_tz::UTC,
+            Some(z) => z
+                .parse::<chrono_tz::Tz>()
+                .map_err(|_| format!("unknown time zone {z:?}"))?,
+        };
+        Ok((cron, tz))
+    }
+
+    /// The first occurrence of a new schedule created at `now`.
+    ///
+    /// # Errors
+    /// The spec is invalid, or the cron expression never matches.
+    pub fn first_occurrence(&self, now: Timestamp) -> Result<Timestamp, String> {
+        match self.every {
+            Some(_) => Ok(self.start_at.unwrap_or(now)),
+            None => self.cron_after(now, true),
+        }
+    }
+
+    /// The next occurrence after the one at `fired` (which was fired at `now`): strictly after
+    /// `now`, so missed occurrences are skipped.
+    ///
+    /// # Errors
+    /// The spec is invalid, or the cron expression never matches again.
+    pub fn next_after(&self, fired: Timestamp, now: Timestamp) -> Result<Timestamp, String> {
+        match self.every {
+            Some(every) => {
+                let every = chrono::Duration::from_std(every).map_err(|e| e.to_string())?;
+                if self.drift {
+                    return Ok(now + every);
+                }
+                let step = every.num_microseconds().unwrap_or(i64::MAX).max(1);
+                let behind = (now - fired).num_microseconds().unwrap_or(0).max(0);
+                let k = behind / step + 1;
+                Ok(fired + chrono::Duration::microseconds(step.saturating_mul(k)))
+            }
+            None => self.cron_after(now, false),
+        }
+    }
+
+    fn cron_after(&self, t: Timestamp, inclusive: bool) -> Result<Timestamp, String> {
+        let (cron, tz) = self.cron_parts()?;
+        let local: DateTime<chrono_tz::Tz> = tz.from_utc_datetime(&t.naive_utc());
+        let next = cron
+            .find_next_occurrence(&local, inclusive)
+            .map_err(|e| format!("cron {:?} has no next time: {e}", cron.pattern.to_string()))?;
+        Ok(next.with_timezone(&Utc))
+    }
+
+    /// The task for the occurrence at `occurrence`, fired at `now`: runs now, unique per
+    /// occurrence unless the template sets its own key.
+    pub fn task_for(&self, occurrence: Timestamp) -> NewTask {
+        let mut t = self.task.clone();
+        t.run_at = None;
+        t.run_in = None;
+        if t.unique_key.is_none() {
+            t.unique_key = Some(format!(
+                "schedule:{}:{}",
+                self.name,
+                occurrence.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+            ));
+        }
+        t
+    }
+}
+
+/// A stored schedule: JSON shape of `GET /v1/schedules/{name}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Schedule {
+    /// What was created.
+    #[serde(flatten)]
+    pub spec: ScheduleSpec,
+    /// Paused schedules fire nothing; resuming starts from the next occurrence after then.
+    pub paused: bool,
+    /// The occurrence fired next.
+    pub next_run_at: Timestamp,
+    /// When the last occurrence was fired.
+    pub last_run_at: Option<Timestamp>,
+    /// The task enqueued by the last occurrence.
+    pub last_task_id: Option<i64>,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(h: u32, m: u32, s: u32) -> Timestamp {
+        Utc.with_ymd_and_hms(2026, 11, 22, h, m, s).unwrap()
+    }
+
+    fn spec(every: Option<u64>, cron: Option<&str>) -> ScheduleSpec {
+        ScheduleSpec {
+            name: "s".into(),
+            task: NewTask::new("k", serde_json::Value::Null),
+            every: every.map(Duration::from_secs),
+            drift: false,
+            cron: cron.map(String::from),
+            timezone: None,
+            start_at: None,
+        }
+    }
+
+    #[test]
+    fn every_stays_on_its_grid_and_skips_missed_runs() {
+        let s = spec(Some(60), None);
+        assert_eq!(s.first_occurrence(at(10, 0, 0)).unwrap(), at(10, 0, 0));
+        // Fired a little late: the next is still on the grid.
+        assert_eq!(
+            s.next_after(at(10, 0, 0), at(10, 0, 3)).unwrap(),
+            at(10, 1, 0)
+        );
+        // Fired 5.5 minutes late (the node was down): one run now, then back on the grid.
+        assert_eq!(
+            s.next_after(at(10, 0, 0), at(10, 5, 30)).unwrap(),
+            at(10, 6, 0)
+        );
+        let d = ScheduleSpec { drift: true, ..s };
+        assert_eq!(
+            d.next_after(at(10, 0, 0), at(10, 5, 30)).unwrap(),
+            at(10, 6, 30)
+        );
+    }
+
+    #[test]
+    fn cron_with_optional_seconds_and_time_zone() {
+        let s = spec(None, Some("*/15 * * * *"));
+        assert_eq!(s.first_occurrence(at(10, 7, 0)).unwrap(), at(10, 15, 0));
+        assert_eq!(
+            s.next_after(at(10, 15, 0), at(10, 15, 0)).unwrap(),
+            at(10, 30, 0)
+        );
+        assert_eq!(
+            s.next_after(at(10, 15, 0), at(11, 2, 0)).unwrap(),
+            at(11, 15, 0)
+        );
+        let secs = spec(None, Some("*/10 * * * * *"));
+        assert_eq!(
+            secs.next_after(at(10, 0, 0), at(10, 0, 1)).unwrap(),
+            at(10, 0, 10)
+        );
+        // 09:00 in Berlin is 08:00 UTC in November (CET, UTC+1).
+        let berlin = ScheduleSpec {
+            timezone: Some("Europe/Berlin".into()),
+            ..spec(None, Some("0 9 * * *"))
+        };
+        assert_eq!(berlin.first_occurrence(at(7, 0, 0)).unwrap(), at(8, 0, 0));
+    }
+
+    #[test]
+    fn bad_specs_are_refused() {
+        assert!(spec(None, None).validate().is_err());
+        assert!(spec(Some(5), Some("* * * * *")).validate().is_err());
+        assert!(spec(Some(0), None).validate().is_err());
+        assert!(spec(None, Some("61 * * * *"))
+            .validate()
+            .unwrap_err()
+            .contains("cron"));
+        let tz = ScheduleSpec {
+            timezone: Some("Mars/Olympus".into()),
+            ..spec(None, Some("* * * * *"))
+        };
+        assert!(tz.validate().unwrap_err().contains("time zone"));
+        let name = ScheduleSpec {
+            name: "no spaces".into(),
+            ..spec(Some(5), None)
+        };
+        assert!(name.validate().is_err());
+        assert!(spec(Some(5), None).validate().is_ok());
+    }
+
+    #[test]
+    fn each_occurrence_has_its_own_unique_key() {
+        let s = spec(Some(60), None);
+        let a = s.task_for(at(10, 0, 0)).unique_key.unwrap();
+        let b = s.task_for(at(10, 1, 0)).unique_key.unwrap();
+        assert_eq!(a, "schedule:s:2026-11-22T10:00:00.000000Z");
+        assert_ne!(a, b);
+    }
+}
