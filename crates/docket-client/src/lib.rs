@@ -98,8 +98,8 @@ impl Client {
         let resp = req.send().await?;
         let status = resp.status();
         if status == reqwest::StatusCode::NO_CONTENT {
-            return Ok(serde_json::from_value(Value::Null)
-                .map_err(|e| ClientError::Decode(e.to_string()))?);
+            return serde_json::from_value(Value::Null)
+                .map_err(|e| ClientError::Decode(e.to_string()));
         }
         if status.is_success() {
             return Ok(resp.json().await?);
