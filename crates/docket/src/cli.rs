@@ -297,7 +297,7 @@ pub enum QueueCmd {
 pub enum ScheduleCmd {
     /// Create (or replace) a schedule: `--every 5m` or `--cron '0 3 * * *'`, and the task
     /// as for `task add` (`--kind`/`--payload`, or `--sql`/`--target`).
-    Add(ScheduleAddArgs),
+    Add(Box<ScheduleAddArgs>),
     /// Every schedule.
     List {
         #[arg(long)]
