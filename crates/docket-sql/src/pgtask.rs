@@ -13,9 +13,11 @@
 
 use crate::format::{format_error, plain_error, Format, Output};
 use crate::target::{quote_ident, sqlx_options, PgTaskConfig};
+use crate::wire::CancelToken;
 use crate::wire::{Session, WireError};
 use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Connection, Row};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, Notify, Semaphore};
@@ -271,10 +273,33 @@ struct Table {
     serial_key: i64,
     pool: PgPool,
     /// Holds the session locks of this node's tasks (and runs the looks at the table).
-    control: Mutex<PgConnection>,
+    control: Mutex<Control>,
+    opts: sqlx::postgres::PgConnectOptions,
+    /// Cancel tokens of the sessions running this node's tasks, by task id.
+    cancels: std::sync::Mutex<HashMap<i64, CancelToken>>,
     wake: Notify,
     slots: Arc<Semaphore>,
     app: String,
+}
+
+/// The control session and the tasks whose locks it holds (to take them again after a
+/// reconnect).
+struct Control {
+    conn: Option<PgConnection>,
+    held: HashSet<i64>,
+}
+
+impl std::ops::Deref for Control {
+    type Target = PgConnection;
+    fn deref(&self) -> &PgConnection {
+        self.conn.as_ref().expect("connected by Table::ctl")
+    }
+}
+
+impl std::ops::DerefMut for Control {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        self.conn.as_mut().expect("connected by Table::ctl")
+    }
 }
 
 /// A claimed task, as its executor needs it.
@@ -307,7 +332,8 @@ pub async fn start(
     let conn = cfg
         .connection()
         .map_err(|e| PgTaskError::Config(e.to_string()))?;
-    let opts = sqlx_options(&conn);
+    // Named per table, so an operator (or a test) can tell docket's sessions apart.
+    let opts = sqlx_options(&conn).application_name(&format!("docket {}", cfg.name()));
     let pool = PgPoolOptions::new()
         .max_connections(4)
         .connect_with(opts.clone())
@@ -318,6 +344,7 @@ pub async fn start(
     )
     .fetch_one(&pool)
     .await?;
+    let opts = opts.application_name(&format!("docket control {}", cfg.name()));
     let control = PgConnection::connect_with(&opts).await?;
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.listen(CHANNEL).await?;
@@ -331,7 +358,12 @@ pub async fn start(
         db_oid: db_oid as u32,
         serial_key: 0x646f_636b_0000_0000_i64 | i64::from(oid),
         pool,
-        control: Mutex::new(control),
+        control: Mutex::new(Control {
+            conn: Some(control),
+            held: HashSet::new(),
+        }),
+        opts,
+        cancels: std::sync::Mutex::new(HashMap::new()),
         wake: Notify::new(),
         slots,
     });
@@ -367,12 +399,16 @@ pub async fn start(
                 last_reset = Some(Instant::now());
                 if let Err(e) = t.reset().await {
                     tracing::warn!(table = %t.name, error = %e, "pg_task reset failed");
+                    t.check_control().await;
                 }
             }
             let mut next = t.cfg.sleep;
             match t.claim_and_spawn(&mut running).await {
                 Ok(wait) => next = next.min(wait),
-                Err(e) => tracing::warn!(table = %t.name, error = %e, "pg_task claim failed"),
+                Err(e) => {
+                    tracing::warn!(table = %t.name, error = %e, "pg_task claim failed");
+                    t.check_control().await;
+                }
             }
             if let Some(r) = last_reset {
                 next = next.min(t.cfg.reset.saturating_sub(r.elapsed()));
@@ -430,10 +466,61 @@ impl Table {
         )
     }
 
+    /// The control session, reconnected if it was lost; after a reconnect the locks of this
+    /// node's tasks are taken again, and a task whose lock another session took meanwhile (a
+    /// reset ran while we were away) is cancelled here rather than run twice.
+    async fn ctl(&self) -> Result<tokio::sync::MutexGuard<'_, Control>, sqlx::Error> {
+        let mut g = self.control.lock().await;
+        if g.conn.is_none() {
+            let mut c = PgConnection::connect_with(&self.opts).await?;
+            let ids: Vec<i64> = g.held.iter().copied().collect();
+            for id in ids {
+                let ok: bool = sqlx::query_scalar(
+                    "SELECT pg_catalog.pg_try_advisory_lock($1, ($2 & 2147483647)::int4)",
+                )
+                .bind(self.oid as i32)
+                .bind(id)
+                .fetch_one(&mut c)
+                .await?;
+                if !ok {
+                    tracing::warn!(table = %self.name, id, "pg_task task taken over while the control session was lost; cancelling it here");
+                    g.held.remove(&id);
+                    self.cancel(id);
+                }
+            }
+            tracing::info!(table = %self.name, "pg_task control session reconnected");
+            g.conn = Some(c);
+        }
+        Ok(g)
+    }
+
+    /// Drops the control session if it no longer answers (the next use reconnects).
+    async fn check_control(&self) {
+        let mut g = self.control.lock().await;
+        if let Some(c) = g.conn.as_mut() {
+            if c.ping().await.is_err() {
+                tracing::warn!(table = %self.name, "pg_task control session lost");
+                g.conn = None;
+            }
+        }
+    }
+
+    /// Cancels the statement running task `id` on this node, if any.
+    fn cancel(&self, id: i64) {
+        let token = self.cancels.lock().expect("not poisoned").get(&id).cloned();
+        if let Some(t) = token {
+            tokio::spawn(async move {
+                if let Err(e) = t.cancel().await {
+                    tracing::warn!(error = %e, id, "cancel request failed");
+                }
+            });
+        }
+    }
+
     /// Puts back to PLAN the tasks in TAKE/WORK whose lock no session holds.
     async fn reset(&self) -> Result<(), sqlx::Error> {
         let table = self.table();
-        let mut c = self.control.lock().await;
+        let mut c = self.ctl().await?;
         let mut tx = c.begin().await?;
         sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1)")
             .bind(self.serial_key)
@@ -465,7 +552,7 @@ impl Table {
     ) -> Result<Duration, sqlx::Error> {
         let table = self.table();
         let free = self.slots.available_permits().min(CLAIM_BATCH as usize);
-        let mut c = self.control.lock().await;
+        let mut c = self.ctl().await?;
         let mut tx = c.begin().await?;
         sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1)")
             .bind(self.serial_key)
@@ -514,6 +601,20 @@ impl Table {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
+        c.held.extend(claimed.iter().copied());
+        // pg_task's stop: a task of ours set to STOP while it runs is cancelled.
+        let mine: Vec<i64> = c.held.iter().copied().collect();
+        if !mine.is_empty() {
+            let stopped: Vec<i64> = sqlx::query_scalar(&format!(
+                "SELECT \"id\" FROM {table} WHERE \"id\" = ANY($1) AND \"state\" = 'STOP'"
+            ))
+            .bind(&mine)
+            .fetch_all(&mut **c)
+            .await?;
+            for id in stopped {
+                self.cancel(id);
+            }
+        }
         let mut loaded = Vec::new();
         for id in claimed {
             loaded.push(load(&mut c, &table, id).await?);
@@ -563,15 +664,25 @@ impl Table {
                             WireError::Refused(se) => format_error(se, None),
                             other => plain_error(&other.to_string()),
                         };
-                        let _ = self
+                        if let Err(e) = self
                             .finish(&task, None, Some(error), "FAIL", false, true)
-                            .await;
+                            .await
+                        {
+                            tracing::warn!(table = %self.name, id = task.id, error = %e, "pg_task could not record a failure; the reset will run the task again");
+                            self.check_control().await;
+                            self.release(task.id).await;
+                        }
                         return;
                     }
                 }
             }
             let s = session.as_mut().expect("session open");
+            self.cancels
+                .lock()
+                .expect("not poisoned")
+                .insert(task.id, s.cancel_token());
             let result = self.run_one(s, &task).await;
+            self.cancels.lock().expect("not poisoned").remove(&task.id);
             let (output, error, state) = match result {
                 Ok(r) => r,
                 Err(e) if e.is_lost() => {
@@ -611,6 +722,7 @@ impl Table {
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(table = %self.name, id = task.id, error = %e, "pg_task could not record a result; the reset will run the task again");
+                    self.check_control().await;
                     self.release(task.id).await;
                     break;
                 }
@@ -694,7 +806,7 @@ impl Table {
         release: bool,
     ) -> Result<Option<Claimed>, sqlx::Error> {
         let table = self.table();
-        let mut c = self.control.lock().await;
+        let mut c = self.ctl().await?;
         let mut tx = c.begin().await?;
         sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1)")
             .bind(self.serial_key)
@@ -777,23 +889,38 @@ impl Table {
                 .await?;
         }
         tx.commit().await?;
+        if release {
+            c.held.remove(&task.id);
+        }
         match next {
-            Some(id) => Ok(Some(load(&mut c, &table, id).await?)),
+            Some(id) => {
+                c.held.insert(id);
+                Ok(Some(load(&mut c, &table, id).await?))
+            }
             None => Ok(None),
         }
     }
 
     /// Lets go of `id` without recording anything: the reset will put it back to PLAN.
     async fn release(&self, id: i64) {
-        let mut c = self.control.lock().await;
+        let mut c = match self.ctl().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, id, "pg_task unlock failed");
+                return;
+            }
+        };
+        c.held.remove(&id);
         if let Err(e) =
             sqlx::query("SELECT pg_catalog.pg_advisory_unlock($1, ($2 & 2147483647)::int4)")
                 .bind(self.oid as i32)
                 .bind(id)
-                .execute(&mut *c)
+                .execute(&mut **c)
                 .await
         {
             tracing::warn!(error = %e, id, "pg_task unlock failed");
+            drop(c);
+            self.check_control().await;
         }
     }
 }

@@ -537,3 +537,94 @@ async fn two_nodes_never_run_a_task_twice() {
     assert_eq!(overlap, 0, "max 3 allows 4 at once across both nodes");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn stop_cancels_a_running_task() {
+    let s = serve().await;
+    let t = s.t();
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input) VALUES ('stop', 'SELECT pg_sleep(60)')"
+    ))
+    .await;
+    s.until(
+        &format!("SELECT EXISTS (SELECT 1 FROM {t} WHERE \"group\" = 'stop' AND state = 'WORK')"),
+        Duration::from_secs(30),
+    )
+    .await;
+    let pid: i32 = sqlx::query_scalar(&format!("SELECT pid FROM {t} WHERE \"group\" = 'stop'"))
+        .fetch_one(&s.db)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    s.exec(&format!(
+        "UPDATE {t} SET state = 'STOP' WHERE \"group\" = 'stop'"
+    ))
+    .await;
+    s.until(
+        &format!(
+            "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = {pid} AND state = 'active' AND query LIKE '%pg_sleep(60)%')"
+        ),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let state: String = sqlx::query_scalar(&format!(
+        "SELECT state::text FROM {t} WHERE \"group\" = 'stop'"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(state, "STOP");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_lost_control_session_is_reconnected_without_running_anything_twice() {
+    let s = serve().await;
+    let t = s.t();
+    let schema = &s.schema;
+    s.exec(&format!("CREATE TABLE {schema}.ran (id int8)"))
+        .await;
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input) VALUES ('ctl', 'INSERT INTO {schema}.ran SELECT current_setting(''pg_task.id'')::int8 FROM pg_sleep(2)')"
+    ))
+    .await;
+    s.until(
+        &format!("SELECT EXISTS (SELECT 1 FROM {t} WHERE \"group\" = 'ctl' AND state = 'WORK')"),
+        Duration::from_secs(30),
+    )
+    .await;
+    // docket's own bookkeeping sessions (not the task's) die under the running task.
+    let killed: Vec<String> = sqlx::query_scalar(
+        "SELECT application_name FROM pg_stat_activity WHERE application_name IN ($1, $2) AND pg_terminate_backend(pid)",
+    )
+    .bind(format!("docket {t}"))
+    .bind(format!("docket control {t}"))
+    .fetch_all(&s.db)
+    .await
+    .unwrap();
+    assert!(
+        killed.contains(&format!("docket control {t}")),
+        "{killed:?}"
+    );
+    s.settled("ctl", Duration::from_secs(30)).await;
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input) VALUES ('after', 'SELECT 7 AS a')"
+    ))
+    .await;
+    s.settled("after", Duration::from_secs(30)).await;
+    assert_eq!(
+        result(&s, "ctl").await,
+        ("DONE".into(), Some("INSERT 0 1".into()), None)
+    );
+    assert_eq!(
+        result(&s, "after").await,
+        ("DONE".into(), Some("7".into()), None)
+    );
+    let ran: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {schema}.ran"))
+        .fetch_one(&s.db)
+        .await
+        .unwrap();
+    assert_eq!(ran, 1);
+    s.stop().await;
+}
