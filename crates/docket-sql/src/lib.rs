@@ -150,6 +150,7 @@ impl SqlTargets {
     fn resolve(&self, target: &str) -> Result<tokio_postgres::Config, SqlRefusal> {
         if let Some(url) = self.targets.get(target) {
             return wire::parse_conninfo(url)
+                .map(wire::with_env_password)
                 .map_err(|e| SqlRefusal::Target(format!("target {target}: {e}")));
         }
         let looks_raw = target.contains("://") || target.contains('=');

@@ -649,9 +649,10 @@ impl Table {
         loop {
             processed += 1;
             if session.is_none() {
+                // As pg_task's libpq connections, a remote one may use the server's PGPASSWORD.
                 let conn = match &task.remote {
                     None => Ok(self.conn.clone()),
-                    Some(r) => crate::wire::parse_conninfo(r),
+                    Some(r) => crate::wire::parse_conninfo(r).map(crate::wire::with_env_password),
                 };
                 let opened = match conn {
                     Ok(c) => Session::connect(&c, &self.app).await,

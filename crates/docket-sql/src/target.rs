@@ -149,7 +149,7 @@ impl PgTaskConfig {
     /// # Errors
     /// The URL does not parse.
     pub fn connection(&self) -> Result<tokio_postgres::Config, WireError> {
-        let mut c = parse_conninfo(&self.url)?;
+        let mut c = crate::wire::with_env_password(parse_conninfo(&self.url)?);
         if let Some(d) = &self.database {
             c.dbname(d);
         }
@@ -193,8 +193,6 @@ pub fn sqlx_options(c: &tokio_postgres::Config) -> sqlx::postgres::PgConnectOpti
     o = o.database(c.get_dbname().unwrap_or(&user));
     if let Some(pw) = c.get_password() {
         o = o.password(&String::from_utf8_lossy(pw));
-    } else if let Ok(pw) = std::env::var("PGPASSWORD") {
-        o = o.password(&pw);
     }
     o.application_name("docket pg_task")
 }

@@ -187,6 +187,18 @@ pub struct Session {
     cancel: CancelToken,
 }
 
+/// `config` with the password of `PGPASSWORD` when it gives none (as libpq does). Only for
+/// connection strings the operator configured: a raw string sent by an API client must not
+/// borrow the server's credentials.
+pub fn with_env_password(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
+    if config.get_password().is_none() {
+        if let Ok(pw) = std::env::var("PGPASSWORD") {
+            config.password(pw);
+        }
+    }
+    config
+}
+
 /// Parses a libpq connection string (`host=... dbname=...`) or URL (`postgres://...`).
 ///
 /// # Errors
@@ -319,10 +331,7 @@ impl Session {
         };
         frontend::startup_message(params.iter().copied(), &mut s.wbuf)?;
         s.flush().await?;
-        let password = config
-            .get_password()
-            .map(<[u8]>::to_vec)
-            .or_else(|| std::env::var("PGPASSWORD").ok().map(String::into_bytes));
+        let password = config.get_password().map(<[u8]>::to_vec);
         let mut scram: Option<sasl::ScramSha256> = None;
         loop {
             match s.read().await? {
