@@ -628,3 +628,51 @@ async fn a_lost_control_session_is_reconnected_without_running_anything_twice() 
     assert_eq!(ran, 1);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn plan_delays_larger_max_goes_first_and_live_reuses_the_session() {
+    let s = serve().await;
+    let t = s.t();
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, plan) VALUES ('later', 'SELECT 1', now() + interval '2 sec')"
+    ))
+    .await;
+    // Inserted together: the task with the larger max starts first, and alone (max 1 allows two
+    // at once only for tasks whose own max allows it).
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, max, \"delete\") VALUES ('order', 'SELECT pg_sleep(0.3)', 0, false), ('order', 'SELECT pg_sleep(0.3)', 0, false), ('order', 'SELECT pg_sleep(0.3)', 1, false)"
+    ))
+    .await;
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, live) SELECT 'live', 'SELECT 1', '30 sec' FROM generate_series(1, 3)"
+    ))
+    .await;
+    for g in ["later", "order", "live"] {
+        s.settled(g, Duration::from_secs(30)).await;
+    }
+    let late: bool = sqlx::query_scalar(&format!(
+        "SELECT start >= plan AND plan > (SELECT min(plan) FROM {t}) + interval '1.5 sec' FROM {t} WHERE \"group\" = 'later'"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert!(late, "a planned task waits for its plan");
+    let order: Vec<i32> = sqlx::query_scalar(&format!(
+        "SELECT max FROM {t} WHERE \"group\" = 'order' ORDER BY start"
+    ))
+    .fetch_all(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(order, vec![1, 0, 0]);
+    let pids: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(DISTINCT pid) FROM {t} WHERE \"group\" = 'live'"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        pids, 1,
+        "live lets one session run the group's tasks in turn"
+    );
+    s.stop().await;
+}
