@@ -819,7 +819,7 @@ impl Table {
             sqlx::query(&format!(
                 "UPDATE {table} SET \"state\" = $2::text::{}.state, \"stop\" = CURRENT_TIMESTAMP, \"output\" = $3, \"error\" = $4 \
                  WHERE \"id\" = $1 AND \"state\" IN ('TAKE', 'WORK') \
-                 RETURNING \"delete\", \"max\", \"drift\", \"start\", \"hash\"",
+                 RETURNING \"delete\", \"max\", \"drift\", \"start\", \"hash\", \"repeat\" > '0 sec'",
                 quote_ident(&self.cfg.schema)
             ))
             .bind(task.id)
@@ -830,10 +830,12 @@ impl Table {
             .await?
         };
         if let Some(row) = row {
-            sqlx::query(&repeat_sql(&table))
-                .bind(vec![task.id])
-                .execute(&mut *tx)
-                .await?;
+            if row.get::<bool, _>(5) {
+                sqlx::query(&repeat_sql(&table))
+                    .bind(vec![task.id])
+                    .execute(&mut *tx)
+                    .await?;
+            }
             let delete: bool = row.get(0);
             if delete && output.is_none() && error.is_none() {
                 sqlx::query(&format!("DELETE FROM {table} WHERE \"id\" = $1"))
