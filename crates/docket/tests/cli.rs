@@ -646,6 +646,21 @@ fn sql_tasks_and_a_pg_task_table_on_an_sqlite_docket() {
             .contains("ERROR:  division by zero\\nSTATEMENT:  SELECT 1/0"),
         "{t}"
     );
+    // The task's timeout is the statement timeout.
+    let id = s.add(&[
+        "--sql",
+        "SELECT pg_sleep(5)",
+        "--target",
+        "main",
+        "--timeout",
+        "1s",
+    ]);
+    let t = s.wait_for(id, "sql task timed out", |t| t["state"] == "discarded");
+    assert!(
+        t.to_string()
+            .contains("ERROR:  canceling statement due to statement timeout"),
+        "{t}"
+    );
     // Targets are opt-in: a raw connection string and an unknown name are refused.
     for target in ["postgres://postgres@127.0.0.1/postgres", "elsewhere"] {
         let o = s.cli(&["task", "add", "--sql", "SELECT 1", "--target", target]);
