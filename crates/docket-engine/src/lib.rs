@@ -136,6 +136,7 @@ impl Engine {
                 now,
             })
             .await?;
+        metrics::record_enqueued(&out);
         let mut woke = std::collections::HashSet::new();
         for t in &out {
             if t.inserted == Some(true) {
@@ -148,6 +149,39 @@ impl Engine {
                     _ => self.waker.wake_scheduler(),
                 }
             }
+        }
+        Ok(out)
+    }
+
+    /// Completes attempts (see [`Store::task_complete_many`]) and records their metrics.
+    ///
+    /// # Errors
+    /// Store errors (then nothing changed).
+    pub async fn complete_many(
+        &self,
+        items: &[docket_store::TaskComplete],
+    ) -> Result<Vec<docket_store::LeaseOutcome>, StoreError> {
+        let now = self.clock.now();
+        let out = self.store.task_complete_many(items, now).await?;
+        metrics::record_outcomes(&out, now);
+        Ok(out)
+    }
+
+    /// Fails attempts (see [`Store::task_fail_many`]), records their metrics and wakes the
+    /// scheduler for the retries.
+    ///
+    /// # Errors
+    /// Store errors (then nothing changed).
+    pub async fn fail_many(
+        &self,
+        items: &[docket_store::TaskFail],
+        worker: Option<&str>,
+    ) -> Result<Vec<docket_store::LeaseOutcome>, StoreError> {
+        let now = self.clock.now();
+        let out = self.store.task_fail_many(items, worker, now).await?;
+        metrics::record_outcomes(&out, now);
+        if !items.is_empty() {
+            self.waker.wake_scheduler();
         }
         Ok(out)
     }
@@ -186,6 +220,7 @@ impl Engine {
                 .await?;
             let now = tokio::time::Instant::now();
             if !got.is_empty() || now >= deadline || cancel.is_cancelled() {
+                metrics::record_claimed(queue, &got, self.clock.now());
                 return Ok(got);
             }
             let nap = (deadline - now).min(self.config.poll_interval);

@@ -72,6 +72,7 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), Store
         }
     }
     if rescued > 0 {
+        ::metrics::counter!(crate::metrics::TASKS_RESCUED).increment(rescued);
         tracing::warn!(rescued, "rescued tasks whose lease expired");
         // Rescued tasks may be retryable right away (zero backoff).
         engine.waker.wake_scheduler();

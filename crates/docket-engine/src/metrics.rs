@@ -11,7 +11,10 @@
 //!   transaction (`completion_type` = `complete` | `error`); process removing: a remove task;
 //! - notification: publishing a finished step to waiting callers (`notification_type="done"`).
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use docket_core::{Task, TaskState, Timestamp};
+use docket_store::LeaseOutcome;
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -38,6 +41,114 @@ const BUCKETS_MS: &[f64] = &[
     60000.0,
 ];
 
+/// Bucket bounds in seconds for docket's `_seconds` histograms (1 ms … 5 min).
+const BUCKETS_S: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// Bucket bounds for batch sizes.
+const BUCKETS_BATCH: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0, 10000.0,
+];
+
+/// Tasks enqueued (inserted, not matched by a unique key), by `queue` and `kind`.
+pub const TASKS_ENQUEUED: &str = "docket_tasks_enqueued_total";
+/// Attempts that completed, by `queue` and `kind`.
+pub const TASKS_COMPLETED: &str = "docket_tasks_completed_total";
+/// Attempts that failed and will be retried, by `queue` and `kind`.
+pub const TASKS_FAILED: &str = "docket_tasks_failed_total";
+/// Tasks discarded (out of attempts, permanent failure, expired), by `queue` and `kind`.
+pub const TASKS_DISCARDED: &str = "docket_tasks_discarded_total";
+/// Running tasks whose lease expired and were rescued by this node.
+pub const TASKS_RESCUED: &str = "docket_tasks_rescued_total";
+/// Tasks claimed, by `queue`.
+pub const TASKS_CLAIMED: &str = "docket_tasks_claimed_total";
+/// Run time of an attempt (start to complete/fail), by `queue` and `kind`.
+pub const TASK_RUN: &str = "docket_task_run_seconds";
+/// Pickup latency: from when a task was due (run_at) to its claim, by `queue`.
+pub const TASK_PICKUP: &str = "docket_task_pickup_seconds";
+/// Tasks per claim statement.
+pub const CLAIM_BATCH: &str = "docket_claim_batch_size";
+/// Outcomes per completion statement.
+pub const COMPLETE_BATCH: &str = "docket_complete_batch_size";
+/// Tasks per queue and state (read from the database at scrape time).
+pub const QUEUE_TASKS: &str = "docket_queue_tasks";
+/// Age of the oldest available task per queue (at scrape time).
+pub const QUEUE_OLDEST: &str = "docket_queue_oldest_available_seconds";
+/// Whether a queue is paused (1) or not (0).
+pub const QUEUE_PAUSED: &str = "docket_queue_paused";
+/// Database connections of this node's pool, by `state` (`in_use`, `idle`).
+pub const DB_CONNECTIONS: &str = "docket_db_connections";
+/// HTTP request durations, by `route` (the matched path pattern), `method` and `status`.
+pub const HTTP_REQUEST: &str = "docket_http_request_duration_seconds";
+/// Tasks enqueued by schedules, by `schedule`.
+pub const SCHEDULE_RUNS: &str = "docket_schedule_runs_total";
+
+/// Counts enqueued tasks.
+pub fn record_enqueued(tasks: &[Task]) {
+    for t in tasks.iter().filter(|t| t.inserted != Some(false)) {
+        counter!(TASKS_ENQUEUED, "queue" => t.queue.clone(), "kind" => t.kind.clone()).increment(1);
+    }
+}
+
+/// Records a claim: batch size, pickup latency per task.
+pub fn record_claimed(queue: &str, tasks: &[Task], now: Timestamp) {
+    if tasks.is_empty() {
+        return;
+    }
+    histogram!(CLAIM_BATCH).record(tasks.len() as f64);
+    counter!(TASKS_CLAIMED, "queue" => queue.to_string()).increment(tasks.len() as u64);
+    for t in tasks {
+        let late = (now - t.run_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
+        histogram!(TASK_PICKUP, "queue" => queue.to_string()).record(late);
+    }
+}
+
+/// Records completion/failure outcomes: counters by state and the run time of each attempt.
+pub fn record_outcomes(outcomes: &[LeaseOutcome], now: Timestamp) {
+    if outcomes.is_empty() {
+        return;
+    }
+    histogram!(COMPLETE_BATCH).record(outcomes.len() as f64);
+    for o in outcomes {
+        let LeaseOutcome::Ok { state, labels, .. } = o else {
+            continue;
+        };
+        let name = match state {
+            TaskState::Completed => TASKS_COMPLETED,
+            TaskState::Retryable => TASKS_FAILED,
+            TaskState::Discarded => TASKS_DISCARDED,
+            _ => continue,
+        };
+        counter!(name, "queue" => labels.queue.clone(), "kind" => labels.kind.clone()).increment(1);
+        if let Some(start) = labels.attempted_at {
+            let secs = (now - start).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
+            histogram!(TASK_RUN, "queue" => labels.queue.clone(), "kind" => labels.kind.clone())
+                .record(secs);
+        }
+    }
+}
+
+/// Sets the queue gauges from a fresh read of the database.
+pub fn record_queues(queues: &[docket_core::QueueStats], oldest: &[(String, f64)]) {
+    for q in queues {
+        for (state, n) in &q.counts {
+            gauge!(QUEUE_TASKS, "queue" => q.name.clone(), "state" => state.as_str().to_string())
+                .set(*n as f64);
+        }
+        gauge!(QUEUE_PAUSED, "queue" => q.name.clone()).set(if q.settings.paused {
+            1.0
+        } else {
+            0.0
+        });
+        let age = oldest
+            .iter()
+            .find(|(n, _)| *n == q.name)
+            .map_or(0.0, |(_, a)| *a);
+        gauge!(QUEUE_OLDEST, "queue" => q.name.clone()).set(age);
+    }
+}
+
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the process-wide recorder once and returns the handle that renders `/metrics`.
@@ -46,6 +157,10 @@ pub fn prometheus() -> PrometheusHandle {
         .get_or_init(|| {
             let recorder = PrometheusBuilder::new()
                 .set_buckets(BUCKETS_MS)
+                .expect("bucket bounds are valid")
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS_S)
+                .expect("bucket bounds are valid")
+                .set_buckets_for_metric(Matcher::Suffix("_batch_size".into()), BUCKETS_BATCH)
                 .expect("bucket bounds are valid")
                 .build_recorder();
             let handle = recorder.handle();
@@ -59,7 +174,47 @@ pub fn prometheus() -> PrometheusHandle {
 }
 
 fn describe() {
-    use metrics::describe_histogram;
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(TASKS_ENQUEUED, "Tasks enqueued, by queue and kind");
+    describe_counter!(TASKS_COMPLETED, "Attempts completed, by queue and kind");
+    describe_counter!(
+        TASKS_FAILED,
+        "Attempts failed and retried later, by queue and kind"
+    );
+    describe_counter!(
+        TASKS_DISCARDED,
+        "Tasks discarded after failing, by queue and kind"
+    );
+    describe_counter!(
+        TASKS_RESCUED,
+        "Running tasks whose lease expired, rescued by this node"
+    );
+    describe_counter!(TASKS_CLAIMED, "Tasks claimed, by queue");
+    describe_histogram!(
+        TASK_RUN,
+        Unit::Seconds,
+        "Attempt run time, by queue and kind"
+    );
+    describe_histogram!(TASK_PICKUP, Unit::Seconds, "From run_at to claim, by queue");
+    describe_histogram!(CLAIM_BATCH, "Tasks per claim statement");
+    describe_histogram!(COMPLETE_BATCH, "Outcomes per completion statement");
+    describe_gauge!(QUEUE_TASKS, "Tasks by queue and state");
+    describe_gauge!(
+        QUEUE_OLDEST,
+        Unit::Seconds,
+        "Age of the oldest available task, by queue"
+    );
+    describe_gauge!(QUEUE_PAUSED, "1 when the queue is paused");
+    describe_gauge!(
+        DB_CONNECTIONS,
+        "Database pool connections by state (in_use, idle)"
+    );
+    describe_histogram!(
+        HTTP_REQUEST,
+        Unit::Seconds,
+        "HTTP request durations by route, method and status"
+    );
+    describe_counter!(SCHEDULE_RUNS, "Tasks enqueued by schedules, by schedule");
     describe_histogram!(
         CALLS_SCANNING,
         "Calls (call, repair) scanning durations in millisecond"

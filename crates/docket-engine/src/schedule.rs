@@ -97,6 +97,9 @@ pub async fn fire_due(engine: &Engine, now: Timestamp) -> Result<u64, StoreError
         match out {
             Some(Some(t)) => {
                 fired += 1;
+                ::metrics::counter!(crate::metrics::SCHEDULE_RUNS, "schedule" => name.clone())
+                    .increment(1);
+                crate::metrics::record_enqueued(std::slice::from_ref(&t));
                 if t.state == docket_core::TaskState::Available {
                     engine.waker.wake(&t.queue);
                 }

@@ -311,7 +311,6 @@ async fn complete_loop(
 }
 
 async fn flush(engine: &Engine, buf: Vec<Done>) {
-    let now = engine.clock.now();
     let mut completes = vec![];
     let mut fails = vec![];
     for d in buf {
@@ -345,13 +344,10 @@ async fn flush(engine: &Engine, buf: Vec<Done>) {
     }
     // An error here leaves the tasks running; their leases expire and the rescuer retries
     // them: at-least-once, never lost.
-    if let Err(e) = engine.store.task_complete_many(&completes, now).await {
+    if let Err(e) = engine.complete_many(&completes).await {
         tracing::error!(error = %e, n = completes.len(), "writing completions failed");
     }
-    if let Err(e) = engine.store.task_fail_many(&fails, None, now).await {
+    if let Err(e) = engine.fail_many(&fails, None).await {
         tracing::error!(error = %e, n = fails.len(), "writing failures failed");
-    }
-    if !fails.is_empty() {
-        engine.waker.wake_scheduler();
     }
 }

@@ -161,6 +161,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/namespaces/{ns}/processes/{id}/repair",
             post(process_repair),
         )
+        .route_layer(axum::middleware::from_fn(http_metrics))
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -177,6 +178,28 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// Times every request into `docket_http_request_duration_seconds` by the matched route
+/// pattern (not the raw path, so ids do not explode the label set).
+async fn http_metrics(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |m| m.as_str())
+        .to_string();
+    let method = req.method().to_string();
+    let t0 = std::time::Instant::now();
+    let resp = next.run(req).await;
+    // An SSE stream's "duration" is its first byte; the stream itself goes on.
+    metrics::histogram!(
+        docket_engine::metrics::HTTP_REQUEST,
+        "route" => route,
+        "method" => method,
+        "status" => resp.status().as_u16().to_string()
+    )
+    .record(t0.elapsed().as_secs_f64());
+    resp
 }
 
 /// Serves `router` on `listener` until `shutdown` fires, then finishes in-flight requests.
@@ -262,7 +285,26 @@ async fn healthz(State(s): State<AppState>) -> Response {
 }
 
 /// Prometheus text format.
-async fn metrics_text() -> Response {
+async fn metrics_text(State(s): State<AppState>) -> Response {
+    // Queue gauges are read from the database at scrape time: every node reports the same
+    // cluster-wide numbers (aggregate them with max, not sum).
+    if let (Ok(queues), Ok(oldest)) = (
+        s.engine.store.queue_list().await,
+        s.engine.store.queue_oldest_available().await,
+    ) {
+        let now = s.engine.clock.now();
+        let ages: Vec<(String, f64)> = oldest
+            .into_iter()
+            .map(|(q, t)| {
+                let age = (now - t).num_milliseconds().max(0) as f64 / 1000.0;
+                (q, age)
+            })
+            .collect();
+        docket_engine::metrics::record_queues(&queues, &ages);
+    }
+    let (in_use, idle) = s.engine.store.pool_connections();
+    metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "in_use").set(in_use as f64);
+    metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "idle").set(idle as f64);
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -482,7 +524,7 @@ struct ItemResult {
 /// A single-item outcome as a response: 200 with the new state, or the lease/cancel error.
 fn single(id: i64, o: LeaseOutcome) -> ApiResult<Json<Value>> {
     match o {
-        LeaseOutcome::Ok { state, run_at } => {
+        LeaseOutcome::Ok { state, run_at, .. } => {
             Ok(Json(json!({"id": id, "state": state, "run_at": run_at})))
         }
         LeaseOutcome::LeaseLost => Err(docket_store::StoreError::LeaseLost.into()),
@@ -501,17 +543,13 @@ async fn task_complete(
     check_size("result", &b.result)?;
     let o = s
         .engine
-        .store
-        .task_complete_many(
-            &[TaskComplete {
-                id,
-                token: b.lease,
-                result: b.result,
-            }],
-            s.engine.clock.now(),
-        )
+        .complete_many(&[TaskComplete {
+            id,
+            token: b.lease,
+            result: b.result,
+        }])
         .await?;
-    single(id, o[0])
+    single(id, o[0].clone())
 }
 
 async fn task_fail(
@@ -528,13 +566,8 @@ async fn task_fail(
         retry_in: b.retry_in,
         permanent: b.permanent,
     };
-    let o = s
-        .engine
-        .store
-        .task_fail_many(&[item], b.worker.as_deref(), s.engine.clock.now())
-        .await?;
-    s.engine.waker.wake_scheduler();
-    single(id, o[0])
+    let o = s.engine.fail_many(&[item], b.worker.as_deref()).await?;
+    single(id, o[0].clone())
 }
 
 #[derive(Deserialize)]
@@ -575,11 +608,7 @@ async fn task_complete_batch(
             result: it.result,
         });
     }
-    let outs = s
-        .engine
-        .store
-        .task_complete_many(&items, s.engine.clock.now())
-        .await?;
+    let outs = s.engine.complete_many(&items).await?;
     let results: Vec<ItemResult> = items
         .iter()
         .zip(outs)
@@ -610,12 +639,7 @@ async fn task_fail_batch(
             permanent: it.permanent,
         })
         .collect();
-    let outs = s
-        .engine
-        .store
-        .task_fail_many(&items, worker.as_deref(), s.engine.clock.now())
-        .await?;
-    s.engine.waker.wake_scheduler();
+    let outs = s.engine.fail_many(&items, worker.as_deref()).await?;
     let results: Vec<ItemResult> = items
         .iter()
         .zip(outs)

@@ -675,7 +675,157 @@ macro_rules! both {
     };
 }
 
+async fn docket_metrics(n: Node) {
+    let q = format!("m{}", uuid::Uuid::new_v4().simple());
+    for kind in ["ok", "ok", "bad"] {
+        let (st, v) = n
+            .call(
+                "POST",
+                "/v1/tasks",
+                Some(json!({"queue": q, "kind": kind, "max_attempts": 1})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+    }
+    let (st, _) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"queue": q, "kind": "waiting", "run_in": "1h"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (st, _) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"queue": q, "kind": "left"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let claimed = n.claim(&q, json!({"worker": "w", "limit": 3})).await;
+    assert_eq!(claimed.len(), 3);
+    for t in &claimed {
+        let id = t["id"].as_i64().unwrap();
+        let lease = t["lease"]["token"].as_str().unwrap();
+        let (verb, body) = if t["kind"] == "bad" {
+            ("fail", json!({"lease": lease, "error": "no"}))
+        } else {
+            ("complete", json!({"lease": lease, "result": 1}))
+        };
+        let (st, v) = n
+            .call("POST", &format!("/v1/tasks/{id}/{verb}"), Some(body))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+    }
+    let text = n
+        .http
+        .get(format!("{}/metrics", n.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .expect("Prometheus text format");
+    let value = |metric: &str, labels: &[(&str, &str)]| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| {
+                s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+            .sum()
+    };
+    let ql = q.as_str();
+    assert_eq!(
+        value(
+            "docket_tasks_enqueued_total",
+            &[("queue", ql), ("kind", "ok")]
+        ),
+        2.0,
+        "{text}"
+    );
+    assert_eq!(value("docket_tasks_enqueued_total", &[("queue", ql)]), 5.0);
+    assert_eq!(value("docket_tasks_claimed_total", &[("queue", ql)]), 3.0);
+    assert_eq!(
+        value(
+            "docket_tasks_completed_total",
+            &[("queue", ql), ("kind", "ok")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            "docket_tasks_discarded_total",
+            &[("queue", ql), ("kind", "bad")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "docket_task_run_seconds_count",
+            &[("queue", ql), ("kind", "ok")]
+        ),
+        2.0
+    );
+    assert!(
+        text.contains("docket_task_run_seconds_bucket{"),
+        "seconds buckets"
+    );
+    assert_eq!(
+        value("docket_task_pickup_seconds_count", &[("queue", ql)]),
+        3.0
+    );
+    assert_eq!(
+        value(
+            "docket_queue_tasks",
+            &[("queue", ql), ("state", "completed")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            "docket_queue_tasks",
+            &[("queue", ql), ("state", "scheduled")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "docket_queue_tasks",
+            &[("queue", ql), ("state", "available")]
+        ),
+        1.0
+    );
+    assert!(value("docket_queue_oldest_available_seconds", &[("queue", ql)]) >= 0.0);
+    assert_eq!(value("docket_queue_paused", &[("queue", ql)]), 0.0);
+    assert!(value("docket_db_connections", &[]) >= 1.0);
+    assert!(text.contains("# TYPE docket_tasks_completed_total counter"));
+    let http_count: f64 = text
+        .lines()
+        .find(|l| {
+            l.starts_with("docket_http_request_duration_seconds_count{")
+                && l.contains("route=\"/v1/tasks/{id}/complete\"")
+                && l.contains("status=\"200\"")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0);
+    assert!(
+        http_count >= 2.0,
+        "HTTP durations by route pattern:\n{text}"
+    );
+}
+
 both!(
+    docket_metrics,
     lifecycle,
     batch_complete_and_fail,
     bad_input_gets_4xx_and_loses_nothing,

@@ -157,7 +157,7 @@ pub struct TaskFail {
 }
 
 /// What happened to one item of a complete/fail batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum LeaseOutcome {
     /// Applied; the task is now in `state`, next start `run_at`.
@@ -166,6 +166,9 @@ pub enum LeaseOutcome {
         state: TaskState,
         /// Next start (retryable) or the old run_at.
         run_at: Timestamp,
+        /// The task's queue, kind and attempt start (for metrics; not part of the API answer).
+        #[serde(skip)]
+        labels: TaskLabels,
     },
     /// The lease is stale; nothing changed.
     LeaseLost,
@@ -173,6 +176,28 @@ pub enum LeaseOutcome {
     Cancelled,
     /// No such task.
     NotFound,
+}
+
+/// Which task an outcome is about: enough to label metrics without another read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskLabels {
+    /// Queue.
+    pub queue: String,
+    /// Kind.
+    pub kind: String,
+    /// When the attempt started.
+    pub attempted_at: Option<Timestamp>,
+}
+
+impl TaskLabels {
+    /// The labels of `t`.
+    pub fn of(t: &Task) -> Self {
+        TaskLabels {
+            queue: t.queue.clone(),
+            kind: t.kind.clone(),
+            attempted_at: t.attempted_at,
+        }
+    }
 }
 
 /// What a [`Store::listen`] subscription delivers.
@@ -334,6 +359,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// True where other processes' changes can wake us (PostgreSQL LISTEN/NOTIFY); else poll.
     fn supports_listen_notify(&self) -> bool;
+
+    /// Connections of this node's pool(s): (in use, idle).
+    fn pool_connections(&self) -> (usize, usize);
+
+    /// The `run_at` of the oldest available task of each queue that has one.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>>;
 
     /// Applies the embedded migrations (idempotent; safe with several nodes at once).
     ///

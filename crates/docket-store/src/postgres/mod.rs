@@ -374,10 +374,12 @@ fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
         FailDecision::Retry { run_at } => LeaseOutcome::Ok {
             state: TaskState::Retryable,
             run_at: *run_at,
+            labels: TaskLabels::of(t),
         },
         FailDecision::Discard => LeaseOutcome::Ok {
             state: TaskState::Discarded,
             run_at: t.run_at,
+            labels: TaskLabels::of(t),
         },
         FailDecision::Cancel => LeaseOutcome::Cancelled,
     }
@@ -735,14 +737,15 @@ impl Store for PgStore {
         let mut tx = self.begin_relaxed().await?;
         // `frees`: finishing it lets another task of its key or limited queue start, so the
         // queue's claimers are woken (on every node) instead of waiting for a poll.
-        let done: Vec<(i64, Timestamp, String, bool)> = sqlx::query_as(
+        let done: Vec<(i64, Timestamp, String, bool, String, Option<Timestamp>)> = sqlx::query_as(
             "UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result, \
                lease_expires_at = NULL \
              FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result) \
              WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running' \
                AND t.cancel_requested_at IS NULL \
              RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS ( \
-               SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees",
+               SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees, \
+               t.kind, t.attempted_at",
         )
         .bind(now)
         .bind(&ids)
@@ -754,14 +757,31 @@ impl Store for PgStore {
         freed.sort();
         freed.dedup();
         self.notify(&mut tx, &freed).await?;
-        let done: HashMap<i64, Timestamp> = done.into_iter().map(|r| (r.0, r.1)).collect();
+        let done: HashMap<i64, (Timestamp, TaskLabels)> = done
+            .into_iter()
+            .map(|r| {
+                (
+                    r.0,
+                    (
+                        r.1,
+                        TaskLabels {
+                            queue: r.2,
+                            kind: r.4,
+                            attempted_at: r.5,
+                        },
+                    ),
+                )
+            })
+            .collect();
         let mut out = Vec::with_capacity(items.len());
         if done.len() == items.len() {
             tx.commit().await?;
             for it in items {
+                let (run_at, labels) = done[&it.id].clone();
                 out.push(LeaseOutcome::Ok {
                     state: TaskState::Completed,
-                    run_at: done[&it.id],
+                    run_at,
+                    labels,
                 });
             }
             return Ok(out);
@@ -782,10 +802,11 @@ impl Store for PgStore {
             .map(|r| (r.get::<i64, _>("id"), r))
             .collect();
         for it in items {
-            if let Some(run_at) = done.get(&it.id) {
+            if let Some((run_at, labels)) = done.get(&it.id) {
                 out.push(LeaseOutcome::Ok {
                     state: TaskState::Completed,
                     run_at: *run_at,
+                    labels: labels.clone(),
                 });
                 continue;
             }
@@ -1652,6 +1673,22 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    fn pool_connections(&self) -> (usize, usize) {
+        let idle = self.pool.num_idle();
+        (
+            self.pool.size() as usize - idle.min(self.pool.size() as usize),
+            idle,
+        )
+    }
+
+    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
+        Ok(sqlx::query_as(
+            "SELECT queue, min(run_at) FROM docket_tasks WHERE state = 'available' GROUP BY queue",
+        )
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     async fn schedule_put(

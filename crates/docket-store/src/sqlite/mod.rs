@@ -373,10 +373,12 @@ fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
         FailDecision::Retry { run_at } => LeaseOutcome::Ok {
             state: TaskState::Retryable,
             run_at: *run_at,
+            labels: TaskLabels::of(t),
         },
         FailDecision::Discard => LeaseOutcome::Ok {
             state: TaskState::Discarded,
             run_at: t.run_at,
+            labels: TaskLabels::of(t),
         },
         FailDecision::Cancel => LeaseOutcome::Cancelled,
     }
@@ -636,7 +638,7 @@ impl Store for SqliteStore {
             .iter()
             .map(|it| serde_json::json!({"id": it.id, "token": it.token, "result": it.result}))
             .collect();
-        let done: Vec<(i64, i64, String, bool)> = sqlx::query_as(
+        let done: Vec<(i64, i64, String, bool, String, Option<i64>)> = sqlx::query_as(
             "UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result, \
                lease_expires_at = NULL \
              FROM (SELECT value->>'id' AS id, value->>'token' AS token, value->'result' AS result \
@@ -645,20 +647,37 @@ impl Store for SqliteStore {
                AND docket_tasks.state = 'running' AND docket_tasks.cancel_requested_at IS NULL \
              RETURNING docket_tasks.id, docket_tasks.run_at, docket_tasks.queue, \
                (docket_tasks.concurrency_key IS NOT NULL OR EXISTS (SELECT 1 FROM docket_queues q \
-                 WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees",
+                 WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees, \
+               docket_tasks.kind, docket_tasks.attempted_at",
         )
         .bind(us(now))
         .bind(Value::Array(batch).to_string())
         .fetch_all(&mut *tx)
         .await?;
         let freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
-        let done: HashMap<i64, i64> = done.into_iter().map(|r| (r.0, r.1)).collect();
+        let done: HashMap<i64, (i64, TaskLabels)> = done
+            .into_iter()
+            .map(|r| {
+                (
+                    r.0,
+                    (
+                        r.1,
+                        TaskLabels {
+                            queue: r.2,
+                            kind: r.4,
+                            attempted_at: r.5.map(from_us),
+                        },
+                    ),
+                )
+            })
+            .collect();
         let mut out = Vec::with_capacity(items.len());
         for it in items {
-            if let Some(run_at) = done.get(&it.id) {
+            if let Some((run_at, labels)) = done.get(&it.id) {
                 out.push(LeaseOutcome::Ok {
                     state: TaskState::Completed,
                     run_at: from_us(*run_at),
+                    labels: labels.clone(),
                 });
                 continue;
             }
@@ -1486,6 +1505,21 @@ impl Store for SqliteStore {
             .await?;
         tx.commit().await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    fn pool_connections(&self) -> (usize, usize) {
+        let idle = self.writer.num_idle() + self.reader.num_idle();
+        let size = (self.writer.size() + self.reader.size()) as usize;
+        (size - idle.min(size), idle)
+    }
+
+    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT queue, min(run_at) FROM docket_tasks WHERE state = 'available' GROUP BY queue",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows.into_iter().map(|(q, t)| (q, from_us(t))).collect())
     }
 
     async fn schedule_put(
