@@ -548,25 +548,27 @@ async fn fail_rules(b: Bundle) {
     items[1].retry_in = Some(Duration::from_millis(1500));
     items[2].permanent = true;
     let outs = s.task_fail_many(&items, Some("wX"), t0()).await.unwrap();
+    // Outcomes carry what metrics label by: queue, kind and the attempt's start.
+    for (o, t) in outs.iter().zip(&c) {
+        let LeaseOutcome::Ok { labels, .. } = o else {
+            panic!("{o:?}")
+        };
+        assert_eq!(
+            (labels.queue.as_str(), labels.kind.as_str()),
+            ("default", t.kind.as_str())
+        );
+        assert_eq!(labels.attempted_at, Some(t0()));
+    }
     assert_eq!(
-        outs,
+        outs.iter().map(state_run_at).collect::<Vec<_>>(),
         vec![
-            LeaseOutcome::Ok {
-                state: TaskState::Retryable,
-                run_at: t0() + secs(2)
-            },
-            LeaseOutcome::Ok {
-                state: TaskState::Retryable,
-                run_at: t0() + chrono::Duration::milliseconds(1500)
-            },
-            LeaseOutcome::Ok {
-                state: TaskState::Discarded,
-                run_at: c[2].run_at
-            },
-            LeaseOutcome::Ok {
-                state: TaskState::Discarded,
-                run_at: c[3].run_at
-            },
+            (TaskState::Retryable, t0() + secs(2)),
+            (
+                TaskState::Retryable,
+                t0() + chrono::Duration::milliseconds(1500)
+            ),
+            (TaskState::Discarded, c[2].run_at),
+            (TaskState::Discarded, c[3].run_at)
         ]
     );
     let t = s.task_get(c[0].id).await.unwrap().unwrap();
@@ -581,11 +583,8 @@ async fn fail_rules(b: Bundle) {
         .await
         .unwrap();
     assert_eq!(
-        outs,
-        vec![LeaseOutcome::Ok {
-            state: TaskState::Retryable,
-            run_at: t0() + secs(8)
-        }]
+        outs.iter().map(state_run_at).collect::<Vec<_>>(),
+        vec![(TaskState::Retryable, t0() + secs(8))]
     );
     let t = s.task_get(c[0].id).await.unwrap().unwrap();
     assert_eq!(t.errors.len(), 2);
@@ -1046,3 +1045,10 @@ both!(
     bulk_insert_claim_complete,
     process_zombies_simple_repair_and_list,
 );
+
+fn state_run_at(o: &LeaseOutcome) -> (TaskState, docket_core::Timestamp) {
+    match o {
+        LeaseOutcome::Ok { state, run_at, .. } => (*state, *run_at),
+        other => panic!("not applied: {other:?}"),
+    }
+}
