@@ -80,8 +80,15 @@ pub struct Client {
 impl Client {
     /// A client of the server at `base` (e.g. `http://127.0.0.1:7070`).
     pub fn new(base: impl Into<String>) -> Self {
+        // Actions taken through this client are recorded as `cli:USER` in the audit log.
+        let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Ok(v) = reqwest::header::HeaderValue::from_str(&format!("cli:{user}")) {
+            headers.insert("x-docket-actor", v);
+        }
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
+            .default_headers(headers)
             .build()
             .expect("http client");
         Client {

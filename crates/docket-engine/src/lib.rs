@@ -164,6 +164,9 @@ impl Engine {
         let now = self.clock.now();
         let out = self.store.task_complete_many(items, now).await?;
         metrics::record_outcomes(&out, now);
+        if !items.is_empty() {
+            self.waker.changed();
+        }
         Ok(out)
     }
 
@@ -221,6 +224,9 @@ impl Engine {
             let now = tokio::time::Instant::now();
             if !got.is_empty() || now >= deadline || cancel.is_cancelled() {
                 metrics::record_claimed(queue, &got, self.clock.now());
+                if !got.is_empty() {
+                    self.waker.changed();
+                }
                 return Ok(got);
             }
             let nap = (deadline - now).min(self.config.poll_interval);

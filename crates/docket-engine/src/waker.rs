@@ -11,6 +11,18 @@ pub struct Waker {
     queues: Mutex<HashMap<String, Arc<Notify>>>,
     tasks: Mutex<HashMap<i64, Arc<Notify>>>,
     scheduler: Notify,
+    changes: ChangeFeed,
+}
+
+/// A tick each time tasks changed on this node, or a database notification says they changed
+/// elsewhere: what the dashboard's live pages listen to (no polling per browser).
+#[derive(Debug)]
+struct ChangeFeed(tokio::sync::broadcast::Sender<()>);
+
+impl Default for ChangeFeed {
+    fn default() -> Self {
+        ChangeFeed(tokio::sync::broadcast::channel(64).0)
+    }
 }
 
 impl Waker {
@@ -20,8 +32,19 @@ impl Waker {
         m.entry(queue.to_string()).or_default().clone()
     }
 
+    /// Publishes a change (tasks were enqueued, claimed, finished, cancelled, ...).
+    pub fn changed(&self) {
+        let _ = self.changes.0.send(());
+    }
+
+    /// Subscribes to the change feed.
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.changes.0.subscribe()
+    }
+
     /// Wakes every claimer waiting on `queue`.
     pub fn wake(&self, queue: &str) {
+        self.changed();
         let n = self.queues.lock().expect("waker lock").get(queue).cloned();
         if let Some(n) = n {
             n.notify_waiters();
@@ -41,6 +64,7 @@ impl Waker {
 
     /// Wakes whoever waits for task `id` to finish.
     pub fn task_done(&self, id: i64) {
+        self.changed();
         let n = self.tasks.lock().expect("waker lock").get(&id).cloned();
         if let Some(n) = n {
             n.notify_waiters();
@@ -58,6 +82,7 @@ impl Waker {
 
     /// Wakes every waiting claimer and caller (after a lost LISTEN connection).
     pub fn wake_all(&self) {
+        self.changed();
         let tasks: Vec<_> = self
             .tasks
             .lock()
@@ -83,6 +108,7 @@ impl Waker {
 
     /// Tells the scheduler a task was scheduled, so it re-reads the next due time.
     pub fn wake_scheduler(&self) {
+        self.changed();
         self.scheduler.notify_one();
     }
 

@@ -1,6 +1,8 @@
 //! docket's HTTP API. JSON in and out; times RFC 3339 UTC; durations humantime strings.
 //! Every route is in `openapi.json` (served at `/openapi.json`); a test keeps the two in step.
 
+pub mod actions;
+pub mod dashboard;
 pub mod error;
 
 use axum::body::Bytes;
@@ -45,6 +47,8 @@ pub struct AppState {
     pub processes: ProcessService,
     /// Targets `sql` tasks may run on (none: `sql` tasks are refused).
     pub sql: Arc<docket_sql::SqlTargets>,
+    /// pg_task tables this node serves (shown on the dashboard).
+    pub pg_tasks: Arc<Vec<docket_sql::pgtask::TableView>>,
 }
 
 impl AppState {
@@ -58,7 +62,14 @@ impl AppState {
             shutdown,
             processes,
             sql: Arc::default(),
+            pg_tasks: Arc::default(),
         }
+    }
+
+    /// Shows these pg_task tables on the dashboard.
+    pub fn with_pg_tasks(mut self, views: Vec<docket_sql::pgtask::TableView>) -> Self {
+        self.pg_tasks = Arc::new(views);
+        self
     }
 
     /// Lets `sql` tasks run on `targets` (checked when they are enqueued).
@@ -118,6 +129,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks/{id}", get(task_get))
         .route("/v1/tasks/{id}/cancel", post(task_cancel))
         .route("/v1/tasks/{id}/retry", post(task_retry))
+        .route("/v1/tasks/{id}/run-now", post(task_run_now))
+        .route("/v1/audit", get(audit_list))
         .route("/v1/tasks/{id}/heartbeat", post(task_heartbeat))
         .route("/v1/tasks/{id}/complete", post(task_complete))
         .route("/v1/tasks/{id}/fail", post(task_fail))
@@ -161,6 +174,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/namespaces/{ns}/processes/{id}/repair",
             post(process_repair),
         )
+        .merge(dashboard::routes())
         .route_layer(axum::middleware::from_fn(http_metrics))
         .fallback(|| async {
             ApiError::new(
@@ -263,7 +277,7 @@ fn task_id(s: &str) -> ApiResult<i64> {
         .ok_or_else(|| ApiError::invalid(format!("task id must be a positive integer, got {s:?}")))
 }
 
-fn check_name(what: &str, s: &str) -> ApiResult<()> {
+pub(crate) fn check_name(what: &str, s: &str) -> ApiResult<()> {
     if s.is_empty() || s.chars().count() > docket_core::task::MAX_NAME_LEN {
         return Err(ApiError::invalid(format!(
             "{what} must be 1 to 256 characters"
@@ -384,6 +398,8 @@ struct ListQuery {
     limit: Option<i64>,
     after: Option<i64>,
     order: Option<String>,
+    /// Text in the payload or errors (case-insensitive).
+    text: Option<String>,
 }
 
 async fn task_list(
@@ -423,6 +439,7 @@ async fn task_list(
             after: q.after,
             descending,
             limit,
+            text: q.text.filter(|t| !t.is_empty()),
         })
         .await?;
     let next = if tasks.len() as i64 == limit {
@@ -441,18 +458,60 @@ async fn task_get(State(s): State<AppState>, Path(id): Path<String>) -> ApiResul
     }
 }
 
-async fn task_cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Task>> {
-    let id = task_id(&id)?;
-    Ok(Json(
-        s.engine.store.task_cancel(id, s.engine.clock.now()).await?,
-    ))
+async fn task_by_hand(
+    s: AppState,
+    headers: &axum::http::HeaderMap,
+    id: &str,
+    action: actions::TaskAction,
+) -> ApiResult<Json<Task>> {
+    let id = task_id(id)?;
+    let who = actions::actor(headers, "api");
+    Ok(Json(actions::task(&s, &who, id, action).await?))
 }
 
-async fn task_retry(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Task>> {
-    let id = task_id(&id)?;
-    let t = s.engine.store.task_retry(id, s.engine.clock.now()).await?;
-    s.engine.waker.wake(&t.queue);
-    Ok(Json(t))
+async fn task_cancel(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Task>> {
+    task_by_hand(s, &headers, &id, actions::TaskAction::Cancel).await
+}
+
+async fn task_retry(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Task>> {
+    task_by_hand(s, &headers, &id, actions::TaskAction::Retry).await
+}
+
+async fn task_run_now(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Task>> {
+    task_by_hand(s, &headers, &id, actions::TaskAction::RunNow).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    limit: Option<i64>,
+}
+
+async fn audit_list(
+    State(s): State<AppState>,
+    q: Result<Query<AuditQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let limit = query(q)?.limit.unwrap_or(100);
+    if !(1..=MAX_BATCH as i64).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be within 1..={MAX_BATCH}, got {limit}"
+        )));
+    }
+    Ok(Json(
+        json!({"entries": s.engine.store.audit_list(limit).await?}),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -724,31 +783,31 @@ async fn queue_put(
     Ok(Json(serde_json::to_value(q).expect("serialises")))
 }
 
-async fn set_paused(s: AppState, queue: String, paused: bool) -> ApiResult<Json<Value>> {
-    check_name("queue", &queue)?;
-    let q = s
-        .engine
-        .store
-        .queue_set_paused(&queue, paused, s.engine.clock.now())
-        .await?;
-    if !paused {
-        s.engine.waker.wake(&queue);
-    }
+async fn set_paused(
+    s: AppState,
+    headers: &axum::http::HeaderMap,
+    queue: String,
+    paused: bool,
+) -> ApiResult<Json<Value>> {
+    let who = actions::actor(headers, "api");
+    let q = actions::queue_paused(&s, &who, &queue, paused).await?;
     Ok(Json(serde_json::to_value(q).expect("serialises")))
 }
 
 async fn queue_pause(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(queue): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    set_paused(s, queue, true).await
+    set_paused(s, &headers, queue, true).await
 }
 
 async fn queue_resume(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(queue): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    set_paused(s, queue, false).await
+    set_paused(s, &headers, queue, false).await
 }
 
 async fn node_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
@@ -840,6 +899,7 @@ async fn namespace_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
 
 async fn schedule_put(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let mut spec: docket_core::ScheduleSpec = parse(body)?;
@@ -847,6 +907,9 @@ async fn schedule_put(
     check_sql_task(&s.sql, &mut spec.task)?;
     let created = s.engine.store.schedule_get(&spec.name).await?.is_none();
     let out = s.engine.schedule_put(spec).await?;
+    let who = actions::actor(&headers, "api");
+    let action = if created { "create" } else { "replace" };
+    actions::schedule_changed(&s, &who, action, &out.spec.name).await;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -878,35 +941,47 @@ async fn schedule_get(
 
 async fn schedule_delete(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     if s.engine.store.schedule_delete(&name).await? {
+        actions::schedule_changed(&s, &actions::actor(&headers, "api"), "remove", &name).await;
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(schedule_missing(&name))
     }
 }
 
+async fn schedule_set_paused(
+    s: AppState,
+    headers: &axum::http::HeaderMap,
+    name: String,
+    paused: bool,
+) -> ApiResult<Json<docket_core::Schedule>> {
+    let out = s
+        .engine
+        .schedule_pause(&name, paused)
+        .await?
+        .ok_or_else(|| schedule_missing(&name))?;
+    let action = if paused { "pause" } else { "resume" };
+    actions::schedule_changed(&s, &actions::actor(headers, "api"), action, &name).await;
+    Ok(Json(out))
+}
+
 async fn schedule_pause(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(name): Path<String>,
 ) -> ApiResult<Json<docket_core::Schedule>> {
-    s.engine
-        .schedule_pause(&name, true)
-        .await?
-        .map(Json)
-        .ok_or_else(|| schedule_missing(&name))
+    schedule_set_paused(s, &headers, name, true).await
 }
 
 async fn schedule_resume(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(name): Path<String>,
 ) -> ApiResult<Json<docket_core::Schedule>> {
-    s.engine
-        .schedule_pause(&name, false)
-        .await?
-        .map(Json)
-        .ok_or_else(|| schedule_missing(&name))
+    schedule_set_paused(s, &headers, name, false).await
 }
 
 async fn namespace_get(
@@ -1028,9 +1103,10 @@ async fn process_get(
 
 async fn process_simple_repair(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path((ns, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    s.processes.simple_repair(&ns, &id).await?;
+    actions::process_repair(&s, &actions::actor(&headers, "api"), &ns, &id).await?;
     let (p, _) = s
         .processes
         .get(

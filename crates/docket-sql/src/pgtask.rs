@@ -967,3 +967,118 @@ async fn load(c: &mut PgConnection, table: &str, id: i64) -> Result<Claimed, sql
         },
     })
 }
+
+/// A read-only look at a pg_task table, for the dashboard: counts by state, the next planned
+/// tasks and the last finished ones.
+#[derive(Clone)]
+pub struct TableView {
+    name: String,
+    table: String,
+    pool: PgPool,
+}
+
+/// One row of a [`TableSummary`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RowBrief {
+    /// Task id.
+    pub id: i64,
+    /// Group.
+    pub group: String,
+    /// Input (first 200 characters).
+    pub input: String,
+    /// State.
+    pub state: String,
+    /// Planned start.
+    pub plan: chrono::DateTime<chrono::Utc>,
+    /// Actual end.
+    pub stop: Option<chrono::DateTime<chrono::Utc>>,
+    /// Error, if any (first line).
+    pub error: Option<String>,
+}
+
+/// What a pg_task table looks like now.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableSummary {
+    /// `schema.table`.
+    pub name: String,
+    /// Tasks per state.
+    pub counts: Vec<(String, i64)>,
+    /// The next planned tasks, soonest first.
+    pub next: Vec<RowBrief>,
+    /// The last finished tasks, newest first.
+    pub last: Vec<RowBrief>,
+}
+
+impl TableView {
+    /// A view of `cfg`'s table (connects lazily, one connection at most).
+    ///
+    /// # Errors
+    /// Bad options.
+    pub fn new(cfg: &PgTaskConfig) -> Result<Self, PgTaskError> {
+        let conn = cfg
+            .connection()
+            .map_err(|e| PgTaskError::Config(e.to_string()))?;
+        let opts = sqlx_options(&conn).application_name(&format!("docket view {}", cfg.name()));
+        Ok(TableView {
+            name: cfg.name(),
+            table: format!("{}.{}", quote_ident(&cfg.schema), quote_ident(&cfg.table)),
+            pool: PgPoolOptions::new()
+                .max_connections(1)
+                .min_connections(0)
+                .connect_lazy_with(opts),
+        })
+    }
+
+    /// `schema.table`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Reads the summary.
+    ///
+    /// # Errors
+    /// The database failed.
+    pub async fn summary(&self, rows: i64) -> Result<TableSummary, sqlx::Error> {
+        let t = &self.table;
+        let counts: Vec<(String, i64)> = sqlx::query_as(&format!(
+            "SELECT \"state\"::text, count(*) FROM {t} GROUP BY 1 ORDER BY 1"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        let brief = |order: &str, filter: &str| {
+            format!(
+                "SELECT \"id\", \"group\", left(\"input\", 200), \"state\"::text, \"plan\", \"stop\", split_part(\"error\", E'\\n', 1) \
+                 FROM {t} WHERE {filter} ORDER BY {order} LIMIT $1"
+            )
+        };
+        let decode = |r: sqlx::postgres::PgRow| RowBrief {
+            id: r.get(0),
+            group: r.get(1),
+            input: r.get(2),
+            state: r.get(3),
+            plan: r.get(4),
+            stop: r.get(5),
+            error: r.get(6),
+        };
+        let next = sqlx::query(&brief("\"plan\", \"id\"", "\"state\" = 'PLAN'"))
+            .bind(rows)
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(decode)
+            .collect();
+        let last = sqlx::query(&brief("\"stop\" DESC", "\"stop\" IS NOT NULL"))
+            .bind(rows)
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(decode)
+            .collect();
+        Ok(TableSummary {
+            name: self.name.clone(),
+            counts,
+            next,
+            last,
+        })
+    }
+}

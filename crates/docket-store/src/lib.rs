@@ -96,6 +96,36 @@ pub struct TaskListParams {
     pub descending: bool,
     /// At most this many.
     pub limit: i64,
+    /// Only tasks whose payload or errors contain this text (case-insensitive).
+    pub text: Option<String>,
+}
+
+/// One operator action of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// Sequence number.
+    pub id: i64,
+    /// When.
+    pub at: Timestamp,
+    /// Who (`X-Docket-Actor` header, or `dashboard@IP` / `api@IP`).
+    pub actor: String,
+    /// What (`task.cancel`, `queue.pause`, …).
+    pub action: String,
+    /// On what (`task:12`, `queue:emails`, …).
+    pub target: String,
+    /// Anything else.
+    pub detail: Option<Value>,
+}
+
+/// Finished tasks in one minute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Start of the minute.
+    pub minute: Timestamp,
+    /// Tasks completed.
+    pub completed: i64,
+    /// Tasks discarded (failed for good).
+    pub failed: i64,
 }
 
 /// Params of [`Store::task_claim`].
@@ -751,6 +781,38 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>>;
+
+    /// Makes a scheduled or retryable task available now (the dashboard's "run now").
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states.
+    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task>;
+
+    /// Finished tasks per minute since `since` (completed and discarded), oldest first;
+    /// minutes without any are left out.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>>;
+
+    /// Records an operator action.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn audit_add(
+        &self,
+        actor: &str,
+        action: &str,
+        target: &str,
+        detail: Option<Value>,
+        now: Timestamp,
+    ) -> Result<()>;
+
+    /// The newest `limit` audit entries, newest first.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>>;
 
     /// Closes the pool.
     async fn close(&self);

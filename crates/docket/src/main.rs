@@ -278,10 +278,15 @@ async fn serve(mut a: ServeArgs) -> Result<()> {
         );
     }
     let mut side = Vec::new();
+    let mut views = Vec::new();
     for cfg in pg_tasks {
         let name = format!("{} at {}", cfg.name(), redact(&cfg.url));
         cfg.validate()
             .map_err(|e| anyhow::anyhow!("pg_task {name}: {e}"))?;
+        views.push(
+            docket_sql::pgtask::TableView::new(&cfg)
+                .map_err(|e| anyhow::anyhow!("pg_task {name}: {e}"))?,
+        );
         side.push(
             docket_sql::pgtask::start(cfg, &node, shutdown.clone(), a.grace)
                 .await
@@ -301,7 +306,9 @@ async fn serve(mut a: ServeArgs) -> Result<()> {
         side.push(tokio::spawn(pool.run(shutdown.clone())));
         tracing::info!(targets = ?sql.targets.keys().collect::<Vec<_>>(), allow_raw = sql.allow_raw, "sql tasks enabled");
     }
-    let state = docket_server::AppState::new(engine.clone(), shutdown.clone()).with_sql(sql);
+    let state = docket_server::AppState::new(engine.clone(), shutdown.clone())
+        .with_sql(sql)
+        .with_pg_tasks(views);
     let namespaces = state.processes.start().await?;
     for (name, cfg) in file.namespaces {
         state

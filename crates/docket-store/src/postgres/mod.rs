@@ -525,6 +525,7 @@ impl Store for PgStore {
             "SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1) \
              AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR kind = $3) \
              AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6) \
+             AND ($7::text IS NULL OR strpos(lower(payload::text || ' ' || COALESCE(errors::text, '')), lower($7)) > 0) \
              ORDER BY id {order} LIMIT $5"
         );
         let rows = sqlx::query(&sql)
@@ -534,6 +535,7 @@ impl Store for PgStore {
             .bind(p.after)
             .bind(p.limit)
             .bind(&p.concurrency_key)
+            .bind(&p.text)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(decode).collect()
@@ -1673,6 +1675,94 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(&format!(
+            "UPDATE docket_tasks SET state = 'available', run_at = $2 \
+             WHERE id = $1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
+        ))
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(r) = &row {
+            let queue: String = r.try_get("queue")?;
+            self.notify(&mut tx, &[queue]).await?;
+        }
+        tx.commit().await?;
+        match row {
+            Some(r) => Ok(decode(&r)?),
+            None => match self.task_get(id).await? {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {}; only scheduled or retryable tasks can run now",
+                    t.state.as_str()
+                ))),
+            },
+        }
+    }
+
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        let rows: Vec<(Timestamp, i64, i64)> = sqlx::query_as(
+            "SELECT date_trunc('minute', finished_at) AS m, \
+               count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'discarded') \
+             FROM docket_tasks WHERE finished_at >= $1 AND state IN ('completed', 'discarded') \
+             GROUP BY m ORDER BY m",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(minute, completed, failed)| Throughput {
+                minute,
+                completed,
+                failed,
+            })
+            .collect())
+    }
+
+    async fn audit_add(
+        &self,
+        actor: &str,
+        action: &str,
+        target: &str,
+        detail: Option<Value>,
+        now: Timestamp,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO docket_audit (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(now)
+        .bind(actor)
+        .bind(action)
+        .bind(target)
+        .bind(detail)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<(i64, Timestamp, String, String, String, Option<Value>)> = sqlx::query_as(
+            "SELECT id, at, actor, action, target, detail FROM docket_audit ORDER BY id DESC LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, at, actor, action, target, detail)| AuditEntry {
+                id,
+                at,
+                actor,
+                action,
+                target,
+                detail,
+            })
+            .collect())
     }
 
     fn pool_connections(&self) -> (usize, usize) {

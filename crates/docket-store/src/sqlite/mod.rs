@@ -467,6 +467,7 @@ impl Store for SqliteStore {
             "SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1) \
              AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR kind = ?3) \
              AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6) \
+             AND (?7 IS NULL OR instr(lower(payload || ' ' || COALESCE(errors, '')), lower(?7)) > 0) \
              ORDER BY id {order} LIMIT ?5"
         );
         let rows = sqlx::query(&sql)
@@ -476,6 +477,7 @@ impl Store for SqliteStore {
             .bind(p.after)
             .bind(p.limit)
             .bind(&p.concurrency_key)
+            .bind(&p.text)
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(decode).collect()
@@ -1505,6 +1507,96 @@ impl Store for SqliteStore {
             .await?;
         tx.commit().await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&format!(
+            "UPDATE docket_tasks SET state = 'available', run_at = ?2 \
+             WHERE id = ?1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
+        ))
+        .bind(id)
+        .bind(us(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        match row {
+            Some(r) => {
+                let t = decode(&r)?;
+                let _ = self.wake.send(Wake::Queue(t.queue.clone()));
+                Ok(t)
+            }
+            None => match self.task_get(id).await? {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {}; only scheduled or retryable tasks can run now",
+                    t.state.as_str()
+                ))),
+            },
+        }
+    }
+
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT (finished_at / 60000000) * 60000000 AS m, \
+               sum(state = 'completed'), sum(state = 'discarded') \
+             FROM docket_tasks WHERE finished_at >= ?1 AND state IN ('completed', 'discarded') \
+             GROUP BY m ORDER BY m",
+        )
+        .bind(us(since))
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(m, completed, failed)| Throughput {
+                minute: from_us(m),
+                completed,
+                failed,
+            })
+            .collect())
+    }
+
+    async fn audit_add(
+        &self,
+        actor: &str,
+        action: &str,
+        target: &str,
+        detail: Option<Value>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO docket_audit (at, actor, action, target, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .bind(us(now))
+        .bind(actor)
+        .bind(action)
+        .bind(target)
+        .bind(detail.map(|d| d.to_string()))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<(i64, i64, String, String, String, Option<String>)> = sqlx::query_as(
+            "SELECT id, at, actor, action, target, detail FROM docket_audit ORDER BY id DESC LIMIT ?1",
+        )
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, at, actor, action, target, detail)| AuditEntry {
+                id,
+                at: from_us(at),
+                actor,
+                action,
+                target,
+                detail: detail.and_then(|d| serde_json::from_str(&d).ok()),
+            })
+            .collect())
     }
 
     fn pool_connections(&self) -> (usize, usize) {
