@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs docket's whole test suite against a real PostgreSQL and real SQLite files.
-# Installs and starts PostgreSQL when it is missing or down (Debian/Ubuntu, as root).
+# Installs and starts PostgreSQL when it is missing or down, and installs Chromium and
+# chromedriver for the dashboard test (Debian/Ubuntu, as root).
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -p docket-store # extra arguments go to `cargo test`
 # DOCKET_TEST_PG_URL overrides the database (default postgres://postgres@127.0.0.1:5432/postgres).
@@ -49,9 +50,22 @@ ensure_postgres() {
   exit 1
 }
 
+# The dashboard test drives Debian's Chromium through chromedriver.
+ensure_chromium() {
+  if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then return; fi
+  if [ "$(id -u)" != 0 ]; then
+    say "chromium and chromedriver are missing and this is not root: install chromium chromium-driver"
+    exit 1
+  fi
+  say "installing chromium and chromium-driver (apt)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-dejavu-core >/dev/null
+}
+
 ensure_postgres
+ensure_chromium
 say "PostgreSQL ready at $DOCKET_TEST_PG_URL"
 # Test schemas are named t_*/cli_*; drop the ones older runs left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop schema \"' || nspname || '\" cascade;' from pg_namespace
-  where nspname ~ '^(t|cli|docket_bench)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
+  where nspname ~ '^(t|cli|cli_pgt|pgt|docket_bench|bench_pgt)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
 exec cargo test --workspace "$@"

@@ -49,7 +49,23 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/audit", get(audit))
         .route("/ui/events", get(events))
         .route("/ui/assets/{file}", get(asset))
+        .layer(axum::middleware::map_response(no_store))
 }
+
+/// Live pages must not go to the back/forward cache: a cached page keeps its event stream
+/// open, and a browser has only six connections per host.
+async fn no_store(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        );
+    }
+    r
+}
+
+const CLOSE_ON_LEAVE: &str = "addEventListener('pagehide',function(){htmx.trigger(document.body,'htmx:beforeCleanupElement')})";
 
 const STYLE: &str = "
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
@@ -79,6 +95,9 @@ fn layout(title: &str, live_url: &str, body: Markup) -> Markup {
                 style { (maud::PreEscaped(STYLE)) }
                 script src="/ui/assets/htmx.min.js" {}
                 script src="/ui/assets/sse.min.js" {}
+                // Close the page's event stream when it is left, so it never holds one of the
+                // browser's six connections per host (back/forward cache).
+                script { (maud::PreEscaped(CLOSE_ON_LEAVE)) }
             }
             body hx-ext="sse" sse-connect="/ui/events" {
                 header {
@@ -370,6 +389,9 @@ fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Markup) -> Ma
                 style { (maud::PreEscaped(STYLE)) }
                 script src="/ui/assets/htmx.min.js" {}
                 script src="/ui/assets/sse.min.js" {}
+                // Close the page's event stream when it is left, so it never holds one of the
+                // browser's six connections per host (back/forward cache).
+                script { (maud::PreEscaped(CLOSE_ON_LEAVE)) }
             }
             body hx-ext="sse" sse-connect="/ui/events" {
                 header {

@@ -1,0 +1,284 @@
+//! The dashboard in a real headless Chromium (Debian's chromium + chromedriver, which
+//! scripts/test.sh installs): every page loads, a filter narrows the task list, a task
+//! cancelled from the dashboard ends cancelled, a task cancelled elsewhere changes on an open
+//! page without a reload, and a screenshot of the overview is saved as a test artifact
+//! (`target/dashboard-overview.png`).
+
+use fantoccini::{ClientBuilder, Locator};
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_docket");
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "{what} did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn post(http: &reqwest::Client, url: &str, body: Value) -> Value {
+    let r = http.post(url).json(&body).send().await.unwrap();
+    assert!(r.status().is_success(), "{url}: {}", r.status());
+    r.json().await.unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_in_chromium() {
+    for bin in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        assert!(
+            std::path::Path::new(bin).exists(),
+            "{bin} is missing: scripts/test.sh installs Debian's chromium and chromium-driver"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = Killed(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--database",
+                &format!("sqlite://{}", dir.path().join("ui.db").display()),
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--node",
+                "ui-test",
+            ])
+            .env("DOCKET_LOG", "warn")
+            .spawn()
+            .unwrap(),
+    );
+    let driver_port = free_port();
+    let driver = Killed(
+        Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port, "docket serve").await;
+    wait_port(driver_port, "chromedriver").await;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let needle = post(
+        &http,
+        &format!("{base}/v1/tasks"),
+        json!({"queue": "ui", "kind": "email", "payload": {"to": "needle@example.com"}}),
+    )
+    .await;
+    let other = post(
+        &http,
+        &format!("{base}/v1/tasks"),
+        json!({"queue": "ui", "kind": "email", "payload": {"to": "hay@example.com"}}),
+    )
+    .await;
+    let later = post(
+        &http,
+        &format!("{base}/v1/tasks"),
+        json!({"queue": "ui", "kind": "report", "run_in": "1h"}),
+    )
+    .await;
+    post(
+        &http,
+        &format!("{base}/v1/schedules"),
+        json!({"name": "nightly", "cron": "30 2 * * *", "task": {"kind": "report"}}),
+    )
+    .await;
+
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]
+        }),
+    );
+    let c = ClientBuilder::rustls()
+        .unwrap()
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        .await
+        .expect("chromedriver session");
+
+    // Every page loads and shows what it is about.
+    for (path, marker) in [
+        ("/", "queues"),
+        ("/ui/tasks", "tasks"),
+        ("/ui/processes", "processes"),
+        ("/ui/schedules", "schedules"),
+        ("/ui/audit", "audit"),
+    ] {
+        c.goto(&format!("{base}{path}")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Id(marker))
+            .await
+            .unwrap_or_else(|e| panic!("{path}: no #{marker}: {e}"));
+    }
+    c.goto(&format!("{base}/")).await.unwrap();
+    let overview = c
+        .find(Locator::Id("queues"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(overview.contains("ui"), "{overview}");
+    let png = c.screenshot().await.unwrap();
+    let artifact = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../target/dashboard-overview.png"
+    );
+    std::fs::write(artifact, &png).unwrap();
+    assert!(png.len() > 10_000, "a real screenshot");
+    // A filter narrows the list to the task whose payload has the text.
+    c.goto(&format!("{base}/ui/tasks")).await.unwrap();
+    let input = c
+        .find(Locator::Css("#filter input[name=text]"))
+        .await
+        .unwrap();
+    input.send_keys("needle").await.unwrap();
+    c.find(Locator::Css("#filter button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !c
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .contains("text=needle")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the filter form was not submitted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rows = c
+        .find_all(Locator::Css("#tasks tr[data-id]"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].attr("data-id").await.unwrap(),
+        Some(needle["id"].to_string())
+    );
+    // Cancel from the dashboard: the action, its confirmation, the task cancelled.
+    let id = needle["id"].as_i64().unwrap();
+    c.goto(&format!("{base}/ui/tasks/{id}")).await.unwrap();
+    c.find(Locator::Id("action-cancel"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "state", "cancelled").await;
+    // Live: a page left open changes when the task is cancelled elsewhere (the CLI here).
+    let other_id = other["id"].as_i64().unwrap();
+    c.goto(&format!("{base}/ui/tasks/{other_id}"))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&c, "state").await, "available");
+    // The page's event stream must be open before the change happens.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = Command::new(BIN)
+        .args(["task", "cancel", &other_id.to_string()])
+        .env("DOCKET_SERVER", &base)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    wait_text(&c, "state", "cancelled").await;
+    assert_eq!(
+        c.current_url().await.unwrap().as_str(),
+        format!("{base}/ui/tasks/{other_id}"),
+        "no navigation: the page updated in place"
+    );
+    // Run now moves a scheduled task to available.
+    let later_id = later["id"].as_i64().unwrap();
+    c.goto(&format!("{base}/ui/tasks/{later_id}/run-now"))
+        .await
+        .unwrap();
+    c.find(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "state", "available").await;
+    // Every action is in the audit log, with who did it.
+    c.goto(&format!("{base}/ui/audit")).await.unwrap();
+    let audit = c
+        .find(Locator::Id("audit"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        audit.contains(&format!("task:{id}")) && audit.contains("dashboard"),
+        "{audit}"
+    );
+    assert!(
+        audit.contains(&format!("task:{other_id}")) && audit.contains("cli:"),
+        "{audit}"
+    );
+    assert!(audit.contains("task.run-now"), "{audit}");
+    c.close().await.unwrap();
+    drop(driver);
+    drop(server);
+}
+
+async fn text_of(c: &fantoccini::Client, id: &str) -> String {
+    c.find(Locator::Id(id)).await.unwrap().text().await.unwrap()
+}
+
+async fn wait_text(c: &fantoccini::Client, id: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(e) = c.find(Locator::Id(id)).await {
+            if let Ok(t) = e.text().await {
+                if t == want {
+                    return;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "#{id} never became {want:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
