@@ -68,6 +68,8 @@ pub struct ListFilter {
     pub after: Option<i64>,
     /// Newest first.
     pub descending: bool,
+    /// Text in the payload or errors.
+    pub text: Option<String>,
 }
 
 /// A client of one docket server.
@@ -189,6 +191,9 @@ impl Client {
         }
         if f.descending {
             q.push(("order", "desc".into()));
+        }
+        if let Some(v) = &f.text {
+            q.push(("text", v.clone()));
         }
         self.send(self.http.get(self.url("/v1/tasks")).query(&q))
             .await
@@ -476,6 +481,32 @@ impl Client {
     /// API and transport errors.
     pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
         self.send(self.http.post(self.url(path)).json(body)).await
+    }
+
+    /// `GET /v1/changes`: a stream that yields once per burst of task changes on the server.
+    ///
+    /// # Errors
+    /// Transport errors and API errors opening the stream.
+    pub async fn changes(
+        &self,
+    ) -> Result<impl futures::Stream<Item = ()> + Unpin + Send + 'static> {
+        use futures::StreamExt;
+        let resp = self.http.get(self.url("/v1/changes")).send().await?;
+        if !resp.status().is_success() {
+            return Err(ClientError::Decode(format!(
+                "changes: HTTP {}",
+                resp.status()
+            )));
+        }
+        // Each `event: changed` block is one tick; keep-alive comments are skipped.
+        Ok(Box::pin(resp.bytes_stream().filter_map(
+            |chunk| async move {
+                match chunk {
+                    Ok(b) if b.windows(7).any(|w| w == b"changed") => Some(()),
+                    _ => None,
+                }
+            },
+        )))
     }
 
     /// `DELETE` a path of the API.

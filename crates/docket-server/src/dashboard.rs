@@ -873,7 +873,12 @@ async fn audit(State(s): State<AppState>) -> Page {
 }
 
 /// One `changed` event per burst of engine changes (at most about 3 a second), for htmx to
-/// refresh the page's live part.
+/// refresh the page's live part; also served as `GET /v1/changes` for other clients
+/// (`docket task watch`).
+pub async fn changes(State(s): State<AppState>) -> Response {
+    events(State(s)).await
+}
+
 async fn events(State(s): State<AppState>) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let rx = s.engine.waker.changes();

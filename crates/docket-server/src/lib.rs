@@ -131,6 +131,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks/{id}/retry", post(task_retry))
         .route("/v1/tasks/{id}/run-now", post(task_run_now))
         .route("/v1/audit", get(audit_list))
+        .route("/v1/status", get(status))
+        .route("/v1/changes", get(dashboard::changes))
         .route("/v1/tasks/{id}/heartbeat", post(task_heartbeat))
         .route("/v1/tasks/{id}/complete", post(task_complete))
         .route("/v1/tasks/{id}/fail", post(task_fail))
@@ -493,6 +495,38 @@ async fn task_run_now(
     task_by_hand(s, &headers, &id, actions::TaskAction::RunNow).await
 }
 
+/// One look at the whole cluster (`docket status`, the dashboard's overview as JSON).
+async fn status(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let now = s.engine.clock.now();
+    let store = &s.engine.store;
+    let oldest = store.queue_oldest_available().await?;
+    let queues: Vec<Value> = store
+        .queue_list()
+        .await?
+        .into_iter()
+        .map(|q| {
+            let o = oldest.iter().find(|(n, _)| *n == q.name).map(|(_, t)| *t);
+            let mut v = serde_json::to_value(&q).expect("serialises");
+            v["oldest_available_at"] = json!(o);
+            v
+        })
+        .collect();
+    let schedules = store.schedule_list().await?;
+    let throughput = store
+        .task_throughput(now - chrono::Duration::minutes(60))
+        .await?;
+    let (completed, failed) = throughput
+        .iter()
+        .fold((0, 0), |(c, f), t| (c + t.completed, f + t.failed));
+    Ok(Json(json!({
+        "now": now,
+        "queues": queues,
+        "nodes": nodes_with_state(&s).await?,
+        "schedules": {"total": schedules.len(), "paused": schedules.iter().filter(|s| s.paused).count()},
+        "last_hour": {"completed": completed, "failed": failed, "per_minute": throughput},
+    })))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AuditQuery {
@@ -811,11 +845,15 @@ async fn queue_resume(
 }
 
 async fn node_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!({"nodes": nodes_with_state(&s).await?})))
+}
+
+/// Nodes with `state`: `active`, `lost` (silent for 3 heartbeats) or `stopped`.
+async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<Value>> {
     let now = s.engine.clock.now();
     let lost_after =
         chrono::Duration::from_std(s.engine.config.heartbeat_interval * 3).expect("small");
-    let nodes: Vec<Value> = s
-        .engine
+    Ok(s.engine
         .store
         .node_list()
         .await?
@@ -832,8 +870,7 @@ async fn node_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
             v["state"] = json!(state);
             v
         })
-        .collect();
-    Ok(Json(json!({"nodes": nodes})))
+        .collect())
 }
 
 impl From<ProcessError> for ApiError {

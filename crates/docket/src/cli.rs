@@ -75,6 +75,21 @@ pub enum Command {
         #[command(subcommand)]
         cmd: ScheduleCmd,
     },
+    /// The cluster on one screen: queues, nodes, schedules, last hour's throughput.
+    Status {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout: `docket man > docket.1`.
+    Man,
     /// List the nodes of the cluster.
     Node {
         #[command(flatten)]
@@ -217,6 +232,9 @@ pub enum TaskCmd {
         /// Newest first.
         #[arg(long)]
         desc: bool,
+        /// Only tasks whose payload or errors contain this text.
+        #[arg(long)]
+        text: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -227,17 +245,54 @@ pub enum TaskCmd {
         json: bool,
     },
     /// Cancel a task.
+    /// Cancel a task, or every task matching a filter (`--queue/--kind/--state/--text`).
     Cancel {
-        id: i64,
+        id: Option<i64>,
+        #[command(flatten)]
+        filter: BulkFilter,
         #[arg(long)]
         json: bool,
     },
-    /// Make a discarded or cancelled task available again.
+    /// Make a finished task available again, or every task matching a filter.
     Retry {
+        id: Option<i64>,
+        #[command(flatten)]
+        filter: BulkFilter,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Follow a task until it finishes: prints each change; exits 0 when it completed, 1 when
+    /// it was discarded or cancelled.
+    Watch {
         id: i64,
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Which tasks a bulk cancel/retry takes (at least one filter; Ctrl-C stops after the
+/// current task, nothing half-done).
+#[derive(Args, Debug, Default)]
+pub struct BulkFilter {
+    /// Only this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only this kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only this state.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only tasks whose payload or errors contain this text.
+    #[arg(long)]
+    pub text: Option<String>,
+}
+
+impl BulkFilter {
+    /// Whether any filter is set.
+    pub fn any(&self) -> bool {
+        self.queue.is_some() || self.kind.is_some() || self.state.is_some() || self.text.is_some()
+    }
 }
 
 #[derive(Args, Debug)]

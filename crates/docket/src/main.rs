@@ -82,6 +82,17 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Task { server, cmd } => task_cmd(Client::new(server.server), cmd).await,
         Command::Queue { server, cmd } => queue_cmd(Client::new(server.server), cmd).await,
         Command::Schedule { server, cmd } => schedule_cmd(Client::new(server.server), cmd).await,
+        Command::Status { server, json } => status(Client::new(server.server), json).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "docket", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            Ok(())
+        }
         Command::Node { server, json } => {
             let nodes = Client::new(server.server).node_list().await?;
             if json {
@@ -449,6 +460,7 @@ async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
             limit,
             after,
             desc,
+            text,
             json,
         } => {
             let page = c
@@ -459,6 +471,7 @@ async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
                     limit: Some(limit),
                     after,
                     descending: desc,
+                    text,
                 })
                 .await?;
             if json {
@@ -477,8 +490,17 @@ async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&t)?);
             Ok(())
         }
-        TaskCmd::Cancel { id, json } => print_task(&c.task_cancel(id).await?, json),
-        TaskCmd::Retry { id, json } => print_task(&c.task_retry(id).await?, json),
+        TaskCmd::Cancel { id, filter, json } => match id {
+            Some(id) if !filter.any() => print_task(&c.task_cancel(id).await?, json),
+            None if filter.any() => bulk(&c, filter, "cancel").await,
+            _ => bail!("give a task id or a filter (--queue, --kind, --state, --text), not both"),
+        },
+        TaskCmd::Retry { id, filter, json } => match id {
+            Some(id) if !filter.any() => print_task(&c.task_retry(id).await?, json),
+            None if filter.any() => bulk(&c, filter, "retry").await,
+            _ => bail!("give a task id or a filter (--queue, --kind, --state, --text), not both"),
+        },
+        TaskCmd::Watch { id, json } => watch(&c, id, json).await,
     }
 }
 
@@ -577,6 +599,215 @@ async fn task_add(c: &Client, a: TaskAddArgs) -> Result<()> {
     }
     bar.finish_and_clear();
     println!("enqueued {inserted} tasks ({existing} matched an existing unique_key)");
+    Ok(())
+}
+
+/// Cancels or retries every task matching `f`, one by one with a progress bar; Ctrl-C stops
+/// after the task in hand.
+async fn bulk(c: &Client, f: BulkFilter, verb: &str) -> Result<()> {
+    let mut ids = vec![];
+    let mut after = None;
+    loop {
+        let page = c
+            .task_list(&docket_client::ListFilter {
+                queue: f.queue.clone(),
+                state: f.state.clone(),
+                kind: f.kind.clone(),
+                text: f.text.clone(),
+                limit: Some(1000),
+                after,
+                descending: false,
+            })
+            .await?;
+        ids.extend(page.tasks.iter().map(|t| t.id));
+        match page.next_after {
+            Some(a) => after = Some(a),
+            None => break,
+        }
+    }
+    let stop = CancellationToken::new();
+    on_signal(stop.clone());
+    let bar = indicatif::ProgressBar::new(ids.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} ({eta})")
+            .expect("template"),
+    );
+    bar.set_message(format!("{verb}:"));
+    let (mut done, mut refused) = (0, 0);
+    for id in &ids {
+        if stop.is_cancelled() {
+            break;
+        }
+        let r = if verb == "cancel" {
+            c.task_cancel(*id).await
+        } else {
+            c.task_retry(*id).await
+        };
+        match r {
+            Ok(_) => done += 1,
+            // A task that finished (or was taken) meanwhile is not an error of the batch.
+            Err(e) if matches!(e.code(), Some("invalid_state" | "not_found")) => refused += 1,
+            Err(e) => {
+                bar.abandon();
+                return Err(e.into());
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let left = ids.len() - done - refused;
+    println!(
+        "{verb}: {done} done, {refused} refused (state changed meanwhile){}",
+        if left > 0 {
+            format!(", {left} left (interrupted)")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+/// Prints the task, then each change, until it finishes; woken by the server's change feed
+/// (`GET /v1/changes`), with a look every 2 s as a fallback.
+async fn watch(c: &Client, id: i64, json: bool) -> Result<()> {
+    use futures::StreamExt;
+    let mut changes = c.changes().await.ok();
+    let mut last: Option<String> = None;
+    loop {
+        let t = c.task_get(id).await?;
+        let line = format!(
+            "{}  {}  attempt {}/{}{}{}",
+            chrono::Utc::now().format("%H:%M:%S"),
+            t.state,
+            t.attempt,
+            t.max_attempts,
+            t.progress
+                .as_ref()
+                .map(|p| format!("  progress {p}"))
+                .unwrap_or_default(),
+            t.errors
+                .last()
+                .map(|e| format!("  last error: {}", short(&e.message, 100)))
+                .unwrap_or_default()
+        );
+        if last.as_deref() != Some(&line[10..]) {
+            if json {
+                println!("{}", serde_json::to_string(&t)?);
+            } else {
+                println!("{line}");
+            }
+            last = Some(line[10..].to_string());
+        }
+        if t.state.is_finished() {
+            if t.state != docket_core::TaskState::Completed {
+                std::process::exit(1);
+            }
+            if let (false, Some(r)) = (json, &t.result) {
+                println!("result: {r}");
+            }
+            return Ok(());
+        }
+        let wait = tokio::time::sleep(Duration::from_secs(2));
+        match changes.as_mut() {
+            Some(s) => {
+                tokio::select! {
+                    n = s.next() => if n.is_none() { changes = None },
+                    _ = wait => {}
+                }
+            }
+            None => wait.await,
+        }
+    }
+}
+
+async fn status(c: Client, json: bool) -> Result<()> {
+    let v = c.get_json("/v1/status", &[]).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let now = chrono::Utc::now();
+    let age = |t: &serde_json::Value| -> String {
+        t.as_str()
+            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+            .map(|t| {
+                let s = (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+                if s < 120 {
+                    format!("{s}s")
+                } else if s < 7200 {
+                    format!("{}m", s / 60)
+                } else {
+                    format!("{}h", s / 3600)
+                }
+            })
+            .unwrap_or_else(|| "-".into())
+    };
+    let states = [
+        "scheduled",
+        "available",
+        "running",
+        "retryable",
+        "completed",
+        "discarded",
+        "cancelled",
+    ];
+    let mut headers = vec!["QUEUE", "STATE"];
+    headers.extend(states.iter().map(|s| match *s {
+        "scheduled" => "SCHED",
+        "available" => "AVAIL",
+        "running" => "RUN",
+        "retryable" => "RETRY",
+        "completed" => "DONE",
+        "discarded" => "DISCARD",
+        _ => "CANCEL",
+    }));
+    headers.push("OLDEST");
+    let rows = v["queues"]
+        .as_array()
+        .map(|qs| {
+            qs.iter()
+                .map(|q| {
+                    let mut r = vec![
+                        q["name"].as_str().unwrap_or_default().to_string(),
+                        if q["settings"]["paused"] == true {
+                            "paused".into()
+                        } else {
+                            "active".into()
+                        },
+                    ];
+                    r.extend(states.iter().map(|s| q["counts"][s].to_string()));
+                    r.push(age(&q["oldest_available_at"]));
+                    r
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    print_table(&headers, rows);
+    println!();
+    let nodes: Vec<Vec<String>> = v["nodes"]
+        .as_array()
+        .map(|ns| {
+            ns.iter()
+                .map(|n| {
+                    vec![
+                        n["name"].as_str().unwrap_or_default().to_string(),
+                        n["state"].as_str().unwrap_or("-").to_string(),
+                        age(&n["heartbeat_at"]),
+                        n["version"].as_str().unwrap_or_default().to_string(),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    print_table(&["NODE", "STATE", "HEARTBEAT", "VERSION"], nodes);
+    println!();
+    println!(
+        "last hour: {} completed, {} failed   schedules: {} ({} paused)",
+        v["last_hour"]["completed"],
+        v["last_hour"]["failed"],
+        v["schedules"]["total"],
+        v["schedules"]["paused"]
+    );
     Ok(())
 }
 

@@ -750,3 +750,92 @@ fn schedules_from_the_cli() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not_found"));
 }
+
+#[test]
+fn operator_cli_status_watch_bulk_completions_man() {
+    let s = serve("sqlite");
+    for i in 0..4 {
+        s.add(&[
+            "--kind",
+            "bulk",
+            "--queue",
+            "ops",
+            "--payload",
+            &format!("{{\"n\":{i}}}"),
+        ]);
+    }
+    let keep = s.add(&["--kind", "keep", "--queue", "ops"]);
+    let status = s.ok(&["status"]);
+    assert!(
+        status.contains("QUEUE") && status.contains("ops") && status.contains("NODE"),
+        "{status}"
+    );
+    assert!(status.contains("cli-test"), "{status}");
+    let v: Value = serde_json::from_str(&s.ok(&["status", "--json"])).unwrap();
+    assert_eq!(v["queues"][0]["counts"]["available"], 5);
+    // Bulk cancel by filter: only the matching tasks, a summary at the end.
+    let out = s.ok(&["task", "cancel", "--queue", "ops", "--kind", "bulk"]);
+    assert!(out.contains("cancel: 4 done, 0 refused"), "{out}");
+    assert_eq!(s.task(keep)["state"], "available");
+    let out = s.ok(&["task", "retry", "--kind", "bulk", "--state", "cancelled"]);
+    assert!(out.contains("retry: 4 done"), "{out}");
+    let o = s.cli(&["task", "cancel", "1", "--queue", "ops"]);
+    assert!(
+        !o.status.success(),
+        "an id and a filter together are refused"
+    );
+    // watch follows a task to its end: exit 0 when it completes, 1 when cancelled.
+    let mut watcher = Command::new(BIN)
+        .args(["task", "watch", &keep.to_string()])
+        .env("DOCKET_SERVER", &s.url)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let w = s.worker(
+        &["--queue", "ops"],
+        &["sh", "-c", "cat >/dev/null; echo '{\"ok\":true}'"],
+    );
+    let out = watcher.wait_with_output().unwrap();
+    drop(w);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("available") && text.contains("completed"),
+        "{text}"
+    );
+    assert!(text.contains("result: {\"ok\":true}"), "{text}");
+    let gone = s.add(&["--kind", "never", "--queue", "nobody", "--run-in", "1h"]);
+    let watcher = Command::new(BIN)
+        .args(["task", "watch", &gone.to_string()])
+        .env("DOCKET_SERVER", &s.url)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    s.ok(&["task", "cancel", &gone.to_string()]);
+    let out = watcher.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cancelled"));
+    // Completions and the man page come from the clap definitions.
+    let bash = s.ok(&["completions", "bash"]);
+    assert!(
+        bash.contains("_docket()") && bash.contains("schedule"),
+        "bash completions"
+    );
+    assert!(s.ok(&["completions", "zsh"]).contains("#compdef docket"));
+    let man = s.ok(&["man"]);
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH docket"),
+        "{}",
+        &man[..200.min(man.len())]
+    );
+    // The audit log has the CLI's actions with who did them.
+    let audit = http::blocking_get(&format!("{}/v1/audit", s.url)).unwrap();
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    assert!(audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["actor"] == format!("cli:{user}") && e["action"] == "task.cancel"));
+}
