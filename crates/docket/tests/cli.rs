@@ -785,7 +785,7 @@ fn operator_cli_status_watch_bulk_completions_man() {
         "an id and a filter together are refused"
     );
     // watch follows a task to its end: exit 0 when it completes, 1 when cancelled.
-    let mut watcher = Command::new(BIN)
+    let watcher = Command::new(BIN)
         .args(["task", "watch", &keep.to_string()])
         .env("DOCKET_SERVER", &s.url)
         .stdout(Stdio::piped())
