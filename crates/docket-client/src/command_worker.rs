@@ -98,16 +98,25 @@ pub async fn run(
                 None => sem.clone().acquire_owned().await.expect("semaphore open"),
             };
             let (client, opts, kill) = (client.clone(), opts.clone(), kill.clone());
-            running.spawn(async move {
-                let id = task.id;
-                let r = run_one(&client, &opts, task, kill).await;
-                match &r {
-                    Ran::Completed => tracing::info!(task = id, "completed"),
-                    Ran::Failed(e) => tracing::warn!(task = id, error = %e, "failed"),
-                    Ran::Abandoned(e) => tracing::warn!(task = id, reason = %e, "abandoned"),
-                }
-                drop(permit);
-            });
+            let span = tracing::info_span!(
+                "task",
+                task_id = task.id,
+                queue = %task.queue,
+                kind = %task.kind,
+                attempt = task.attempt
+            );
+            running.spawn(tracing::Instrument::instrument(
+                async move {
+                    let r = run_one(&client, &opts, task, kill).await;
+                    match &r {
+                        Ran::Completed => tracing::info!("completed"),
+                        Ran::Failed(e) => tracing::warn!(error = %e, "failed"),
+                        Ran::Abandoned(e) => tracing::warn!(reason = %e, "abandoned"),
+                    }
+                    drop(permit);
+                },
+                span,
+            ));
         }
         while running.try_join_next().is_some() {}
     }

@@ -138,18 +138,33 @@ impl WorkerPool {
                 let handler = handlers.get(&task.kind).cloned();
                 let tx = done_tx.clone();
                 let engine = self.engine.clone();
-                running.spawn(async move {
-                    if let Some(task) = freshen_lease(&engine, task).await {
-                        let outcome = match handler {
-                            Some(h) => run_with_heartbeat(&engine, &*h, &task).await,
-                            None => {
-                                Outcome::Discard(format!("no handler for kind {:?}", task.kind))
+                // Every log line of the attempt carries the task's id, queue, kind and attempt.
+                let span = tracing::info_span!(
+                    "task",
+                    task_id = task.id,
+                    queue = %task.queue,
+                    kind = %task.kind,
+                    attempt = task.attempt
+                );
+                running.spawn(tracing::Instrument::instrument(
+                    async move {
+                        if let Some(task) = freshen_lease(&engine, task).await {
+                            let outcome = match handler {
+                                Some(h) => run_with_heartbeat(&engine, &*h, &task).await,
+                                None => {
+                                    Outcome::Discard(format!("no handler for kind {:?}", task.kind))
+                                }
+                            };
+                            if let Outcome::Retry { error, .. } | Outcome::Discard(error) = &outcome
+                            {
+                                tracing::info!(%error, "attempt failed");
                             }
-                        };
-                        let _ = tx.send(Done { task, outcome }).await;
-                    }
-                    drop(permit);
-                });
+                            let _ = tx.send(Done { task, outcome }).await;
+                        }
+                        drop(permit);
+                    },
+                    span,
+                ));
                 while running.try_join_next().is_some() {}
             }
             while running.join_next().await.is_some() {}
