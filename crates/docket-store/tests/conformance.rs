@@ -1006,6 +1006,117 @@ async fn process_zombies_simple_repair_and_list(b: Bundle) {
         .is_empty());
 }
 
+async fn dashboard_reads_and_operator_actions(b: Bundle) {
+    let s = &*b.store;
+    let tasks = insert(
+        s,
+        vec![
+            NewTask::new("mail", json!({"to": "Needle@example.com"})),
+            NewTask::new("mail", json!({"to": "hay@example.com"})),
+            NewTask {
+                run_in: Some(std::time::Duration::from_secs(3600)),
+                ..nt("later")
+            },
+        ],
+        t0(),
+    )
+    .await;
+    // Text in the payload (case-insensitive), then in the errors.
+    let found = s
+        .task_list(TaskListParams {
+            text: Some("needle".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        found.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![tasks[0].id]
+    );
+    // Oldest available per queue.
+    let oldest = s.queue_oldest_available().await.unwrap();
+    assert_eq!(oldest, vec![("default".to_string(), t0())]);
+    // Run now: scheduled → available; an available task is refused.
+    let now = t0() + secs(5);
+    let t = s.task_run_now(tasks[2].id, now).await.unwrap();
+    assert_eq!((t.state, t.run_at), (TaskState::Available, now));
+    assert!(matches!(
+        s.task_run_now(tasks[0].id, now).await,
+        Err(StoreError::InvalidState(_))
+    ));
+    assert!(matches!(
+        s.task_run_now(999_999, now).await,
+        Err(StoreError::NotFound(_))
+    ));
+    // Throughput: completed and discarded per minute.
+    let c = claim(s, "default", 3, t0() + secs(10)).await;
+    assert_eq!(c.len(), 3);
+    s.task_complete_many(
+        &[done(&c[0], json!(1)), done(&c[1], json!(2))],
+        t0() + secs(61),
+    )
+    .await
+    .unwrap();
+    let mut f = fail(&c[2], "boom in the errors");
+    f.permanent = true;
+    s.task_fail_many(&[f], None, t0() + secs(130))
+        .await
+        .unwrap();
+    let by_error = s
+        .task_list(TaskListParams {
+            text: Some("BOOM".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_error.len(), 1);
+    let tp = s.task_throughput(t0()).await.unwrap();
+    let minute = |m: i64| t0() + secs(60 * m);
+    assert_eq!(
+        tp.iter()
+            .map(|t| (t.minute, t.completed, t.failed))
+            .collect::<Vec<_>>(),
+        vec![(minute(1), 2, 0), (minute(2), 0, 1)]
+    );
+    assert!(s
+        .task_throughput(t0() + secs(3600))
+        .await
+        .unwrap()
+        .is_empty());
+    // The audit log, newest first.
+    s.audit_add(
+        "cli:ann",
+        "task.cancel",
+        "task:1",
+        Some(json!({"q": "default"})),
+        t0(),
+    )
+    .await
+    .unwrap();
+    s.audit_add(
+        "dashboard",
+        "queue.pause",
+        "queue:default",
+        None,
+        t0() + secs(1),
+    )
+    .await
+    .unwrap();
+    let log = s.audit_list(10).await.unwrap();
+    assert_eq!(log.len(), 2);
+    assert_eq!(
+        (log[0].actor.as_str(), log[0].action.as_str()),
+        ("dashboard", "queue.pause")
+    );
+    assert_eq!(log[1].detail, Some(json!({"q": "default"})));
+    assert_eq!(log[1].at, t0());
+    assert_eq!(s.audit_list(1).await.unwrap().len(), 1);
+    let (in_use, idle) = s.pool_connections();
+    assert!(in_use + idle >= 1);
+}
+
 macro_rules! suite {
     ($backend:ident: $($name:ident),* $(,)?) => {
         mod $backend {
@@ -1044,6 +1155,7 @@ both!(
     queue_settings_round_trip,
     bulk_insert_claim_complete,
     process_zombies_simple_repair_and_list,
+    dashboard_reads_and_operator_actions,
 );
 
 fn state_run_at(o: &LeaseOutcome) -> (TaskState, docket_core::Timestamp) {

@@ -2,7 +2,7 @@
 //! scripts/test.sh installs): every page loads, a filter narrows the task list, a task
 //! cancelled from the dashboard ends cancelled, a task cancelled elsewhere changes on an open
 //! page without a reload, and a screenshot of the overview is saved as a test artifact
-//! (`target/dashboard-overview.png`).
+//! (`target/dashboard-overview.png`, `-overview-pg.png`), on SQLite and on PostgreSQL.
 
 use fantoccini::{ClientBuilder, Locator};
 use serde_json::{json, Value};
@@ -47,21 +47,33 @@ async fn post(http: &reqwest::Client, url: &str, body: Value) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dashboard_in_chromium() {
+async fn dashboard_in_chromium_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ui.db").display());
+    scenario(&["--database", &db], "overview").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_in_chromium_on_postgres() {
+    let url = std::env::var("DOCKET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let schema = format!("cli_{}", uuid::Uuid::new_v4().simple());
+    scenario(&["--database", &url, "--schema", &schema], "overview-pg").await;
+}
+
+async fn scenario(db: &[&str], shot: &str) {
     for bin in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
         assert!(
             std::path::Path::new(bin).exists(),
             "{bin} is missing: scripts/test.sh installs Debian's chromium and chromium-driver"
         );
     }
-    let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let server = Killed(
         Command::new(BIN)
+            .arg("serve")
+            .args(db)
             .args([
-                "serve",
-                "--database",
-                &format!("sqlite://{}", dir.path().join("ui.db").display()),
                 "--listen",
                 &format!("127.0.0.1:{port}"),
                 "--node",
@@ -149,11 +161,11 @@ async fn dashboard_in_chromium() {
         .unwrap();
     assert!(overview.contains("ui"), "{overview}");
     let png = c.screenshot().await.unwrap();
-    let artifact = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../target/dashboard-overview.png"
+    let artifact = format!(
+        "{}/../../target/dashboard-{shot}.png",
+        env!("CARGO_MANIFEST_DIR")
     );
-    std::fs::write(artifact, &png).unwrap();
+    std::fs::write(&artifact, &png).unwrap();
     assert!(png.len() > 10_000, "a real screenshot");
     // A filter narrows the list to the task whose payload has the text.
     c.goto(&format!("{base}/ui/tasks")).await.unwrap();
