@@ -103,7 +103,8 @@ pub async fn run(
                 task_id = task.id,
                 queue = %task.queue,
                 kind = %task.kind,
-                attempt = task.attempt
+                attempt = task.attempt,
+                trace_id = task.trace_id.as_deref().unwrap_or("")
             );
             running.spawn(tracing::Instrument::instrument(
                 async move {
@@ -157,6 +158,7 @@ async fn run_one(
         .env("DOCKET_TASK_ATTEMPT", task.attempt.to_string())
         .env("DOCKET_TASK_KIND", &task.kind)
         .env("DOCKET_QUEUE", &task.queue)
+        .env("DOCKET_TRACE_ID", task.trace_id.as_deref().unwrap_or(""))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -69,6 +69,10 @@ pub struct NewTask {
     /// Only the node with this name may run the task (node-daemons node_id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Trace id (W3C: 32 hex digits) carried to the worker and its logs; default: the API
+    /// request's `traceparent` / `X-Trace-Id`, else a new one (asyncflow's schedule_log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// Server-wide defaults under the queue settings.
@@ -123,6 +127,23 @@ pub struct ResolvedTask {
     pub concurrency_limit: Option<i32>,
     /// Node affinity.
     pub node: Option<String>,
+    /// Trace id.
+    pub trace_id: Option<String>,
+}
+
+/// A new random trace id: 32 lower-case hex digits (W3C trace-context).
+pub fn new_trace_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+fn check_trace_id(v: &str) -> Result<(), String> {
+    if v.len() == 32 && v.bytes().all(|b| b.is_ascii_hexdigit()) && v != "0".repeat(32) {
+        Ok(())
+    } else {
+        Err(format!(
+            "trace_id must be 32 hex digits (W3C trace-context), got {v:?}"
+        ))
+    }
 }
 
 fn check_name(field: &str, v: &str) -> Result<(), String> {
@@ -171,6 +192,9 @@ impl NewTask {
             if let Some(v) = v {
                 check_name(f, v)?;
             }
+        }
+        if let Some(t) = &self.trace_id {
+            check_trace_id(t)?;
         }
         if self.run_at.is_some() && self.run_in.is_some() {
             return Err("give run_at or run_in, not both".into());
@@ -237,6 +261,11 @@ impl NewTask {
             concurrency_key: self.concurrency_key,
             concurrency_limit,
             node: self.node,
+            trace_id: Some(
+                self.trace_id
+                    .map(|t| t.to_ascii_lowercase())
+                    .unwrap_or_else(new_trace_id),
+            ),
         })
     }
 }
@@ -261,6 +290,7 @@ impl ResolvedTask {
             concurrency_key: self.concurrency_key,
             concurrency_limit: self.concurrency_limit,
             node: self.node,
+            trace_id: self.trace_id,
             result: None,
             errors: vec![],
             progress: None,
@@ -288,6 +318,9 @@ pub struct TaskError {
     pub worker: Option<String>,
     /// What went wrong.
     pub message: String,
+    /// How long the attempt ran, ms (asyncflow's cost), when its start is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
 }
 
 /// A lease: proof that a worker holds a running task. Given only to the claimer.
@@ -335,6 +368,9 @@ pub struct Task {
     pub concurrency_limit: Option<i32>,
     /// Node affinity.
     pub node: Option<String>,
+    /// Trace id (32 hex digits), carried to workers and their logs.
+    #[serde(default)]
+    pub trace_id: Option<String>,
     /// What the last successful attempt returned.
     pub result: Option<Value>,
     /// One entry per failed attempt.

@@ -144,7 +144,8 @@ impl WorkerPool {
                     task_id = task.id,
                     queue = %task.queue,
                     kind = %task.kind,
-                    attempt = task.attempt
+                    attempt = task.attempt,
+                    trace_id = task.trace_id.as_deref().unwrap_or("")
                 );
                 running.spawn(tracing::Instrument::instrument(
                     async move {

@@ -498,6 +498,7 @@ async fn task(State(s): State<AppState>, Path(id): Path<i64>) -> Page {
                 dt { "concurrency key" } dd { (t.concurrency_key.clone().unwrap_or_else(|| "—".into())) @if let Some(l) = t.concurrency_limit { " (limit " (l) ")" } }
                 dt { "node" } dd { (t.node.clone().unwrap_or_else(|| "any".into())) }
                 dt { "worker" } dd { (t.worker.clone().unwrap_or_else(|| "—".into())) }
+                dt { "trace id" } dd { code { (t.trace_id.clone().unwrap_or_else(|| "—".into())) } }
                 dt { "created" } dd { (ts(t.created_at)) }
                 dt { "attempted" } dd { (opt(t.attempted_at)) }
                 dt { "finished" } dd { (opt(t.finished_at)) }
@@ -517,9 +518,11 @@ async fn task(State(s): State<AppState>, Path(id): Path<i64>) -> Page {
             @if t.errors.is_empty() { p class="muted" { "No failed attempts." } }
             @else {
                 table id="errors" {
-                    tr { th { "attempt" } th { "at" } th { "worker" } th { "error" } }
+                    tr { th { "attempt" } th { "at" } th { "ran" } th { "worker" } th { "error" } }
                     @for e in &t.errors {
-                        tr { td class="n" { (e.attempt) } td { (ts(e.at)) } td { (e.worker.clone().unwrap_or_default()) } td { pre { (e.message) } } }
+                        tr { td class="n" { (e.attempt) } td { (ts(e.at)) }
+                             td class="n" { (e.duration_ms.map(|d| format!("{d} ms")).unwrap_or_default()) }
+                             td { (e.worker.clone().unwrap_or_default()) } td { pre { (e.message) } } }
                     }
                 }
             }

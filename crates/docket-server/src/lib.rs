@@ -339,10 +339,29 @@ async fn openapi() -> Response {
         .into_response()
 }
 
+/// The trace id of a request: W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), else
+/// `X-Trace-Id`.
+fn request_trace_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    let tp = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split('-').nth(1))
+        .map(str::to_string);
+    tp.or_else(|| {
+        headers
+            .get("x-trace-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    })
+    .filter(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 async fn task_add(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
+    let trace = request_trace_id(&headers);
     let raw: Value = parse(body)?;
     let (specs, many) = match raw {
         Value::Object(mut m) if m.contains_key("tasks") && m.len() == 1 => {
@@ -374,6 +393,9 @@ async fn task_add(
             err
         })?;
         check_size("payload", &t.payload)?;
+        if t.trace_id.is_none() {
+            t.trace_id = trace.clone();
+        }
         check_sql_task(&s.sql, &mut t).map_err(|mut e| {
             e.message = format!("task {i}: {}", e.message);
             e.details = Some(json!({"index": i}));

@@ -824,7 +824,71 @@ async fn docket_metrics(n: Node) {
     );
 }
 
+async fn trace_ids_and_attempt_costs(n: Node) {
+    let q = format!("tr{}", uuid::Uuid::new_v4().simple());
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    // From the W3C traceparent header.
+    let resp = n
+        .http
+        .post(format!("{}/v1/tasks", n.base))
+        .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+        .json(&json!({"queue": q, "kind": "traced", "max_attempts": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let t: Value = resp.json().await.unwrap();
+    assert_eq!(t["trace_id"], trace);
+    // The body's own wins; none at all gets a fresh one; a malformed one is refused.
+    let (_, own) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(
+                json!({"queue": q, "kind": "own", "trace_id": "0af7651916cd43dd8448eb211c80319c"}),
+            ),
+        )
+        .await;
+    assert_eq!(own["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+    let (_, fresh) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"queue": q, "kind": "fresh"})),
+        )
+        .await;
+    let f = fresh["trace_id"].as_str().unwrap();
+    assert!(f.len() == 32 && f != trace && f.bytes().all(|b| b.is_ascii_hexdigit()));
+    let (st, bad) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"queue": q, "kind": "bad", "trace_id": "nope"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    // Claims carry it to the worker; a failed attempt records its cost.
+    let claimed = n.claim(&q, json!({"worker": "w", "limit": 1})).await;
+    assert_eq!(claimed[0]["trace_id"], trace);
+    let id = claimed[0]["id"].as_i64().unwrap();
+    let lease = claimed[0]["lease"]["token"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let (st, _) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/fail"),
+            Some(json!({"lease": lease, "error": "no"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let t = n.task(id).await;
+    assert_eq!(t["trace_id"], trace);
+    let cost = t["errors"][0]["duration_ms"].as_i64().unwrap();
+    assert!((25..60_000).contains(&cost), "attempt cost {cost} ms");
+}
+
 both!(
+    trace_ids_and_attempt_costs,
     docket_metrics,
     lifecycle,
     batch_complete_and_fail,

@@ -898,6 +898,7 @@ pub(crate) fn error_entry(
         "at": now,
         "worker": worker.map(str::to_string).or_else(|| task.worker.clone()),
         "message": message,
+        "duration_ms": task.attempted_at.map(|a| (now - a).num_milliseconds().max(0)),
     })
 }
 

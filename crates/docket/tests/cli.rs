@@ -204,7 +204,7 @@ impl Server {
     }
 }
 
-const ECHO: &str = r#"p=$(cat); case "$p" in *fail*) echo "bad input $p" >&2; exit 3;; esac; printf '{"id": %s, "attempt": %s, "queue": "%s", "echo": %s}' "$DOCKET_TASK_ID" "$DOCKET_TASK_ATTEMPT" "$DOCKET_QUEUE" "$p""#;
+const ECHO: &str = r#"p=$(cat); case "$p" in *fail*) echo "bad input $p" >&2; exit 3;; esac; printf '{"id": %s, "attempt": %s, "queue": "%s", "trace": "%s", "echo": %s}' "$DOCKET_TASK_ID" "$DOCKET_TASK_ATTEMPT" "$DOCKET_QUEUE" "$DOCKET_TRACE_ID" "$p""#;
 
 fn worker_runs_commands(backend: &str) {
     let s = serve(backend);
@@ -220,9 +220,11 @@ fn worker_runs_commands(backend: &str) {
     ]);
     let mut w = s.worker(&["--concurrency", "2"], &["sh", "-c", ECHO]);
     let t = s.wait_for(ok, "completed", |t| t["state"] == "completed");
+    let trace = t["trace_id"].as_str().unwrap().to_string();
+    assert_eq!(trace.len(), 32, "every task has a trace id");
     assert_eq!(
         t["result"],
-        json!({"id": ok, "attempt": 1, "queue": "default", "echo": {"n": 1}})
+        json!({"id": ok, "attempt": 1, "queue": "default", "trace": trace, "echo": {"n": 1}})
     );
     let t = s.wait_for(text, "completed", |t| t["state"] == "completed");
     assert_eq!(t["result"]["echo"], "plain");

@@ -16,7 +16,7 @@ const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_a
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
     created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
-    cancel_requested_at";
+    cancel_requested_at, trace_id";
 
 /// A PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -53,6 +53,7 @@ fn decode(row: &PgRow) -> Result<Task> {
         concurrency_key: row.try_get("concurrency_key")?,
         concurrency_limit: row.try_get("concurrency_limit")?,
         node: row.try_get("node")?,
+        trace_id: row.try_get("trace_id")?,
         result: row.try_get("result")?,
         errors: serde_json::from_value::<Vec<TaskError>>(errors).unwrap_or_default(),
         progress: row.try_get("progress")?,
@@ -2017,15 +2018,15 @@ impl PgStore {
             "WITH ins AS ( \
                INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
                  max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-                 timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
+                 timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, created_at) \
                SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc, \
-                 bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, $18 \
+                 bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, $18 \
                FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[], \
                  $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[], \
                  $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[], \
-                 $17::text[]) WITH ORDINALITY AS x(queue, kind, payload, priority, state, run_at, \
+                 $17::text[], $21::text[]) WITH ORDINALITY AS x(queue, kind, payload, priority, state, run_at, \
                  expires_at, max_attempts, bi, bc, bm, bj, timeout_ms, unique_key, concurrency_key, \
-                 concurrency_limit, node, ord) \
+                 concurrency_limit, node, trace_id, ord) \
                ORDER BY ord \
                ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state), \
              note AS (SELECT pg_notify($19, $20 || '|' || q) \
@@ -2052,6 +2053,7 @@ impl PgStore {
         .bind(now)
         .bind(CHANNEL)
         .bind(&self.schema)
+        .bind(col!(|t| t.trace_id.clone()))
         .fetch_all(&mut *conn)
         .await
         .map_err(StoreError::from_db)?;

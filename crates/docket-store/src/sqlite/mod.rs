@@ -15,7 +15,7 @@ const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_a
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
     created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
-    cancel_requested_at";
+    cancel_requested_at, trace_id";
 
 /// A SQLite store.
 #[derive(Debug, Clone)]
@@ -87,6 +87,7 @@ fn decode(row: &SqliteRow) -> Result<Task> {
         concurrency_key: row.try_get("concurrency_key")?,
         concurrency_limit: row.try_get("concurrency_limit")?,
         node: row.try_get("node")?,
+        trace_id: row.try_get("trace_id")?,
         result: json_opt(row, "result")?,
         errors: serde_json::from_value::<Vec<TaskError>>(json(row, "errors")?).unwrap_or_default(),
         progress: json_opt(row, "progress")?,
@@ -199,8 +200,8 @@ impl SqliteStore {
         sqlx::query_scalar(
             "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
                max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
+               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) \
              ON CONFLICT DO NOTHING RETURNING id",
         )
         .bind(&t.queue)
@@ -221,6 +222,7 @@ impl SqliteStore {
         .bind(t.concurrency_limit)
         .bind(&t.node)
         .bind(us(now))
+        .bind(&t.trace_id)
         .fetch_optional(&mut **tx)
         .await
         .map_err(StoreError::from_db)
