@@ -514,6 +514,7 @@ mod tests {
             concurrency_key: None,
             concurrency_limit: None,
             node: None,
+            trace_id: None,
             result: None,
             errors: vec![],
             progress: None,
