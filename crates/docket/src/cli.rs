@@ -145,6 +145,10 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "DOCKET_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// Export spans (task attempts, ...) as OpenTelemetry traces to this OTLP/HTTP collector
+    /// (e.g. http://127.0.0.1:4318).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// Serve a pg_task table in this database (repeatable):
     /// `postgres://user@host/db?schema=public&table=task&sleep=1000&reset=1h&run=10`.
     #[arg(long = "pg-task", value_name = "URL")]
@@ -417,6 +421,10 @@ pub struct WorkerArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Export spans (task attempts, ...) as OpenTelemetry traces to this OTLP/HTTP collector
+    /// (e.g. http://127.0.0.1:4318).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,

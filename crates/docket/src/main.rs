@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod telemetry;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -16,15 +17,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn init_logs(format: LogFormat, default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DOCKET_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => b.json().init(),
-        LogFormat::Text => b.init(),
-    }
+    // Without an exporter this cannot fail.
+    let _ = telemetry::init(format, default, None);
 }
 
 /// Fires `token` on the first SIGINT/SIGTERM.
@@ -238,8 +232,14 @@ fn read_config(path: &std::path::Path) -> Result<FileConfig> {
         .with_context(|| format!("{} is not a valid docket config", path.display()))
 }
 
-async fn serve(mut a: ServeArgs) -> Result<()> {
-    init_logs(a.log_format, "info");
+async fn serve(a: ServeArgs) -> Result<()> {
+    let telemetry = telemetry::init(a.log_format, "info", a.otlp_endpoint.as_deref())?;
+    let r = serve_inner(a).await;
+    tokio::task::spawn_blocking(move || telemetry.shutdown()).await?;
+    r
+}
+
+async fn serve_inner(mut a: ServeArgs) -> Result<()> {
     let file = match &a.config {
         Some(p) => read_config(p)?,
         None => FileConfig::default(),
@@ -362,7 +362,14 @@ fn redact(url: &str) -> String {
 }
 
 async fn worker(a: WorkerArgs) -> Result<()> {
-    init_logs(a.log_format, "info");
+    let telemetry = telemetry::init(a.log_format, "info", a.otlp_endpoint.as_deref())?;
+    let r = worker_inner(a).await;
+    // The batch exporter's blocking flush must not run on a runtime thread.
+    tokio::task::spawn_blocking(move || telemetry.shutdown()).await?;
+    r
+}
+
+async fn worker_inner(a: WorkerArgs) -> Result<()> {
     let cancel = CancellationToken::new();
     on_signal(cancel.clone());
     let name = a

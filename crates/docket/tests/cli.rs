@@ -841,3 +841,74 @@ fn operator_cli_status_watch_bulk_completions_man() {
         .iter()
         .any(|e| e["actor"] == format!("cli:{user}") && e["action"] == "task.cancel"));
 }
+
+/// A minimal OTLP/HTTP collector: keeps every request body it gets.
+fn fake_collector() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = got.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { continue };
+            let mut r = BufReader::new(c.try_clone().unwrap());
+            let mut len = 0usize;
+            let mut line = String::new();
+            let mut first = String::new();
+            loop {
+                line.clear();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if first.is_empty() {
+                    first = line.clone();
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = r.read_exact(&mut body);
+            keep.lock()
+                .unwrap()
+                .push(format!("{first}{}", String::from_utf8_lossy(&body)));
+            let _ = c.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    (port, got)
+}
+
+#[test]
+fn worker_exports_task_spans_over_otlp() {
+    let s = serve("sqlite");
+    let (port, got) = fake_collector();
+    let id = s.add(&["--kind", "traced", "--queue", "otel"]);
+    let trace = s.task(id)["trace_id"].as_str().unwrap().to_string();
+    let mut w = s.worker(
+        &[
+            "--queue",
+            "otel",
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{port}"),
+        ],
+        &["sh", "-c", "cat >/dev/null; echo 1"],
+    );
+    s.wait_for(id, "completed", |t| t["state"] == "completed");
+    signal(w.id(), Signal::SIGTERM);
+    assert!(w.wait().unwrap().success());
+    let bodies = got.lock().unwrap().clone();
+    let all = bodies.join("\n");
+    assert!(all.starts_with("POST /v1/traces"), "{all}");
+    assert!(
+        all.contains("\"name\": \"task\""),
+        "a span named task: {all}"
+    );
+    assert!(
+        all.contains(&trace),
+        "the task's trace id is on the span: {all}"
+    );
+    assert!(all.contains("docket"), "service name");
+}
