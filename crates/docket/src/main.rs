@@ -586,9 +586,22 @@ async fn task_add(c: &Client, a: TaskAddArgs) -> Result<()> {
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} tasks  {per_sec}  eta {eta}")
             .expect("template"),
     );
+    // Ctrl-C stops between batches: each batch is one transaction, so what was sent is whole
+    // and the summary says where to resume.
+    let stop = CancellationToken::new();
+    on_signal(stop.clone());
     let mut inserted = 0;
     let mut existing = 0;
+    let mut sent = 0;
     for chunk in specs.chunks(a.batch.max(1)) {
+        if stop.is_cancelled() {
+            bar.abandon();
+            println!(
+                "interrupted: the first {sent} of {} task specs were sent ({inserted} enqueued, {existing} matched an existing unique_key); the rest were not",
+                specs.len()
+            );
+            std::process::exit(130);
+        }
         let got = c.task_add_many(chunk).await.map_err(|e| {
             anyhow::anyhow!(
                 "{e} (tasks before this batch of {} were enqueued: {inserted})",
@@ -602,6 +615,7 @@ async fn task_add(c: &Client, a: TaskAddArgs) -> Result<()> {
                 inserted += 1;
             }
         }
+        sent += chunk.len();
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();

@@ -912,3 +912,42 @@ fn worker_exports_task_spans_over_otlp() {
     );
     assert!(all.contains("docket"), "service name");
 }
+
+#[test]
+fn bulk_file_enqueue_stops_cleanly_on_ctrl_c() {
+    let s = serve("sqlite");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("many.jsonl");
+    let lines: Vec<String> = (0..30_000)
+        .map(|i| format!("{{\"kind\": \"bulk\", \"queue\": \"ctrlc\", \"payload\": {i}}}"))
+        .collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "task",
+            "add",
+            "--file",
+            file.to_str().unwrap(),
+            "--batch",
+            "5",
+        ])
+        .env("DOCKET_SERVER", &s.url)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(child.id(), Signal::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let sent: usize = text
+        .split("the first ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(sent > 0 && sent < 30_000 && sent % 2 == 0, "{text}");
+    // Exactly what it said was sent is in the queue: whole batches, nothing half-written.
+    let q = http::blocking_get(&format!("{}/v1/queues/ctrlc", s.url)).unwrap();
+    assert_eq!(q["counts"]["available"].as_u64(), Some(sent as u64), "{q}");
+}
