@@ -85,36 +85,7 @@ dt{color:#5b6476}dd{margin:0}.muted{color:#5b6476}.err{color:#b3261e}.actions{di
 ";
 
 fn layout(title: &str, live_url: &str, body: Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " — docket" }
-                style { (maud::PreEscaped(STYLE)) }
-                script src="/ui/assets/htmx.min.js" {}
-                script src="/ui/assets/sse.min.js" {}
-                // Close the page's event stream when it is left, so it never holds one of the
-                // browser's six connections per host (back/forward cache).
-                script { (maud::PreEscaped(CLOSE_ON_LEAVE)) }
-            }
-            body hx-ext="sse" sse-connect="/ui/events" {
-                header {
-                    b { "docket" }
-                    a href="/" { "Overview" }
-                    a href="/ui/tasks" { "Tasks" }
-                    a href="/ui/processes" { "Processes" }
-                    a href="/ui/schedules" { "Schedules" }
-                    a href="/ui/audit" { "Audit" }
-                    a href="/metrics" { "Metrics" }
-                }
-                main id="live" hx-get=(live_url) hx-trigger="sse:changed" hx-select="#live" hx-swap="outerHTML" {
-                    (body)
-                }
-            }
-        }
-    }
+    layout_with_top(title, live_url, html! {}, body)
 }
 
 fn state_badge(s: &str) -> Markup {
@@ -378,13 +349,15 @@ async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>) -> Page {
     Ok(layout_with_top("Tasks", &here, form, body))
 }
 
+/// A page: `top` (a filter form, say) above the live region, so a refresh never eats what is
+/// typed there; `body` is the live region, re-fetched from `live_url` on each change.
 fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Markup) -> Markup {
-    // Same as layout, with `top` above the live region.
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " — docket" }
                 style { (maud::PreEscaped(STYLE)) }
                 script src="/ui/assets/htmx.min.js" {}
@@ -403,7 +376,7 @@ fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Markup) -> Ma
                     a href="/ui/audit" { "Audit" }
                     a href="/metrics" { "Metrics" }
                 }
-                div style="padding:1em 1.2em 0" { (top) }
+                @if !top.0.is_empty() { div style="padding:1em 1.2em 0" { (top) } }
                 main id="live" hx-get=(live_url) hx-trigger="sse:changed" hx-select="#live" hx-swap="outerHTML" {
                     (body)
                 }

@@ -946,7 +946,10 @@ fn bulk_file_enqueue_stops_cleanly_on_ctrl_c() {
         .and_then(|r| r.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{text}"));
-    assert!(sent > 0 && sent < 30_000 && sent.is_multiple_of(2), "{text}");
+    assert!(
+        sent > 0 && sent < 30_000 && sent.is_multiple_of(2),
+        "{text}"
+    );
     // Exactly what it said was sent is in the queue: whole batches, nothing half-written.
     let q = http::blocking_get(&format!("{}/v1/queues/ctrlc", s.url)).unwrap();
     assert_eq!(q["counts"]["available"].as_u64(), Some(sent as u64), "{q}");
