@@ -65,14 +65,18 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), Store
     }
     let mut rescued = zombies;
     loop {
-        let n = engine.store.task_rescue(now, BATCH).await?;
+        let labels = engine.store.task_rescue(now, BATCH).await?;
+        for l in &labels {
+            ::metrics::counter!(crate::metrics::TASKS_RESCUED, "queue" => l.queue.clone(), "kind" => l.kind.clone())
+                .increment(1);
+        }
+        let n = labels.len() as u64;
         rescued += n;
         if (n as i64) < BATCH {
             break;
         }
     }
     if rescued > 0 {
-        ::metrics::counter!(crate::metrics::TASKS_RESCUED).increment(rescued);
         tracing::warn!(rescued, "rescued tasks whose lease expired");
         // Rescued tasks may be retryable right away (zero backoff).
         engine.waker.wake_scheduler();

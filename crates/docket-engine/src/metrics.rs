@@ -59,7 +59,7 @@ pub const TASKS_COMPLETED: &str = "docket_tasks_completed_total";
 pub const TASKS_FAILED: &str = "docket_tasks_failed_total";
 /// Tasks discarded (out of attempts, permanent failure, expired), by `queue` and `kind`.
 pub const TASKS_DISCARDED: &str = "docket_tasks_discarded_total";
-/// Running tasks whose lease expired and were rescued by this node.
+/// Running tasks whose lease expired and were rescued by this node, by `queue` and `kind`.
 pub const TASKS_RESCUED: &str = "docket_tasks_rescued_total";
 /// Tasks claimed, by `queue`.
 pub const TASKS_CLAIMED: &str = "docket_tasks_claimed_total";
@@ -187,7 +187,7 @@ fn describe() {
     );
     describe_counter!(
         TASKS_RESCUED,
-        "Running tasks whose lease expired, rescued by this node"
+        "Running tasks whose lease expired, rescued by this node, by queue and kind"
     );
     describe_counter!(TASKS_CLAIMED, "Tasks claimed, by queue");
     describe_histogram!(

@@ -669,17 +669,30 @@ impl ProcessService {
                 };
                 let me = self.clone();
                 let ns = ns.clone();
-                tokio::spawn(async move {
-                    let id = t.id;
-                    if let Err(e) = me.step(&ns, t).await {
-                        tracing::warn!(namespace = %ns, task = id, error = %e, "process step failed");
-                    }
-                    let t0 = std::time::Instant::now();
-                    me.engine.waker.task_done(id);
-                    ::metrics::histogram!(M::NOTIFICATION, "namespace" => ns.clone(), "notification_type" => "done")
+                // Every log line of the step carries the process and the task.
+                let span = tracing::info_span!(
+                    "process_task",
+                    namespace = %ns,
+                    process_id = t.payload["process_id"].as_str().unwrap_or_default(),
+                    task_id = t.id,
+                    kind = %t.kind,
+                    attempt = t.attempt,
+                    trace_id = t.trace_id.as_deref().unwrap_or("")
+                );
+                tokio::spawn(tracing::Instrument::instrument(
+                    async move {
+                        let id = t.id;
+                        if let Err(e) = me.step(&ns, t).await {
+                            tracing::warn!(error = %e, "process step failed");
+                        }
+                        let t0 = std::time::Instant::now();
+                        me.engine.waker.task_done(id);
+                        ::metrics::histogram!(M::NOTIFICATION, "namespace" => ns.clone(), "notification_type" => "done")
                         .record(M::ms_since(t0));
-                    drop(permit);
-                });
+                        drop(permit);
+                    },
+                    span,
+                ));
             }
         }
     }

@@ -718,6 +718,16 @@ async fn docket_metrics(n: Node) {
             .await;
         assert_eq!(st, StatusCode::OK, "{v}");
     }
+    // A claimed task whose worker vanished is rescued when its lease runs out.
+    let lost = n
+        .claim(&q, json!({"worker": "gone", "limit": 1, "lease": "200ms"}))
+        .await;
+    let lost_id = lost[0]["id"].as_i64().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while n.task(lost_id).await["state"] == "running" {
+        assert!(std::time::Instant::now() < deadline, "not rescued");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let text = n
         .http
         .get(format!("{}/metrics", n.base))
@@ -754,7 +764,14 @@ async fn docket_metrics(n: Node) {
         "{text}"
     );
     assert_eq!(value("docket_tasks_enqueued_total", &[("queue", ql)]), 5.0);
-    assert_eq!(value("docket_tasks_claimed_total", &[("queue", ql)]), 3.0);
+    assert_eq!(value("docket_tasks_claimed_total", &[("queue", ql)]), 4.0);
+    assert_eq!(
+        value(
+            "docket_tasks_rescued_total",
+            &[("queue", ql), ("kind", "left")]
+        ),
+        1.0
+    );
     assert_eq!(
         value(
             "docket_tasks_completed_total",
@@ -782,7 +799,7 @@ async fn docket_metrics(n: Node) {
     );
     assert_eq!(
         value("docket_task_pickup_seconds_count", &[("queue", ql)]),
-        3.0
+        4.0
     );
     assert_eq!(
         value(
@@ -801,7 +818,7 @@ async fn docket_metrics(n: Node) {
     assert_eq!(
         value(
             "docket_queue_tasks",
-            &[("queue", ql), ("state", "available")]
+            &[("queue", ql), ("state", "retryable")]
         ),
         1.0
     );

@@ -496,11 +496,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn task_next_due(&self) -> Result<Option<Timestamp>>;
 
     /// Rescues running tasks whose lease expired: the attempt fails with "lease expired" and is
-    /// retried or discarded as by [`Store::task_fail_many`]. Returns how many.
+    /// retried or discarded as by [`Store::task_fail_many`]. Returns the rescued tasks'
+    /// labels (queue, kind, attempt start).
     ///
     /// # Errors
     /// Database failure.
-    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<u64>;
+    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskLabels>>;
 
     /// Discards tasks not started before their expires_at. Returns how many.
     ///

@@ -452,7 +452,7 @@ async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     assert_eq!(again.progress, Some(json!({"pct": 50})));
     // The lease expires, the task is rescued and claimed again; the old lease can never
     // overwrite the new attempt's result.
-    assert_eq!(s.task_rescue(t0() + secs(161), 100).await.unwrap(), 1);
+    assert_eq!(s.task_rescue(t0() + secs(161), 100).await.unwrap().len(), 1);
     s.task_promote(t0() + secs(3600), 100).await.unwrap();
     let t2 = claim(s, "default", 1, t0() + secs(3600)).await.remove(0);
     assert_eq!(t2.attempt, 2);
@@ -502,11 +502,11 @@ async fn rescue_retries_then_discards(b: Bundle) {
     let t = claim(s, "default", 1, t0()).await.remove(0);
     assert_eq!(t.lease.unwrap().expires_at, t0() + secs(10));
     assert_eq!(
-        s.task_rescue(t0() + secs(10), 100).await.unwrap(),
+        s.task_rescue(t0() + secs(10), 100).await.unwrap().len(),
         0,
         "not yet expired"
     );
-    assert_eq!(s.task_rescue(t0() + secs(11), 100).await.unwrap(), 1);
+    assert_eq!(s.task_rescue(t0() + secs(11), 100).await.unwrap().len(), 1);
     let r = s.task_get(id).await.unwrap().unwrap();
     assert_eq!(r.state, TaskState::Retryable);
     assert_eq!(r.run_at, t0() + secs(16));
@@ -518,7 +518,7 @@ async fn rescue_retries_then_discards(b: Bundle) {
     assert_eq!(s.task_promote(t0() + secs(15), 100).await.unwrap().count, 0);
     assert_eq!(s.task_promote(t0() + secs(16), 100).await.unwrap().count, 1);
     claim(s, "default", 1, t0() + secs(16)).await.remove(0);
-    assert_eq!(s.task_rescue(t0() + secs(100), 100).await.unwrap(), 1);
+    assert_eq!(s.task_rescue(t0() + secs(100), 100).await.unwrap().len(), 1);
     let r = s.task_get(id).await.unwrap().unwrap();
     assert_eq!(r.state, TaskState::Discarded);
     assert_eq!(r.errors.len(), 2);
@@ -927,7 +927,7 @@ async fn process_zombies_simple_repair_and_list(b: Bundle) {
         .unwrap();
     assert_eq!(c.iter().map(|t| t.id).collect::<Vec<_>>(), vec![init.id]);
     // Its node dies: past the lease, the generic rescuer leaves it to zombie collection.
-    assert_eq!(s.task_rescue(t0() + secs(11), 100).await.unwrap(), 0);
+    assert_eq!(s.task_rescue(t0() + secs(11), 100).await.unwrap().len(), 0);
     assert_eq!(
         s.process_collect_zombies(t0() + secs(5), 100)
             .await

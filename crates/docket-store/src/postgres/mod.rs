@@ -968,7 +968,7 @@ impl Store for PgStore {
         .await?)
     }
 
-    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<u64> {
+    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskLabels>> {
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
@@ -990,7 +990,7 @@ impl Store for PgStore {
         Self::apply_failures(&mut tx, &apply, now).await?;
         self.notify_freed(&mut tx, &apply).await?;
         tx.commit().await?;
-        Ok(apply.len() as u64)
+        Ok(apply.iter().map(|(t, _, _)| TaskLabels::of(t)).collect())
     }
 
     async fn task_expire(&self, now: Timestamp, limit: i64) -> Result<u64> {

@@ -831,7 +831,7 @@ impl Store for SqliteStore {
         Ok(v.map(from_us))
     }
 
-    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<u64> {
+    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskLabels>> {
         let mut tx = self.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
@@ -852,7 +852,7 @@ impl Store for SqliteStore {
         Self::apply_failures(&mut tx, &apply, now).await?;
         tx.commit().await?;
         self.wake_queues(apply.iter().map(|(t, _, _)| &t.queue));
-        Ok(apply.len() as u64)
+        Ok(apply.iter().map(|(t, _, _)| TaskLabels::of(t)).collect())
     }
 
     async fn task_expire(&self, now: Timestamp, limit: i64) -> Result<u64> {
