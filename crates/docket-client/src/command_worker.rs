@@ -106,6 +106,7 @@ pub async fn run(
                 attempt = task.attempt,
                 trace_id = task.trace_id.as_deref().unwrap_or("")
             );
+            docket_core::trace::link_span(&span, task.trace_id.as_deref());
             running.spawn(tracing::Instrument::instrument(
                 async move {
                     let r = run_one(&client, &opts, task, kill).await;

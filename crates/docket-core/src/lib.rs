@@ -12,6 +12,7 @@ pub mod queue;
 pub mod schedule;
 pub mod state;
 pub mod task;
+pub mod trace;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -679,6 +679,7 @@ impl ProcessService {
                     attempt = t.attempt,
                     trace_id = t.trace_id.as_deref().unwrap_or("")
                 );
+                docket_core::trace::link_span(&span, t.trace_id.as_deref());
                 tokio::spawn(tracing::Instrument::instrument(
                     async move {
                         let id = t.id;

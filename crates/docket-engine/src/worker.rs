@@ -147,6 +147,7 @@ impl WorkerPool {
                     attempt = task.attempt,
                     trace_id = task.trace_id.as_deref().unwrap_or("")
                 );
+                docket_core::trace::link_span(&span, task.trace_id.as_deref());
                 running.spawn(tracing::Instrument::instrument(
                     async move {
                         if let Some(task) = freshen_lease(&engine, task).await {

@@ -56,6 +56,7 @@ pub fn init(format: LogFormat, default: &str, otlp: Option<&str>) -> anyhow::Res
             .with_tracer(tracer)
             .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
         registry.with(otel).init();
+        docket_core::trace::set_span_linker(link_to_trace);
         Ok(Telemetry {
             provider: Some(provider),
         })
@@ -65,6 +66,29 @@ pub fn init(format: LogFormat, default: &str, otlp: Option<&str>) -> anyhow::Res
         registry.init();
         anyhow::bail!("--otlp-endpoint {endpoint}: this docket was built without the otel feature")
     }
+}
+
+/// Makes a task span a child of its trace: the remote parent carries the task's trace id (the
+/// enqueuing request's, when it sent `traceparent`), so the attempt shows in that trace.
+#[cfg(feature = "otel")]
+fn link_to_trace(span: &tracing::Span, trace_id: &str) {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+    };
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let Ok(tid) = TraceId::from_hex(trace_id) else {
+        return;
+    };
+    // The enqueuer's own span id is not kept; a stable one made from the trace id stands in.
+    let low = u64::from_str_radix(&trace_id[16..], 16).unwrap_or(1).max(1);
+    let parent = SpanContext::new(
+        tid,
+        SpanId::from_bytes(low.to_be_bytes()),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent));
 }
 
 impl Telemetry {

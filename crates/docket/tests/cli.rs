@@ -907,8 +907,8 @@ fn worker_exports_task_spans_over_otlp() {
         "a span named task: {all}"
     );
     assert!(
-        all.contains(&trace),
-        "the task's trace id is on the span: {all}"
+        all.contains(&format!("\"traceId\": \"{trace}\"")),
+        "the task span belongs to the task's trace: {all}"
     );
     assert!(all.contains("docket"), "service name");
 }
