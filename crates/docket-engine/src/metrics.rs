@@ -15,6 +15,7 @@ use docket_core::{Task, TaskState, Timestamp};
 use docket_store::LeaseOutcome;
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -84,32 +85,40 @@ pub const HTTP_REQUEST: &str = "docket_http_request_duration_seconds";
 /// Tasks enqueued by schedules, by `schedule`.
 pub const SCHEDULE_RUNS: &str = "docket_schedule_runs_total";
 
-/// Counts enqueued tasks.
+/// Counts enqueued tasks (one counter update per queue and kind of the batch).
 pub fn record_enqueued(tasks: &[Task]) {
+    let mut by: HashMap<(&str, &str), u64> = HashMap::new();
     for t in tasks.iter().filter(|t| t.inserted != Some(false)) {
-        counter!(TASKS_ENQUEUED, "queue" => t.queue.clone(), "kind" => t.kind.clone()).increment(1);
+        *by.entry((&t.queue, &t.kind)).or_default() += 1;
+    }
+    for ((queue, kind), n) in by {
+        counter!(TASKS_ENQUEUED, "queue" => queue.to_string(), "kind" => kind.to_string())
+            .increment(n);
     }
 }
 
-/// Records a claim: batch size, pickup latency per task.
+/// Records a claim: batch size, pickup latency per task (one histogram handle per batch).
 pub fn record_claimed(queue: &str, tasks: &[Task], now: Timestamp) {
     if tasks.is_empty() {
         return;
     }
     histogram!(CLAIM_BATCH).record(tasks.len() as f64);
     counter!(TASKS_CLAIMED, "queue" => queue.to_string()).increment(tasks.len() as u64);
+    let pickup = histogram!(TASK_PICKUP, "queue" => queue.to_string());
     for t in tasks {
         let late = (now - t.run_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
-        histogram!(TASK_PICKUP, "queue" => queue.to_string()).record(late);
+        pickup.record(late);
     }
 }
 
-/// Records completion/failure outcomes: counters by state and the run time of each attempt.
+/// Records completion/failure outcomes: counters by state and the run time of each attempt,
+/// with one metric handle per (state, queue, kind) of the batch rather than one per task.
 pub fn record_outcomes(outcomes: &[LeaseOutcome], now: Timestamp) {
     if outcomes.is_empty() {
         return;
     }
     histogram!(COMPLETE_BATCH).record(outcomes.len() as f64);
+    let mut by: HashMap<(&'static str, &str, &str), Vec<f64>> = HashMap::new();
     for o in outcomes {
         let LeaseOutcome::Ok { state, labels, .. } = o else {
             continue;
@@ -120,11 +129,19 @@ pub fn record_outcomes(outcomes: &[LeaseOutcome], now: Timestamp) {
             TaskState::Discarded => TASKS_DISCARDED,
             _ => continue,
         };
-        counter!(name, "queue" => labels.queue.clone(), "kind" => labels.kind.clone()).increment(1);
+        let runs = by.entry((name, &labels.queue, &labels.kind)).or_default();
         if let Some(start) = labels.attempted_at {
-            let secs = (now - start).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
-            histogram!(TASK_RUN, "queue" => labels.queue.clone(), "kind" => labels.kind.clone())
-                .record(secs);
+            runs.push((now - start).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6);
+        } else {
+            runs.push(f64::NAN);
+        }
+    }
+    for ((name, queue, kind), runs) in by {
+        counter!(name, "queue" => queue.to_string(), "kind" => kind.to_string())
+            .increment(runs.len() as u64);
+        let h = histogram!(TASK_RUN, "queue" => queue.to_string(), "kind" => kind.to_string());
+        for secs in runs.into_iter().filter(|s| !s.is_nan()) {
+            h.record(secs);
         }
     }
 }
