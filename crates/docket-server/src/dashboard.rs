@@ -235,7 +235,7 @@ async fn overview(State(s): State<AppState>) -> Page {
             table id="nodes" {
                 tr { th { "node" } th { "state" } th { "last heartbeat" } th { "started" } th { "version" } }
                 @for n in &nodes {
-                    @let state = if n.stopped_at.is_some() { "stopped" } else if (now - n.heartbeat_at).num_seconds() > 15 { "lost" } else { "active" };
+                    @let state = crate::node_state(&s, n);
                     tr {
                         td { (n.name) } td { (state_badge(state)) }
                         td { (ago(now, n.heartbeat_at)) } td { (ts(n.started_at)) } td { (n.version) }

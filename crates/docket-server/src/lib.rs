@@ -870,26 +870,29 @@ async fn node_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     Ok(Json(json!({"nodes": nodes_with_state(&s).await?})))
 }
 
-/// Nodes with `state`: `active`, `lost` (silent for 3 heartbeats) or `stopped`.
-async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<Value>> {
-    let now = s.engine.clock.now();
+/// A node's state: `stopped` (it said so), `lost` (silent for 3 heartbeats) or `active`.
+pub(crate) fn node_state(s: &AppState, n: &docket_store::NodeRecord) -> &'static str {
     let lost_after =
         chrono::Duration::from_std(s.engine.config.heartbeat_interval * 3).expect("small");
+    if n.stopped_at.is_some() {
+        "stopped"
+    } else if s.engine.clock.now() - n.heartbeat_at > lost_after {
+        "lost"
+    } else {
+        "active"
+    }
+}
+
+/// Nodes with their `state` (see [`node_state`]).
+async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<Value>> {
     Ok(s.engine
         .store
         .node_list()
         .await?
         .into_iter()
         .map(|n| {
-            let state = if n.stopped_at.is_some() {
-                "stopped"
-            } else if now - n.heartbeat_at > lost_after {
-                "lost"
-            } else {
-                "active"
-            };
             let mut v = serde_json::to_value(&n).expect("serialises");
-            v["state"] = json!(state);
+            v["state"] = json!(node_state(s, &n));
             v
         })
         .collect())
