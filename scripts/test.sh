@@ -2,7 +2,7 @@
 # Runs docket's whole test suite against a real PostgreSQL and real SQLite files.
 # Installs and starts PostgreSQL when it is missing or down, and installs Chromium and
 # chromedriver for the dashboard test (Debian/Ubuntu, as root).
-#   scripts/test.sh                 # everything
+#   scripts/test.sh                 # everything, then the short chaos run (scripts/chaos.sh)
 #   scripts/test.sh -p docket-store # extra arguments go to `cargo test`
 # DOCKET_TEST_PG_URL overrides the database (default postgres://postgres@127.0.0.1:5432/postgres).
 set -euo pipefail
@@ -67,5 +67,15 @@ ensure_chromium
 say "PostgreSQL ready at $DOCKET_TEST_PG_URL"
 # Test schemas are named t_*/cli_*; drop the ones older runs left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop schema \"' || nspname || '\" cascade;' from pg_namespace
-  where nspname ~ '^(t|cli|cli_pgt|pgt|docket_bench|bench_pgt)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
-exec cargo test --workspace "$@"
+  where nspname ~ '^(t|cli|cli_pgt|pgt|docket_bench|bench_pgt|fuzz)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
+cargo test --workspace "$@"
+# Databases of the pg_task idle test that a failed run left behind.
+psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop database \"' || datname || '\" with (force);' from pg_database
+  where datname ~ '^pgt_idle_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
+# The whole suite (no arguments) ends with the API fuzzer (schemathesis against openapi.json,
+# 60 s per backend) and the short chaos run (about a minute): 2 nodes, workers, kill -9s, a node
+# restart and PostgreSQL crashes on a private cluster.
+if [ $# -eq 0 ]; then
+  scripts/api-fuzz.sh
+  scripts/chaos.sh --short
+fi

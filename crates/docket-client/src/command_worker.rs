@@ -5,6 +5,12 @@
 //! the task with stdout as its result (JSON when it parses, else a string); any other exit fails
 //! the attempt with the tail of stderr (it is retried per the task's backoff). The worker
 //! heartbeats every lease/3 while the command runs; a `cancelled` answer kills the command.
+//!
+//! The command runs in its own process group, so everything it starts goes with it: at the
+//! task's `timeout` the group gets SIGTERM, then SIGKILL after [`WorkerOptions::kill_grace`],
+//! and the attempt fails with `timeout`. A report (complete/fail) that meets a connection error
+//! or a 5xx (the node or its database restarting) is retried with backoff while the lease lasts
+//! — the lease token makes a repeated report harmless — and only then abandoned.
 
 use crate::{Client, ClientError};
 use docket_core::Task;
@@ -24,6 +30,8 @@ pub const STDERR_TAIL_BYTES: usize = 4096;
 pub struct WorkerOptions {
     /// Queue to work.
     pub queue: String,
+    /// Only tasks of these kinds (empty: every kind of the queue).
+    pub kinds: Vec<String>,
     /// Commands run at once.
     pub concurrency: usize,
     /// Lease per claim; heartbeats every lease/3 extend it.
@@ -34,6 +42,8 @@ pub struct WorkerOptions {
     pub command: Vec<String>,
     /// How long running commands may finish after shutdown starts.
     pub grace: Duration,
+    /// After SIGTERM at the task's timeout, how long the command has before SIGKILL.
+    pub kill_grace: Duration,
 }
 
 /// What happened to one task (for logs and tests).
@@ -73,7 +83,7 @@ pub async fn run(
         };
         let free = sem.available_permits() + 1;
         let claim = tokio::select! {
-            r = client.claim(&opts.queue, &opts.name, free, opts.lease, Duration::from_secs(10)) => r,
+            r = client.claim(&opts.queue, &opts.name, &opts.kinds, free, opts.lease, Duration::from_secs(10)) => r,
             _ = cancel.cancelled() => break,
         };
         let tasks = match claim {
@@ -141,6 +151,67 @@ pub async fn run(
     Ok(())
 }
 
+/// Kills the command's whole process group when dropped (the command may have started
+/// children, e.g. `sh -c`); `kill_on_drop` alone reaches only the direct child.
+struct Group(Option<u32>);
+
+impl Group {
+    fn signal(&self, sig: &str) {
+        #[cfg(unix)]
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            use nix::sys::signal::{killpg, Signal};
+            let s = if sig == "TERM" {
+                Signal::SIGTERM
+            } else {
+                Signal::SIGKILL
+            };
+            let _ = killpg(nix::unistd::Pid::from_raw(pid), s);
+        }
+        #[cfg(not(unix))]
+        let _ = sig;
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.signal("KILL");
+    }
+}
+
+/// Whether a failed report is worth sending again: the server was unreachable or answered
+/// 5xx. A 4xx (lease lost, cancelled, timed out, not found) is final.
+fn transient(e: &ClientError) -> bool {
+    match e {
+        ClientError::Api { status, .. } => *status >= 500,
+        ClientError::Http(_) => true,
+        ClientError::Decode(_) => false,
+    }
+}
+
+/// Sends a report until it is answered, retrying transient failures with backoff (200 ms
+/// doubling to 5 s) until `until`; then gives up (the lease expires and the task runs again).
+async fn report<T, F, Fut>(
+    task: i64,
+    until: std::time::Instant,
+    mut send: F,
+) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match send().await {
+            Err(e) if transient(&e) && std::time::Instant::now() + wait < until => {
+                tracing::warn!(task, error = %e, "report failed; retrying in {wait:?} while the lease lasts");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+            r => return r,
+        }
+    }
+}
+
 fn tail(bytes: &[u8]) -> String {
     let start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
     String::from_utf8_lossy(&bytes[start..]).trim().to_string()
@@ -153,7 +224,13 @@ async fn run_one(
     kill: CancellationToken,
 ) -> Ran {
     let lease = task.lease.clone().map(|l| l.token).unwrap_or_default();
+    let started = std::time::Instant::now();
+    // Local deadlines: the attempt's timeout, and the lease (moved on by each heartbeat).
+    let deadline = started + task.timeout;
+    let mut lease_until = started + opts.lease.min(task.timeout);
     let mut cmd = tokio::process::Command::new(&opts.command[0]);
+    #[cfg(unix)]
+    cmd.process_group(0);
     cmd.args(&opts.command[1..])
         .env("DOCKET_TASK_ID", task.id.to_string())
         .env("DOCKET_TASK_ATTEMPT", task.attempt.to_string())
@@ -168,12 +245,14 @@ async fn run_one(
         Ok(c) => c,
         Err(e) => {
             let msg = format!("cannot start {:?}: {e}", opts.command[0]);
-            let _ = client
-                .fail(task.id, &lease, &msg, &opts.name, None, false)
-                .await;
+            let _ = report(task.id, lease_until, || {
+                client.fail(task.id, &lease, &msg, &opts.name, None, false)
+            })
+            .await;
             return Ran::Failed(msg);
         }
     };
+    let group = Group(child.id());
     let payload = serde_json::to_vec(&task.payload).unwrap_or_default();
     let mut stdin = child.stdin.take().expect("piped stdin");
     tokio::spawn(async move {
@@ -183,36 +262,61 @@ async fn run_one(
     let output = child.wait_with_output();
     tokio::pin!(output);
     let every = (opts.lease / 3).max(Duration::from_millis(100));
+    let timeout = tokio::time::sleep_until(deadline.into());
+    tokio::pin!(timeout);
     let out = loop {
         tokio::select! {
             o = &mut output => break o,
             _ = tokio::time::sleep(every) => {
                 match client.heartbeat(task.id, &lease, None).await {
-                    Ok(_) => {}
-                    Err(ClientError::Api { code, .. }) if code == "cancelled" || code == "lease_lost" => {
-                        // Dropping the future kills the child (kill_on_drop).
+                    Ok(_) => lease_until = std::time::Instant::now() + opts.lease.min(task.timeout),
+                    Err(ClientError::Api { code, .. })
+                        if code == "cancelled" || code == "lease_lost" || code == "timed_out" =>
+                    {
+                        // Dropping `group` kills the command and its children.
                         return Ran::Abandoned(code);
                     }
                     Err(e) => tracing::warn!(task = task.id, error = %e, "heartbeat failed; will retry"),
                 }
             }
+            _ = &mut timeout => {
+                tracing::warn!(task = task.id, timeout = ?task.timeout, "timeout: sending SIGTERM to the command's process group");
+                group.signal("TERM");
+                if tokio::time::timeout(opts.kill_grace, &mut output).await.is_err() {
+                    tracing::warn!(task = task.id, "still running after SIGTERM; SIGKILL");
+                }
+                drop(group);
+                let msg = "timeout".to_string();
+                // The server may have failed the attempt itself already (409 timed_out).
+                let _ = report(task.id, started + task.timeout + opts.lease, || {
+                    client.fail(task.id, &lease, &msg, &opts.name, None, false)
+                })
+                .await;
+                return Ran::Failed(msg);
+            }
             _ = kill.cancelled() => return Ran::Abandoned("killed at shutdown".into()),
         }
     };
+    drop(group);
     let out = match out {
         Ok(o) => o,
         Err(e) => {
             let msg = format!("waiting for the command failed: {e}");
-            let _ = client
-                .fail(task.id, &lease, &msg, &opts.name, None, false)
-                .await;
+            let _ = report(task.id, lease_until, || {
+                client.fail(task.id, &lease, &msg, &opts.name, None, false)
+            })
+            .await;
             return Ran::Failed(msg);
         }
     };
     if out.status.success() {
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let result = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
-        match client.complete(task.id, &lease, result).await {
+        match report(task.id, lease_until, || {
+            client.complete(task.id, &lease, result.clone())
+        })
+        .await
+        {
             Ok(_) => Ran::Completed,
             Err(e) => Ran::Abandoned(e.to_string()),
         }
@@ -227,9 +331,10 @@ async fn run_one(
         } else {
             format!("{status}: {err}")
         };
-        match client
-            .fail(task.id, &lease, &msg, &opts.name, None, false)
-            .await
+        match report(task.id, lease_until, || {
+            client.fail(task.id, &lease, &msg, &opts.name, None, false)
+        })
+        .await
         {
             Ok(_) => Ran::Failed(msg),
             Err(e) => Ran::Abandoned(e.to_string()),

@@ -44,14 +44,11 @@ impl ClientError {
 /// Result alias of the client.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
-/// A page of tasks.
-#[derive(Debug, Deserialize)]
-pub struct TaskPage {
-    /// Tasks.
-    pub tasks: Vec<Task>,
-    /// Cursor for the next page.
-    pub next_after: Option<i64>,
-}
+use docket_core::api::{
+    BatchRequest, BatchResponse, ClaimRequest, ClaimResponse, CompleteRequest, FailRequest,
+    HeartbeatRequest, NodeList,
+};
+pub use docket_core::api::{Finished, ItemOutcome, NodeView, TaskPage};
 
 /// Filters of [`Client::task_list`].
 #[derive(Debug, Default, Clone)]
@@ -97,6 +94,17 @@ impl Client {
             base: base.into().trim_end_matches('/').to_string(),
             http,
         }
+    }
+
+    /// A name as one URL path segment: every byte but unreserved ones percent-encoded, so a
+    /// queue named `a/b` or `x?y` reaches its own route.
+    pub fn seg(name: &str) -> String {
+        const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+            .remove(b'-')
+            .remove(b'_')
+            .remove(b'.')
+            .remove(b'~');
+        percent_encoding::utf8_percent_encode(name, SET).to_string()
     }
 
     fn url(&self, path: &str) -> String {
@@ -217,7 +225,8 @@ impl Client {
             .await
     }
 
-    /// `POST /v1/queues/{queue}/claim`.
+    /// `POST /v1/queues/{queue}/claim`: up to `limit` tasks (of `kinds` only, when not empty),
+    /// long-polling up to `wait`.
     ///
     /// # Errors
     /// API and transport errors.
@@ -225,24 +234,22 @@ impl Client {
         &self,
         queue: &str,
         worker: &str,
+        kinds: &[String],
         limit: usize,
         lease: Duration,
         wait: Duration,
     ) -> Result<Vec<Task>> {
-        #[derive(Deserialize)]
-        struct R {
-            tasks: Vec<Task>,
-        }
-        let body = json!({
-            "worker": worker,
-            "limit": limit,
-            "lease": docket_core::duration::format(lease),
-            "wait": docket_core::duration::format(wait),
-        });
-        let r: R = self
+        let body = ClaimRequest {
+            kinds: (!kinds.is_empty()).then(|| kinds.to_vec()),
+            worker: worker.to_string(),
+            limit: Some(i64::try_from(limit).unwrap_or(i64::MAX)),
+            lease: Some(lease),
+            wait: Some(wait),
+        };
+        let r: ClaimResponse = self
             .send(
                 self.http
-                    .post(self.url(&format!("/v1/queues/{queue}/claim")))
+                    .post(self.url(&format!("/v1/queues/{}/claim", Self::seg(queue))))
                     .timeout(wait + Duration::from_secs(30))
                     .json(&body),
             )
@@ -255,10 +262,11 @@ impl Client {
     /// # Errors
     /// `lease_lost`, `cancelled`, transport errors.
     pub async fn heartbeat(&self, id: i64, lease: &str, progress: Option<Value>) -> Result<Task> {
-        let mut body = json!({"lease": lease});
-        if let Some(p) = progress {
-            body["progress"] = p;
-        }
+        let body = HeartbeatRequest {
+            lease: lease.to_string(),
+            progress,
+            extend: None,
+        };
         self.send(
             self.http
                 .post(self.url(&format!("/v1/tasks/{id}/heartbeat")))
@@ -271,11 +279,16 @@ impl Client {
     ///
     /// # Errors
     /// `lease_lost`, `cancelled`, transport errors.
-    pub async fn complete(&self, id: i64, lease: &str, result: Value) -> Result<Value> {
+    pub async fn complete(&self, id: i64, lease: &str, result: Value) -> Result<Finished> {
+        let body = CompleteRequest {
+            id: None,
+            lease: lease.to_string(),
+            result,
+        };
         self.send(
             self.http
                 .post(self.url(&format!("/v1/tasks/{id}/complete")))
-                .json(&json!({"lease": lease, "result": result})),
+                .json(&body),
         )
         .await
     }
@@ -285,19 +298,21 @@ impl Client {
     ///
     /// # Errors
     /// API and transport errors.
-    pub async fn complete_many(&self, items: &[(i64, String, Value)]) -> Result<Vec<Value>> {
-        let items: Vec<Value> = items
-            .iter()
-            .map(|(id, lease, result)| json!({"id": id, "lease": lease, "result": result}))
-            .collect();
-        let r: Value = self
-            .send(
-                self.http
-                    .post(self.url("/v1/tasks/complete"))
-                    .json(&json!({"items": items})),
-            )
+    pub async fn complete_many(&self, items: &[(i64, String, Value)]) -> Result<Vec<ItemOutcome>> {
+        let body = BatchRequest {
+            items: items
+                .iter()
+                .map(|(id, lease, result)| CompleteRequest {
+                    id: Some(*id),
+                    lease: lease.clone(),
+                    result: result.clone(),
+                })
+                .collect(),
+        };
+        let r: BatchResponse = self
+            .send(self.http.post(self.url("/v1/tasks/complete")).json(&body))
             .await?;
-        Ok(r["results"].as_array().cloned().unwrap_or_default())
+        Ok(r.results)
     }
 
     /// `POST /v1/tasks/{id}/fail`.
@@ -312,12 +327,15 @@ impl Client {
         worker: &str,
         retry_in: Option<Duration>,
         permanent: bool,
-    ) -> Result<Value> {
-        let mut body =
-            json!({"lease": lease, "error": error, "worker": worker, "permanent": permanent});
-        if let Some(r) = retry_in {
-            body["retry_in"] = json!(docket_core::duration::format(r));
-        }
+    ) -> Result<Finished> {
+        let body = FailRequest {
+            id: None,
+            lease: lease.to_string(),
+            error: error.to_string(),
+            retry_in,
+            permanent,
+            worker: Some(worker.to_string()),
+        };
         self.send(
             self.http
                 .post(self.url(&format!("/v1/tasks/{id}/fail")))
@@ -344,8 +362,11 @@ impl Client {
     /// # Errors
     /// Transport errors.
     pub async fn queue_get(&self, queue: &str) -> Result<QueueStats> {
-        self.send(self.http.get(self.url(&format!("/v1/queues/{queue}"))))
-            .await
+        self.send(
+            self.http
+                .get(self.url(&format!("/v1/queues/{}", Self::seg(queue)))),
+        )
+        .await
     }
 
     /// `PUT /v1/queues/{queue}`.
@@ -355,7 +376,7 @@ impl Client {
     pub async fn queue_put(&self, queue: &str, s: &QueueSettings) -> Result<QueueStats> {
         self.send(
             self.http
-                .put(self.url(&format!("/v1/queues/{queue}")))
+                .put(self.url(&format!("/v1/queues/{}", Self::seg(queue))))
                 .json(s),
         )
         .await
@@ -369,7 +390,7 @@ impl Client {
         let verb = if paused { "pause" } else { "resume" };
         self.send(
             self.http
-                .post(self.url(&format!("/v1/queues/{queue}/{verb}"))),
+                .post(self.url(&format!("/v1/queues/{}/{verb}", Self::seg(queue)))),
         )
         .await
     }
@@ -378,9 +399,9 @@ impl Client {
     ///
     /// # Errors
     /// Transport errors.
-    pub async fn node_list(&self) -> Result<Vec<Value>> {
-        let r: Value = self.send(self.http.get(self.url("/v1/nodes"))).await?;
-        Ok(r["nodes"].as_array().cloned().unwrap_or_default())
+    pub async fn node_list(&self) -> Result<Vec<NodeView>> {
+        let r: NodeList = self.send(self.http.get(self.url("/v1/nodes"))).await?;
+        Ok(r.nodes)
     }
 }
 
@@ -392,7 +413,7 @@ impl Client {
     pub async fn namespace_put(&self, ns: &str, config: &Value) -> Result<Value> {
         self.send(
             self.http
-                .put(self.url(&format!("/v1/namespaces/{ns}")))
+                .put(self.url(&format!("/v1/namespaces/{}", Self::seg(ns))))
                 .json(config),
         )
         .await
@@ -422,9 +443,13 @@ impl Client {
     ) -> Result<Value> {
         let path = if verb == "init" {
             body["id"] = json!(id);
-            format!("/v1/namespaces/{ns}/processes")
+            format!("/v1/namespaces/{}/processes", Self::seg(ns))
         } else {
-            format!("/v1/namespaces/{ns}/processes/{id}/{verb}")
+            format!(
+                "/v1/namespaces/{}/processes/{}/{verb}",
+                Self::seg(ns),
+                Self::seg(id)
+            )
         };
         self.send(
             self.http
@@ -459,7 +484,11 @@ impl Client {
         }
         self.send(
             self.http
-                .get(self.url(&format!("/v1/namespaces/{ns}/processes/{id}")))
+                .get(self.url(&format!(
+                    "/v1/namespaces/{}/processes/{}",
+                    Self::seg(ns),
+                    Self::seg(id)
+                )))
                 .query(&q),
         )
         .await

@@ -1,5 +1,6 @@
 //! Capped exponential backoff with jitter (asyncflow's max_retry_interval: 1s, 2s, 4s, 8s, then
-//! the cap; node-daemons' delayRatio is the linear special case coefficient = 1).
+//! the cap). Coefficient 1 gives a constant delay; node-daemons' `delayRatio` (attempts × ratio,
+//! linear) is not this shape.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

@@ -3,13 +3,60 @@
 use serde::{Deserialize, Deserializer, Serializer};
 use std::time::Duration;
 
-/// Parses a humantime duration such as `"250ms"` or `"5m"`.
+/// The longest duration docket reads anywhere: 100 years (36,500 days). Every time docket
+/// computes from a duration stays far inside what chrono, PostgreSQL and SQLite can represent,
+/// so no field can be fed a value that overflows later (`"1000000y"` is refused here).
+pub const MAX: Duration = Duration::from_secs(36_500 * 24 * 3600);
+
+/// Longest attempt timeout, lease or process step timeout: 30 days.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Shortest attempt timeout or lease: 1 ms (a shorter one would be stored as zero).
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// Parses a humantime duration such as `"250ms"` or `"5m"`, at most [`MAX`].
 ///
 /// # Errors
 /// A message naming the bad text, for 400 `invalid_duration` answers and CLI errors.
 pub fn parse(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("invalid duration {s:?}: {e} (use e.g. \"250ms\", \"30s\", \"5m\")"))
+    let d = humantime::parse_duration(s.trim()).map_err(|e| {
+        format!("invalid duration {s:?}: {e} (use e.g. \"250ms\", \"30s\", \"5m\")")
+    })?;
+    if d > MAX {
+        return Err(format!(
+            "invalid duration {s:?}: longer than the longest accepted, 36500 days (100 years)"
+        ));
+    }
+    Ok(d)
+}
+
+/// Checks that `field`'s duration lies within `min..=max`.
+///
+/// # Errors
+/// A message naming the field, the value and the range.
+pub fn check_range(field: &str, d: Duration, min: Duration, max: Duration) -> Result<(), String> {
+    if d < min || d > max {
+        return Err(format!(
+            "{field} must be within {}..={}, got {}",
+            format(min),
+            format(max),
+            format(d)
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an attempt timeout or lease: within [`MIN_TIMEOUT`]`..=`[`MAX_TIMEOUT`].
+///
+/// # Errors
+/// A message naming the field and the range.
+pub fn check_timeout(field: &str, d: Duration) -> Result<(), String> {
+    check_range(field, d, MIN_TIMEOUT, MAX_TIMEOUT)
+}
+
+/// Milliseconds of `d`, saturating at `i64::MAX` (for columns kept in ms).
+pub fn to_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Formats a duration the way [`parse`] reads it ("1m 30s", "250ms").
@@ -69,5 +116,18 @@ mod tests {
         assert_eq!(format(Duration::from_secs(90)), "1m 30s");
         assert!(parse("soon").unwrap_err().contains("invalid duration"));
         assert!(parse("-5s").is_err());
+    }
+
+    #[test]
+    fn refuses_durations_past_the_bound() {
+        assert!(parse("1000000y").unwrap_err().contains("longest accepted"));
+        assert!(parse("300000000y").is_err());
+        assert_eq!(parse("36500days").unwrap(), MAX);
+        assert!(check_timeout("timeout", Duration::from_nanos(1))
+            .unwrap_err()
+            .contains("timeout must be within 1ms..=30days"));
+        assert!(check_timeout("timeout", Duration::from_secs(31 * 86400)).is_err());
+        assert!(check_timeout("timeout", Duration::from_secs(30)).is_ok());
+        assert_eq!(to_ms(Duration::MAX), i64::MAX);
     }
 }

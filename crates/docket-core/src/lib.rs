@@ -4,6 +4,7 @@
 //! [`backoff::Backoff::delay`] picks when a failed attempt runs again), so the rules are unit
 //! tested without a database and without sleeping (see [`clock::ManualClock`]).
 
+pub mod api;
 pub mod backoff;
 pub mod clock;
 pub mod duration;
@@ -12,6 +13,7 @@ pub mod queue;
 pub mod schedule;
 pub mod state;
 pub mod task;
+pub mod time;
 pub mod trace;
 
 pub use backoff::Backoff;

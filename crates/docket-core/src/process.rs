@@ -193,9 +193,8 @@ impl NamespaceConfig {
                 return Err("webhook.url must be an http:// or https:// URL".into());
             }
         }
-        if self.process_step_timeout.is_zero() {
-            return Err("process_step_timeout must be greater than zero".into());
-        }
+        crate::duration::check_timeout("process_step_timeout", self.process_step_timeout)?;
+        crate::duration::check_timeout("task_scan_timeout", self.task_scan_timeout)?;
         Ok(())
     }
 
@@ -489,9 +488,7 @@ fn empty_object() -> Value {
 pub fn timer_at(action: &SetTimer, now: Timestamp) -> Result<Timestamp, String> {
     match (action.set_timer, action.timeout) {
         (Some(t), None) => Ok(t),
-        (None, Some(d)) => {
-            Ok(now + chrono::Duration::from_std(d).map_err(|_| "timeout too large")?)
-        }
+        (None, Some(d)) => Ok(crate::time::add(now, d)),
         (None, None) => Ok(now),
         (Some(_), Some(_)) => Err("action has both set_timer and timeout".into()),
     }

@@ -57,8 +57,8 @@ impl QueueSettings {
         if let Some(b) = &self.backoff {
             b.validate()?;
         }
-        if self.timeout.is_some_and(|t| t.is_zero()) {
-            return Err("timeout must be greater than zero".into());
+        if let Some(t) = self.timeout {
+            crate::duration::check_timeout("timeout", t)?;
         }
         Ok(())
     }

@@ -17,6 +17,10 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// Shortest `every` of a schedule: 1 s (a shorter one floods the table: `"1ns"` made 5,000
+/// tasks in 10 s).
+pub const MIN_EVERY: Duration = Duration::from_secs(1);
+
 /// Longest accepted schedule name (characters).
 pub const MAX_SCHEDULE_NAME: usize = 200;
 
@@ -69,7 +73,12 @@ impl ScheduleSpec {
         match (&self.every, &self.cron) {
             (Some(_), Some(_)) => return Err("give either every or cron, not both".into()),
             (None, None) => return Err("every or cron is required".into()),
-            (Some(e), None) if e.is_zero() => return Err("every must be positive".into()),
+            (Some(e), None) if *e < MIN_EVERY => {
+                return Err(format!(
+                    "every must be at least 1s, got {}",
+                    crate::duration::format(*e)
+                ))
+            }
             (Some(_), None) if self.timezone.is_some() => {
                 return Err("timezone applies to cron only".into())
             }
@@ -80,6 +89,9 @@ impl ScheduleSpec {
         }
         if self.cron.is_some() {
             self.cron_parts()?;
+        }
+        if let Some(t) = self.start_at {
+            crate::time::check("start_at", t)?;
         }
         let now = Utc::now();
         self.task_for(now)
@@ -123,14 +135,19 @@ impl ScheduleSpec {
     pub fn next_after(&self, fired: Timestamp, now: Timestamp) -> Result<Timestamp, String> {
         match self.every {
             Some(every) => {
-                let every = chrono::Duration::from_std(every).map_err(|e| e.to_string())?;
                 if self.drift {
-                    return Ok(now + every);
+                    return Ok(crate::time::add(now, every));
                 }
-                let step = every.num_microseconds().unwrap_or(i64::MAX).max(1);
-                let behind = (now - fired).num_microseconds().unwrap_or(0).max(0);
-                let k = behind / step + 1;
-                Ok(fired + chrono::Duration::microseconds(step.saturating_mul(k)))
+                // Whole steps of the grid past `now`, in µs (saturating: `every` is at most
+                // 100 years, the gap at most ~8,000 years).
+                let step = u64::try_from(every.as_micros()).unwrap_or(u64::MAX).max(1);
+                let behind =
+                    u64::try_from(crate::time::since(now, fired).as_micros()).unwrap_or(u64::MAX);
+                let k = (behind / step).saturating_add(1);
+                Ok(crate::time::add(
+                    fired,
+                    Duration::from_micros(step.saturating_mul(k)),
+                ))
             }
             None => self.cron_after(now, false),
         }

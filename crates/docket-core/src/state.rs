@@ -89,9 +89,34 @@ impl FromStr for TaskState {
     }
 }
 
+/// Parses a filter of states, `"running,retryable"`: the known names among the commas, in
+/// order, duplicates dropped. `None` when the filter names no known state (the caller answers
+/// an empty list: a filter with unknown values matches nothing).
+pub fn parse_filter(s: &str) -> Option<Vec<TaskState>> {
+    let mut out: Vec<TaskState> = vec![];
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if let Ok(st) = part.parse::<TaskState>() {
+            if !out.contains(&st) {
+                out.push(st);
+            }
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_filters() {
+        assert_eq!(
+            parse_filter("running, retryable,running,bogus"),
+            Some(vec![TaskState::Running, TaskState::Retryable])
+        );
+        assert_eq!(parse_filter("bogus"), None);
+        assert_eq!(parse_filter(""), None);
+    }
 
     #[test]
     fn names_round_trip() {

@@ -146,14 +146,34 @@ fn check_trace_id(v: &str) -> Result<(), String> {
     }
 }
 
-fn check_name(field: &str, v: &str) -> Result<(), String> {
+/// Checks a name (queue, kind, keys, node, namespace, process id): 1 to [`MAX_NAME_LEN`]
+/// characters, none of them a control character (U+0000–U+001F, U+007F–U+009F). Any other
+/// character, `/` included, is allowed: clients percent-encode names in URL paths.
+///
+/// # Errors
+/// A message naming the field.
+pub fn check_name(field: &str, v: &str) -> Result<(), String> {
     if v.is_empty() {
         return Err(format!("{field} must not be empty"));
     }
     if v.chars().count() > MAX_NAME_LEN {
         return Err(format!("{field} is longer than {MAX_NAME_LEN} characters"));
     }
+    if v.chars().any(char::is_control) {
+        return Err(format!("{field} must not contain control characters"));
+    }
     Ok(())
+}
+
+/// Whether a JSON value holds a NUL character (U+0000) in any string or object key.
+/// PostgreSQL's `jsonb` cannot store one, so docket refuses it on every backend alike.
+pub fn has_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(a) => a.iter().any(has_nul),
+        Value::Object(m) => m.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
 }
 
 impl NewTask {
@@ -216,19 +236,31 @@ impl NewTask {
             b.validate()?;
         }
         if let Some(t) = self.timeout {
-            if t.is_zero() {
-                return Err("timeout must be greater than zero".into());
-            }
+            crate::duration::check_timeout("timeout", t)?;
+        }
+        if has_nul(&self.payload) {
+            return Err("payload must not contain NUL characters (\\u0000)".into());
+        }
+        if let Some(t) = self.run_at {
+            crate::time::check("run_at", t)?;
+        }
+        if let Some(t) = self.expires_at {
+            crate::time::check("expires_at", t)?;
         }
         let run_at = match (self.run_at, self.run_in) {
             (Some(t), _) => t,
-            (None, Some(d)) => {
-                now + chrono::Duration::from_std(d).map_err(|_| "run_in is too large")?
-            }
+            (None, Some(d)) => crate::time::add(now, d),
             (None, None) => now,
         };
         // Databases keep microseconds: answer with what a later read will return.
         let run_at = run_at.trunc_subsecs(6);
+        if let Some(e) = self.expires_at {
+            if e <= run_at {
+                return Err(format!(
+                    "expires_at ({e}) must be after run_at ({run_at}): the task could never start"
+                ));
+            }
+        }
         let state = if run_at > now {
             TaskState::Scheduled
         } else {
@@ -254,8 +286,8 @@ impl NewTask {
             backoff: self.backoff.or(q.backoff).unwrap_or(defaults.backoff),
             timeout_ms: self
                 .timeout
-                .map(|d| d.as_millis() as i64)
-                .or(q.timeout.map(|d| d.as_millis() as i64))
+                .or(q.timeout)
+                .map(crate::duration::to_ms)
                 .unwrap_or(defaults.timeout_ms),
             unique_key: self.unique_key,
             concurrency_key: self.concurrency_key,
@@ -428,7 +460,7 @@ impl Task {
             return FailDecision::Discard;
         }
         let delay = retry_in.unwrap_or_else(|| self.backoff.delay(self.attempt));
-        let run_at = now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        let run_at = crate::time::add(now, delay);
         match self.expires_at {
             Some(e) if run_at >= e => FailDecision::Discard,
             _ => FailDecision::Retry { run_at },
@@ -467,7 +499,7 @@ mod tests {
         assert_eq!(r.max_attempts, 2);
         assert_eq!(r.timeout_ms, DEFAULT_TIMEOUT_MS);
         assert_eq!(r.state, TaskState::Scheduled);
-        assert_eq!(r.run_at, t0() + chrono::Duration::seconds(5));
+        assert_eq!(r.run_at, crate::time::add_ms(t0(), 5000));
         assert_eq!(r.concurrency_limit, Some(1));
     }
 
@@ -535,13 +567,13 @@ mod tests {
         assert_eq!(
             task(3, 5).fail_decision(now, None, false),
             FailDecision::Retry {
-                run_at: now + chrono::Duration::seconds(4)
+                run_at: crate::time::add_ms(now, 4000)
             }
         );
         assert_eq!(
             task(1, 5).fail_decision(now, Some(Duration::from_millis(1500)), false),
             FailDecision::Retry {
-                run_at: now + chrono::Duration::milliseconds(1500)
+                run_at: crate::time::add_ms(now, 1500)
             }
         );
         assert_eq!(
@@ -553,7 +585,7 @@ mod tests {
             FailDecision::Discard
         );
         let mut t = task(1, 5);
-        t.expires_at = Some(now + chrono::Duration::milliseconds(500));
+        t.expires_at = Some(crate::time::add_ms(now, 500));
         assert_eq!(t.fail_decision(now, None, false), FailDecision::Discard);
         t.cancel_requested_at = Some(now);
         assert_eq!(t.fail_decision(now, None, false), FailDecision::Cancel);

@@ -64,6 +64,15 @@ pub struct EngineConfig {
     pub retention_completed: Duration,
     /// Default retention of discarded/cancelled tasks.
     pub retention_failed: Duration,
+    /// Delivered process notifications are deleted after this [7 days].
+    pub retention_notifications: Duration,
+    /// Audit entries are deleted after this [90 days].
+    pub retention_audit: Duration,
+    /// Stopped or lost nodes leave `GET /v1/nodes` after this [7 days].
+    pub retention_nodes: Duration,
+    /// `/healthz` answers 503 when the maintenance loop has not finished a pass for this long
+    /// (it is stuck: a hung database call, or a panic it could not survive) [120 s].
+    pub maintenance_stall_after: Duration,
 }
 
 impl EngineConfig {
@@ -83,6 +92,10 @@ impl EngineConfig {
             heartbeat_interval: Duration::from_secs(5),
             retention_completed: docket_core::queue::DEFAULT_RETENTION_COMPLETED,
             retention_failed: docket_core::queue::DEFAULT_RETENTION_FAILED,
+            maintenance_stall_after: Duration::from_secs(120),
+            retention_notifications: Duration::from_secs(7 * 86_400),
+            retention_audit: Duration::from_secs(90 * 86_400),
+            retention_nodes: Duration::from_secs(7 * 86_400),
         }
     }
 }
@@ -98,6 +111,8 @@ pub struct Engine {
     pub config: Arc<EngineConfig>,
     /// Wake-ups for claimers and the scheduler.
     pub waker: Arc<Waker>,
+    /// When the maintenance loop last finished a pass (None: it never ran on this engine).
+    last_pass: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 impl Engine {
@@ -108,7 +123,29 @@ impl Engine {
             clock,
             config: Arc::new(config),
             waker: Arc::new(Waker::default()),
+            last_pass: Arc::default(),
         }
+    }
+
+    /// Records that the maintenance loop finished a pass now.
+    pub fn maintenance_passed(&self) {
+        if let Ok(mut t) = self.last_pass.lock() {
+            *t = Some(std::time::Instant::now());
+        }
+        let unix = self.clock.now().timestamp_millis() as f64 / 1000.0;
+        ::metrics::gauge!(metrics::MAINTENANCE_LAST_PASS).set(unix);
+    }
+
+    /// How long ago the maintenance loop last finished a pass; None when it never ran here.
+    pub fn last_maintenance_pass(&self) -> Option<Duration> {
+        self.last_pass.lock().ok()?.map(|t| t.elapsed())
+    }
+
+    /// Whether maintenance is stalled: it ran on this engine, and its last pass finished longer
+    /// ago than [`EngineConfig::maintenance_stall_after`].
+    pub fn maintenance_stalled(&self) -> bool {
+        self.last_maintenance_pass()
+            .is_some_and(|d| d > self.config.maintenance_stall_after)
     }
 
     /// Validates and inserts tasks in one transaction; answers in input order.
@@ -203,6 +240,28 @@ impl Engine {
         wait: Duration,
         cancel: &CancellationToken,
     ) -> Result<Vec<Task>, StoreError> {
+        self.claim_kinds(queue, worker, None, limit, lease, wait, cancel)
+            .await
+    }
+
+    /// [`Engine::claim`] of only the tasks whose kind is in `kinds` (None: any kind): a
+    /// worker takes only what it can run, and a task nobody handles waits (asyncflow holds
+    /// tasks by task type).
+    ///
+    /// # Errors
+    /// Store errors.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn claim_kinds(
+        &self,
+        queue: &str,
+        worker: &str,
+        kinds: Option<&[String]>,
+        limit: i64,
+        lease: Option<Duration>,
+        wait: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Task>, StoreError> {
+        let kinds = kinds.map(<[String]>::to_vec);
         let deadline = tokio::time::Instant::now() + wait;
         let notify = self.waker.queue(queue);
         loop {
@@ -213,6 +272,7 @@ impl Engine {
             let got = self
                 .store
                 .task_claim(TaskClaimParams {
+                    kinds: kinds.clone(),
                     queue: queue.to_string(),
                     worker: worker.to_string(),
                     node: self.config.node.clone(),

@@ -22,6 +22,8 @@ pub struct Pass {
     pub expired: u64,
     /// Finished tasks deleted.
     pub pruned: u64,
+    /// Notifications, audit entries and nodes deleted by their retention.
+    pub aux_pruned: u64,
     /// Tasks enqueued by schedules.
     pub scheduled: u64,
 }
@@ -118,6 +120,32 @@ pub async fn prune(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
     }
 }
 
+/// Deletes old notifications (delivered), audit entries and stopped/lost nodes, in batches.
+///
+/// # Errors
+/// Store errors.
+pub async fn prune_aux(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+    let c = &engine.config;
+    let mut total = 0;
+    loop {
+        let p = engine
+            .store
+            .aux_prune(docket_store::AuxPruneParams {
+                now,
+                notifications: c.retention_notifications,
+                audit: c.retention_audit,
+                nodes: c.retention_nodes,
+                limit: c.prune_batch,
+            })
+            .await?;
+        total += p.notifications + p.audit + p.nodes;
+        if (p.notifications.max(p.audit) as i64) < c.prune_batch {
+            return Ok(total);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 /// Runs every step once at `now` (tests drive this with a manual clock).
 ///
 /// # Errors
@@ -126,8 +154,10 @@ pub async fn pass(engine: &Engine, now: Timestamp) -> Result<Pass, StoreError> {
     let promoted = promote(engine, now).await?;
     let (rescued, expired) = rescue(engine, now).await?;
     let pruned = prune(engine, now).await?;
+    let aux_pruned = prune_aux(engine, now).await?;
     let scheduled = crate::schedule::fire_due(engine, now).await?;
     Ok(Pass {
+        aux_pruned,
         scheduled,
         promoted,
         rescued,
@@ -147,7 +177,36 @@ fn node_record(engine: &Engine, started: Timestamp) -> NodeRecord {
     }
 }
 
-/// The maintenance loop of one node, until `cancel`.
+/// Runs one maintenance step so that neither a store error nor a panic (a bug, or a row no rule
+/// foresaw) can end the loop: the failure is logged, counted in
+/// [`MAINTENANCE_ERRORS`](crate::metrics::MAINTENANCE_ERRORS) and the step is tried again on the
+/// next pass. Returns the step's value when it succeeded.
+pub async fn guarded<T, F>(step: &'static str, f: F) -> Option<T>
+where
+    F: std::future::Future<Output = Result<T, StoreError>>,
+{
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(f).catch_unwind().await {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            tracing::warn!(step, error = %e, "maintenance step failed; retrying next pass");
+            ::metrics::counter!(crate::metrics::MAINTENANCE_ERRORS, "step" => step, "error" => "store")
+                .increment(1);
+            None
+        }
+        Err(panic) => {
+            let msg = crate::worker::panic_message(&*panic);
+            tracing::error!(step, panic = %msg, "maintenance step panicked; retrying next pass");
+            ::metrics::counter!(crate::metrics::MAINTENANCE_ERRORS, "step" => step, "error" => "panic")
+                .increment(1);
+            None
+        }
+    }
+}
+
+/// The maintenance loop of one node, until `cancel`. No step's failure ends it (see
+/// [`guarded`]); each finished pass is recorded in [`Engine::last_maintenance_pass`], which
+/// `/healthz` reads.
 pub async fn run(engine: Engine, cancel: CancellationToken) {
     let c = engine.config.clone();
     let started = engine.clock.now();
@@ -157,32 +216,33 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
     loop {
         let now = tokio::time::Instant::now();
         if now >= next_heartbeat {
-            if let Err(e) = engine
-                .store
-                .node_heartbeat(&node_record(&engine, started))
-                .await
-            {
-                tracing::warn!(error = %e, "node heartbeat failed");
-            }
+            let rec = node_record(&engine, started);
+            guarded("heartbeat", engine.store.node_heartbeat(&rec)).await;
             next_heartbeat = now + c.heartbeat_interval;
         }
-        if let Err(e) = crate::schedule::fire_due(&engine, engine.clock.now()).await {
-            tracing::warn!(error = %e, "firing schedules failed");
-        }
-        if let Err(e) = promote(&engine, engine.clock.now()).await {
-            tracing::warn!(error = %e, "promoting due tasks failed");
-        }
+        guarded(
+            "schedule",
+            crate::schedule::fire_due(&engine, engine.clock.now()),
+        )
+        .await;
+        guarded("promote", promote(&engine, engine.clock.now())).await;
         if now >= next_rescue {
-            if let Err(e) = rescue(&engine, engine.clock.now()).await {
-                tracing::warn!(error = %e, "rescue failed");
-            }
+            guarded("rescue", rescue(&engine, engine.clock.now())).await;
             next_rescue = now + c.rescue_interval;
         }
         if now >= next_prune {
-            match prune(&engine, engine.clock.now()).await {
-                Ok(n) if n > 0 => tracing::info!(pruned = n, "pruned finished tasks"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "pruning failed"),
+            if let Some(n) = guarded("prune", prune(&engine, engine.clock.now())).await {
+                if n > 0 {
+                    tracing::info!(pruned = n, "pruned finished tasks");
+                }
+            }
+            if let Some(n) = guarded("prune_aux", prune_aux(&engine, engine.clock.now())).await {
+                if n > 0 {
+                    tracing::info!(
+                        pruned = n,
+                        "pruned old notifications, audit entries and nodes"
+                    );
+                }
             }
             next_prune = now + c.prune_interval;
         }
@@ -190,18 +250,18 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
         // poll), the next periodic step, or a wake-up from a local insert.
         let mut until = next_rescue.min(next_heartbeat).min(next_prune);
         until = until.min(tokio::time::Instant::now() + c.poll_interval);
-        if let Ok(Some(due)) = engine.store.schedule_next_due().await {
-            let wait = (due - engine.clock.now())
-                .to_std()
-                .unwrap_or(Duration::ZERO);
+        let dues = guarded("next_due", async {
+            Ok([
+                engine.store.schedule_next_due().await?,
+                engine.store.task_next_due().await?,
+            ])
+        })
+        .await;
+        for due in dues.into_iter().flatten().flatten() {
+            let wait = docket_core::time::since(due, engine.clock.now()).min(c.poll_interval);
             until = until.min(tokio::time::Instant::now() + wait);
         }
-        if let Ok(Some(due)) = engine.store.task_next_due().await {
-            let wait = (due - engine.clock.now())
-                .to_std()
-                .unwrap_or(Duration::ZERO);
-            until = until.min(tokio::time::Instant::now() + wait);
-        }
+        engine.maintenance_passed();
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = tokio::time::sleep_until(until) => {}
@@ -210,5 +270,22 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
     }
     if let Err(e) = engine.store.node_stop(&c.node, engine.clock.now()).await {
         tracing::warn!(error = %e, "marking the node stopped failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_step_that_panics_or_fails_does_not_end_the_loop() {
+        let panics = guarded::<u64, _>("promote", async { panic!("overflow in a bad row") }).await;
+        assert_eq!(panics, None);
+        let fails = guarded::<u64, _>("rescue", async {
+            Err(StoreError::Invalid("bad row".into()))
+        })
+        .await;
+        assert_eq!(fails, None);
+        assert_eq!(guarded("prune", async { Ok(3u64) }).await, Some(3));
     }
 }

@@ -62,6 +62,14 @@ pub const TASKS_FAILED: &str = "docket_tasks_failed_total";
 pub const TASKS_DISCARDED: &str = "docket_tasks_discarded_total";
 /// Running tasks whose lease expired and were rescued by this node, by `queue` and `kind`.
 pub const TASKS_RESCUED: &str = "docket_tasks_rescued_total";
+/// Maintenance steps that failed (store error or panic) and were skipped until the next pass,
+/// by `step` (`heartbeat`, `schedule`, `promote`, `rescue`, `prune`, `next_due`) and `error`
+/// (`store` or `panic`).
+pub const MAINTENANCE_ERRORS: &str = "docket_maintenance_errors_total";
+/// Unix time (s) of this node's last maintenance pass that finished.
+pub const MAINTENANCE_LAST_PASS: &str = "docket_maintenance_last_pass_timestamp_seconds";
+/// Connections closed at accept because `max_connections` were open.
+pub const HTTP_CONNECTIONS_REFUSED: &str = "docket_http_connections_refused_total";
 /// Tasks claimed, by `queue`.
 pub const TASKS_CLAIMED: &str = "docket_tasks_claimed_total";
 /// Run time of an attempt (start to complete/fail), by `queue` and `kind`.

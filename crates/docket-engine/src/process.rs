@@ -581,7 +581,7 @@ impl ProcessService {
         url: &str,
     ) -> Result<bool, String> {
         let now = self.engine.clock.now();
-        let until = now + chrono::Duration::seconds(30);
+        let until = docket_core::time::add(now, std::time::Duration::from_secs(30));
         let store = &self.engine.store;
         let Some(cursor) = store
             .sink_lease(sink, owner, until, now)

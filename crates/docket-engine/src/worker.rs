@@ -99,7 +99,8 @@ impl WorkerPool {
         }
     }
 
-    /// Registers `handler` for tasks of `kind`. Tasks of unknown kinds fail permanently.
+    /// Registers `handler` for tasks of `kind`. The pool claims only the kinds it has handlers
+    /// for; a task of another kind waits for a worker that handles it.
     pub fn register(mut self, kind: impl Into<String>, handler: Arc<dyn Handler>) -> Self {
         self.handlers.insert(kind.into(), handler);
         self
@@ -117,11 +118,15 @@ impl WorkerPool {
             cfg.completers.max(1),
         ));
         let (buf_tx, mut buf_rx) = mpsc::channel::<Task>(cfg.prefetch.max(1));
+        let mut kinds: Vec<String> = self.handlers.keys().cloned().collect();
+        kinds.sort();
+        let kinds = Arc::new(kinds);
         let fetchers: Vec<_> = (0..cfg.fetchers.max(1))
             .map(|_| {
                 tokio::spawn(fetch_loop(
                     self.engine.clone(),
                     cfg.clone(),
+                    kinds.clone(),
                     buf_tx.clone(),
                     cancel.clone(),
                 ))
@@ -153,9 +158,12 @@ impl WorkerPool {
                         if let Some(task) = freshen_lease(&engine, task).await {
                             let outcome = match handler {
                                 Some(h) => run_with_heartbeat(&engine, &*h, &task).await,
-                                None => {
-                                    Outcome::Discard(format!("no handler for kind {:?}", task.kind))
-                                }
+                                // Not claimed any more (claims name the handled kinds); if
+                                // it happens, the task is tried again, never thrown away.
+                                None => Outcome::Retry {
+                                    error: format!("no handler for kind {:?}", task.kind),
+                                    retry_in: None,
+                                },
                             };
                             if let Outcome::Retry { error, .. } | Outcome::Discard(error) = &outcome
                             {
@@ -193,6 +201,7 @@ impl WorkerPool {
 async fn fetch_loop(
     engine: Engine,
     cfg: WorkerConfig,
+    kinds: Arc<Vec<String>>,
     buf: mpsc::Sender<Task>,
     cancel: CancellationToken,
 ) {
@@ -205,9 +214,10 @@ async fn fetch_loop(
         drop(permit);
         let room = buf.capacity().max(1);
         let tasks = match engine
-            .claim(
+            .claim_kinds(
                 &cfg.queue,
                 &cfg.worker,
+                Some(&kinds),
                 room as i64,
                 None,
                 Duration::from_secs(5),
@@ -268,17 +278,52 @@ async fn freshen_lease(engine: &Engine, task: Task) -> Option<Task> {
     }
 }
 
+/// How long past its deadline an in-process handler runs before it is cancelled.
+pub const HANDLER_TIMEOUT_GRACE: Duration = Duration::from_secs(1);
+
+/// The text of a panic's payload (`panic!("…")` gives a `&str` or a `String`).
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+/// Runs the handler under its attempt timeout (`attempted_at + timeout`), heartbeating the
+/// lease meanwhile. A handler that panics fails the attempt at once with `panic: <message>`
+/// instead of leaving the task running until its lease expires; one that outlives the
+/// timeout is dropped (its future cancelled) and the attempt fails with `timeout`.
 async fn run_with_heartbeat(engine: &Engine, h: &dyn Handler, task: &Task) -> Outcome {
+    use futures::FutureExt;
     let lease = task.lease.clone().expect("claimed task has a lease");
-    let ttl = (lease.expires_at - engine.clock.now())
-        .to_std()
-        .unwrap_or(Duration::from_secs(1));
+    let now = engine.clock.now();
+    let ttl = docket_core::time::since(lease.expires_at, now).max(Duration::from_secs(1));
     let every = (ttl / 2).max(Duration::from_millis(50));
-    let work = h.run(task);
+    // A handler that enforces the timeout itself (a `sql` task's statement timeout) gets a
+    // moment to report its own error first; its failure is still accepted past the deadline.
+    let deadline = docket_core::time::add(task.attempted_at.unwrap_or(now), task.timeout);
+    let timeout =
+        tokio::time::sleep(docket_core::time::since(deadline, now) + HANDLER_TIMEOUT_GRACE);
+    tokio::pin!(timeout);
+    let work = std::panic::AssertUnwindSafe(h.run(task)).catch_unwind();
     tokio::pin!(work);
     loop {
         tokio::select! {
-            out = &mut work => return out,
+            out = &mut work => return match out {
+                Ok(o) => o,
+                Err(p) => {
+                    let error = format!("panic: {}", panic_message(&*p));
+                    tracing::error!(%error, "handler panicked");
+                    Outcome::Retry { error, retry_in: None }
+                }
+            },
+            _ = &mut timeout => {
+                tracing::warn!(timeout = ?task.timeout, "attempt timed out; handler cancelled");
+                return Outcome::Retry { error: "timeout".into(), retry_in: None };
+            },
             _ = tokio::time::sleep(every) => {
                 let r = engine.store.task_heartbeat(TaskHeartbeatParams {
                     id: task.id,

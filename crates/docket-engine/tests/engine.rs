@@ -103,6 +103,90 @@ impl Handler for Slow {
     }
 }
 
+/// Panics on kind `boom`; sleeps an hour on kind `hang`.
+struct Unruly;
+#[async_trait]
+impl Handler for Unruly {
+    async fn run(&self, t: &Task) -> Outcome {
+        if t.kind == "boom" {
+            panic!("handler exploded on task {}", t.id);
+        }
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Outcome::Complete(json!(null))
+    }
+}
+
+/// Issue 9: a panicking handler fails its attempt at once with `panic: …` (not `lease
+/// expired` a lease later), and a handler past the task's timeout is cancelled and fails with
+/// `timeout`; the pool goes on working.
+async fn pool_survives_panics_and_enforces_timeouts(db: Db) {
+    let e = engine(&db, Arc::new(SystemClock));
+    let stop = CancellationToken::new();
+    let spec = |kind: &str| NewTask {
+        max_attempts: Some(1),
+        timeout: Some(Duration::from_millis(500)),
+        ..NewTask::new(kind, json!(null))
+    };
+    let got = e
+        .enqueue_many(vec![spec("boom"), spec("hang"), spec("ok")])
+        .await
+        .unwrap();
+    let mut cfg = WorkerConfig::new("default");
+    cfg.grace = Duration::from_millis(100);
+    let pool = WorkerPool::new(e.clone(), cfg)
+        .register("boom", Arc::new(Unruly))
+        .register("hang", Arc::new(Unruly))
+        .register("ok", Arc::new(Echo));
+    let run = tokio::spawn(pool.run(stop.clone()));
+    let all = wait_finished(&*db.store, 3).await;
+    stop.cancel();
+    run.await.unwrap();
+    let by = |id: i64| all.iter().find(|t| t.id == id).unwrap().clone();
+    let boom = by(got[0].id);
+    assert_eq!(boom.state, TaskState::Discarded);
+    assert!(
+        boom.errors[0]
+            .message
+            .starts_with("panic: handler exploded on task"),
+        "{:?}",
+        boom.errors
+    );
+    let hang = by(got[1].id);
+    assert_eq!(hang.state, TaskState::Discarded);
+    assert_eq!(hang.errors[0].message, "timeout");
+    assert!(
+        hang.errors[0].duration_ms.unwrap() < 5000,
+        "{:?}",
+        hang.errors
+    );
+    assert_eq!(by(got[2].id).state, TaskState::Completed);
+}
+
+/// Issue 12: the pool claims only kinds it has handlers for; a task of another kind waits
+/// (available, untouched) instead of being discarded.
+async fn pool_leaves_unknown_kinds_waiting(db: Db) {
+    let e = engine(&db, Arc::new(SystemClock));
+    let stop = CancellationToken::new();
+    let got = e
+        .enqueue_many(vec![
+            NewTask::new("known", json!(1)),
+            NewTask::new("unknown", json!(2)),
+        ])
+        .await
+        .unwrap();
+    let pool =
+        WorkerPool::new(e.clone(), WorkerConfig::new("default")).register("known", Arc::new(Echo));
+    let run = tokio::spawn(pool.run(stop.clone()));
+    wait_finished(&*db.store, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.cancel();
+    run.await.unwrap();
+    let unknown = db.store.task_get(got[1].id).await.unwrap().unwrap();
+    assert_eq!(unknown.state, TaskState::Available);
+    assert_eq!(unknown.attempt, 0);
+    assert!(unknown.errors.is_empty());
+}
+
 async fn wait_finished(s: &dyn Store, n: usize) -> Vec<Task> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -142,7 +226,7 @@ async fn pool_runs_handlers(db: Db) {
     specs.push(NewTask::new("bad", json!("b")));
     specs.push(NewTask::new("mystery", json!("m")));
     e.enqueue_many(specs).await.unwrap();
-    let all = wait_finished(&*db.store, 23).await;
+    let all = wait_finished(&*db.store, 22).await;
     for t in &all {
         match t.kind.as_str() {
             "echo" => {
@@ -158,10 +242,8 @@ async fn pool_runs_handlers(db: Db) {
                 assert_eq!((t.state, t.attempt), (TaskState::Discarded, 1));
                 assert_eq!(t.errors[0].message, "invalid input");
             }
-            _ => {
-                assert_eq!(t.state, TaskState::Discarded);
-                assert!(t.errors[0].message.contains("no handler"));
-            }
+            // No handler: not claimed, it waits for a worker that handles it.
+            _ => assert_eq!((t.state, t.attempt), (TaskState::Available, 0)),
         }
     }
     stop.cancel();
@@ -263,8 +345,11 @@ async fn maintenance_with_manual_clock(db: Db) {
         ..NewTask::new("later", json!(1))
     };
     let expiring = NewTask {
-        run_in: Some(Duration::from_secs(5)),
-        expires_at: Some(t0 + chrono::Duration::seconds(2)),
+        run_in: Some(Duration::from_secs(1)),
+        expires_at: Some(docket_core::time::add(
+            t0,
+            std::time::Duration::from_secs(2),
+        )),
         ..NewTask::new("expiring", json!(2))
     };
     let leased = NewTask {
@@ -362,7 +447,10 @@ async fn schedules_fire_each_occurrence_once(db: Db) {
     assert_eq!(fire_due(&e1, clock.now()).await.unwrap(), 1);
     assert_eq!(fire_due(&e1, clock.now()).await.unwrap(), 0);
     let s = db.store.schedule_get("tick").await.unwrap().unwrap();
-    assert_eq!(s.next_run_at, t0 + chrono::Duration::seconds(21 * 60));
+    assert_eq!(
+        s.next_run_at,
+        docket_core::time::add(t0, std::time::Duration::from_secs(21 * 60))
+    );
     assert!(s.last_task_id.is_some());
     // Paused: nothing fires; resumed: from the next occurrence after now, no burst.
     e1.schedule_pause("tick", true).await.unwrap().unwrap();
@@ -410,6 +498,8 @@ macro_rules! both {
 }
 
 both!(
+    pool_leaves_unknown_kinds_waiting,
+    pool_survives_panics_and_enforces_timeouts,
     pool_runs_handlers,
     concurrency_key_holds_in_pool,
     shutdown_finishes_claimed_work,

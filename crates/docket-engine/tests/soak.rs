@@ -139,7 +139,7 @@ async fn soak_two_nodes() {
     let done = store
         .task_list(TaskListParams {
             queue: Some("process:soak".into()),
-            state: Some(TaskState::Completed),
+            states: vec![TaskState::Completed],
             limit: 100_000,
             ..Default::default()
         })

@@ -137,7 +137,7 @@ fn fail(e: impl Into<ApiError>) -> Response {
 
 /// An SVG bar chart of completed (green) and failed (red) tasks per minute, last hour.
 fn throughput_chart(now: Timestamp, rows: &[docket_store::Throughput]) -> Markup {
-    let start = now - chrono::Duration::minutes(60);
+    let start = docket_core::time::sub(now, std::time::Duration::from_secs(3600));
     let mut bins = [(0i64, 0i64); 60];
     for r in rows {
         let i = (r.minute - start).num_minutes();
@@ -175,7 +175,10 @@ async fn overview(State(s): State<AppState>) -> Page {
     let oldest = store.queue_oldest_available().await.map_err(fail)?;
     let nodes = store.node_list().await.map_err(fail)?;
     let through = store
-        .task_throughput(now - chrono::Duration::minutes(60))
+        .task_throughput(docket_core::time::sub(
+            now,
+            std::time::Duration::from_secs(3600),
+        ))
         .await
         .map_err(fail)?;
     let schedules = store.schedule_list().await.map_err(fail)?;
@@ -204,12 +207,12 @@ async fn overview(State(s): State<AppState>) -> Page {
                     }
                     @for q in &queues {
                         tr data-queue=(q.name) {
-                            td { a href=(format!("/ui/tasks?queue={}", q.name)) { (q.name) } }
+                            td { a href=(format!("/ui/tasks?queue={}", urlencode(&q.name))) { (q.name) } }
                             td { @if q.settings.paused { (state_badge("paused")) } @else { "active" } }
                             @for st in &states {
                                 td class="n" {
                                     @let n = q.counts.get(st).copied().unwrap_or(0);
-                                    @if n > 0 { a href=(format!("/ui/tasks?queue={}&state={}", q.name, st.as_str())) { (n) } } @else { span class="muted" { "0" } }
+                                    @if n > 0 { a href=(format!("/ui/tasks?queue={}&state={}", urlencode(&q.name), st.as_str())) { (n) } } @else { span class="muted" { "0" } }
                                 }
                             }
                             td {
@@ -220,9 +223,9 @@ async fn overview(State(s): State<AppState>) -> Page {
                             }
                             td {
                                 @if q.settings.paused {
-                                    a class="btn" href=(format!("/ui/queues/{}/resume", q.name)) { "Resume" }
+                                    a class="btn" href=(format!("/ui/queues/{}/resume", urlencode(&q.name))) { "Resume" }
                                 } @else {
-                                    a class="btn warn" href=(format!("/ui/queues/{}/pause", q.name)) { "Pause" }
+                                    a class="btn warn" href=(format!("/ui/queues/{}/pause", urlencode(&q.name))) { "Pause" }
                                 }
                             }
                         }
@@ -266,28 +269,32 @@ fn some(v: &Option<String>) -> Option<String> {
 
 async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>) -> Page {
     let now = s.engine.clock.now();
-    let state = match some(&f.state) {
-        None => None,
-        Some(st) => Some(
-            st.parse::<TaskState>()
-                .map_err(|_| fail(ApiError::invalid(format!("unknown state {st:?}"))))?,
-        ),
+    // Several states (`running,retryable`); one that names no known state matches nothing.
+    let (states, none) = match some(&f.state) {
+        None => (vec![], false),
+        Some(st) => match docket_core::state::parse_filter(&st) {
+            Some(v) => (v, false),
+            None => (vec![], true),
+        },
     };
-    let list = s
-        .engine
-        .store
-        .task_list(TaskListParams {
-            queue: some(&f.queue),
-            kind: some(&f.kind),
-            state,
-            text: some(&f.text),
-            after: f.after,
-            descending: true,
-            limit: PAGE,
-            ..Default::default()
-        })
-        .await
-        .map_err(fail)?;
+    let list = if none {
+        vec![]
+    } else {
+        s.engine
+            .store
+            .task_list(TaskListParams {
+                queue: some(&f.queue),
+                kind: some(&f.kind),
+                states,
+                text: some(&f.text),
+                after: f.after,
+                descending: true,
+                limit: PAGE,
+                ..Default::default()
+            })
+            .await
+            .map_err(fail)?
+    };
     let qs = |after: Option<i64>| {
         let mut p = vec![];
         for (k, v) in [
@@ -458,7 +465,7 @@ async fn task(State(s): State<AppState>, Path(id): Path<i64>) -> Page {
                 }
             }
             dl id="fields" {
-                dt { "queue" } dd { a href=(format!("/ui/tasks?queue={}", t.queue)) { (t.queue) } }
+                dt { "queue" } dd { a href=(format!("/ui/tasks?queue={}", urlencode(&t.queue))) { (t.queue) } }
                 dt { "kind" } dd { (t.kind) }
                 dt { "state" } dd id="state" { (t.state.as_str()) }
                 dt { "priority" } dd { (t.priority) }
@@ -478,10 +485,10 @@ async fn task(State(s): State<AppState>, Path(id): Path<i64>) -> Page {
                 dt { "lease expires" } dd { (opt(t.lease_expires_at)) }
                 dt { "cancel requested" } dd { (opt(t.cancel_requested_at)) }
                 @if let Some(name) = &schedule {
-                    dt { "schedule" } dd { a href=(format!("/ui/schedules#schedule-{name}")) { (name) } }
+                    dt { "schedule" } dd { a href=(format!("/ui/schedules#schedule-{}", urlencode(name))) { (name) } }
                 }
                 @if let Some((ns, pid)) = &process {
-                    dt { "process" } dd { a href=(format!("/ui/processes/{ns}/{pid}")) { (ns) "/" (pid) } }
+                    dt { "process" } dd { a href=(format!("/ui/processes/{}/{}", urlencode(ns), urlencode(pid))) { (ns) "/" (pid) } }
                 }
             }
             h2 { "Payload" } (json_block(&t.payload))
@@ -582,7 +589,7 @@ async fn queue_confirm(Path((queue, action)): Path<(String, String)>) -> Page {
     Ok(confirm(
         &format!("{verb} queue {queue}?"),
         html! { (verb) " queue " b { (queue) } "? " @if paused { "Nothing of it will be claimed until it is resumed." } },
-        &format!("/ui/queues/{queue}/{action}"),
+        &format!("/ui/queues/{}/{action}", urlencode(&queue)),
         &format!("Yes, {}", verb.to_lowercase()),
         "/",
     ))
@@ -663,7 +670,7 @@ async fn processes(State(s): State<AppState>, Query(f): Query<ProcessFilter>) ->
             tr { th { "id" } th { "status" } th { "detail" } th { "events" } th { "status changed" } }
             @for p in &list {
                 tr {
-                    td { a href=(format!("/ui/processes/{}/{}", p.namespace, p.id)) { (p.id) } }
+                    td { a href=(format!("/ui/processes/{}/{}", urlencode(&p.namespace), urlencode(&p.id))) { (p.id) } }
                     td { (state_badge(p.status.as_str())) }
                     td class="err" { (p.detail.as_deref().map(|d| short(d, 80)).unwrap_or_default()) }
                     td class="n" { (p.last_event_id) }
@@ -703,7 +710,7 @@ async fn process(
         .map_err(fail)?;
     let trace = s.processes.trace(&ns, &id).await.map_err(fail)?;
     let now = s.engine.clock.now();
-    let here = format!("/ui/processes/{ns}/{id}");
+    let here = format!("/ui/processes/{}/{}", urlencode(&ns), urlencode(&id));
     Ok(layout(
         &format!("Process {ns}/{id}"),
         &here,
@@ -758,9 +765,9 @@ async fn repair_confirm(Path((ns, id)): Path<(String, String)>) -> Markup {
     confirm(
         &format!("Repair process {ns}/{id}?"),
         html! { "Put process " b { (ns) "/" (id) } " back to running without calling the processor (simple-repair)?" },
-        &format!("/ui/processes/{ns}/{id}/repair"),
+        &format!("/ui/processes/{}/{}/repair", urlencode(&ns), urlencode(&id)),
         "Yes, repair",
-        &format!("/ui/processes/{ns}/{id}"),
+        &format!("/ui/processes/{}/{}", urlencode(&ns), urlencode(&id)),
     )
 }
 
@@ -770,7 +777,12 @@ async fn repair_act(
     Path((ns, id)): Path<(String, String)>,
 ) -> Response {
     match actions::process_repair(&s, &dashboard_actor(&headers), &ns, &id).await {
-        Ok(()) => Redirect::to(&format!("/ui/processes/{ns}/{id}")).into_response(),
+        Ok(()) => Redirect::to(&format!(
+            "/ui/processes/{}/{}",
+            urlencode(&ns),
+            urlencode(&id)
+        ))
+        .into_response(),
         Err(e) => error_page(e),
     }
 }

@@ -7,6 +7,175 @@ use docket_engine::EngineError;
 use docket_store::StoreError;
 use serde_json::{json, Value};
 
+/// Every error code of the API, each with exactly one HTTP status (the README's error table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Code {
+    /// bad request (invalid_json)
+    InvalidJson,
+    /// bad request (invalid_request)
+    InvalidRequest,
+    /// bad request (invalid_duration)
+    InvalidDuration,
+    /// bad request (invalid_text)
+    InvalidText,
+    /// bad request (invalid_schedule)
+    InvalidSchedule,
+    /// bad request (sql_disabled)
+    SqlDisabled,
+    /// bad request (sql_target_not_allowed)
+    SqlTargetNotAllowed,
+    /// bad request (invalid_sql_payload)
+    InvalidSqlPayload,
+    /// unprocessable entity (invalid_task)
+    InvalidTask,
+    /// unprocessable entity (processor_error)
+    ProcessorError,
+    /// not found (not_found)
+    NotFound,
+    /// not found (route_not_found)
+    RouteNotFound,
+    /// not found (namespace_not_found)
+    NamespaceNotFound,
+    /// not found (process_not_found)
+    ProcessNotFound,
+    /// method not allowed (method_not_allowed)
+    MethodNotAllowed,
+    /// payload too large (payload_too_large)
+    PayloadTooLarge,
+    /// unsupported media type (unsupported_media_type)
+    UnsupportedMediaType,
+    /// conflict (lease_lost)
+    LeaseLost,
+    /// conflict (cancelled)
+    Cancelled,
+    /// conflict (timed_out)
+    TimedOut,
+    /// conflict (invalid_state)
+    InvalidState,
+    /// conflict (conflict)
+    Conflict,
+    /// conflict (process_exists)
+    ProcessExists,
+    /// conflict (process_is_running)
+    ProcessIsRunning,
+    /// conflict (process_not_running)
+    ProcessNotRunning,
+    /// internal server error (internal)
+    Internal,
+    /// gateway timeout (timeout)
+    Timeout,
+    /// service unavailable (unavailable)
+    Unavailable,
+    /// service unavailable (maintenance_stalled)
+    MaintenanceStalled,
+}
+
+impl Code {
+    /// Every code, for documentation and tests.
+    pub const ALL: &'static [Code] = &[
+        Code::InvalidJson,
+        Code::InvalidRequest,
+        Code::InvalidDuration,
+        Code::InvalidText,
+        Code::InvalidSchedule,
+        Code::SqlDisabled,
+        Code::SqlTargetNotAllowed,
+        Code::InvalidSqlPayload,
+        Code::InvalidTask,
+        Code::ProcessorError,
+        Code::NotFound,
+        Code::RouteNotFound,
+        Code::NamespaceNotFound,
+        Code::ProcessNotFound,
+        Code::MethodNotAllowed,
+        Code::PayloadTooLarge,
+        Code::UnsupportedMediaType,
+        Code::LeaseLost,
+        Code::Cancelled,
+        Code::TimedOut,
+        Code::InvalidState,
+        Code::Conflict,
+        Code::ProcessExists,
+        Code::ProcessIsRunning,
+        Code::ProcessNotRunning,
+        Code::Internal,
+        Code::Timeout,
+        Code::Unavailable,
+        Code::MaintenanceStalled,
+    ];
+
+    /// The HTTP status this code always comes with.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Code::InvalidJson => StatusCode::BAD_REQUEST,
+            Code::InvalidRequest => StatusCode::BAD_REQUEST,
+            Code::InvalidDuration => StatusCode::BAD_REQUEST,
+            Code::InvalidText => StatusCode::BAD_REQUEST,
+            Code::InvalidSchedule => StatusCode::BAD_REQUEST,
+            Code::SqlDisabled => StatusCode::BAD_REQUEST,
+            Code::SqlTargetNotAllowed => StatusCode::BAD_REQUEST,
+            Code::InvalidSqlPayload => StatusCode::BAD_REQUEST,
+            Code::InvalidTask => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::ProcessorError => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::NotFound => StatusCode::NOT_FOUND,
+            Code::RouteNotFound => StatusCode::NOT_FOUND,
+            Code::NamespaceNotFound => StatusCode::NOT_FOUND,
+            Code::ProcessNotFound => StatusCode::NOT_FOUND,
+            Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Code::LeaseLost => StatusCode::CONFLICT,
+            Code::Cancelled => StatusCode::CONFLICT,
+            Code::TimedOut => StatusCode::CONFLICT,
+            Code::InvalidState => StatusCode::CONFLICT,
+            Code::Conflict => StatusCode::CONFLICT,
+            Code::ProcessExists => StatusCode::CONFLICT,
+            Code::ProcessIsRunning => StatusCode::CONFLICT,
+            Code::ProcessNotRunning => StatusCode::CONFLICT,
+            Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Code::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Code::MaintenanceStalled => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The code as sent: `{"error": {"code": "..."}}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::InvalidJson => "invalid_json",
+            Code::InvalidRequest => "invalid_request",
+            Code::InvalidDuration => "invalid_duration",
+            Code::InvalidText => "invalid_text",
+            Code::InvalidSchedule => "invalid_schedule",
+            Code::SqlDisabled => "sql_disabled",
+            Code::SqlTargetNotAllowed => "sql_target_not_allowed",
+            Code::InvalidSqlPayload => "invalid_sql_payload",
+            Code::InvalidTask => "invalid_task",
+            Code::ProcessorError => "processor_error",
+            Code::NotFound => "not_found",
+            Code::RouteNotFound => "route_not_found",
+            Code::NamespaceNotFound => "namespace_not_found",
+            Code::ProcessNotFound => "process_not_found",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::PayloadTooLarge => "payload_too_large",
+            Code::UnsupportedMediaType => "unsupported_media_type",
+            Code::LeaseLost => "lease_lost",
+            Code::Cancelled => "cancelled",
+            Code::TimedOut => "timed_out",
+            Code::InvalidState => "invalid_state",
+            Code::Conflict => "conflict",
+            Code::ProcessExists => "process_exists",
+            Code::ProcessIsRunning => "process_is_running",
+            Code::ProcessNotRunning => "process_not_running",
+            Code::Internal => "internal",
+            Code::Timeout => "timeout",
+            Code::Unavailable => "unavailable",
+            Code::MaintenanceStalled => "maintenance_stalled",
+        }
+    }
+}
+
 /// An API error: HTTP status, stable code, human message.
 #[derive(Debug)]
 pub struct ApiError {
@@ -21,11 +190,11 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// A new error.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// A new error; its status is the code's.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         ApiError {
-            status,
-            code,
+            status: code.status(),
+            code: code.as_str(),
             message: message.into(),
             details: None,
         }
@@ -35,16 +204,16 @@ impl ApiError {
     pub fn invalid(message: impl Into<String>) -> Self {
         let message = message.into();
         let code = if message.contains("invalid duration") {
-            "invalid_duration"
+            Code::InvalidDuration
         } else {
-            "invalid_request"
+            Code::InvalidRequest
         };
-        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+        ApiError::new(code, message)
     }
 
     /// 404 `not_found`.
     pub fn not_found(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+        ApiError::new(Code::NotFound, message)
     }
 }
 
@@ -62,26 +231,34 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
-            StoreError::LeaseLost => {
-                ApiError::new(StatusCode::CONFLICT, "lease_lost", e.to_string())
+            StoreError::LeaseLost => ApiError::new(Code::LeaseLost, e.to_string()),
+            StoreError::Cancelled => {
+                ApiError::new(Code::Cancelled, "task was cancelled; stop working on it")
             }
-            StoreError::Cancelled => ApiError::new(
-                StatusCode::CONFLICT,
-                "cancelled",
-                "task was cancelled; stop working on it",
+            StoreError::TimedOut => ApiError::new(
+                Code::TimedOut,
+                "the attempt ran past the task's timeout and was failed; stop working on it",
             ),
-            StoreError::InvalidState(m) => ApiError::new(StatusCode::CONFLICT, "invalid_state", m),
-            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
-            StoreError::Invalid(m) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", m)
+            StoreError::InvalidState(m) => ApiError::new(Code::InvalidState, m),
+            StoreError::Conflict(m) => ApiError::new(Code::Conflict, m),
+            StoreError::Invalid(m) => ApiError::new(Code::InvalidRequest, m),
+            ref db if db.db_kind() == Some(docket_store::DbErrorKind::InvalidData) => {
+                tracing::warn!(error = %db, "the database refused a value");
+                ApiError::new(
+                    Code::InvalidRequest,
+                    "the database refused a value of this request (out of range or badly encoded)",
+                )
+            }
+            ref db if db.db_kind() == Some(docket_store::DbErrorKind::Conflict) => {
+                tracing::warn!(error = %db, "a constraint refused the change");
+                ApiError::new(
+                    Code::Conflict,
+                    "a constraint of the database refused the change",
+                )
             }
             other => {
                 tracing::error!(error = %other, "store error");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the database is unavailable; try again",
-                )
+                ApiError::new(Code::Unavailable, "the database is unavailable; try again")
             }
         }
     }
@@ -91,26 +268,43 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match e {
             EngineError::InvalidTask { index, message } => {
-                let mut err = ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_task",
-                    format!("task {index}: {message}"),
-                );
+                let mut err = ApiError::new(Code::InvalidTask, format!("task {index}: {message}"));
                 err.details = Some(json!({"index": index}));
                 err
             }
-            EngineError::InvalidSchedule(m) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_schedule", m)
-            }
+            EngineError::InvalidSchedule(m) => ApiError::new(Code::InvalidSchedule, m),
             EngineError::Store(s) => s.into(),
             other => {
                 tracing::error!(error = %other, "engine error");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "internal error",
-                )
+                ApiError::new(Code::Internal, "internal error")
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each code is one string with one status, and the README's error table and the OpenAPI
+    /// document name every one of them.
+    #[test]
+    fn every_code_is_unique_and_documented() {
+        let readme = include_str!("../../../README.md");
+        let openapi = crate::OPENAPI;
+        let mut seen = std::collections::HashSet::new();
+        for c in Code::ALL {
+            assert!(seen.insert(c.as_str()), "{} twice", c.as_str());
+            let quoted = format!("`{}`", c.as_str());
+            assert!(
+                readme.contains(&quoted),
+                "README does not document {quoted}"
+            );
+            assert!(
+                openapi.contains(c.as_str()),
+                "openapi.json does not name {}",
+                c.as_str()
+            );
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod dashboard;
 pub mod error;
+pub mod events;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -12,14 +13,18 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use docket_core::api::{
+    BatchRequest, BatchResponse, ClaimRequest, ClaimResponse, CompleteRequest, FailRequest,
+    Finished, HeartbeatRequest, ItemOutcome, NodeList, NodeView, TaskPage,
+};
 use docket_core::process::{HistoryRange, NamespaceConfig};
-use docket_core::{NewTask, QueueSettings, Task, TaskState};
+use docket_core::{NewTask, QueueSettings, Task};
 use docket_engine::process::{ProcessError, ProcessService, Request as ProcessRequest};
 use docket_engine::Engine;
 use docket_store::{LeaseOutcome, TaskComplete, TaskFail, TaskHeartbeatParams, TaskListParams};
-use error::ApiError;
+use error::{ApiError, Code};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +54,8 @@ pub struct AppState {
     pub sql: Arc<docket_sql::SqlTargets>,
     /// pg_task tables this node serves (shown on the dashboard).
     pub pg_tasks: Arc<Vec<docket_sql::pgtask::TableView>>,
+    /// The shared tail of process notifications behind `/v1/events`.
+    pub events: Arc<events::Tail>,
 }
 
 impl AppState {
@@ -63,6 +70,7 @@ impl AppState {
             processes,
             sql: Arc::default(),
             pg_tasks: Arc::default(),
+            events: Arc::default(),
         }
     }
 
@@ -87,26 +95,17 @@ pub fn check_sql_task(sql: &docket_sql::SqlTargets, t: &mut NewTask) -> Result<(
     }
     if !sql.enabled() {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "sql_disabled",
+            Code::SqlDisabled,
             "sql tasks are not enabled on this server: configure [sql] targets",
         ));
     }
     match sql.check(&t.payload) {
         Ok(_) => {}
         Err(e @ docket_sql::SqlRefusal::Payload(_)) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_sql_payload",
-                e.to_string(),
-            ))
+            return Err(ApiError::new(Code::InvalidSqlPayload, e.to_string()))
         }
         Err(e @ docket_sql::SqlRefusal::Target(_)) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "sql_target_not_allowed",
-                e.to_string(),
-            ))
+            return Err(ApiError::new(Code::SqlTargetNotAllowed, e.to_string()))
         }
     }
     if t.queue.is_none() {
@@ -179,21 +178,52 @@ pub fn router(state: AppState) -> Router {
         .merge(dashboard::routes())
         .route_layer(axum::middleware::from_fn(http_metrics))
         .fallback(|| async {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "route_not_found",
-                "no such route; see /openapi.json",
-            )
+            ApiError::new(Code::RouteNotFound, "no such route; see /openapi.json")
         })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "method not allowed on this route",
-            )
+            ApiError::new(Code::MethodNotAllowed, "method not allowed on this route")
         })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), detach))
+        .layer(axum::middleware::from_fn(refuse_nul))
+        .layer(axum::middleware::from_fn(json_errors))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            panic_response,
+        ))
         .with_state(state)
+}
+
+/// Fires when the client of a request went away (or the server shuts down): long polls stop
+/// waiting. The handler itself runs to completion either way (see [`detach`]).
+#[derive(Clone)]
+pub(crate) struct Disconnect(pub CancellationToken);
+
+/// Runs every handler in its own task, so a client that disconnects mid-request cannot cancel
+/// it halfway through a database transaction. (sqlx 0.8 leaves a pooled PostgreSQL connection
+/// inside an open transaction when the future is dropped during `BEGIN`, transact-rs/sqlx#4393:
+/// the next borrower's statements would run in a stale transaction.) The handler learns of the
+/// disconnect through [`Disconnect`] and stops waiting, never mid-statement.
+async fn detach(
+    State(s): State<AppState>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let gone = s.shutdown.child_token();
+    req.extensions_mut().insert(Disconnect(gone.clone()));
+    let _on_drop = gone.drop_guard();
+    match tokio::spawn(next.run(req)).await {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => panic_response(e.into_panic()),
+        Err(_) => ApiError::new(Code::Unavailable, "the server is shutting down").into_response(),
+    }
+}
+
+/// A handler that panicked answers 500 `internal` (and the panic is logged) instead of
+/// dropping the connection without an answer.
+fn panic_response(p: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let msg = docket_engine::worker::panic_message(&*p);
+    tracing::error!(panic = %msg, "request handler panicked");
+    ApiError::new(Code::Internal, "internal error; the server logged it").into_response()
 }
 
 /// Times every request into `docket_http_request_duration_seconds` by the matched route
@@ -218,15 +248,84 @@ async fn http_metrics(req: axum::extract::Request, next: axum::middleware::Next)
     resp
 }
 
-/// Serves `router` on `listener` until `shutdown` fires, then finishes in-flight requests.
+/// Connection limits of [`serve_with`]: what keeps slow or silent clients from holding the
+/// server's sockets.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    /// A connection that has not sent a whole request head this long after it opened, or after
+    /// its previous response (an idle keep-alive), is closed [10 s].
+    pub header_read_timeout: Duration,
+    /// Most connections open at once; past it new ones are closed at accept [1024].
+    pub max_connections: usize,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// [`serve_with`] with the default [`ConnLimits`].
 ///
 /// # Errors
 /// I/O errors of the listener.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
+    serve_with(listener, state, ConnLimits::default()).await
+}
+
+/// Serves the API on `listener` until `shutdown` fires, then finishes in-flight requests.
+/// HTTP/1.1 with a header-read timeout and a cap on open connections (axum's own `serve` has
+/// neither).
+///
+/// # Errors
+/// I/O errors of the listener.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    limits: ConnLimits,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
     let shutdown = state.shutdown.clone();
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let app = router(state);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // HTTP/1.1 only: hyper-util's auto (h1/h2) connection first waits, untimed, for bytes to
+    // tell the versions apart, so a silent client would hold its socket forever.
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    loop {
+        let (tcp, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, do not spin or die.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            metrics::counter!(docket_engine::metrics::HTTP_CONNECTIONS_REFUSED).increment(1);
+            drop(tcp);
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(tcp), svc));
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(slot);
+        });
+    }
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Parses a JSON body with our error shape: 400 `invalid_json` for malformed JSON, 400
@@ -236,8 +335,7 @@ fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+                Code::PayloadTooLarge,
                 format!("request body is larger than {MAX_BODY_BYTES} bytes"),
             )
         } else {
@@ -249,13 +347,108 @@ fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<
     } else {
         &body
     };
+    if json_has_nul(body) {
+        return Err(nul_error());
+    }
+    // Every body is a JSON object; serde would also read a struct from an array (`[]`).
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+    {
+        return Err(ApiError::invalid("the body must be a JSON object"));
+    }
     serde_json::from_slice(body).map_err(|e| match e.classify() {
-        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            format!("malformed JSON: {e}"),
-        ),
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            ApiError::new(Code::InvalidJson, format!("malformed JSON: {e}"))
+        }
         _ => ApiError::invalid(e.to_string()),
+    })
+}
+
+/// 400 `invalid_text`: docket refuses NUL (U+0000) in every text it is sent, on every backend
+/// alike, because PostgreSQL cannot store it in `text` or `jsonb`.
+fn nul_error() -> ApiError {
+    ApiError::new(
+        Code::InvalidText,
+        "text must not contain NUL characters (\\u0000 in JSON, %00 in URLs)",
+    )
+}
+
+/// Whether JSON text holds the escape `\u0000` (the only way a NUL can be in valid JSON),
+/// not counting an escaped backslash followed by `u0000`.
+fn json_has_nul(b: &[u8]) -> bool {
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            if b.get(i + 1) == Some(&b'u') && b.get(i + 2..i + 6) == Some(b"0000".as_slice()) {
+                return true;
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    false
+}
+
+/// Turns the plain-text error answers of axum's own extractors (a path segment that is not
+/// valid UTF-8 after percent-decoding, a malformed query, …) into docket's JSON error shape, so
+/// every error a client sees is `{"error": {"code", "message"}}`.
+async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let plain = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/plain"));
+    if !(status.is_client_error() || status.is_server_error()) || !plain {
+        return resp;
+    }
+    let text = match axum::body::to_bytes(resp.into_body(), 64 * 1024).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let code = match status.as_u16() {
+        404 => Code::NotFound,
+        405 => Code::MethodNotAllowed,
+        413 => Code::PayloadTooLarge,
+        415 => Code::UnsupportedMediaType,
+        s if s >= 500 => Code::Internal,
+        _ => Code::InvalidRequest,
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    ApiError::new(code, message).into_response()
+}
+
+/// Refuses requests whose path or query holds a percent-encoded NUL (`%00`) with 400
+/// `invalid_text`, before any handler or the database sees it.
+async fn refuse_nul(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let uri = req.uri();
+    let has = |s: &str| {
+        s.as_bytes()
+            .windows(3)
+            .any(|w| w.eq_ignore_ascii_case(b"%00"))
+    };
+    if has(uri.path()) || uri.query().is_some_and(has) {
+        return nul_error().into_response();
+    }
+    next.run(req).await
+}
+
+/// A claim's `lease` or a heartbeat's `extend`: 100 ms to 30 days.
+fn check_lease(field: &str, d: Option<Duration>) -> ApiResult<()> {
+    d.map_or(Ok(()), |d| {
+        docket_core::duration::check_range(
+            field,
+            d,
+            Duration::from_millis(100),
+            docket_core::duration::MAX_TIMEOUT,
+        )
+        .map_err(ApiError::invalid)
     })
 }
 
@@ -264,8 +457,7 @@ fn check_size(what: &str, v: &Value) -> ApiResult<()> {
     let n = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
     if n > MAX_PAYLOAD_BYTES {
         return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            Code::PayloadTooLarge,
             format!("{what} is {n} bytes; the limit is {MAX_PAYLOAD_BYTES}"),
         ));
     }
@@ -280,12 +472,7 @@ fn task_id(s: &str) -> ApiResult<i64> {
 }
 
 pub(crate) fn check_name(what: &str, s: &str) -> ApiResult<()> {
-    if s.is_empty() || s.chars().count() > docket_core::task::MAX_NAME_LEN {
-        return Err(ApiError::invalid(format!(
-            "{what} must be 1 to 256 characters"
-        )));
-    }
-    Ok(())
+    docket_core::task::check_name(what, s).map_err(ApiError::invalid)
 }
 
 fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
@@ -293,11 +480,21 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
         .map_err(|e| ApiError::invalid(e.body_text()))
 }
 
+/// `{"status": "ok"}` when the database answers and this node's maintenance loop finished a
+/// pass recently; 503 `maintenance_stalled` when it has not for `maintenance_stall_after`.
 async fn healthz(State(s): State<AppState>) -> Response {
-    match s.engine.store.task_next_due().await {
-        Ok(_) => Json(json!({"status": "ok", "node": s.engine.config.node})).into_response(),
-        Err(e) => ApiError::from(e).into_response(),
+    if let Err(e) = s.engine.store.task_next_due().await {
+        return ApiError::from(e).into_response();
     }
+    let last = s.engine.last_maintenance_pass().map(|d| d.as_secs_f64());
+    if s.engine.maintenance_stalled() {
+        let mut e = ApiError::new(Code::MaintenanceStalled, "the maintenance loop (promote, rescue, schedules, prune) has not finished a pass recently",
+        );
+        e.details = Some(json!({"last_pass_seconds_ago": last}));
+        return e.into_response();
+    }
+    Json(json!({"status": "ok", "node": s.engine.config.node, "maintenance_last_pass_seconds_ago": last}))
+        .into_response()
 }
 
 /// Prometheus text format.
@@ -429,7 +626,7 @@ struct ListQuery {
 async fn task_list(
     State(s): State<AppState>,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskPage>> {
     let q = query(q)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=MAX_BATCH as i64).contains(&limit) {
@@ -437,12 +634,9 @@ async fn task_list(
             "limit must be within 1..={MAX_BATCH}, got {limit}"
         )));
     }
-    let state = q
-        .state
-        .as_deref()
-        .map(str::parse::<TaskState>)
-        .transpose()
-        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    // `state=running,retryable`: several states; a filter with no known state matches nothing
+    // (answered below, once every other parameter has been checked).
+    let states = q.state.as_deref().map(docket_core::state::parse_filter);
     let descending = match q.order.as_deref() {
         None | Some("asc") => false,
         Some("desc") => true,
@@ -452,13 +646,23 @@ async fn task_list(
             )))
         }
     };
+    let states = match states {
+        None => vec![],
+        Some(Some(v)) => v,
+        Some(None) => {
+            return Ok(Json(TaskPage {
+                tasks: vec![],
+                next_after: None,
+            }))
+        }
+    };
     let tasks = s
         .engine
         .store
         .task_list(TaskListParams {
             queue: q.queue,
             concurrency_key: q.concurrency_key,
-            state,
+            states,
             kind: q.kind,
             after: q.after,
             descending,
@@ -471,7 +675,10 @@ async fn task_list(
     } else {
         None
     };
-    Ok(Json(json!({"tasks": tasks, "next_after": next})))
+    Ok(Json(TaskPage {
+        tasks,
+        next_after: next,
+    }))
 }
 
 async fn task_get(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Task>> {
@@ -535,7 +742,7 @@ async fn status(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         .collect();
     let schedules = store.schedule_list().await?;
     let throughput = store
-        .task_throughput(now - chrono::Duration::minutes(60))
+        .task_throughput(docket_core::time::sub(now, Duration::from_secs(3600)))
         .await?;
     let (completed, failed) = throughput
         .iter()
@@ -570,26 +777,17 @@ async fn audit_list(
     ))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HeartbeatBody {
-    lease: String,
-    #[serde(default)]
-    progress: Option<Value>,
-    #[serde(default, with = "docket_core::duration::serde_opt")]
-    extend: Option<Duration>,
-}
-
 async fn task_heartbeat(
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Task>> {
     let id = task_id(&id)?;
-    let b: HeartbeatBody = parse(body)?;
+    let b: HeartbeatRequest = parse(body)?;
     if let Some(p) = &b.progress {
         check_size("progress", p)?;
     }
+    check_lease("extend", b.extend)?;
     Ok(Json(
         s.engine
             .store
@@ -604,47 +802,31 @@ async fn task_heartbeat(
     ))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CompleteBody {
-    #[serde(default)]
-    id: Option<i64>,
-    lease: String,
-    #[serde(default)]
-    result: Value,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FailBody {
-    #[serde(default)]
-    id: Option<i64>,
-    lease: String,
-    error: String,
-    #[serde(default, with = "docket_core::duration::serde_opt")]
-    retry_in: Option<Duration>,
-    #[serde(default)]
-    permanent: bool,
-    #[serde(default)]
-    worker: Option<String>,
-}
-
-#[derive(Serialize)]
-struct ItemResult {
-    id: i64,
-    #[serde(flatten)]
-    outcome: LeaseOutcome,
-}
-
 /// A single-item outcome as a response: 200 with the new state, or the lease/cancel error.
-fn single(id: i64, o: LeaseOutcome) -> ApiResult<Json<Value>> {
+fn single(id: i64, o: LeaseOutcome) -> ApiResult<Json<Finished>> {
     match o {
-        LeaseOutcome::Ok { state, run_at, .. } => {
-            Ok(Json(json!({"id": id, "state": state, "run_at": run_at})))
-        }
+        LeaseOutcome::Ok { state, run_at, .. } => Ok(Json(Finished { id, state, run_at })),
         LeaseOutcome::LeaseLost => Err(docket_store::StoreError::LeaseLost.into()),
         LeaseOutcome::Cancelled => Err(docket_store::StoreError::Cancelled.into()),
+        LeaseOutcome::TimedOut => Err(docket_store::StoreError::TimedOut.into()),
         LeaseOutcome::NotFound => Err(ApiError::not_found(format!("task {id} not found"))),
+    }
+}
+
+/// One item of a batch answer.
+fn item_outcome(id: i64, o: LeaseOutcome) -> ItemOutcome {
+    let (outcome, state, run_at) = match o {
+        LeaseOutcome::Ok { state, run_at, .. } => ("ok", Some(state), Some(run_at)),
+        LeaseOutcome::LeaseLost => ("lease_lost", None, None),
+        LeaseOutcome::Cancelled => ("cancelled", None, None),
+        LeaseOutcome::TimedOut => ("timed_out", None, None),
+        LeaseOutcome::NotFound => ("not_found", None, None),
+    };
+    ItemOutcome {
+        id,
+        outcome: outcome.to_string(),
+        state,
+        run_at,
     }
 }
 
@@ -652,9 +834,9 @@ async fn task_complete(
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Finished>> {
     let id = task_id(&id)?;
-    let b: CompleteBody = parse(body)?;
+    let b: CompleteRequest = parse(body)?;
     check_size("result", &b.result)?;
     let o = s
         .engine
@@ -671,9 +853,12 @@ async fn task_fail(
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Finished>> {
     let id = task_id(&id)?;
-    let b: FailBody = parse(body)?;
+    let b: FailRequest = parse(body)?;
+    if let Some(w) = &b.worker {
+        check_name("worker", w)?;
+    }
     let item = TaskFail {
         id,
         token: b.lease,
@@ -683,12 +868,6 @@ async fn task_fail(
     };
     let o = s.engine.fail_many(&[item], b.worker.as_deref()).await?;
     single(id, o[0].clone())
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Batch<T> {
-    items: Vec<T>,
 }
 
 fn batch_ids<T>(items: &[T], id: impl Fn(&T) -> Option<i64>) -> ApiResult<Vec<i64>> {
@@ -711,8 +890,8 @@ fn batch_ids<T>(items: &[T], id: impl Fn(&T) -> Option<i64>) -> ApiResult<Vec<i6
 async fn task_complete_batch(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
-    let b: Batch<CompleteBody> = parse(body)?;
+) -> ApiResult<Json<BatchResponse>> {
+    let b: BatchRequest<CompleteRequest> = parse(body)?;
     let ids = batch_ids(&b.items, |i| i.id)?;
     let mut items = Vec::with_capacity(ids.len());
     for (it, id) in b.items.into_iter().zip(ids) {
@@ -724,22 +903,24 @@ async fn task_complete_batch(
         });
     }
     let outs = s.engine.complete_many(&items).await?;
-    let results: Vec<ItemResult> = items
+    let results = items
         .iter()
         .zip(outs)
-        .map(|(i, o)| ItemResult {
-            id: i.id,
-            outcome: o,
-        })
+        .map(|(i, o)| item_outcome(i.id, o))
         .collect();
-    Ok(Json(json!({"results": results})))
+    Ok(Json(BatchResponse { results }))
 }
 
 async fn task_fail_batch(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
-    let b: Batch<FailBody> = parse(body)?;
+) -> ApiResult<Json<BatchResponse>> {
+    let b: BatchRequest<FailRequest> = parse(body)?;
+    for (i, it) in b.items.iter().enumerate() {
+        if let Some(w) = &it.worker {
+            check_name(&format!("items[{i}].worker"), w)?;
+        }
+    }
     let ids = batch_ids(&b.items, |i| i.id)?;
     let worker = b.items.first().and_then(|i| i.worker.clone());
     let items: Vec<TaskFail> = b
@@ -755,36 +936,23 @@ async fn task_fail_batch(
         })
         .collect();
     let outs = s.engine.fail_many(&items, worker.as_deref()).await?;
-    let results: Vec<ItemResult> = items
+    let results = items
         .iter()
         .zip(outs)
-        .map(|(i, o)| ItemResult {
-            id: i.id,
-            outcome: o,
-        })
+        .map(|(i, o)| item_outcome(i.id, o))
         .collect();
-    Ok(Json(json!({"results": results})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClaimBody {
-    worker: String,
-    #[serde(default)]
-    limit: Option<i64>,
-    #[serde(default, with = "docket_core::duration::serde_opt")]
-    lease: Option<Duration>,
-    #[serde(default, with = "docket_core::duration::serde_opt")]
-    wait: Option<Duration>,
+    Ok(Json(BatchResponse { results }))
 }
 
 async fn queue_claim(
     State(s): State<AppState>,
     Path(queue): Path<String>,
+    gone: Option<axum::Extension<Disconnect>>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ClaimResponse>> {
+    let cancel = gone.map_or_else(|| s.shutdown.clone(), |g| g.0 .0.clone());
     check_name("queue", &queue)?;
-    let b: ClaimBody = parse(body)?;
+    let b: ClaimRequest = parse(body)?;
     check_name("worker", &b.worker)?;
     let limit = b.limit.unwrap_or(1);
     if !(1..=MAX_BATCH as i64).contains(&limit) {
@@ -792,8 +960,14 @@ async fn queue_claim(
             "limit must be within 1..={MAX_BATCH}, got {limit}"
         )));
     }
-    if b.lease.is_some_and(|l| l < Duration::from_millis(100)) {
-        return Err(ApiError::invalid("lease must be at least 100ms"));
+    check_lease("lease", b.lease)?;
+    if let Some(k) = &b.kinds {
+        if k.is_empty() || k.len() > 100 {
+            return Err(ApiError::invalid("kinds must hold 1..=100 kind names"));
+        }
+        for (i, kind) in k.iter().enumerate() {
+            check_name(&format!("kinds[{i}]"), kind)?;
+        }
     }
     let wait = b.wait.unwrap_or(Duration::ZERO);
     if wait > MAX_WAIT {
@@ -804,9 +978,17 @@ async fn queue_claim(
     }
     let tasks = s
         .engine
-        .claim(&queue, &b.worker, limit, b.lease, wait, &s.shutdown)
+        .claim_kinds(
+            &queue,
+            &b.worker,
+            b.kinds.as_deref(),
+            limit,
+            b.lease,
+            wait,
+            &cancel,
+        )
         .await?;
-    Ok(Json(json!({"tasks": tasks})))
+    Ok(Json(ClaimResponse { tasks }))
 }
 
 async fn queue_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
@@ -826,6 +1008,15 @@ async fn queue_put(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     check_name("queue", &queue)?;
+    // PUT replaces the settings: an empty body is a mistake, not "reset everything".
+    if body
+        .as_ref()
+        .is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace))
+    {
+        return Err(ApiError::invalid(
+            "PUT /v1/queues/{queue} needs a JSON body with the settings ({} resets them all)",
+        ));
+    }
     let settings: QueueSettings = parse(body)?;
     settings.validate().map_err(ApiError::invalid)?;
     let q = s
@@ -866,17 +1057,18 @@ async fn queue_resume(
     set_paused(s, &headers, queue, false).await
 }
 
-async fn node_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({"nodes": nodes_with_state(&s).await?})))
+async fn node_list(State(s): State<AppState>) -> ApiResult<Json<NodeList>> {
+    Ok(Json(NodeList {
+        nodes: nodes_with_state(&s).await?,
+    }))
 }
 
 /// A node's state: `stopped` (it said so), `lost` (silent for 3 heartbeats) or `active`.
 pub(crate) fn node_state(s: &AppState, n: &docket_store::NodeRecord) -> &'static str {
-    let lost_after =
-        chrono::Duration::from_std(s.engine.config.heartbeat_interval * 3).expect("small");
+    let lost_after = s.engine.config.heartbeat_interval.saturating_mul(3);
     if n.stopped_at.is_some() {
         "stopped"
-    } else if s.engine.clock.now() - n.heartbeat_at > lost_after {
+    } else if docket_core::time::since(s.engine.clock.now(), n.heartbeat_at) > lost_after {
         "lost"
     } else {
         "active"
@@ -884,16 +1076,20 @@ pub(crate) fn node_state(s: &AppState, n: &docket_store::NodeRecord) -> &'static
 }
 
 /// Nodes with their `state` (see [`node_state`]).
-async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<Value>> {
+async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<NodeView>> {
     Ok(s.engine
         .store
         .node_list()
         .await?
         .into_iter()
-        .map(|n| {
-            let mut v = serde_json::to_value(&n).expect("serialises");
-            v["state"] = json!(node_state(s, &n));
-            v
+        .map(|n| NodeView {
+            state: node_state(s, &n).to_string(),
+            name: n.name,
+            started_at: n.started_at,
+            heartbeat_at: n.heartbeat_at,
+            stopped_at: n.stopped_at,
+            version: n.version,
+            info: n.info,
         })
         .collect())
 }
@@ -901,49 +1097,29 @@ async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<Value>> {
 impl From<ProcessError> for ApiError {
     fn from(e: ProcessError) -> Self {
         match e {
-            ProcessError::NamespaceNotFound(ns) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "namespace_not_found",
-                format!("namespace {ns} not found"),
-            ),
-            ProcessError::NotFound => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "process_not_found",
-                "process not found",
-            ),
-            ProcessError::Exists => {
-                ApiError::new(StatusCode::CONFLICT, "process_exists", "process exists")
+            ProcessError::NamespaceNotFound(ns) => {
+                ApiError::new(Code::NamespaceNotFound, format!("namespace {ns} not found"))
             }
-            ProcessError::NotRunning(m) => {
-                ApiError::new(StatusCode::CONFLICT, "process_not_running", m)
-            }
-            ProcessError::IsRunning(m) => {
-                ApiError::new(StatusCode::CONFLICT, "process_is_running", m)
-            }
+            ProcessError::NotFound => ApiError::new(Code::ProcessNotFound, "process not found"),
+            ProcessError::Exists => ApiError::new(Code::ProcessExists, "process exists"),
+            ProcessError::NotRunning(m) => ApiError::new(Code::ProcessNotRunning, m),
+            ProcessError::IsRunning(m) => ApiError::new(Code::ProcessIsRunning, m),
             ProcessError::Processor(v) => {
-                let mut err = ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "processor_error",
-                    "the processor answered with an error",
-                );
+                let mut err =
+                    ApiError::new(Code::ProcessorError, "the processor answered with an error");
                 err.details = Some(v);
                 err
             }
             ProcessError::Timeout => ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
+                Code::Timeout,
                 "no answer within the namespace's process_step_timeout",
             ),
-            ProcessError::Cancelled(m) => ApiError::new(StatusCode::CONFLICT, "cancelled", m),
+            ProcessError::Cancelled(m) => ApiError::new(Code::Cancelled, m),
             ProcessError::Invalid(m) => ApiError::invalid(m),
             ProcessError::Store(s) => s.into(),
             other => {
                 tracing::error!(error = %other, "process error");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "internal error",
-                )
+                ApiError::new(Code::Internal, "internal error")
             }
         }
     }
@@ -1050,6 +1226,7 @@ async fn namespace_get(
     State(s): State<AppState>,
     Path(ns): Path<String>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
     s.processes
         .namespaces()
         .into_iter()
@@ -1063,6 +1240,7 @@ async fn namespace_put(
     Path(ns): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
     let cfg: NamespaceConfig = parse(body)?;
     s.processes.namespace_put(&ns, cfg.clone()).await?;
     Ok(Json(json!({"name": ns, "config": cfg})))
@@ -1098,6 +1276,7 @@ async fn process_init(
     Path(ns): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
     let b: InitBody = parse(body)?;
     check_size("args", &b.args)?;
     let req = ProcessRequest {
@@ -1139,6 +1318,8 @@ async fn process_call(
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
+    check_name("process id", &id)?;
     call_like(s, ns, id, body, false).await
 }
 
@@ -1147,6 +1328,8 @@ async fn process_repair(
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
+    check_name("process id", &id)?;
     call_like(s, ns, id, body, true).await
 }
 
@@ -1155,6 +1338,8 @@ async fn process_get(
     Path((ns, id)): Path<(String, String)>,
     q: Result<Query<HistoryRange>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
+    check_name("process id", &id)?;
     let range = query(q)?;
     let (p, history) = s.processes.get(&ns, &id, range).await?;
     let last = p.last_event_id;
@@ -1168,6 +1353,8 @@ async fn process_simple_repair(
     headers: axum::http::HeaderMap,
     Path((ns, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
+    check_name("process id", &id)?;
     actions::process_repair(&s, &actions::actor(&headers, "api"), &ns, &id).await?;
     let (p, _) = s
         .processes
@@ -1196,6 +1383,7 @@ async fn process_list(
     Path(ns): Path<String>,
     q: Result<Query<ProcessListQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
     let q = query(q)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=MAX_BATCH as i64).contains(&limit) {
@@ -1227,6 +1415,8 @@ async fn process_trace(
     State(s): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
+    check_name("process id", &id)?;
     Ok(Json(json!({"tasks": s.processes.trace(&ns, &id).await?})))
 }
 
@@ -1235,6 +1425,8 @@ async fn process_put(
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
+    check_name("namespace", &ns)?;
+    check_name("process id", &id)?;
     let spec: docket_core::process::ProcessImportSpec = parse(body)?;
     let p = s.processes.put(&ns, &id, spec).await?;
     let last = p.last_event_id;
@@ -1246,6 +1438,17 @@ async fn process_put(
 struct EventsQuery {
     namespace: Option<String>,
     after: Option<i64>,
+}
+
+/// One `/v1/events` subscriber: its position, what it has to send, and whether it follows the
+/// shared tail (`live`) or catches up from the database.
+struct EventsState {
+    cursor: i64,
+    buf: std::collections::VecDeque<Arc<docket_store::Notification>>,
+    live: bool,
+    rx: tokio::sync::broadcast::Receiver<Arc<docket_store::Notification>>,
+    s: AppState,
+    ns: Option<String>,
 }
 
 /// Server-sent events of process notifications (events and lifecycle changes), in commit order,
@@ -1262,41 +1465,65 @@ async fn events_stream(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<i64>().ok());
     let after = q.after.or(last_id).unwrap_or(0);
-    let state = (after, std::collections::VecDeque::new(), s, q.namespace);
-    let stream = futures::stream::unfold(state, |(mut cursor, mut buf, s, ns)| async move {
+    // Subscribe before catching up, so nothing falls between the two (see events.rs).
+    let rx = s.events.subscribe(&s.engine, &s.shutdown).await?;
+    let st = EventsState {
+        cursor: after,
+        buf: std::collections::VecDeque::new(),
+        live: false,
+        rx,
+        s,
+        ns: q.namespace,
+    };
+    let stream = futures::stream::unfold(st, |mut st| async move {
         loop {
-            if let Some(n) = buf.pop_front() {
-                let n: docket_store::Notification = n;
+            if let Some(n) = st.buf.pop_front() {
                 let ev = Event::default()
                     .id(n.seq.to_string())
                     .event(n.kind.clone())
-                    .json_data(&n)
+                    .json_data(&*n)
                     .expect("notification serialises");
-                return Some((Ok::<_, std::convert::Infallible>(ev), (cursor, buf, s, ns)));
+                return Some((Ok::<_, std::convert::Infallible>(ev), st));
             }
-            if s.shutdown.is_cancelled() {
+            if st.s.shutdown.is_cancelled() {
                 return None;
             }
-            match s
-                .engine
-                .store
-                .notification_list(ns.as_deref(), cursor, 500)
-                .await
-            {
-                Ok(v) if !v.is_empty() => {
-                    cursor = v.last().map(|n| n.seq).unwrap_or(cursor);
-                    buf.extend(v);
-                }
-                Ok(_) => {
-                    tokio::select! {
-                        _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
-                        _ = s.shutdown.cancelled() => return None,
+            if !st.live {
+                // Catching up from the database, from this subscriber's own position.
+                match st
+                    .s
+                    .engine
+                    .store
+                    .notification_list(st.ns.as_deref(), st.cursor, 500)
+                    .await
+                {
+                    Ok(v) if !v.is_empty() => {
+                        st.cursor = v.last().map_or(st.cursor, |n| n.seq);
+                        st.buf.extend(v.into_iter().map(Arc::new));
+                    }
+                    Ok(_) => st.live = true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading notifications failed");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading notifications failed");
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+            let got = tokio::select! {
+                r = st.rx.recv() => r,
+                _ = st.s.shutdown.cancelled() => return None,
+            };
+            match got {
+                Ok(n) if n.seq <= st.cursor => {}
+                Ok(n) => {
+                    st.cursor = n.seq;
+                    if st.ns.as_deref().is_none_or(|ns| ns == n.namespace) {
+                        st.buf.push_back(n);
+                    }
                 }
+                // Fell behind the shared buffer: read the database again from here.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => st.live = false,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
         }
     });

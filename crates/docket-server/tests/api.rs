@@ -210,6 +210,26 @@ async fn lifecycle(n: Node) {
     // The list filters and pages.
     let (_, l) = n.call("GET", "/v1/tasks?state=completed", None).await;
     assert_eq!(l["tasks"].as_array().unwrap().len(), 1);
+    // Several states at once; a filter naming no known state matches nothing.
+    let (_, l) = n
+        .call("GET", "/v1/tasks?state=completed,retryable", None)
+        .await;
+    let mut states: Vec<&str> = l["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    states.sort();
+    assert_eq!(states, vec!["completed", "retryable"], "{l}");
+    let (st, l) = n.call("GET", "/v1/tasks?state=pending", None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(l["tasks"], json!([]), "{l}");
+    // ... but the other parameters are still checked.
+    let (st, l) = n
+        .call("GET", "/v1/tasks?state=pending&order=sideways", None)
+        .await;
+    assert_eq!((st, code(&l)), (StatusCode::BAD_REQUEST, "invalid_request"));
     let (_, l) = n.call("GET", "/v1/tasks?limit=2", None).await;
     assert_eq!(l["tasks"].as_array().unwrap().len(), 2);
     let after = l["next_after"].as_i64().unwrap();
@@ -426,13 +446,6 @@ async fn bad_input_gets_4xx_and_loses_nothing(n: Node) {
         (
             "GET",
             "/v1/tasks?limit=-5",
-            "",
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-        ),
-        (
-            "GET",
-            "/v1/tasks?state=pending",
             "",
             StatusCode::BAD_REQUEST,
             "invalid_request",
@@ -904,7 +917,341 @@ async fn trace_ids_and_attempt_costs(n: Node) {
     assert!((25..60_000).contains(&cost), "attempt cost {cost} ms");
 }
 
+/// Issue 9: every duration and time is bounded at the edge, NUL is refused, and the values at
+/// the very edge of the bounds neither panic a handler nor stop maintenance.
+async fn hostile_durations_times_and_nul(n: Node) {
+    let q = format!("h{}", uuid::Uuid::new_v4().simple());
+    let tasks = "/v1/tasks".to_string();
+    let bad: Vec<(&str, String, StatusCode, &str)> = vec![
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::BAD_REQUEST,
+            r#"{"kind":"a","run_in":"1000000y"}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::BAD_REQUEST,
+            r#"{"kind":"a","timeout":"300000000y"}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::BAD_REQUEST,
+            r#"{"kind":"a","backoff":{"initial":"1000000y","max":"1000000y"}}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            r#"{"kind":"a","timeout":"1ns"}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            r#"{"kind":"a","timeout":"31days"}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            r#"{"kind":"a","run_at":"2030-01-01T00:00:00Z","expires_at":"2029-01-01T00:00:00Z"}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            r#"{"kind":"a","run_in":"1h","expires_at":"2020-01-01T00:00:00Z"}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            r#"{"kind":"a\u0001b"}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::BAD_REQUEST,
+            r#"{"kind":"a","payload":"x\u0000y"}"#,
+        ),
+        (
+            "POST",
+            tasks.clone(),
+            StatusCode::BAD_REQUEST,
+            r#"{"kind":"a","payload":{"k\u0000":1}}"#,
+        ),
+        (
+            "POST",
+            "/v1/schedules".into(),
+            StatusCode::BAD_REQUEST,
+            r#"{"name":"s1","every":"1000000y","task":{"kind":"a"}}"#,
+        ),
+        (
+            "POST",
+            "/v1/schedules".into(),
+            StatusCode::BAD_REQUEST,
+            r#"{"name":"s2","every":"1ns","task":{"kind":"a"}}"#,
+        ),
+        (
+            "PUT",
+            format!("/v1/queues/{q}"),
+            StatusCode::BAD_REQUEST,
+            r#"{"timeout":"1000000y"}"#,
+        ),
+        (
+            "PUT",
+            format!("/v1/queues/{q}"),
+            StatusCode::BAD_REQUEST,
+            r#"{"timeout":"1ns"}"#,
+        ),
+        (
+            "PUT",
+            format!("/v1/queues/{q}"),
+            StatusCode::BAD_REQUEST,
+            "",
+        ),
+        (
+            "POST",
+            "/v1/tasks/fail".into(),
+            StatusCode::BAD_REQUEST,
+            r#"{"items":[{"id":1,"lease":"x","error":"e","worker":""}]}"#,
+        ),
+        (
+            "PUT",
+            format!("/v1/queues/{q}"),
+            StatusCode::BAD_REQUEST,
+            "[]",
+        ),
+        (
+            "POST",
+            format!("/v1/queues/{q}/claim"),
+            StatusCode::BAD_REQUEST,
+            r#"{"worker":"w","kinds":[]}"#,
+        ),
+        (
+            "POST",
+            format!("/v1/queues/{q}/claim"),
+            StatusCode::BAD_REQUEST,
+            r#"{"worker":"w","kinds":[""]}"#,
+        ),
+        (
+            "POST",
+            format!("/v1/queues/{q}/claim"),
+            StatusCode::BAD_REQUEST,
+            r#"{"worker":"w","lease":"1000000y"}"#,
+        ),
+        (
+            "POST",
+            format!("/v1/queues/{q}/claim"),
+            StatusCode::BAD_REQUEST,
+            r#"{"worker":"w","lease":"31days"}"#,
+        ),
+    ];
+    for (m, path, want, body) in &bad {
+        let (st, v) = n.raw(m, path, body).await;
+        assert!(
+            st == *want
+                || (st.is_client_error()
+                    && *want == StatusCode::UNPROCESSABLE_ENTITY
+                    && st == StatusCode::BAD_REQUEST),
+            "{m} {path} {body}: {st} {v}"
+        );
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()),
+            "{v}"
+        );
+    }
+    // NUL in a URL is refused before it reaches the database.
+    for path in [
+        "/v1/tasks?text=%00",
+        "/v1/tasks?kind=a%00b",
+        "/v1/queues/a%00b",
+    ] {
+        let (st, v) = n.call("GET", path, None).await;
+        assert_eq!(
+            (st, code(&v)),
+            (StatusCode::BAD_REQUEST, "invalid_text"),
+            "{path}"
+        );
+    }
+    // axum's own rejections come back in the JSON error shape too.
+    let (st, v) = n.call("GET", "/v1/tasks/%FF", None).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    assert_eq!(code(&v), "invalid_request", "{v}");
+    // A dashboard confirmation page built from a crafted queue name posts to that queue's own
+    // action, not to a path the name smuggles in.
+    let crafted = "/ui/queues/..%2Ftasks%2F139%2Fcancel%3F/pause";
+    let page = n
+        .http
+        .get(format!("{}{crafted}", n.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(&format!("action=\"{crafted}\"")), "{page}");
+    // An escaped backslash before u0000 is text, not NUL.
+    let (st, t) = n
+        .raw(
+            "POST",
+            "/v1/tasks",
+            &format!(r#"{{"kind":"a","queue":"{q}","payload":"\\u0000"}}"#),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{t}");
+    assert_eq!(t["payload"], "\\u0000");
+    // Nothing of the refused requests was written.
+    let (_, list) = n.call("GET", &format!("/v1/tasks?queue={q}"), None).await;
+    assert_eq!(list["tasks"].as_array().unwrap().len(), 1, "{list}");
+    let (_, s) = n.call("GET", "/v1/schedules", None).await;
+    assert_eq!(s["schedules"].as_array().unwrap().len(), 0, "{s}");
+
+    // The largest accepted values: a 100-year backoff that the rescuer applies, a 100-year
+    // retry_in, a 100-year run_in. None may panic or stop maintenance.
+    let (st, t) = n
+        .call("POST", "/v1/tasks", Some(json!({"kind": "k", "queue": q, "backoff": {"initial": "36500days", "max": "36500days", "jitter": 0.0}})))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{t}");
+    let (st, far) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"kind": "k", "queue": q, "run_in": "36500days"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{far}");
+    assert_eq!(far["state"], "scheduled");
+    let got = n
+        .claim(&q, json!({"worker": "w", "lease": "200ms", "limit": 10}))
+        .await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    let rescued_id = t["id"].as_i64().unwrap();
+    let other = got.iter().find(|g| g["id"] != t["id"]).unwrap();
+    let (st, v) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{}/fail", other["id"]),
+            Some(json!({"lease": other["lease"]["token"], "error": "e", "retry_in": "36500days"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["state"], "retryable");
+    // The first task's lease expires: the rescuer applies the 100-year backoff.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = n.task(rescued_id).await;
+        if t["state"] == "retryable" {
+            assert!(t["run_at"].as_str().unwrap() > "2120", "{t}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never rescued: {t}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Maintenance still runs: a task due in 300 ms is promoted and claimed.
+    let (_, soon) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"kind": "k", "queue": q, "run_in": "300ms"})),
+        )
+        .await;
+    let got = n.claim(&q, json!({"worker": "w", "wait": "10s"})).await;
+    assert_eq!(got[0]["id"], soon["id"]);
+    let (st, h) = n.call("GET", "/healthz", None).await;
+    assert_eq!(st, StatusCode::OK, "{h}");
+}
+
+/// Issue 9: `timeout` is how long one attempt may run. The lease never outlives it, a
+/// heartbeat or completion past it is refused with 409 `timed_out` and the attempt fails with
+/// `timeout`; a silent worker is rescued with `timeout` at the deadline.
+async fn attempt_timeout_is_enforced(n: Node) {
+    let q = format!("to{}", uuid::Uuid::new_v4().simple());
+    let spec = json!({"kind": "k", "queue": q, "timeout": "1s", "max_attempts": 3, "backoff": {"initial": "1h", "jitter": 0.0}});
+    let (_, a) = n.call("POST", "/v1/tasks", Some(spec.clone())).await;
+    let (_, b) = n.call("POST", "/v1/tasks", Some(spec.clone())).await;
+    let got = n
+        .claim(&q, json!({"worker": "w", "lease": "30s", "limit": 2}))
+        .await;
+    assert_eq!(got.len(), 2);
+    for t in &got {
+        let attempted =
+            chrono::DateTime::parse_from_rfc3339(t["attempted_at"].as_str().unwrap()).unwrap();
+        let exp = chrono::DateTime::parse_from_rfc3339(t["lease"]["expires_at"].as_str().unwrap())
+            .unwrap();
+        assert!(
+            exp - attempted <= chrono::TimeDelta::try_seconds(1).unwrap(),
+            "lease outlives the timeout: {t}"
+        );
+    }
+    let lease = |id: &Value| got.iter().find(|t| t["id"] == *id).unwrap()["lease"]["token"].clone();
+    // Heartbeats inside the timeout work, but cannot extend past it.
+    let (st, hb) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{}/heartbeat", a["id"]),
+            Some(json!({"lease": lease(&a["id"]), "extend": "1h"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{hb}");
+    assert!(
+        hb["lease_expires_at"].as_str().unwrap()
+            <= got[0]["lease"]["expires_at"]
+                .as_str()
+                .unwrap()
+                .max(got[1]["lease"]["expires_at"].as_str().unwrap())
+    );
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let (st, v) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{}/heartbeat", a["id"]),
+            Some(json!({"lease": lease(&a["id"])})),
+        )
+        .await;
+    let (st2, v2) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{}/complete", b["id"]),
+            Some(json!({"lease": lease(&b["id"]), "result": 1})),
+        )
+        .await;
+    // The rescuer may have got there first (lease_lost); either way the attempt failed with
+    // `timeout` and nothing completed.
+    for (st, v) in [(st, v), (st2, v2)] {
+        assert_eq!(st, StatusCode::CONFLICT, "{v}");
+        assert!(["timed_out", "lease_lost"].contains(&code(&v)), "{v}");
+    }
+    for id in [&a["id"], &b["id"]] {
+        let t = n.task(id.as_i64().unwrap()).await;
+        assert_eq!(t["state"], "retryable", "{t}");
+        assert_eq!(t["errors"][0]["message"], "timeout", "{t}");
+        assert!(t["result"].is_null(), "{t}");
+    }
+    // A worker that goes silent is rescued at the deadline, with `timeout`.
+    let (_, c) = n.call("POST", "/v1/tasks", Some(spec)).await;
+    let got = n.claim(&q, json!({"worker": "w", "lease": "1h"})).await;
+    assert_eq!(got[0]["id"], c["id"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = n.task(c["id"].as_i64().unwrap()).await;
+        if t["state"] == "retryable" {
+            assert_eq!(t["errors"][0]["message"], "timeout", "{t}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never rescued: {t}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 both!(
+    hostile_durations_times_and_nul,
+    attempt_timeout_is_enforced,
     trace_ids_and_attempt_costs,
     docket_metrics,
     lifecycle,
@@ -915,6 +1262,199 @@ both!(
     expired_lease_is_rescued,
     openapi_matches_routes,
 );
+
+/// Issue 9: a row inserted with plain SQL wakes a long-polling claimer at once (the statement
+/// trigger of migration 0009), with the poll interval set far beyond the test's bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_sql_insert_wakes_claimers() {
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let n = start(pg_store(&schema).await, "n1", Duration::from_secs(60), None).await;
+    let base = n.base.clone();
+    let poll = tokio::spawn(async move {
+        let t0 = Instant::now();
+        let v: Value = reqwest::Client::new()
+            .post(format!("{base}/v1/queues/plain/claim"))
+            .json(&json!({"worker": "w", "wait": "30s"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (t0.elapsed(), v)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pool = sqlx::PgPool::connect(&pg_url()).await.unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {schema}.docket_tasks (queue, kind, payload) VALUES ('plain', 'k', '{{\"by\": \"psql\"}}')"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (took, v) = poll.await.unwrap();
+    assert_eq!(v["tasks"][0]["payload"]["by"], "psql", "{v}");
+    assert!(
+        took < Duration::from_secs(10),
+        "woken after {took:?}: the poll, not NOTIFY"
+    );
+}
+
+/// Issue 9: silent connections, clients that trickle a header line every so often, and
+/// connections past the cap are all closed; a normal request still gets through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_silent_clients_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = connect(&ConnectOptions::new(url)).await.unwrap();
+    store.migrate().await.unwrap();
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        EngineConfig::new("n1", &*store),
+    );
+    let stop = CancellationToken::new();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let limits = docket_server::ConnLimits {
+        header_read_timeout: Duration::from_secs(1),
+        max_connections: 40,
+    };
+    tokio::spawn(docket_server::serve_with(
+        l,
+        AppState::new(engine, stop.clone()),
+        limits,
+    ));
+    // Is the connection closed by the server within `within`?
+    async fn closed(mut c: tokio::net::TcpStream, within: Duration, trickle: bool) -> bool {
+        let mut buf = [0u8; 256];
+        let end = tokio::time::Instant::now() + within;
+        if trickle {
+            let _ = c.write_all(b"GET /healthz HTTP/1.1\r\n").await;
+        }
+        loop {
+            if trickle {
+                let _ = c.write_all(b"X-Slow: 1\r\n").await;
+            }
+            match tokio::time::timeout_at(
+                end.min(tokio::time::Instant::now() + Duration::from_millis(300)),
+                c.read(&mut buf),
+            )
+            .await
+            {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => {}
+                Err(_) if tokio::time::Instant::now() >= end => return false,
+                Err(_) => {}
+            }
+        }
+    }
+    let mut silent = vec![];
+    for _ in 0..20 {
+        silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let mut slow = vec![];
+    for _ in 0..15 {
+        slow.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // 35 of 40 slots are taken: a burst of 10 more finds some refused at once.
+    let mut extra = vec![];
+    for _ in 0..10 {
+        extra.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let mut refused = 0;
+    for c in extra {
+        if closed(c, Duration::from_millis(500), false).await {
+            refused += 1;
+        }
+    }
+    assert!(
+        refused >= 5,
+        "only {refused} of 10 over the cap were refused"
+    );
+    let t0 = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for c in silent {
+        set.spawn(closed(c, Duration::from_secs(8), false));
+    }
+    for c in slow {
+        set.spawn(closed(c, Duration::from_secs(8), true));
+    }
+    while let Some(r) = set.join_next().await {
+        assert!(r.unwrap(), "a slow or silent connection stayed open");
+    }
+    assert!(t0.elapsed() < Duration::from_secs(8));
+    let r = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    stop.cancel();
+}
+
+/// Issue 9: clients that give up mid-request (timeouts of a few ms, under load) must not leave
+/// pooled connections inside a transaction: afterwards no session of the test's database sits
+/// `idle in transaction`, and a normal workload on the same pool sees no failed query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_requests_do_not_poison_connections() {
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let n = start(pg_store(&schema).await, "n1", Duration::from_secs(1), None).await;
+    let q = format!("c{}", uuid::Uuid::new_v4().simple());
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..300u64 {
+        let (base, q) = (n.base.clone(), q.clone());
+        set.spawn(async move {
+            let http = reqwest::Client::builder()
+                .timeout(Duration::from_micros(500 + (i % 20) * 500))
+                .build()
+                .unwrap();
+            let batch: Vec<Value> = (0..20)
+                .map(|j| json!({"kind": "k", "queue": q, "payload": j}))
+                .collect();
+            let _ = http
+                .post(format!("{base}/v1/tasks"))
+                .json(&json!({"tasks": batch}))
+                .send()
+                .await;
+            let _ = http
+                .post(format!("{base}/v1/queues/{q}/claim"))
+                .json(&json!({"worker": "w", "limit": 5, "wait": "1s"}))
+                .send()
+                .await;
+        });
+    }
+    while set.join_next().await.is_some() {}
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pool = sqlx::PgPool::connect(&pg_url()).await.unwrap();
+    let stuck: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' \
+         AND now() - state_change > interval '2 seconds'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(stuck, 0, "sessions left idle in a transaction");
+    // The same pool serves a normal workload without a single failed query.
+    for _ in 0..20 {
+        let (st, v) = n
+            .call("POST", "/v1/tasks", Some(json!({"kind": "k", "queue": q})))
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+    }
+    loop {
+        let got = n.claim(&q, json!({"worker": "w2", "limit": 100})).await;
+        if got.is_empty() {
+            break;
+        }
+        let items: Vec<Value> = got
+            .iter()
+            .map(|t| json!({"id": t["id"], "lease": t["lease"]["token"], "result": 1}))
+            .collect();
+        let (st, v) = n
+            .call("POST", "/v1/tasks/complete", Some(json!({"items": items})))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+    }
+}
 
 /// Two equal nodes on one PostgreSQL: a task enqueued on one wakes a long poll on the other at
 /// once (LISTEN/NOTIFY, with the poll interval set far beyond the test's bound), and work split
@@ -951,14 +1491,20 @@ async fn two_pg_nodes_share_work() {
         (r, t0.elapsed())
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    a.call(
-        "POST",
-        "/v1/tasks",
-        Some(json!({"kind": "k", "queue": "x"})),
-    )
-    .await;
+    let (st, v) = a
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"kind": "k", "queue": "x"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
     let (r, took) = waiter.await.unwrap();
-    assert_eq!(r["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        r["tasks"].as_array().unwrap().len(),
+        1,
+        "{r} after {took:?}"
+    );
     assert!(
         took < Duration::from_secs(10),
         "cross-node wake took {took:?}"
@@ -1250,6 +1796,31 @@ async fn processes_over_http(n: Node) {
     )
     .await;
     assert_eq!(resumed[0]["seq"].as_i64(), Some(seqs[3]));
+    // Live: three open streams (one shared tail) all see a process created after they opened.
+    let live = format!("/v1/events?namespace=orders&after={}", seqs[seqs.len() - 1]);
+    let create = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        n.call(
+            "POST",
+            "/v1/namespaces/orders/processes",
+            Some(json!({"id": "zz-live", "args": {"response": "hi"}})),
+        )
+        .await
+    };
+    let (a, b, c, (st, v)) = tokio::join!(
+        sse(&n, &live, 1),
+        sse(&n, &live, 1),
+        sse(&n, &live, 1),
+        create
+    );
+    assert_eq!(st, StatusCode::OK, "{v}");
+    for got in [a, b, c] {
+        assert_eq!(
+            (got[0]["process_id"].as_str(), got[0]["kind"].as_str()),
+            (Some("zz-live"), Some("created")),
+            "{got:?}"
+        );
+    }
     // /metrics parses as Prometheus text and has progressor's eight histograms.
     let text = n
         .http

@@ -242,13 +242,25 @@ pub async fn bootstrap(pool: &PgPool, cfg: &PgTaskConfig) -> Result<u32, sqlx::E
     }
     let func = format!("{schema}.{}", ix("docket_wake"));
     sqlx::query(&format!(
+        // docket's own control sessions do not wake themselves: a statement trigger fires even
+        // for an UPDATE of no rows, so each empty look at the table would wake the next one (a
+        // busy loop of ~2,450 commits/s on an idle table). Their own changes are seen by the
+        // loop, which sleeps until the next plan.
         "CREATE OR REPLACE FUNCTION {func}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-         PERFORM pg_catalog.pg_notify('{CHANNEL}', TG_RELID::text); RETURN NULL; END $$"
+         IF pg_catalog.current_setting('application_name') NOT LIKE 'docket control %' THEN \
+         PERFORM pg_catalog.pg_notify('{CHANNEL}', TG_RELID::text); END IF; RETURN NULL; END $$"
+    ))
+    .execute(&mut *tx)
+    .await?;
+    // DROP + CREATE rather than CREATE OR REPLACE TRIGGER, which needs PostgreSQL 14.
+    sqlx::query(&format!(
+        "DROP TRIGGER IF EXISTS {} ON {table}",
+        ix("docket_wake")
     ))
     .execute(&mut *tx)
     .await?;
     sqlx::query(&format!(
-        "CREATE OR REPLACE TRIGGER {} AFTER INSERT OR UPDATE OF \"plan\", \"state\" ON {table} \
+        "CREATE TRIGGER {} AFTER INSERT OR UPDATE OF \"plan\", \"state\" ON {table} \
          FOR EACH STATEMENT EXECUTE FUNCTION {func}()",
         ix("docket_wake")
     ))

@@ -30,6 +30,10 @@ pub enum StoreError {
     /// The task was cancelled while this lease held it.
     #[error("task was cancelled")]
     Cancelled,
+    /// The attempt ran past `attempted_at + timeout`: it was failed with `timeout` (retried
+    /// per backoff, or discarded when its attempts are spent) and this lease is void.
+    #[error("attempt timed out: it ran longer than the task's timeout and was failed")]
+    TimedOut,
     /// The operation does not apply to the task's current state.
     #[error("{0}")]
     InvalidState(String),
@@ -47,7 +51,43 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
+/// What kind of failure a [`StoreError::Database`] is, from its SQLSTATE class (PostgreSQL) or
+/// error kind (SQLite): what the edges need to answer it without reading driver types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DbErrorKind {
+    /// The database refused a value (class 22: out of range, bad encoding, …): the request's
+    /// fault.
+    InvalidData,
+    /// A constraint refused the change (class 23).
+    Conflict,
+    /// Serialization failure or deadlock (class 40): trying again may succeed.
+    Retryable,
+    /// Anything else: the database cannot serve now (connection lost, pool exhausted, …).
+    Unavailable,
+}
+
 impl StoreError {
+    /// The kind of a database failure; `None` for the store's own errors.
+    pub fn db_kind(&self) -> Option<DbErrorKind> {
+        let StoreError::Database(e) = self else {
+            return None;
+        };
+        let Some(d) = e.as_database_error() else {
+            return Some(DbErrorKind::Unavailable);
+        };
+        if d.is_unique_violation() || d.is_foreign_key_violation() || d.is_check_violation() {
+            return Some(DbErrorKind::Conflict);
+        }
+        let code = d.code().map(|c| c.to_string()).unwrap_or_default();
+        Some(match code.get(..2) {
+            Some("22") => DbErrorKind::InvalidData,
+            Some("23") => DbErrorKind::Conflict,
+            Some("40") => DbErrorKind::Retryable,
+            _ => DbErrorKind::Unavailable,
+        })
+    }
+
     pub(crate) fn from_db(e: sqlx::Error) -> StoreError {
         if let sqlx::Error::Database(d) = &e {
             if d.is_unique_violation() {
@@ -84,8 +124,8 @@ pub struct TaskInsertManyParams {
 pub struct TaskListParams {
     /// Only this queue.
     pub queue: Option<String>,
-    /// Only this state.
-    pub state: Option<TaskState>,
+    /// Only these states (empty: any state).
+    pub states: Vec<TaskState>,
     /// Only this kind.
     pub kind: Option<String>,
     /// Only this concurrency key (a process's tasks: `<namespace>:<id>`).
@@ -141,6 +181,8 @@ pub struct TaskClaimParams {
     pub limit: i64,
     /// Lease duration; default each task's timeout.
     pub lease: Option<Duration>,
+    /// Only tasks of these kinds (asyncflow's hold by task type); None: any kind.
+    pub kinds: Option<Vec<String>>,
     /// Now.
     pub now: Timestamp,
 }
@@ -204,6 +246,8 @@ pub enum LeaseOutcome {
     LeaseLost,
     /// A cancel was requested: the task is now cancelled.
     Cancelled,
+    /// The attempt ran past its timeout: it was failed with `timeout` instead.
+    TimedOut,
     /// No such task.
     NotFound,
 }
@@ -269,6 +313,34 @@ pub struct TaskPruneParams {
     pub retention_failed: Duration,
     /// Delete at most this many rows (one small batch).
     pub limit: i64,
+}
+
+/// What [`Store::aux_prune`] deletes: rows of the tables beside the tasks that would otherwise
+/// grow forever.
+#[derive(Debug, Clone, Copy)]
+pub struct AuxPruneParams {
+    /// Now.
+    pub now: Timestamp,
+    /// Process notifications older than this that every webhook sink of their namespace
+    /// (`webhook:<namespace>`) has delivered.
+    pub notifications: Duration,
+    /// Audit entries older than this.
+    pub audit: Duration,
+    /// Nodes stopped, or silent (lost), for longer than this.
+    pub nodes: Duration,
+    /// At most this many rows per table (one small batch).
+    pub limit: i64,
+}
+
+/// Rows [`Store::aux_prune`] deleted, per table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AuxPruned {
+    /// Notifications.
+    pub notifications: u64,
+    /// Audit entries.
+    pub audit: u64,
+    /// Nodes.
+    pub nodes: u64,
 }
 
 /// Result of [`Store::task_promote`].
@@ -515,6 +587,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Database failure.
     async fn task_prune(&self, p: TaskPruneParams) -> Result<u64>;
 
+    /// Deletes one batch of old notifications (delivered ones only), audit entries and
+    /// stopped/lost nodes (node-daemons' manager prunes; these tables are the rest).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned>;
+
     /// Every queue that has tasks or settings, with counts by state.
     ///
     /// # Errors
@@ -700,6 +779,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         after: i64,
         limit: i64,
     ) -> Result<Vec<Notification>>;
+
+    /// The seq of the newest notification (0 when there is none): where a live tail starts.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn notification_last_seq(&self) -> Result<i64>;
 
     /// Leases sink `name` to `owner` until `until` when it is free, expired or already theirs
     /// (creating its cursor at 0); returns the cursor (deliver notifications after it).
@@ -888,6 +973,18 @@ pub(crate) fn sort_claim_order(tasks: &mut [Task]) {
 }
 
 /// The error entry appended for a failed attempt.
+/// The message of an attempt failed by the store for running past `attempted_at + timeout`.
+pub const TIMEOUT_MESSAGE: &str = "timeout";
+
+/// Whether a running task's attempt is past its deadline (`attempted_at + timeout`) at `now`.
+/// Process tasks are exempt: their step timeout is enforced by the process engine and their
+/// lease is progressor's zombie window, longer than the step.
+pub fn past_deadline(t: &Task, now: Timestamp) -> bool {
+    !t.queue.starts_with("process:")
+        && t.attempted_at
+            .is_some_and(|a| now >= docket_core::time::add(a, t.timeout))
+}
+
 pub(crate) fn error_entry(
     task: &Task,
     message: &str,
@@ -899,7 +996,7 @@ pub(crate) fn error_entry(
         "at": now,
         "worker": worker.map(str::to_string).or_else(|| task.worker.clone()),
         "message": message,
-        "duration_ms": task.attempted_at.map(|a| (now - a).num_milliseconds().max(0)),
+        "duration_ms": task.attempted_at.map(|a| docket_core::duration::to_ms(docket_core::time::since(now, a))),
     })
 }
 

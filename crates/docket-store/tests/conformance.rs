@@ -49,7 +49,7 @@ fn t0() -> Timestamp {
 }
 
 fn secs(s: i64) -> chrono::Duration {
-    chrono::Duration::seconds(s)
+    chrono::TimeDelta::try_seconds(s).expect("small")
 }
 
 fn resolve(n: NewTask, now: Timestamp) -> ResolvedTask {
@@ -78,6 +78,7 @@ fn nt(kind: &str) -> NewTask {
 
 async fn claim(s: &dyn Store, queue: &str, limit: i64, now: Timestamp) -> Vec<docket_core::Task> {
     s.task_claim(TaskClaimParams {
+        kinds: None,
         queue: queue.into(),
         worker: "w1".into(),
         node: "n1".into(),
@@ -143,7 +144,7 @@ async fn insert_get_and_defaults(b: Bundle) {
     assert!(s.task_get(999_999).await.unwrap().is_none());
     let list = s
         .task_list(TaskListParams {
-            state: Some(TaskState::Scheduled),
+            states: vec![TaskState::Scheduled],
             limit: 10,
             ..Default::default()
         })
@@ -220,11 +221,43 @@ async fn claim_order_priority_run_at_id(b: Bundle) {
     assert!(claim(s, "default", 10, t0()).await.is_empty());
 }
 
+/// A claim that names kinds takes only tasks of those kinds (asyncflow's hold by task type).
+async fn claim_by_kinds(b: Bundle) {
+    let s = &*b.store;
+    insert(s, vec![nt("a"), nt("b"), nt("c"), nt("a")], t0()).await;
+    let by = |kinds: Option<Vec<&str>>| TaskClaimParams {
+        queue: "default".into(),
+        worker: "w1".into(),
+        node: "n1".into(),
+        limit: 10,
+        lease: None,
+        kinds: kinds.map(|k| k.into_iter().map(String::from).collect()),
+        now: t0(),
+    };
+    let got = s.task_claim(by(Some(vec!["a", "c"]))).await.unwrap();
+    let mut kinds: Vec<&str> = got.iter().map(|t| t.kind.as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, vec!["a", "a", "c"]);
+    assert!(s
+        .task_claim(by(Some(vec!["zzz"])))
+        .await
+        .unwrap()
+        .is_empty());
+    let rest = s.task_claim(by(None)).await.unwrap();
+    assert_eq!(
+        rest.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        vec!["b"]
+    );
+}
+
 async fn claim_skips_what_it_must(b: Bundle) {
     let s = &*b.store;
     let mut future = nt("future");
     future.run_at = Some(t0() + secs(5));
+    // Became available before its expiry, which has passed by the claim (the API refuses
+    // expires_at <= run_at, so it is made in the past).
     let mut expired = nt("expired");
+    expired.run_at = Some(t0() - secs(2));
     expired.expires_at = Some(t0() - secs(1));
     let mut other_node = nt("other_node");
     other_node.node = Some("n2".into());
@@ -344,6 +377,7 @@ async fn exactly_once_under_concurrent_claimers(b: Bundle) {
             loop {
                 let got = s
                     .task_claim(TaskClaimParams {
+                        kinds: None,
                         queue: "default".into(),
                         worker: format!("w{w}"),
                         node: format!("n{}", w % 2),
@@ -382,7 +416,9 @@ async fn exactly_once_under_concurrent_claimers(b: Bundle) {
 
 async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     let s = &*b.store;
-    insert(s, vec![nt("a")], t0()).await;
+    let mut long = nt("a");
+    long.timeout = Some(Duration::from_secs(3600));
+    insert(s, vec![long], t0()).await;
     let t = claim(s, "default", 1, t0()).await.remove(0);
     let token = t.lease.clone().unwrap().token;
     let hb = s
@@ -488,6 +524,82 @@ async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     assert_eq!(twice, vec![LeaseOutcome::LeaseLost]);
 }
 
+/// The attempt deadline (`attempted_at + timeout`, issue 9): a lease never reaches past it, a
+/// heartbeat or completion at or after it fails the attempt with `timeout`, and a lease that
+/// expires before it is rescued as `lease expired`.
+async fn attempt_deadline(b: Bundle) {
+    let s = &*b.store;
+    let mut n = nt("d");
+    n.timeout = Some(Duration::from_secs(10));
+    n.backoff = Some(docket_core::Backoff {
+        jitter: 0.0,
+        initial: Duration::from_secs(5),
+        ..Default::default()
+    });
+    insert(s, vec![n.clone(), n.clone(), n], t0()).await;
+    let got = s
+        .task_claim(TaskClaimParams {
+            kinds: None,
+            queue: "default".into(),
+            worker: "w1".into(),
+            node: "n1".into(),
+            limit: 2,
+            lease: Some(Duration::from_secs(3600)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    for t in &got {
+        assert_eq!(
+            t.lease.as_ref().unwrap().expires_at,
+            t0() + secs(10),
+            "capped at the timeout"
+        );
+    }
+    let hb = |t: &docket_core::Task, at: i64| TaskHeartbeatParams {
+        id: t.id,
+        token: t.lease.clone().unwrap().token,
+        progress: None,
+        lease: Some(Duration::from_secs(60)),
+        now: t0() + secs(at),
+    };
+    let fresh = s.task_heartbeat(hb(&got[0], 5)).await.unwrap();
+    assert_eq!(fresh.lease_expires_at, Some(t0() + secs(10)));
+    let e = s.task_heartbeat(hb(&got[0], 10)).await.unwrap_err();
+    assert!(matches!(e, StoreError::TimedOut), "{e:?}");
+    let r = s.task_get(got[0].id).await.unwrap().unwrap();
+    assert_eq!(r.state, TaskState::Retryable);
+    assert_eq!(r.run_at, t0() + secs(15));
+    assert_eq!(r.errors[0].message, "timeout");
+    let outs = s
+        .task_complete_many(&[done(&got[1], json!("late"))], t0() + secs(11))
+        .await
+        .unwrap();
+    assert_eq!(outs, vec![LeaseOutcome::TimedOut]);
+    let r = s.task_get(got[1].id).await.unwrap().unwrap();
+    assert_eq!(r.state, TaskState::Retryable);
+    assert_eq!(r.result, None);
+    assert_eq!(r.errors[0].message, "timeout");
+    // A short lease that runs out before the deadline is `lease expired`.
+    let third = s
+        .task_claim(TaskClaimParams {
+            kinds: None,
+            queue: "default".into(),
+            worker: "w1".into(),
+            node: "n1".into(),
+            limit: 1,
+            lease: Some(Duration::from_secs(2)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(third.len(), 1);
+    assert_eq!(s.task_rescue(t0() + secs(3), 10).await.unwrap().len(), 1);
+    let r = s.task_get(third[0].id).await.unwrap().unwrap();
+    assert_eq!(r.errors[0].message, "lease expired");
+}
+
 async fn rescue_retries_then_discards(b: Bundle) {
     let s = &*b.store;
     let mut n = nt("r");
@@ -511,7 +623,8 @@ async fn rescue_retries_then_discards(b: Bundle) {
     assert_eq!(r.state, TaskState::Retryable);
     assert_eq!(r.run_at, t0() + secs(16));
     assert_eq!(r.errors.len(), 1);
-    assert_eq!(r.errors[0].message, "lease expired");
+    // The lease ran out at the attempt's deadline (attempted_at + timeout).
+    assert_eq!(r.errors[0].message, "timeout");
     assert_eq!(r.errors[0].attempt, 1);
     assert_eq!(r.errors[0].worker.as_deref(), Some("w1"));
     assert_eq!(s.task_next_due().await.unwrap(), Some(t0() + secs(16)));
@@ -563,10 +676,7 @@ async fn fail_rules(b: Bundle) {
         outs.iter().map(state_run_at).collect::<Vec<_>>(),
         vec![
             (TaskState::Retryable, t0() + secs(2)),
-            (
-                TaskState::Retryable,
-                t0() + chrono::Duration::milliseconds(1500)
-            ),
+            (TaskState::Retryable, docket_core::time::add_ms(t0(), 1500)),
             (TaskState::Discarded, c[2].run_at),
             (TaskState::Discarded, c[3].run_at)
         ]
@@ -808,6 +918,30 @@ async fn node_registry(b: Bundle) {
     assert_eq!(nodes[0].heartbeat_at, t0() + secs(5));
     assert_eq!(nodes[0].info, json!({"listen": "127.0.0.1:7070"}));
     assert_eq!(nodes[1].stopped_at, Some(t0() + secs(6)));
+    // Retention: a node stopped, or silent, for longer than `nodes` leaves the list.
+    let prune = |now, secs_kept: u64| AuxPruneParams {
+        now,
+        notifications: Duration::from_secs(86_400),
+        audit: Duration::from_secs(86_400),
+        nodes: Duration::from_secs(secs_kept),
+        limit: 100,
+    };
+    assert_eq!(
+        s.aux_prune(prune(t0() + secs(14), 10)).await.unwrap().nodes,
+        0
+    );
+    assert_eq!(
+        s.aux_prune(prune(t0() + secs(15) + secs(1) / 2, 10))
+            .await
+            .unwrap()
+            .nodes,
+        1
+    );
+    let left = s.node_list().await.unwrap();
+    assert_eq!(
+        left.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        vec!["b"]
+    );
 }
 
 async fn queue_settings_round_trip(b: Bundle) {
@@ -916,6 +1050,7 @@ async fn process_zombies_simple_repair_and_list(b: Bundle) {
     );
     let c = s
         .task_claim(TaskClaimParams {
+            kinds: None,
             queue: "process:z".into(),
             worker: "w".into(),
             node: "n1".into(),
@@ -1004,6 +1139,54 @@ async fn process_zombies_simple_repair_and_list(b: Bundle) {
         .await
         .unwrap()
         .is_empty());
+    // A live process keeps its finished tasks (idempotency keys, trace) past task retention.
+    let far = t0() + secs(400 * 86_400);
+    s.task_prune(TaskPruneParams {
+        now: far,
+        retention_completed: Duration::from_secs(1),
+        retention_failed: Duration::from_secs(1),
+        limit: 1000,
+    })
+    .await
+    .unwrap();
+    let kept = s
+        .task_list(TaskListParams {
+            concurrency_key: Some("z:p1".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(kept.len() >= 2, "process tasks were pruned: {kept:?}");
+    // Notifications are pruned only once their namespace's webhook delivered them.
+    let notes = s.notification_list(Some("z"), 0, 100).await.unwrap();
+    assert!(!notes.is_empty());
+    let last = notes.last().unwrap().seq;
+    assert_eq!(s.notification_last_seq().await.unwrap(), last);
+    s.sink_lease("webhook:z", "me", far, t0()).await.unwrap();
+    let aux = |now| AuxPruneParams {
+        now,
+        notifications: Duration::from_secs(1),
+        audit: Duration::from_secs(1),
+        nodes: Duration::from_secs(1),
+        limit: 1000,
+    };
+    assert_eq!(
+        s.aux_prune(aux(far)).await.unwrap().notifications,
+        0,
+        "undelivered"
+    );
+    assert!(s.sink_advance("webhook:z", "me", last).await.unwrap());
+    assert_eq!(
+        s.aux_prune(aux(far)).await.unwrap().notifications,
+        notes.len() as u64
+    );
+    assert!(s
+        .notification_list(Some("z"), 0, 100)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(s.notification_last_seq().await.unwrap(), 0);
 }
 
 async fn dashboard_reads_and_operator_actions(b: Bundle) {
@@ -1113,6 +1296,19 @@ async fn dashboard_reads_and_operator_actions(b: Bundle) {
     assert_eq!(log[1].detail, Some(json!({"q": "default"})));
     assert_eq!(log[1].at, t0());
     assert_eq!(s.audit_list(1).await.unwrap().len(), 1);
+    // Audit retention: entries older than `audit` go, newer stay.
+    let pruned = s
+        .aux_prune(AuxPruneParams {
+            now: t0() + secs(10),
+            notifications: Duration::from_secs(86_400),
+            audit: Duration::from_millis(9_500),
+            nodes: Duration::from_secs(86_400),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(pruned.audit, 1);
+    assert_eq!(s.audit_list(10).await.unwrap()[0].action, "queue.pause");
     let (in_use, idle) = s.pool_connections();
     assert!(in_use + idle >= 1);
 }
@@ -1145,6 +1341,8 @@ both!(
     queue_concurrency_limit,
     exactly_once_under_concurrent_claimers,
     leases_heartbeats_and_stale_tokens,
+    attempt_deadline,
+    claim_by_kinds,
     rescue_retries_then_discards,
     fail_rules,
     cancel_and_retry_by_hand,

@@ -251,6 +251,7 @@ async fn work_http(engine: &Engine, n: usize, c: usize, claim_batch: usize) -> R
                     .claim(
                         "bench",
                         &format!("http-{w}"),
+                        &[],
                         claim_batch,
                         Duration::from_secs(30),
                         Duration::from_millis(200),
@@ -320,6 +321,7 @@ async fn latency(
                             .claim(
                                 "latency",
                                 &format!("lat-{w}"),
+                                &[],
                                 1,
                                 Duration::from_secs(30),
                                 Duration::from_secs(2),

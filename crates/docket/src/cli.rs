@@ -142,6 +142,15 @@ pub struct ServeArgs {
     /// How often expired leases are rescued.
     #[arg(long, value_parser = parse_duration)]
     pub rescue_interval: Option<Duration>,
+    /// Delivered process notifications are deleted after this [7d].
+    #[arg(long, value_parser = parse_duration)]
+    pub retention_notifications: Option<Duration>,
+    /// Audit entries are deleted after this [90d].
+    #[arg(long, value_parser = parse_duration)]
+    pub retention_audit: Option<Duration>,
+    /// Nodes stopped or lost for this long leave the node list [7d].
+    #[arg(long, value_parser = parse_duration)]
+    pub retention_nodes: Option<Duration>,
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "DOCKET_LOG_FORMAT")]
     pub log_format: LogFormat,
@@ -406,6 +415,10 @@ pub struct WorkerArgs {
     /// Queue to work.
     #[arg(long, default_value = "default")]
     pub queue: String,
+    /// Only tasks of this kind (repeatable); default every kind of the queue. Tasks of other
+    /// kinds wait for a worker that takes them.
+    #[arg(long = "kind")]
+    pub kinds: Vec<String>,
     /// Commands run at once.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
@@ -418,6 +431,9 @@ pub struct WorkerArgs {
     /// How long running commands may finish after SIGINT/SIGTERM.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub grace: Duration,
+    /// At a task's timeout the command's process group gets SIGTERM, then SIGKILL after this.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub kill_grace: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,

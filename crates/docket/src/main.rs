@@ -96,11 +96,13 @@ async fn run(cli: Cli) -> Result<()> {
                     .iter()
                     .map(|n| {
                         vec![
-                            n["name"].as_str().unwrap_or("").to_string(),
-                            n["state"].as_str().unwrap_or("").to_string(),
-                            n["heartbeat_at"].as_str().unwrap_or("").to_string(),
-                            n["started_at"].as_str().unwrap_or("").to_string(),
-                            n["version"].as_str().unwrap_or("").to_string(),
+                            n.name.clone(),
+                            n.state.clone(),
+                            n.heartbeat_at
+                                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+                            n.started_at
+                                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+                            n.version.clone(),
                         ]
                     })
                     .collect();
@@ -144,7 +146,11 @@ async fn run(cli: Cli) -> Result<()> {
                 ProcessCmd::Call(a) => ("call", a),
                 ProcessCmd::Repair(a) => ("repair", a),
                 ProcessCmd::SimpleRepair { namespace, id } => {
-                    let path = format!("/v1/namespaces/{namespace}/processes/{id}/simple-repair");
+                    let path = format!(
+                        "/v1/namespaces/{}/processes/{}/simple-repair",
+                        Client::seg(&namespace),
+                        Client::seg(&id)
+                    );
                     println!(
                         "{}",
                         serde_json::to_string_pretty(&c.post_empty(&path).await?)?
@@ -152,7 +158,11 @@ async fn run(cli: Cli) -> Result<()> {
                     return Ok(());
                 }
                 ProcessCmd::Trace { namespace, id } => {
-                    let path = format!("/v1/namespaces/{namespace}/processes/{id}/trace");
+                    let path = format!(
+                        "/v1/namespaces/{}/processes/{}/trace",
+                        Client::seg(&namespace),
+                        Client::seg(&id)
+                    );
                     println!(
                         "{}",
                         serde_json::to_string_pretty(&c.get_json(&path, &[]).await?)?
@@ -172,7 +182,7 @@ async fn run(cli: Cli) -> Result<()> {
                     if let Some(a) = after {
                         q.push(("after", a));
                     }
-                    let path = format!("/v1/namespaces/{namespace}/processes");
+                    let path = format!("/v1/namespaces/{}/processes", Client::seg(&namespace));
                     println!(
                         "{}",
                         serde_json::to_string_pretty(&c.get_json(&path, &q).await?)?
@@ -264,6 +274,15 @@ async fn serve_inner(mut a: ServeArgs) -> Result<()> {
     if let Some(r) = a.rescue_interval {
         config.rescue_interval = r;
     }
+    if let Some(d) = a.retention_notifications {
+        config.retention_notifications = d;
+    }
+    if let Some(d) = a.retention_audit {
+        config.retention_audit = d;
+    }
+    if let Some(d) = a.retention_nodes {
+        config.retention_nodes = d;
+    }
     let engine = Engine::new(store.clone(), Arc::new(SystemClock), config);
     let shutdown = CancellationToken::new();
     on_signal(shutdown.clone());
@@ -354,11 +373,23 @@ fn default_node_name() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// A database URL or conninfo string fit for logs and errors: the userinfo of a URL and every
+/// `password=` value (URL query or key/value conninfo) become `***`.
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let mut out = match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
         _ => url.to_string(),
+    };
+    let mut from = 0;
+    while let Some(i) = out[from..].to_ascii_lowercase().find("password=") {
+        let start = from + i + "password=".len();
+        let end = out[start..]
+            .find(|c: char| c == '&' || c.is_whitespace())
+            .map_or(out.len(), |e| start + e);
+        out.replace_range(start..end, "***");
+        from = start + 3;
     }
+    out
 }
 
 async fn worker(a: WorkerArgs) -> Result<()> {
@@ -377,11 +408,13 @@ async fn worker_inner(a: WorkerArgs) -> Result<()> {
         .unwrap_or_else(|| format!("worker-{}", default_node_name()));
     let opts = docket_client::command_worker::WorkerOptions {
         queue: a.queue,
+        kinds: a.kinds,
         concurrency: a.concurrency,
         lease: a.lease,
         name,
         command: a.command,
         grace: a.grace,
+        kill_grace: a.kill_grace,
     };
     tracing::info!(queue = %opts.queue, concurrency = opts.concurrency, server = %a.server.server, "worker started");
     docket_client::command_worker::run(Client::new(a.server.server), opts, cancel)
@@ -909,20 +942,24 @@ async fn schedule_cmd(c: Client, cmd: ScheduleCmd) -> Result<()> {
             Ok(())
         }
         ScheduleCmd::Show { name, json } => {
-            let v = c.get_json(&format!("/v1/schedules/{name}"), &[]).await?;
+            let v = c
+                .get_json(&format!("/v1/schedules/{}", Client::seg(&name)), &[])
+                .await?;
             show(v, json)
         }
         ScheduleCmd::Pause { name } => show(
-            c.post_empty(&format!("/v1/schedules/{name}/pause")).await?,
+            c.post_empty(&format!("/v1/schedules/{}/pause", Client::seg(&name)))
+                .await?,
             false,
         ),
         ScheduleCmd::Resume { name } => show(
-            c.post_empty(&format!("/v1/schedules/{name}/resume"))
+            c.post_empty(&format!("/v1/schedules/{}/resume", Client::seg(&name)))
                 .await?,
             false,
         ),
         ScheduleCmd::Remove { name } => {
-            c.delete(&format!("/v1/schedules/{name}")).await?;
+            c.delete(&format!("/v1/schedules/{}", Client::seg(&name)))
+                .await?;
             println!("removed schedule {name}");
             Ok(())
         }
@@ -1048,4 +1085,22 @@ async fn queue_cmd(c: Client, cmd: QueueCmd) -> Result<()> {
 /// Parses a humantime duration for clap.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     docket_core::duration::parse(s)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redact_hides_every_password() {
+        use super::redact;
+        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://***@h/db");
+        assert_eq!(
+            redact("postgres://h/db?user=u&password=secret&sslmode=require"),
+            "postgres://h/db?user=u&password=***&sslmode=require"
+        );
+        assert_eq!(
+            redact("host=h password=secret dbname=d"),
+            "host=h password=*** dbname=d"
+        );
+        assert_eq!(redact("sqlite://docket.db"), "sqlite://docket.db");
+    }
 }

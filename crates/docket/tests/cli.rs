@@ -242,6 +242,25 @@ fn worker_runs_commands(backend: &str) {
     w.wait().unwrap();
 }
 
+/// Issue 9: names go into URL paths percent-encoded: a queue named `a/b c?` is its own queue
+/// for `task add`, `queue pause/show` and `docket worker`.
+fn odd_queue_names_reach_their_own_routes(backend: &str) {
+    let s = serve(backend);
+    let q = "a/b c?#%";
+    let id = s.add(&["--kind", "x", "--queue", q, "--payload", "5"]);
+    s.ok(&["queue", "pause", q]);
+    let shown: Value = serde_json::from_str(&s.ok(&["queue", "show", q, "--json"])).unwrap();
+    assert_eq!(shown["name"], q);
+    assert_eq!(shown["settings"]["paused"], true);
+    s.ok(&["queue", "resume", q]);
+    let mut w = s.worker(&["--queue", q], &["cat"]);
+    let t = s.wait_for(id, "completed", |t| t["state"] == "completed");
+    assert_eq!(t["queue"], q);
+    assert_eq!(t["result"], 5);
+    signal(w.id(), Signal::SIGTERM);
+    w.wait().unwrap();
+}
+
 fn killed_worker_loses_nothing(backend: &str) {
     let s = serve(backend);
     s.ok(&[
@@ -411,6 +430,118 @@ fn serve_refuses_unknown_database() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("unsupported database URL"));
 }
 
+/// Issue 12: `docket worker --kind K` (repeatable) claims only those kinds; other tasks wait.
+fn worker_claims_only_its_kinds(backend: &str) {
+    let s = serve(backend);
+    let a = s.add(&["--kind", "resize", "--payload", "1"]);
+    let b = s.add(&["--kind", "thumb", "--payload", "2"]);
+    let c = s.add(&["--kind", "email", "--payload", "3"]);
+    let mut w = s.worker(&["--kind", "resize", "--kind", "thumb"], &["cat"]);
+    s.wait_for(a, "completed", |t| t["state"] == "completed");
+    s.wait_for(b, "completed", |t| t["state"] == "completed");
+    std::thread::sleep(Duration::from_millis(500));
+    let t = s.task(c);
+    assert_eq!(
+        (t["state"].as_str(), t["attempt"].as_i64()),
+        (Some("available"), Some(0)),
+        "{t}"
+    );
+    signal(w.id(), Signal::SIGTERM);
+    w.wait().unwrap();
+}
+
+/// Issue 9: at the task's timeout the worker sends SIGTERM to the command's whole process
+/// group (a child the command started goes too) and fails the attempt with `timeout`.
+fn worker_enforces_the_timeout(backend: &str) {
+    let s = serve(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child");
+    let id = s.add(&["--kind", "hang", "--timeout", "1s", "--max-attempts", "1"]);
+    let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
+    let t0 = Instant::now();
+    let mut w = s.worker(
+        &["--lease", "30s", "--kill-grace", "2s"],
+        &["sh", "-c", &script],
+    );
+    let t = s.wait_for(id, "discarded by its timeout", |t| {
+        t["state"] == "discarded"
+    });
+    assert_eq!(t["errors"][0]["message"], "timeout", "{t}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t0.elapsed()
+    );
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The grandchild is gone (a zombie until init reaps it counts as gone: kill(0) on it
+    // succeeds, so look at its state instead).
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .next()
+            .unwrap_or("");
+        if stat.is_empty() || state == "Z" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the command's child {child} survived the timeout: {stat}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    signal(w.id(), Signal::SIGTERM);
+    w.wait().unwrap();
+}
+
+/// Issue 9: a worker whose report meets a server that is down (restarting) retries it while
+/// the lease lasts: the finished work is not lost and does not run again.
+fn worker_retries_reports_across_a_server_restart(backend: &str) {
+    let mut s = serve(backend);
+    let id = s.add(&["--kind", "slow", "--payload", "7"]);
+    let mut w = s.worker(&["--lease", "60s"], &["sh", "-c", "sleep 2; cat"]);
+    s.wait_for(id, "running", |t| t["state"] == "running");
+    // The node dies while the command runs, and comes back after the command has finished.
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+    std::thread::sleep(Duration::from_secs(4));
+    let port = s.url.rsplit(':').next().unwrap().to_string();
+    s.child = Command::new(BIN)
+        .arg("serve")
+        .args(&s.db)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--node",
+            "cli-test",
+        ])
+        .env("DOCKET_LOG", "warn")
+        .current_dir(s._dir.path())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http::blocking_get(&format!("{}/healthz", s.url)).is_none() {
+        assert!(Instant::now() < deadline, "server did not come back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = s.wait_for(id, "completed by the first attempt", |t| {
+        t["state"] == "completed"
+    });
+    assert_eq!(t["attempt"], 1, "{t}");
+    assert_eq!(t["result"], 7);
+    assert_eq!(t["errors"], json!([]), "{t}");
+    signal(w.id(), Signal::SIGTERM);
+    w.wait().unwrap();
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[test] fn $name() { super::$name("pg") } )* }
@@ -419,6 +550,10 @@ macro_rules! both {
 }
 
 both!(
+    worker_claims_only_its_kinds,
+    odd_queue_names_reach_their_own_routes,
+    worker_enforces_the_timeout,
+    worker_retries_reports_across_a_server_restart,
     worker_runs_commands,
     killed_worker_loses_nothing,
     serve_shuts_down_gracefully,

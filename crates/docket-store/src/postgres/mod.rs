@@ -275,6 +275,68 @@ impl PgStore {
             .await
     }
 
+    /// [`Self::break_process`] for many zombie tasks at once (each its own process): three
+    /// statements for the whole batch instead of four per task.
+    async fn break_zombies(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        zombies: &[(String, String, i64)],
+        now: Timestamp,
+    ) -> Result<()> {
+        if zombies.is_empty() {
+            return Ok(());
+        }
+        let ns: Vec<&str> = zombies.iter().map(|z| z.0.as_str()).collect();
+        let ids: Vec<&str> = zombies.iter().map(|z| z.1.as_str()).collect();
+        let tasks: Vec<i64> = zombies.iter().map(|z| z.2).collect();
+        let keys: Vec<String> = zombies
+            .iter()
+            .map(|z| docket_core::process::key_of(&z.0, &z.1))
+            .collect();
+        let data: Vec<Value> = tasks
+            .iter()
+            .map(|t| serde_json::json!({"detail": ZOMBIE, "task_id": t}))
+            .collect();
+        sqlx::query(
+            "UPDATE docket_processes p SET \
+               previous_status = CASE WHEN p.status <> 'error' THEN p.status ELSE p.previous_status END, \
+               status_changed_at = CASE WHEN p.status <> 'error' THEN $3 ELSE p.status_changed_at END, \
+               status = 'error', detail = $4, corrupted_by = x.task \
+             FROM unnest($1::text[], $2::text[], $5::bigint[]) AS x(ns, id, task) \
+             WHERE p.namespace = x.ns AND p.id = x.id",
+        )
+        .bind(&ns)
+        .bind(&ids)
+        .bind(now)
+        .bind(ZOMBIE)
+        .bind(&tasks)
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(
+            "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 \
+             WHERE concurrency_key = ANY($1) AND state IN ('scheduled', 'available', 'retryable')",
+        )
+        .bind(&keys)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at) \
+             SELECT ns, id, 'failed', NULL, d, $4 FROM unnest($1::text[], $2::text[], $3::jsonb[]) \
+               WITH ORDINALITY AS x(ns, id, d, o) ORDER BY o",
+        )
+        .bind(&ns)
+        .bind(&ids)
+        .bind(&data)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
     /// Tells synchronous callers on every node that these process steps finished.
     async fn notify_done(&self, tx: &mut Transaction<'_, Postgres>, ids: &[i64]) -> Result<()> {
         sqlx::query("SELECT pg_notify($1, $2 || '|' || id) FROM unnest($3::bigint[]) AS x(id)")
@@ -324,6 +386,20 @@ impl PgStore {
         Ok(out)
     }
 
+    /// Fails a held attempt that ran past its deadline (row locked in `tx`).
+    async fn fail_timed_out(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        t: Task,
+        now: Timestamp,
+    ) -> Result<()> {
+        let d = t.fail_decision(now, None, false);
+        let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
+        let apply = [(t, d, e)];
+        Self::apply_failures(tx, &apply, now).await?;
+        self.notify_freed(tx, &apply).await
+    }
+
     /// Applies fail decisions to rows locked in `tx`.
     async fn apply_failures(
         tx: &mut Transaction<'_, Postgres>,
@@ -369,6 +445,9 @@ impl PgStore {
 }
 
 use docket_core::FailDecision;
+
+/// Detail and error of a process task whose lease ran out (progressor's zombie).
+const ZOMBIE: &str = "zombie detected";
 
 fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
     match d {
@@ -524,14 +603,17 @@ impl Store for PgStore {
         };
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1) \
-             AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR kind = $3) \
+             AND ($2::text[] IS NULL OR state = ANY($2)) AND ($3::text IS NULL OR kind = $3) \
              AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6) \
              AND ($7::text IS NULL OR strpos(lower(payload::text || ' ' || COALESCE(errors::text, '')), lower($7)) > 0) \
              ORDER BY id {order} LIMIT $5"
         );
         let rows = sqlx::query(&sql)
             .bind(&p.queue)
-            .bind(p.state.map(|s| s.as_str()))
+            .bind(
+                (!p.states.is_empty())
+                    .then(|| p.states.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+            )
             .bind(&p.kind)
             .bind(p.after)
             .bind(p.limit)
@@ -552,6 +634,7 @@ impl Store for PgStore {
              FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
              WHERE t.state = 'available' AND t.queue = $1 \
                AND (t.node IS NULL OR t.node = $2) \
+               AND ($5::text[] IS NULL OR t.kind = ANY($5)) \
                AND (t.expires_at IS NULL OR t.expires_at > $3) \
                AND (q.paused IS NULL OR NOT q.paused) \
                AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
@@ -564,6 +647,7 @@ impl Store for PgStore {
         .bind(&p.node)
         .bind(p.now)
         .bind(p.limit)
+        .bind(&p.kinds)
         .fetch_all(&mut *tx)
         .await?;
         if cands.is_empty() {
@@ -637,7 +721,8 @@ impl Store for PgStore {
         let sql = format!(
             "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2, \
                worker = $3, lease_token = gen_random_uuid(), lease_ms = COALESCE($4, timeout_ms), \
-               lease_expires_at = $2 + COALESCE($4, timeout_ms) * interval '1 millisecond', \
+               lease_expires_at = $2 + (CASE WHEN queue LIKE 'process:%' THEN COALESCE($4, timeout_ms) \
+                 ELSE LEAST(COALESCE($4, timeout_ms), timeout_ms) END) * interval '1 millisecond', \
                cancel_requested_at = NULL \
              WHERE id = ANY($1) RETURNING {COLS}"
         );
@@ -673,8 +758,12 @@ impl Store for PgStore {
         let sql = format!(
             "UPDATE docket_tasks SET progress = COALESCE($3, progress), \
                lease_ms = COALESCE($4, lease_ms), \
-               lease_expires_at = $5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond' \
+               lease_expires_at = CASE WHEN queue LIKE 'process:%' \
+                 THEN $5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond' \
+                 ELSE LEAST($5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond', \
+                   attempted_at + timeout_ms * interval '1 millisecond') END \
              WHERE id = $1 AND lease_token = $2 AND state = 'running' AND cancel_requested_at IS NULL \
+               AND (queue LIKE 'process:%' OR $5 < attempted_at + timeout_ms * interval '1 millisecond') \
              RETURNING {COLS}"
         );
         if let Some(row) = sqlx::query(&sql)
@@ -713,6 +802,11 @@ impl Store for PgStore {
             tx.commit().await?;
             return Err(StoreError::Cancelled);
         }
+        if held && t.state == TaskState::Running && past_deadline(&t, p.now) {
+            self.fail_timed_out(&mut tx, t, p.now).await?;
+            tx.commit().await?;
+            return Err(StoreError::TimedOut);
+        }
         tx.commit().await?;
         Err(match lease_refusal(&row, &p.token)? {
             LeaseOutcome::Cancelled => StoreError::Cancelled,
@@ -746,6 +840,7 @@ impl Store for PgStore {
              FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result) \
              WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running' \
                AND t.cancel_requested_at IS NULL \
+               AND (t.queue LIKE 'process:%' OR $1 < t.attempted_at + t.timeout_ms * interval '1 millisecond') \
              RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS ( \
                SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees, \
                t.kind, t.attempted_at",
@@ -794,12 +889,9 @@ impl Store for PgStore {
             .copied()
             .filter(|i| !done.contains_key(i))
             .collect();
-        let rows = sqlx::query(
-            "SELECT id, state, lease_token, cancel_requested_at FROM docket_tasks WHERE id = ANY($1) FOR UPDATE",
-        )
-        .bind(&missing)
-        .fetch_all(&mut *tx)
-        .await?;
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) FOR UPDATE");
+        let rows = sqlx::query(&sql).bind(&missing).fetch_all(&mut *tx).await?;
+        let mut timed_out = vec![];
         let rows: HashMap<i64, PgRow> = rows
             .into_iter()
             .map(|r| (r.get::<i64, _>("id"), r))
@@ -832,10 +924,19 @@ impl Store for PgStore {
                 .execute(&mut *tx)
                 .await?;
                 out.push(LeaseOutcome::Cancelled);
+            } else if held && state == "running" {
+                // Held, running, not cancelled, yet not updated: past its deadline.
+                let t = decode(row)?;
+                let d = t.fail_decision(now, None, false);
+                let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
+                timed_out.push((t, d, e));
+                out.push(LeaseOutcome::TimedOut);
             } else {
                 out.push(lease_refusal(row, &it.token)?);
             }
         }
+        Self::apply_failures(&mut tx, &timed_out, now).await?;
+        self.notify_freed(&mut tx, &timed_out).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -984,7 +1085,12 @@ impl Store for PgStore {
         for r in &rows {
             let t = decode(r)?;
             let d = t.fail_decision(now, None, false);
-            let e = error_entry(&t, "lease expired", None, now);
+            let why = if past_deadline(&t, now) {
+                TIMEOUT_MESSAGE
+            } else {
+                "lease expired"
+            };
+            let e = error_entry(&t, why, None, now);
             apply.push((t, d, e));
         }
         Self::apply_failures(&mut tx, &apply, now).await?;
@@ -1018,6 +1124,8 @@ impl Store for PgStore {
                  CASE WHEN t.state = 'completed' \
                    THEN COALESCE(q.retention_completed_ms, $2) \
                    ELSE COALESCE(q.retention_failed_ms, $3) END * interval '1 millisecond' \
+                 AND NOT (t.queue LIKE 'process:%' AND EXISTS (SELECT 1 FROM docket_processes p \
+                   WHERE p.namespace = substr(t.queue, 9) AND t.concurrency_key = p.namespace || ':' || p.id)) \
                LIMIT $4 FOR UPDATE OF t SKIP LOCKED)",
         )
         .bind(p.now)
@@ -1027,6 +1135,42 @@ impl Store for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(r.rows_affected())
+    }
+
+    async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
+        let cut = |d: Duration| docket_core::time::sub(p.now, d);
+        let notifications = sqlx::query(
+            "DELETE FROM docket_notifications WHERE seq IN ( \
+               SELECT n.seq FROM docket_notifications n \
+               LEFT JOIN docket_sinks s ON s.name = 'webhook:' || n.namespace \
+               WHERE n.created_at < $1 AND (s.name IS NULL OR n.seq <= s.seq) \
+               ORDER BY n.seq LIMIT $2)",
+        )
+        .bind(cut(p.notifications))
+        .bind(p.limit)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        let audit = sqlx::query(
+            "DELETE FROM docket_audit WHERE id IN (SELECT id FROM docket_audit WHERE at < $1 \
+             ORDER BY id LIMIT $2)",
+        )
+        .bind(cut(p.audit))
+        .bind(p.limit)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        let nodes =
+            sqlx::query("DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < $1")
+                .bind(cut(p.nodes))
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        Ok(AuxPruned {
+            notifications,
+            audit,
+            nodes,
+        })
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueStats>> {
@@ -1170,6 +1314,9 @@ impl Store for PgStore {
                                 Ok(id) => Wake::Task(id),
                                 Err(_) => continue,
                             }
+                        } else if rest.is_empty() {
+                            // A plain-SQL insert (migration 0009): no queue named.
+                            Wake::All
                         } else {
                             Wake::Queue(rest.to_string())
                         };
@@ -1645,6 +1792,14 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn notification_last_seq(&self) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(max(seq), 0)::int8 FROM docket_notifications")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
     async fn sink_lease(
         &self,
         name: &str,
@@ -1969,6 +2124,8 @@ impl Store for PgStore {
             .fetch_all(&mut *tx)
             .await?;
         let mut queues = vec![];
+        let mut failed = Vec::with_capacity(rows.len());
+        let mut zombies = Vec::with_capacity(rows.len());
         for r in &rows {
             let t = decode(r)?;
             let ns = t.queue.trim_start_matches("process:").to_string();
@@ -1976,12 +2133,13 @@ impl Store for PgStore {
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let e = error_entry(&t, "zombie detected", None, now);
-            Self::apply_failures(&mut tx, &[(t.clone(), FailDecision::Discard, e)], now).await?;
-            self.break_process(&mut tx, &ns, &pid, "zombie detected", t.id, Some(t.id), now)
-                .await?;
+            let e = error_entry(&t, ZOMBIE, None, now);
             queues.push(t.queue.clone());
+            zombies.push((ns, pid, t.id));
+            failed.push((t, FailDecision::Discard, e));
         }
+        Self::apply_failures(&mut tx, &failed, now).await?;
+        self.break_zombies(&mut tx, &zombies, now).await?;
         queues.sort();
         queues.dedup();
         self.notify(&mut tx, &queues).await?;
@@ -2029,8 +2187,9 @@ impl PgStore {
                  concurrency_limit, node, trace_id, ord) \
                ORDER BY ord \
                ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state), \
-             note AS (SELECT pg_notify($19, $20 || '|' || q) \
-               FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'available') s) \
+             note AS (SELECT pg_notify($19, $20 || '|' || q) IS NULL \
+               FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'available') s \
+               UNION ALL SELECT set_config('docket.woken', 'on', true) IS NULL) \
              SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM note) >= 0",
         )
         .bind(col!(|t| t.queue.clone()))

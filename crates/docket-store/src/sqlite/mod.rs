@@ -467,14 +467,17 @@ impl Store for SqliteStore {
         };
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1) \
-             AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR kind = ?3) \
+             AND (?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) AND (?3 IS NULL OR kind = ?3) \
              AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6) \
              AND (?7 IS NULL OR instr(lower(payload || ' ' || COALESCE(errors, '')), lower(?7)) > 0) \
              ORDER BY id {order} LIMIT ?5"
         );
         let rows = sqlx::query(&sql)
             .bind(&p.queue)
-            .bind(p.state.map(|s| s.as_str()))
+            .bind((!p.states.is_empty()).then(|| {
+                serde_json::json!(p.states.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+                    .to_string()
+            }))
             .bind(&p.kind)
             .bind(p.after)
             .bind(p.limit)
@@ -497,6 +500,7 @@ impl Store for SqliteStore {
              FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
              WHERE t.state = 'available' AND t.queue = ?1 \
                AND (t.node IS NULL OR t.node = ?2) \
+               AND (?5 IS NULL OR t.kind IN (SELECT value FROM json_each(?5))) \
                AND (t.expires_at IS NULL OR t.expires_at > ?3) \
                AND (q.paused IS NULL OR q.paused = 0) \
                AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
@@ -508,6 +512,7 @@ impl Store for SqliteStore {
         .bind(&p.node)
         .bind(us(p.now))
         .bind(p.limit)
+        .bind(p.kinds.as_ref().map(|k| serde_json::json!(k).to_string()))
         .fetch_all(&mut *tx)
         .await?;
         if cands.is_empty() {
@@ -558,7 +563,8 @@ impl Store for SqliteStore {
             "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2, \
                worker = ?3, lease_token = lower(hex(randomblob(16))), \
                lease_ms = COALESCE(?4, timeout_ms), \
-               lease_expires_at = ?2 + COALESCE(?4, timeout_ms) * 1000, cancel_requested_at = NULL \
+               lease_expires_at = ?2 + (CASE WHEN queue LIKE 'process:%' THEN COALESCE(?4, timeout_ms) \
+                 ELSE min(COALESCE(?4, timeout_ms), timeout_ms) END) * 1000, cancel_requested_at = NULL \
              WHERE id IN (SELECT value FROM json_each(?1)) RETURNING {COLS}"
         );
         let rows = sqlx::query(&sql)
@@ -612,9 +618,22 @@ impl Store for SqliteStore {
             self.wake_queues([&t.queue]);
             return Err(StoreError::Cancelled);
         }
+        if past_deadline(&t, p.now) {
+            let queue = t.queue.clone();
+            let d = t.fail_decision(p.now, None, false);
+            let e = error_entry(&t, TIMEOUT_MESSAGE, None, p.now);
+            Self::apply_failures(&mut tx, &[(t, d, e)], p.now).await?;
+            tx.commit().await?;
+            self.wake_queues([&queue]);
+            return Err(StoreError::TimedOut);
+        }
+        // The lease never reaches past the attempt's deadline (process tasks excepted: their
+        // lease is the zombie window).
         let sql = format!(
             "UPDATE docket_tasks SET progress = COALESCE(?2, progress), lease_ms = COALESCE(?3, lease_ms), \
-               lease_expires_at = ?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000 \
+               lease_expires_at = CASE WHEN queue LIKE 'process:%' \
+                 THEN ?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000 \
+                 ELSE min(?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000, attempted_at + timeout_ms * 1000) END \
              WHERE id = ?1 RETURNING {COLS}"
         );
         let row = sqlx::query(&sql)
@@ -649,6 +668,8 @@ impl Store for SqliteStore {
                    FROM json_each(?2)) AS x \
              WHERE docket_tasks.id = x.id AND docket_tasks.lease_token = x.token \
                AND docket_tasks.state = 'running' AND docket_tasks.cancel_requested_at IS NULL \
+               AND (docket_tasks.queue LIKE 'process:%' \
+                 OR ?1 < docket_tasks.attempted_at + docket_tasks.timeout_ms * 1000) \
              RETURNING docket_tasks.id, docket_tasks.run_at, docket_tasks.queue, \
                (docket_tasks.concurrency_key IS NOT NULL OR EXISTS (SELECT 1 FROM docket_queues q \
                  WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees, \
@@ -676,6 +697,7 @@ impl Store for SqliteStore {
             })
             .collect();
         let mut out = Vec::with_capacity(items.len());
+        let mut timed_out = vec![];
         for it in items {
             if let Some((run_at, labels)) = done.get(&it.id) {
                 out.push(LeaseOutcome::Ok {
@@ -701,12 +723,20 @@ impl Store for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
                 out.push(LeaseOutcome::Cancelled);
+            } else if held && t.state == TaskState::Running {
+                // Held, running, not cancelled, yet not updated: past its deadline.
+                let d = t.fail_decision(now, None, false);
+                let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
+                timed_out.push((t, d, e));
+                out.push(LeaseOutcome::TimedOut);
             } else {
                 out.push(lease_refusal(&t, held));
             }
         }
+        Self::apply_failures(&mut tx, &timed_out, now).await?;
         tx.commit().await?;
         self.wake_queues(&freed);
+        self.wake_queues(timed_out.iter().map(|(t, _, _)| &t.queue));
         Ok(out)
     }
 
@@ -846,7 +876,12 @@ impl Store for SqliteStore {
         for r in &rows {
             let t = decode(r)?;
             let d = t.fail_decision(now, None, false);
-            let e = error_entry(&t, "lease expired", None, now);
+            let why = if past_deadline(&t, now) {
+                TIMEOUT_MESSAGE
+            } else {
+                "lease expired"
+            };
+            let e = error_entry(&t, why, None, now);
             apply.push((t, d, e));
         }
         Self::apply_failures(&mut tx, &apply, now).await?;
@@ -881,6 +916,8 @@ impl Store for SqliteStore {
                WHERE t.state IN ('completed','discarded','cancelled') AND t.finished_at < ?1 - \
                  CASE WHEN t.state = 'completed' THEN COALESCE(q.retention_completed_ms, ?2) \
                    ELSE COALESCE(q.retention_failed_ms, ?3) END * 1000 \
+                 AND NOT (t.queue LIKE 'process:%' AND EXISTS (SELECT 1 FROM docket_processes p \
+                   WHERE p.namespace = substr(t.queue, 9) AND t.concurrency_key = p.namespace || ':' || p.id)) \
                LIMIT ?4)",
         )
         .bind(us(p.now))
@@ -891,6 +928,44 @@ impl Store for SqliteStore {
         .await?;
         tx.commit().await?;
         Ok(r.rows_affected())
+    }
+
+    async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
+        let cut = |d: Duration| us(docket_core::time::sub(p.now, d));
+        let mut tx = self.begin().await?;
+        let notifications = sqlx::query(
+            "DELETE FROM docket_notifications WHERE seq IN ( \
+               SELECT n.seq FROM docket_notifications n \
+               LEFT JOIN docket_sinks s ON s.name = 'webhook:' || n.namespace \
+               WHERE n.created_at < ?1 AND (s.name IS NULL OR n.seq <= s.seq) \
+               ORDER BY n.seq LIMIT ?2)",
+        )
+        .bind(cut(p.notifications))
+        .bind(p.limit)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let audit = sqlx::query(
+            "DELETE FROM docket_audit WHERE id IN (SELECT id FROM docket_audit WHERE at < ?1 \
+             ORDER BY id LIMIT ?2)",
+        )
+        .bind(cut(p.audit))
+        .bind(p.limit)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let nodes =
+            sqlx::query("DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < ?1")
+                .bind(cut(p.nodes))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        tx.commit().await?;
+        Ok(AuxPruned {
+            notifications,
+            audit,
+            nodes,
+        })
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueStats>> {
@@ -1471,6 +1546,14 @@ impl Store for SqliteStore {
                 })
             })
             .collect()
+    }
+
+    async fn notification_last_seq(&self) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(max(seq), 0) FROM docket_notifications")
+                .fetch_one(&self.reader)
+                .await?,
+        )
     }
 
     async fn sink_lease(
