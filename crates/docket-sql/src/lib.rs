@@ -286,6 +286,22 @@ impl SqlHandler {
     }
 }
 
+/// The statement timeout of a `sql` task's attempt: what is left of its timeout
+/// (`attempted_at + timeout`, the deadline the store enforces) at `now`, less a margin of a
+/// tenth of the timeout (at most 500 ms) in which the statement's error reaches the store.
+/// Without the margin the statement, which starts after the session connects, would be
+/// cancelled after the deadline and the attempt would fail as a bare `timeout` instead of
+/// with PostgreSQL's "canceling statement due to statement timeout". At least 1 ms (0 would
+/// mean no timeout).
+pub fn statement_budget(task: &Task, now: docket_core::Timestamp) -> Duration {
+    let margin = (task.timeout / 10).min(Duration::from_millis(500));
+    let start = task.attempted_at.unwrap_or(now);
+    let deadline = docket_core::time::add(start, task.timeout);
+    docket_core::time::since(deadline, now)
+        .saturating_sub(margin)
+        .max(Duration::from_millis(1))
+}
+
 #[async_trait]
 impl Handler for SqlHandler {
     async fn run(&self, task: &Task) -> Outcome {
@@ -298,7 +314,7 @@ impl Handler for SqlHandler {
             &conn,
             &p.input,
             format,
-            task.timeout,
+            statement_budget(task, chrono::Utc::now()),
             &self.application_name,
         )
         .await;
@@ -317,6 +333,28 @@ impl Handler for SqlHandler {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn statement_budget_ends_before_the_deadline() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let mut t = docket_core::NewTask::new("sql", Value::Null)
+            .resolve(None, &docket_core::task::TaskDefaults::default(), at)
+            .unwrap()
+            .into_task(1, at);
+        t.timeout = Duration::from_secs(1);
+        t.attempted_at = Some(at);
+        let later = |ms| docket_core::time::add_ms(at, ms);
+        assert_eq!(statement_budget(&t, at), Duration::from_millis(900));
+        assert_eq!(statement_budget(&t, later(50)), Duration::from_millis(850));
+        assert_eq!(statement_budget(&t, later(5000)), Duration::from_millis(1));
+        t.timeout = Duration::from_secs(3600);
+        assert_eq!(
+            statement_budget(&t, at),
+            Duration::from_secs(3600) - Duration::from_millis(500)
+        );
+    }
 
     #[test]
     fn targets_are_opt_in() {
