@@ -46,9 +46,15 @@ pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
 use docket_core::api::{
     BatchRequest, BatchResponse, ClaimRequest, ClaimResponse, CompleteRequest, FailRequest,
-    HeartbeatRequest, NodeList,
+    HeartbeatRequest, NamespaceList, NodeList, ProcessRepaired, ProcessResponse, ProcessTrace,
+    ScheduleList,
 };
-pub use docket_core::api::{Finished, ItemOutcome, NodeView, TaskPage};
+pub use docket_core::api::{
+    Finished, ItemOutcome, NamespaceView, NodeView, ProcessCallRequest, ProcessInitRequest,
+    ProcessPage, ProcessView, TaskPage, TraceTask,
+};
+pub use docket_core::process::{Direction, HistoryRange, NamespaceConfig, Process};
+pub use docket_core::{Schedule, ScheduleSpec};
 
 /// Filters of [`Client::task_list`].
 #[derive(Debug, Default, Clone)]
@@ -406,11 +412,11 @@ impl Client {
 }
 
 impl Client {
-    /// `PUT /v1/namespaces/{ns}` with a namespace config (JSON).
+    /// `PUT /v1/namespaces/{ns}`: create or replace a namespace.
     ///
     /// # Errors
     /// `invalid_request`, transport errors.
-    pub async fn namespace_put(&self, ns: &str, config: &Value) -> Result<Value> {
+    pub async fn namespace_put(&self, ns: &str, config: &NamespaceConfig) -> Result<NamespaceView> {
         self.send(
             self.http
                 .put(self.url(&format!("/v1/namespaces/{}", Self::seg(ns))))
@@ -423,41 +429,73 @@ impl Client {
     ///
     /// # Errors
     /// Transport errors.
-    pub async fn namespace_list(&self) -> Result<Value> {
-        self.send(self.http.get(self.url("/v1/namespaces"))).await
+    pub async fn namespace_list(&self) -> Result<Vec<NamespaceView>> {
+        let l: NamespaceList = self.send(self.http.get(self.url("/v1/namespaces"))).await?;
+        Ok(l.namespaces)
     }
 
-    /// `POST /v1/namespaces/{ns}/processes` (init), `…/{id}/call` or `…/{id}/repair`: `verb` is
-    /// `init`, `call` or `repair`; `body` holds args/context/idempotency_key. Answers
-    /// `{"response": …}`.
+    /// `POST /v1/namespaces/{ns}/processes` (progressor's init): creates process `req.id` and
+    /// runs its init step; answers the processor's response. Synchronous: waits up to the
+    /// namespace's step timeout.
     ///
     /// # Errors
-    /// `processor_error`, `process_exists`, `process_not_running`, `process_not_found`,
+    /// `processor_error`, `process_exists`, `namespace_not_found`, `timeout`, transport errors.
+    pub async fn process_init(&self, ns: &str, req: &ProcessInitRequest) -> Result<Value> {
+        let path = format!("/v1/namespaces/{}/processes", Self::seg(ns));
+        let r: ProcessResponse = self
+            .send(
+                self.http
+                    .post(self.url(&path))
+                    .timeout(Duration::from_secs(3600))
+                    .json(req),
+            )
+            .await?;
+        Ok(r.response)
+    }
+
+    /// `POST /v1/namespaces/{ns}/processes/{id}/call`, or `…/repair` when `repair`; answers the
+    /// processor's response.
+    ///
+    /// # Errors
+    /// `processor_error`, `process_not_running` / `process_is_running`, `process_not_found`,
     /// `timeout`, transport errors.
-    pub async fn process_request(
+    pub async fn process_call(
         &self,
         ns: &str,
         id: &str,
-        verb: &str,
-        mut body: Value,
+        req: &ProcessCallRequest,
+        repair: bool,
     ) -> Result<Value> {
-        let path = if verb == "init" {
-            body["id"] = json!(id);
-            format!("/v1/namespaces/{}/processes", Self::seg(ns))
-        } else {
-            format!(
-                "/v1/namespaces/{}/processes/{}/{verb}",
-                Self::seg(ns),
-                Self::seg(id)
+        let verb = if repair { "repair" } else { "call" };
+        let path = format!(
+            "/v1/namespaces/{}/processes/{}/{verb}",
+            Self::seg(ns),
+            Self::seg(id)
+        );
+        let r: ProcessResponse = self
+            .send(
+                self.http
+                    .post(self.url(&path))
+                    .timeout(Duration::from_secs(3600))
+                    .json(req),
             )
-        };
-        self.send(
-            self.http
-                .post(self.url(&path))
-                .timeout(Duration::from_secs(3600))
-                .json(&body),
-        )
-        .await
+            .await?;
+        Ok(r.response)
+    }
+
+    /// `POST /v1/namespaces/{ns}/processes/{id}/simple-repair`: an `error` process back to
+    /// `running` without calling the processor.
+    ///
+    /// # Errors
+    /// `process_is_running`, `process_not_found`, transport errors.
+    pub async fn process_simple_repair(&self, ns: &str, id: &str) -> Result<Process> {
+        let path = format!(
+            "/v1/namespaces/{}/processes/{}/simple-repair",
+            Self::seg(ns),
+            Self::seg(id)
+        );
+        let r: ProcessRepaired = self.send(self.http.post(self.url(&path))).await?;
+        Ok(r.process)
     }
 
     /// `GET /v1/namespaces/{ns}/processes/{id}` with a history range.
@@ -468,18 +506,16 @@ impl Client {
         &self,
         ns: &str,
         id: &str,
-        offset: Option<i64>,
-        limit: Option<i64>,
-        backward: bool,
-    ) -> Result<Value> {
+        range: &HistoryRange,
+    ) -> Result<ProcessView> {
         let mut q: Vec<(&str, String)> = vec![];
-        if let Some(o) = offset {
+        if let Some(o) = range.offset {
             q.push(("offset", o.to_string()));
         }
-        if let Some(l) = limit {
+        if let Some(l) = range.limit {
             q.push(("limit", l.to_string()));
         }
-        if backward {
+        if range.direction == Direction::Backward {
             q.push(("direction", "backward".into()));
         }
         self.send(
@@ -492,6 +528,107 @@ impl Client {
                 .query(&q),
         )
         .await
+    }
+
+    /// `GET /v1/namespaces/{ns}/processes`: a page of processes by id, optionally of one
+    /// `status` (`init`, `running`, `error`), after the cursor `after`.
+    ///
+    /// # Errors
+    /// `invalid_request`, transport errors.
+    pub async fn process_list(
+        &self,
+        ns: &str,
+        status: Option<&str>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<ProcessPage> {
+        let mut q = vec![("limit", limit.to_string())];
+        if let Some(st) = status {
+            q.push(("status", st.to_string()));
+        }
+        if let Some(a) = after {
+            q.push(("after", a.to_string()));
+        }
+        self.send(
+            self.http
+                .get(self.url(&format!("/v1/namespaces/{}/processes", Self::seg(ns))))
+                .query(&q),
+        )
+        .await
+    }
+
+    /// `GET /v1/namespaces/{ns}/processes/{id}/trace`: every task of the process, oldest first,
+    /// with the events each produced.
+    ///
+    /// # Errors
+    /// `process_not_found`, transport errors.
+    pub async fn process_trace(&self, ns: &str, id: &str) -> Result<Vec<TraceTask>> {
+        let path = format!(
+            "/v1/namespaces/{}/processes/{}/trace",
+            Self::seg(ns),
+            Self::seg(id)
+        );
+        let t: ProcessTrace = self.send(self.http.get(self.url(&path))).await?;
+        Ok(t.tasks)
+    }
+}
+
+impl Client {
+    /// `POST /v1/schedules`: creates or replaces a schedule.
+    ///
+    /// # Errors
+    /// `invalid_schedule`, `invalid_request`, transport errors.
+    pub async fn schedule_put(&self, spec: &ScheduleSpec) -> Result<Schedule> {
+        self.send(self.http.post(self.url("/v1/schedules")).json(spec))
+            .await
+    }
+
+    /// `GET /v1/schedules`.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub async fn schedule_list(&self) -> Result<Vec<Schedule>> {
+        let l: ScheduleList = self.send(self.http.get(self.url("/v1/schedules"))).await?;
+        Ok(l.schedules)
+    }
+
+    /// `GET /v1/schedules/{name}`.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn schedule_get(&self, name: &str) -> Result<Schedule> {
+        self.send(
+            self.http
+                .get(self.url(&format!("/v1/schedules/{}", Self::seg(name)))),
+        )
+        .await
+    }
+
+    /// `POST /v1/schedules/{name}/pause` or `…/resume`.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn schedule_set_paused(&self, name: &str, paused: bool) -> Result<Schedule> {
+        let verb = if paused { "pause" } else { "resume" };
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/schedules/{}/{verb}", Self::seg(name)))),
+        )
+        .await
+    }
+
+    /// `DELETE /v1/schedules/{name}` (its tasks stay).
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn schedule_delete(&self, name: &str) -> Result<()> {
+        let _: Value = self
+            .send(
+                self.http
+                    .delete(self.url(&format!("/v1/schedules/{}", Self::seg(name)))),
+            )
+            .await?;
+        Ok(())
     }
 }
 

@@ -1,24 +1,32 @@
-//! Request and response bodies of the worker-facing HTTP API (claim, heartbeat, complete, fail,
-//! their batch forms, task pages, nodes), in one place: the server parses and answers with
-//! these types and the client sends and reads them, so the two cannot drift apart. Durations
-//! are humantime strings on the wire.
+//! Request and response bodies of the HTTP API (`/v1`), in one place: the server parses and
+//! answers with these types, the client sends and reads them, and `openapi.json` is generated
+//! from them (utoipa), so the three cannot drift apart. Durations are humantime strings on the
+//! wire; times RFC 3339 UTC.
 
-use crate::{Task, TaskState, Timestamp};
+use crate::process::{Event, HistoryRange, NamespaceConfig, Process};
+use crate::{NewTask, QueueStats, Schedule, Task, TaskState, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 
 /// `POST /v1/queues/{queue}/claim`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Worker name recorded on the tasks (1–256 characters).
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub worker: String,
     /// Most tasks to claim, 1..=10,000 [1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10000)]
     pub limit: Option<i64>,
     /// Only tasks of these kinds (1..=100 names; asyncflow's hold by task type) [any kind].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_items = 1, max_items = 100)]
     pub kinds: Option<Vec<String>>,
     /// Lease per task, 100 ms..=30 days [the task's timeout]; never past the attempt deadline.
     #[serde(
@@ -26,6 +34,7 @@ pub struct ClaimRequest {
         with = "crate::duration::serde_opt",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub lease: Option<Duration>,
     /// Long-poll: wait up to this long (≤ 60 s) for a task when none is available [0].
     #[serde(
@@ -33,18 +42,19 @@ pub struct ClaimRequest {
         with = "crate::duration::serde_opt",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "5s")]
     pub wait: Option<Duration>,
 }
 
 /// Answer of a claim: the tasks, each with its `lease`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct ClaimResponse {
     /// Claimed tasks (empty when none was available within `wait`).
     pub tasks: Vec<Task>,
 }
 
 /// `POST /v1/tasks/{id}/heartbeat`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     /// The lease token of the claim.
@@ -58,12 +68,13 @@ pub struct HeartbeatRequest {
         with = "crate::duration::serde_opt",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub extend: Option<Duration>,
 }
 
 /// `POST /v1/tasks/{id}/complete`, or one item of `POST /v1/tasks/complete` (then `id` is
 /// required).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteRequest {
     /// Task id (batch items only).
@@ -77,7 +88,7 @@ pub struct CompleteRequest {
 }
 
 /// `POST /v1/tasks/{id}/fail`, or one item of `POST /v1/tasks/fail` (then `id` is required).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailRequest {
     /// Task id (batch items only).
@@ -93,59 +104,69 @@ pub struct FailRequest {
         with = "crate::duration::serde_opt",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub retry_in: Option<Duration>,
     /// Do not retry: discard now.
     #[serde(default)]
     pub permanent: bool,
     /// Worker name recorded with the error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub worker: Option<String>,
 }
 
 /// `POST /v1/tasks/complete` and `POST /v1/tasks/fail`: many items in one statement.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest<T> {
     /// 1..=10,000 items.
+    #[schema(min_items = 1, max_items = 10000)]
     pub items: Vec<T>,
 }
 
 /// The answer to one complete or fail.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Finished {
     /// Task id.
     pub id: i64,
     /// The task's state now (`completed`, `retryable`, `discarded`).
     pub state: TaskState,
     /// Its next start (retryable) or its last `run_at`.
+    #[schema(value_type = String, format = DateTime)]
     pub run_at: Timestamp,
 }
 
 /// One item's result in a batch answer: `outcome` is `ok` (then `state` and `run_at`),
 /// `lease_lost`, `cancelled`, `timed_out` or `not_found`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct ItemOutcome {
     /// Task id.
     pub id: i64,
     /// `ok`, `lease_lost`, `cancelled`, `timed_out`, `not_found`.
+    #[schema(value_type = String, pattern = "^(ok|lease_lost|cancelled|timed_out|not_found)$")]
     pub outcome: String,
     /// New state (`ok` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<TaskState>,
     /// Next start (`ok` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub run_at: Option<Timestamp>,
 }
 
 /// Answer of a batch complete or fail, one result per item in input order.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct BatchResponse {
     /// Results.
     pub results: Vec<ItemOutcome>,
 }
 
 /// A page of `GET /v1/tasks`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct TaskPage {
     /// Tasks.
     pub tasks: Vec<Task>,
@@ -154,17 +175,20 @@ pub struct TaskPage {
 }
 
 /// A node as `GET /v1/nodes` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct NodeView {
     /// Node name.
     pub name: String,
     /// `active`, `lost` (silent for 3 heartbeat periods) or `stopped`.
     pub state: String,
     /// When it started.
+    #[schema(value_type = String, format = DateTime)]
     pub started_at: Timestamp,
     /// Its last heartbeat.
+    #[schema(value_type = String, format = DateTime)]
     pub heartbeat_at: Timestamp,
     /// When it shut down cleanly.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub stopped_at: Option<Timestamp>,
     /// docket version.
     pub version: String,
@@ -173,8 +197,156 @@ pub struct NodeView {
 }
 
 /// Answer of `GET /v1/nodes`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct NodeList {
     /// Every node in the registry.
     pub nodes: Vec<NodeView>,
+}
+
+/// `POST /v1/tasks` with several tasks, inserted in one transaction (all or none).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewTaskBatch {
+    /// 1..=10,000 tasks.
+    #[schema(min_items = 1, max_items = 10000)]
+    pub tasks: Vec<NewTask>,
+}
+
+/// Answer of a batch enqueue: the tasks in input order (an existing task for a taken
+/// `unique_key`, with `inserted: false`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskBatch {
+    /// Tasks.
+    pub tasks: Vec<Task>,
+}
+
+/// Answer of `GET /v1/queues`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct QueueList {
+    /// Every queue that has tasks or settings.
+    pub queues: Vec<QueueStats>,
+}
+
+/// Answer of `GET /v1/schedules`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ScheduleList {
+    /// Every schedule, by name.
+    pub schedules: Vec<Schedule>,
+}
+
+/// A namespace of durable processes: `GET/PUT /v1/namespaces/{ns}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct NamespaceView {
+    /// Namespace name.
+    pub name: String,
+    /// Its configuration, defaults filled in.
+    pub config: NamespaceConfig,
+}
+
+/// Answer of `GET /v1/namespaces`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct NamespaceList {
+    /// Every namespace.
+    pub namespaces: Vec<NamespaceView>,
+}
+
+/// `POST /v1/namespaces/{ns}/processes` (progressor's init).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessInitRequest {
+    /// The new process's id (1–256 characters).
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    pub id: String,
+    /// Arguments for the processor (any JSON, ≤ 1 MiB).
+    #[serde(default)]
+    pub args: Value,
+    /// Caller context passed to the processor (progressor's context).
+    #[serde(default)]
+    pub context: Value,
+    /// A repeated request with the same key gets the first one's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// `POST /v1/namespaces/{ns}/processes/{id}/call` and `…/repair`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessCallRequest {
+    /// Arguments for the processor (any JSON, ≤ 1 MiB).
+    #[serde(default)]
+    pub args: Value,
+    /// Caller context passed to the processor.
+    #[serde(default)]
+    pub context: Value,
+    /// A repeated request with the same key gets the first one's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Which events of the history the processor is sent [all].
+    #[serde(default)]
+    pub range: HistoryRange,
+}
+
+/// Answer of init, call and repair: what the processor answered.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ProcessResponse {
+    /// The processor's `response`.
+    pub response: Value,
+}
+
+/// Answer of `GET /v1/namespaces/{ns}/processes/{id}`: the process with a range of history.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ProcessView {
+    /// The process.
+    pub process: Process,
+    /// The requested range of its events.
+    pub history: Vec<Event>,
+    /// Id of its newest event (0: none).
+    pub last_event_id: i64,
+}
+
+/// Answer of `PUT /v1/namespaces/{ns}/processes/{id}` (import).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ProcessImported {
+    /// The imported process.
+    pub process: Process,
+    /// Id of its newest event.
+    pub last_event_id: i64,
+}
+
+/// Answer of `POST …/simple-repair`: the process, back to `running`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ProcessRepaired {
+    /// The process.
+    pub process: Process,
+}
+
+/// A page of `GET /v1/namespaces/{ns}/processes`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ProcessPage {
+    /// Processes, by id.
+    pub processes: Vec<Process>,
+    /// Cursor for the next page (`after=`), when there may be more.
+    pub next_after: Option<String>,
+}
+
+/// One task of a process's trace, with the events it produced.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct TraceTask {
+    /// The task.
+    #[serde(flatten)]
+    pub task: Task,
+    /// Events it produced, in order.
+    pub events: Vec<Event>,
+}
+
+/// Answer of `GET /v1/namespaces/{ns}/processes/{id}/trace`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ProcessTrace {
+    /// Every task of the process, oldest first.
+    pub tasks: Vec<TraceTask>,
 }

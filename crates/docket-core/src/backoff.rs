@@ -9,18 +9,22 @@ use std::time::Duration;
 ///
 /// JSON shape: `{"initial": "1s", "coefficient": 2.0, "max": "1h", "jitter": 0.1}`.
 /// Defaults: initial 1 s, coefficient 2.0, max 1 h, jitter 0.1 (±10 %).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Backoff {
     /// Delay after the first failed attempt.
     #[serde(with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "30s")]
     pub initial: Duration,
     /// Factor applied per further attempt (≥ 1.0).
+    #[schema(minimum = 1.0)]
     pub coefficient: f64,
     /// Upper bound of the delay before jitter.
     #[serde(with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "30s")]
     pub max: Duration,
     /// Relative jitter in [0, 1]: the delay is multiplied by a uniform factor in [1−j, 1+j].
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub jitter: f64,
 }
 

@@ -72,18 +72,22 @@ pub fn check_process_id(id: &str) -> Result<(), String> {
 /// `initial_timeout` [5 s], then × `backoff_coefficient` [1.0], capped by `max_timeout` [none];
 /// at most `max_attempts` [3]; errors whose text contains one of `non_retryable_errors` [none]
 /// are not retried.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryPolicy {
     /// First retry interval.
     #[serde(with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "30s")]
     pub initial_timeout: Duration,
     /// Factor per further attempt.
+    #[schema(minimum = 1.0)]
     pub backoff_coefficient: f64,
     /// Cap of the interval.
     #[serde(with = "crate::duration::serde_opt")]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub max_timeout: Option<Duration>,
     /// Attempts of a timer, first included.
+    #[schema(minimum = 1)]
     pub max_attempts: i32,
     /// Error texts that stop retrying.
     pub non_retryable_errors: Vec<String>,
@@ -123,7 +127,7 @@ impl RetryPolicy {
 }
 
 /// Where a namespace's processor lives.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessorRef {
     /// URL docket POSTs [`ProcessorRequest`]s to.
@@ -132,7 +136,7 @@ pub struct ProcessorRef {
 
 /// A namespace's configuration. JSON shape of `PUT /v1/namespaces/{ns}`; omitted fields take
 /// progressor's defaults.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NamespaceConfig {
     /// The processor.
@@ -142,15 +146,19 @@ pub struct NamespaceConfig {
     pub retry_policy: RetryPolicy,
     /// Tasks of the namespace run at once per node [10].
     #[serde(default = "default_pool")]
+    #[schema(minimum = 1, maximum = 1000)]
     pub worker_pool_size: usize,
     /// How long one processor call may take [60 s]; also how long a synchronous caller waits.
     #[serde(default = "default_step", with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "30s")]
     pub process_step_timeout: Duration,
     /// Zombie detection adds this to the step timeout [31 s].
     #[serde(default = "default_scan", with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "30s")]
     pub task_scan_timeout: Duration,
     /// Kept for progressor compatibility [3 s]; docket wakes call workers at once instead.
     #[serde(default = "default_call_scan", with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "30s")]
     pub call_scan_timeout: Duration,
     /// Optional webhook: every notification of the namespace is POSTed to it in order, in
     /// batches `{"notifications": [...]}`, at least once (retried until it answers 2xx).
@@ -206,7 +214,7 @@ impl NamespaceConfig {
 }
 
 /// Status of a process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ProcessStatus {
     /// Created; its init has not succeeded yet.
@@ -239,7 +247,7 @@ impl ProcessStatus {
 }
 
 /// A process. JSON shape in API answers and in [`ProcessorRequest::process`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Process {
     /// Namespace.
     pub namespace: String,
@@ -250,6 +258,7 @@ pub struct Process {
     /// Status before the last change.
     pub previous_status: Option<ProcessStatus>,
     /// When the status last changed.
+    #[schema(value_type = String, format = DateTime)]
     pub status_changed_at: Timestamp,
     /// Error text of an `error` process.
     pub detail: Option<String>,
@@ -260,19 +269,21 @@ pub struct Process {
     /// The task that broke it.
     pub corrupted_by: Option<i64>,
     /// When it was created.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// Id of its last event (0: none).
     pub last_event_id: i64,
 }
 
 /// One event of a process's append-only history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Event {
     /// 1, 2, 3… per process.
     pub event_id: i64,
     /// The task that produced it.
     pub task_id: Option<i64>,
     /// When it was recorded.
+    #[schema(value_type = String, format = DateTime)]
     pub timestamp: Timestamp,
     /// Metadata.
     pub metadata: Value,
@@ -282,7 +293,18 @@ pub struct Event {
 
 /// Which part of the history to read: events after `offset` (exclusive; backward: before it),
 /// at most `limit`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    utoipa::IntoParams,
+)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryRange {
     /// Exclusive bound (0/None: from the start, or the end when backward).
@@ -297,7 +319,7 @@ pub struct HistoryRange {
 }
 
 /// History direction.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// Oldest first.
@@ -308,7 +330,7 @@ pub enum Direction {
 }
 
 /// What docket POSTs to a processor.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ProcessorRequest {
     /// `init`, `call`, `repair` or `timeout`.
     pub task_type: String,
@@ -321,7 +343,7 @@ pub struct ProcessorRequest {
 }
 
 /// The process as the processor sees it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ProcessorProcess {
     /// Id.
     pub id: String,
@@ -346,7 +368,7 @@ pub struct ProcessorProcess {
 }
 
 /// A new event from the processor.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewEvent {
     /// Payload.
@@ -358,7 +380,7 @@ pub struct NewEvent {
 }
 
 /// Timer action of a processor result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum Action {
     /// `"unset_timer"`: cancel the process's timers.
@@ -368,7 +390,7 @@ pub enum Action {
 }
 
 /// The literal `"unset_timer"`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum UnsetTimer {
     /// unset_timer.
     #[serde(rename = "unset_timer")]
@@ -376,14 +398,16 @@ pub enum UnsetTimer {
 }
 
 /// A timer to set: at `set_timer`, or after `timeout`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetTimer {
     /// Absolute time.
     #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub set_timer: Option<Timestamp>,
     /// Relative time (humantime).
     #[serde(default, with = "crate::duration::serde_opt")]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub timeout: Option<Duration>,
     /// Remove the process at that time instead of calling the processor.
     #[serde(default)]
@@ -391,7 +415,7 @@ pub struct SetTimer {
 }
 
 /// A successful processor result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessorResult {
     /// New events, appended in order.
@@ -438,7 +462,7 @@ impl ProcessorReply {
 }
 
 /// A whole process to import (`PUT /v1/namespaces/{ns}/processes/{id}`, progressor's put).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessImportSpec {
     /// Status [running].
@@ -462,11 +486,12 @@ pub struct ProcessImportSpec {
 }
 
 /// One event of an imported history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportedEvent {
     /// When it happened [now].
     #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub timestamp: Option<Timestamp>,
     /// Metadata [{}].
     #[serde(default = "empty_object")]

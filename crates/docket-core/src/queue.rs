@@ -12,7 +12,7 @@ pub const DEFAULT_RETENTION_FAILED: Duration = Duration::from_secs(7 * 24 * 3600
 
 /// Settings of one queue. JSON shape of `GET/PUT /v1/queues/{queue}`; absent fields mean "the
 /// server default". Durations are humantime strings.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueSettings {
     /// No task of a paused queue is claimed.
@@ -20,21 +20,26 @@ pub struct QueueSettings {
     pub paused: bool,
     /// At most this many tasks of the queue run at once, cluster-wide (asyncflow schedule_limit).
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub concurrency_limit: Option<i32>,
     /// max_attempts for tasks enqueued without one (asyncflow max_retry_num).
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub max_attempts: Option<i32>,
     /// Backoff for tasks enqueued without one.
     #[serde(default)]
     pub backoff: Option<Backoff>,
     /// Timeout for tasks enqueued without one (asyncflow max_processing_time).
     #[serde(default, with = "crate::duration::serde_opt")]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub timeout: Option<Duration>,
     /// How long completed tasks are kept; default 24 h.
     #[serde(default, with = "crate::duration::serde_opt")]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub retention_completed: Option<Duration>,
     /// How long discarded and cancelled tasks are kept; default 7 days.
     #[serde(default, with = "crate::duration::serde_opt")]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub retention_failed: Option<Duration>,
 }
 
@@ -65,7 +70,7 @@ impl QueueSettings {
 }
 
 /// A queue's settings and its task counts by state. JSON shape of the queue endpoints.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct QueueStats {
     /// Queue name.
     pub name: String,

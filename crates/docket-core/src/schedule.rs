@@ -26,10 +26,11 @@ pub const MAX_SCHEDULE_NAME: usize = 200;
 
 /// A schedule as created: JSON shape of `POST /v1/schedules`. Exactly one of `every` and
 /// `cron` is given.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSpec {
     /// Unique name (letters, digits, `_ - . :`).
+    #[schema(min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9_.:-]+$")]
     pub name: String,
     /// The task enqueued at each occurrence (`POST /v1/tasks`'s shape; its `run_at`/`run_in`
     /// are ignored, its `unique_key` defaults to `schedule:NAME:OCCURRENCE`).
@@ -40,6 +41,7 @@ pub struct ScheduleSpec {
         with = "crate::duration::serde_opt",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub every: Option<Duration>,
     /// With `every`: the next run is `every` after the moment it fired instead of on the
     /// grid of `start_at` (pg_task's `drift`) [false].
@@ -54,6 +56,7 @@ pub struct ScheduleSpec {
     pub timezone: Option<String>,
     /// First occurrence of an `every` schedule, and the origin of its grid [now].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub start_at: Option<Timestamp>,
 }
 
@@ -180,22 +183,27 @@ impl ScheduleSpec {
 }
 
 /// A stored schedule: JSON shape of `GET /v1/schedules/{name}`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Schedule {
     /// What was created.
     #[serde(flatten)]
+    #[schema(inline)]
     pub spec: ScheduleSpec,
     /// Paused schedules fire nothing; resuming starts from the next occurrence after then.
     pub paused: bool,
     /// The occurrence fired next.
+    #[schema(value_type = String, format = DateTime)]
     pub next_run_at: Timestamp,
     /// When the last occurrence was fired.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub last_run_at: Option<Timestamp>,
     /// The task enqueued by the last occurrence.
     pub last_task_id: Option<i64>,
     /// Created.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// Last changed.
+    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 

@@ -15,7 +15,19 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The state of a task. Shape: a lower-case string in JSON and in the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    PartialOrd,
+    Ord,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskState {
     /// `run_at` is in the future; the scheduler makes it `available` when it comes due.

@@ -17,13 +17,23 @@ pub const DEFAULT_TIMEOUT_MS: i64 = 60_000;
 pub const MAX_NAME_LEN: usize = 256;
 
 /// A task to enqueue. JSON shape of `POST /v1/tasks`; every field but `kind` is optional.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewTask {
     /// Queue name; default `"default"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub queue: Option<String>,
     /// Handler/type name (asyncflow's task_type).
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub kind: String,
     /// Any JSON; default null.
     #[serde(default)]
@@ -33,6 +43,7 @@ pub struct NewTask {
     pub priority: Option<i32>,
     /// Earliest start (RFC 3339); default now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub run_at: Option<Timestamp>,
     /// Start after this delay instead of at `run_at` (humantime, e.g. "5m").
     #[serde(
@@ -40,12 +51,15 @@ pub struct NewTask {
         with = "crate::duration::serde_opt",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub run_in: Option<Duration>,
     /// A task not started by then is discarded (node-daemons finish_at, pg_task active).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Timestamp>,
     /// Attempts before the task is discarded; default: the queue's, else 25.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub max_attempts: Option<i32>,
     /// Retry delay policy; default: the queue's, else [`Backoff::default`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,22 +70,40 @@ pub struct NewTask {
         with = "crate::duration::serde_opt",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub timeout: Option<Duration>,
     /// While a task with this key is not finished, enqueueing another returns the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub unique_key: Option<String>,
     /// Tasks sharing this key run at most `concurrency_limit` at once, cluster-wide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub concurrency_key: Option<String>,
     /// Limit for `concurrency_key`; default 1 when a key is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub concurrency_limit: Option<i32>,
     /// Only the node with this name may run the task (node-daemons node_id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub node: Option<String>,
     /// Trace id (W3C: 32 hex digits) carried to the worker and its logs; default: the API
     /// request's `traceparent` / `X-Trace-Id`, else a new one (asyncflow's schedule_log).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[0-9a-fA-F]{32}$")]
     pub trace_id: Option<String>,
 }
 
@@ -339,11 +371,12 @@ impl ResolvedTask {
 }
 
 /// One failed attempt, as kept in [`Task::errors`] (asyncflow's schedule_log entries).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct TaskError {
     /// The attempt that failed (1-based).
     pub attempt: i32,
     /// When it failed.
+    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
     /// The worker that held the lease, if any.
     #[serde(default)]
@@ -356,16 +389,17 @@ pub struct TaskError {
 }
 
 /// A lease: proof that a worker holds a running task. Given only to the claimer.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Lease {
     /// Opaque token to send with heartbeat/complete/fail.
     pub token: String,
     /// When the lease runs out unless a heartbeat extends it.
+    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
 }
 
 /// A stored task. JSON shape of every task the API returns.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Task {
     /// Unique id, increasing with insertion.
     pub id: i64,
@@ -380,8 +414,10 @@ pub struct Task {
     /// Current state.
     pub state: TaskState,
     /// Earliest (next) start.
+    #[schema(value_type = String, format = DateTime)]
     pub run_at: Timestamp,
     /// Not started by then: discarded.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Timestamp>,
     /// Attempts made so far (a claim starts the next one).
     pub attempt: i32,
@@ -391,6 +427,7 @@ pub struct Task {
     pub backoff: Backoff,
     /// Attempt timeout (humantime).
     #[serde(with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "30s")]
     pub timeout: Duration,
     /// Idempotency key.
     pub unique_key: Option<String>,
@@ -410,16 +447,21 @@ pub struct Task {
     /// What the worker last reported.
     pub progress: Option<Value>,
     /// When it was enqueued.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// When the last attempt started.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub attempted_at: Option<Timestamp>,
     /// When it reached a final state.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub finished_at: Option<Timestamp>,
     /// Who ran (or runs) the last attempt.
     pub worker: Option<String>,
     /// When the current lease runs out (running tasks).
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub lease_expires_at: Option<Timestamp>,
     /// Set when a running task was asked to cancel; it stops at its next heartbeat/complete.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub cancel_requested_at: Option<Timestamp>,
     /// The lease, only in claim answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]

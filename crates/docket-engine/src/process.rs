@@ -455,7 +455,11 @@ impl ProcessService {
     ///
     /// # Errors
     /// [`ProcessError::NotFound`], store errors.
-    pub async fn trace(&self, ns: &str, id: &str) -> Result<Vec<Value>, ProcessError> {
+    pub async fn trace(
+        &self,
+        ns: &str,
+        id: &str,
+    ) -> Result<Vec<docket_core::api::TraceTask>, ProcessError> {
         let (_, events) = self.get(ns, id, HistoryRange::default()).await?;
         let tasks = self
             .engine
@@ -468,12 +472,13 @@ impl ProcessService {
             .await?;
         Ok(tasks
             .into_iter()
-            .map(|t| {
-                let evs: Vec<&process::Event> =
-                    events.iter().filter(|e| e.task_id == Some(t.id)).collect();
-                let mut v = serde_json::to_value(&t).expect("task serialises");
-                v["events"] = serde_json::to_value(evs).expect("events serialise");
-                v
+            .map(|task| docket_core::api::TraceTask {
+                events: events
+                    .iter()
+                    .filter(|e| e.task_id == Some(task.id))
+                    .cloned()
+                    .collect(),
+                task,
             })
             .collect())
     }

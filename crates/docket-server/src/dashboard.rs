@@ -748,12 +748,12 @@ async fn process(
                 tr { th { "task" } th { "kind" } th { "state" } th { "attempt" } th { "events" } th { "last error" } }
                 @for t in &trace {
                     tr {
-                        td { a href=(format!("/ui/tasks/{}", t["id"])) { (t["id"]) } }
-                        td { (t["kind"].as_str().unwrap_or_default()) }
-                        td { (state_badge(t["state"].as_str().unwrap_or_default())) }
-                        td class="n" { (t["attempt"]) }
-                        td class="n" { (t["events"].as_array().map_or(0, Vec::len)) }
-                        td class="err" { (t["errors"].as_array().and_then(|e| e.last()).and_then(|e| e["message"].as_str()).map(|m| short(m, 60)).unwrap_or_default()) }
+                        td { a href=(format!("/ui/tasks/{}", t.task.id)) { (t.task.id) } }
+                        td { (t.task.kind) }
+                        td { (state_badge(t.task.state.as_str())) }
+                        td class="n" { (t.task.attempt) }
+                        td class="n" { (t.events.len()) }
+                        td class="err" { (t.task.errors.last().map(|e| short(&e.message, 60)).unwrap_or_default()) }
                     }
                 }
             }
@@ -863,6 +863,12 @@ async fn audit(State(s): State<AppState>) -> Page {
 /// One `changed` event per burst of engine changes (at most about 3 a second), for htmx to
 /// refresh the page's live part; also served as `GET /v1/changes` for other clients
 /// (`docket task watch`).
+#[utoipa::path(
+    get, path = "/v1/changes",
+    tag = "status",
+    responses((status = 200, description = "text/event-stream", content_type = "text/event-stream", body = crate::openapi::SseEvent)),
+    summary = "Server-sent events: `changed` whenever tasks changed (debounced, no payload)"
+)]
 pub async fn changes(State(s): State<AppState>) -> Response {
     events(State(s)).await
 }

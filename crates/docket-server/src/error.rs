@@ -8,7 +8,8 @@ use docket_store::StoreError;
 use serde_json::{json, Value};
 
 /// Every error code of the API, each with exactly one HTTP status (the README's error table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Code {
     /// bad request (invalid_json)
@@ -217,12 +218,35 @@ impl ApiError {
     }
 }
 
+/// The body of every error answer: `{"error": {"code", "message", "details"?}}`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine-readable code; each code comes with exactly one HTTP status.
+    #[schema(value_type = String)]
+    pub code: &'static str,
+    /// For people; may change between versions.
+    pub message: String,
+    /// Structured details (the processor's error, the failing batch index, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": {"code": self.code, "message": self.message}});
-        if let Some(d) = self.details {
-            body["error"]["details"] = d;
-        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                details: self.details,
+            },
+        };
         (self.status, axum::Json(body)).into_response()
     }
 }
@@ -291,7 +315,19 @@ mod tests {
     #[test]
     fn every_code_is_unique_and_documented() {
         let readme = include_str!("../../../README.md");
-        let openapi = crate::OPENAPI;
+        let openapi = crate::openapi::document();
+        let doc: serde_json::Value = serde_json::from_str(openapi).unwrap();
+        let documented: Vec<&str> = doc["components"]["schemas"]["Code"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let ours: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            documented, ours,
+            "the Code schema lists every code as it is sent"
+        );
         let mut seen = std::collections::HashSet::new();
         for c in Code::ALL {
             assert!(seen.insert(c.as_str()), "{} twice", c.as_str());

@@ -1,10 +1,12 @@
 //! docket's HTTP API. JSON in and out; times RFC 3339 UTC; durations humantime strings.
-//! Every route is in `openapi.json` (served at `/openapi.json`); a test keeps the two in step.
+//! The OpenAPI document (`/openapi.json`) is generated from the handlers and the types of
+//! `docket_core::api` (see [`openapi`]).
 
 pub mod actions;
 pub mod dashboard;
 pub mod error;
 pub mod events;
+pub mod openapi;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -15,9 +17,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use docket_core::api::{
     BatchRequest, BatchResponse, ClaimRequest, ClaimResponse, CompleteRequest, FailRequest,
-    Finished, HeartbeatRequest, ItemOutcome, NodeList, NodeView, TaskPage,
+    Finished, HeartbeatRequest, ItemOutcome, NamespaceList, NamespaceView, NodeList, NodeView,
+    ProcessCallRequest, ProcessImported, ProcessInitRequest, ProcessPage, ProcessRepaired,
+    ProcessResponse, ProcessTrace, ProcessView, QueueList, ScheduleList, TaskPage,
 };
 use docket_core::process::{HistoryRange, NamespaceConfig};
+use docket_core::QueueStats;
 use docket_core::{NewTask, QueueSettings, Task};
 use docket_engine::process::{ProcessError, ProcessService, Request as ProcessRequest};
 use docket_engine::Engine;
@@ -30,8 +35,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The OpenAPI 3 document of this API.
-pub const OPENAPI: &str = include_str!("../openapi.json");
 /// Largest request body (bytes): batches of tasks go in one request.
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// Largest payload/result/progress of one task (bytes of JSON).
@@ -482,6 +485,12 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
 
 /// `{"status": "ok"}` when the database answers and this node's maintenance loop finished a
 /// pass recently; 503 `maintenance_stalled` when it has not for `maintenance_stall_after`.
+#[utoipa::path(
+    get, path = "/healthz",
+    tag = "service",
+    responses((status = 200, description = "ok", body = crate::openapi::Health)),
+    summary = "Liveness: the database answers and maintenance finished a pass in the last 120 s (else 503 maintenance_stalled)"
+)]
 async fn healthz(State(s): State<AppState>) -> Response {
     if let Err(e) = s.engine.store.task_next_due().await {
         return ApiError::from(e).into_response();
@@ -493,11 +502,21 @@ async fn healthz(State(s): State<AppState>) -> Response {
         e.details = Some(json!({"last_pass_seconds_ago": last}));
         return e.into_response();
     }
-    Json(json!({"status": "ok", "node": s.engine.config.node, "maintenance_last_pass_seconds_ago": last}))
-        .into_response()
+    Json(openapi::Health {
+        status: "ok".into(),
+        node: s.engine.config.node.clone(),
+        maintenance_last_pass_seconds_ago: last,
+    })
+    .into_response()
 }
 
 /// Prometheus text format.
+#[utoipa::path(
+    get, path = "/metrics",
+    tag = "service",
+    responses((status = 200, description = "metrics", content_type = "text/plain", body = String)),
+    summary = "Prometheus text format (progressor's eight histograms, in ms)"
+)]
 async fn metrics_text(State(s): State<AppState>) -> Response {
     // Queue gauges are read from the database at scrape time: every node reports the same
     // cluster-wide numbers (aggregate them with max, not sum).
@@ -528,10 +547,16 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
         .into_response()
 }
 
+#[utoipa::path(
+    get, path = "/openapi.json",
+    tag = "service",
+    responses((status = 200, description = "OpenAPI document", body = Object)),
+    summary = "This document (generated from the server code with utoipa)"
+)]
 async fn openapi() -> Response {
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        OPENAPI,
+        openapi::document(),
     )
         .into_response()
 }
@@ -553,6 +578,13 @@ fn request_trace_id(headers: &axum::http::HeaderMap) -> Option<String> {
     .filter(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks",
+    tag = "tasks",
+    request_body = crate::openapi::TaskOrBatch,
+    responses((status = 201, description = "the task, or {tasks: [...]} for a batch", body = crate::openapi::TaskOrBatchAnswer), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    summary = "Enqueue one task, or many in one transaction"
+)]
 async fn task_add(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -601,28 +633,49 @@ async fn task_add(
         tasks.push(t);
     }
     let out = s.engine.enqueue_many(tasks).await?;
-    let body = if many {
-        json!({"tasks": out})
+    Ok(if many {
+        (
+            StatusCode::CREATED,
+            Json(docket_core::api::TaskBatch { tasks: out }),
+        )
+            .into_response()
     } else {
-        serde_json::to_value(&out[0]).expect("task serialises")
-    };
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+        (StatusCode::CREATED, Json(&out[0])).into_response()
+    })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
+    /// Only this queue.
     queue: Option<String>,
+    /// Only tasks with this concurrency key.
     concurrency_key: Option<String>,
+    /// One state, or several comma-separated (`running,retryable`); a filter naming no known
+    /// state matches nothing.
     state: Option<String>,
+    /// Only this kind.
     kind: Option<String>,
+    /// Page size [100].
+    #[param(minimum = 1, maximum = 10000)]
     limit: Option<i64>,
+    /// Keyset cursor: tasks after this id (in `order`).
     after: Option<i64>,
+    /// `asc` (default) or `desc` by id.
+    #[param(pattern = "^(asc|desc)$")]
     order: Option<String>,
-    /// Text in the payload or errors (case-insensitive).
+    /// Only tasks whose payload or errors contain this text (case-insensitive).
     text: Option<String>,
 }
 
+#[utoipa::path(
+    get, path = "/v1/tasks",
+    tag = "tasks",
+    params(crate::ListQuery),
+    responses((status = 200, description = "a page", body = docket_core::api::TaskPage)),
+    summary = "List tasks (keyset paging by id)"
+)]
 async fn task_list(
     State(s): State<AppState>,
     q: Result<Query<ListQuery>, QueryRejection>,
@@ -681,6 +734,13 @@ async fn task_list(
     }))
 }
 
+#[utoipa::path(
+    get, path = "/v1/tasks/{id}",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "One task"
+)]
 async fn task_get(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Task>> {
     let id = task_id(&id)?;
     match s.engine.store.task_get(id).await? {
@@ -700,6 +760,13 @@ async fn task_by_hand(
     Ok(Json(actions::task(&s, &who, id, action).await?))
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/cancel",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "invalid_state", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    summary = "Cancel a task that is not finished (a running one stops at its next heartbeat/complete)"
+)]
 async fn task_cancel(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -708,6 +775,13 @@ async fn task_cancel(
     task_by_hand(s, &headers, &id, actions::TaskAction::Cancel).await
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/retry",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "invalid_state", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    summary = "Make a discarded or cancelled task available again"
+)]
 async fn task_retry(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -716,6 +790,13 @@ async fn task_retry(
     task_by_hand(s, &headers, &id, actions::TaskAction::Retry).await
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/run-now",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "invalid_state", body = crate::error::ErrorBody)),
+    summary = "Make a scheduled or retryable task available now (recorded in the audit log)"
+)]
 async fn task_run_now(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -725,19 +806,26 @@ async fn task_run_now(
 }
 
 /// One look at the whole cluster (`docket status`, the dashboard's overview as JSON).
-async fn status(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+#[utoipa::path(
+    get, path = "/v1/status",
+    tag = "status",
+    responses((status = 200, description = "status", body = crate::openapi::StatusView)),
+    summary = "The cluster at a glance: queues with counts and oldest available task, nodes, schedules, last hour's throughput"
+)]
+async fn status(State(s): State<AppState>) -> ApiResult<Json<openapi::StatusView>> {
     let now = s.engine.clock.now();
     let store = &s.engine.store;
     let oldest = store.queue_oldest_available().await?;
-    let queues: Vec<Value> = store
+    let queues = store
         .queue_list()
         .await?
         .into_iter()
-        .map(|q| {
-            let o = oldest.iter().find(|(n, _)| *n == q.name).map(|(_, t)| *t);
-            let mut v = serde_json::to_value(&q).expect("serialises");
-            v["oldest_available_at"] = json!(o);
-            v
+        .map(|queue| openapi::QueueStatus {
+            oldest_available_at: oldest
+                .iter()
+                .find(|(n, _)| *n == queue.name)
+                .map(|(_, t)| *t),
+            queue,
         })
         .collect();
     let schedules = store.schedule_list().await?;
@@ -747,36 +835,61 @@ async fn status(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let (completed, failed) = throughput
         .iter()
         .fold((0, 0), |(c, f), t| (c + t.completed, f + t.failed));
-    Ok(Json(json!({
-        "now": now,
-        "queues": queues,
-        "nodes": nodes_with_state(&s).await?,
-        "schedules": {"total": schedules.len(), "paused": schedules.iter().filter(|s| s.paused).count()},
-        "last_hour": {"completed": completed, "failed": failed, "per_minute": throughput},
-    })))
+    Ok(Json(openapi::StatusView {
+        now,
+        queues,
+        nodes: nodes_with_state(&s).await?,
+        schedules: openapi::ScheduleCounts {
+            total: schedules.len(),
+            paused: schedules.iter().filter(|s| s.paused).count(),
+        },
+        last_hour: openapi::LastHour {
+            completed,
+            failed,
+            per_minute: throughput,
+        },
+    }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct AuditQuery {
+    /// Most entries [100].
+    #[param(minimum = 1, maximum = 10000)]
     limit: Option<i64>,
 }
 
+#[utoipa::path(
+    get, path = "/v1/audit",
+    tag = "status",
+    params(crate::AuditQuery),
+    responses((status = 200, description = "entries", body = crate::openapi::AuditPage)),
+    summary = "Operator actions (cancel, retry, run now, pause/resume, repair, schedule changes), newest first"
+)]
 async fn audit_list(
     State(s): State<AppState>,
     q: Result<Query<AuditQuery>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<openapi::AuditPage>> {
     let limit = query(q)?.limit.unwrap_or(100);
     if !(1..=MAX_BATCH as i64).contains(&limit) {
         return Err(ApiError::invalid(format!(
             "limit must be within 1..={MAX_BATCH}, got {limit}"
         )));
     }
-    Ok(Json(
-        json!({"entries": s.engine.store.audit_list(limit).await?}),
-    ))
+    Ok(Json(openapi::AuditPage {
+        entries: s.engine.store.audit_list(limit).await?,
+    }))
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/heartbeat",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    request_body = docket_core::api::HeartbeatRequest,
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "lease_lost, cancelled, timed_out", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody)),
+    summary = "Extend the lease (never past attempted_at + timeout) and report progress; 409 lease_lost, cancelled or timed_out"
+)]
 async fn task_heartbeat(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -830,6 +943,14 @@ fn item_outcome(id: i64, o: LeaseOutcome) -> ItemOutcome {
     }
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/complete",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    request_body = docket_core::api::CompleteRequest,
+    responses((status = 200, description = "new state", body = docket_core::api::Finished), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "lease_lost, cancelled, timed_out", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody)),
+    summary = "Complete the attempt; 409 lease_lost, cancelled or timed_out"
+)]
 async fn task_complete(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -849,6 +970,14 @@ async fn task_complete(
     single(id, o[0].clone())
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/fail",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    request_body = docket_core::api::FailRequest,
+    responses((status = 200, description = "new state", body = docket_core::api::Finished), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "lease_lost, cancelled, timed_out", body = crate::error::ErrorBody)),
+    summary = "Fail the attempt: retried after backoff or retry_in, or discarded"
+)]
 async fn task_fail(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -887,6 +1016,13 @@ fn batch_ids<T>(items: &[T], id: impl Fn(&T) -> Option<i64>) -> ApiResult<Vec<i6
         .collect()
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/complete",
+    tag = "tasks",
+    request_body = docket_core::api::BatchRequest<docket_core::api::CompleteRequest>,
+    responses((status = 200, description = "one result per item, in order", body = docket_core::api::BatchResponse), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody)),
+    summary = "Complete many tasks in one statement"
+)]
 async fn task_complete_batch(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -911,6 +1047,13 @@ async fn task_complete_batch(
     Ok(Json(BatchResponse { results }))
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/fail",
+    tag = "tasks",
+    request_body = docket_core::api::BatchRequest<docket_core::api::FailRequest>,
+    responses((status = 200, description = "one result per item, in order", body = docket_core::api::BatchResponse), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody)),
+    summary = "Fail many attempts in one transaction"
+)]
 async fn task_fail_batch(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -944,6 +1087,14 @@ async fn task_fail_batch(
     Ok(Json(BatchResponse { results }))
 }
 
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/claim",
+    tag = "queues",
+    params(("queue" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "queue name")),
+    request_body = docket_core::api::ClaimRequest,
+    responses((status = 200, description = "claimed tasks, each with its lease", body = docket_core::api::ClaimResponse)),
+    summary = "Claim tasks under a lease; `wait` long-polls"
+)]
 async fn queue_claim(
     State(s): State<AppState>,
     Path(queue): Path<String>,
@@ -991,22 +1142,46 @@ async fn queue_claim(
     Ok(Json(ClaimResponse { tasks }))
 }
 
-async fn queue_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({"queues": s.engine.store.queue_list().await?})))
+#[utoipa::path(
+    get, path = "/v1/queues",
+    tag = "queues",
+    responses((status = 200, description = "queues", body = docket_core::api::QueueList)),
+    summary = "Every queue with counts by state"
+)]
+async fn queue_list(State(s): State<AppState>) -> ApiResult<Json<QueueList>> {
+    Ok(Json(QueueList {
+        queues: s.engine.store.queue_list().await?,
+    }))
 }
 
-async fn queue_get(State(s): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<Value>> {
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}",
+    tag = "queues",
+    params(("queue" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "queue name")),
+    responses((status = 200, description = "the queue", body = docket_core::QueueStats)),
+    summary = "One queue"
+)]
+async fn queue_get(
+    State(s): State<AppState>,
+    Path(queue): Path<String>,
+) -> ApiResult<Json<QueueStats>> {
     check_name("queue", &queue)?;
-    Ok(Json(
-        serde_json::to_value(s.engine.store.queue_get(&queue).await?).expect("serialises"),
-    ))
+    Ok(Json(s.engine.store.queue_get(&queue).await?))
 }
 
+#[utoipa::path(
+    put, path = "/v1/queues/{queue}",
+    tag = "queues",
+    params(("queue" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "queue name")),
+    request_body = docket_core::QueueSettings,
+    responses((status = 200, description = "the queue", body = docket_core::QueueStats)),
+    summary = "Replace a queue's settings"
+)]
 async fn queue_put(
     State(s): State<AppState>,
     Path(queue): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QueueStats>> {
     check_name("queue", &queue)?;
     // PUT replaces the settings: an empty body is a mistake, not "reset everything".
     if body
@@ -1027,7 +1202,7 @@ async fn queue_put(
     if !q.settings.paused {
         s.engine.waker.wake(&queue);
     }
-    Ok(Json(serde_json::to_value(q).expect("serialises")))
+    Ok(Json(q))
 }
 
 async fn set_paused(
@@ -1035,28 +1210,47 @@ async fn set_paused(
     headers: &axum::http::HeaderMap,
     queue: String,
     paused: bool,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QueueStats>> {
     let who = actions::actor(headers, "api");
-    let q = actions::queue_paused(&s, &who, &queue, paused).await?;
-    Ok(Json(serde_json::to_value(q).expect("serialises")))
+    Ok(Json(actions::queue_paused(&s, &who, &queue, paused).await?))
 }
 
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/pause",
+    tag = "queues",
+    params(("queue" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "queue name")),
+    responses((status = 200, description = "the queue", body = docket_core::QueueStats)),
+    summary = "Pause: nothing of the queue is claimed"
+)]
 async fn queue_pause(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
     Path(queue): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QueueStats>> {
     set_paused(s, &headers, queue, true).await
 }
 
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/resume",
+    tag = "queues",
+    params(("queue" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "queue name")),
+    responses((status = 200, description = "the queue", body = docket_core::QueueStats)),
+    summary = "Resume"
+)]
 async fn queue_resume(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
     Path(queue): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QueueStats>> {
     set_paused(s, &headers, queue, false).await
 }
 
+#[utoipa::path(
+    get, path = "/v1/nodes",
+    tag = "status",
+    responses((status = 200, description = "nodes", body = docket_core::api::NodeList)),
+    summary = "Nodes of the cluster with state active/lost/stopped"
+)]
 async fn node_list(State(s): State<AppState>) -> ApiResult<Json<NodeList>> {
     Ok(Json(NodeList {
         nodes: nodes_with_state(&s).await?,
@@ -1125,16 +1319,29 @@ impl From<ProcessError> for ApiError {
     }
 }
 
-async fn namespace_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    let v: Vec<Value> = s
+#[utoipa::path(
+    get, path = "/v1/namespaces",
+    tag = "processes",
+    responses((status = 200, description = "namespaces", body = docket_core::api::NamespaceList)),
+    summary = "Every namespace"
+)]
+async fn namespace_list(State(s): State<AppState>) -> ApiResult<Json<NamespaceList>> {
+    let namespaces = s
         .processes
         .namespaces()
         .into_iter()
-        .map(|(name, config)| json!({"name": name, "config": config}))
+        .map(|(name, config)| NamespaceView { name, config })
         .collect();
-    Ok(Json(json!({"namespaces": v})))
+    Ok(Json(NamespaceList { namespaces }))
 }
 
+#[utoipa::path(
+    post, path = "/v1/schedules",
+    tag = "schedules",
+    request_body = docket_core::ScheduleSpec,
+    responses((status = 200, description = "replaced", body = docket_core::Schedule), (status = 201, description = "created", body = docket_core::Schedule)),
+    summary = "Create or replace a schedule (repeat interval or cron) of a task template"
+)]
 async fn schedule_put(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -1156,15 +1363,29 @@ async fn schedule_put(
     Ok((status, Json(out)).into_response())
 }
 
-async fn schedule_list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    let all = s.engine.store.schedule_list().await?;
-    Ok(Json(json!({ "schedules": all })))
+#[utoipa::path(
+    get, path = "/v1/schedules",
+    tag = "schedules",
+    responses((status = 200, description = "every schedule", body = docket_core::api::ScheduleList)),
+    summary = "List schedules"
+)]
+async fn schedule_list(State(s): State<AppState>) -> ApiResult<Json<ScheduleList>> {
+    Ok(Json(ScheduleList {
+        schedules: s.engine.store.schedule_list().await?,
+    }))
 }
 
 fn schedule_missing(name: &str) -> ApiError {
     ApiError::not_found(format!("no schedule named {name:?}"))
 }
 
+#[utoipa::path(
+    get, path = "/v1/schedules/{name}",
+    tag = "schedules",
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9_.:-]+$", description = "schedule name")),
+    responses((status = 200, description = "the schedule", body = docket_core::Schedule), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "One schedule"
+)]
 async fn schedule_get(
     State(s): State<AppState>,
     Path(name): Path<String>,
@@ -1177,6 +1398,13 @@ async fn schedule_get(
         .ok_or_else(|| schedule_missing(&name))
 }
 
+#[utoipa::path(
+    delete, path = "/v1/schedules/{name}",
+    tag = "schedules",
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9_.:-]+$", description = "schedule name")),
+    responses((status = 204, description = "removed"), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "Remove a schedule (its tasks stay)"
+)]
 async fn schedule_delete(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -1206,6 +1434,13 @@ async fn schedule_set_paused(
     Ok(Json(out))
 }
 
+#[utoipa::path(
+    post, path = "/v1/schedules/{name}/pause",
+    tag = "schedules",
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9_.:-]+$", description = "schedule name")),
+    responses((status = 200, description = "the schedule", body = docket_core::Schedule), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "Pause: no occurrence fires"
+)]
 async fn schedule_pause(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -1214,6 +1449,13 @@ async fn schedule_pause(
     schedule_set_paused(s, &headers, name, true).await
 }
 
+#[utoipa::path(
+    post, path = "/v1/schedules/{name}/resume",
+    tag = "schedules",
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9_.:-]+$", description = "schedule name")),
+    responses((status = 200, description = "the schedule", body = docket_core::Schedule), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "Resume from the next occurrence after now (missed ones are not fired)"
+)]
 async fn schedule_resume(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
@@ -1222,62 +1464,60 @@ async fn schedule_resume(
     schedule_set_paused(s, &headers, name, false).await
 }
 
+#[utoipa::path(
+    get, path = "/v1/namespaces/{ns}",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace")),
+    responses((status = 200, description = "the namespace", body = docket_core::api::NamespaceView), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "One namespace"
+)]
 async fn namespace_get(
     State(s): State<AppState>,
     Path(ns): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<NamespaceView>> {
     check_name("namespace", &ns)?;
     s.processes
         .namespaces()
         .into_iter()
         .find(|(n, _)| *n == ns)
-        .map(|(name, config)| Json(json!({"name": name, "config": config})))
+        .map(|(name, config)| Json(NamespaceView { name, config }))
         .ok_or_else(|| ProcessError::NamespaceNotFound(ns).into())
 }
 
+#[utoipa::path(
+    put, path = "/v1/namespaces/{ns}",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace")),
+    request_body = docket_core::process::NamespaceConfig,
+    responses((status = 200, description = "the namespace", body = docket_core::api::NamespaceView)),
+    summary = "Create or replace a namespace (omitted fields take progressor's defaults)"
+)]
 async fn namespace_put(
     State(s): State<AppState>,
     Path(ns): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<NamespaceView>> {
     check_name("namespace", &ns)?;
-    let cfg: NamespaceConfig = parse(body)?;
-    s.processes.namespace_put(&ns, cfg.clone()).await?;
-    Ok(Json(json!({"name": ns, "config": cfg})))
+    let config: NamespaceConfig = parse(body)?;
+    s.processes.namespace_put(&ns, config.clone()).await?;
+    Ok(Json(NamespaceView { name: ns, config }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InitBody {
-    id: String,
-    #[serde(default)]
-    args: Value,
-    #[serde(default)]
-    context: Value,
-    #[serde(default)]
-    idempotency_key: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct CallBody {
-    #[serde(default)]
-    args: Value,
-    #[serde(default)]
-    context: Value,
-    #[serde(default)]
-    idempotency_key: Option<String>,
-    #[serde(default)]
-    range: HistoryRange,
-}
-
+#[utoipa::path(
+    post, path = "/v1/namespaces/{ns}/processes",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace")),
+    request_body = docket_core::api::ProcessInitRequest,
+    responses((status = 200, description = "the processor's response", body = docket_core::api::ProcessResponse), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_exists, cancelled", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "processor_error", body = crate::error::ErrorBody), (status = 504, description = "timeout: no answer within process_step_timeout", body = crate::error::ErrorBody)),
+    summary = "init: create a process and run its init task (synchronous)"
+)]
 async fn process_init(
     State(s): State<AppState>,
     Path(ns): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProcessResponse>> {
     check_name("namespace", &ns)?;
-    let b: InitBody = parse(body)?;
+    let b: ProcessInitRequest = parse(body)?;
     check_size("args", &b.args)?;
     let req = ProcessRequest {
         args: b.args,
@@ -1285,9 +1525,9 @@ async fn process_init(
         idempotency_key: b.idempotency_key,
         range: HistoryRange::default(),
     };
-    Ok(Json(
-        json!({"response": s.processes.init(&ns, &b.id, req).await?}),
-    ))
+    Ok(Json(ProcessResponse {
+        response: s.processes.init(&ns, &b.id, req).await?,
+    }))
 }
 
 async fn call_like(
@@ -1296,8 +1536,8 @@ async fn call_like(
     id: String,
     body: Result<Bytes, BytesRejection>,
     repair: bool,
-) -> ApiResult<Json<Value>> {
-    let b: CallBody = parse(body)?;
+) -> ApiResult<Json<ProcessResponse>> {
+    let b: ProcessCallRequest = parse(body)?;
     check_size("args", &b.args)?;
     let req = ProcessRequest {
         args: b.args,
@@ -1310,53 +1550,84 @@ async fn call_like(
     } else {
         s.processes.call(&ns, &id, req).await?
     };
-    Ok(Json(json!({"response": r})))
+    Ok(Json(ProcessResponse { response: r }))
 }
 
+#[utoipa::path(
+    post, path = "/v1/namespaces/{ns}/processes/{id}/call",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    request_body = docket_core::api::ProcessCallRequest,
+    responses((status = 200, description = "the processor's response", body = docket_core::api::ProcessResponse), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_not_running, cancelled", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "processor_error", body = crate::error::ErrorBody), (status = 504, description = "timeout: no answer within process_step_timeout", body = crate::error::ErrorBody)),
+    summary = "call (synchronous; queued FIFO behind the process's running task)"
+)]
 async fn process_call(
     State(s): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProcessResponse>> {
     check_name("namespace", &ns)?;
     check_name("process id", &id)?;
     call_like(s, ns, id, body, false).await
 }
 
+#[utoipa::path(
+    post, path = "/v1/namespaces/{ns}/processes/{id}/repair",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    request_body = docket_core::api::ProcessCallRequest,
+    responses((status = 200, description = "the processor's response", body = docket_core::api::ProcessResponse), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_is_running, cancelled", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "processor_error", body = crate::error::ErrorBody), (status = 504, description = "timeout: no answer within process_step_timeout", body = crate::error::ErrorBody)),
+    summary = "repair a process in error (synchronous)"
+)]
 async fn process_repair(
     State(s): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProcessResponse>> {
     check_name("namespace", &ns)?;
     check_name("process id", &id)?;
     call_like(s, ns, id, body, true).await
 }
 
+#[utoipa::path(
+    get, path = "/v1/namespaces/{ns}/processes/{id}",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id"), docket_core::process::HistoryRange),
+    responses((status = 200, description = "process, history, last_event_id", body = docket_core::api::ProcessView), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "The process with a range of its history"
+)]
 async fn process_get(
     State(s): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
     q: Result<Query<HistoryRange>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProcessView>> {
     check_name("namespace", &ns)?;
     check_name("process id", &id)?;
     let range = query(q)?;
-    let (p, history) = s.processes.get(&ns, &id, range).await?;
-    let last = p.last_event_id;
-    Ok(Json(
-        json!({"process": p, "history": history, "last_event_id": last}),
-    ))
+    let (process, history) = s.processes.get(&ns, &id, range).await?;
+    Ok(Json(ProcessView {
+        last_event_id: process.last_event_id,
+        process,
+        history,
+    }))
 }
 
+#[utoipa::path(
+    post, path = "/v1/namespaces/{ns}/processes/{id}/simple-repair",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    responses((status = 200, description = "the process", body = docket_core::api::ProcessRepaired), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_is_running", body = crate::error::ErrorBody)),
+    summary = "simple-repair: an error process back to running without calling the processor"
+)]
 async fn process_simple_repair(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
     Path((ns, id)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProcessRepaired>> {
     check_name("namespace", &ns)?;
     check_name("process id", &id)?;
     actions::process_repair(&s, &actions::actor(&headers, "api"), &ns, &id).await?;
-    let (p, _) = s
+    let (process, _) = s
         .processes
         .get(
             &ns,
@@ -1367,22 +1638,35 @@ async fn process_simple_repair(
             },
         )
         .await?;
-    Ok(Json(json!({"process": p})))
+    Ok(Json(ProcessRepaired { process }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ProcessListQuery {
+    /// Only processes in this status.
+    #[param(pattern = "^(init|running|error)$")]
     status: Option<String>,
+    /// Page size [100].
+    #[param(minimum = 1, maximum = 10000)]
     limit: Option<i64>,
+    /// Keyset cursor: processes whose id sorts after this one.
     after: Option<String>,
 }
 
+#[utoipa::path(
+    get, path = "/v1/namespaces/{ns}/processes",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), crate::ProcessListQuery),
+    responses((status = 200, description = "a page", body = docket_core::api::ProcessPage)),
+    summary = "Processes of a namespace by id (keyset paging)"
+)]
 async fn process_list(
     State(s): State<AppState>,
     Path(ns): Path<String>,
     q: Result<Query<ProcessListQuery>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProcessPage>> {
     check_name("namespace", &ns)?;
     let q = query(q)?;
     let limit = q.limit.unwrap_or(100);
@@ -1408,35 +1692,60 @@ async fn process_list(
     } else {
         None
     };
-    Ok(Json(json!({"processes": ps, "next_after": next})))
+    Ok(Json(ProcessPage {
+        processes: ps,
+        next_after: next,
+    }))
 }
 
+#[utoipa::path(
+    get, path = "/v1/namespaces/{ns}/processes/{id}/trace",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    responses((status = 200, description = "tasks", body = docket_core::api::ProcessTrace), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "Every task of the process, oldest first, each with the events it produced"
+)]
 async fn process_trace(
     State(s): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProcessTrace>> {
     check_name("namespace", &ns)?;
     check_name("process id", &id)?;
-    Ok(Json(json!({"tasks": s.processes.trace(&ns, &id).await?})))
+    Ok(Json(ProcessTrace {
+        tasks: s.processes.trace(&ns, &id).await?,
+    }))
 }
 
+#[utoipa::path(
+    put, path = "/v1/namespaces/{ns}/processes/{id}",
+    tag = "processes",
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    request_body = docket_core::process::ProcessImportSpec,
+    responses((status = 200, description = "the process", body = docket_core::api::ProcessImported), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_exists", body = crate::error::ErrorBody)),
+    summary = "put: import a whole process (progressor's migration path)"
+)]
 async fn process_put(
     State(s): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProcessImported>> {
     check_name("namespace", &ns)?;
     check_name("process id", &id)?;
     let spec: docket_core::process::ProcessImportSpec = parse(body)?;
-    let p = s.processes.put(&ns, &id, spec).await?;
-    let last = p.last_event_id;
-    Ok(Json(json!({"process": p, "last_event_id": last})))
+    let process = s.processes.put(&ns, &id, spec).await?;
+    Ok(Json(ProcessImported {
+        last_event_id: process.last_event_id,
+        process,
+    }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct EventsQuery {
+    /// Only this namespace's notifications.
     namespace: Option<String>,
+    /// Resume after this seq (else the `Last-Event-ID` header, else from the start).
     after: Option<i64>,
 }
 
@@ -1453,6 +1762,13 @@ struct EventsState {
 
 /// Server-sent events of process notifications (events and lifecycle changes), in commit order,
 /// resumable with `after` or the `Last-Event-ID` header (the SSE `id` is the notification's seq).
+#[utoipa::path(
+    get, path = "/v1/events",
+    tag = "processes",
+    params(crate::EventsQuery),
+    responses((status = 200, description = "text/event-stream; each data is a Notification {seq, namespace, process_id, kind, event_id, data, created_at}", content_type = "text/event-stream", body = crate::openapi::SseEvent)),
+    summary = "Server-sent events of process notifications (event, created, failed, repaired, removed) in commit order; resumable with `after` or Last-Event-ID (the SSE id is the seq)"
+)]
 async fn events_stream(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,

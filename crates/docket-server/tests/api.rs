@@ -653,7 +653,7 @@ async fn expired_lease_is_rescued(n: Node) {
 async fn openapi_matches_routes(n: Node) {
     let (st, doc) = n.call("GET", "/openapi.json", None).await;
     assert_eq!(st, StatusCode::OK);
-    assert_eq!(doc["openapi"], "3.0.3");
+    assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
     assert!(paths.len() >= 17);
     for (path, ops) in paths {

@@ -141,11 +141,12 @@ pub struct TaskListParams {
 }
 
 /// One operator action of the audit log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditEntry {
     /// Sequence number.
     pub id: i64,
     /// When.
+    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
     /// Who (`X-Docket-Actor` header, or `dashboard@IP` / `api@IP`).
     pub actor: String,
@@ -158,9 +159,10 @@ pub struct AuditEntry {
 }
 
 /// Finished tasks in one minute.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Throughput {
     /// Start of the minute.
+    #[schema(value_type = String, format = DateTime)]
     pub minute: Timestamp,
     /// Tasks completed.
     pub completed: i64,
@@ -434,7 +436,7 @@ pub struct ProcessImport {
 }
 
 /// One published notification (`GET /v1/events`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Notification {
     /// Position in the stream (resume after it).
     pub seq: i64,
@@ -450,6 +452,7 @@ pub struct Notification {
     /// (kind `failed`: `{"detail"}`).
     pub data: Value,
     /// When it was written.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }
 

@@ -125,9 +125,11 @@ async fn run(cli: Cli) -> Result<()> {
                         None => serde_json::json!({}),
                     };
                     cfg["processor"] = serde_json::json!({"url": processor_url});
-                    c.namespace_put(&namespace, &cfg).await?
+                    let cfg: docket_client::NamespaceConfig = serde_json::from_value(cfg)
+                        .context("--config is not a namespace configuration")?;
+                    serde_json::to_value(c.namespace_put(&namespace, &cfg).await?)?
                 }
-                NamespaceCmd::List => c.namespace_list().await?,
+                NamespaceCmd::List => serde_json::json!({"namespaces": c.namespace_list().await?}),
             };
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
@@ -146,26 +148,18 @@ async fn run(cli: Cli) -> Result<()> {
                 ProcessCmd::Call(a) => ("call", a),
                 ProcessCmd::Repair(a) => ("repair", a),
                 ProcessCmd::SimpleRepair { namespace, id } => {
-                    let path = format!(
-                        "/v1/namespaces/{}/processes/{}/simple-repair",
-                        Client::seg(&namespace),
-                        Client::seg(&id)
-                    );
+                    let process = c.process_simple_repair(&namespace, &id).await?;
                     println!(
                         "{}",
-                        serde_json::to_string_pretty(&c.post_empty(&path).await?)?
+                        serde_json::to_string_pretty(&serde_json::json!({"process": process}))?
                     );
                     return Ok(());
                 }
                 ProcessCmd::Trace { namespace, id } => {
-                    let path = format!(
-                        "/v1/namespaces/{}/processes/{}/trace",
-                        Client::seg(&namespace),
-                        Client::seg(&id)
-                    );
+                    let tasks = c.process_trace(&namespace, &id).await?;
                     println!(
                         "{}",
-                        serde_json::to_string_pretty(&c.get_json(&path, &[]).await?)?
+                        serde_json::to_string_pretty(&serde_json::json!({"tasks": tasks}))?
                     );
                     return Ok(());
                 }
@@ -175,18 +169,10 @@ async fn run(cli: Cli) -> Result<()> {
                     limit,
                     after,
                 } => {
-                    let mut q = vec![("limit", limit.to_string())];
-                    if let Some(st) = status {
-                        q.push(("status", st));
-                    }
-                    if let Some(a) = after {
-                        q.push(("after", a));
-                    }
-                    let path = format!("/v1/namespaces/{}/processes", Client::seg(&namespace));
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&c.get_json(&path, &q).await?)?
-                    );
+                    let page = c
+                        .process_list(&namespace, status.as_deref(), after.as_deref(), limit)
+                        .await?;
+                    println!("{}", serde_json::to_string_pretty(&page)?);
                     return Ok(());
                 }
                 ProcessCmd::Get {
@@ -196,19 +182,42 @@ async fn run(cli: Cli) -> Result<()> {
                     limit,
                     backward,
                 } => {
-                    let v = c
-                        .process_get(&namespace, &id, offset, limit, backward)
-                        .await?;
+                    let range = docket_client::HistoryRange {
+                        offset,
+                        limit,
+                        direction: if backward {
+                            docket_client::Direction::Backward
+                        } else {
+                            docket_client::Direction::Forward
+                        },
+                    };
+                    let v = c.process_get(&namespace, &id, &range).await?;
                     println!("{}", serde_json::to_string_pretty(&v)?);
                     return Ok(());
                 }
             };
-            let mut body = serde_json::json!({"args": json_arg(&a.args, "args")?, "context": json_arg(&a.context, "context")?});
-            if let Some(k) = &a.idempotency_key {
-                body["idempotency_key"] = serde_json::json!(k);
-            }
-            let v = c.process_request(&a.namespace, &a.id, verb, body).await?;
-            println!("{}", serde_json::to_string_pretty(&v["response"])?);
+            let req = docket_client::ProcessCallRequest {
+                args: json_arg(&a.args, "args")?,
+                context: json_arg(&a.context, "context")?,
+                idempotency_key: a.idempotency_key.clone(),
+                range: Default::default(),
+            };
+            let response = match verb {
+                "init" => {
+                    let init = docket_client::ProcessInitRequest {
+                        id: a.id.clone(),
+                        args: req.args,
+                        context: req.context,
+                        idempotency_key: req.idempotency_key,
+                    };
+                    c.process_init(&a.namespace, &init).await?
+                }
+                v => {
+                    c.process_call(&a.namespace, &a.id, &req, v == "repair")
+                        .await?
+                }
+            };
+            println!("{}", serde_json::to_string_pretty(&response)?);
             Ok(())
         }
         Command::Worker(a) => worker(a).await,
@@ -927,39 +936,30 @@ async fn schedule_cmd(c: Client, cmd: ScheduleCmd) -> Result<()> {
                 timezone: a.timezone,
                 start_at: a.start_at,
             };
-            let v = c
-                .post_json("/v1/schedules", &serde_json::to_value(&spec)?)
-                .await?;
-            show(v, json)
+            show(serde_json::to_value(c.schedule_put(&spec).await?)?, json)
         }
         ScheduleCmd::List { json } => {
-            let v = c.get_json("/v1/schedules", &[]).await?;
+            let v = serde_json::to_value(c.schedule_list().await?)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&v["schedules"])?);
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                table(v["schedules"].as_array().map_or(&[][..], |a| a.as_slice()));
+                table(v.as_array().map_or(&[][..], |a| a.as_slice()));
             }
             Ok(())
         }
         ScheduleCmd::Show { name, json } => {
-            let v = c
-                .get_json(&format!("/v1/schedules/{}", Client::seg(&name)), &[])
-                .await?;
-            show(v, json)
+            show(serde_json::to_value(c.schedule_get(&name).await?)?, json)
         }
         ScheduleCmd::Pause { name } => show(
-            c.post_empty(&format!("/v1/schedules/{}/pause", Client::seg(&name)))
-                .await?,
+            serde_json::to_value(c.schedule_set_paused(&name, true).await?)?,
             false,
         ),
         ScheduleCmd::Resume { name } => show(
-            c.post_empty(&format!("/v1/schedules/{}/resume", Client::seg(&name)))
-                .await?,
+            serde_json::to_value(c.schedule_set_paused(&name, false).await?)?,
             false,
         ),
         ScheduleCmd::Remove { name } => {
-            c.delete(&format!("/v1/schedules/{}", Client::seg(&name)))
-                .await?;
+            c.schedule_delete(&name).await?;
             println!("removed schedule {name}");
             Ok(())
         }
