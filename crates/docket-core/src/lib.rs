@@ -5,6 +5,7 @@
 //! tested without a database and without sleeping (see [`clock::ManualClock`]).
 
 pub mod api;
+pub mod auth;
 pub mod backoff;
 pub mod clock;
 pub mod duration;

@@ -1664,6 +1664,69 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn token_create(&self, p: TokenCreate) -> Result<TokenRecord> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&format!(
+            "INSERT INTO docket_tokens (name, hash, scopes, queues, created_at, expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING {TOKEN_COLS}"
+        ))
+        .bind(&p.name)
+        .bind(&p.hash)
+        .bind(serde_json::to_string(&p.scopes).expect("scopes serialise"))
+        .bind(serde_json::to_string(&p.queues).expect("queues serialise"))
+        .bind(us(p.now))
+        .bind(p.expires_at.map(us))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::from_db)?;
+        let t = decode_token(&row)?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLS} FROM docket_tokens WHERE hash = ?1"
+        ))
+        .bind(hash)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(decode_token).transpose()
+    }
+
+    async fn token_list(&self) -> Result<Vec<TokenRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TOKEN_COLS} FROM docket_tokens ORDER BY id"
+        ))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(decode_token).collect()
+    }
+
+    async fn token_revoke(&self, p: TokenRevoke) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(
+            "UPDATE docket_tokens SET revoked_at = ?2 WHERE name = ?1 AND revoked_at IS NULL",
+        )
+        .bind(&p.name)
+        .bind(us(p.now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    async fn token_touch(&self, p: TokenTouch) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE docket_tokens SET last_used_at = ?2 WHERE id = ?1")
+            .bind(p.id)
+            .bind(us(p.now))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>> {
         let rows: Vec<(i64, i64, String, String, String, Option<String>)> = sqlx::query_as(
             "SELECT id, at, actor, action, target, detail FROM docket_audit ORDER BY id DESC LIMIT ?1",
@@ -1928,5 +1991,29 @@ fn decode_schedule(r: &sqlx::sqlite::SqliteRow) -> Result<Schedule> {
         last_task_id: r.try_get("last_task_id")?,
         created_at: from_us(r.try_get("created_at")?),
         updated_at: from_us(r.try_get("updated_at")?),
+    })
+}
+
+const TOKEN_COLS: &str =
+    "id, name, hash, scopes, queues, created_at, expires_at, revoked_at, last_used_at";
+
+fn decode_token(r: &SqliteRow) -> Result<TokenRecord> {
+    let id: i64 = r.try_get("id")?;
+    let parse = |c: &str| -> Result<Value> {
+        let text: String = r.try_get(c)?;
+        serde_json::from_str(&text)
+            .map_err(|e| StoreError::Invalid(format!("token {id}: stored {c} is not JSON: {e}")))
+    };
+    let (scopes, queues) = crate::decode_grant(id, &parse("scopes")?, &parse("queues")?)?;
+    Ok(TokenRecord {
+        id,
+        name: r.try_get("name")?,
+        hash: r.try_get("hash")?,
+        scopes,
+        queues,
+        created_at: time(r, "created_at")?,
+        expires_at: time_opt(r, "expires_at")?,
+        revoked_at: time_opt(r, "revoked_at")?,
+        last_used_at: time_opt(r, "last_used_at")?,
     })
 }
