@@ -62,7 +62,8 @@ pub enum Ran {
 /// come back when their leases expire.
 ///
 /// # Errors
-/// Never for task failures; only when the command list is empty.
+/// Never for task failures; when the command list is empty, or the server refuses the token
+/// (401 `unauthenticated`, 403 `forbidden`).
 pub async fn run(
     client: Client,
     opts: WorkerOptions,
@@ -76,6 +77,7 @@ pub async fn run(
     let kill = CancellationToken::new();
     let mut running = tokio::task::JoinSet::new();
     let mut backoff = Duration::from_millis(200);
+    let mut fatal = None;
     while !cancel.is_cancelled() {
         let first = tokio::select! {
             p = sem.clone().acquire_owned() => p.expect("semaphore open"),
@@ -90,6 +92,12 @@ pub async fn run(
             Ok(t) => {
                 backoff = Duration::from_millis(200);
                 t
+            }
+            // A token that is missing, revoked or lacks the queue will not start working by
+            // waiting: stop with the server's message.
+            Err(e) if matches!(e.code(), Some("unauthenticated" | "forbidden")) => {
+                fatal = Some(e.to_string());
+                break;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "claim failed; retrying in {backoff:?}");
@@ -148,7 +156,7 @@ pub async fn run(
         kill.cancel();
         while running.join_next().await.is_some() {}
     }
-    Ok(())
+    fatal.map_or(Ok(()), Err)
 }
 
 /// Kills the command's whole process group when dropped (the command may have started

@@ -83,13 +83,26 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the server at `base` (e.g. `http://127.0.0.1:7070`).
+    /// A client of the server at `base` (e.g. `http://127.0.0.1:7070`), without a token.
     pub fn new(base: impl Into<String>) -> Self {
-        // Actions taken through this client are recorded as `cli:USER` in the audit log.
+        Self::with_token(base, None)
+    }
+
+    /// A client of the server at `base` that sends `token` as `Authorization: Bearer …` (a
+    /// server with auth required answers 401 `unauthenticated` without one).
+    pub fn with_token(base: impl Into<String>, token: Option<&str>) -> Self {
+        // Actions taken through this client are recorded as `cli:USER` in the audit log (under
+        // auth, as the token's name).
         let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
         let mut headers = reqwest::header::HeaderMap::new();
         if let Ok(v) = reqwest::header::HeaderValue::from_str(&format!("cli:{user}")) {
             headers.insert("x-docket-actor", v);
+        }
+        if let Some(Ok(mut v)) =
+            token.map(|t| reqwest::header::HeaderValue::from_str(&format!("Bearer {}", t.trim())))
+        {
+            v.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, v);
         }
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)

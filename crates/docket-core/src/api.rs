@@ -350,3 +350,69 @@ pub struct ProcessTrace {
     /// Every task of the process, oldest first.
     pub tasks: Vec<TraceTask>,
 }
+
+/// `POST /v1/tokens` (admin): a new API token.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenCreateRequest {
+    /// Name (1–256 characters; unique among tokens not revoked); recorded in the audit log.
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    pub name: String,
+    /// Scopes: `admin`, `read`, `enqueue`, `work`, `process`, `sql`.
+    #[schema(min_items = 1)]
+    pub scopes: Vec<crate::auth::Scope>,
+    /// With `work`: only these queues [every queue].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<String>,
+    /// Stops working after this long (humantime, 1 s ..= 36500 days) [never].
+    #[serde(
+        default,
+        with = "crate::duration::serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>, example = "30d")]
+    pub expires_in: Option<Duration>,
+}
+
+/// A token as listed: never the token itself, which only [`TokenCreated`] carries, once.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct TokenView {
+    /// Name.
+    pub name: String,
+    /// Scopes.
+    pub scopes: Vec<crate::auth::Scope>,
+    /// With `work`: only these queues (empty: every queue).
+    pub queues: Vec<String>,
+    /// Created.
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    /// When it stops working (null: never).
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<Timestamp>,
+    /// When it was revoked (null: it was not).
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub revoked_at: Option<Timestamp>,
+    /// Last request made with it (written at most once a minute).
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_used_at: Option<Timestamp>,
+}
+
+/// Answer of `POST /v1/tokens`: the token — shown this once; only its SHA-256 is stored.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct TokenCreated {
+    /// The token, for `Authorization: Bearer …`.
+    pub token: String,
+    /// What was stored.
+    pub info: TokenView,
+}
+
+/// Answer of `GET /v1/tokens`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct TokenList {
+    /// Every token, revoked ones included, oldest first.
+    pub tokens: Vec<TokenView>,
+}

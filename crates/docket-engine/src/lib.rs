@@ -6,6 +6,7 @@
 //!   safe to run concurrently (SKIP LOCKED batches), so there is no leader;
 //! - [`worker`]: in-process handlers (docket as a library) with batched completion.
 
+pub mod auth;
 pub mod maintenance;
 pub mod metrics;
 pub mod process;

@@ -150,3 +150,15 @@ pub async fn schedule_changed(s: &AppState, actor: &str, action: &str, name: &st
     )
     .await;
 }
+
+/// Records a token created or revoked (`token.create`, `token.revoke`); never the token.
+pub async fn token_changed(s: &AppState, actor: &str, action: &str, name: &str) {
+    record(
+        s,
+        actor,
+        &format!("token.{action}"),
+        &format!("token:{name}"),
+        None,
+    )
+    .await;
+}

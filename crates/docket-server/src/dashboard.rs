@@ -8,13 +8,14 @@
 //! them in the audit log.
 
 use crate::actions::{self, TaskAction};
+use crate::auth::{CanAct, Csrf, CSRF_FIELD};
 use crate::error::ApiError;
 use crate::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
-use axum::Router;
+use axum::{Extension, Router};
 use docket_core::process::{Direction, HistoryRange, ProcessStatus};
 use docket_core::{Task, TaskState, Timestamp};
 use docket_store::TaskListParams;
@@ -49,7 +50,15 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/audit", get(audit))
         .route("/ui/events", get(events))
         .route("/ui/assets/{file}", get(asset))
+        .route(
+            "/ui/login",
+            get(crate::auth::login_page).post(crate::auth::login),
+        )
+        .route("/ui/logout", get(crate::auth::logout))
         .layer(axum::middleware::map_response(no_store))
+        .layer(axum::middleware::map_response(
+            crate::auth::security_headers,
+        ))
 }
 
 /// Live pages must not go to the back/forward cache: a cached page keeps its event stream
@@ -168,7 +177,7 @@ fn throughput_chart(now: Timestamp, rows: &[docket_store::Throughput]) -> Markup
     }
 }
 
-async fn overview(State(s): State<AppState>) -> Page {
+async fn overview(State(s): State<AppState>, Extension(act): Extension<CanAct>) -> Page {
     let now = s.engine.clock.now();
     let store = &s.engine.store;
     let queues = store.queue_list().await.map_err(fail)?;
@@ -222,7 +231,8 @@ async fn overview(State(s): State<AppState>) -> Page {
                                 }
                             }
                             td {
-                                @if q.settings.paused {
+                                @if !act.0 {
+                                } @else if q.settings.paused {
                                     a class="btn" href=(format!("/ui/queues/{}/resume", urlencode(&q.name))) { "Resume" }
                                 } @else {
                                     a class="btn warn" href=(format!("/ui/queues/{}/pause", urlencode(&q.name))) { "Pause" }
@@ -371,7 +381,7 @@ fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Markup) -> Ma
                 script src="/ui/assets/sse.min.js" {}
                 // Close the page's event stream when it is left, so it never holds one of the
                 // browser's six connections per host (back/forward cache).
-                script { (maud::PreEscaped(CLOSE_ON_LEAVE)) }
+                script src="/ui/assets/close.js" {}
             }
             body hx-ext="sse" sse-connect="/ui/events" {
                 header {
@@ -382,6 +392,7 @@ fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Markup) -> Ma
                     a href="/ui/schedules" { "Schedules" }
                     a href="/ui/audit" { "Audit" }
                     a href="/metrics" { "Metrics" }
+                    a href="/ui/logout" class="right" { "Log out" }
                 }
                 @if !top.0.is_empty() { div style="padding:1em 1.2em 0" { (top) } }
                 main id="live" hx-get=(live_url) hx-trigger="sse:changed" hx-select="#live" hx-swap="outerHTML" {
@@ -431,7 +442,11 @@ fn task_actions(t: &Task) -> Vec<TaskAction> {
     v
 }
 
-async fn task(State(s): State<AppState>, Path(id): Path<i64>) -> Page {
+async fn task(
+    State(s): State<AppState>,
+    Extension(act): Extension<CanAct>,
+    Path(id): Path<i64>,
+) -> Page {
     let now = s.engine.clock.now();
     let t = s
         .engine
@@ -459,7 +474,7 @@ async fn task(State(s): State<AppState>, Path(id): Path<i64>) -> Page {
         html! {
             h1 { "Task " (t.id) " " (state_badge(t.state.as_str())) }
             div class="actions" {
-                @for a in task_actions(&t) {
+                @for a in task_actions(&t).into_iter().filter(|_| act.0) {
                     a class=(if a == TaskAction::Cancel { "btn warn" } else { "btn" }) id=(format!("action-{}", a.as_str()))
                         href=(format!("/ui/tasks/{id}/{}", a.as_str())) { (action_label(a)) }
                 }
@@ -518,7 +533,14 @@ fn action_label(a: TaskAction) -> &'static str {
     }
 }
 
-fn confirm(title: &str, question: Markup, action_url: &str, yes: &str, back: &str) -> Markup {
+fn confirm(
+    csrf: &Csrf,
+    title: &str,
+    question: Markup,
+    action_url: &str,
+    yes: &str,
+    back: &str,
+) -> Markup {
     layout(
         title,
         "",
@@ -526,6 +548,7 @@ fn confirm(title: &str, question: Markup, action_url: &str, yes: &str, back: &st
             h1 { (title) }
             p { (question) }
             form method="post" action=(action_url) class="actions" {
+                input type="hidden" name=(CSRF_FIELD) value=(csrf.0);
                 button type="submit" class="warn" id="confirm" { (yes) }
                 a href=(back) { "No, go back" }
             }
@@ -533,7 +556,11 @@ fn confirm(title: &str, question: Markup, action_url: &str, yes: &str, back: &st
     )
 }
 
-async fn task_confirm(State(s): State<AppState>, Path((id, action)): Path<(i64, String)>) -> Page {
+async fn task_confirm(
+    State(s): State<AppState>,
+    Extension(csrf): Extension<Csrf>,
+    Path((id, action)): Path<(i64, String)>,
+) -> Page {
     let a = TaskAction::parse(&action)
         .ok_or_else(|| fail(ApiError::not_found(format!("no action {action:?}"))))?;
     let t = s
@@ -544,6 +571,7 @@ async fn task_confirm(State(s): State<AppState>, Path((id, action)): Path<(i64, 
         .map_err(fail)?
         .ok_or_else(|| fail(ApiError::not_found(format!("task {id} not found"))))?;
     Ok(confirm(
+        &csrf,
         &format!("{} task {id}?", action_label(a)),
         html! { (action_label(a)) " task " b { (id) } " (" (t.kind) " in " (t.queue) ", " (t.state.as_str()) ")?" },
         &format!("/ui/tasks/{id}/{action}"),
@@ -583,10 +611,14 @@ fn no_action(action: &str) -> Response {
     fail(ApiError::not_found(format!("no action {action:?}")))
 }
 
-async fn queue_confirm(Path((queue, action)): Path<(String, String)>) -> Page {
+async fn queue_confirm(
+    Extension(csrf): Extension<Csrf>,
+    Path((queue, action)): Path<(String, String)>,
+) -> Page {
     let paused = queue_action(&action).ok_or_else(|| no_action(&action))?;
     let verb = if paused { "Pause" } else { "Resume" };
     Ok(confirm(
+        &csrf,
         &format!("{verb} queue {queue}?"),
         html! { (verb) " queue " b { (queue) } "? " @if paused { "Nothing of it will be claimed until it is resumed." } },
         &format!("/ui/queues/{}/{action}", urlencode(&queue)),
@@ -694,6 +726,7 @@ async fn process(
     State(s): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
     Query(q): Query<HistoryQuery>,
+    Extension(act): Extension<CanAct>,
 ) -> Page {
     let (p, events) = s
         .processes
@@ -716,7 +749,7 @@ async fn process(
         &here,
         html! {
             h1 { "Process " (ns) "/" (id) " " (state_badge(p.status.as_str())) }
-            @if p.status == ProcessStatus::Error {
+            @if p.status == ProcessStatus::Error && act.0 {
                 div class="actions" { a class="btn warn" id="action-repair" href=(format!("{here}/repair")) { "Repair (simple-repair)" } }
             }
             dl {
@@ -761,8 +794,12 @@ async fn process(
     ))
 }
 
-async fn repair_confirm(Path((ns, id)): Path<(String, String)>) -> Markup {
+async fn repair_confirm(
+    Extension(csrf): Extension<Csrf>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Markup {
     confirm(
+        &csrf,
         &format!("Repair process {ns}/{id}?"),
         html! { "Put process " b { (ns) "/" (id) } " back to running without calling the processor (simple-repair)?" },
         &format!("/ui/processes/{}/{}/repair", urlencode(&ns), urlencode(&id)),
@@ -901,6 +938,7 @@ async fn asset(Path(file): Path<String>) -> Response {
     let body = match file.as_str() {
         "htmx.min.js" => HTMX,
         "sse.min.js" => HTMX_SSE,
+        "close.js" => CLOSE_ON_LEAVE.as_bytes(),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     (
@@ -911,4 +949,33 @@ async fn asset(Path(file): Path<String>) -> Response {
         body,
     )
         .into_response()
+}
+
+/// The login page (auth required): a token field; `error` says why the last try failed.
+pub(crate) fn login_form(error: Option<&str>) -> Response {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "Log in — docket" }
+                style { (maud::PreEscaped(STYLE)) }
+            }
+            body {
+                header { b { "docket" } }
+                main {
+                    h1 { "Log in" }
+                    @if let Some(e) = error { p class="err" id="login-error" { (e) } }
+                    p { "Paste an API token (" code { "docket token create NAME --scope read" } "). A "
+                        code { "read" } " token shows everything; actions need " code { "admin" } "." }
+                    form method="post" action="/ui/login" class="f" {
+                        input type="password" name="token" id="token" autocomplete="off" placeholder="dkt_…" required;
+                        button type="submit" id="login" { "Log in" }
+                    }
+                }
+            }
+        }
+    }
+    .into_response()
 }

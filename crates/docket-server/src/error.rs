@@ -42,6 +42,10 @@ pub enum Code {
     ProcessNotFound,
     /// method not allowed (method_not_allowed)
     MethodNotAllowed,
+    /// unauthorized (unauthenticated): no token, or an unknown, revoked or expired one
+    Unauthenticated,
+    /// forbidden (forbidden): the token lacks the scope (or queue) the request needs
+    Forbidden,
     /// payload too large (payload_too_large)
     PayloadTooLarge,
     /// unsupported media type (unsupported_media_type)
@@ -90,6 +94,8 @@ impl Code {
         Code::NamespaceNotFound,
         Code::ProcessNotFound,
         Code::MethodNotAllowed,
+        Code::Unauthenticated,
+        Code::Forbidden,
         Code::PayloadTooLarge,
         Code::UnsupportedMediaType,
         Code::LeaseLost,
@@ -124,6 +130,8 @@ impl Code {
             Code::NamespaceNotFound => StatusCode::NOT_FOUND,
             Code::ProcessNotFound => StatusCode::NOT_FOUND,
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Code::Forbidden => StatusCode::FORBIDDEN,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Code::LeaseLost => StatusCode::CONFLICT,
@@ -159,6 +167,8 @@ impl Code {
             Code::NamespaceNotFound => "namespace_not_found",
             Code::ProcessNotFound => "process_not_found",
             Code::MethodNotAllowed => "method_not_allowed",
+            Code::Unauthenticated => "unauthenticated",
+            Code::Forbidden => "forbidden",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::LeaseLost => "lease_lost",

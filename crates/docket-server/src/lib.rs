@@ -3,6 +3,7 @@
 //! `docket_core::api` (see [`openapi`]).
 
 pub mod actions;
+pub mod auth;
 pub mod dashboard;
 pub mod error;
 pub mod events;
@@ -59,6 +60,12 @@ pub struct AppState {
     pub pg_tasks: Arc<Vec<docket_sql::pgtask::TableView>>,
     /// The shared tail of process notifications behind `/v1/events`.
     pub events: Arc<events::Tail>,
+    /// Whether requests need a token (README "Security").
+    pub auth: auth::AuthMode,
+    /// Served over TLS (the session cookie is then `Secure`).
+    pub tls: bool,
+    /// Secret of this process behind the dashboard's CSRF tokens when auth is off.
+    pub(crate) csrf_secret: Arc<str>,
 }
 
 impl AppState {
@@ -74,7 +81,16 @@ impl AppState {
             sql: Arc::default(),
             pg_tasks: Arc::default(),
             events: Arc::default(),
+            auth: auth::AuthMode::Off,
+            tls: false,
+            csrf_secret: docket_core::auth::new_token().into(),
         }
+    }
+
+    /// Requires a token on every request (see [`auth::AuthMode`]).
+    pub fn with_auth(mut self, mode: auth::AuthMode) -> Self {
+        self.auth = mode;
+        self
     }
 
     /// Shows these pg_task tables on the dashboard.
@@ -152,6 +168,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/schedules/{name}/pause", post(schedule_pause))
         .route("/v1/schedules/{name}/resume", post(schedule_resume))
         .route("/v1/events", get(events_stream))
+        .route("/v1/tokens", post(token_create).get(token_list))
+        .route("/v1/tokens/{name}", axum::routing::delete(token_revoke))
         .route("/v1/namespaces", get(namespace_list))
         .route("/v1/namespaces/{ns}", get(namespace_get).put(namespace_put))
         .route(
@@ -187,6 +205,10 @@ pub fn router(state: AppState) -> Router {
             ApiError::new(Code::MethodNotAllowed, "method not allowed on this route")
         })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ))
         .layer(axum::middleware::from_fn_with_state(state.clone(), detach))
         .layer(axum::middleware::from_fn(refuse_nul))
         .layer(axum::middleware::from_fn(json_errors))
@@ -588,6 +610,7 @@ fn request_trace_id(headers: &axum::http::HeaderMap) -> Option<String> {
 async fn task_add(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let trace = request_trace_id(&headers);
@@ -621,6 +644,7 @@ async fn task_add(
             err.details = Some(json!({"index": i}));
             err
         })?;
+        auth::check_sql_scope(caller.as_ref().map(|c| &c.0), &[&t])?;
         check_size("payload", &t.payload)?;
         if t.trace_id.is_none() {
             t.trace_id = trace.clone();
@@ -1099,10 +1123,12 @@ async fn queue_claim(
     State(s): State<AppState>,
     Path(queue): Path<String>,
     gone: Option<axum::Extension<Disconnect>>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ClaimResponse>> {
     let cancel = gone.map_or_else(|| s.shutdown.clone(), |g| g.0 .0.clone());
     check_name("queue", &queue)?;
+    auth::check_queue(caller.as_ref().map(|c| &c.0), &queue)?;
     let b: ClaimRequest = parse(body)?;
     check_name("worker", &b.worker)?;
     let limit = b.limit.unwrap_or(1);
@@ -1345,9 +1371,11 @@ async fn namespace_list(State(s): State<AppState>) -> ApiResult<Json<NamespaceLi
 async fn schedule_put(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let mut spec: docket_core::ScheduleSpec = parse(body)?;
+    auth::check_sql_scope(caller.as_ref().map(|c| &c.0), &[&spec.task])?;
     check_size("payload", &spec.task.payload)?;
     check_sql_task(&s.sql, &mut spec.task)?;
     let created = s.engine.store.schedule_get(&spec.name).await?.is_none();
@@ -1846,4 +1874,88 @@ async fn events_stream(
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+fn token_view(t: docket_store::TokenRecord) -> docket_core::api::TokenView {
+    docket_core::api::TokenView {
+        name: t.name,
+        scopes: t.scopes,
+        queues: t.queues,
+        created_at: t.created_at,
+        expires_at: t.expires_at,
+        revoked_at: t.revoked_at,
+        last_used_at: t.last_used_at,
+    }
+}
+
+#[utoipa::path(
+    post, path = "/v1/tokens",
+    tag = "tokens",
+    request_body = docket_core::api::TokenCreateRequest,
+    responses((status = 201, description = "the token, shown this once", body = docket_core::api::TokenCreated), (status = 401, description = "unauthenticated", body = crate::error::ErrorBody), (status = 403, description = "forbidden: needs admin", body = crate::error::ErrorBody), (status = 409, description = "conflict: a live token has the name", body = crate::error::ErrorBody)),
+    summary = "Create an API token (admin); only its SHA-256 is stored"
+)]
+async fn token_create(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let b: docket_core::api::TokenCreateRequest = parse(body)?;
+    let (token, rec) = s
+        .engine
+        .token_create(docket_engine::auth::NewToken {
+            name: b.name,
+            scopes: b.scopes,
+            queues: b.queues,
+            expires_in: b.expires_in,
+            secret: None,
+        })
+        .await
+        .map_err(|e| match e {
+            docket_engine::auth::TokenError::Invalid(m) => ApiError::invalid(m),
+            docket_engine::auth::TokenError::Store(e) => e.into(),
+        })?;
+    actions::token_changed(&s, &actions::actor(&headers, "api"), "create", &rec.name).await;
+    Ok((
+        StatusCode::CREATED,
+        Json(docket_core::api::TokenCreated {
+            token,
+            info: token_view(rec),
+        }),
+    )
+        .into_response())
+}
+
+#[utoipa::path(
+    get, path = "/v1/tokens",
+    tag = "tokens",
+    responses((status = 200, description = "every token, revoked ones included", body = docket_core::api::TokenList), (status = 401, description = "unauthenticated", body = crate::error::ErrorBody), (status = 403, description = "forbidden: needs admin", body = crate::error::ErrorBody)),
+    summary = "List API tokens (admin); never the tokens themselves"
+)]
+async fn token_list(State(s): State<AppState>) -> ApiResult<Json<docket_core::api::TokenList>> {
+    let tokens = s.engine.store.token_list().await?;
+    Ok(Json(docket_core::api::TokenList {
+        tokens: tokens.into_iter().map(token_view).collect(),
+    }))
+}
+
+#[utoipa::path(
+    delete, path = "/v1/tokens/{name}",
+    tag = "tokens",
+    params(("name" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "token name")),
+    responses((status = 204, description = "revoked: it stops working at once on every node"), (status = 401, description = "unauthenticated", body = crate::error::ErrorBody), (status = 403, description = "forbidden: needs admin", body = crate::error::ErrorBody), (status = 404, description = "no live token has the name", body = crate::error::ErrorBody)),
+    summary = "Revoke an API token (admin)"
+)]
+async fn token_revoke(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    check_name("name", &name)?;
+    if s.engine.token_revoke(&name).await? {
+        actions::token_changed(&s, &actions::actor(&headers, "api"), "revoke", &name).await;
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("no live token named {name:?}")))
+    }
 }

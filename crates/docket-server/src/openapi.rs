@@ -71,6 +71,9 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         crate::audit_list,
         crate::status,
         crate::dashboard::changes,
+        crate::token_create,
+        crate::token_list,
+        crate::token_revoke,
     ),
     components(schemas(
         docket_store::Notification,

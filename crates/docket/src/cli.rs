@@ -16,14 +16,14 @@ pub struct Cli {
 pub struct DbArgs {
     /// Database URL: sqlite://FILE (created if missing) or postgres://user@host/db
     /// [default: sqlite://docket.db].
-    #[arg(long, env = "DOCKET_DATABASE_URL")]
+    #[arg(long, env = "DOCKET_DATABASE_URL", global = true)]
     pub database: Option<String>,
     /// PostgreSQL schema for docket's tables (created if missing).
-    #[arg(long, env = "DOCKET_SCHEMA")]
+    #[arg(long, env = "DOCKET_SCHEMA", global = true)]
     pub schema: Option<String>,
     /// PostgreSQL: make claims and completions wait for the WAL flush too (slower; by default
     /// only enqueues do — a crash then re-runs a few tasks, never loses one).
-    #[arg(long, env = "DOCKET_STRICT_COMMIT")]
+    #[arg(long, env = "DOCKET_STRICT_COMMIT", global = true)]
     pub strict_commit: bool,
 }
 
@@ -37,6 +37,16 @@ pub struct ServerArgs {
         global = true
     )]
     pub server: String,
+    /// API token sent as `Authorization: Bearer …` (see `docket token create`).
+    #[arg(long, env = "DOCKET_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+impl ServerArgs {
+    /// A client of the server with the token.
+    pub fn client(&self) -> docket_client::Client {
+        docket_client::Client::with_token(self.server.clone(), self.token.as_deref())
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -53,6 +63,14 @@ pub enum Command {
     Migrate {
         #[command(flatten)]
         db: DbArgs,
+    },
+    /// Create, list and revoke API tokens (in the database directly: works before any token
+    /// exists).
+    Token {
+        #[command(flatten)]
+        db: DbArgs,
+        #[command(subcommand)]
+        cmd: TokenCmd,
     },
     /// Enqueue, list, show, cancel and retry tasks.
     Task {
@@ -168,6 +186,46 @@ pub struct ServeArgs {
     /// Let `sql` tasks give a raw connection string instead of a target name.
     #[arg(long)]
     pub sql_allow_raw: bool,
+    /// Whether requests need an API token: `auto` (required unless --listen is a loopback
+    /// address), `required` or `off`.
+    #[arg(long, value_enum, default_value = "auto", env = "DOCKET_AUTH")]
+    pub auth: AuthArg,
+    /// Serve a non-loopback address with --auth off: anyone who reaches the port can read and
+    /// change every task.
+    #[arg(long)]
+    pub allow_unauthenticated_network_access: bool,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthArg {
+    Auto,
+    Required,
+    Off,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCmd {
+    /// Create a token and print it (the only time it is shown; only its SHA-256 is stored).
+    Create {
+        /// Its name (recorded in the audit log; unique among live tokens).
+        name: String,
+        /// A scope (repeatable): admin, read, enqueue, work, process, sql.
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+        /// With `work`: only this queue (repeatable) [every queue].
+        #[arg(long = "queue")]
+        queues: Vec<String>,
+        /// Stops working after this long (e.g. 30d) [never].
+        #[arg(long, value_parser = parse_duration)]
+        expires_in: Option<Duration>,
+    },
+    /// List tokens (never the tokens themselves).
+    List,
+    /// Revoke a token: it stops working at once on every node.
+    Revoke {
+        /// Its name.
+        name: String,
+    },
 }
 
 #[derive(Args, Debug)]

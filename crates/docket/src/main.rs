@@ -73,10 +73,14 @@ async fn run(cli: Cli) -> Result<()> {
             println!("migrated {}", connect_opts(&db).url);
             Ok(())
         }
-        Command::Task { server, cmd } => task_cmd(Client::new(server.server), cmd).await,
-        Command::Queue { server, cmd } => queue_cmd(Client::new(server.server), cmd).await,
-        Command::Schedule { server, cmd } => schedule_cmd(Client::new(server.server), cmd).await,
-        Command::Status { server, json } => status(Client::new(server.server), json).await,
+        Command::Token { db, cmd } => {
+            init_logs(LogFormat::Text, "warn");
+            token_cmd(&db, cmd).await
+        }
+        Command::Task { server, cmd } => task_cmd(server.client(), cmd).await,
+        Command::Queue { server, cmd } => queue_cmd(server.client(), cmd).await,
+        Command::Schedule { server, cmd } => schedule_cmd(server.client(), cmd).await,
+        Command::Status { server, json } => status(server.client(), json).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "docket", &mut std::io::stdout());
@@ -88,7 +92,7 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Node { server, json } => {
-            let nodes = Client::new(server.server).node_list().await?;
+            let nodes = server.client().node_list().await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&nodes)?);
             } else {
@@ -111,7 +115,7 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Namespace { server, cmd } => {
-            let c = Client::new(server.server);
+            let c = server.client();
             let out = match cmd {
                 NamespaceCmd::Put {
                     namespace,
@@ -135,7 +139,7 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Process { server, cmd } => {
-            let c = Client::new(server.server);
+            let c = server.client();
             let json_arg = |v: &Option<String>, what: &str| -> Result<serde_json::Value> {
                 match v {
                     Some(s) => serde_json::from_str(s)
@@ -299,6 +303,14 @@ async fn serve_inner(mut a: ServeArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    let auth = auth_mode(
+        a.auth,
+        listener.local_addr()?.ip(),
+        a.allow_unauthenticated_network_access,
+    )?;
+    if auth == docket_server::auth::AuthMode::Required {
+        bootstrap_token(&engine).await?;
+    }
     tracing::info!(node, listen = %listener.local_addr()?, database = %redact(&opts.url), "docket serving");
     let mut sql = file.sql;
     for t in &a.sql_target {
@@ -346,6 +358,7 @@ async fn serve_inner(mut a: ServeArgs) -> Result<()> {
         tracing::info!(targets = ?sql.targets.keys().collect::<Vec<_>>(), allow_raw = sql.allow_raw, "sql tasks enabled");
     }
     let state = docket_server::AppState::new(engine.clone(), shutdown.clone())
+        .with_auth(auth)
         .with_sql(sql)
         .with_pg_tasks(views);
     let namespaces = state.processes.start().await?;
@@ -426,7 +439,7 @@ async fn worker_inner(a: WorkerArgs) -> Result<()> {
         kill_grace: a.kill_grace,
     };
     tracing::info!(queue = %opts.queue, concurrency = opts.concurrency, server = %a.server.server, "worker started");
-    docket_client::command_worker::run(Client::new(a.server.server), opts, cancel)
+    docket_client::command_worker::run(a.server.client(), opts, cancel)
         .await
         .map_err(anyhow::Error::msg)
 }
@@ -1087,6 +1100,172 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     docket_core::duration::parse(s)
 }
 
+/// `--auth`: `auto` is `required` unless the listener is on a loopback address. Serving the
+/// network without auth is refused unless forced by a flag that says so.
+fn auth_mode(
+    arg: cli::AuthArg,
+    ip: std::net::IpAddr,
+    allow_open: bool,
+) -> Result<docket_server::auth::AuthMode> {
+    use docket_server::auth::AuthMode;
+    let mode = match arg {
+        cli::AuthArg::Required => AuthMode::Required,
+        cli::AuthArg::Off => AuthMode::Off,
+        cli::AuthArg::Auto if ip.is_loopback() => AuthMode::Off,
+        cli::AuthArg::Auto => AuthMode::Required,
+    };
+    if mode == AuthMode::Off && !ip.is_loopback() && !allow_open {
+        anyhow::bail!(
+            "refusing to serve {ip} without auth: anyone who reaches the port could read and change every task; \
+             drop --auth off (tokens are then required), or pass --allow-unauthenticated-network-access"
+        );
+    }
+    if mode == AuthMode::Off && !ip.is_loopback() {
+        tracing::warn!(%ip, "serving the network WITHOUT auth (--allow-unauthenticated-network-access)");
+    }
+    Ok(mode)
+}
+
+/// With auth required and no live token, creates an admin token named `admin`: from
+/// `DOCKET_ADMIN_TOKEN` when set (at least 32 characters), else a new one printed once.
+async fn bootstrap_token(engine: &Engine) -> Result<()> {
+    if engine.token_any_live().await? {
+        return Ok(());
+    }
+    let given = std::env::var("DOCKET_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let (token, rec) = engine
+        .token_create(docket_engine::auth::NewToken {
+            name: "admin".into(),
+            scopes: vec![docket_core::auth::Scope::Admin],
+            secret: given.clone(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot create the bootstrap admin token: {e}"))?;
+    if given.is_some() {
+        tracing::info!(token = %rec.name, "auth required; created the admin token from DOCKET_ADMIN_TOKEN");
+    } else {
+        // Printed once, to stderr, never logged: only its hash is stored.
+        eprintln!(
+            "docket: auth is required and no token existed; created admin token {:?} (shown once, keep it):\n{token}",
+            rec.name
+        );
+    }
+    Ok(())
+}
+
+async fn token_cmd(db: &cli::DbArgs, cmd: cli::TokenCmd) -> Result<()> {
+    let opts = connect_opts(db);
+    let store = docket_store::connect(&opts)
+        .await
+        .with_context(|| format!("cannot open the database {}", redact(&opts.url)))?;
+    store.migrate().await.context("migrations failed")?;
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        EngineConfig::new(default_node_name(), &*store),
+    );
+    match cmd {
+        cli::TokenCmd::Create {
+            name,
+            scopes,
+            queues,
+            expires_in,
+        } => {
+            let scopes = scopes
+                .iter()
+                .map(|s| docket_core::auth::Scope::parse(s).map_err(anyhow::Error::msg))
+                .collect::<Result<Vec<_>>>()?;
+            let (token, rec) = engine
+                .token_create(docket_engine::auth::NewToken {
+                    name,
+                    scopes,
+                    queues,
+                    expires_in,
+                    secret: None,
+                })
+                .await
+                .map_err(|e| match e {
+                    docket_engine::auth::TokenError::Store(docket_store::StoreError::Conflict(
+                        _,
+                    )) => anyhow::anyhow!("a live token already has that name (revoke it first)"),
+                    e => anyhow::anyhow!("{e}"),
+                })?;
+            let _ = store
+                .audit_add(
+                    &format!("cli:{}", std::env::var("USER").unwrap_or_default()),
+                    "token.create",
+                    &format!("token:{}", rec.name),
+                    None,
+                    engine.clock.now(),
+                )
+                .await;
+            eprintln!(
+                "created token {:?} ({}); it is shown once:",
+                rec.name,
+                rec.scopes
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            println!("{token}");
+        }
+        cli::TokenCmd::List => {
+            let now = engine.clock.now();
+            println!(
+                "{:<24} {:<28} {:<16} {:<9} LAST USED",
+                "NAME", "SCOPES", "QUEUES", "STATE"
+            );
+            for t in store.token_list().await? {
+                let state = if t.revoked_at.is_some() {
+                    "revoked"
+                } else if t.expires_at.is_some_and(|e| e <= now) {
+                    "expired"
+                } else {
+                    "live"
+                };
+                println!(
+                    "{:<24} {:<28} {:<16} {:<9} {}",
+                    t.name,
+                    t.scopes
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    if t.queues.is_empty() {
+                        "*".to_string()
+                    } else {
+                        t.queues.join(",")
+                    },
+                    state,
+                    t.last_used_at
+                        .map_or_else(|| "never".to_string(), |t| t.to_rfc3339())
+                );
+            }
+        }
+        cli::TokenCmd::Revoke { name } => {
+            if !engine.token_revoke(&name).await? {
+                anyhow::bail!("no live token named {name:?}");
+            }
+            let _ = store
+                .audit_add(
+                    &format!("cli:{}", std::env::var("USER").unwrap_or_default()),
+                    "token.revoke",
+                    &format!("token:{name}"),
+                    None,
+                    engine.clock.now(),
+                )
+                .await;
+            println!("revoked token {name:?}");
+        }
+    }
+    store.close().await;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -1102,5 +1281,26 @@ mod tests {
             "host=h password=*** dbname=d"
         );
         assert_eq!(redact("sqlite://docket.db"), "sqlite://docket.db");
+    }
+
+    #[test]
+    fn auth_is_required_off_loopback() {
+        use super::{auth_mode, cli::AuthArg};
+        use docket_server::auth::AuthMode;
+        let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let v6: std::net::IpAddr = "::1".parse().unwrap();
+        let net: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(auth_mode(AuthArg::Auto, lo, false).unwrap(), AuthMode::Off);
+        assert_eq!(auth_mode(AuthArg::Auto, v6, false).unwrap(), AuthMode::Off);
+        assert_eq!(
+            auth_mode(AuthArg::Auto, net, false).unwrap(),
+            AuthMode::Required
+        );
+        assert_eq!(
+            auth_mode(AuthArg::Required, lo, false).unwrap(),
+            AuthMode::Required
+        );
+        assert!(auth_mode(AuthArg::Off, net, false).is_err());
+        assert_eq!(auth_mode(AuthArg::Off, net, true).unwrap(), AuthMode::Off);
     }
 }

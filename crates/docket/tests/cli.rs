@@ -557,8 +557,133 @@ both!(
     worker_runs_commands,
     killed_worker_loses_nothing,
     serve_shuts_down_gracefully,
-    bulk_file_and_cli_errors
+    bulk_file_and_cli_errors,
+    tokens_from_the_cli
 );
+
+/// Auth required: `docket token create/list/revoke` on the database, DOCKET_TOKEN for the CLI and
+/// the worker, one clear line (and a non-zero exit) when refused.
+fn tokens_from_the_cli(backend: &str) {
+    let s = serve_with(backend, &["--auth", "required"]);
+    let as_token = |token: Option<&str>, args: &[&str]| {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env("DOCKET_SERVER", &s.url)
+            .env_remove("DOCKET_TOKEN");
+        if let Some(t) = token {
+            c.env("DOCKET_TOKEN", t);
+        }
+        c.output().unwrap()
+    };
+    let token_cmd = |args: &[&str]| {
+        let mut a = vec!["token"];
+        a.extend_from_slice(args);
+        let db: Vec<&str> = s.db.iter().map(String::as_str).collect();
+        a.extend_from_slice(&db);
+        Command::new(BIN).args(&a).output().unwrap()
+    };
+    let made = token_cmd(&["create", "ci", "--scope", "enqueue", "--scope", "read"]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let ci = String::from_utf8(made.stdout).unwrap().trim().to_string();
+    assert!(ci.starts_with("dkt_") && ci.len() == 68, "{ci}");
+    let again = token_cmd(&["create", "ci", "--scope", "read"]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already has that name"));
+    let bad = token_cmd(&["create", "x", "--scope", "root"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scope"));
+
+    // Without a token: one line naming the problem, exit 1.
+    let o = as_token(None, &["task", "add", "--kind", "k"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("unauthenticated") && err.contains("401"),
+        "{err}"
+    );
+    // With one.
+    let o = as_token(Some(&ci), &["task", "add", "--kind", "k", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = serde_json::from_slice::<Value>(&o.stdout).unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    // A worker whose token may not work the queue stops at once with the server's reason.
+    let w = token_cmd(&["create", "w", "--scope", "work", "--queue", "other"]);
+    let w = String::from_utf8(w.stdout).unwrap().trim().to_string();
+    let o = Command::new(BIN)
+        .args(["worker", "--queue", "default", "--", "true"])
+        .env("DOCKET_SERVER", &s.url)
+        .env("DOCKET_TOKEN", &w)
+        .env("DOCKET_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("forbidden") && err.contains("default"),
+        "{err}"
+    );
+    // One that may works it.
+    let w2 = token_cmd(&["create", "w2", "--scope", "work", "--queue", "default"]);
+    let w2 = String::from_utf8(w2.stdout).unwrap().trim().to_string();
+    let mut c = Command::new(BIN);
+    c.args(["worker", "--queue", "default", "--", "true"])
+        .env("DOCKET_SERVER", &s.url)
+        .env("DOCKET_TOKEN", &w2)
+        .env("DOCKET_LOG", "warn")
+        .stdout(Stdio::null())
+        .process_group(0);
+    let _worker = Worker(c.spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = as_token(Some(&ci), &["task", "show", &id.to_string()]);
+        let t: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        if t["state"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not completed: {t}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The list names the tokens, never their secrets.
+    let list = token_cmd(&["list"]);
+    let text = String::from_utf8(list.stdout).unwrap();
+    assert!(
+        text.contains("ci") && text.contains("w2") && text.contains("admin"),
+        "{text}"
+    );
+    assert!(!text.contains(&ci) && !text.contains(&w2), "{text}");
+    // Revoked: refused at once.
+    assert!(token_cmd(&["revoke", "ci"]).status.success());
+    let o = as_token(Some(&ci), &["task", "list"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("revoked"));
+    assert!(!token_cmd(&["revoke", "ci"]).status.success());
+}
+
+/// A non-loopback listen with auth off is refused unless forced by a flag that says the risk.
+#[test]
+fn serving_the_network_without_auth_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["serve", "--auth", "off", "--listen"])
+        .arg(format!("0.0.0.0:{}", free_port()))
+        .arg("--database")
+        .arg(format!("sqlite://{}", dir.path().join("d.db").display()))
+        .env("DOCKET_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--allow-unauthenticated-network-access"),
+        "{err}"
+    );
+}
 
 fn processes_from_the_cli(backend: &str) {
     let s = serve(backend);

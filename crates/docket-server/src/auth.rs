@@ -1,0 +1,281 @@
+//! Who may do what (README "Security"): API tokens (`Authorization: Bearer …`) checked against
+//! the scope each route needs, the dashboard's login session (a cookie holding the token), and
+//! the dashboard's defences against cross-site requests (Origin / Sec-Fetch-Site checks and a
+//! CSRF token in every form).
+
+use crate::error::{ApiError, Code};
+use crate::AppState;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use docket_core::auth::{hash_token, needed_scope, Scope};
+use docket_engine::auth::{Caller, TokenCheck};
+
+/// Whether requests must carry a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthMode {
+    /// Every request is served (loopback only, unless forced).
+    #[default]
+    Off,
+    /// Every request but `/healthz`, `/openapi.json` and the login page needs a token.
+    Required,
+}
+
+/// The dashboard's session cookie: it holds the token the operator logged in with, so every
+/// request is checked against the database (a revoked token ends the session at once).
+pub const SESSION_COOKIE: &str = "docket_session";
+
+/// The CSRF token a dashboard form must carry, for the session it was rendered for.
+#[derive(Debug, Clone)]
+pub struct Csrf(pub String);
+
+/// Whether the request may take dashboard actions (auth off, or an `admin` token).
+#[derive(Debug, Clone, Copy)]
+pub struct CanAct(pub bool);
+
+/// The name of the form field that carries the CSRF token.
+pub const CSRF_FIELD: &str = "csrf";
+
+/// The CSRF token of a session: derived from the session's token (so it is the same on every
+/// node and unknown to anyone without the cookie), or, with auth off, from a secret of this
+/// process.
+pub(crate) fn csrf_token(s: &AppState, session: Option<&str>) -> String {
+    match session {
+        Some(t) => hash_token(&format!("csrf:{}", hash_token(t))),
+        None => hash_token(&format!("csrf:{}", s.csrf_secret)),
+    }
+}
+
+fn bearer(h: &HeaderMap) -> Option<String> {
+    let v = h.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, t) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+pub(crate) fn cookie(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// A browser's request from another site: `Sec-Fetch-Site` says so, or `Origin` names
+/// another host than the one asked. Requests without either (curl, old browsers) pass: they
+/// carry no ambient cookie of another site's making, and the CSRF token still has to match.
+fn cross_site(h: &HeaderMap) -> bool {
+    if let Some(site) = h.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        if !matches!(site, "same-origin" | "none") {
+            return true;
+        }
+    }
+    let host = h.get(header::HOST).and_then(|v| v.to_str().ok());
+    match (h.get(header::ORIGIN).and_then(|v| v.to_str().ok()), host) {
+        (Some("null"), _) => true,
+        (Some(origin), Some(host)) => origin
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .is_none_or(|o| o != host),
+        _ => false,
+    }
+}
+
+fn is_dashboard(path: &str) -> bool {
+    path == "/" || path.starts_with("/ui/") || path == "/ui"
+}
+
+fn unauthenticated(ui_get: bool, msg: &str) -> Response {
+    if ui_get {
+        return Redirect::to("/ui/login").into_response();
+    }
+    ApiError::new(Code::Unauthenticated, msg).into_response()
+}
+
+/// Authenticates and authorises every request (see the module doc), and checks dashboard posts
+/// for cross-site origin and the CSRF token.
+pub(crate) async fn authorize(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let ui = is_dashboard(&path);
+    let ui_post = ui && method == Method::POST;
+    if ui_post && cross_site(req.headers()) {
+        return ApiError::new(Code::Forbidden, "cross-site request refused").into_response();
+    }
+    let reads = method == Method::GET || method == Method::HEAD;
+    let session = cookie(req.headers(), SESSION_COOKIE);
+    // The cookie counts for reads and for dashboard posts (which also need the CSRF token);
+    // an API write needs the Authorization header, so a cookie alone can never make one.
+    let token = bearer(req.headers()).or_else(|| session.clone().filter(|_| reads || ui_post));
+    let need = needed_scope(method.as_str(), &path);
+    let mut req = req;
+    let mut can_act = true;
+    if s.auth == AuthMode::Required && need.is_some() {
+        let need = need.unwrap_or(Scope::Admin);
+        let Some(token) = token.as_deref() else {
+            return unauthenticated(
+                ui && reads,
+                "this server requires an API token: send Authorization: Bearer <token> (see `docket token create`)",
+            );
+        };
+        let caller = match s.engine.token_check(token).await {
+            Err(e) => return ApiError::from(e).into_response(),
+            Ok(TokenCheck::Valid(c)) => c,
+            Ok(TokenCheck::Unknown) => return unauthenticated(ui && reads, "unknown token"),
+            Ok(TokenCheck::Revoked) => {
+                return unauthenticated(ui && reads, "this token was revoked")
+            }
+            Ok(TokenCheck::Expired) => return unauthenticated(ui && reads, "this token expired"),
+        };
+        if !caller.grant.allows(need) {
+            return ApiError::new(
+                Code::Forbidden,
+                format!(
+                    "token {:?} lacks the `{need}` scope this request needs",
+                    caller.name
+                ),
+            )
+            .into_response();
+        }
+        can_act = caller.grant.allows(Scope::Admin);
+        // The audit log records the token's name; a client cannot claim another actor.
+        if let Ok(v) = HeaderValue::from_str(&format!("token:{}", caller.name)) {
+            req.headers_mut().insert("x-docket-actor", v);
+        }
+        req.extensions_mut().insert(caller);
+    }
+    let session_for_csrf = (s.auth == AuthMode::Required)
+        .then_some(session.as_deref())
+        .flatten();
+    let csrf = csrf_token(&s, session_for_csrf);
+    if ui_post && path != "/ui/login" {
+        let (parts, body) = req.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+            return ApiError::new(Code::PayloadTooLarge, "form too large").into_response();
+        };
+        let sent = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&bytes)
+            .ok()
+            .and_then(|f| f.into_iter().find(|(k, _)| k == CSRF_FIELD).map(|(_, v)| v));
+        if sent.as_deref() != Some(csrf.as_str()) {
+            return ApiError::new(
+                Code::Forbidden,
+                "missing or wrong CSRF token: reload the page and try again",
+            )
+            .into_response();
+        }
+        req = Request::from_parts(parts, Body::from(bytes));
+    }
+    req.extensions_mut().insert(Csrf(csrf));
+    req.extensions_mut().insert(CanAct(can_act));
+    next.run(req).await
+}
+
+/// Headers of every dashboard page: no inline script may run, no other site may frame it, no
+/// content sniffing, no referrer to other sites.
+pub(crate) async fn security_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+             img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; \
+             base-uri 'none'; form-action 'self'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    r
+}
+
+/// `GET /ui/login`.
+pub(crate) async fn login_page() -> Response {
+    crate::dashboard::login_form(None)
+}
+
+/// `POST /ui/login` (form `token=…`): checks the token and starts a session (a cookie holding
+/// it: HttpOnly, SameSite=Strict, 12 hours; Secure when served over TLS).
+pub(crate) async fn login(State(s): State<AppState>, body: axum::body::Bytes) -> Response {
+    let token = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body)
+        .ok()
+        .and_then(|f| f.into_iter().find(|(k, _)| k == "token").map(|(_, v)| v))
+        .map(|t| t.trim().to_string())
+        .unwrap_or_default();
+    let why = match s.engine.token_check(&token).await {
+        Ok(TokenCheck::Valid(_)) => None,
+        Ok(TokenCheck::Unknown) => Some("unknown token"),
+        Ok(TokenCheck::Revoked) => Some("this token was revoked"),
+        Ok(TokenCheck::Expired) => Some("this token expired"),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    if let Some(why) = why {
+        let mut r = crate::dashboard::login_form(Some(why));
+        *r.status_mut() = StatusCode::UNAUTHORIZED;
+        return r;
+    }
+    // Tokens are hex with a prefix: nothing in them needs escaping in a cookie.
+    if !token
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return crate::dashboard::login_form(Some("unknown token"));
+    }
+    let secure = if s.tls { "; Secure" } else { "" };
+    let c = format!(
+        "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200{secure}"
+    );
+    let mut r = Redirect::to("/").into_response();
+    if let Ok(v) = HeaderValue::from_str(&c) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `GET /ui/logout`: ends the session (harmless if forged: it only logs out).
+pub(crate) async fn logout() -> Response {
+    let mut r = Redirect::to("/ui/login").into_response();
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("docket_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+    );
+    r
+}
+
+/// Under auth, a `sql` task needs the `sql` scope besides `enqueue`.
+pub(crate) fn check_sql_scope(
+    caller: Option<&Caller>,
+    tasks: &[&docket_core::NewTask],
+) -> Result<(), ApiError> {
+    let Some(c) = caller else { return Ok(()) };
+    if tasks.iter().any(|t| t.kind == docket_sql::SQL_KIND) && !c.grant.allows(Scope::Sql) {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            format!("token {:?} lacks the `sql` scope a sql task needs", c.name),
+        ));
+    }
+    Ok(())
+}
+
+/// Under auth, a `work` token limited to some queues may claim only from those.
+pub(crate) fn check_queue(caller: Option<&Caller>, queue: &str) -> Result<(), ApiError> {
+    match caller {
+        Some(c) if !c.grant.allows_queue(queue) => Err(ApiError::new(
+            Code::Forbidden,
+            format!("token {:?} may not work queue {queue:?}", c.name),
+        )),
+        _ => Ok(()),
+    }
+}
