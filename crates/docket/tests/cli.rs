@@ -1214,3 +1214,107 @@ fn bulk_file_enqueue_stops_cleanly_on_ctrl_c() {
     let q = http::blocking_get(&format!("{}/v1/queues/ctrlc", s.url)).unwrap();
     assert_eq!(q["counts"]["available"].as_u64(), Some(sent as u64), "{q}");
 }
+
+/// No database password reaches the logs, `/v1/status`, `/metrics`, the dashboard, task errors
+/// or API error messages (README "Security"). PostgreSQL here trusts 127.0.0.1, so URLs with a
+/// password connect and the password is just text to look for.
+#[test]
+fn no_password_in_any_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = format!("cli_sec_{}", uuid::Uuid::new_v4().simple());
+    let pgt_schema = format!("cli_secpgt_{}", uuid::Uuid::new_v4().simple());
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let log = dir.path().join("serve.log");
+    let child = Command::new(BIN)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--node", "sec"])
+        .args([
+            "--database",
+            "postgres://postgres:SeCrEt-db-1@127.0.0.1:5432/postgres",
+            "--schema",
+            &schema,
+        ])
+        .args([
+            "--sql-target",
+            "main=postgres://postgres:SeCrEt-tg-2@127.0.0.1:5432/postgres",
+            "--sql-target",
+            "dead=host=127.0.0.1 port=1 user=postgres password=SeCrEt-dd-3 dbname=postgres",
+            "--pg-task",
+            &format!("postgres://postgres:SeCrEt-pt-4@127.0.0.1:5432/postgres?schema={pgt_schema}&sleep=100"),
+        ])
+        .env("DOCKET_LOG", "debug")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut s = Server {
+        child,
+        url: url.clone(),
+        db: vec![],
+        _dir: dir,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http::blocking_get(&format!("{url}/healthz")).is_none() {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A task that fails to connect, one that runs, and refused ones that name a URL.
+    let dead = s.add(&[
+        "--sql",
+        "SELECT 1",
+        "--target",
+        "dead",
+        "--max-attempts",
+        "1",
+    ]);
+    let ok = s.add(&["--sql", "SELECT 1", "--target", "main"]);
+    s.wait_for(dead, "dead target failed", |t| t["state"] == "discarded");
+    s.wait_for(ok, "sql task done", |t| t["state"] == "completed");
+    let mut seen = String::new();
+    for target in [
+        "postgres://postgres:SeCrEt-raw-5@127.0.0.1/postgres",
+        "host=x password=SeCrEt-raw-6",
+    ] {
+        let o = s.cli(&["task", "add", "--sql", "SELECT 1", "--target", target]);
+        assert!(!o.status.success());
+        seen.push_str(&String::from_utf8_lossy(&o.stderr));
+    }
+    for path in [
+        "/v1/status".to_string(),
+        "/metrics".to_string(),
+        "/".to_string(),
+        "/ui/schedules".to_string(),
+        "/ui/tasks".to_string(),
+        format!("/ui/tasks/{dead}"),
+        format!("/v1/tasks/{dead}"),
+        "/v1/nodes".to_string(),
+        "/healthz".to_string(),
+    ] {
+        let o = Command::new("curl")
+            .args(["-s", &format!("{url}{path}")])
+            .output()
+            .unwrap();
+        assert!(!o.stdout.is_empty(), "{path} answered nothing");
+        seen.push_str(&format!("\n--- {path}\n"));
+        seen.push_str(&String::from_utf8_lossy(&o.stdout));
+    }
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+    seen.push_str(&std::fs::read_to_string(&log).unwrap());
+    assert!(seen.contains("docket serving"), "the log was captured");
+    assert!(
+        seen.contains("/ui/tasks") || seen.contains("task"),
+        "pages were read"
+    );
+    if let Some(i) = seen.find("SeCrEt") {
+        let from = seen[..i]
+            .char_indices()
+            .rev()
+            .nth(300)
+            .map_or(0, |(j, _)| j);
+        panic!(
+            "a password leaked: …{}…",
+            &seen[from..(i + 40).min(seen.len())]
+        );
+    }
+}
