@@ -37,6 +37,10 @@ pub struct QueueSettings {
     #[serde(default, with = "crate::duration::serde_opt")]
     #[schema(value_type = Option<String>, example = "30s")]
     pub retention_completed: Option<Duration>,
+    /// Hide the payload, result and progress of the queue's tasks from read-only tokens and
+    /// the dashboard (they show `"***"`); workers still get them when they claim.
+    #[serde(default)]
+    pub mask_payload: bool,
     /// How long discarded and cancelled tasks are kept; default 7 days.
     #[serde(default, with = "crate::duration::serde_opt")]
     #[schema(value_type = Option<String>, example = "30s")]

@@ -279,3 +279,43 @@ pub(crate) fn check_queue(caller: Option<&Caller>, queue: &str) -> Result<(), Ap
         _ => Ok(()),
     }
 }
+
+/// What a masked payload, result or progress shows (queue setting `mask_payload`).
+pub const MASKED: &str = "***";
+
+/// Whether a caller sees the payloads of `mask_payload` queues masked: under auth, any token
+/// without `admin` (auth off: nobody; the dashboard: always, see [`mask_tasks`]).
+pub(crate) fn masks_for(caller: Option<&Caller>) -> bool {
+    caller.is_some_and(|c| !c.grant.allows(Scope::Admin))
+}
+
+/// Replaces payload, result and progress of the tasks whose queue has `mask_payload` with
+/// [`MASKED`]. Reads each distinct queue's settings once.
+pub(crate) async fn mask_tasks<'a>(
+    s: &AppState,
+    tasks: impl IntoIterator<Item = &'a mut docket_core::Task>,
+) -> Result<(), ApiError> {
+    let mut masked: std::collections::HashMap<String, bool> = Default::default();
+    for t in tasks {
+        let m = match masked.get(&t.queue) {
+            Some(m) => *m,
+            None => {
+                let m = s
+                    .engine
+                    .store
+                    .queue_get(&t.queue)
+                    .await?
+                    .settings
+                    .mask_payload;
+                masked.insert(t.queue.clone(), m);
+                m
+            }
+        };
+        if m {
+            t.payload = MASKED.into();
+            t.result = t.result.as_ref().map(|_| MASKED.into());
+            t.progress = t.progress.as_ref().map(|_| MASKED.into());
+        }
+    }
+    Ok(())
+}

@@ -455,6 +455,8 @@ async fn task(
         .await
         .map_err(fail)?
         .ok_or_else(|| fail(ApiError::not_found(format!("task {id} not found"))))?;
+    let mut t = t;
+    crate::auth::mask_tasks(&s, [&mut t]).await.map_err(fail)?;
     let schedule = t
         .unique_key
         .as_deref()

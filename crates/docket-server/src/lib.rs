@@ -702,6 +702,7 @@ struct ListQuery {
 )]
 async fn task_list(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> ApiResult<Json<TaskPage>> {
     let q = query(q)?;
@@ -752,6 +753,10 @@ async fn task_list(
     } else {
         None
     };
+    let mut tasks = tasks;
+    if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
+        auth::mask_tasks(&s, tasks.iter_mut()).await?;
+    }
     Ok(Json(TaskPage {
         tasks,
         next_after: next,
@@ -765,10 +770,19 @@ async fn task_list(
     responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
     summary = "One task"
 )]
-async fn task_get(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Task>> {
+async fn task_get(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Task>> {
     let id = task_id(&id)?;
     match s.engine.store.task_get(id).await? {
-        Some(t) => Ok(Json(t)),
+        Some(mut t) => {
+            if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
+                auth::mask_tasks(&s, [&mut t]).await?;
+            }
+            Ok(Json(t))
+        }
         None => Err(ApiError::not_found(format!("task {id} not found"))),
     }
 }
@@ -1735,13 +1749,17 @@ async fn process_list(
 )]
 async fn process_trace(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     Path((ns, id)): Path<(String, String)>,
 ) -> ApiResult<Json<ProcessTrace>> {
     check_name("namespace", &ns)?;
     check_name("process id", &id)?;
-    Ok(Json(ProcessTrace {
-        tasks: s.processes.trace(&ns, &id).await?,
-    }))
+    let mut tasks = s.processes.trace(&ns, &id).await?;
+    if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
+        let refs: Vec<&mut Task> = tasks.iter_mut().map(|t| &mut t.task).collect();
+        auth::mask_tasks(&s, refs).await?;
+    }
+    Ok(Json(ProcessTrace { tasks }))
 }
 
 #[utoipa::path(

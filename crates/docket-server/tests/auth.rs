@@ -538,6 +538,85 @@ async fn dashboard_login_and_csrf((a, _b, _dir): (Node, Node, Option<tempfile::T
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
 }
 
+/// Queue setting mask_payload: read tokens and the dashboard see `***`; admins and the claiming
+/// worker see the payload.
+async fn masked_payloads((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+    let root = admin(&a).await;
+    let reader = token(&a, &root, json!({"name": "reader", "scopes": ["read"]})).await;
+    let worker = token(&a, &root, json!({"name": "w", "scopes": ["work"]})).await;
+    let (st, q) = call(
+        &a,
+        Some(&root),
+        "PUT",
+        "/v1/queues/secret",
+        Some(json!({"mask_payload": true})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{q}");
+    assert_eq!(q["settings"]["mask_payload"], true);
+    let add = |queue: &str| {
+        call(
+            &a,
+            Some(&root),
+            "POST",
+            "/v1/tasks",
+            Some(json!({"queue": queue, "kind": "k", "payload": {"card": "4111-1111"}})),
+        )
+    };
+    let (_, hidden) = add("secret").await;
+    let (_, open) = add("open").await;
+    let hid = hidden["id"].as_i64().unwrap();
+    let oid = open["id"].as_i64().unwrap();
+    // The worker gets the payload it must work on, and reports a result.
+    let (st, c) = call(
+        &a,
+        Some(&worker),
+        "POST",
+        "/v1/queues/secret/claim",
+        Some(json!({"worker": "x"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(c["tasks"][0]["payload"]["card"], "4111-1111");
+    let lease = c["tasks"][0]["lease"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (st, _) = call(
+        &a,
+        Some(&worker),
+        "POST",
+        &format!("/v1/tasks/{hid}/complete"),
+        Some(json!({"lease": lease, "result": {"auth": "ok-4111"}})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    // A read token sees neither payload nor result of the masked queue; the other queue's it does.
+    let (_, t) = call(&a, Some(&reader), "GET", &format!("/v1/tasks/{hid}"), None).await;
+    assert_eq!(
+        (t["payload"].clone(), t["result"].clone()),
+        (json!("***"), json!("***")),
+        "{t}"
+    );
+    let (_, t) = call(&a, Some(&reader), "GET", &format!("/v1/tasks/{oid}"), None).await;
+    assert_eq!(t["payload"]["card"], "4111-1111");
+    let (_, page) = call(&a, Some(&reader), "GET", "/v1/tasks?queue=secret", None).await;
+    assert!(!page.to_string().contains("4111"), "{page}");
+    // An admin sees it all through the API; the dashboard masks for everyone.
+    let (_, t) = call(&a, Some(&root), "GET", &format!("/v1/tasks/{hid}"), None).await;
+    assert_eq!(t["result"]["auth"], "ok-4111");
+    let html = http()
+        .get(format!("{}/ui/tasks/{hid}", a.base))
+        .bearer_auth(&root)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("Payload") && !html.contains("4111"), "{html}");
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod on_pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
@@ -545,4 +624,8 @@ macro_rules! both {
     };
 }
 
-both!(tokens_scopes_and_revocation, dashboard_login_and_csrf);
+both!(
+    tokens_scopes_and_revocation,
+    dashboard_login_and_csrf,
+    masked_payloads
+);

@@ -957,6 +957,7 @@ async fn queue_settings_round_trip(b: Bundle) {
         timeout: Some(Duration::from_secs(30)),
         retention_completed: Some(Duration::from_secs(60)),
         retention_failed: Some(Duration::from_secs(120)),
+        mask_payload: true,
     };
     let q = s.queue_put("x", &set, t0()).await.unwrap();
     assert_eq!(q.settings, set);

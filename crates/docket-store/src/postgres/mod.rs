@@ -119,6 +119,7 @@ fn queue_settings(row: &PgRow) -> Result<QueueSettings> {
         timeout: d("timeout_ms")?,
         retention_completed: d("retention_completed_ms")?,
         retention_failed: d("retention_failed_ms")?,
+        mask_payload: row.try_get("mask_payload")?,
     })
 }
 
@@ -1213,13 +1214,14 @@ impl Store for PgStore {
             .map(|b| serde_json::to_value(b).expect("backoff serialises"));
         sqlx::query(
             "INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff, \
-               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
              ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, \
                concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts, \
                backoff = excluded.backoff, timeout_ms = excluded.timeout_ms, \
                retention_completed_ms = excluded.retention_completed_ms, \
-               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at",
+               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at, \
+               mask_payload = excluded.mask_payload",
         )
         .bind(name)
         .bind(s.paused)
@@ -1230,6 +1232,7 @@ impl Store for PgStore {
         .bind(s.retention_completed.map(ms))
         .bind(s.retention_failed.map(ms))
         .bind(now)
+        .bind(s.mask_payload)
         .execute(&self.pool)
         .await?;
         if !s.paused {

@@ -116,6 +116,7 @@ fn queue_settings(row: &SqliteRow) -> Result<QueueSettings> {
         timeout: d("timeout_ms")?,
         retention_completed: d("retention_completed_ms")?,
         retention_failed: d("retention_failed_ms")?,
+        mask_payload: row.try_get::<i64, _>("mask_payload")? != 0,
     })
 }
 
@@ -1009,13 +1010,14 @@ impl Store for SqliteStore {
         let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff, \
-               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
              ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, \
                concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts, \
                backoff = excluded.backoff, timeout_ms = excluded.timeout_ms, \
                retention_completed_ms = excluded.retention_completed_ms, \
-               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at",
+               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at, \
+               mask_payload = excluded.mask_payload",
         )
         .bind(name)
         .bind(s.paused as i64)
@@ -1026,6 +1028,7 @@ impl Store for SqliteStore {
         .bind(s.retention_completed.map(ms))
         .bind(s.retention_failed.map(ms))
         .bind(us(now))
+        .bind(s.mask_payload as i64)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
