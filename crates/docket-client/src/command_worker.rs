@@ -192,7 +192,7 @@ fn transient(e: &ClientError) -> bool {
     match e {
         ClientError::Api { status, .. } => *status >= 500,
         ClientError::Http(_) => true,
-        ClientError::Decode(_) => false,
+        ClientError::Decode(_) | ClientError::Config(_) => false,
     }
 }
 

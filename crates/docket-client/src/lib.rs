@@ -29,6 +29,53 @@ pub enum ClientError {
     /// An answer did not have the expected shape.
     #[error("unexpected answer: {0}")]
     Decode(String),
+    /// The client could not be set up (a CA file that does not load).
+    #[error("{0}")]
+    Config(String),
+}
+
+/// How a [`Client`] reaches its server.
+#[derive(Debug, Default, Clone)]
+pub struct ClientOptions {
+    /// API token sent as `Authorization: Bearer …`.
+    pub token: Option<String>,
+    /// PEM file of CA certificates trusted for `https://` besides the system's (a private CA,
+    /// a self-signed server certificate).
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+/// TLS of the client: the system's roots and the optional CA file, rustls with ring.
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ClientError> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    // Unreadable system certificates are skipped: the CA file may be all that is needed.
+    for c in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(c);
+    }
+    if let Some(p) = ca_file {
+        let bad = |e: &dyn std::fmt::Display| {
+            ClientError::Config(format!("cannot read the CA file {}: {e}", p.display()))
+        };
+        let certs = rustls_pki_types::CertificateDer::pem_file_iter(p)
+            .map_err(|e| bad(&e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(&e))?;
+        if certs.is_empty() {
+            return Err(bad(&"no certificate in it"));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| bad(&e))?;
+        }
+    }
+    Ok(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClientError::Config(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
 }
 
 impl ClientError {
@@ -91,6 +138,23 @@ impl Client {
     /// A client of the server at `base` that sends `token` as `Authorization: Bearer …` (a
     /// server with auth required answers 401 `unauthenticated` without one).
     pub fn with_token(base: impl Into<String>, token: Option<&str>) -> Self {
+        Self::with_options(
+            base,
+            &ClientOptions {
+                token: token.map(str::to_string),
+                ca_file: None,
+            },
+        )
+        .expect("a client without a CA file always builds")
+    }
+
+    /// A client of the server at `base` (`http://` or `https://`) with a token and extra trusted
+    /// CA certificates.
+    ///
+    /// # Errors
+    /// [`ClientError::Config`] when the CA file does not load.
+    pub fn with_options(base: impl Into<String>, o: &ClientOptions) -> Result<Self> {
+        let token = o.token.as_deref();
         // Actions taken through this client are recorded as `cli:USER` in the audit log (under
         // auth, as the token's name).
         let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
@@ -107,12 +171,13 @@ impl Client {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .default_headers(headers)
+            .use_preconfigured_tls(tls_config(o.ca_file.as_deref())?)
             .build()
-            .expect("http client");
-        Client {
+            .map_err(|e| ClientError::Config(format!("cannot set up the HTTP client: {e}")))?;
+        Ok(Client {
             base: base.into().trim_end_matches('/').to_string(),
             http,
-        }
+        })
     }
 
     /// A name as one URL path segment: every byte but unreserved ones percent-encoded, so a

@@ -8,6 +8,7 @@ pub mod dashboard;
 pub mod error;
 pub mod events;
 pub mod openapi;
+pub mod tls;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -312,6 +313,31 @@ pub async fn serve_with(
     state: AppState,
     limits: ConnLimits,
 ) -> std::io::Result<()> {
+    serve_inner(listener, state, limits, None).await
+}
+
+/// [`serve_with`] over TLS: every connection is a TLS handshake (bounded by the header-read
+/// timeout) with the certificate [`tls::Tls`] holds when it arrives, so a reload reaches new
+/// connections. The dashboard's session cookie is then `Secure`.
+///
+/// # Errors
+/// I/O errors of the listener.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    mut state: AppState,
+    limits: ConnLimits,
+    tls: Arc<tls::Tls>,
+) -> std::io::Result<()> {
+    state.tls = true;
+    serve_inner(listener, state, limits, Some(tls)).await
+}
+
+async fn serve_inner(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    limits: ConnLimits,
+    tls: Option<Arc<tls::Tls>>,
+) -> std::io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let shutdown = state.shutdown.clone();
     let app = router(state);
@@ -343,11 +369,31 @@ pub async fn serve_with(
         };
         let _ = tcp.set_nodelay(true);
         let svc = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(tcp), svc));
-        tokio::spawn(async move {
-            let _ = conn.await;
-            drop(slot);
-        });
+        match &tls {
+            None => {
+                let conn = graceful.watch(builder.serve_connection(TokioIo::new(tcp), svc));
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                    drop(slot);
+                });
+            }
+            Some(t) => {
+                let (acceptor, watcher, builder) =
+                    (t.acceptor(), graceful.watcher(), builder.clone());
+                let handshake = limits.header_read_timeout;
+                tokio::spawn(async move {
+                    // Bounded like a request head: a client that never finishes the handshake
+                    // cannot hold its slot.
+                    if let Ok(Ok(stream)) =
+                        tokio::time::timeout(handshake, acceptor.accept(tcp)).await
+                    {
+                        let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                        let _ = watcher.watch(conn).await;
+                    }
+                    drop(slot);
+                });
+            }
+        }
     }
     graceful.shutdown().await;
     Ok(())

@@ -40,12 +40,24 @@ pub struct ServerArgs {
     /// API token sent as `Authorization: Bearer …` (see `docket token create`).
     #[arg(long, env = "DOCKET_TOKEN", global = true, hide_env_values = true)]
     pub token: Option<String>,
+    /// PEM file of CA certificates to trust for an `https://` server (besides the system's).
+    #[arg(long, env = "DOCKET_CA_FILE", global = true)]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl ServerArgs {
-    /// A client of the server with the token.
-    pub fn client(&self) -> docket_client::Client {
-        docket_client::Client::with_token(self.server.clone(), self.token.as_deref())
+    /// A client of the server with the token and CA file.
+    ///
+    /// # Errors
+    /// A CA file that does not load.
+    pub fn client(&self) -> anyhow::Result<docket_client::Client> {
+        Ok(docket_client::Client::with_options(
+            self.server.clone(),
+            &docket_client::ClientOptions {
+                token: self.token.clone(),
+                ca_file: self.ca_file.clone(),
+            },
+        )?)
     }
 }
 
@@ -194,6 +206,12 @@ pub struct ServeArgs {
     /// change every task.
     #[arg(long)]
     pub allow_unauthenticated_network_access: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key); SIGHUP reloads both.
+    #[arg(long, env = "DOCKET_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "DOCKET_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

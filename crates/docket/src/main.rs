@@ -35,6 +35,26 @@ fn on_signal(token: CancellationToken) {
     });
 }
 
+/// Reloads the TLS certificate and key on SIGHUP (new connections use them; on error the old
+/// ones stay and the error is logged).
+fn reload_on_sighup(tls: Arc<docket_server::tls::Tls>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = hup.recv() => match tls.reload() {
+                    Ok(()) => tracing::info!("reloaded the TLS certificate and key"),
+                    Err(e) => tracing::error!(error = %e, "TLS reload failed; keeping the old certificate"),
+                },
+                _ = stop.cancelled() => return,
+            }
+        }
+    });
+}
+
 /// The default database: a SQLite file in the current directory.
 pub(crate) const DEFAULT_DATABASE: &str = "sqlite://docket.db";
 
@@ -77,10 +97,10 @@ async fn run(cli: Cli) -> Result<()> {
             init_logs(LogFormat::Text, "warn");
             token_cmd(&db, cmd).await
         }
-        Command::Task { server, cmd } => task_cmd(server.client(), cmd).await,
-        Command::Queue { server, cmd } => queue_cmd(server.client(), cmd).await,
-        Command::Schedule { server, cmd } => schedule_cmd(server.client(), cmd).await,
-        Command::Status { server, json } => status(server.client(), json).await,
+        Command::Task { server, cmd } => task_cmd(server.client()?, cmd).await,
+        Command::Queue { server, cmd } => queue_cmd(server.client()?, cmd).await,
+        Command::Schedule { server, cmd } => schedule_cmd(server.client()?, cmd).await,
+        Command::Status { server, json } => status(server.client()?, json).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "docket", &mut std::io::stdout());
@@ -92,7 +112,7 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Node { server, json } => {
-            let nodes = server.client().node_list().await?;
+            let nodes = server.client()?.node_list().await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&nodes)?);
             } else {
@@ -115,7 +135,7 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Namespace { server, cmd } => {
-            let c = server.client();
+            let c = server.client()?;
             let out = match cmd {
                 NamespaceCmd::Put {
                     namespace,
@@ -139,7 +159,7 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Process { server, cmd } => {
-            let c = server.client();
+            let c = server.client()?;
             let json_arg = |v: &Option<String>, what: &str| -> Result<serde_json::Value> {
                 match v {
                     Some(s) => serde_json::from_str(s)
@@ -300,6 +320,12 @@ async fn serve_inner(mut a: ServeArgs) -> Result<()> {
     let shutdown = CancellationToken::new();
     on_signal(shutdown.clone());
     let services = engine.start(shutdown.clone()).await?;
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(c), Some(k)) => {
+            Some(docket_server::tls::Tls::load(c, k).map_err(anyhow::Error::msg)?)
+        }
+        _ => None,
+    };
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -369,7 +395,19 @@ async fn serve_inner(mut a: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("namespace {name} in the config file"))?;
     }
-    let server = tokio::spawn(docket_server::serve(listener, state));
+    let server = match tls {
+        None => tokio::spawn(docket_server::serve(listener, state)),
+        Some(tls) => {
+            reload_on_sighup(tls.clone(), shutdown.clone());
+            tracing::info!("serving HTTPS; SIGHUP reloads the certificate and key");
+            tokio::spawn(docket_server::serve_tls(
+                listener,
+                state,
+                docket_server::ConnLimits::default(),
+                tls,
+            ))
+        }
+    };
     shutdown.cancelled().await;
     // Stop taking work: long polls return empty, in-flight requests finish within the grace.
     match tokio::time::timeout(a.grace, server).await {
@@ -439,7 +477,7 @@ async fn worker_inner(a: WorkerArgs) -> Result<()> {
         kill_grace: a.kill_grace,
     };
     tracing::info!(queue = %opts.queue, concurrency = opts.concurrency, server = %a.server.server, "worker started");
-    docket_client::command_worker::run(a.server.client(), opts, cancel)
+    docket_client::command_worker::run(a.server.client()?, opts, cancel)
         .await
         .map_err(anyhow::Error::msg)
 }

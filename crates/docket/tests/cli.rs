@@ -1318,3 +1318,90 @@ fn no_password_in_any_output() {
         );
     }
 }
+
+/// `docket serve --tls-cert --tls-key`: the CLI reaches it over https:// with --ca-file, not
+/// without; SIGHUP switches to new files for new connections.
+#[test]
+fn https_serve_and_sighup_reload() {
+    let pki = || {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        (ca.pem(), cert.pem(), key.serialize_pem())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let (ca1, cert1, key1) = pki();
+    std::fs::write(p("ca1.pem"), &ca1).unwrap();
+    std::fs::write(p("cert.pem"), &cert1).unwrap();
+    std::fs::write(p("key.pem"), &key1).unwrap();
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--database")
+        .arg(format!("sqlite://{}", p("d.db").display()))
+        .arg("--tls-cert")
+        .arg(p("cert.pem"))
+        .arg("--tls-key")
+        .arg(p("key.pem"))
+        .env("DOCKET_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let url = format!("https://127.0.0.1:{port}");
+    // Killed when the test ends, passed or not.
+    let mut server = Server {
+        child,
+        url: url.clone(),
+        db: vec![],
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let cli = |ca: &str| {
+        Command::new(BIN)
+            .args(["node", "--server", &url, "--ca-file"])
+            .arg(p(ca))
+            .output()
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cli("ca1.pem").status.success() {
+        assert!(Instant::now() < deadline, "https server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = Command::new(BIN)
+        .args(["node", "--server", &url])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "an unknown CA is refused");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (ca2, cert2, key2) = pki();
+    std::fs::write(p("ca2.pem"), &ca2).unwrap();
+    std::fs::write(p("cert.pem"), &cert2).unwrap();
+    std::fs::write(p("key.pem"), &key2).unwrap();
+    signal(server.child.id(), Signal::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cli("ca2.pem").status.success() {
+        assert!(
+            Instant::now() < deadline,
+            "SIGHUP did not reload the certificate"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !cli("ca1.pem").status.success(),
+        "the old certificate is gone"
+    );
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "SIGHUP did not stop the server"
+    );
+    signal(server.child.id(), Signal::SIGTERM);
+    let _ = server.child.wait();
+}

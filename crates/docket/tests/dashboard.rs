@@ -62,6 +62,9 @@ async fn dashboard_in_chromium_on_postgres() {
 }
 
 async fn scenario(db: &[&str], shot: &str) {
+    // fantoccini's TLS stack and docket's both compile rustls providers (aws-lc-rs, ring), so
+    // rustls cannot pick a process default by itself.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     for bin in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
         assert!(
             std::path::Path::new(bin).exists(),
