@@ -50,6 +50,28 @@ ensure_postgres() {
   exit 1
 }
 
+# The SQL TLS test connects with sslmode=require/verify-full to this PostgreSQL; Debian's
+# clusters serve the ssl-cert "snakeoil" certificate (CN localhost). Turn it on when it is off.
+ensure_postgres_tls() {
+  [ "$(psql "$DOCKET_TEST_PG_URL" -XAtqc 'show ssl' 2>/dev/null)" = on ] && return
+  if [ "$(id -u)" != 0 ]; then
+    say "PostgreSQL at $DOCKET_TEST_PG_URL has ssl off and this is not root: the SQL TLS test will fail"
+    return
+  fi
+  if [ ! -f /etc/ssl/private/ssl-cert-snakeoil.key ]; then
+    say "installing ssl-cert (apt) for a snakeoil certificate"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ssl-cert >/dev/null
+    make-ssl-cert generate-default-snakeoil --force-overwrite
+  fi
+  usermod -a -G ssl-cert postgres 2>/dev/null || true
+  say "turning on TLS in PostgreSQL (snakeoil certificate)"
+  psql "$DOCKET_TEST_PG_URL" -XAtq \
+    -c "ALTER SYSTEM SET ssl_cert_file = '/etc/ssl/certs/ssl-cert-snakeoil.pem'" \
+    -c "ALTER SYSTEM SET ssl_key_file = '/etc/ssl/private/ssl-cert-snakeoil.key'" \
+    -c "ALTER SYSTEM SET ssl = on" -c "SELECT pg_reload_conf()" >/dev/null
+}
+
 # The dashboard test drives Debian's Chromium through chromedriver.
 ensure_chromium() {
   if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then return; fi
@@ -63,6 +85,7 @@ ensure_chromium() {
 }
 
 ensure_postgres
+ensure_postgres_tls
 ensure_chromium
 say "PostgreSQL ready at $DOCKET_TEST_PG_URL"
 # Test schemas are named t_*/cli_*; drop the ones older runs left behind.

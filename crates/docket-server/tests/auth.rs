@@ -519,6 +519,15 @@ async fn dashboard_login_and_csrf((a, _b, _dir): (Node, Node, Option<tempfile::T
     );
     let (_, q) = call(&a, Some(&root), "GET", "/v1/queues/q", None).await;
     assert_eq!(q["settings"]["paused"], true);
+    // The audit log names the session's token.
+    let (_, audit) = call(&a, Some(&root), "GET", "/v1/audit", None).await;
+    let pause = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "queue.pause")
+        .unwrap();
+    assert_eq!(pause["actor"], "token:root", "{audit}");
     // The session cookie alone cannot write through the API.
     let r = c
         .post(format!("{}/v1/tasks/{id}/cancel", a.base))

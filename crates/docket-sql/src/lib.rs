@@ -9,6 +9,7 @@
 pub mod format;
 pub mod pgtask;
 pub mod target;
+pub mod tls;
 pub mod wire;
 
 use async_trait::async_trait;
@@ -133,10 +134,7 @@ impl SqlTargets {
     ///
     /// # Errors
     /// [`SqlRefusal`] with a message for the client.
-    pub fn check(
-        &self,
-        payload: &Value,
-    ) -> Result<(SqlPayload, tokio_postgres::Config), SqlRefusal> {
+    pub fn check(&self, payload: &Value) -> Result<(SqlPayload, wire::ConnInfo), SqlRefusal> {
         let p: SqlPayload = serde_json::from_value(payload.clone())
             .map_err(|e| SqlRefusal::Payload(e.to_string()))?;
         if p.input.trim().is_empty() {
@@ -147,7 +145,7 @@ impl SqlTargets {
         Ok((p, conn))
     }
 
-    fn resolve(&self, target: &str) -> Result<tokio_postgres::Config, SqlRefusal> {
+    fn resolve(&self, target: &str) -> Result<wire::ConnInfo, SqlRefusal> {
         if let Some(url) = self.targets.get(target) {
             return wire::parse_conninfo(url)
                 .map(wire::with_env_password)
@@ -189,7 +187,7 @@ pub struct SqlRun {
 /// Runs `input` in a fresh session on `conn` with pg_task's rules: the statement timeout is
 /// `timeout` (zero: the server's), an open transaction is committed and says `COMMIT`.
 pub async fn run_sql(
-    conn: &tokio_postgres::Config,
+    conn: &wire::ConnInfo,
     input: &str,
     format: Format,
     timeout: Duration,

@@ -277,7 +277,7 @@ pub async fn bootstrap(pool: &PgPool, cfg: &PgTaskConfig) -> Result<u32, sqlx::E
 /// A running pg_task table.
 struct Table {
     cfg: PgTaskConfig,
-    conn: tokio_postgres::Config,
+    conn: crate::wire::ConnInfo,
     name: String,
     oid: u32,
     db_oid: u32,

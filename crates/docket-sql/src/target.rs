@@ -148,7 +148,7 @@ impl PgTaskConfig {
     ///
     /// # Errors
     /// The URL does not parse.
-    pub fn connection(&self) -> Result<tokio_postgres::Config, WireError> {
+    pub fn connection(&self) -> Result<crate::wire::ConnInfo, WireError> {
         let mut c = crate::wire::with_env_password(parse_conninfo(&self.url)?);
         if let Some(d) = &self.database {
             c.dbname(d);
@@ -166,9 +166,20 @@ impl PgTaskConfig {
 }
 
 /// sqlx options for the same server as `c` (docket's own bookkeeping connections).
-pub fn sqlx_options(c: &tokio_postgres::Config) -> sqlx::postgres::PgConnectOptions {
+pub fn sqlx_options(c: &crate::wire::ConnInfo) -> sqlx::postgres::PgConnectOptions {
+    use crate::tls::SslMode;
+    use sqlx::postgres::PgSslMode;
     use tokio_postgres::config::Host;
-    let mut o = sqlx::postgres::PgConnectOptions::new_without_pgpass();
+    let mut o = sqlx::postgres::PgConnectOptions::new_without_pgpass().ssl_mode(match c.tls.mode {
+        SslMode::Disable => PgSslMode::Disable,
+        SslMode::Prefer => PgSslMode::Prefer,
+        SslMode::Require => PgSslMode::Require,
+        SslMode::VerifyCa => PgSslMode::VerifyCa,
+        SslMode::VerifyFull => PgSslMode::VerifyFull,
+    });
+    if let Some(root) = &c.tls.root_cert {
+        o = o.ssl_root_cert(root);
+    }
     match c.get_hosts().first() {
         Some(Host::Tcp(h)) => o = o.host(h),
         #[cfg(unix)]

@@ -5,7 +5,8 @@
 //! an error (detail, hint, context, position) and the backend pid. So the session is written
 //! here on top of `postgres-protocol`'s message codec and SCRAM/MD5 authentication, and
 //! connection strings are parsed by `tokio-postgres` (both libpq's `key=value` form and URLs).
-//! TLS is not spoken: targets are reached over TCP or a Unix socket without `sslmode=require`.
+//! TLS follows libpq's `sslmode` and `sslrootcert` (see [`crate::tls`]), except that a string
+//! without `sslmode` means `disable`.
 
 use bytes::{Buf, BytesMut};
 use fallible_iterator::FallibleIterator;
@@ -169,7 +170,15 @@ impl CancelToken {
     /// # Errors
     /// The server could not be reached.
     pub async fn cancel(&self) -> Result<(), WireError> {
-        let mut s = open(&self.host, self.port, Duration::from_secs(10)).await?;
+        // A cancel request is answered before any authentication or pg_hba rule, in plain text
+        // (libpq before PostgreSQL 17 sends it so too).
+        let mut s = open(
+            &self.host,
+            self.port,
+            Duration::from_secs(10),
+            &Default::default(),
+        )
+        .await?;
         let mut buf = BytesMut::new();
         frontend::cancel_request(self.pid, self.secret, &mut buf);
         s.write_all(&buf).await?;
@@ -187,10 +196,32 @@ pub struct Session {
     cancel: CancelToken,
 }
 
+/// A parsed connection string: tokio-postgres's settings and the TLS ones it does not know.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// Hosts, ports, user, database, password, options, …
+    pub config: tokio_postgres::Config,
+    /// `sslmode` and `sslrootcert`.
+    pub tls: crate::tls::TlsOptions,
+}
+
+impl std::ops::Deref for ConnInfo {
+    type Target = tokio_postgres::Config;
+    fn deref(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+}
+
+impl std::ops::DerefMut for ConnInfo {
+    fn deref_mut(&mut self) -> &mut tokio_postgres::Config {
+        &mut self.config
+    }
+}
+
 /// `config` with the password of `PGPASSWORD` when it gives none (as libpq does). Only for
 /// connection strings the operator configured: a raw string sent by an API client must not
 /// borrow the server's credentials.
-pub fn with_env_password(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
+pub fn with_env_password(mut config: ConnInfo) -> ConnInfo {
     if config.get_password().is_none() {
         if let Ok(pw) = std::env::var("PGPASSWORD") {
             config.password(pw);
@@ -199,22 +230,67 @@ pub fn with_env_password(mut config: tokio_postgres::Config) -> tokio_postgres::
     config
 }
 
-/// Parses a libpq connection string (`host=... dbname=...`) or URL (`postgres://...`).
+/// Parses a libpq connection string (`host=... dbname=...`) or URL (`postgres://...`),
+/// `sslmode` (`disable` when absent, `prefer`, `require`, `verify-ca`, `verify-full`) and
+/// `sslrootcert` included.
 ///
 /// # Errors
 /// [`WireError::Config`] naming what is wrong.
-pub fn parse_conninfo(s: &str) -> Result<tokio_postgres::Config, WireError> {
-    s.parse::<tokio_postgres::Config>()
-        .map_err(|e| WireError::Config(e.to_string()))
+pub fn parse_conninfo(s: &str) -> Result<ConnInfo, WireError> {
+    let (rest, tls) = crate::tls::split(s).map_err(WireError::Config)?;
+    let config = rest
+        .parse::<tokio_postgres::Config>()
+        .map_err(|e| WireError::Config(e.to_string()))?;
+    Ok(ConnInfo { config, tls })
 }
 
-async fn open(host: &Host, port: u16, timeout: Duration) -> Result<Box<dyn Socket>, WireError> {
+/// Asks the server for TLS (SSLRequest) and, when it agrees, wraps the connection; `prefer`
+/// goes on in plain text when it does not, the other modes fail.
+async fn negotiate(
+    mut s: tokio::net::TcpStream,
+    host: &str,
+    tls: &crate::tls::TlsOptions,
+) -> Result<Box<dyn Socket>, String> {
+    use crate::tls::SslMode;
+    let mut req = BytesMut::new();
+    frontend::ssl_request(&mut req);
+    s.write_all(&req).await.map_err(|e| e.to_string())?;
+    let mut answer = [0u8; 1];
+    s.read_exact(&mut answer).await.map_err(|e| e.to_string())?;
+    match (answer[0], tls.mode) {
+        (b'S', _) => {
+            let config = crate::tls::client_config(tls)?;
+            let name = rustls_pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| format!("{host} is not a host name for TLS: {e}"))?;
+            let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+                .connect(name, s)
+                .await
+                .map_err(|e| format!("TLS: {e}"))?;
+            Ok(Box::new(stream))
+        }
+        (b'N', SslMode::Prefer) => Ok(Box::new(s)),
+        (b'N', _) => Err("the server does not support TLS, but sslmode requires it".into()),
+        (other, _) => Err(format!(
+            "unexpected answer to the TLS request: {other:#04x}"
+        )),
+    }
+}
+
+async fn open(
+    host: &Host,
+    port: u16,
+    timeout: Duration,
+    tls: &crate::tls::TlsOptions,
+) -> Result<Box<dyn Socket>, WireError> {
     let fut = async {
         match host {
             Host::Tcp(h) => {
                 let s = tokio::net::TcpStream::connect((h.as_str(), port)).await?;
                 s.set_nodelay(true)?;
-                Ok::<Box<dyn Socket>, std::io::Error>(Box::new(s))
+                if tls.mode == crate::tls::SslMode::Disable {
+                    return Ok::<Box<dyn Socket>, std::io::Error>(Box::new(s));
+                }
+                negotiate(s, h, tls).await.map_err(std::io::Error::other)
             }
             #[cfg(unix)]
             Host::Unix(dir) => {
@@ -264,10 +340,7 @@ impl Session {
     /// # Errors
     /// [`WireError::Connect`] when no host answers, [`WireError::Refused`] when the server
     /// refuses the session.
-    pub async fn connect(
-        config: &tokio_postgres::Config,
-        application_name: &str,
-    ) -> Result<Session, WireError> {
+    pub async fn connect(config: &ConnInfo, application_name: &str) -> Result<Session, WireError> {
         let hosts = if config.get_hosts().is_empty() {
             default_hosts()
         } else {
@@ -284,7 +357,7 @@ impl Session {
                 [p] => *p,
                 ps => ps.get(i).copied().unwrap_or(5432),
             };
-            match open(host, port, timeout).await {
+            match open(host, port, timeout, &config.tls).await {
                 Ok(socket) => {
                     return Session::start(socket, host.clone(), port, config, application_name)
                         .await

@@ -1405,3 +1405,73 @@ fn https_serve_and_sighup_reload() {
     signal(server.child.id(), Signal::SIGTERM);
     let _ = server.child.wait();
 }
+
+/// Auth required and no token yet: the first start creates an `admin` token and prints it once
+/// on stderr, or takes DOCKET_ADMIN_TOKEN; a second start creates none.
+#[test]
+fn bootstrap_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = |name: &str| format!("sqlite://{}", dir.path().join(name).display());
+    let start = |db: String, env_token: Option<&str>| {
+        let port = free_port();
+        let log = dir.path().join(format!("serve-{port}.log"));
+        let mut c = Command::new(BIN);
+        c.args([
+            "serve",
+            "--auth",
+            "required",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(["--database", &db])
+        .env("DOCKET_LOG", "warn")
+        .env_remove("DOCKET_ADMIN_TOKEN")
+        .stderr(std::fs::File::create(&log).unwrap());
+        if let Some(t) = env_token {
+            c.env("DOCKET_ADMIN_TOKEN", t);
+        }
+        let s = Server {
+            child: c.spawn().unwrap(),
+            url: format!("http://127.0.0.1:{port}"),
+            db: vec![],
+            _dir: tempfile::tempdir().unwrap(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http::blocking_get(&format!("{}/healthz", s.url)).is_none() {
+            assert!(Instant::now() < deadline, "server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (s, log)
+    };
+    let list = |s: &Server, token: &str| {
+        Command::new(BIN)
+            .args(["task", "list", "--server", &s.url, "--token", token])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    // A fixed token from the environment.
+    let given = "dkt_given_by_the_operator_0123456789abcdef";
+    let (s, log) = start(db("d.db"), Some(given));
+    assert!(list(&s, given));
+    assert!(
+        !std::fs::read_to_string(&log).unwrap().contains(given),
+        "never printed"
+    );
+    drop(s);
+    // Tokens exist now: a second start prints none.
+    let (s, log) = start(db("d.db"), None);
+    assert!(!std::fs::read_to_string(&log).unwrap().contains("dkt_"));
+    drop(s);
+    // A fresh database: the token is printed once, and works.
+    let (s, log) = start(db("fresh.db"), None);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let printed = text
+        .split_whitespace()
+        .find(|w| w.starts_with("dkt_"))
+        .unwrap_or_else(|| panic!("no token printed: {text}"))
+        .to_string();
+    assert!(list(&s, &printed));
+    assert!(!list(&s, "dkt_wrong"));
+}

@@ -143,8 +143,14 @@ impl PgStore {
         if schema.is_empty() || schema.contains('"') {
             return Err(StoreError::Invalid(format!("bad schema name {schema:?}")));
         }
-        let base =
+        let mut base =
             PgConnectOptions::from_str(&opts.url)?.log_statements(tracing::log::LevelFilter::Debug);
+        // TLS only when asked for (`sslmode=require|verify-ca|verify-full` in the URL, or
+        // PGSSLMODE): sqlx's default, `prefer`, would encrypt without checking anything and pay
+        // a handshake per connection.
+        if !opts.url.contains("sslmode=") && std::env::var_os("PGSSLMODE").is_none() {
+            base = base.ssl_mode(sqlx::postgres::PgSslMode::Disable);
+        }
         if schema != "public" {
             let mut c = base.connect().await?;
             sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
