@@ -147,6 +147,9 @@ pub fn needed_scope(method: &str, path: &str) -> Option<Scope> {
     }
     let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     Some(match seg.as_slice() {
+        // A namespace's processor URL and webhook make the server send requests where they
+        // say: setting them is an admin's decision.
+        ["v1", "namespaces", _] => Scope::Admin,
         ["v1", "tasks"] | ["v1", "schedules", ..] => Scope::Enqueue,
         ["v1", "tasks", "complete" | "fail"] => Scope::Work,
         ["v1", "tasks", _, "heartbeat" | "complete" | "fail"] => Scope::Work,
@@ -194,7 +197,8 @@ mod tests {
             ("POST", "/v1/tasks/7/cancel", Some(Admin)),
             ("PUT", "/v1/queues/q", Some(Admin)),
             ("POST", "/v1/queues/q/pause", Some(Admin)),
-            ("PUT", "/v1/namespaces/n", Some(Process)),
+            ("PUT", "/v1/namespaces/n", Some(Admin)),
+            ("PUT", "/v1/namespaces/n/processes/p", Some(Process)),
             ("POST", "/v1/namespaces/n/processes/p/call", Some(Process)),
             ("GET", "/v1/tokens", Some(Admin)),
             ("POST", "/ui/tasks/7/cancel", Some(Admin)),

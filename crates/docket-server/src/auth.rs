@@ -99,9 +99,33 @@ fn unauthenticated(ui_get: bool, msg: &str) -> Response {
     ApiError::new(Code::Unauthenticated, msg).into_response()
 }
 
+/// The host part of a `Host` header: `name`, `1.2.3.4` or `[::1]` without the port.
+fn host_name(h: &str) -> &str {
+    if let Some(rest) = h.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    h.rsplit_once(':').map_or(h, |(n, _)| n)
+}
+
 /// Authenticates and authorises every request (see the module doc), and checks dashboard posts
 /// for cross-site origin and the CSRF token.
 pub(crate) async fn authorize(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(allowed) = &s.allowed_hosts {
+        if let Some(host) = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+        {
+            let name = host_name(host);
+            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(name)) {
+                return ApiError::new(
+                    Code::Forbidden,
+                    format!("Host {host:?} is not a name of this server (DNS rebinding defence); allow it with --allowed-host"),
+                )
+                .into_response();
+            }
+        }
+    }
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     let ui = is_dashboard(&path);

@@ -67,6 +67,9 @@ pub struct AppState {
     pub tls: bool,
     /// Secret of this process behind the dashboard's CSRF tokens when auth is off.
     pub(crate) csrf_secret: Arc<str>,
+    /// Host names (without port) requests may be addressed to; `None`: any. A server on a
+    /// loopback address allows only loopback names, so a DNS-rebinding page cannot reach it.
+    pub allowed_hosts: Option<Arc<Vec<String>>>,
 }
 
 impl AppState {
@@ -83,9 +86,16 @@ impl AppState {
             pg_tasks: Arc::default(),
             events: Arc::default(),
             auth: auth::AuthMode::Off,
+            allowed_hosts: None,
             tls: false,
             csrf_secret: docket_core::auth::new_token().into(),
         }
+    }
+
+    /// Accepts only requests whose `Host` is one of `hosts` (names or IPs, no port).
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allowed_hosts = Some(Arc::new(hosts));
+        self
     }
 
     /// Requires a token on every request (see [`auth::AuthMode`]).

@@ -217,6 +217,20 @@ async fn tokens_scopes_and_revocation((a, b, _dir): (Node, Node, Option<tempfile
     );
     let (st, _) = call(&a, Some(&reader), "GET", "/v1/tokens", None).await;
     assert_eq!(st, StatusCode::FORBIDDEN, "tokens are admin only");
+    // A namespace's processor URL makes the server send requests: admin only, not `process`.
+    let proc = token(&a, &root, json!({"name": "proc", "scopes": ["process"]})).await;
+    let ns = json!({"processor": {"url": "http://127.0.0.1:9/"}});
+    let (st, v) = call(
+        &a,
+        Some(&proc),
+        "PUT",
+        "/v1/namespaces/n1",
+        Some(ns.clone()),
+    )
+    .await;
+    assert_eq!((st, code(&v)), (StatusCode::FORBIDDEN, "forbidden"), "{v}");
+    let (st, v) = call(&a, Some(&root), "PUT", "/v1/namespaces/n1", Some(ns)).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
 
     // enqueue: tasks, not sql ones, not reads.
     let (st, t) = call(
@@ -624,6 +638,61 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>))
         .await
         .unwrap();
     assert!(html.contains("Payload") && !html.contains("4111"), "{html}");
+}
+
+/// A server on a loopback address answers only requests addressed to a loopback name, so a
+/// DNS-rebinding page (evil.example resolving to 127.0.0.1) cannot read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_host_names_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = connect(&ConnectOptions::new(url)).await.unwrap();
+    store.migrate().await.unwrap();
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        EngineConfig::new("h", &*store),
+    );
+    let stop = CancellationToken::new();
+    engine.start(stop.clone()).await.unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let state = AppState::new(engine, stop.clone()).with_allowed_hosts(vec![
+        "127.0.0.1".into(),
+        "localhost".into(),
+        "::1".into(),
+    ]);
+    tokio::spawn(docket_server::serve(l, state));
+    let get = |host: &str| {
+        http()
+            .get(format!("http://127.0.0.1:{port}/v1/tasks"))
+            .header("host", host)
+            .send()
+    };
+    for ok in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "LOCALHOST".into(),
+    ] {
+        assert_eq!(get(&ok).await.unwrap().status(), StatusCode::OK, "{ok}");
+    }
+    for bad in [
+        format!("evil.example:{port}"),
+        "evil.example".into(),
+        "127.0.0.2".into(),
+    ] {
+        let r = get(&bad).await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{bad}");
+        let v: Value = r.json().await.unwrap();
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("rebinding"),
+            "{v}"
+        );
+    }
+    stop.cancel();
 }
 
 macro_rules! both {

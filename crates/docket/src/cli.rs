@@ -206,6 +206,10 @@ pub struct ServeArgs {
     /// change every task.
     #[arg(long)]
     pub allow_unauthenticated_network_access: bool,
+    /// A host name requests may be addressed to (repeatable), besides 127.0.0.1, localhost and
+    /// ::1 on a loopback listener; on another listener, given names are the only ones accepted.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
     /// Serve HTTPS with this PEM certificate chain (with --tls-key); SIGHUP reloads both.
     #[arg(long, env = "DOCKET_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,

@@ -383,10 +383,16 @@ async fn serve_inner(mut a: ServeArgs) -> Result<()> {
         side.push(tokio::spawn(pool.run(shutdown.clone())));
         tracing::info!(targets = ?sql.targets.keys().collect::<Vec<_>>(), allow_raw = sql.allow_raw, "sql tasks enabled");
     }
-    let state = docket_server::AppState::new(engine.clone(), shutdown.clone())
-        .with_auth(auth)
-        .with_sql(sql)
-        .with_pg_tasks(views);
+    let mut state = docket_server::AppState::new(engine.clone(), shutdown.clone()).with_auth(auth);
+    // DNS rebinding: a page whose name resolves to 127.0.0.1 must not reach a loopback server.
+    let mut hosts = a.allowed_hosts.clone();
+    if listener.local_addr()?.ip().is_loopback() {
+        hosts.extend(["127.0.0.1", "localhost", "::1"].map(String::from));
+    }
+    if !hosts.is_empty() {
+        state = state.with_allowed_hosts(hosts);
+    }
+    let state = state.with_sql(sql).with_pg_tasks(views);
     let namespaces = state.processes.start().await?;
     for (name, cfg) in file.namespaces {
         state
