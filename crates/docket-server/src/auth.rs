@@ -175,6 +175,11 @@ pub(crate) async fn authorize(State(s): State<AppState>, req: Request, next: Nex
         }
         req.extensions_mut().insert(caller);
     }
+    // The API never renders or checks forms: the CSRF token (two SHA-256s) is for dashboard
+    // requests only.
+    if !ui {
+        return next.run(req).await;
+    }
     let session_for_csrf = (s.auth == AuthMode::Required)
         .then_some(session.as_deref())
         .flatten();
