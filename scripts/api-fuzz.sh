@@ -2,7 +2,9 @@
 # Fuzzes the HTTP API against its own OpenAPI document with schemathesis (PyPI), on SQLite and on
 # PostgreSQL: examples, coverage, fuzzing and stateful phases, every check but one — no 5xx, every
 # status, content type, header and body as documented, schema-violating requests refused,
-# unsupported methods refused, created resources reachable.
+# unsupported methods refused, created resources reachable, and (`ignored_auth`) every route
+# that declares the bearer scheme refusing requests without a valid token: the server runs with
+# `--auth required` and schemathesis sends an admin token.
 #
 # The check left out is `positive_data_acceptance` (a schema-valid request must be accepted):
 # some rules cannot be written in JSON Schema — durations are humantime strings bounded by their
@@ -48,7 +50,10 @@ fi
 fuzz() { # backend-name database-args...
   local name=$1; shift
   local port; port=$(free_port)
-  DOCKET_LOG=error "$BIN" serve "$@" --listen "127.0.0.1:$port" >"$WORK/$name.log" 2>&1 &
+  local token; token="dkt_$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
+  # No rate limit: the fuzzer's pace is not what is under test here (tests/auth.rs covers it).
+  DOCKET_ADMIN_TOKEN=$token DOCKET_LOG=error "$BIN" serve "$@" --listen "127.0.0.1:$port" \
+    --auth required --rate-limit 0 --max-long-polls 0 >"$WORK/$name.log" 2>&1 &
   SERVER=$!
   for _ in $(seq 1 100); do
     curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
@@ -64,6 +69,7 @@ fuzz() { # backend-name database-args...
     --checks all --exclude-checks positive_data_acceptance \
     --phases examples,coverage,fuzzing,stateful \
     --max-time "$SECONDS_EACH" --workers 1 --warnings off \
+    --header "Authorization: Bearer $token" \
     "${MODE[@]}" ) >"$WORK/$name.out" 2>&1 || rc=$?
   sed -n '/SUMMARY/,$p' "$WORK/$name.out"
   if [ "$rc" != 0 ]; then

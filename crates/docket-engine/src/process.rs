@@ -53,6 +53,9 @@ pub enum ProcessError {
     /// Bad input.
     #[error("{0}")]
     Invalid(String),
+    /// 400 `url_not_allowed`: a processor or webhook URL outside the outbound allow-list.
+    #[error("{0}")]
+    UrlNotAllowed(String),
     /// Store failure.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -89,6 +92,60 @@ pub struct ProcessService {
     processors: Arc<RwLock<HashMap<String, Arc<dyn Processor>>>>,
     started: Arc<RwLock<std::collections::HashSet<String>>>,
     cancel: CancellationToken,
+    outbound: Option<Arc<Vec<String>>>,
+}
+
+/// Whether `url`'s host is in `allowed`: each entry a host name or IP (any case), or
+/// `*.example.com` for every name under `example.com`.
+///
+/// # Errors
+/// A message naming the URL and what is allowed.
+pub fn outbound_allowed(url: &str, allowed: &[String]) -> Result<(), String> {
+    let u = reqwest::Url::parse(url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
+    let host = u
+        .host_str()
+        .unwrap_or("")
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let ok = !host.is_empty()
+        && allowed.iter().any(|a| {
+            let a = a.trim().to_ascii_lowercase();
+            match a.strip_prefix("*.") {
+                Some(domain) => host
+                    .strip_suffix(domain)
+                    .is_some_and(|sub| sub.ends_with('.') && sub.len() > 1),
+                None => a.trim_start_matches('[').trim_end_matches(']') == host,
+            }
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "host {host:?} of {url:?} is not in the outbound allow-list ({})",
+            allowed.join(", ")
+        ))
+    }
+}
+
+fn outbound_client(allowed: Option<Arc<Vec<String>>>) -> reqwest::Client {
+    let policy = match allowed {
+        None => reqwest::redirect::Policy::default(),
+        // A redirect must not lead a request out of the allow-list.
+        Some(a) => reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= 10 {
+                attempt.error("too many redirects")
+            } else if outbound_allowed(attempt.url().as_str(), &a).is_ok() {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        }),
+    };
+    reqwest::Client::builder()
+        .redirect(policy)
+        .build()
+        .unwrap_or_default()
 }
 
 fn detail_of(v: &Value) -> String {
@@ -103,11 +160,32 @@ impl ProcessService {
     pub fn new(engine: Engine, cancel: CancellationToken) -> Self {
         ProcessService {
             engine,
-            http: reqwest::Client::new(),
+            http: outbound_client(None),
             namespaces: Arc::default(),
             processors: Arc::default(),
             started: Arc::default(),
             cancel,
+            outbound: None,
+        }
+    }
+
+    /// Limits processor and webhook URLs to `hosts` (see [`outbound_allowed`]): a namespace
+    /// naming another host is refused (`url_not_allowed`), one stored before is not called,
+    /// and redirects out of the list are not followed. Call before [`ProcessService::start`].
+    #[must_use]
+    pub fn with_outbound_hosts(mut self, hosts: Vec<String>) -> Self {
+        let hosts = Arc::new(hosts);
+        self.http = outbound_client(Some(hosts.clone()));
+        self.outbound = Some(hosts);
+        self
+    }
+
+    fn check_outbound(&self, url: &str) -> Result<(), String> {
+        match &self.outbound {
+            // An in-process processor sends nothing anywhere.
+            Some(_) if url.starts_with("inproc:") => Ok(()),
+            Some(a) => outbound_allowed(url, a),
+            None => Ok(()),
         }
     }
 
@@ -174,6 +252,10 @@ impl ProcessService {
     ) -> Result<(), ProcessError> {
         process::check_namespace(name).map_err(ProcessError::Invalid)?;
         cfg.validate().map_err(ProcessError::Invalid)?;
+        for url in std::iter::once(&cfg.processor.url).chain(cfg.webhook.as_ref().map(|w| &w.url)) {
+            self.check_outbound(url)
+                .map_err(ProcessError::UrlNotAllowed)?;
+        }
         let v = serde_json::to_value(&cfg).expect("config serialises");
         self.engine
             .store
@@ -585,6 +667,7 @@ impl ProcessService {
         owner: &str,
         url: &str,
     ) -> Result<bool, String> {
+        self.check_outbound(url)?;
         let now = self.engine.clock.now();
         let until = docket_core::time::add(now, std::time::Duration::from_secs(30));
         let store = &self.engine.store;
@@ -923,6 +1006,7 @@ impl ProcessService {
                 .await
                 .map_err(|_| "processor timeout".to_string());
         }
+        self.check_outbound(&cfg.processor.url)?;
         let resp = self
             .http
             .post(&cfg.processor.url)
@@ -943,5 +1027,43 @@ impl ProcessService {
             .await
             .map_err(|e| format!("processor answered HTTP {status} without JSON: {e}"))?;
         ProcessorReply::parse(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outbound_allowed;
+
+    #[test]
+    fn outbound_hosts_by_name_and_suffix() {
+        let allowed = vec![
+            "127.0.0.1".to_string(),
+            "*.example.com".into(),
+            "Proc.Internal".into(),
+            "[::1]".into(),
+        ];
+        for ok in [
+            "http://127.0.0.1:8080/p",
+            "https://a.example.com/",
+            "https://a.b.example.com/x?y",
+            "http://proc.internal/",
+            "http://PROC.INTERNAL:9/",
+            "http://[::1]:80/",
+        ] {
+            assert_eq!(outbound_allowed(ok, &allowed), Ok(()), "{ok}");
+        }
+        for bad in [
+            "http://example.com/",
+            "http://evilexample.com/",
+            "http://example.com.evil.net/",
+            "http://127.0.0.2/",
+            "http://proc.internal.evil/",
+            "http://user@evil.net/",
+            "not a url",
+            "file:///etc/passwd",
+            "inproc:x",
+        ] {
+            assert!(outbound_allowed(bad, &allowed).is_err(), "{bad}");
+        }
     }
 }

@@ -168,6 +168,15 @@ pub(crate) async fn authorize(State(s): State<AppState>, req: Request, next: Nex
             )
             .into_response();
         }
+        if let Err(secs) = s.limiters.check_rate(&caller.name) {
+            return rate_limited(
+                format!(
+                    "token {:?} is over its rate limit ({}/s); retry after {secs} s",
+                    caller.name, s.limiters.limits.rate_per_second
+                ),
+                secs,
+            );
+        }
         can_act = caller.grant.allows(Scope::Admin);
         // The audit log records the token's name; a client cannot claim another actor.
         if let Ok(v) = HeaderValue::from_str(&format!("token:{}", caller.name)) {
@@ -347,4 +356,187 @@ pub(crate) async fn mask_tasks<'a>(
         }
     }
     Ok(())
+}
+
+/// Request limits per token (README "Security"). They apply under `--auth required`, keyed by
+/// the token's name, so one busy or runaway client cannot starve the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests per second one token may make, on average (0: no limit) [500].
+    pub rate_per_second: u32,
+    /// Requests one token may make at once above the average rate [1000].
+    pub burst: u32,
+    /// Long-polls (claims with `wait`, event streams) one token may hold open at once (0: no
+    /// limit) [64].
+    pub long_polls: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            rate_per_second: 500,
+            burst: 1000,
+            long_polls: 64,
+        }
+    }
+}
+
+type Limiter = governor::DefaultKeyedRateLimiter<String>;
+
+/// The per-token state behind [`Limits`]: a GCRA limiter (the `governor` crate) and the count
+/// of open long-polls.
+pub(crate) struct Limiters {
+    limits: Limits,
+    rate: Option<Limiter>,
+    polls: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+impl Limiters {
+    pub(crate) fn new(limits: Limits) -> Self {
+        let rate = std::num::NonZeroU32::new(limits.rate_per_second).map(|r| {
+            let burst =
+                std::num::NonZeroU32::new(limits.burst.max(limits.rate_per_second)).unwrap_or(r);
+            governor::RateLimiter::dashmap(governor::Quota::per_second(r).allow_burst(burst))
+        });
+        Limiters {
+            limits,
+            rate,
+            polls: Default::default(),
+        }
+    }
+
+    /// Counts one request of `token`; `Err(seconds)`: over the rate, retry after that long.
+    fn check_rate(&self, token: &str) -> Result<(), u64> {
+        use governor::clock::{Clock, DefaultClock};
+        let Some(rl) = &self.rate else { return Ok(()) };
+        rl.check_key(&token.to_string()).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+        })
+    }
+}
+
+/// One open long-poll of a token; the count drops when this does.
+pub struct LongPoll {
+    limiters: std::sync::Arc<Limiters>,
+    token: String,
+}
+
+impl Drop for LongPoll {
+    fn drop(&mut self) {
+        let mut m = self
+            .limiters
+            .polls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = m.get_mut(&self.token) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.token);
+            }
+        }
+    }
+}
+
+fn rate_limited(msg: String, retry_after: u64) -> Response {
+    ApiError::new(Code::RateLimited, msg)
+        .retry_after(retry_after)
+        .into_response()
+}
+
+/// Takes one of the caller's long-poll slots: `Ok(None)` when there is no caller (auth off)
+/// or no cap; 429 `rate_limited` when the token already holds [`Limits::long_polls`].
+pub(crate) fn long_poll(
+    s: &AppState,
+    caller: Option<&Caller>,
+) -> Result<Option<LongPoll>, ApiError> {
+    let (Some(c), max) = (caller, s.limiters.limits.long_polls) else {
+        return Ok(None);
+    };
+    if max == 0 {
+        return Ok(None);
+    }
+    let mut m = s
+        .limiters
+        .polls
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let n = m.entry(c.name.clone()).or_insert(0);
+    if *n >= max {
+        return Err(ApiError::new(
+            Code::RateLimited,
+            format!(
+                "token {:?} already holds {max} long-polls open (claims with wait, event streams); close one or raise --max-long-polls",
+                c.name
+            ),
+        )
+        .retry_after(1));
+    }
+    *n += 1;
+    Ok(Some(LongPoll {
+        limiters: s.limiters.clone(),
+        token: c.name.clone(),
+    }))
+}
+
+/// Whether a request body's `Content-Type` is JSON (`application/json`, `application/*+json`).
+fn is_json(ct: &str) -> bool {
+    let mt = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    mt == "application/json" || (mt.starts_with("application/") && mt.ends_with("+json"))
+}
+
+/// Guards the JSON API against browsers: a write from another site's page is refused (403)
+/// unless its origin is allowed by `--cors-origin`, and a body must be declared JSON (415):
+/// `text/plain` and form posts are what a page can send without a CORS preflight.
+pub(crate) async fn api_guard(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if !write || !path.starts_with("/v1/") {
+        return next.run(req).await;
+    }
+    let h = req.headers();
+    let allowed_origin = h
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .is_some_and(|o| s.cors_origins.iter().any(|a| a == o));
+    if !allowed_origin && cross_site(h) {
+        return ApiError::new(
+            Code::Forbidden,
+            "cross-site request refused: a page of another site may not write to this API (allow its origin with --cors-origin)",
+        )
+        .into_response();
+    }
+    match h
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or(""))
+    {
+        Some(ct) if !is_json(ct) => {
+            return ApiError::new(
+                Code::UnsupportedMediaType,
+                format!("the body must be JSON: send Content-Type: application/json, not {ct:?}"),
+            )
+            .into_response()
+        }
+        Some(_) => {}
+        None => {
+            let has_body = h
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim() != "0")
+                || h.contains_key(header::TRANSFER_ENCODING);
+            if has_body {
+                return ApiError::new(
+                    Code::UnsupportedMediaType,
+                    "the body must be JSON: send Content-Type: application/json",
+                )
+                .into_response();
+            }
+        }
+    }
+    next.run(req).await
 }

@@ -908,15 +908,25 @@ async fn audit(State(s): State<AppState>) -> Page {
     responses((status = 200, description = "text/event-stream", content_type = "text/event-stream", body = crate::openapi::SseEvent)),
     summary = "Server-sent events: `changed` whenever tasks changed (debounced, no payload)"
 )]
-pub async fn changes(State(s): State<AppState>) -> Response {
-    events(State(s)).await
+pub async fn changes(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+) -> Response {
+    events(State(s), caller).await
 }
 
-async fn events(State(s): State<AppState>) -> Response {
+async fn events(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
+    let slot = match crate::auth::long_poll(&s, caller.as_ref().map(|c| &c.0)) {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
     let rx = s.engine.waker.changes();
     let stop = s.shutdown.clone();
-    let stream = futures::stream::unfold((rx, stop), |(mut rx, stop)| async move {
+    let stream = futures::stream::unfold((rx, stop, slot), |(mut rx, stop, slot)| async move {
         use tokio::sync::broadcast::error::RecvError;
         tokio::select! {
             _ = stop.cancelled() => return None,
@@ -928,7 +938,7 @@ async fn events(State(s): State<AppState>) -> Response {
         {}
         Some((
             Ok::<_, std::convert::Infallible>(Event::default().event("changed").data("1")),
-            (rx, stop),
+            (rx, stop, slot),
         ))
     });
     Sse::new(stream)

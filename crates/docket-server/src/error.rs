@@ -28,6 +28,8 @@ pub enum Code {
     SqlTargetNotAllowed,
     /// bad request (invalid_sql_payload)
     InvalidSqlPayload,
+    /// bad request (url_not_allowed): a processor or webhook URL outside the outbound allow-list
+    UrlNotAllowed,
     /// unprocessable entity (invalid_task)
     InvalidTask,
     /// unprocessable entity (processor_error)
@@ -48,8 +50,11 @@ pub enum Code {
     Forbidden,
     /// payload too large (payload_too_large)
     PayloadTooLarge,
-    /// unsupported media type (unsupported_media_type)
+    /// unsupported media type (unsupported_media_type): a body that is not declared JSON
     UnsupportedMediaType,
+    /// too many requests (rate_limited): over the token's request rate or long-poll cap;
+    /// `Retry-After` says when to try again
+    RateLimited,
     /// conflict (lease_lost)
     LeaseLost,
     /// conflict (cancelled)
@@ -87,6 +92,7 @@ impl Code {
         Code::SqlDisabled,
         Code::SqlTargetNotAllowed,
         Code::InvalidSqlPayload,
+        Code::UrlNotAllowed,
         Code::InvalidTask,
         Code::ProcessorError,
         Code::NotFound,
@@ -98,6 +104,7 @@ impl Code {
         Code::Forbidden,
         Code::PayloadTooLarge,
         Code::UnsupportedMediaType,
+        Code::RateLimited,
         Code::LeaseLost,
         Code::Cancelled,
         Code::TimedOut,
@@ -123,6 +130,7 @@ impl Code {
             Code::SqlDisabled => StatusCode::BAD_REQUEST,
             Code::SqlTargetNotAllowed => StatusCode::BAD_REQUEST,
             Code::InvalidSqlPayload => StatusCode::BAD_REQUEST,
+            Code::UrlNotAllowed => StatusCode::BAD_REQUEST,
             Code::InvalidTask => StatusCode::UNPROCESSABLE_ENTITY,
             Code::ProcessorError => StatusCode::UNPROCESSABLE_ENTITY,
             Code::NotFound => StatusCode::NOT_FOUND,
@@ -134,6 +142,7 @@ impl Code {
             Code::Forbidden => StatusCode::FORBIDDEN,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Code::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Code::LeaseLost => StatusCode::CONFLICT,
             Code::Cancelled => StatusCode::CONFLICT,
             Code::TimedOut => StatusCode::CONFLICT,
@@ -171,6 +180,8 @@ impl Code {
             Code::Forbidden => "forbidden",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnsupportedMediaType => "unsupported_media_type",
+            Code::RateLimited => "rate_limited",
+            Code::UrlNotAllowed => "url_not_allowed",
             Code::LeaseLost => "lease_lost",
             Code::Cancelled => "cancelled",
             Code::TimedOut => "timed_out",
@@ -198,6 +209,8 @@ pub struct ApiError {
     pub message: String,
     /// Optional structured details.
     pub details: Option<Value>,
+    /// Seconds for a `Retry-After` header (429 `rate_limited`).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -208,7 +221,14 @@ impl ApiError {
             code: code.as_str(),
             message: message.into(),
             details: None,
+            retry_after: None,
         }
+    }
+
+    /// The same error with a `Retry-After` of `secs` (at least 1).
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs.max(1));
+        self
     }
 
     /// 400 `invalid_request`, or 400 `invalid_duration` when the message is about a duration.
@@ -257,7 +277,12 @@ impl IntoResponse for ApiError {
                 details: self.details,
             },
         };
-        (self.status, axum::Json(body)).into_response()
+        let mut r = (self.status, axum::Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        r
     }
 }
 

@@ -70,6 +70,11 @@ pub struct AppState {
     /// Host names (without port) requests may be addressed to; `None`: any. A server on a
     /// loopback address allows only loopback names, so a DNS-rebinding page cannot reach it.
     pub allowed_hosts: Option<Arc<Vec<String>>>,
+    /// Origins (`https://app.example`) whose pages may call the API from a browser (CORS);
+    /// empty: none, and cross-site writes are refused.
+    pub cors_origins: Arc<Vec<String>>,
+    /// Per-token request limits and their state.
+    pub(crate) limiters: Arc<auth::Limiters>,
 }
 
 impl AppState {
@@ -89,7 +94,28 @@ impl AppState {
             allowed_hosts: None,
             tls: false,
             csrf_secret: docket_core::auth::new_token().into(),
+            cors_origins: Arc::default(),
+            limiters: Arc::new(auth::Limiters::new(auth::Limits::default())),
         }
+    }
+
+    /// Lets pages of these origins (`scheme://host[:port]`) call the API from a browser.
+    pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
+        self.cors_origins = Arc::new(origins);
+        self
+    }
+
+    /// Per-token request limits (see [`auth::Limits`]; the default applies otherwise).
+    pub fn with_limits(mut self, limits: auth::Limits) -> Self {
+        self.limiters = Arc::new(auth::Limiters::new(limits));
+        self
+    }
+
+    /// Limits a namespace's processor and webhook URLs to these hosts (see
+    /// [`ProcessService::with_outbound_hosts`]).
+    pub fn with_outbound_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.processes = self.processes.with_outbound_hosts(hosts);
+        self
     }
 
     /// Accepts only requests whose `Host` is one of `hosts` (names or IPs, no port).
@@ -148,7 +174,8 @@ type ApiResult<T> = Result<T, ApiError>;
 
 /// Builds the router.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let cors = cors_layer(&state.cors_origins);
+    let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
         .route("/metrics", get(metrics_text))
@@ -220,13 +247,45 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::authorize,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::api_guard,
+        ))
         .layer(axum::middleware::from_fn_with_state(state.clone(), detach))
         .layer(axum::middleware::from_fn(refuse_nul))
         .layer(axum::middleware::from_fn(json_errors))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
-        ))
-        .with_state(state)
+        ));
+    // Outermost, so a preflight is answered before auth asks it for a token.
+    match cors {
+        Some(c) => app.layer(c).with_state(state),
+        None => app.with_state(state),
+    }
+}
+
+/// CORS for the configured origins only; none configured: no CORS headers at all, so a
+/// browser lets no other site read an answer.
+fn cors_layer(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
+    use axum::http::{header, HeaderName, HeaderValue, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let list: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    (!list.is_empty()).then(|| {
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(list))
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static("x-docket-actor"),
+                HeaderName::from_static("last-event-id"),
+            ])
+            .expose_headers([header::RETRY_AFTER])
+            .max_age(Duration::from_secs(3600))
+    })
 }
 
 /// Fires when the client of a request went away (or the server shuts down): long polls stop
@@ -1223,6 +1282,12 @@ async fn queue_claim(
             docket_core::duration::format(MAX_WAIT)
         )));
     }
+    // Held until the claim answers; a claim that does not wait takes no slot.
+    let _slot = if wait.is_zero() {
+        None
+    } else {
+        auth::long_poll(&s, caller.as_ref().map(|c| &c.0))?
+    };
     let tasks = s
         .engine
         .claim_kinds(
@@ -1406,6 +1471,7 @@ impl From<ProcessError> for ApiError {
             ),
             ProcessError::Cancelled(m) => ApiError::new(Code::Cancelled, m),
             ProcessError::Invalid(m) => ApiError::invalid(m),
+            ProcessError::UrlNotAllowed(m) => ApiError::new(Code::UrlNotAllowed, m),
             ProcessError::Store(s) => s.into(),
             other => {
                 tracing::error!(error = %other, "process error");
@@ -1860,6 +1926,8 @@ struct EventsState {
     rx: tokio::sync::broadcast::Receiver<Arc<docket_store::Notification>>,
     s: AppState,
     ns: Option<String>,
+    /// The stream's long-poll slot, released when the client goes away.
+    _slot: Option<auth::LongPoll>,
 }
 
 /// Server-sent events of process notifications (events and lifecycle changes), in commit order,
@@ -1874,10 +1942,12 @@ struct EventsState {
 async fn events_stream(
     State(s): State<AppState>,
     headers: axum::http::HeaderMap,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     q: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult<Response> {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let q = query(q)?;
+    let slot = auth::long_poll(&s, caller.as_ref().map(|c| &c.0))?;
     let last_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -1892,6 +1962,7 @@ async fn events_stream(
         rx,
         s,
         ns: q.namespace,
+        _slot: slot,
     };
     let stream = futures::stream::unfold(st, |mut st| async move {
         loop {

@@ -133,8 +133,64 @@ pub fn document() -> &'static str {
         let mut v = serde_json::to_value(ApiDoc::openapi()).expect("the document serialises");
         v["info"]["version"] = env!("CARGO_PKG_VERSION").into();
         open_all_of(&mut v);
+        secure(&mut v);
         serde_json::to_string_pretty(&v).expect("the document serialises") + "\n"
     })
+}
+
+/// Declares the bearer-token scheme and, on every operation, the scope it needs
+/// ([`docket_core::auth::needed_scope`], the rule the server applies; also as
+/// `x-docket-scope`) and the answers auth and the request guards add: 401, 403 and 429 where a
+/// token is needed, 415 on every write.
+fn secure(v: &mut serde_json::Value) {
+    use serde_json::json;
+    let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}});
+    let r = |name: &str| json!({"$ref": format!("#/components/responses/{name}")});
+    v["components"]["responses"] = json!({
+        "Unauthenticated": err("unauthenticated: no token, or an unknown, revoked or expired one"),
+        "Forbidden": err("forbidden: the token lacks the scope (or queue) this needs, or a cross-site browser request"),
+        "RateLimited": err("rate_limited: over the token's request rate or long-poll cap; see Retry-After"),
+        "UnsupportedMediaType": err("unsupported_media_type: a body not declared application/json"),
+    });
+    v["components"]["securitySchemes"] = json!({"bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API token (`docket token create`). Needed when the server runs with `--auth required`, the default on any address but loopback; see README \"Security\"."
+    }});
+    let Some(paths) = v["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in item.iter_mut() {
+            let m = method.to_ascii_uppercase();
+            if !matches!(m.as_str(), "GET" | "PUT" | "POST" | "DELETE" | "PATCH") {
+                continue;
+            }
+            let scope = docket_core::auth::needed_scope(&m, path);
+            match scope {
+                Some(sc) => {
+                    op["security"] = json!([{"bearer": []}]);
+                    op["x-docket-scope"] = sc.as_str().into();
+                    let d = op["description"].as_str().unwrap_or("").to_string();
+                    let sep = if d.is_empty() { "" } else { "\n\n" };
+                    op["description"] = format!("{d}{sep}Scope: `{sc}`.").into();
+                    let responses = &mut op["responses"];
+                    responses["401"] = r("Unauthenticated");
+                    responses["403"] = r("Forbidden");
+                    responses["429"] = r("RateLimited");
+                }
+                None => {
+                    op["security"] = json!([]);
+                }
+            }
+            if m != "GET" && path.starts_with("/v1/") {
+                op["responses"]["415"] = r("UnsupportedMediaType");
+            }
+        }
+    }
 }
 
 /// A `#[serde(flatten)]` of a `deny_unknown_fields` type becomes an `allOf` whose member says

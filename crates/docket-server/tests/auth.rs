@@ -695,6 +695,705 @@ async fn foreign_host_names_are_refused() {
     stop.cancel();
 }
 
+/// Another server on `n`'s engine, auth required, its state changed by `f`.
+async fn serve_with(n: &Node, f: impl FnOnce(AppState) -> AppState) -> Node {
+    let stop = CancellationToken::new();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let state = f(AppState::new(n.engine.clone(), stop.clone()).with_auth(AuthMode::Required));
+    tokio::spawn(docket_server::serve(l, state));
+    Node {
+        base,
+        engine: n.engine.clone(),
+        stop,
+    }
+}
+
+struct Echo;
+
+#[async_trait::async_trait]
+impl docket_engine::process::Processor for Echo {
+    async fn process(
+        &self,
+        req: docket_core::process::ProcessorRequest,
+    ) -> docket_core::process::ProcessorReply {
+        use docket_core::process::{ProcessorReply, ProcessorResult};
+        ProcessorReply::Ok(ProcessorResult {
+            events: vec![],
+            aux_state: None,
+            metadata: None,
+            response: json!(req.task_type),
+            action: None,
+        })
+    }
+}
+
+/// The status of a request, without reading its body (event streams never end).
+async fn status(
+    n: &Node,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &Value,
+) -> (StatusCode, String) {
+    let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut r = http().request(m, format!("{}{}", n.base, path));
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    if !body.is_null() {
+        r = r.json(body);
+    }
+    let resp = r.send().await.unwrap();
+    let st = resp.status();
+    let streams = resp
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
+    let text = if streams {
+        String::new()
+    } else {
+        resp.text().await.unwrap_or_default()
+    };
+    (st, text)
+}
+
+/// A fresh task for one row of the route table: queued, or claimed (`(id, lease)`).
+async fn fresh_task(n: &Node, root: &str, claimed: bool) -> (i64, String) {
+    let q = format!("q{}", uuid::Uuid::new_v4().simple());
+    let (st, t) = call(
+        n,
+        Some(root),
+        "POST",
+        "/v1/tasks",
+        Some(json!({"kind": "k", "queue": q})),
+    )
+    .await;
+    assert!(st.is_success(), "{t}");
+    if !claimed {
+        return (t["id"].as_i64().unwrap(), String::new());
+    }
+    let (st, c) = call(
+        n,
+        Some(root),
+        "POST",
+        &format!("/v1/queues/{q}/claim"),
+        Some(json!({"worker": "w"})),
+    )
+    .await;
+    assert!(st.is_success(), "{c}");
+    let t = &c["tasks"][0];
+    (
+        t["id"].as_i64().unwrap(),
+        t["lease"]["token"].as_str().unwrap().to_string(),
+    )
+}
+
+/// What one route needs to answer 2xx: its concrete path and body, made fresh.
+async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String, Value) {
+    let uniq = uuid::Uuid::new_v4().simple().to_string();
+    let empty = Value::Null;
+    let path = |p: &str| p.to_string();
+    match (method, template) {
+        ("POST", "/v1/tasks") => (path(template), json!({"kind": "k"})),
+        ("POST", "/v1/tasks/complete") => {
+            let (id, lease) = fresh_task(n, root, true).await;
+            (
+                path(template),
+                json!({"items": [{"id": id, "lease": lease, "result": 1}]}),
+            )
+        }
+        ("POST", "/v1/tasks/fail") => {
+            let (id, lease) = fresh_task(n, root, true).await;
+            (
+                path(template),
+                json!({"items": [{"id": id, "lease": lease, "error": "x"}]}),
+            )
+        }
+        (_, t) if t.starts_with("/v1/tasks/{id}") => {
+            let suffix = &t["/v1/tasks/{id}".len()..];
+            let claimed = matches!(suffix, "/heartbeat" | "/complete" | "/fail");
+            let (id, lease) = if suffix == "/run-now" {
+                let (st, t) = call(
+                    n,
+                    Some(root),
+                    "POST",
+                    "/v1/tasks",
+                    Some(json!({"kind": "k", "run_at": "2099-01-01T00:00:00Z"})),
+                )
+                .await;
+                assert!(st.is_success(), "{t}");
+                (t["id"].as_i64().unwrap(), String::new())
+            } else {
+                fresh_task(n, root, claimed).await
+            };
+            if suffix == "/retry" {
+                call(
+                    n,
+                    Some(root),
+                    "POST",
+                    &format!("/v1/tasks/{id}/cancel"),
+                    None,
+                )
+                .await;
+            }
+            let body = match suffix {
+                "/heartbeat" => json!({"lease": lease}),
+                "/complete" => json!({"lease": lease, "result": 1}),
+                "/fail" => json!({"lease": lease, "error": "x"}),
+                _ => empty,
+            };
+            (t.replace("{id}", &id.to_string()), body)
+        }
+        ("POST", "/v1/queues/{queue}/claim") => {
+            (path("/v1/queues/q/claim"), json!({"worker": "w"}))
+        }
+        ("PUT", "/v1/queues/{queue}") => (path("/v1/queues/q"), json!({})),
+        (_, t) if t.starts_with("/v1/queues/{queue}") => (t.replace("{queue}", "q"), empty),
+        ("POST", "/v1/schedules") => (
+            path(template),
+            json!({"name": uniq, "task": {"kind": "k"}, "every": "1h"}),
+        ),
+        (_, t) if t.starts_with("/v1/schedules/{name}") => {
+            let (st, v) = call(
+                n,
+                Some(root),
+                "POST",
+                "/v1/schedules",
+                Some(json!({"name": uniq, "task": {"kind": "k"}, "every": "1h"})),
+            )
+            .await;
+            assert!(st.is_success(), "{v}");
+            (t.replace("{name}", &uniq), empty)
+        }
+        ("POST", "/v1/tokens") => (path(template), json!({"name": uniq, "scopes": ["read"]})),
+        ("DELETE", "/v1/tokens/{name}") => {
+            token(n, root, json!({"name": uniq, "scopes": ["read"]})).await;
+            (format!("/v1/tokens/{uniq}"), empty)
+        }
+        ("PUT", "/v1/namespaces/{ns}") => (
+            format!("/v1/namespaces/{uniq}"),
+            json!({"processor": {"url": "inproc:echo"}}),
+        ),
+        ("GET", "/v1/namespaces/{ns}") => (path("/v1/namespaces/echo"), empty),
+        ("POST", "/v1/namespaces/{ns}/processes") => (
+            path("/v1/namespaces/echo/processes"),
+            json!({"id": uniq, "args": {}}),
+        ),
+        ("GET", "/v1/namespaces/{ns}/processes") => (path("/v1/namespaces/echo/processes"), empty),
+        ("PUT", "/v1/namespaces/{ns}/processes/{id}") => (
+            format!("/v1/namespaces/echo/processes/{uniq}"),
+            json!({"status": "running", "aux_state": null, "metadata": null, "history": []}),
+        ),
+        (_, t) if t.starts_with("/v1/namespaces/{ns}/processes/{id}") => {
+            // A process in error, so repairs have something to do; calls and reads work on it too
+            // once repaired — each row gets its own.
+            let broken = t.ends_with("repair");
+            let status = if broken { "error" } else { "running" };
+            let (st, v) = call(
+                n,
+                Some(root),
+                "PUT",
+                &format!("/v1/namespaces/echo/processes/{uniq}"),
+                Some(json!({"status": status, "aux_state": null, "metadata": null, "history": []})),
+            )
+            .await;
+            assert!(st.is_success(), "{v}");
+            let body = if t.ends_with("/call") || t.ends_with("/repair") {
+                json!({"args": {}})
+            } else {
+                empty
+            };
+            (t.replace("{ns}", "echo").replace("{id}", &uniq), body)
+        }
+        _ => (path(template), empty),
+    }
+}
+
+/// Every route of the OpenAPI document against every scope: no token and a wrong token get
+/// 401, each token lacking the route's scope 403, a token with only that scope 2xx; open
+/// routes answer without one. The scope comes from the document (`x-docket-scope`), which is
+/// generated from the rule the server applies, so a route added later is covered too.
+async fn every_route_against_every_scope((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+    let n = serve_with(&a, |s| {
+        s.processes.register_processor("echo", Arc::new(Echo));
+        s
+    })
+    .await;
+    let root = admin(&n).await;
+    let (st, v) = call(
+        &n,
+        Some(&root),
+        "PUT",
+        "/v1/namespaces/echo",
+        Some(json!({"processor": {"url": "inproc:echo"}})),
+    )
+    .await;
+    assert!(st.is_success(), "{v}");
+    let mut only = std::collections::HashMap::new();
+    for sc in Scope::ALL {
+        only.insert(
+            *sc,
+            token(
+                &n,
+                &root,
+                json!({"name": format!("only-{sc}"), "scopes": [sc]}),
+            )
+            .await,
+        );
+    }
+    let doc: Value = http()
+        .get(format!("{}/openapi.json", n.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut ops = 0;
+    for (template, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let method = method.to_ascii_uppercase();
+            ops += 1;
+            let (path, body) = fixture(&n, &root, &method, template).await;
+            let what = format!("{method} {template}");
+            let Some(need) = op["x-docket-scope"].as_str() else {
+                assert_eq!(op["security"], json!([]), "{what}");
+                let (st, text) = status(&n, None, &method, &path, &body).await;
+                assert!(st.is_success(), "{what} without a token: {st} {text}");
+                continue;
+            };
+            let need = Scope::parse(need).unwrap();
+            let (st, text) = status(&n, None, &method, &path, &body).await;
+            assert_eq!(
+                st,
+                StatusCode::UNAUTHORIZED,
+                "{what} without a token: {text}"
+            );
+            let (st, text) = status(&n, Some("dkt_0000"), &method, &path, &body).await;
+            assert_eq!(
+                st,
+                StatusCode::UNAUTHORIZED,
+                "{what} with an unknown token: {text}"
+            );
+            for sc in Scope::ALL {
+                let grant = docket_core::auth::Grant {
+                    scopes: vec![*sc],
+                    queues: vec![],
+                };
+                if grant.allows(need) {
+                    continue;
+                }
+                let (st, text) = status(&n, Some(&only[sc]), &method, &path, &body).await;
+                assert_eq!(
+                    st,
+                    StatusCode::FORBIDDEN,
+                    "{what} with a `{sc}` token: {text}"
+                );
+                assert!(text.contains(&format!("`{need}`")), "{what}: {text}");
+            }
+            let (st, text) = status(&n, Some(&only[&need]), &method, &path, &body).await;
+            assert!(st.is_success(), "{what} with a `{need}` token: {st} {text}");
+        }
+    }
+    assert!(ops >= 45, "only {ops} operations in the document");
+}
+
+/// What a page of another site can make a browser send is refused: bodies not declared JSON
+/// (415, auth on or off), writes carrying a foreign `Origin` or `Sec-Fetch-Site: cross-site`
+/// (403); CORS answers only for configured origins.
+async fn browsers_are_kept_out((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+    let open = serve_with(&a, |s| s.with_auth(AuthMode::Off)).await;
+    let cors = serve_with(&a, |s| {
+        s.with_auth(AuthMode::Off)
+            .with_cors_origins(vec!["https://app.example".into()])
+    })
+    .await;
+    let post = |n: &Node, ct: Option<&str>, body: &str, headers: &[(&str, &str)]| {
+        let mut r = http()
+            .post(format!("{}/v1/tasks", n.base))
+            .body(body.to_string());
+        if let Some(ct) = ct {
+            r = r.header("content-type", ct);
+        }
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        r.send()
+    };
+    let task = r#"{"kind": "k"}"#;
+    let before = a
+        .engine
+        .store
+        .task_list(docket_store::TaskListParams {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len();
+    for (ct, body) in [
+        (Some("text/plain"), task),
+        (Some("text/plain;charset=UTF-8"), task),
+        (Some("application/x-www-form-urlencoded"), "kind=k"),
+        (Some("multipart/form-data; boundary=x"), task),
+        (None, task),
+    ] {
+        let r = post(&open, ct, body, &[]).await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(code(&v), "unsupported_media_type", "{v}");
+    }
+    for ct in [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/vnd.docket+json",
+    ] {
+        let r = post(&open, Some(ct), task, &[]).await.unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED, "{ct}");
+    }
+    let after = a
+        .engine
+        .store
+        .task_list(docket_store::TaskListParams {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(after, before + 3, "only the JSON posts made tasks");
+    // A write without a body needs no content type.
+    let (id, _) = fresh_task(&open, "", false).await;
+    let r = http()
+        .post(format!("{}/v1/tasks/{id}/cancel", open.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+
+    // Cross-site writes, even as JSON: refused unless the origin is configured.
+    let json = Some("application/json");
+    for h in [
+        [("origin", "https://evil.example")],
+        [("sec-fetch-site", "cross-site")],
+        [("origin", "null")],
+    ] {
+        let r = post(&open, json, task, &h).await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{h:?}");
+        assert!(r.headers().get("access-control-allow-origin").is_none());
+    }
+    let host = open.base.trim_start_matches("http://").to_string();
+    let same = format!("http://{host}");
+    let r = post(
+        &open,
+        json,
+        task,
+        &[("origin", &same), ("sec-fetch-site", "same-origin")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED, "same origin");
+    // No CORS configured: no CORS headers, even on reads.
+    let r = http()
+        .get(format!("{}/v1/tasks", open.base))
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+
+    // Configured: the preflight and the request of that origin are answered; others not.
+    let preflight = |origin: &str| {
+        http()
+            .request(reqwest::Method::OPTIONS, format!("{}/v1/tasks", cors.base))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "content-type, authorization",
+            )
+            .send()
+    };
+    let r = preflight("https://app.example").await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let r = preflight("https://evil.example").await.unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    let r = post(
+        &cors,
+        json,
+        task,
+        &[
+            ("origin", "https://app.example"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let r = post(&cors, json, task, &[("origin", "https://evil.example")])
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+/// Per-token limits: past the rate, 429 `rate_limited` with `Retry-After` (other tokens are not
+/// slowed); past the long-poll cap, claims that wait and event streams get 429 while claims that
+/// do not wait go on.
+async fn tokens_are_rate_limited((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+    let n = serve_with(&a, |s| {
+        s.with_limits(docket_server::auth::Limits {
+            rate_per_second: 1,
+            burst: 2,
+            long_polls: 2,
+        })
+    })
+    .await;
+    // The admin token is limited too: make the others on the engine directly.
+    let make = |name: &str, scopes: Vec<Scope>| {
+        let e = n.engine.clone();
+        let name = name.to_string();
+        async move {
+            e.token_create(NewToken {
+                name,
+                scopes,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .0
+        }
+    };
+    let busy = make("busy", vec![Scope::Read]).await;
+    let calm = make("calm", vec![Scope::Read]).await;
+    let mut got = vec![];
+    for _ in 0..6 {
+        let r = http()
+            .get(format!("{}/v1/queues", n.base))
+            .bearer_auth(&busy)
+            .send()
+            .await
+            .unwrap();
+        got.push((r.status(), r.headers().get("retry-after").cloned()));
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(code(&v), "rate_limited", "{v}");
+        }
+    }
+    assert_eq!(got[0].0, StatusCode::OK, "{got:?}");
+    assert_eq!(got[1].0, StatusCode::OK, "{got:?}");
+    let limited: Vec<_> = got
+        .iter()
+        .filter(|(st, _)| *st == StatusCode::TOO_MANY_REQUESTS)
+        .collect();
+    assert!(
+        !limited.is_empty(),
+        "six requests in a row at 1/s, burst 2: {got:?}"
+    );
+    for (_, ra) in &limited {
+        let secs: u64 = ra.as_ref().unwrap().to_str().unwrap().parse().unwrap();
+        assert!(secs >= 1, "{ra:?}");
+    }
+    let (st, _) = call(&n, Some(&calm), "GET", "/v1/queues", None).await;
+    assert_eq!(st, StatusCode::OK, "another token is not slowed");
+
+    // Long-polls: a fresh limiter, so the rate does not get in the way.
+    let n = serve_with(&a, |s| {
+        s.with_limits(docket_server::auth::Limits {
+            rate_per_second: 0,
+            burst: 0,
+            long_polls: 2,
+        })
+    })
+    .await;
+    let worker = make("poller", vec![Scope::Work, Scope::Read]).await;
+    let q = format!("q{}", uuid::Uuid::new_v4().simple());
+    let claim = |wait: &str| {
+        http()
+            .post(format!("{}/v1/queues/{q}/claim", n.base))
+            .bearer_auth(&worker)
+            .json(&json!({"worker": "w", "wait": wait}))
+            .send()
+    };
+    let held: Vec<_> = (0..2).map(|_| tokio::spawn(claim("20s"))).collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = claim("20s").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().contains_key("retry-after"));
+    let r = http()
+        .get(format!("{}/v1/events", n.base))
+        .bearer_auth(&worker)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "an event stream is a long-poll too"
+    );
+    let r = claim("0s").await.unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "a claim that does not wait takes no slot"
+    );
+    // Two tasks end the two waits; their slots come back.
+    let t = docket_core::NewTask {
+        queue: Some(q.clone()),
+        ..docket_core::NewTask::new("k", json!({}))
+    };
+    a.engine.enqueue_many(vec![t.clone(), t]).await.unwrap();
+    for h in held {
+        let r = h.await.unwrap().unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let r = claim("100ms").await.unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "slots are freed when a long-poll ends"
+    );
+}
+
+/// `--outbound-host`: a namespace's processor and webhook URLs must name an allowed host, and a
+/// redirect out of the list is not followed (without the list, the same redirect is).
+async fn outbound_urls_are_limited((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    let processor = axum::Router::new().route(
+        "/",
+        axum::routing::post(move || {
+            h.fetch_add(1, Ordering::SeqCst);
+            async { axum::Json(json!({"response": "ok"})) }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proc_port = l.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(l, processor).await });
+    let redirect = axum::Router::new().route(
+        "/",
+        axum::routing::post(move || async move {
+            axum::response::Redirect::temporary(&format!("http://localhost:{proc_port}/"))
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let redir_port = l.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(l, redirect).await });
+
+    let n = serve_with(&a, |s| {
+        s.with_outbound_hosts(vec!["127.0.0.1".into(), "*.example.com".into()])
+    })
+    .await;
+    let root = admin(&n).await;
+    let put = |ns: &'static str, cfg: Value| {
+        let (n, root) = (&n, &root);
+        async move {
+            call(
+                n,
+                Some(root),
+                "PUT",
+                &format!("/v1/namespaces/{ns}"),
+                Some(cfg),
+            )
+            .await
+        }
+    };
+    for cfg in [
+        json!({"processor": {"url": "http://evil.example/"}}),
+        json!({"processor": {"url": "http://example.com.evil.example/"}}),
+        json!({"processor": {"url": "http://example.com/"}}),
+        json!({"processor": {"url": "http://[::1]/"}}),
+        json!({"processor": {"url": format!("http://127.0.0.1:{proc_port}/")}, "webhook": {"url": "http://hooks.evil.example/"}}),
+    ] {
+        let (st, v) = put("refused", cfg.clone()).await;
+        assert_eq!(
+            (st, code(&v)),
+            (StatusCode::BAD_REQUEST, "url_not_allowed"),
+            "{cfg}: {v}"
+        );
+    }
+    let (st, _) = call(&n, Some(&root), "GET", "/v1/namespaces/refused", None).await;
+    assert_eq!(
+        st,
+        StatusCode::NOT_FOUND,
+        "nothing of a refused namespace is stored"
+    );
+    let (st, v) = put(
+        "sub",
+        json!({"processor": {"url": "https://a.example.com/p"}}),
+    )
+    .await;
+    assert!(st.is_success(), "{v}");
+    let (st, v) = put(
+        "ok",
+        json!({"processor": {"url": format!("http://127.0.0.1:{proc_port}/")}}),
+    )
+    .await;
+    assert!(st.is_success(), "{v}");
+    let (st, v) = call(
+        &n,
+        Some(&root),
+        "POST",
+        "/v1/namespaces/ok/processes",
+        Some(json!({"id": "p1"})),
+    )
+    .await;
+    assert!(st.is_success(), "{v}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    let (st, v) = put(
+        "redir",
+        json!({"processor": {"url": format!("http://127.0.0.1:{redir_port}/")}}),
+    )
+    .await;
+    assert!(st.is_success(), "{v}");
+    let (st, v) = call(
+        &n,
+        Some(&root),
+        "POST",
+        "/v1/namespaces/redir/processes",
+        Some(json!({"id": "p2"})),
+    )
+    .await;
+    assert!(
+        !st.is_success(),
+        "the redirect to localhost was not followed: {v}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    let free = serve_with(&a, |s| s.with_auth(AuthMode::Off)).await;
+    let (st, v) = call(
+        &free,
+        None,
+        "PUT",
+        "/v1/namespaces/redir2",
+        Some(json!({"processor": {"url": format!("http://127.0.0.1:{redir_port}/")}})),
+    )
+    .await;
+    assert!(st.is_success(), "{v}");
+    let (st, v) = call(
+        &free,
+        None,
+        "POST",
+        "/v1/namespaces/redir2/processes",
+        Some(json!({"id": "p3"})),
+    )
+    .await;
+    assert!(
+        st.is_success(),
+        "without a list the redirect is followed: {v}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod on_pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
@@ -705,5 +1404,9 @@ macro_rules! both {
 both!(
     tokens_scopes_and_revocation,
     dashboard_login_and_csrf,
-    masked_payloads
+    masked_payloads,
+    every_route_against_every_scope,
+    browsers_are_kept_out,
+    tokens_are_rate_limited,
+    outbound_urls_are_limited,
 );

@@ -210,6 +210,25 @@ pub struct ServeArgs {
     /// ::1 on a loopback listener; on another listener, given names are the only ones accepted.
     #[arg(long = "allowed-host", value_name = "NAME")]
     pub allowed_hosts: Vec<String>,
+    /// An origin (`https://app.example`) whose pages may call the API from a browser
+    /// (repeatable); without one docket sends no CORS headers and refuses cross-site writes.
+    #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_origin)]
+    pub cors_origins: Vec<String>,
+    /// Requests per second one token may make on average; past it, 429 `rate_limited` with
+    /// Retry-After (0: no limit; applies under --auth required).
+    #[arg(long, env = "DOCKET_RATE_LIMIT", default_value_t = 500)]
+    pub rate_limit: u32,
+    /// Requests one token may make at once above --rate-limit.
+    #[arg(long, env = "DOCKET_RATE_BURST", default_value_t = 1000)]
+    pub rate_burst: u32,
+    /// Long-polls (claims with wait, event streams) one token may hold open at once
+    /// (0: no limit; applies under --auth required).
+    #[arg(long, env = "DOCKET_MAX_LONG_POLLS", default_value_t = 64)]
+    pub max_long_polls: usize,
+    /// A host namespaces' processor and webhook URLs may name (repeatable; `*.example.com`
+    /// for every name under it). Without one, any host.
+    #[arg(long = "outbound-host", value_name = "HOST")]
+    pub outbound_hosts: Vec<String>,
     /// Serve HTTPS with this PEM certificate chain (with --tls-key); SIGHUP reloads both.
     #[arg(long, env = "DOCKET_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
@@ -591,4 +610,19 @@ pub enum ProcessCmd {
         #[arg(long)]
         backward: bool,
     },
+}
+
+/// An origin as browsers send it: `scheme://host[:port]`, nothing after.
+fn parse_origin(s: &str) -> Result<String, String> {
+    let ok = ["http://", "https://"].iter().any(|p| {
+        s.strip_prefix(p)
+            .is_some_and(|h| !h.is_empty() && !h.contains('/'))
+    });
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not an origin: write scheme://host[:port], e.g. https://app.example"
+        ))
+    }
 }

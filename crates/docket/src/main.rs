@@ -392,7 +392,18 @@ async fn serve_inner(mut a: ServeArgs) -> Result<()> {
     if !hosts.is_empty() {
         state = state.with_allowed_hosts(hosts);
     }
-    let state = state.with_sql(sql).with_pg_tasks(views);
+    if !a.outbound_hosts.is_empty() {
+        state = state.with_outbound_hosts(a.outbound_hosts.clone());
+    }
+    let state = state
+        .with_cors_origins(a.cors_origins.clone())
+        .with_limits(docket_server::auth::Limits {
+            rate_per_second: a.rate_limit,
+            burst: a.rate_burst,
+            long_polls: a.max_long_polls,
+        })
+        .with_sql(sql)
+        .with_pg_tasks(views);
     let namespaces = state.processes.start().await?;
     for (name, cfg) in file.namespaces {
         state

@@ -279,6 +279,196 @@ async fn scenario(db: &[&str], shot: &str) {
     drop(server);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_and_read_only_session_in_chromium_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ui.db").display());
+    login_scenario(&["--database", &db]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_and_read_only_session_in_chromium_on_postgres() {
+    let url = std::env::var("DOCKET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let schema = format!("cli_{}", uuid::Uuid::new_v4().simple());
+    login_scenario(&["--database", &url, "--schema", &schema]).await;
+}
+
+async fn chromium(driver_port: u16) -> fantoccini::Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]
+        }),
+    );
+    ClientBuilder::rustls()
+        .unwrap()
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        .await
+        .expect("chromedriver session")
+}
+
+/// With auth required the dashboard asks for a token; a `read` token's session sees no action
+/// buttons and its confirmed action is refused (the task stays as it was); logging out ends the
+/// session; an `admin` session has the actions.
+async fn login_scenario(db: &[&str]) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let port = free_port();
+    let admin = format!("dkt_{}", "a1".repeat(32));
+    let _server = Killed(
+        Command::new(BIN)
+            .arg("serve")
+            .args(db)
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--auth",
+                "required",
+            ])
+            .env("DOCKET_ADMIN_TOKEN", &admin)
+            .env("DOCKET_LOG", "warn")
+            .spawn()
+            .unwrap(),
+    );
+    let driver_port = free_port();
+    let _driver = Killed(
+        Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port, "docket serve").await;
+    wait_port(driver_port, "chromedriver").await;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let as_admin = |m: reqwest::Method, path: &str| {
+        http.request(m, format!("{base}{path}")).bearer_auth(&admin)
+    };
+    let task: Value = as_admin(reqwest::Method::POST, "/v1/tasks")
+        .json(&json!({"queue": "ui", "kind": "email"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = task["id"].as_i64().unwrap();
+    let viewer: Value = as_admin(reqwest::Method::POST, "/v1/tokens")
+        .json(&json!({"name": "viewer", "scopes": ["read"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let viewer = viewer["token"].as_str().unwrap().to_string();
+
+    let c = chromium(driver_port).await;
+    let login = |token: String| {
+        let c = c.clone();
+        let base = base.clone();
+        async move {
+            c.goto(&format!("{base}/ui/login")).await.unwrap();
+            c.find(Locator::Id("token"))
+                .await
+                .unwrap()
+                .send_keys(&token)
+                .await
+                .unwrap();
+            c.find(Locator::Id("login"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+        }
+    };
+    // No session: every page sends the browser to the login page.
+    c.goto(&format!("{base}/ui/tasks/{id}")).await.unwrap();
+    assert!(c.current_url().await.unwrap().path() == "/ui/login");
+    login("dkt_wrong".into()).await;
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("login-error"))
+        .await
+        .expect("a wrong token is refused on the login page");
+    // A read-only session: the pages, no action buttons, and an action refused.
+    login(viewer.clone()).await;
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("queues"))
+        .await
+        .expect("logged in: the overview");
+    c.goto(&format!("{base}/ui/tasks/{id}")).await.unwrap();
+    assert_eq!(text_of(&c, "state").await, "available");
+    assert!(
+        c.find(Locator::Id("action-cancel")).await.is_err(),
+        "a read-only session sees no action buttons"
+    );
+    c.goto(&format!("{base}/ui/tasks/{id}/cancel"))
+        .await
+        .unwrap();
+    // The confirmation page is a read; its post is the action, refused.
+    c.find(Locator::Id("confirm"))
+        .await
+        .expect("the confirmation page")
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c.source().await.unwrap().contains("forbidden") {
+        assert!(
+            Instant::now() < deadline,
+            "the read-only post was not refused"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let now: Value = as_admin(reqwest::Method::GET, &format!("/v1/tasks/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        now["state"], "available",
+        "the read-only session changed nothing"
+    );
+    // Logging out ends the session.
+    c.goto(&format!("{base}/ui/logout")).await.unwrap();
+    c.goto(&format!("{base}/")).await.unwrap();
+    assert_eq!(c.current_url().await.unwrap().path(), "/ui/login");
+    // An admin session can act.
+    login(admin.clone()).await;
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("queues"))
+        .await
+        .unwrap();
+    c.goto(&format!("{base}/ui/tasks/{id}")).await.unwrap();
+    c.find(Locator::Id("action-cancel"))
+        .await
+        .expect("an admin session has the actions")
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "state", "cancelled").await;
+    c.close().await.unwrap();
+}
+
 async fn text_of(c: &fantoccini::Client, id: &str) -> String {
     c.find(Locator::Id(id)).await.unwrap().text().await.unwrap()
 }
