@@ -490,6 +490,49 @@ async fn schedules_fire_each_occurrence_once(db: Db) {
     assert!(!db.store.schedule_delete("tick").await.unwrap());
 }
 
+/// A token's `last_used_at` is written on first use and then at most once a minute (README
+/// "Security"), so a busy worker does not turn every request into a write; expiry follows the
+/// clock.
+async fn token_last_use_is_written_once_a_minute(db: Db) {
+    use docket_engine::auth::{NewToken, TokenCheck};
+    let t0 = chrono::Utc.with_ymd_and_hms(2030, 6, 1, 0, 0, 0).unwrap();
+    let clock = ManualClock::new(t0);
+    let e = engine(&db, Arc::new(clock.clone()));
+    let (secret, _) = e
+        .token_create(NewToken {
+            name: "w".into(),
+            scopes: vec![docket_core::auth::Scope::Work],
+            expires_in: Some(Duration::from_secs(3600)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let last = || async { db.store.token_list().await.unwrap()[0].last_used_at };
+    assert_eq!(last().await, None);
+    assert!(matches!(
+        e.token_check(&secret).await.unwrap(),
+        TokenCheck::Valid(_)
+    ));
+    assert_eq!(last().await, Some(t0));
+    clock.advance(Duration::from_secs(59));
+    e.token_check(&secret).await.unwrap();
+    assert_eq!(last().await, Some(t0), "not again within the minute");
+    clock.advance(Duration::from_secs(1));
+    e.token_check(&secret).await.unwrap();
+    let t1 = docket_core::time::add(t0, Duration::from_secs(60));
+    assert_eq!(last().await, Some(t1));
+    clock.advance(Duration::from_secs(3600));
+    assert!(matches!(
+        e.token_check(&secret).await.unwrap(),
+        TokenCheck::Expired
+    ));
+    assert_eq!(
+        last().await,
+        Some(t1),
+        "an expired token's use is not recorded"
+    );
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
@@ -504,5 +547,6 @@ both!(
     concurrency_key_holds_in_pool,
     shutdown_finishes_claimed_work,
     maintenance_with_manual_clock,
-    schedules_fire_each_occurrence_once
+    schedules_fire_each_occurrence_once,
+    token_last_use_is_written_once_a_minute,
 );

@@ -160,3 +160,60 @@ async fn https_with_reload_and_secure_cookie() {
     );
     stop.cancel();
 }
+
+/// The handshake is bounded like a request head: a client that connects and never finishes
+/// it is dropped after the header-read timeout, and its connection slot is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_handshake_is_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let (ca, cert, key) = pki();
+    std::fs::write(&cert_path, &cert).unwrap();
+    std::fs::write(&key_path, &key).unwrap();
+    let tls = Tls::load(&cert_path, &key_path).unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = connect(&ConnectOptions::new(url)).await.unwrap();
+    store.migrate().await.unwrap();
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        EngineConfig::new("tls", &*store),
+    );
+    let stop = CancellationToken::new();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let limits = ConnLimits {
+        header_read_timeout: std::time::Duration::from_millis(500),
+        max_connections: 1,
+    };
+    tokio::spawn(docket_server::serve_tls(
+        l,
+        AppState::new(engine, stop.clone()),
+        limits,
+        tls,
+    ));
+    // Half a ClientHello record header, then silence.
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+    let t = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(20), tcp.read(&mut buf))
+        .await
+        .expect("the server closed the stalled connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "closed without an answer");
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(400),
+        "{:?}",
+        t.elapsed()
+    );
+    // The one slot is free again: a real client is served.
+    let r = client(Some(&ca))
+        .get(format!("https://{addr}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    stop.cancel();
+}
