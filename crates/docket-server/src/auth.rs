@@ -362,9 +362,9 @@ pub(crate) async fn mask_tasks<'a>(
 /// the token's name, so one busy or runaway client cannot starve the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Requests per second one token may make, on average (0: no limit) [500].
+    /// Requests per second one token may make, on average (0: no limit) [1000].
     pub rate_per_second: u32,
-    /// Requests one token may make at once above the average rate [1000].
+    /// Requests one token may make at once above the average rate [2000].
     pub burst: u32,
     /// Long-polls (claims with `wait`, event streams) one token may hold open at once (0: no
     /// limit) [64].
@@ -374,8 +374,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            rate_per_second: 500,
-            burst: 1000,
+            rate_per_second: 1000,
+            burst: 2000,
             long_polls: 64,
         }
     }

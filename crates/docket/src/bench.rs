@@ -49,6 +49,10 @@ pub struct BenchArgs {
     /// Latency phase: seconds (0 skips it).
     #[arg(long, default_value_t = 5)]
     pub latency_secs: u32,
+    /// HTTP mode: serve with auth required (no rate limit) and give each worker a `work`
+    /// token, so every request pays the token check.
+    #[arg(long)]
+    pub auth: bool,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
@@ -228,22 +232,53 @@ async fn work_inproc(engine: &Engine, n: usize, c: usize, claim_batch: usize) ->
     Ok(el)
 }
 
-async fn start_server(engine: &Engine) -> Result<(String, CancellationToken)> {
+async fn start_server(engine: &Engine, auth: bool) -> Result<(String, CancellationToken)> {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = format!("http://{}", l.local_addr()?);
     let shutdown = CancellationToken::new();
-    let state = docket_server::AppState::new(engine.clone(), shutdown.clone());
+    let mut state = docket_server::AppState::new(engine.clone(), shutdown.clone());
+    if auth {
+        state = state
+            .with_auth(docket_server::auth::AuthMode::Required)
+            .with_limits(docket_server::auth::Limits {
+                rate_per_second: 0,
+                burst: 0,
+                long_polls: 0,
+            });
+    }
     tokio::spawn(docket_server::serve(l, state));
     Ok((addr, shutdown))
 }
 
-async fn work_http(engine: &Engine, n: usize, c: usize, claim_batch: usize) -> Result<Duration> {
-    let (addr, shutdown) = start_server(engine).await?;
+/// A client of the bench server: with `--auth`, holding a fresh `work` token.
+async fn bench_client(engine: &Engine, addr: &str, auth: bool) -> Result<docket_client::Client> {
+    if !auth {
+        return Ok(docket_client::Client::new(addr));
+    }
+    let (token, _) = engine
+        .token_create(docket_engine::auth::NewToken {
+            name: format!("bench-{}", uuid::Uuid::new_v4().simple()),
+            scopes: vec![docket_core::auth::Scope::Work],
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(docket_client::Client::with_token(addr, Some(&token)))
+}
+
+async fn work_http(
+    engine: &Engine,
+    n: usize,
+    c: usize,
+    claim_batch: usize,
+    auth: bool,
+) -> Result<Duration> {
+    let (addr, shutdown) = start_server(engine, auth).await?;
     let done = Arc::new(AtomicUsize::new(0));
     let t = Instant::now();
     let mut hs = vec![];
     for w in 0..c {
-        let client = docket_client::Client::new(addr.clone());
+        let client = bench_client(engine, &addr, auth).await?;
         let done = done.clone();
         hs.push(tokio::spawn(async move {
             while done.load(Ordering::Relaxed) < n {
@@ -292,6 +327,7 @@ async fn latency(
     secs: u32,
     c: usize,
     mode: Mode,
+    auth: bool,
 ) -> Result<Vec<(f64, f64)>> {
     let total = (rate * secs) as usize;
     let starts = Arc::new(Mutex::new(HashMap::new()));
@@ -310,9 +346,9 @@ async fn latency(
             stoppers.push((stop, jh));
         }
         Mode::Http | Mode::PgTask => {
-            let (addr, shutdown) = start_server(engine).await?;
+            let (addr, shutdown) = start_server(engine, auth).await?;
             for w in 0..c {
-                let client = docket_client::Client::new(addr.clone());
+                let client = bench_client(engine, &addr, auth).await?;
                 let (starts, done, all, stop) =
                     (starts.clone(), done.clone(), all.clone(), shutdown.clone());
                 let jh = tokio::spawn(async move {
@@ -399,8 +435,14 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let cancel = CancellationToken::new();
     let services = engine.start(cancel.clone()).await?;
     println!(
-        "docket bench: backend={backend} mode={:?} n={} c={} enqueue_batch={}x{} claim_batch={}",
-        a.mode, a.tasks, a.concurrency, a.enqueue_batch, a.enqueue_parallel, a.claim_batch
+        "docket bench: backend={backend} mode={:?}{} n={} c={} enqueue_batch={}x{} claim_batch={}",
+        a.mode,
+        if a.auth { " auth" } else { "" },
+        a.tasks,
+        a.concurrency,
+        a.enqueue_batch,
+        a.enqueue_parallel,
+        a.claim_batch
     );
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_message("enqueueing");
@@ -417,7 +459,14 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let work = match a.mode {
         Mode::Inproc => work_inproc(&engine, a.tasks, a.concurrency, a.claim_batch).await?,
         Mode::Http | Mode::PgTask => {
-            work_http(&engine, a.tasks, a.concurrency, a.claim_batch.min(100)).await?
+            work_http(
+                &engine,
+                a.tasks,
+                a.concurrency,
+                a.claim_batch.min(100),
+                a.auth,
+            )
+            .await?
         }
     };
     bar.set_message("latency");
@@ -428,6 +477,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             a.latency_secs,
             a.concurrency,
             a.mode,
+            a.auth,
         )
         .await?
     } else {
@@ -518,7 +568,7 @@ async fn peer(p: PeerCmd) -> Result<()> {
             let engine = engine_for(store.clone());
             let cancel = CancellationToken::new();
             let services = engine.start(cancel.clone()).await?;
-            let lat = latency(&engine, rate, secs, c, Mode::Inproc).await?;
+            let lat = latency(&engine, rate, secs, c, Mode::Inproc, false).await?;
             let out = std::env::var("LAT_OUT").unwrap_or_else(|_| "lat.txt".into());
             let text: String = lat
                 .iter()

@@ -216,10 +216,10 @@ pub struct ServeArgs {
     pub cors_origins: Vec<String>,
     /// Requests per second one token may make on average; past it, 429 `rate_limited` with
     /// Retry-After (0: no limit; applies under --auth required).
-    #[arg(long, env = "DOCKET_RATE_LIMIT", default_value_t = 500)]
+    #[arg(long, env = "DOCKET_RATE_LIMIT", default_value_t = 1000)]
     pub rate_limit: u32,
     /// Requests one token may make at once above --rate-limit.
-    #[arg(long, env = "DOCKET_RATE_BURST", default_value_t = 1000)]
+    #[arg(long, env = "DOCKET_RATE_BURST", default_value_t = 2000)]
     pub rate_burst: u32,
     /// Long-polls (claims with wait, event streams) one token may hold open at once
     /// (0: no limit; applies under --auth required).
