@@ -16,6 +16,8 @@ use std::time::Duration;
 
 pub mod postgres;
 pub mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// Errors of the store, normalised across backends.
 #[derive(Debug, thiserror::Error)]

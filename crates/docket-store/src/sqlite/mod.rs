@@ -448,6 +448,12 @@ impl Store for SqliteStore {
             out.push(task);
         }
         tx.commit().await?;
+        // As PostgreSQL's insert trigger does: listeners learn of new available work.
+        self.wake_queues(
+            out.iter()
+                .filter(|t| t.inserted != Some(false) && t.state == TaskState::Available)
+                .map(|t| &t.queue),
+        );
         Ok(out)
     }
 

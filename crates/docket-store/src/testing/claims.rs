@@ -1,0 +1,539 @@
+//! Conformance cases: claims.
+
+use super::*;
+
+pub(super) async fn claim_order_priority_run_at_id(b: Bundle) {
+    let s = &*b.store;
+    let mk = |k: &str, p: i32, back: i64| {
+        let mut n = nt(k);
+        n.priority = Some(p);
+        n.run_at = Some(t0() - secs(back));
+        n
+    };
+    // Inserted out of order on purpose.
+    insert(
+        s,
+        vec![
+            mk("c", 0, 10),
+            mk("a", 5, 1),
+            mk("d", 0, 10),
+            mk("b", 0, 20),
+            mk("e", -1, 100),
+        ],
+        t0(),
+    )
+    .await;
+    let got = claim(s, "default", 3, t0()).await;
+    let kinds: Vec<&str> = got.iter().map(|t| t.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["a", "b", "c"]);
+    let rest = claim(s, "default", 10, t0()).await;
+    assert_eq!(
+        rest.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        vec!["d", "e"]
+    );
+    for t in got.iter().chain(&rest) {
+        assert_eq!(t.state, TaskState::Running);
+        assert_eq!(t.attempt, 1);
+        assert_eq!(t.worker.as_deref(), Some("w1"));
+        let lease = t.lease.as_ref().unwrap();
+        assert_eq!(lease.expires_at, t0() + secs(60));
+        assert!(!lease.token.is_empty());
+    }
+    assert!(claim(s, "default", 10, t0()).await.is_empty());
+}
+
+/// A claim that names kinds takes only tasks of those kinds (asyncflow's hold by task type).
+pub(super) async fn claim_by_kinds(b: Bundle) {
+    let s = &*b.store;
+    insert(s, vec![nt("a"), nt("b"), nt("c"), nt("a")], t0()).await;
+    let by = |kinds: Option<Vec<&str>>| TaskClaimParams {
+        queue: "default".into(),
+        worker: "w1".into(),
+        node: "n1".into(),
+        limit: 10,
+        lease: None,
+        kinds: kinds.map(|k| k.into_iter().map(String::from).collect()),
+        now: t0(),
+    };
+    let got = s.task_claim(by(Some(vec!["a", "c"]))).await.unwrap();
+    let mut kinds: Vec<&str> = got.iter().map(|t| t.kind.as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, vec!["a", "a", "c"]);
+    assert!(s
+        .task_claim(by(Some(vec!["zzz"])))
+        .await
+        .unwrap()
+        .is_empty());
+    let rest = s.task_claim(by(None)).await.unwrap();
+    assert_eq!(
+        rest.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        vec!["b"]
+    );
+}
+
+pub(super) async fn claim_skips_what_it_must(b: Bundle) {
+    let s = &*b.store;
+    let mut future = nt("future");
+    future.run_at = Some(t0() + secs(5));
+    // Became available before its expiry, which has passed by the claim (the API refuses
+    // expires_at <= run_at, so it is made in the past).
+    let mut expired = nt("expired");
+    expired.run_at = Some(t0() - secs(2));
+    expired.expires_at = Some(t0() - secs(1));
+    let mut other_node = nt("other_node");
+    other_node.node = Some("n2".into());
+    let mut mine = nt("mine");
+    mine.node = Some("n1".into());
+    let cancelled = nt("cancelled");
+    let mut paused = nt("paused");
+    paused.queue = Some("p".into());
+    let got = insert(
+        s,
+        vec![future, expired, other_node, mine, cancelled, paused],
+        t0(),
+    )
+    .await;
+    s.task_cancel(got[4].id, t0()).await.unwrap();
+    s.queue_set_paused("p", true, t0()).await.unwrap();
+    let claimed = claim(s, "default", 10, t0()).await;
+    assert_eq!(
+        claimed.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        vec!["mine"]
+    );
+    assert!(claim(s, "p", 10, t0()).await.is_empty());
+    // Scheduled tasks come due only through the scheduler's promotion.
+    assert!(claim(s, "default", 10, t0() + secs(10)).await.is_empty());
+    let p = s.task_promote(t0() + secs(10), 100).await.unwrap();
+    assert_eq!(p.count, 1);
+    assert_eq!(p.queues, vec!["default".to_string()]);
+    let c = claim(s, "default", 10, t0() + secs(10)).await;
+    assert_eq!(
+        c.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        vec!["future"]
+    );
+    // Resuming the queue makes its task claimable.
+    s.queue_set_paused("p", false, t0()).await.unwrap();
+    assert_eq!(claim(s, "p", 10, t0()).await.len(), 1);
+    // The expired task is discarded by the expirer.
+    assert_eq!(s.task_expire(t0(), 100).await.unwrap(), 1);
+    let e = s.task_get(got[1].id).await.unwrap().unwrap();
+    assert_eq!(e.state, TaskState::Discarded);
+    assert!(e.errors[0].message.contains("expired"));
+}
+
+pub(super) async fn concurrency_key_limit(b: Bundle) {
+    let s = &*b.store;
+    let mut v = vec![];
+    for i in 0..5 {
+        let mut n = nt(&format!("k{i}"));
+        n.concurrency_key = Some("acct-1".into());
+        n.concurrency_limit = Some(2);
+        v.push(n);
+    }
+    let mut free = nt("free");
+    free.priority = Some(-1);
+    v.push(free);
+    insert(s, v, t0()).await;
+    let got = claim(s, "default", 10, t0()).await;
+    let kinds: Vec<&str> = got.iter().map(|t| t.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["k0", "k1", "free"]);
+    assert!(claim(s, "default", 10, t0()).await.is_empty());
+    s.task_complete_many(&[done(&got[0], json!(1))], t0())
+        .await
+        .unwrap();
+    let next = claim(s, "default", 10, t0()).await;
+    assert_eq!(
+        next.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        vec!["k2"]
+    );
+}
+
+pub(super) async fn queue_concurrency_limit(b: Bundle) {
+    let s = &*b.store;
+    s.queue_put(
+        "q",
+        &QueueSettings {
+            concurrency_limit: Some(3),
+            ..Default::default()
+        },
+        t0(),
+    )
+    .await
+    .unwrap();
+    let v = (0..10)
+        .map(|i| {
+            let mut n = nt(&format!("t{i}"));
+            n.queue = Some("q".into());
+            n
+        })
+        .collect();
+    insert(s, v, t0()).await;
+    let a = claim(s, "q", 2, t0()).await;
+    let b2 = claim(s, "q", 10, t0()).await;
+    assert_eq!((a.len(), b2.len()), (2, 1));
+    assert!(claim(s, "q", 10, t0()).await.is_empty());
+    s.task_fail_many(&[fail(&a[0], "boom")], None, t0())
+        .await
+        .unwrap();
+    assert_eq!(claim(s, "q", 10, t0()).await.len(), 1);
+    let q = s.queue_get("q").await.unwrap();
+    assert_eq!(q.counts[&TaskState::Running], 3);
+    assert_eq!(q.counts[&TaskState::Retryable], 1);
+    assert_eq!(q.counts[&TaskState::Available], 6);
+    assert_eq!(q.settings.concurrency_limit, Some(3));
+}
+
+pub(super) async fn exactly_once_under_concurrent_claimers(b: Bundle) {
+    let s = b.store.clone();
+    const N: usize = 600;
+    let v: Vec<NewTask> = (0..N).map(|i| nt(&format!("t{i}"))).collect();
+    for chunk in v.chunks(200) {
+        insert(&*s, chunk.to_vec(), t0()).await;
+    }
+    let mut handles = vec![];
+    for w in 0..8 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            let mut mine = vec![];
+            loop {
+                let got = s
+                    .task_claim(TaskClaimParams {
+                        kinds: None,
+                        queue: "default".into(),
+                        worker: format!("w{w}"),
+                        node: format!("n{}", w % 2),
+                        limit: 7,
+                        lease: None,
+                        now: t0(),
+                    })
+                    .await
+                    .unwrap();
+                if got.is_empty() {
+                    break;
+                }
+                let items: Vec<TaskComplete> = got.iter().map(|t| done(t, json!(w))).collect();
+                let outs = s.task_complete_many(&items, t0()).await.unwrap();
+                assert!(
+                    outs.iter().all(|o| matches!(o, LeaseOutcome::Ok { .. })),
+                    "{outs:?}"
+                );
+                mine.extend(got.iter().map(|t| t.id));
+            }
+            mine
+        }));
+    }
+    let mut all = vec![];
+    for h in handles {
+        all.extend(h.await.unwrap());
+    }
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(n, N, "every task claimed once");
+    assert_eq!(all.len(), N, "no task claimed twice");
+    let q = s.queue_get("default").await.unwrap();
+    assert_eq!(q.counts[&TaskState::Completed], N as i64);
+}
+
+pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
+    let s = &*b.store;
+    let mut long = nt("a");
+    long.timeout = Some(Duration::from_secs(3600));
+    insert(s, vec![long], t0()).await;
+    let t = claim(s, "default", 1, t0()).await.remove(0);
+    let token = t.lease.clone().unwrap().token;
+    let hb = s
+        .task_heartbeat(TaskHeartbeatParams {
+            id: t.id,
+            token: token.clone(),
+            progress: Some(json!({"pct": 50})),
+            lease: Some(Duration::from_secs(120)),
+            now: t0() + secs(30),
+        })
+        .await
+        .unwrap();
+    assert_eq!(hb.lease_expires_at, Some(t0() + secs(150)));
+    assert_eq!(hb.progress, Some(json!({"pct": 50})));
+    // Heartbeat without a duration keeps the attempt's lease length.
+    let hb = s
+        .task_heartbeat(TaskHeartbeatParams {
+            id: t.id,
+            token: token.clone(),
+            progress: None,
+            lease: None,
+            now: t0() + secs(40),
+        })
+        .await
+        .unwrap();
+    assert_eq!(hb.lease_expires_at, Some(t0() + secs(160)));
+    assert_eq!(hb.progress, Some(json!({"pct": 50})));
+    // Stale / bogus tokens change nothing.
+    for bad in ["00000000-0000-0000-0000-000000000000", "nonsense"] {
+        let e = s
+            .task_heartbeat(TaskHeartbeatParams {
+                id: t.id,
+                token: bad.into(),
+                progress: Some(json!("x")),
+                lease: None,
+                now: t0(),
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(e, StoreError::LeaseLost), "{e:?}");
+        let outs = s
+            .task_complete_many(
+                &[TaskComplete {
+                    id: t.id,
+                    token: bad.into(),
+                    result: json!("x"),
+                }],
+                t0(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outs, vec![LeaseOutcome::LeaseLost]);
+    }
+    let e = s
+        .task_heartbeat(TaskHeartbeatParams {
+            id: 424242,
+            token: token.clone(),
+            progress: None,
+            lease: None,
+            now: t0(),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::NotFound(_)));
+    let again = s.task_get(t.id).await.unwrap().unwrap();
+    assert_eq!(again.state, TaskState::Running);
+    assert_eq!(again.progress, Some(json!({"pct": 50})));
+    // The lease expires, the task is rescued and claimed again; the old lease can never
+    // overwrite the new attempt's result.
+    assert_eq!(s.task_rescue(t0() + secs(161), 100).await.unwrap().len(), 1);
+    s.task_promote(t0() + secs(3600), 100).await.unwrap();
+    let t2 = claim(s, "default", 1, t0() + secs(3600)).await.remove(0);
+    assert_eq!(t2.attempt, 2);
+    let old = s
+        .task_complete_many(&[done(&t, json!("old"))], t0() + secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(old, vec![LeaseOutcome::LeaseLost]);
+    let old = s
+        .task_fail_many(&[fail(&t, "old")], None, t0() + secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(old, vec![LeaseOutcome::LeaseLost]);
+    let new = s
+        .task_complete_many(&[done(&t2, json!("new"))], t0() + secs(3601))
+        .await
+        .unwrap();
+    assert!(matches!(
+        new[0],
+        LeaseOutcome::Ok {
+            state: TaskState::Completed,
+            ..
+        }
+    ));
+    let fin = s.task_get(t.id).await.unwrap().unwrap();
+    assert_eq!(fin.result, Some(json!("new")));
+    assert_eq!(fin.finished_at, Some(t0() + secs(3601)));
+    // Completing twice is refused too.
+    let twice = s
+        .task_complete_many(&[done(&t2, json!("again"))], t0())
+        .await
+        .unwrap();
+    assert_eq!(twice, vec![LeaseOutcome::LeaseLost]);
+}
+
+/// The attempt deadline (`attempted_at + timeout`, issue 9): a lease never reaches past it, a
+/// heartbeat or completion at or after it fails the attempt with `timeout`, and a lease that
+/// expires before it is rescued as `lease expired`.
+pub(super) async fn attempt_deadline(b: Bundle) {
+    let s = &*b.store;
+    let mut n = nt("d");
+    n.timeout = Some(Duration::from_secs(10));
+    n.backoff = Some(docket_core::Backoff {
+        jitter: 0.0,
+        initial: Duration::from_secs(5),
+        ..Default::default()
+    });
+    insert(s, vec![n.clone(), n.clone(), n], t0()).await;
+    let got = s
+        .task_claim(TaskClaimParams {
+            kinds: None,
+            queue: "default".into(),
+            worker: "w1".into(),
+            node: "n1".into(),
+            limit: 2,
+            lease: Some(Duration::from_secs(3600)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    for t in &got {
+        assert_eq!(
+            t.lease.as_ref().unwrap().expires_at,
+            t0() + secs(10),
+            "capped at the timeout"
+        );
+    }
+    let hb = |t: &docket_core::Task, at: i64| TaskHeartbeatParams {
+        id: t.id,
+        token: t.lease.clone().unwrap().token,
+        progress: None,
+        lease: Some(Duration::from_secs(60)),
+        now: t0() + secs(at),
+    };
+    let fresh = s.task_heartbeat(hb(&got[0], 5)).await.unwrap();
+    assert_eq!(fresh.lease_expires_at, Some(t0() + secs(10)));
+    let e = s.task_heartbeat(hb(&got[0], 10)).await.unwrap_err();
+    assert!(matches!(e, StoreError::TimedOut), "{e:?}");
+    let r = s.task_get(got[0].id).await.unwrap().unwrap();
+    assert_eq!(r.state, TaskState::Retryable);
+    assert_eq!(r.run_at, t0() + secs(15));
+    assert_eq!(r.errors[0].message, "timeout");
+    let outs = s
+        .task_complete_many(&[done(&got[1], json!("late"))], t0() + secs(11))
+        .await
+        .unwrap();
+    assert_eq!(outs, vec![LeaseOutcome::TimedOut]);
+    let r = s.task_get(got[1].id).await.unwrap().unwrap();
+    assert_eq!(r.state, TaskState::Retryable);
+    assert_eq!(r.result, None);
+    assert_eq!(r.errors[0].message, "timeout");
+    // A short lease that runs out before the deadline is `lease expired`.
+    let third = s
+        .task_claim(TaskClaimParams {
+            kinds: None,
+            queue: "default".into(),
+            worker: "w1".into(),
+            node: "n1".into(),
+            limit: 1,
+            lease: Some(Duration::from_secs(2)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(third.len(), 1);
+    assert_eq!(s.task_rescue(t0() + secs(3), 10).await.unwrap().len(), 1);
+    let r = s.task_get(third[0].id).await.unwrap().unwrap();
+    assert_eq!(r.errors[0].message, "lease expired");
+}
+
+pub(super) async fn rescue_retries_then_discards(b: Bundle) {
+    let s = &*b.store;
+    let mut n = nt("r");
+    n.max_attempts = Some(2);
+    n.timeout = Some(Duration::from_secs(10));
+    n.backoff = Some(docket_core::Backoff {
+        jitter: 0.0,
+        initial: Duration::from_secs(5),
+        ..Default::default()
+    });
+    let id = insert(s, vec![n], t0()).await[0].id;
+    let t = claim(s, "default", 1, t0()).await.remove(0);
+    assert_eq!(t.lease.unwrap().expires_at, t0() + secs(10));
+    assert_eq!(
+        s.task_rescue(t0() + secs(10), 100).await.unwrap().len(),
+        0,
+        "not yet expired"
+    );
+    assert_eq!(s.task_rescue(t0() + secs(11), 100).await.unwrap().len(), 1);
+    let r = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(r.state, TaskState::Retryable);
+    assert_eq!(r.run_at, t0() + secs(16));
+    assert_eq!(r.errors.len(), 1);
+    // The lease ran out at the attempt's deadline (attempted_at + timeout).
+    assert_eq!(r.errors[0].message, "timeout");
+    assert_eq!(r.errors[0].attempt, 1);
+    assert_eq!(r.errors[0].worker.as_deref(), Some("w1"));
+    assert_eq!(s.task_next_due().await.unwrap(), Some(t0() + secs(16)));
+    assert_eq!(s.task_promote(t0() + secs(15), 100).await.unwrap().count, 0);
+    assert_eq!(s.task_promote(t0() + secs(16), 100).await.unwrap().count, 1);
+    claim(s, "default", 1, t0() + secs(16)).await.remove(0);
+    assert_eq!(s.task_rescue(t0() + secs(100), 100).await.unwrap().len(), 1);
+    let r = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(r.state, TaskState::Discarded);
+    assert_eq!(r.errors.len(), 2);
+    assert_eq!(r.finished_at, Some(t0() + secs(100)));
+}
+
+pub(super) async fn fail_rules(b: Bundle) {
+    let s = &*b.store;
+    let mut v = vec![];
+    for k in ["backoff", "retry_in", "permanent", "last"] {
+        let mut n = nt(k);
+        n.max_attempts = Some(if k == "last" { 1 } else { 3 });
+        n.backoff = Some(docket_core::Backoff {
+            jitter: 0.0,
+            initial: Duration::from_secs(2),
+            coefficient: 3.0,
+            max: Duration::from_secs(60),
+        });
+        v.push(n);
+    }
+    insert(s, v, t0()).await;
+    let c = claim(s, "default", 4, t0()).await;
+    let mut items: Vec<TaskFail> = c
+        .iter()
+        .map(|t| fail(t, &format!("{} failed", t.kind)))
+        .collect();
+    items[1].retry_in = Some(Duration::from_millis(1500));
+    items[2].permanent = true;
+    let outs = s.task_fail_many(&items, Some("wX"), t0()).await.unwrap();
+    // Outcomes carry what metrics label by: queue, kind and the attempt's start.
+    for (o, t) in outs.iter().zip(&c) {
+        let LeaseOutcome::Ok { labels, .. } = o else {
+            panic!("{o:?}")
+        };
+        assert_eq!(
+            (labels.queue.as_str(), labels.kind.as_str()),
+            ("default", t.kind.as_str())
+        );
+        assert_eq!(labels.attempted_at, Some(t0()));
+    }
+    assert_eq!(
+        outs.iter().map(state_run_at).collect::<Vec<_>>(),
+        vec![
+            (TaskState::Retryable, t0() + secs(2)),
+            (TaskState::Retryable, docket_core::time::add_ms(t0(), 1500)),
+            (TaskState::Discarded, c[2].run_at),
+            (TaskState::Discarded, c[3].run_at)
+        ]
+    );
+    let t = s.task_get(c[0].id).await.unwrap().unwrap();
+    assert_eq!(t.errors[0].message, "backoff failed");
+    assert_eq!(t.errors[0].worker.as_deref(), Some("wX"));
+    // Second failure of the same task: 2s × 3.
+    s.task_promote(t0() + secs(2), 10).await.unwrap();
+    let again = claim(s, "default", 10, t0() + secs(2)).await;
+    let first = again.iter().find(|t| t.id == c[0].id).unwrap();
+    let outs = s
+        .task_fail_many(&[fail(first, "again")], None, t0() + secs(2))
+        .await
+        .unwrap();
+    assert_eq!(
+        outs.iter().map(state_run_at).collect::<Vec<_>>(),
+        vec![(TaskState::Retryable, t0() + secs(8))]
+    );
+    let t = s.task_get(c[0].id).await.unwrap().unwrap();
+    assert_eq!(t.errors.len(), 2);
+    assert_eq!(t.attempt, 2);
+    // Unknown ids in a batch are reported, not fatal.
+    let outs = s
+        .task_fail_many(
+            &[TaskFail {
+                id: 777_777,
+                token: "x".into(),
+                error: "e".into(),
+                retry_in: None,
+                permanent: false,
+            }],
+            None,
+            t0(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outs, vec![LeaseOutcome::NotFound]);
+}

@@ -1,0 +1,266 @@
+//! The store conformance suite: one set of cases, run against every backend (River's
+//! `riverdrivertest` is the model). A backend's test file is a few lines:
+//!
+//! ```ignore
+//! #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+//! async fn conformance() {
+//!     docket_store::testing::exercise(docket_store::testing::TestStore::sqlite).await;
+//! }
+//! ```
+//!
+//! [`exercise`] runs every case, each on a fresh store, through a wrapper that records which
+//! [`Store`] methods were called, and fails unless every method of the trait was. Time is passed
+//! explicitly, so no case sleeps. `DOCKET_CONFORMANCE_CASE=name` runs the cases whose name
+//! contains `name` (and skips the coverage check). Behind the `testing` feature.
+
+mod claims;
+mod nodes;
+mod notifications;
+mod processes;
+mod queues;
+mod recording;
+mod schedules;
+mod tasks;
+mod tokens;
+
+use crate::*;
+use chrono::TimeZone;
+use docket_core::task::ResolvedTask;
+use docket_core::{NewTask, TaskDefaults, TaskState, Timestamp};
+use futures::future::BoxFuture;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A fresh, migrated store for one test: its own PostgreSQL schema or SQLite file.
+#[derive(Debug)]
+pub struct TestStore {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// PostgreSQL: the schema; SQLite: the directory holding the file (removed on drop).
+    pub schema: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestStore {
+    /// The PostgreSQL of `DOCKET_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`).
+    pub fn pg_url() -> String {
+        std::env::var("DOCKET_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    }
+
+    /// A new schema `t_<uuid>` in [`TestStore::pg_url`], migrated (12 connections).
+    ///
+    /// # Panics
+    /// When PostgreSQL cannot be reached (`scripts/test.sh` starts it).
+    pub async fn postgres() -> TestStore {
+        let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let store = connect(&ConnectOptions {
+            url: Self::pg_url(),
+            schema: Some(schema.clone()),
+            max_connections: Some(12),
+            relaxed_commit: true,
+        })
+        .await
+        .expect("PostgreSQL is running (scripts/test.sh starts it)");
+        store.migrate().await.expect("migrations apply");
+        TestStore {
+            store,
+            schema: Some(schema),
+            _dir: None,
+        }
+    }
+
+    /// A new SQLite file in a temporary directory, migrated.
+    ///
+    /// # Panics
+    /// When the file cannot be created.
+    pub async fn sqlite() -> TestStore {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let store = connect(&ConnectOptions::new(url))
+            .await
+            .expect("SQLite opens");
+        store.migrate().await.expect("migrations apply");
+        TestStore {
+            store,
+            schema: None,
+            _dir: Some(dir),
+        }
+    }
+}
+
+/// What a case gets: the (recording) store.
+struct Bundle {
+    store: Arc<dyn Store>,
+}
+
+type Case = (&'static str, fn(Bundle) -> BoxFuture<'static, ()>);
+
+macro_rules! cases {
+    ($($m:ident :: $f:ident),* $(,)?) => {
+        &[ $( (stringify!($f), |b: Bundle| -> BoxFuture<'static, ()> { Box::pin($m::$f(b)) }) ),* ]
+    };
+}
+
+const CASES: &[Case] = cases![
+    tasks::insert_get_and_defaults,
+    tasks::unique_keys,
+    tasks::cancel_and_retry_by_hand,
+    tasks::retry_of_exhausted_task_gets_one_more_attempt,
+    tasks::prune_by_retention,
+    tasks::bulk_insert_claim_complete,
+    tasks::dashboard_reads_and_operator_actions,
+    claims::claim_order_priority_run_at_id,
+    claims::claim_by_kinds,
+    claims::claim_skips_what_it_must,
+    claims::concurrency_key_limit,
+    claims::queue_concurrency_limit,
+    claims::exactly_once_under_concurrent_claimers,
+    claims::leases_heartbeats_and_stale_tokens,
+    claims::attempt_deadline,
+    claims::rescue_retries_then_discards,
+    claims::fail_rules,
+    queues::queue_settings_round_trip,
+    nodes::node_registry,
+    processes::process_zombies_simple_repair_and_list,
+    tokens::api_tokens,
+    schedules::schedules_put_fire_pause_and_delete,
+    notifications::notifications_sinks_and_listen,
+    processes::process_commit_fail_import_and_remove,
+];
+
+/// Every method of the [`Store`] trait, read from its source, so a method added later is
+/// covered by the check without anyone listing it.
+fn trait_methods() -> BTreeSet<&'static str> {
+    let src = include_str!("../lib.rs");
+    let start = src.find("pub trait Store:").expect("the trait");
+    let body = &src[start..];
+    let end = body.find("\n}\n").expect("the trait's end");
+    body[..end]
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("async ").unwrap_or(l);
+            let rest = l.strip_prefix("fn ")?;
+            Some(rest.split(['(', '<']).next().unwrap_or(rest))
+        })
+        .collect()
+}
+
+/// Runs every case on a fresh store from `make`, then checks that the cases called every
+/// method of [`Store`].
+///
+/// # Panics
+/// When a case fails (its name is printed first), or a method was never called.
+pub async fn exercise<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = TestStore>,
+{
+    let only = std::env::var("DOCKET_CONFORMANCE_CASE").ok();
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    for (name, case) in CASES {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        let t = make().await;
+        let store: Arc<dyn Store> = Arc::new(recording::Recording {
+            inner: t.store.clone(),
+            seen: seen.clone(),
+        });
+        eprintln!("conformance: {name} on {:?}", t.store.backend());
+        case(Bundle {
+            store: store.clone(),
+        })
+        .await;
+        store.close().await;
+    }
+    if only.is_some() {
+        return;
+    }
+    let seen = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let missed: Vec<_> = trait_methods()
+        .into_iter()
+        .filter(|m| !seen.contains(m))
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "the conformance suite never calls Store::{missed:?}"
+    );
+}
+
+fn t0() -> Timestamp {
+    chrono::Utc.with_ymd_and_hms(2030, 1, 1, 12, 0, 0).unwrap()
+}
+
+fn secs(s: i64) -> chrono::Duration {
+    chrono::TimeDelta::try_seconds(s).expect("small")
+}
+
+fn resolve(n: NewTask, now: Timestamp) -> ResolvedTask {
+    n.resolve(None, &TaskDefaults::default(), now).unwrap()
+}
+
+async fn insert(s: &dyn Store, tasks: Vec<NewTask>, now: Timestamp) -> Vec<docket_core::Task> {
+    let names: Vec<String> = tasks.iter().map(|t| t.queue_name().to_string()).collect();
+    let qs = s.queue_settings_many(&names).await.unwrap();
+    let tasks = tasks
+        .into_iter()
+        .map(|n| {
+            let q = qs.get(n.queue_name()).cloned();
+            n.resolve(q.as_ref(), &TaskDefaults::default(), now)
+                .unwrap()
+        })
+        .collect();
+    s.task_insert_many(TaskInsertManyParams { tasks, now })
+        .await
+        .unwrap()
+}
+
+fn nt(kind: &str) -> NewTask {
+    NewTask::new(kind, json!({"k": kind}))
+}
+
+async fn claim(s: &dyn Store, queue: &str, limit: i64, now: Timestamp) -> Vec<docket_core::Task> {
+    s.task_claim(TaskClaimParams {
+        kinds: None,
+        queue: queue.into(),
+        worker: "w1".into(),
+        node: "n1".into(),
+        limit,
+        lease: None,
+        now,
+    })
+    .await
+    .unwrap()
+}
+
+fn done(token: &docket_core::Task, result: serde_json::Value) -> TaskComplete {
+    TaskComplete {
+        id: token.id,
+        token: token.lease.as_ref().unwrap().token.clone(),
+        result,
+    }
+}
+
+fn fail(t: &docket_core::Task, msg: &str) -> TaskFail {
+    TaskFail {
+        id: t.id,
+        token: t.lease.as_ref().unwrap().token.clone(),
+        error: msg.into(),
+        retry_in: None,
+        permanent: false,
+    }
+}
+
+fn state_run_at(o: &LeaseOutcome) -> (TaskState, docket_core::Timestamp) {
+    match o {
+        LeaseOutcome::Ok { state, run_at, .. } => (*state, *run_at),
+        other => panic!("not applied: {other:?}"),
+    }
+}

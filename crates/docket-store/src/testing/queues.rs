@@ -1,0 +1,35 @@
+//! Conformance cases: queues.
+
+use super::*;
+
+pub(super) async fn queue_settings_round_trip(b: Bundle) {
+    let s = &*b.store;
+    let set = QueueSettings {
+        paused: false,
+        concurrency_limit: Some(4),
+        max_attempts: Some(9),
+        backoff: Some(docket_core::Backoff {
+            jitter: 0.0,
+            ..Default::default()
+        }),
+        timeout: Some(Duration::from_secs(30)),
+        retention_completed: Some(Duration::from_secs(60)),
+        retention_failed: Some(Duration::from_secs(120)),
+        mask_payload: true,
+    };
+    let q = s.queue_put("x", &set, t0()).await.unwrap();
+    assert_eq!(q.settings, set);
+    let q = s.queue_set_paused("x", true, t0()).await.unwrap();
+    assert!(q.settings.paused);
+    assert_eq!(q.settings.max_attempts, Some(9));
+    insert(s, vec![nt("in-default")], t0()).await;
+    let all = s.queue_list().await.unwrap();
+    assert_eq!(
+        all.iter().map(|q| q.name.as_str()).collect::<Vec<_>>(),
+        vec!["default", "x"]
+    );
+    assert_eq!(all[0].counts[&TaskState::Available], 1);
+    assert_eq!(all[0].counts.len(), 7);
+    let unknown = s.queue_get("nothing").await.unwrap();
+    assert_eq!(unknown.settings, QueueSettings::default());
+}

@@ -1,0 +1,165 @@
+//! Conformance cases: schedules.
+
+use super::*;
+use docket_core::ScheduleSpec;
+
+fn spec(name: &str, every: u64) -> ScheduleSpec {
+    serde_json::from_value(json!({
+        "name": name,
+        "every": format!("{every}s"),
+        "task": {"kind": "tick", "queue": "sched"},
+    }))
+    .expect("a schedule spec")
+}
+
+/// Schedules: create and replace (keeping paused and last run), get and list by name, due and
+/// next due (paused ones are neither), fire exactly once per occurrence, unique keys, pause and
+/// resume, delete (the tasks stay).
+pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
+    let s = &*b.store;
+    assert_eq!(s.schedule_next_due().await.unwrap(), None);
+    let a = s
+        .schedule_put(&spec("a", 60), t0() + secs(60), t0())
+        .await
+        .unwrap();
+    assert_eq!(
+        (a.paused, a.next_run_at, a.last_run_at),
+        (false, t0() + secs(60), None)
+    );
+    s.schedule_put(&spec("b", 30), t0() + secs(30), t0())
+        .await
+        .unwrap();
+    assert_eq!(
+        s.schedule_list()
+            .await
+            .unwrap()
+            .iter()
+            .map(|x| x.spec.name.clone())
+            .collect::<Vec<_>>(),
+        vec!["a", "b"]
+    );
+    assert_eq!(s.schedule_next_due().await.unwrap(), Some(t0() + secs(30)));
+    assert!(s
+        .schedule_due(t0() + secs(29), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let due = s.schedule_due(t0() + secs(60), 10).await.unwrap();
+    assert_eq!(
+        due.iter().map(|x| x.spec.name.clone()).collect::<Vec<_>>(),
+        vec!["b", "a"],
+        "soonest first"
+    );
+    assert_eq!(
+        s.schedule_due(t0() + secs(60), 1).await.unwrap().len(),
+        1,
+        "limit"
+    );
+
+    // Fire b's occurrence at +30 s: one task, the schedule moves on; a second fire of the
+    // same occurrence (another node) does nothing.
+    let task = |key: Option<&str>| {
+        resolve(
+            NewTask {
+                queue: Some("sched".into()),
+                unique_key: key.map(String::from),
+                ..NewTask::new("tick", json!({}))
+            },
+            t0() + secs(30),
+        )
+    };
+    let fire = |occurrence: i64, next: i64, key: Option<&str>| ScheduleFireParams {
+        name: "b".into(),
+        occurrence: t0() + secs(occurrence),
+        next_run_at: t0() + secs(next),
+        task: task(key),
+        now: t0() + secs(occurrence),
+    };
+    let fired = s
+        .schedule_fire(fire(30, 60, Some("schedule:b:1")))
+        .await
+        .unwrap();
+    let t = fired.expect("fired").expect("a task");
+    assert_eq!((t.kind.as_str(), t.queue.as_str()), ("tick", "sched"));
+    assert_eq!(
+        s.schedule_fire(fire(30, 60, Some("schedule:b:1")))
+            .await
+            .unwrap(),
+        None
+    );
+    let b1 = s.schedule_get("b").await.unwrap().unwrap();
+    assert_eq!(
+        (b1.next_run_at, b1.last_run_at, b1.last_task_id),
+        (t0() + secs(60), Some(t0() + secs(30)), Some(t.id))
+    );
+    assert_eq!(
+        s.task_find_by_unique_key("schedule:b:1")
+            .await
+            .unwrap()
+            .map(|t| t.id),
+        Some(t.id)
+    );
+    assert_eq!(
+        s.task_find_by_unique_key("schedule:b:0").await.unwrap(),
+        None
+    );
+    // The next occurrence whose unique key is held by an unfinished task: fired, no task.
+    let again = s
+        .schedule_fire(fire(60, 90, Some("schedule:b:1")))
+        .await
+        .unwrap();
+    assert_eq!(again, Some(None));
+    assert_eq!(
+        s.schedule_get("b").await.unwrap().unwrap().next_run_at,
+        t0() + secs(90)
+    );
+
+    // Replacing keeps paused and last run; pause hides it from due and next due.
+    let paused = s
+        .schedule_pause("a", true, None, t0())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(paused.paused);
+    let a2 = s
+        .schedule_put(&spec("a", 120), t0() + secs(120), t0())
+        .await
+        .unwrap();
+    assert!(a2.paused, "replacing keeps paused");
+    assert_eq!(a2.spec.every, Some(Duration::from_secs(120)));
+    assert!(s
+        .schedule_due(t0() + secs(1000), 10)
+        .await
+        .unwrap()
+        .iter()
+        .all(|x| x.spec.name != "a"));
+    assert_eq!(s.schedule_next_due().await.unwrap(), Some(t0() + secs(90)));
+    // A paused schedule does not fire.
+    let fire_a = ScheduleFireParams {
+        name: "a".into(),
+        occurrence: t0() + secs(120),
+        next_run_at: t0() + secs(240),
+        task: task(None),
+        now: t0() + secs(120),
+    };
+    assert_eq!(s.schedule_fire(fire_a).await.unwrap(), None);
+    let resumed = s
+        .schedule_pause("a", false, Some(t0() + secs(500)), t0())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (resumed.paused, resumed.next_run_at),
+        (false, t0() + secs(500))
+    );
+    assert_eq!(
+        s.schedule_pause("nope", true, None, t0()).await.unwrap(),
+        None
+    );
+
+    // Delete: gone, its task stays; deleting again says so.
+    assert!(s.schedule_delete("b").await.unwrap());
+    assert!(!s.schedule_delete("b").await.unwrap());
+    assert_eq!(s.schedule_get("b").await.unwrap(), None);
+    assert!(s.task_get(t.id).await.unwrap().is_some());
+}

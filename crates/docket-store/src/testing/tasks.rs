@@ -1,0 +1,415 @@
+//! Conformance cases: tasks.
+
+use super::*;
+
+pub(super) async fn insert_get_and_defaults(b: Bundle) {
+    let s = &*b.store;
+    s.queue_put(
+        "mail",
+        &QueueSettings {
+            max_attempts: Some(4),
+            timeout: Some(Duration::from_secs(7)),
+            ..Default::default()
+        },
+        t0(),
+    )
+    .await
+    .unwrap();
+    let mut n = nt("send");
+    n.queue = Some("mail".into());
+    let mut later = nt("later");
+    later.run_at = Some(t0() + secs(60));
+    later.priority = Some(5);
+    let got = insert(s, vec![n, later], t0()).await;
+    assert_eq!(got.len(), 2);
+    assert!(got[0].id < got[1].id);
+    assert_eq!(got[0].inserted, Some(true));
+    assert_eq!(
+        (got[0].max_attempts, got[0].timeout),
+        (4, Duration::from_secs(7))
+    );
+    assert_eq!(got[0].state, TaskState::Available);
+    assert_eq!(got[1].state, TaskState::Scheduled);
+    assert_eq!(got[1].max_attempts, docket_core::DEFAULT_MAX_ATTEMPTS);
+    let back = s.task_get(got[0].id).await.unwrap().unwrap();
+    assert_eq!(back.payload, json!({"k": "send"}));
+    assert_eq!(back.queue, "mail");
+    assert_eq!(back.created_at, t0());
+    assert!(s.task_get(999_999).await.unwrap().is_none());
+    let list = s
+        .task_list(TaskListParams {
+            states: vec![TaskState::Scheduled],
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        list.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![got[1].id]
+    );
+    let page = s
+        .task_list(TaskListParams {
+            after: Some(got[0].id),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1);
+    // The insert's answer is exactly what a later read returns (times in microseconds).
+    let odd = t0() + chrono::Duration::nanoseconds(123_456_789);
+    let mut n = nt("exact");
+    n.run_in = Some(Duration::from_nanos(1_001));
+    n.expires_at = Some(odd + secs(100));
+    n.unique_key = Some("exact".into());
+    let ins = insert(s, vec![n], odd).await.remove(0);
+    let mut read = s.task_get(ins.id).await.unwrap().unwrap();
+    read.inserted = Some(true);
+    assert_eq!(read, ins);
+    let s_ = s.task_list(TaskListParams {
+        kind: Some("exact".into()),
+        limit: 5,
+        ..Default::default()
+    });
+    assert_eq!(s_.await.unwrap().len(), 1);
+}
+
+pub(super) async fn unique_keys(b: Bundle) {
+    let s = &*b.store;
+    let mut a = nt("a");
+    a.unique_key = Some("order-1".into());
+    let mut a2 = nt("a2");
+    a2.unique_key = Some("order-1".into());
+    let got = insert(s, vec![a.clone(), nt("plain"), a2.clone()], t0()).await;
+    assert_eq!(got[0].inserted, Some(true));
+    assert_eq!(got[1].inserted, Some(true));
+    assert_eq!(got[2].inserted, Some(false));
+    assert_eq!(got[2].id, got[0].id);
+    assert_eq!(got[1].kind, "plain");
+    let again = insert(s, vec![a2.clone()], t0()).await;
+    assert_eq!((again[0].id, again[0].inserted), (got[0].id, Some(false)));
+    // Once the first finishes, the key is free again.
+    let t = claim(s, "default", 1, t0()).await.remove(0);
+    assert_eq!(t.id, got[0].id);
+    s.task_complete_many(&[done(&t, json!(1))], t0())
+        .await
+        .unwrap();
+    let third = insert(s, vec![a2], t0()).await;
+    assert_eq!(third[0].inserted, Some(true));
+    assert_ne!(third[0].id, got[0].id);
+}
+
+pub(super) async fn cancel_and_retry_by_hand(b: Bundle) {
+    let s = &*b.store;
+    let got = insert(s, vec![nt("waiting"), nt("running"), nt("running2")], t0()).await;
+    let c = s.task_cancel(got[0].id, t0()).await.unwrap();
+    assert_eq!(c.state, TaskState::Cancelled);
+    assert_eq!(c.finished_at, Some(t0()));
+    // Cancelling again is harmless.
+    assert_eq!(
+        s.task_cancel(got[0].id, t0()).await.unwrap().state,
+        TaskState::Cancelled
+    );
+    let running = claim(s, "default", 2, t0()).await;
+    assert_eq!(running.len(), 2);
+    let r = s.task_cancel(running[0].id, t0()).await.unwrap();
+    assert_eq!(r.state, TaskState::Running);
+    assert_eq!(r.cancel_requested_at, Some(t0()));
+    let e = s
+        .task_heartbeat(TaskHeartbeatParams {
+            id: running[0].id,
+            token: running[0].lease.clone().unwrap().token,
+            progress: None,
+            lease: None,
+            now: t0() + secs(1),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Cancelled));
+    assert_eq!(
+        s.task_get(running[0].id).await.unwrap().unwrap().state,
+        TaskState::Cancelled
+    );
+    // Its late complete is answered `cancelled` and changes nothing.
+    let outs = s
+        .task_complete_many(&[done(&running[0], json!(1))], t0())
+        .await
+        .unwrap();
+    assert_eq!(outs, vec![LeaseOutcome::Cancelled]);
+    // A cancel that lands while the work finishes: complete answers cancelled, result kept.
+    s.task_cancel(running[1].id, t0()).await.unwrap();
+    let outs = s
+        .task_complete_many(&[done(&running[1], json!("r"))], t0())
+        .await
+        .unwrap();
+    assert_eq!(outs, vec![LeaseOutcome::Cancelled]);
+    let t = s.task_get(running[1].id).await.unwrap().unwrap();
+    assert_eq!(
+        (t.state, t.result),
+        (TaskState::Cancelled, Some(json!("r")))
+    );
+    // Never started again...
+    assert!(claim(s, "default", 10, t0()).await.is_empty());
+    // ...unless retried by hand.
+    let r = s.task_retry(got[0].id, t0() + secs(5)).await.unwrap();
+    assert_eq!(r.state, TaskState::Available);
+    assert_eq!(r.finished_at, None);
+    let again = claim(s, "default", 10, t0() + secs(5)).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id, got[0].id);
+    s.task_complete_many(&[done(&again[0], json!(null))], t0())
+        .await
+        .unwrap();
+    let e = s.task_retry(got[0].id, t0()).await.unwrap_err();
+    assert!(matches!(e, StoreError::InvalidState(_)), "{e:?}");
+    let e = s.task_cancel(got[0].id, t0()).await.unwrap_err();
+    assert!(matches!(e, StoreError::InvalidState(_)), "{e:?}");
+    assert!(matches!(
+        s.task_retry(99_999, t0()).await.unwrap_err(),
+        StoreError::NotFound(_)
+    ));
+    assert!(matches!(
+        s.task_cancel(99_999, t0()).await.unwrap_err(),
+        StoreError::NotFound(_)
+    ));
+}
+
+pub(super) async fn retry_of_exhausted_task_gets_one_more_attempt(b: Bundle) {
+    let s = &*b.store;
+    let mut n = nt("x");
+    n.max_attempts = Some(1);
+    let id = insert(s, vec![n], t0()).await[0].id;
+    let t = claim(s, "default", 1, t0()).await.remove(0);
+    s.task_fail_many(&[fail(&t, "nope")], None, t0())
+        .await
+        .unwrap();
+    assert_eq!(
+        s.task_get(id).await.unwrap().unwrap().state,
+        TaskState::Discarded
+    );
+    let r = s.task_retry(id, t0()).await.unwrap();
+    assert_eq!(r.max_attempts, 2);
+    let t = claim(s, "default", 1, t0()).await.remove(0);
+    assert_eq!(t.attempt, 2);
+}
+
+pub(super) async fn prune_by_retention(b: Bundle) {
+    let s = &*b.store;
+    s.queue_put(
+        "short",
+        &QueueSettings {
+            retention_completed: Some(Duration::from_secs(10)),
+            ..Default::default()
+        },
+        t0(),
+    )
+    .await
+    .unwrap();
+    let mut v: Vec<NewTask> = (0..5).map(|i| nt(&format!("d{i}"))).collect();
+    let mut sh = nt("short");
+    sh.queue = Some("short".into());
+    v.push(sh);
+    v.push(nt("failed"));
+    insert(s, v, t0()).await;
+    let c = claim(s, "default", 10, t0()).await;
+    let (ok, bad) = c.split_at(5);
+    let items: Vec<TaskComplete> = ok.iter().map(|t| done(t, json!(1))).collect();
+    s.task_complete_many(&items, t0()).await.unwrap();
+    let mut f = fail(&bad[0], "x");
+    f.permanent = true;
+    s.task_fail_many(&[f], None, t0()).await.unwrap();
+    let short = claim(s, "short", 1, t0()).await;
+    s.task_complete_many(&[done(&short[0], json!(1))], t0())
+        .await
+        .unwrap();
+    let p = |now| TaskPruneParams {
+        now,
+        retention_completed: Duration::from_secs(3600),
+        retention_failed: Duration::from_secs(7200),
+        limit: 2,
+    };
+    assert_eq!(
+        s.task_prune(p(t0() + secs(11))).await.unwrap(),
+        1,
+        "the short queue's"
+    );
+    assert_eq!(
+        s.task_prune(p(t0() + secs(3601))).await.unwrap(),
+        2,
+        "small batches"
+    );
+    assert_eq!(s.task_prune(p(t0() + secs(3601))).await.unwrap(), 2);
+    assert_eq!(s.task_prune(p(t0() + secs(3601))).await.unwrap(), 1);
+    assert_eq!(
+        s.task_prune(p(t0() + secs(3601))).await.unwrap(),
+        0,
+        "discarded kept longer"
+    );
+    assert_eq!(s.task_prune(p(t0() + secs(7201))).await.unwrap(), 1);
+    assert!(s
+        .task_list(TaskListParams {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+pub(super) async fn bulk_insert_claim_complete(b: Bundle) {
+    let s = &*b.store;
+    let v: Vec<ResolvedTask> = (0..2000)
+        .map(|i| resolve(nt(&format!("b{i}")), t0()))
+        .collect();
+    let got = s
+        .task_insert_many(TaskInsertManyParams {
+            tasks: v,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 2000);
+    assert!(got.windows(2).all(|w| w[0].id < w[1].id));
+    assert_eq!(got[1999].kind, "b1999");
+    let c = claim(s, "default", 500, t0()).await;
+    assert_eq!(c.len(), 500);
+    assert_eq!(c[0].kind, "b0");
+    let items: Vec<TaskComplete> = c.iter().map(|t| done(t, json!({"n": t.id}))).collect();
+    let outs = s.task_complete_many(&items, t0()).await.unwrap();
+    assert_eq!(outs.len(), 500);
+    assert!(outs.iter().all(|o| matches!(
+        o,
+        LeaseOutcome::Ok {
+            state: TaskState::Completed,
+            ..
+        }
+    )));
+    let q = s.queue_get("default").await.unwrap();
+    assert_eq!(q.counts[&TaskState::Completed], 500);
+    assert_eq!(q.counts[&TaskState::Available], 1500);
+}
+
+pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
+    let s = &*b.store;
+    let tasks = insert(
+        s,
+        vec![
+            NewTask::new("mail", json!({"to": "Needle@example.com"})),
+            NewTask::new("mail", json!({"to": "hay@example.com"})),
+            NewTask {
+                run_in: Some(std::time::Duration::from_secs(3600)),
+                ..nt("later")
+            },
+        ],
+        t0(),
+    )
+    .await;
+    // Text in the payload (case-insensitive), then in the errors.
+    let found = s
+        .task_list(TaskListParams {
+            text: Some("needle".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        found.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![tasks[0].id]
+    );
+    // Oldest available per queue.
+    let oldest = s.queue_oldest_available().await.unwrap();
+    assert_eq!(oldest, vec![("default".to_string(), t0())]);
+    // Run now: scheduled → available; an available task is refused.
+    let now = t0() + secs(5);
+    let t = s.task_run_now(tasks[2].id, now).await.unwrap();
+    assert_eq!((t.state, t.run_at), (TaskState::Available, now));
+    assert!(matches!(
+        s.task_run_now(tasks[0].id, now).await,
+        Err(StoreError::InvalidState(_))
+    ));
+    assert!(matches!(
+        s.task_run_now(999_999, now).await,
+        Err(StoreError::NotFound(_))
+    ));
+    // Throughput: completed and discarded per minute.
+    let c = claim(s, "default", 3, t0() + secs(10)).await;
+    assert_eq!(c.len(), 3);
+    s.task_complete_many(
+        &[done(&c[0], json!(1)), done(&c[1], json!(2))],
+        t0() + secs(61),
+    )
+    .await
+    .unwrap();
+    let mut f = fail(&c[2], "boom in the errors");
+    f.permanent = true;
+    s.task_fail_many(&[f], None, t0() + secs(130))
+        .await
+        .unwrap();
+    let by_error = s
+        .task_list(TaskListParams {
+            text: Some("BOOM".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_error.len(), 1);
+    let tp = s.task_throughput(t0()).await.unwrap();
+    let minute = |m: i64| t0() + secs(60 * m);
+    assert_eq!(
+        tp.iter()
+            .map(|t| (t.minute, t.completed, t.failed))
+            .collect::<Vec<_>>(),
+        vec![(minute(1), 2, 0), (minute(2), 0, 1)]
+    );
+    assert!(s
+        .task_throughput(t0() + secs(3600))
+        .await
+        .unwrap()
+        .is_empty());
+    // The audit log, newest first.
+    s.audit_add(
+        "cli:ann",
+        "task.cancel",
+        "task:1",
+        Some(json!({"q": "default"})),
+        t0(),
+    )
+    .await
+    .unwrap();
+    s.audit_add(
+        "dashboard",
+        "queue.pause",
+        "queue:default",
+        None,
+        t0() + secs(1),
+    )
+    .await
+    .unwrap();
+    let log = s.audit_list(10).await.unwrap();
+    assert_eq!(log.len(), 2);
+    assert_eq!(
+        (log[0].actor.as_str(), log[0].action.as_str()),
+        ("dashboard", "queue.pause")
+    );
+    assert_eq!(log[1].detail, Some(json!({"q": "default"})));
+    assert_eq!(log[1].at, t0());
+    assert_eq!(s.audit_list(1).await.unwrap().len(), 1);
+    // Audit retention: entries older than `audit` go, newer stay.
+    let pruned = s
+        .aux_prune(AuxPruneParams {
+            now: t0() + secs(10),
+            notifications: Duration::from_secs(86_400),
+            audit: Duration::from_millis(9_500),
+            nodes: Duration::from_secs(86_400),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(pruned.audit, 1);
+    assert_eq!(s.audit_list(10).await.unwrap()[0].action, "queue.pause");
+    let (in_use, idle) = s.pool_connections();
+    assert!(in_use + idle >= 1);
+}
