@@ -315,6 +315,13 @@ impl From<StoreError> for ApiError {
                     "a constraint of the database refused the change",
                 )
             }
+            StoreError::Corrupt(m) => {
+                tracing::error!(error = %m, "stored data does not decode");
+                ApiError::new(
+                    Code::Internal,
+                    "a stored value does not decode; the server logged which",
+                )
+            }
             other => {
                 tracing::error!(error = %other, "store error");
                 ApiError::new(Code::Unavailable, "the database is unavailable; try again")

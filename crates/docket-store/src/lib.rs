@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod decode;
 pub mod postgres;
 pub mod sqlite;
 #[cfg(feature = "testing")]
@@ -45,12 +46,71 @@ pub enum StoreError {
     /// Bad input detected by the store (for example a value out of range).
     #[error("{0}")]
     Invalid(String),
-    /// The database could not be reached or failed.
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    /// The database failed; `kind` says how (see [`DbErrorKind`]), `message` is the driver's
+    /// text, for logs. Every query's error reaches callers through one mapping
+    /// (`From<sqlx::Error>`): a unique violation is [`StoreError::Conflict`], a missing row
+    /// [`StoreError::NotFound`], anything else this with its kind.
+    #[error("database error ({kind:?}): {message}")]
+    Database {
+        /// What kind of failure.
+        kind: DbErrorKind,
+        /// The driver's message.
+        message: String,
+    },
+    /// A stored value does not decode (names the row and column): data written by something
+    /// else, or a bug; never replaced by a default.
+    #[error("stored data does not decode: {0}")]
+    Corrupt(String),
     /// Migrations failed.
     #[error("migration error: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::RowNotFound => return StoreError::NotFound("row".into()),
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+                return StoreError::Corrupt(e.to_string())
+            }
+            sqlx::Error::Database(d) if d.is_unique_violation() => {
+                return StoreError::Conflict(d.message().to_string())
+            }
+            _ => {}
+        }
+        StoreError::Database {
+            kind: classify(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Migrate(e.to_string())
+    }
+}
+
+/// The kind of a driver error: SQLSTATE class on PostgreSQL, result code on SQLite.
+fn classify(e: &sqlx::Error) -> DbErrorKind {
+    let Some(d) = e.as_database_error() else {
+        return DbErrorKind::Unavailable;
+    };
+    if d.is_unique_violation() || d.is_foreign_key_violation() || d.is_check_violation() {
+        return DbErrorKind::Conflict;
+    }
+    let code = d.code().map(|c| c.to_string()).unwrap_or_default();
+    match code.as_str() {
+        // SQLite: SQLITE_BUSY, SQLITE_LOCKED and their extended codes.
+        "5" | "6" | "261" | "262" | "517" => return DbErrorKind::Retryable,
+        _ => {}
+    }
+    match code.get(..2) {
+        Some("22") => DbErrorKind::InvalidData,
+        Some("23") => DbErrorKind::Conflict,
+        Some("40") => DbErrorKind::Retryable,
+        _ => DbErrorKind::Unavailable,
+    }
 }
 
 /// What kind of failure a [`StoreError::Database`] is, from its SQLSTATE class (PostgreSQL) or
@@ -72,31 +132,10 @@ pub enum DbErrorKind {
 impl StoreError {
     /// The kind of a database failure; `None` for the store's own errors.
     pub fn db_kind(&self) -> Option<DbErrorKind> {
-        let StoreError::Database(e) = self else {
-            return None;
-        };
-        let Some(d) = e.as_database_error() else {
-            return Some(DbErrorKind::Unavailable);
-        };
-        if d.is_unique_violation() || d.is_foreign_key_violation() || d.is_check_violation() {
-            return Some(DbErrorKind::Conflict);
+        match self {
+            StoreError::Database { kind, .. } => Some(*kind),
+            _ => None,
         }
-        let code = d.code().map(|c| c.to_string()).unwrap_or_default();
-        Some(match code.get(..2) {
-            Some("22") => DbErrorKind::InvalidData,
-            Some("23") => DbErrorKind::Conflict,
-            Some("40") => DbErrorKind::Retryable,
-            _ => DbErrorKind::Unavailable,
-        })
-    }
-
-    pub(crate) fn from_db(e: sqlx::Error) -> StoreError {
-        if let sqlx::Error::Database(d) = &e {
-            if d.is_unique_violation() {
-                return StoreError::Conflict(d.message().to_string());
-            }
-        }
-        StoreError::Database(e)
     }
 }
 

@@ -1,11 +1,17 @@
-//! Database failures are classified by kind ([`StoreError::db_kind`]) from real errors of a real
-//! PostgreSQL and a real SQLite file, so the API answers a value the database refuses with 400
-//! and a constraint with 409 instead of 503 for everything.
+//! Database failures go through one mapping (`From<sqlx::Error> for StoreError`), checked
+//! here with real errors of a real PostgreSQL and a real SQLite file: a unique violation is
+//! `Conflict`, a missing row `NotFound`, a value the database refuses `InvalidData` (400 at the
+//! API), a busy database `Retryable`, the rest `Unavailable` (503).
 
 use docket_store::{DbErrorKind, StoreError};
 
 fn kind(e: sqlx::Error) -> Option<DbErrorKind> {
-    StoreError::Database(e).db_kind()
+    match StoreError::from(e) {
+        // A unique violation becomes the store's own Conflict, the same as every other
+        // constraint's kind.
+        StoreError::Conflict(_) => Some(DbErrorKind::Conflict),
+        other => other.db_kind(),
+    }
 }
 
 #[tokio::test]
@@ -51,6 +57,19 @@ async fn postgres_errors_by_kind() {
         Some(DbErrorKind::Unavailable)
     );
     assert_eq!(StoreError::LeaseLost.db_kind(), None);
+    let e = sqlx::query("SELECT 1 WHERE false")
+        .fetch_one(&pool)
+        .await
+        .unwrap_err();
+    assert!(matches!(StoreError::from(e), StoreError::NotFound(_)));
+    let e = sqlx::query_scalar::<_, i64>("SELECT 'x'::text")
+        .fetch_one(&pool)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(StoreError::from(e), StoreError::Corrupt(_)),
+        "a column of the wrong type is corrupt data, not an outage"
+    );
 }
 
 #[tokio::test]
@@ -71,4 +90,93 @@ async fn sqlite_errors_by_kind() {
         .await
         .unwrap_err();
     assert_eq!(kind(e), Some(DbErrorKind::Conflict));
+    // Another connection holds the write lock: busy, worth retrying.
+    let mut a = pool.acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *a)
+        .await
+        .unwrap();
+    let opts: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+    let other = sqlx::SqlitePool::connect_with(opts.busy_timeout(std::time::Duration::ZERO))
+        .await
+        .unwrap();
+    let e = sqlx::query("BEGIN IMMEDIATE; INSERT INTO u VALUES (2)")
+        .execute(&other)
+        .await
+        .unwrap_err();
+    assert_eq!(kind(e), Some(DbErrorKind::Retryable));
+    sqlx::query("ROLLBACK").execute(&mut *a).await.unwrap();
+}
+
+/// A stored value that does not decode is an error naming the row, not a default: an `errors`
+/// column that is not a list, a time out of range.
+async fn corrupt_rows_are_named(t: docket_store::testing::TestStore, raw: &str) {
+    use docket_core::{NewTask, TaskDefaults};
+    let now = chrono::Utc::now();
+    let task = NewTask::new("k", serde_json::json!({}))
+        .resolve(None, &TaskDefaults::default(), now)
+        .unwrap();
+    let inserted = t
+        .store
+        .task_insert_many(docket_store::TaskInsertManyParams {
+            tasks: vec![task],
+            now,
+        })
+        .await
+        .unwrap();
+    let id = inserted[0].id;
+    let table = match &t.schema {
+        Some(s) => format!("\"{s}\".docket_tasks"),
+        None => "docket_tasks".into(),
+    };
+    let run = |sql: String| async move {
+        if let Some(path) = raw.strip_prefix("sqlite://") {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{path}"))
+                .await
+                .unwrap();
+            sqlx::query(&sql).execute(&pool).await.unwrap();
+        } else {
+            let pool = sqlx::PgPool::connect(raw).await.unwrap();
+            sqlx::query(&sql).execute(&pool).await.unwrap();
+        }
+    };
+    let not_a_list = if t.schema.is_some() {
+        "'{\"x\": 1}'::jsonb"
+    } else {
+        "'{\"x\": 1}'"
+    };
+    run(format!(
+        "UPDATE {table} SET errors = {not_a_list} WHERE id = {id}"
+    ))
+    .await;
+    let e = t.store.task_get(id).await.unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupt(m) if m.contains(&format!("task {id}")) && m.contains("errors")),
+        "{e}"
+    );
+    if t.schema.is_none() {
+        // SQLite keeps times as integers: one past chrono's range is not 1970.
+        run(format!(
+            "UPDATE {table} SET errors = '[]', run_at = 9223372036854775807 WHERE id = {id}"
+        ))
+        .await;
+        let e = t.store.task_get(id).await.unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Corrupt(m) if m.contains(&format!("task {id}")) && m.contains("run_at")),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn corrupt_rows_on_postgres() {
+    let t = docket_store::testing::TestStore::postgres().await;
+    corrupt_rows_are_named(t, &docket_store::testing::TestStore::pg_url()).await;
+}
+
+#[tokio::test]
+async fn corrupt_rows_on_sqlite() {
+    let t = docket_store::testing::TestStore::sqlite().await;
+    let path = t.path().expect("a file").display().to_string();
+    corrupt_rows_are_named(t, &format!("sqlite://{path}")).await;
 }

@@ -1,8 +1,9 @@
 //! PostgreSQL backend: `FOR UPDATE SKIP LOCKED` claims, batch statements over `unnest` arrays,
 //! advisory locks for concurrency keys, LISTEN/NOTIFY wake-ups.
 
+use crate::decode;
 use crate::*;
-use docket_core::{Backoff, Lease, TaskError};
+use docket_core::{Backoff, Lease};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
 use std::str::FromStr;
@@ -27,35 +28,35 @@ pub struct PgStore {
 }
 
 fn decode(row: &PgRow) -> Result<Task> {
+    let id: i64 = row.try_get("id")?;
+    let r = format!("task {id}");
     let state: String = row.try_get("state")?;
-    let errors: Value = row.try_get("errors")?;
+    let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
     Ok(Task {
-        id: row.try_get("id")?,
+        id,
         queue: row.try_get("queue")?,
         kind: row.try_get("kind")?,
         payload: row.try_get("payload")?,
         priority: row.try_get("priority")?,
-        state: state
-            .parse()
-            .map_err(|e: docket_core::state::UnknownState| StoreError::Invalid(e.to_string()))?,
+        state: decode::state(&r, &state)?,
         run_at: row.try_get("run_at")?,
         expires_at: row.try_get("expires_at")?,
         attempt: row.try_get("attempt")?,
         max_attempts: row.try_get("max_attempts")?,
         backoff: Backoff {
-            initial: Duration::from_millis(row.try_get::<i64, _>("backoff_initial_ms")? as u64),
+            initial: ms("backoff_initial_ms")?,
             coefficient: row.try_get("backoff_coefficient")?,
-            max: Duration::from_millis(row.try_get::<i64, _>("backoff_max_ms")? as u64),
+            max: ms("backoff_max_ms")?,
             jitter: row.try_get("backoff_jitter")?,
         },
-        timeout: Duration::from_millis(row.try_get::<i64, _>("timeout_ms")? as u64),
+        timeout: ms("timeout_ms")?,
         unique_key: row.try_get("unique_key")?,
         concurrency_key: row.try_get("concurrency_key")?,
         concurrency_limit: row.try_get("concurrency_limit")?,
         node: row.try_get("node")?,
         trace_id: row.try_get("trace_id")?,
         result: row.try_get("result")?,
-        errors: serde_json::from_value::<Vec<TaskError>>(errors).unwrap_or_default(),
+        errors: decode::errors(&r, row.try_get("errors")?)?,
         progress: row.try_get("progress")?,
         created_at: row.try_get("created_at")?,
         attempted_at: row.try_get("attempted_at")?,
@@ -69,17 +70,20 @@ fn decode(row: &PgRow) -> Result<Task> {
 }
 
 fn decode_process(r: &PgRow) -> Result<docket_core::process::Process> {
-    use docket_core::process::{Process, ProcessStatus};
-    let st = |c: &str| -> Result<Option<ProcessStatus>> {
-        Ok(r.try_get::<Option<String>, _>(c)?
-            .as_deref()
-            .and_then(ProcessStatus::parse))
-    };
+    use docket_core::process::Process;
+    let namespace: String = r.try_get("namespace")?;
+    let id: String = r.try_get("id")?;
+    let row = format!("process {namespace}/{id}");
+    let st = |c: &str| -> Result<Option<String>> { Ok(r.try_get::<Option<String>, _>(c)?) };
     Ok(Process {
-        namespace: r.try_get("namespace")?,
-        id: r.try_get("id")?,
-        status: st("status")?.unwrap_or(ProcessStatus::Error),
-        previous_status: st("previous_status")?,
+        status: decode::process_status_req(&row, "status", st("status")?.as_deref())?,
+        previous_status: decode::process_status(
+            &row,
+            "previous_status",
+            st("previous_status")?.as_deref(),
+        )?,
+        namespace,
+        id,
         status_changed_at: r.try_get("status_changed_at")?,
         detail: r.try_get("detail")?,
         aux_state: r.try_get("aux_state")?,
@@ -105,17 +109,15 @@ fn ms(d: Duration) -> i64 {
 }
 
 fn queue_settings(row: &PgRow) -> Result<QueueSettings> {
-    let backoff: Option<Value> = row.try_get("backoff")?;
-    let d = |c: &str| -> Result<Option<Duration>> {
-        Ok(row
-            .try_get::<Option<i64>, _>(c)?
-            .map(|v| Duration::from_millis(v as u64)))
-    };
+    let r = row
+        .try_get::<String, _>("name")
+        .map_or_else(|_| "queue".to_string(), |n| format!("queue {n}"));
+    let d = |c: &str| decode::millis_opt(&r, c, row.try_get::<Option<i64>, _>(c)?);
     Ok(QueueSettings {
         paused: row.try_get("paused")?,
         concurrency_limit: row.try_get("concurrency_limit")?,
         max_attempts: row.try_get("max_attempts")?,
-        backoff: backoff.and_then(|b| serde_json::from_value(b).ok()),
+        backoff: decode::backoff(&r, row.try_get("backoff")?)?,
         timeout: d("timeout_ms")?,
         retention_completed: d("retention_completed_ms")?,
         retention_failed: d("retention_failed_ms")?,
@@ -1029,8 +1031,7 @@ impl Store for PgStore {
             .bind(id)
             .bind(now)
             .fetch_optional(&mut *tx)
-            .await
-            .map_err(StoreError::from_db)?;
+            .await?;
         let Some(row) = row else {
             drop(tx);
             return match self.task_get(id).await? {
@@ -1922,8 +1923,7 @@ impl Store for PgStore {
         .bind(p.now)
         .bind(p.expires_at)
         .fetch_one(&self.pool)
-        .await
-        .map_err(StoreError::from_db)?;
+        .await?;
         decode_token(&row)
     }
 
@@ -2280,7 +2280,7 @@ impl PgStore {
         .bind(col!(|t| t.trace_id.clone()))
         .fetch_all(&mut *conn)
         .await
-        .map_err(StoreError::from_db)?;
+        ?;
         Ok(rows)
     }
 

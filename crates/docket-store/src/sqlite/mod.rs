@@ -2,9 +2,10 @@
 //! writer at a time; queueing in the pool beats busy-waiting on the file lock) and a reader pool.
 //! Every write transaction starts with `BEGIN IMMEDIATE`, so it never has to upgrade a read lock.
 
+use crate::decode;
 use crate::*;
 use docket_core::task::ResolvedTask;
-use docket_core::{Backoff, FailDecision, Lease, TaskError};
+use docket_core::{Backoff, FailDecision, Lease};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
@@ -40,16 +41,18 @@ fn ms(d: Duration) -> i64 {
 }
 
 fn time(row: &SqliteRow, c: &str) -> Result<Timestamp> {
-    Ok(from_us(row.try_get(c)?))
+    decode::micros("row", c, row.try_get(c)?)
 }
 
 fn time_opt(row: &SqliteRow, c: &str) -> Result<Option<Timestamp>> {
-    Ok(row.try_get::<Option<i64>, _>(c)?.map(from_us))
+    row.try_get::<Option<i64>, _>(c)?
+        .map(|v| decode::micros("row", c, v))
+        .transpose()
 }
 
 fn json(row: &SqliteRow, c: &str) -> Result<Value> {
     let s: String = row.try_get(c)?;
-    serde_json::from_str(&s).map_err(|e| StoreError::Invalid(format!("column {c}: {e}")))
+    serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("column {c}: {e}")))
 }
 
 fn json_opt(row: &SqliteRow, c: &str) -> Result<Option<Value>> {
@@ -57,39 +60,47 @@ fn json_opt(row: &SqliteRow, c: &str) -> Result<Option<Value>> {
         None => Ok(None),
         Some(s) => serde_json::from_str(&s)
             .map(Some)
-            .map_err(|e| StoreError::Invalid(format!("column {c}: {e}"))),
+            .map_err(|e| StoreError::Corrupt(format!("column {c}: {e}"))),
     }
 }
 
 fn decode(row: &SqliteRow) -> Result<Task> {
+    let id: i64 = row.try_get("id")?;
+    decode_task(row, id).map_err(|e| match e {
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!("task {id}: {m}")),
+        e => e,
+    })
+}
+
+fn decode_task(row: &SqliteRow, id: i64) -> Result<Task> {
+    let r = format!("task {id}");
     let state: String = row.try_get("state")?;
+    let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
     Ok(Task {
-        id: row.try_get("id")?,
+        id,
         queue: row.try_get("queue")?,
         kind: row.try_get("kind")?,
         payload: json(row, "payload")?,
         priority: row.try_get("priority")?,
-        state: state
-            .parse()
-            .map_err(|e: docket_core::state::UnknownState| StoreError::Invalid(e.to_string()))?,
+        state: decode::state(&r, &state)?,
         run_at: time(row, "run_at")?,
         expires_at: time_opt(row, "expires_at")?,
         attempt: row.try_get("attempt")?,
         max_attempts: row.try_get("max_attempts")?,
         backoff: Backoff {
-            initial: Duration::from_millis(row.try_get::<i64, _>("backoff_initial_ms")? as u64),
+            initial: ms("backoff_initial_ms")?,
             coefficient: row.try_get("backoff_coefficient")?,
-            max: Duration::from_millis(row.try_get::<i64, _>("backoff_max_ms")? as u64),
+            max: ms("backoff_max_ms")?,
             jitter: row.try_get("backoff_jitter")?,
         },
-        timeout: Duration::from_millis(row.try_get::<i64, _>("timeout_ms")? as u64),
+        timeout: ms("timeout_ms")?,
         unique_key: row.try_get("unique_key")?,
         concurrency_key: row.try_get("concurrency_key")?,
         concurrency_limit: row.try_get("concurrency_limit")?,
         node: row.try_get("node")?,
         trace_id: row.try_get("trace_id")?,
         result: json_opt(row, "result")?,
-        errors: serde_json::from_value::<Vec<TaskError>>(json(row, "errors")?).unwrap_or_default(),
+        errors: decode::errors(&r, json(row, "errors")?)?,
         progress: json_opt(row, "progress")?,
         created_at: time(row, "created_at")?,
         attempted_at: time_opt(row, "attempted_at")?,
@@ -103,16 +114,15 @@ fn decode(row: &SqliteRow) -> Result<Task> {
 }
 
 fn queue_settings(row: &SqliteRow) -> Result<QueueSettings> {
-    let d = |c: &str| -> Result<Option<Duration>> {
-        Ok(row
-            .try_get::<Option<i64>, _>(c)?
-            .map(|v| Duration::from_millis(v as u64)))
-    };
+    let r = row
+        .try_get::<String, _>("name")
+        .map_or_else(|_| "queue".to_string(), |n| format!("queue {n}"));
+    let d = |c: &str| decode::millis_opt(&r, c, row.try_get::<Option<i64>, _>(c)?);
     Ok(QueueSettings {
         paused: row.try_get::<i64, _>("paused")? != 0,
         concurrency_limit: row.try_get("concurrency_limit")?,
         max_attempts: row.try_get("max_attempts")?,
-        backoff: json_opt(row, "backoff")?.and_then(|b| serde_json::from_value(b).ok()),
+        backoff: decode::backoff(&r, json_opt(row, "backoff")?)?,
         timeout: d("timeout_ms")?,
         retention_completed: d("retention_completed_ms")?,
         retention_failed: d("retention_failed_ms")?,
@@ -121,17 +131,20 @@ fn queue_settings(row: &SqliteRow) -> Result<QueueSettings> {
 }
 
 fn decode_process(r: &SqliteRow) -> Result<docket_core::process::Process> {
-    use docket_core::process::{Process, ProcessStatus};
-    let st = |c: &str| -> Result<Option<ProcessStatus>> {
-        Ok(r.try_get::<Option<String>, _>(c)?
-            .as_deref()
-            .and_then(ProcessStatus::parse))
-    };
+    use docket_core::process::Process;
+    let namespace: String = r.try_get("namespace")?;
+    let id: String = r.try_get("id")?;
+    let row = format!("process {namespace}/{id}");
+    let st = |c: &str| -> Result<Option<String>> { Ok(r.try_get::<Option<String>, _>(c)?) };
     Ok(Process {
-        namespace: r.try_get("namespace")?,
-        id: r.try_get("id")?,
-        status: st("status")?.unwrap_or(ProcessStatus::Error),
-        previous_status: st("previous_status")?,
+        status: decode::process_status_req(&row, "status", st("status")?.as_deref())?,
+        previous_status: decode::process_status(
+            &row,
+            "previous_status",
+            st("previous_status")?.as_deref(),
+        )?,
+        namespace,
+        id,
         status_changed_at: time(r, "status_changed_at")?,
         detail: r.try_get("detail")?,
         aux_state: json(r, "aux_state")?,
@@ -226,7 +239,7 @@ impl SqliteStore {
         .bind(&t.trace_id)
         .fetch_optional(&mut **tx)
         .await
-        .map_err(StoreError::from_db)
+        .map_err(StoreError::from)
     }
 
     async fn insert_one(
@@ -822,8 +835,7 @@ impl Store for SqliteStore {
             .bind(id)
             .bind(us(now))
             .fetch_optional(&mut *tx)
-            .await
-            .map_err(StoreError::from_db)?;
+            .await?;
         if let Some(r) = row {
             tx.commit().await?;
             return decode(&r);
@@ -1148,7 +1160,9 @@ impl Store for SqliteStore {
             .map(|(n, c)| {
                 Ok((
                     n,
-                    serde_json::from_str(&c).map_err(|e| StoreError::Invalid(e.to_string()))?,
+                    serde_json::from_str(&c).map_err(|e| {
+                        StoreError::Corrupt(format!("namespace: column config: {e}"))
+                    })?,
                 ))
             })
             .collect()
@@ -1640,14 +1654,15 @@ impl Store for SqliteStore {
         .bind(us(since))
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(m, completed, failed)| Throughput {
-                minute: from_us(m),
-                completed,
-                failed,
+        rows.into_iter()
+            .map(|(m, completed, failed)| {
+                Ok(Throughput {
+                    minute: decode::micros("throughput", "minute", m)?,
+                    completed,
+                    failed,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn audit_add(
@@ -1686,8 +1701,7 @@ impl Store for SqliteStore {
         .bind(us(p.now))
         .bind(p.expires_at.map(us))
         .fetch_one(&mut *tx)
-        .await
-        .map_err(StoreError::from_db)?;
+        .await?;
         let t = decode_token(&row)?;
         tx.commit().await?;
         Ok(t)
@@ -1743,17 +1757,25 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, at, actor, action, target, detail)| AuditEntry {
-                id,
-                at: from_us(at),
-                actor,
-                action,
-                target,
-                detail: detail.and_then(|d| serde_json::from_str(&d).ok()),
+        rows.into_iter()
+            .map(|(id, at, actor, action, target, detail)| {
+                let row = format!("audit entry {id}");
+                Ok(AuditEntry {
+                    id,
+                    at: decode::micros(&row, "at", at)?,
+                    actor,
+                    action,
+                    target,
+                    detail: detail
+                        .map(|d| {
+                            serde_json::from_str(&d).map_err(|e| {
+                                StoreError::Corrupt(format!("{row}: column detail: {e}"))
+                            })
+                        })
+                        .transpose()?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     fn pool_connections(&self) -> (usize, usize) {
@@ -1768,7 +1790,9 @@ impl Store for SqliteStore {
         )
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows.into_iter().map(|(q, t)| (q, from_us(t))).collect())
+        rows.into_iter()
+            .map(|(q, t)| Ok((q, decode::micros("queue", "run_at", t)?)))
+            .collect()
     }
 
     async fn schedule_put(
@@ -1993,13 +2017,14 @@ const SCHEDULE_COLS: &str =
 fn decode_schedule(r: &sqlx::sqlite::SqliteRow) -> Result<Schedule> {
     let spec: String = r.try_get("spec")?;
     Ok(Schedule {
-        spec: serde_json::from_str(&spec).map_err(|e| StoreError::Invalid(e.to_string()))?,
+        spec: serde_json::from_str(&spec)
+            .map_err(|e| StoreError::Corrupt(format!("schedule: column spec: {e}")))?,
         paused: r.try_get("paused")?,
-        next_run_at: from_us(r.try_get("next_run_at")?),
-        last_run_at: r.try_get::<Option<i64>, _>("last_run_at")?.map(from_us),
+        next_run_at: time(r, "next_run_at")?,
+        last_run_at: time_opt(r, "last_run_at")?,
         last_task_id: r.try_get("last_task_id")?,
-        created_at: from_us(r.try_get("created_at")?),
-        updated_at: from_us(r.try_get("updated_at")?),
+        created_at: time(r, "created_at")?,
+        updated_at: time(r, "updated_at")?,
     })
 }
 
@@ -2011,7 +2036,7 @@ fn decode_token(r: &SqliteRow) -> Result<TokenRecord> {
     let parse = |c: &str| -> Result<Value> {
         let text: String = r.try_get(c)?;
         serde_json::from_str(&text)
-            .map_err(|e| StoreError::Invalid(format!("token {id}: stored {c} is not JSON: {e}")))
+            .map_err(|e| StoreError::Corrupt(format!("token {id}: stored {c} is not JSON: {e}")))
     };
     let (scopes, queues) = crate::decode_grant(id, &parse("scopes")?, &parse("queues")?)?;
     Ok(TokenRecord {

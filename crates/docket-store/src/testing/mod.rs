@@ -90,6 +90,11 @@ impl TestStore {
             _dir: Some(dir),
         }
     }
+
+    /// The SQLite file (`None` on PostgreSQL).
+    pub fn path(&self) -> Option<std::path::PathBuf> {
+        self._dir.as_ref().map(|d| d.path().join("t.db"))
+    }
 }
 
 /// What a case gets: the (recording) store.
