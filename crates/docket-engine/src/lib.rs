@@ -6,10 +6,12 @@
 //!   safe to run concurrently (SKIP LOCKED batches), so there is no leader;
 //! - [`worker`]: in-process handlers (docket as a library) with batched completion.
 
+pub mod actions;
 pub mod auth;
 pub mod maintenance;
 pub mod metrics;
 pub mod process;
+mod reads;
 pub mod schedule;
 pub mod waker;
 pub mod worker;
@@ -104,8 +106,8 @@ impl EngineConfig {
 /// The engine: shared by the HTTP API, the maintenance services and in-process workers.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    /// The store.
-    pub store: Arc<dyn Store>,
+    /// The store: only the engine talks to it (the edges go through `Engine`'s methods).
+    pub(crate) store: Arc<dyn Store>,
     /// The clock.
     pub clock: Arc<dyn Clock>,
     /// Configuration.

@@ -70,6 +70,8 @@ pub const MAINTENANCE_ERRORS: &str = "docket_maintenance_errors_total";
 pub const MAINTENANCE_LAST_PASS: &str = "docket_maintenance_last_pass_timestamp_seconds";
 /// Connections closed at accept because `max_connections` were open.
 pub const HTTP_CONNECTIONS_REFUSED: &str = "docket_http_connections_refused_total";
+/// Heartbeats by queue and outcome (`ok`, `lease_lost`, `cancelled`, `timed_out`, `error`).
+pub const TASK_HEARTBEATS: &str = "docket_task_heartbeats_total";
 /// Tasks claimed, by `queue`.
 pub const TASKS_CLAIMED: &str = "docket_tasks_claimed_total";
 /// Run time of an attempt (start to complete/fail), by `queue` and `kind`.
@@ -215,6 +217,10 @@ fn describe() {
         "Running tasks whose lease expired, rescued by this node, by queue and kind"
     );
     describe_counter!(TASKS_CLAIMED, "Tasks claimed, by queue");
+    describe_counter!(
+        TASK_HEARTBEATS,
+        "Heartbeats (in-process and HTTP), by queue and outcome"
+    );
     describe_histogram!(
         TASK_RUN,
         Unit::Seconds,

@@ -325,7 +325,7 @@ async fn run_with_heartbeat(engine: &Engine, h: &dyn Handler, task: &Task) -> Ou
                 return Outcome::Retry { error: "timeout".into(), retry_in: None };
             },
             _ = tokio::time::sleep(every) => {
-                let r = engine.store.task_heartbeat(TaskHeartbeatParams {
+                let r = engine.heartbeat(TaskHeartbeatParams {
                     id: task.id,
                     token: lease.token.clone(),
                     progress: None,

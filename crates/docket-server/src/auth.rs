@@ -328,28 +328,18 @@ pub(crate) fn masks_for(caller: Option<&Caller>) -> bool {
 }
 
 /// Replaces payload, result and progress of the tasks whose queue has `mask_payload` with
-/// [`MASKED`]. Reads each distinct queue's settings once.
+/// [`MASKED`]. Reads the settings of the distinct queues once (no counts).
 pub(crate) async fn mask_tasks<'a>(
     s: &AppState,
     tasks: impl IntoIterator<Item = &'a mut docket_core::Task>,
 ) -> Result<(), ApiError> {
-    let mut masked: std::collections::HashMap<String, bool> = Default::default();
+    let tasks: Vec<&mut docket_core::Task> = tasks.into_iter().collect();
+    let mut names: Vec<String> = tasks.iter().map(|t| t.queue.clone()).collect();
+    names.sort();
+    names.dedup();
+    let settings = s.engine.queue_settings(&names).await?;
     for t in tasks {
-        let m = match masked.get(&t.queue) {
-            Some(m) => *m,
-            None => {
-                let m = s
-                    .engine
-                    .store
-                    .queue_get(&t.queue)
-                    .await?
-                    .settings
-                    .mask_payload;
-                masked.insert(t.queue.clone(), m);
-                m
-            }
-        };
-        if m {
+        if settings.get(&t.queue).is_some_and(|q| q.mask_payload) {
             t.payload = MASKED.into();
             t.result = t.result.as_ref().map(|_| MASKED.into());
             t.progress = t.progress.as_ref().map(|_| MASKED.into());

@@ -179,18 +179,18 @@ fn throughput_chart(now: Timestamp, rows: &[docket_store::Throughput]) -> Markup
 
 async fn overview(State(s): State<AppState>, Extension(act): Extension<CanAct>) -> Page {
     let now = s.engine.clock.now();
-    let store = &s.engine.store;
-    let queues = store.queue_list().await.map_err(fail)?;
-    let oldest = store.queue_oldest_available().await.map_err(fail)?;
-    let nodes = store.node_list().await.map_err(fail)?;
-    let through = store
+    let engine = &s.engine;
+    let queues = engine.queue_list().await.map_err(fail)?;
+    let oldest = engine.queue_oldest_available().await.map_err(fail)?;
+    let nodes = engine.node_list().await.map_err(fail)?;
+    let through = engine
         .task_throughput(docket_core::time::sub(
             now,
             std::time::Duration::from_secs(3600),
         ))
         .await
         .map_err(fail)?;
-    let schedules = store.schedule_list().await.map_err(fail)?;
+    let schedules = engine.schedule_list().await.map_err(fail)?;
     let states = [
         TaskState::Scheduled,
         TaskState::Available,
@@ -291,7 +291,6 @@ async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>) -> Page {
         vec![]
     } else {
         s.engine
-            .store
             .task_list(TaskListParams {
                 queue: some(&f.queue),
                 kind: some(&f.kind),
@@ -450,7 +449,6 @@ async fn task(
     let now = s.engine.clock.now();
     let t = s
         .engine
-        .store
         .task_get(id)
         .await
         .map_err(fail)?
@@ -567,7 +565,6 @@ async fn task_confirm(
         .ok_or_else(|| fail(ApiError::not_found(format!("no action {action:?}"))))?;
     let t = s
         .engine
-        .store
         .task_get(id)
         .await
         .map_err(fail)?
@@ -828,7 +825,7 @@ async fn repair_act(
 
 async fn schedules(State(s): State<AppState>) -> Page {
     let now = s.engine.clock.now();
-    let list = s.engine.store.schedule_list().await.map_err(fail)?;
+    let list = s.engine.schedule_list().await.map_err(fail)?;
     let mut tables = vec![];
     for v in s.pg_tasks.iter() {
         tables.push((v.name().to_string(), v.summary(5).await));
@@ -881,7 +878,7 @@ async fn schedules(State(s): State<AppState>) -> Page {
 }
 
 async fn audit(State(s): State<AppState>) -> Page {
-    let entries = s.engine.store.audit_list(200).await.map_err(fail)?;
+    let entries = s.engine.audit_list(200).await.map_err(fail)?;
     Ok(layout(
         "Audit",
         "/ui/audit",

@@ -37,7 +37,7 @@ impl Tail {
         let tx = self
             .tx
             .get_or_try_init(|| async {
-                let start = engine.store.notification_last_seq().await?;
+                let start = engine.notification_last_seq().await?;
                 let (tx, _) = broadcast::channel(BUFFER);
                 tokio::spawn(run(engine.clone(), tx.clone(), start, shutdown.clone()));
                 Ok::<_, docket_store::StoreError>(tx)
@@ -54,7 +54,7 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     loop {
-        match engine.store.notification_list(None, cursor, 500).await {
+        match engine.notification_list(None, cursor, 500).await {
             Ok(rows) if !rows.is_empty() => {
                 cursor = rows.last().map_or(cursor, |n| n.seq);
                 for n in rows {

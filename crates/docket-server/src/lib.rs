@@ -629,7 +629,7 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
     summary = "Liveness: the database answers and maintenance finished a pass in the last 120 s (else 503 maintenance_stalled)"
 )]
 async fn healthz(State(s): State<AppState>) -> Response {
-    if let Err(e) = s.engine.store.task_next_due().await {
+    if let Err(e) = s.engine.ping().await {
         return ApiError::from(e).into_response();
     }
     let last = s.engine.last_maintenance_pass().map(|d| d.as_secs_f64());
@@ -658,8 +658,8 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
     // Queue gauges are read from the database at scrape time: every node reports the same
     // cluster-wide numbers (aggregate them with max, not sum).
     if let (Ok(queues), Ok(oldest)) = (
-        s.engine.store.queue_list().await,
-        s.engine.store.queue_oldest_available().await,
+        s.engine.queue_list().await,
+        s.engine.queue_oldest_available().await,
     ) {
         let now = s.engine.clock.now();
         let ages: Vec<(String, f64)> = oldest
@@ -671,7 +671,7 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
             .collect();
         docket_engine::metrics::record_queues(&queues, &ages);
     }
-    let (in_use, idle) = s.engine.store.pool_connections();
+    let (in_use, idle) = s.engine.pool_connections();
     metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "in_use").set(in_use as f64);
     metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "idle").set(idle as f64);
     (
@@ -851,7 +851,6 @@ async fn task_list(
     };
     let tasks = s
         .engine
-        .store
         .task_list(TaskListParams {
             queue: q.queue,
             concurrency_key: q.concurrency_key,
@@ -891,7 +890,7 @@ async fn task_get(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Task>> {
     let id = task_id(&id)?;
-    match s.engine.store.task_get(id).await? {
+    match s.engine.task_get(id).await? {
         Some(mut t) => {
             if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
                 auth::mask_tasks(&s, [&mut t]).await?;
@@ -967,9 +966,9 @@ async fn task_run_now(
 )]
 async fn status(State(s): State<AppState>) -> ApiResult<Json<openapi::StatusView>> {
     let now = s.engine.clock.now();
-    let store = &s.engine.store;
-    let oldest = store.queue_oldest_available().await?;
-    let queues = store
+    let engine = &s.engine;
+    let oldest = engine.queue_oldest_available().await?;
+    let queues = engine
         .queue_list()
         .await?
         .into_iter()
@@ -981,8 +980,8 @@ async fn status(State(s): State<AppState>) -> ApiResult<Json<openapi::StatusView
             queue,
         })
         .collect();
-    let schedules = store.schedule_list().await?;
-    let throughput = store
+    let schedules = engine.schedule_list().await?;
+    let throughput = engine
         .task_throughput(docket_core::time::sub(now, Duration::from_secs(3600)))
         .await?;
     let (completed, failed) = throughput
@@ -1031,7 +1030,7 @@ async fn audit_list(
         )));
     }
     Ok(Json(openapi::AuditPage {
-        entries: s.engine.store.audit_list(limit).await?,
+        entries: s.engine.audit_list(limit).await?,
     }))
 }
 
@@ -1056,8 +1055,7 @@ async fn task_heartbeat(
     check_lease("extend", b.extend)?;
     Ok(Json(
         s.engine
-            .store
-            .task_heartbeat(TaskHeartbeatParams {
+            .heartbeat(TaskHeartbeatParams {
                 id,
                 token: b.lease,
                 progress: b.progress,
@@ -1311,7 +1309,7 @@ async fn queue_claim(
 )]
 async fn queue_list(State(s): State<AppState>) -> ApiResult<Json<QueueList>> {
     Ok(Json(QueueList {
-        queues: s.engine.store.queue_list().await?,
+        queues: s.engine.queue_list().await?,
     }))
 }
 
@@ -1327,7 +1325,7 @@ async fn queue_get(
     Path(queue): Path<String>,
 ) -> ApiResult<Json<QueueStats>> {
     check_name("queue", &queue)?;
-    Ok(Json(s.engine.store.queue_get(&queue).await?))
+    Ok(Json(s.engine.queue_get(&queue).await?))
 }
 
 #[utoipa::path(
@@ -1340,6 +1338,7 @@ async fn queue_get(
 )]
 async fn queue_put(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(queue): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<QueueStats>> {
@@ -1355,15 +1354,8 @@ async fn queue_put(
     }
     let settings: QueueSettings = parse(body)?;
     settings.validate().map_err(ApiError::invalid)?;
-    let q = s
-        .engine
-        .store
-        .queue_put(&queue, &settings, s.engine.clock.now())
-        .await?;
-    if !q.settings.paused {
-        s.engine.waker.wake(&queue);
-    }
-    Ok(Json(q))
+    let who = actions::actor(&headers, "api");
+    Ok(Json(s.engine.queue_put(&who, &queue, &settings).await?))
 }
 
 async fn set_paused(
@@ -1433,7 +1425,6 @@ pub(crate) fn node_state(s: &AppState, n: &docket_store::NodeRecord) -> &'static
 /// Nodes with their `state` (see [`node_state`]).
 async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<NodeView>> {
     Ok(s.engine
-        .store
         .node_list()
         .await?
         .into_iter()
@@ -1514,7 +1505,7 @@ async fn schedule_put(
     auth::check_sql_scope(caller.as_ref().map(|c| &c.0), &[&spec.task])?;
     check_size("payload", &spec.task.payload)?;
     check_sql_task(&s.sql, &mut spec.task)?;
-    let created = s.engine.store.schedule_get(&spec.name).await?.is_none();
+    let created = s.engine.schedule_get(&spec.name).await?.is_none();
     let out = s.engine.schedule_put(spec).await?;
     let who = actions::actor(&headers, "api");
     let action = if created { "create" } else { "replace" };
@@ -1535,7 +1526,7 @@ async fn schedule_put(
 )]
 async fn schedule_list(State(s): State<AppState>) -> ApiResult<Json<ScheduleList>> {
     Ok(Json(ScheduleList {
-        schedules: s.engine.store.schedule_list().await?,
+        schedules: s.engine.schedule_list().await?,
     }))
 }
 
@@ -1555,7 +1546,6 @@ async fn schedule_get(
     Path(name): Path<String>,
 ) -> ApiResult<Json<docket_core::Schedule>> {
     s.engine
-        .store
         .schedule_get(&name)
         .await?
         .map(Json)
@@ -1574,8 +1564,10 @@ async fn schedule_delete(
     headers: axum::http::HeaderMap,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
-    if s.engine.store.schedule_delete(&name).await? {
-        actions::schedule_changed(&s, &actions::actor(&headers, "api"), "remove", &name).await;
+    if s.engine
+        .schedule_delete(&actions::actor(&headers, "api"), &name)
+        .await?
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(schedule_missing(&name))
@@ -1982,7 +1974,6 @@ async fn events_stream(
                 match st
                     .s
                     .engine
-                    .store
                     .notification_list(st.ns.as_deref(), st.cursor, 500)
                     .await
                 {
@@ -2078,7 +2069,7 @@ async fn token_create(
     summary = "List API tokens (admin); never the tokens themselves"
 )]
 async fn token_list(State(s): State<AppState>) -> ApiResult<Json<docket_core::api::TokenList>> {
-    let tokens = s.engine.store.token_list().await?;
+    let tokens = s.engine.token_list().await?;
     Ok(Json(docket_core::api::TokenList {
         tokens: tokens.into_iter().map(token_view).collect(),
     }))

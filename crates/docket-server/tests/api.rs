@@ -721,6 +721,15 @@ async fn docket_metrics(n: Node) {
     for t in &claimed {
         let id = t["id"].as_i64().unwrap();
         let lease = t["lease"]["token"].as_str().unwrap();
+        // An HTTP heartbeat counts like an in-process one.
+        let (st, v) = n
+            .call(
+                "POST",
+                &format!("/v1/tasks/{id}/heartbeat"),
+                Some(json!({"lease": lease})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
         let (verb, body) = if t["kind"] == "bad" {
             ("fail", json!({"lease": lease, "error": "no"}))
         } else {
@@ -778,6 +787,13 @@ async fn docket_metrics(n: Node) {
     );
     assert_eq!(value("docket_tasks_enqueued_total", &[("queue", ql)]), 5.0);
     assert_eq!(value("docket_tasks_claimed_total", &[("queue", ql)]), 4.0);
+    assert_eq!(
+        value(
+            "docket_task_heartbeats_total",
+            &[("queue", ql), ("outcome", "ok")]
+        ),
+        3.0
+    );
     assert_eq!(
         value(
             "docket_tasks_rescued_total",

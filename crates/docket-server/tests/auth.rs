@@ -1024,7 +1024,6 @@ async fn browsers_are_kept_out((a, _b, _dir): (Node, Node, Option<tempfile::Temp
     let task = r#"{"kind": "k"}"#;
     let before = a
         .engine
-        .store
         .task_list(docket_store::TaskListParams {
             limit: 1000,
             ..Default::default()
@@ -1054,7 +1053,6 @@ async fn browsers_are_kept_out((a, _b, _dir): (Node, Node, Option<tempfile::Temp
     }
     let after = a
         .engine
-        .store
         .task_list(docket_store::TaskListParams {
             limit: 1000,
             ..Default::default()

@@ -182,9 +182,9 @@ async fn enqueue_all(
     Ok(t.elapsed())
 }
 
-async fn wait_completed(store: &dyn Store, queue: &str, n: usize) -> Result<()> {
+async fn wait_completed(engine: &Engine, queue: &str, n: usize) -> Result<()> {
     loop {
-        let q = store.queue_get(queue).await?;
+        let q = engine.queue_get(queue).await?;
         if q.counts[&docket_core::TaskState::Completed] as usize >= n {
             return Ok(());
         }
@@ -225,7 +225,7 @@ async fn work_inproc(engine: &Engine, n: usize, c: usize, claim_batch: usize) ->
     let t = Instant::now();
     let (stop, h) = start_pool(engine, "bench", c, claim_batch, 2, handler);
     all.notified().await;
-    wait_completed(&*engine.store, "bench", n).await?;
+    wait_completed(engine, "bench", n).await?;
     let el = t.elapsed();
     stop.cancel();
     h.await?;
@@ -314,7 +314,7 @@ async fn work_http(
     for h in hs {
         h.await??;
     }
-    wait_completed(&*engine.store, "bench", n).await?;
+    wait_completed(engine, "bench", n).await?;
     let el = t.elapsed();
     shutdown.cancel();
     Ok(el)

@@ -1,0 +1,165 @@
+//! Operator actions (cancel, retry, run now, pause/resume, queue settings, schedule removal):
+//! one code path each for the API, the dashboard and the CLI, and every one recorded in the
+//! audit log (who, when, what).
+
+use crate::Engine;
+use docket_core::{QueueSettings, QueueStats, Task};
+use docket_store::StoreError;
+use serde_json::{json, Value};
+
+/// What can be done to a task by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskAction {
+    /// Cancel a task that is not finished.
+    Cancel,
+    /// Retry a finished task.
+    Retry,
+    /// Make a scheduled or retryable task available now.
+    RunNow,
+}
+
+impl TaskAction {
+    /// From the URL word (`cancel`, `retry`, `run-now`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "cancel" => Some(TaskAction::Cancel),
+            "retry" => Some(TaskAction::Retry),
+            "run-now" => Some(TaskAction::RunNow),
+            _ => None,
+        }
+    }
+
+    /// The URL word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskAction::Cancel => "cancel",
+            TaskAction::Retry => "retry",
+            TaskAction::RunNow => "run-now",
+        }
+    }
+}
+
+impl Engine {
+    /// Writes an audit entry; a failure to write it is logged, not returned (the action
+    /// itself happened).
+    pub async fn audit(&self, actor: &str, action: &str, target: &str, detail: Option<Value>) {
+        if let Err(e) = self
+            .store
+            .audit_add(actor, action, target, detail, self.clock.now())
+            .await
+        {
+            tracing::warn!(error = %e, actor, action, target, "recording an action in the audit log failed");
+        }
+    }
+
+    /// Applies `action` to task `id` for `actor` (audited as `task.<action>`).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`], [`StoreError::InvalidState`] (e.g. cancelling a completed
+    /// task), store failure.
+    pub async fn task_act(
+        &self,
+        actor: &str,
+        id: i64,
+        action: TaskAction,
+    ) -> Result<Task, StoreError> {
+        let now = self.clock.now();
+        let t = match action {
+            TaskAction::Cancel => self.store.task_cancel(id, now).await?,
+            TaskAction::Retry => self.store.task_retry(id, now).await?,
+            TaskAction::RunNow => self.store.task_run_now(id, now).await?,
+        };
+        if action != TaskAction::Cancel {
+            self.waker.wake(&t.queue);
+        }
+        self.waker.changed();
+        self.audit(
+            actor,
+            &format!("task.{}", action.as_str()),
+            &format!("task:{id}"),
+            Some(json!({"queue": t.queue, "kind": t.kind, "state": t.state})),
+        )
+        .await;
+        Ok(t)
+    }
+
+    /// Pauses or resumes `queue` for `actor` (audited as `queue.pause` / `queue.resume`).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn queue_set_paused(
+        &self,
+        actor: &str,
+        queue: &str,
+        paused: bool,
+    ) -> Result<QueueStats, StoreError> {
+        let q = self
+            .store
+            .queue_set_paused(queue, paused, self.clock.now())
+            .await?;
+        if !paused {
+            self.waker.wake(queue);
+        }
+        self.waker.changed();
+        let action = if paused {
+            "queue.pause"
+        } else {
+            "queue.resume"
+        };
+        self.audit(actor, action, &format!("queue:{queue}"), None)
+            .await;
+        Ok(q)
+    }
+
+    /// Replaces `queue`'s settings for `actor` (audited as `queue.settings`).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn queue_put(
+        &self,
+        actor: &str,
+        queue: &str,
+        settings: &QueueSettings,
+    ) -> Result<QueueStats, StoreError> {
+        let q = self
+            .store
+            .queue_put(queue, settings, self.clock.now())
+            .await?;
+        // A raised limit or an unpause can make tasks claimable at once.
+        self.waker.wake(queue);
+        self.waker.changed();
+        self.audit(
+            actor,
+            "queue.settings",
+            &format!("queue:{queue}"),
+            serde_json::to_value(settings).ok(),
+        )
+        .await;
+        Ok(q)
+    }
+
+    /// Removes schedule `name` for `actor` (audited as `schedule.remove`); its tasks stay.
+    /// False when there was none.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn schedule_delete(&self, actor: &str, name: &str) -> Result<bool, StoreError> {
+        let gone = self.store.schedule_delete(name).await?;
+        if gone {
+            self.schedule_changed(actor, "remove", name).await;
+        }
+        Ok(gone)
+    }
+
+    /// Records a schedule change (create/replace, pause, resume, remove) made by `actor`.
+    pub async fn schedule_changed(&self, actor: &str, action: &str, name: &str) {
+        self.waker.changed();
+        self.audit(
+            actor,
+            &format!("schedule.{action}"),
+            &format!("schedule:{name}"),
+            None,
+        )
+        .await;
+    }
+}

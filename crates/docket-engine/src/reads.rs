@@ -1,0 +1,170 @@
+//! What the edges (HTTP API, dashboard, CLI) read and change outside enqueue/claim/finish: the
+//! engine is the only owner of the store, so every such call goes through here (and a
+//! heartbeat over HTTP counts in the same metrics as one of an in-process worker).
+
+use crate::Engine;
+use docket_core::{QueueSettings, QueueStats, Schedule, Task, Timestamp};
+use docket_store::{
+    AuditEntry, NodeRecord, Notification, StoreError, TaskHeartbeatParams, TaskListParams,
+    Throughput, TokenRecord,
+};
+
+impl Engine {
+    /// One task.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn task_get(&self, id: i64) -> Result<Option<Task>, StoreError> {
+        self.store.task_get(id).await
+    }
+
+    /// Tasks by filter (see [`TaskListParams`]).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>, StoreError> {
+        self.store.task_list(p).await
+    }
+
+    /// Extends a lease and records progress; counted in `docket_task_heartbeats_total`
+    /// by queue and outcome.
+    ///
+    /// # Errors
+    /// [`StoreError::LeaseLost`], [`StoreError::Cancelled`], [`StoreError::TimedOut`], store
+    /// failure.
+    pub async fn heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task, StoreError> {
+        let r = self.store.task_heartbeat(p).await;
+        let (queue, outcome) = match &r {
+            Ok(t) => (t.queue.clone(), "ok"),
+            Err(StoreError::LeaseLost) => (String::new(), "lease_lost"),
+            Err(StoreError::Cancelled) => (String::new(), "cancelled"),
+            Err(StoreError::TimedOut) => (String::new(), "timed_out"),
+            Err(_) => (String::new(), "error"),
+        };
+        ::metrics::counter!(crate::metrics::TASK_HEARTBEATS, "queue" => queue, "outcome" => outcome)
+            .increment(1);
+        r
+    }
+
+    /// Every queue with its counts.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn queue_list(&self) -> Result<Vec<QueueStats>, StoreError> {
+        self.store.queue_list().await
+    }
+
+    /// One queue (a queue never configured has the default settings).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn queue_get(&self, name: &str) -> Result<QueueStats, StoreError> {
+        self.store.queue_get(name).await
+    }
+
+    /// Only the settings of each of `names` (no counts: cheaper than [`Engine::queue_get`]).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn queue_settings(
+        &self,
+        names: &[String],
+    ) -> Result<std::collections::HashMap<String, QueueSettings>, StoreError> {
+        self.store.queue_settings_many(names).await
+    }
+
+    /// The `run_at` of the oldest available task of each queue that has one.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>, StoreError> {
+        self.store.queue_oldest_available().await
+    }
+
+    /// Every node that registered (active, lost or stopped).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn node_list(&self) -> Result<Vec<NodeRecord>, StoreError> {
+        self.store.node_list().await
+    }
+
+    /// The newest `limit` audit entries.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>, StoreError> {
+        self.store.audit_list(limit).await
+    }
+
+    /// Every schedule, by name.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn schedule_list(&self) -> Result<Vec<Schedule>, StoreError> {
+        self.store.schedule_list().await
+    }
+
+    /// One schedule.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>, StoreError> {
+        self.store.schedule_get(name).await
+    }
+
+    /// Every API token (never the secret).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn token_list(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        self.store.token_list().await
+    }
+
+    /// Process notifications after `after`, oldest first.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn notification_list(
+        &self,
+        namespace: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Notification>, StoreError> {
+        self.store.notification_list(namespace, after, limit).await
+    }
+
+    /// The seq of the newest notification (0: none).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn notification_last_seq(&self) -> Result<i64, StoreError> {
+        self.store.notification_last_seq().await
+    }
+
+    /// Tasks finished per minute since `since`.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>, StoreError> {
+        self.store.task_throughput(since).await
+    }
+
+    /// Connections of the store's pool(s): (in use, idle).
+    pub fn pool_connections(&self) -> (usize, usize) {
+        self.store.pool_connections()
+    }
+
+    /// Whether the database answers (one cheap read).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.store.task_next_due().await.map(|_| ())
+    }
+
+    /// Which backend the store is.
+    pub fn backend(&self) -> docket_store::Backend {
+        self.store.backend()
+    }
+}
