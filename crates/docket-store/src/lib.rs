@@ -497,37 +497,9 @@ pub struct Notification {
     pub created_at: Timestamp,
 }
 
-/// The storage interface of docket. Every method is atomic.
+/// Tasks: insert, read, list, and the operator changes of one task.
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug {
-    /// Which backend this is.
-    fn backend(&self) -> Backend;
-
-    /// True where other processes' changes can wake us (PostgreSQL LISTEN/NOTIFY); else poll.
-    fn supports_listen_notify(&self) -> bool;
-
-    /// Connections of this node's pool(s): (in use, idle).
-    fn pool_connections(&self) -> (usize, usize);
-
-    /// The `run_at` of the oldest available task of each queue that has one.
-    ///
-    /// # Errors
-    /// Database failure.
-    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>>;
-
-    /// Applies the embedded migrations (idempotent; safe with several nodes at once).
-    ///
-    /// # Errors
-    /// Database or migration failure.
-    async fn migrate(&self) -> Result<()>;
-
-    /// Settings of the named queues that have a row (others use defaults).
-    ///
-    /// # Errors
-    /// Database failure.
-    async fn queue_settings_many(&self, names: &[String])
-        -> Result<HashMap<String, QueueSettings>>;
-
+pub trait TaskStore: Send + Sync {
     /// Inserts tasks in one transaction (PostgreSQL: one statement). Returns one task per input,
     /// in input order, with `inserted: false` where a unique_key matched an unfinished task.
     ///
@@ -547,6 +519,49 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Database failure.
     async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>>;
 
+    /// Cancels a task that is not finished. A running task keeps running until its next
+    /// heartbeat/complete/fail, which then cancel it; the answer shows `cancel_requested_at`.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for completed/discarded tasks.
+    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task>;
+
+    /// Makes a discarded or cancelled task available again now (one more attempt if spent).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states;
+    /// [`StoreError::Conflict`] when an unfinished task took its unique_key meanwhile.
+    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task>;
+
+    /// The earliest run_at of scheduled/retryable tasks.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_next_due(&self) -> Result<Option<Timestamp>>;
+
+    /// The newest task with this unique key, in any state.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>>;
+
+    /// Makes a scheduled or retryable task available now (the dashboard's "run now").
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states.
+    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task>;
+
+    /// Finished tasks per minute since `since` (completed and discarded), oldest first;
+    /// minutes without any are left out.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>>;
+}
+
+/// Claims and the calls made under a lease: heartbeat, complete, fail.
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
     /// Claims up to `limit` available tasks of a queue in claim order (priority desc, run_at,
     /// id), skipping tasks for other nodes, expired ones, keys at their concurrency limit, and
     /// everything in a paused queue or beyond the queue's concurrency limit. Each returned task
@@ -584,32 +599,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         worker: Option<&str>,
         now: Timestamp,
     ) -> Result<Vec<LeaseOutcome>>;
+}
 
-    /// Cancels a task that is not finished. A running task keeps running until its next
-    /// heartbeat/complete/fail, which then cancel it; the answer shows `cancel_requested_at`.
-    ///
-    /// # Errors
-    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for completed/discarded tasks.
-    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task>;
-
-    /// Makes a discarded or cancelled task available again now (one more attempt if spent).
-    ///
-    /// # Errors
-    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states;
-    /// [`StoreError::Conflict`] when an unfinished task took its unique_key meanwhile.
-    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task>;
-
+/// What the maintenance services run: promote, rescue, expire, prune.
+#[async_trait]
+pub trait MaintenanceStore: Send + Sync {
     /// Makes scheduled/retryable tasks whose run_at has come available (a small batch).
     ///
     /// # Errors
     /// Database failure.
     async fn task_promote(&self, now: Timestamp, limit: i64) -> Result<Promoted>;
-
-    /// The earliest run_at of scheduled/retryable tasks.
-    ///
-    /// # Errors
-    /// Database failure.
-    async fn task_next_due(&self) -> Result<Option<Timestamp>>;
 
     /// Rescues running tasks whose lease expired: the attempt fails with "lease expired" and is
     /// retried or discarded as by [`Store::task_fail_many`]. Returns the rescued tasks'
@@ -637,6 +636,23 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned>;
+}
+
+/// Queues: settings, counts, pause.
+#[async_trait]
+pub trait QueueStore: Send + Sync {
+    /// The `run_at` of the oldest available task of each queue that has one.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>>;
+
+    /// Settings of the named queues that have a row (others use defaults).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_settings_many(&self, names: &[String])
+        -> Result<HashMap<String, QueueSettings>>;
 
     /// Every queue that has tasks or settings, with counts by state.
     ///
@@ -666,7 +682,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         paused: bool,
         now: Timestamp,
     ) -> Result<QueueStats>;
+}
 
+/// The node registry.
+#[async_trait]
+pub trait NodeStore: Send + Sync {
     /// Records a node's heartbeat (creating its row on first call).
     ///
     /// # Errors
@@ -684,16 +704,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn node_list(&self) -> Result<Vec<NodeRecord>>;
+}
 
-    /// Subscribes to "look again" notifications: a task became available, a finished attempt
-    /// freed a concurrency slot ([`Wake::Queue`]), or a process step finished ([`Wake::Task`]). PostgreSQL
-    /// delivers every process's notifications (LISTEN/NOTIFY); SQLite only this process's, so
-    /// other processes' changes are seen by polling. `None` where there is nothing to listen to.
-    ///
-    /// # Errors
-    /// Database failure.
-    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>>;
-
+/// Namespaces and durable processes (progressor).
+#[async_trait]
+pub trait ProcessStore: Send + Sync {
     /// Creates or replaces a namespace's configuration (JSON of `NamespaceConfig`).
     ///
     /// # Errors
@@ -705,12 +720,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn namespace_list(&self) -> Result<Vec<(String, Value)>>;
-
-    /// The newest task with this unique key, in any state.
-    ///
-    /// # Errors
-    /// Database failure.
-    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>>;
 
     /// Creates a process (status `init`) and its init task in one transaction.
     ///
@@ -812,6 +821,19 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64>;
+}
+
+/// Wake-ups, process notifications and their delivery cursors (sinks).
+#[async_trait]
+pub trait NotificationStore: Send + Sync {
+    /// Subscribes to "look again" notifications: a task became available, a finished attempt
+    /// freed a concurrency slot ([`Wake::Queue`]), or a process step finished ([`Wake::Task`]). PostgreSQL
+    /// delivers every process's notifications (LISTEN/NOTIFY); SQLite only this process's, so
+    /// other processes' changes are seen by polling. `None` where there is nothing to listen to.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>>;
 
     /// Notifications after `after`, oldest first, optionally of one namespace.
     ///
@@ -848,7 +870,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool>;
+}
 
+/// Schedules (every / cron) and firing their occurrences.
+#[async_trait]
+pub trait ScheduleStore: Send + Sync {
     /// Creates schedule `spec.name`, or replaces its spec and next occurrence (keeping whether
     /// it is paused and its last run).
     ///
@@ -911,20 +937,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>>;
+}
 
-    /// Makes a scheduled or retryable task available now (the dashboard's "run now").
-    ///
-    /// # Errors
-    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states.
-    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task>;
-
-    /// Finished tasks per minute since `since` (completed and discarded), oldest first;
-    /// minutes without any are left out.
-    ///
-    /// # Errors
-    /// Database failure.
-    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>>;
-
+/// The audit log of operator actions.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
     /// Records an operator action.
     ///
     /// # Errors
@@ -943,7 +960,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>>;
+}
 
+/// API tokens (only hashes are stored).
+#[async_trait]
+pub trait TokenStore: Send + Sync {
     /// Stores a new API token (only its hash).
     ///
     /// # Errors
@@ -973,6 +994,41 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Database failure.
     async fn token_touch(&self, p: TokenTouch) -> Result<()>;
+}
+
+/// The storage interface of docket: a trait per noun, plus the backend's identity, migrations
+/// and pool. Every method is atomic. River's driver interface is the model; the conformance suite
+/// (`testing::exercise`, feature `testing`) calls every method on every backend.
+#[async_trait]
+pub trait Store:
+    TaskStore
+    + LeaseStore
+    + MaintenanceStore
+    + QueueStore
+    + NodeStore
+    + ProcessStore
+    + NotificationStore
+    + ScheduleStore
+    + AuditStore
+    + TokenStore
+    + Send
+    + Sync
+    + std::fmt::Debug
+{
+    /// Which backend this is.
+    fn backend(&self) -> Backend;
+
+    /// True where other processes' changes can wake us (PostgreSQL LISTEN/NOTIFY); else poll.
+    fn supports_listen_notify(&self) -> bool;
+
+    /// Connections of this node's pool(s): (in use, idle).
+    fn pool_connections(&self) -> (usize, usize);
+
+    /// Applies the embedded migrations (idempotent; safe with several nodes at once).
+    ///
+    /// # Errors
+    /// Database or migration failure.
+    async fn migrate(&self) -> Result<()>;
 
     /// Closes the pool.
     async fn close(&self);

@@ -23,40 +23,7 @@ impl Recording {
 }
 
 #[async_trait]
-impl Store for Recording {
-    fn backend(&self) -> Backend {
-        self.hit("backend");
-        self.inner.backend()
-    }
-
-    fn supports_listen_notify(&self) -> bool {
-        self.hit("supports_listen_notify");
-        self.inner.supports_listen_notify()
-    }
-
-    fn pool_connections(&self) -> (usize, usize) {
-        self.hit("pool_connections");
-        self.inner.pool_connections()
-    }
-
-    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
-        self.hit("queue_oldest_available");
-        self.inner.queue_oldest_available().await
-    }
-
-    async fn migrate(&self) -> Result<()> {
-        self.hit("migrate");
-        self.inner.migrate().await
-    }
-
-    async fn queue_settings_many(
-        &self,
-        names: &[String],
-    ) -> Result<HashMap<String, QueueSettings>> {
-        self.hit("queue_settings_many");
-        self.inner.queue_settings_many(names).await
-    }
-
+impl TaskStore for Recording {
     async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
         self.hit("task_insert_many");
         self.inner.task_insert_many(p).await
@@ -72,6 +39,39 @@ impl Store for Recording {
         self.inner.task_list(p).await
     }
 
+    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
+        self.hit("task_cancel");
+        self.inner.task_cancel(id, now).await
+    }
+
+    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
+        self.hit("task_retry");
+        self.inner.task_retry(id, now).await
+    }
+
+    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
+        self.hit("task_next_due");
+        self.inner.task_next_due().await
+    }
+
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
+        self.hit("task_find_by_unique_key");
+        self.inner.task_find_by_unique_key(key).await
+    }
+
+    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
+        self.hit("task_run_now");
+        self.inner.task_run_now(id, now).await
+    }
+
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        self.hit("task_throughput");
+        self.inner.task_throughput(since).await
+    }
+}
+
+#[async_trait]
+impl LeaseStore for Recording {
     async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
         self.hit("task_claim");
         self.inner.task_claim(p).await
@@ -100,25 +100,13 @@ impl Store for Recording {
         self.hit("task_fail_many");
         self.inner.task_fail_many(items, worker, now).await
     }
+}
 
-    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
-        self.hit("task_cancel");
-        self.inner.task_cancel(id, now).await
-    }
-
-    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
-        self.hit("task_retry");
-        self.inner.task_retry(id, now).await
-    }
-
+#[async_trait]
+impl MaintenanceStore for Recording {
     async fn task_promote(&self, now: Timestamp, limit: i64) -> Result<Promoted> {
         self.hit("task_promote");
         self.inner.task_promote(now, limit).await
-    }
-
-    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
-        self.hit("task_next_due");
-        self.inner.task_next_due().await
     }
 
     async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskLabels>> {
@@ -139,6 +127,22 @@ impl Store for Recording {
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
         self.hit("aux_prune");
         self.inner.aux_prune(p).await
+    }
+}
+
+#[async_trait]
+impl QueueStore for Recording {
+    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
+        self.hit("queue_oldest_available");
+        self.inner.queue_oldest_available().await
+    }
+
+    async fn queue_settings_many(
+        &self,
+        names: &[String],
+    ) -> Result<HashMap<String, QueueSettings>> {
+        self.hit("queue_settings_many");
+        self.inner.queue_settings_many(names).await
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueStats>> {
@@ -165,7 +169,10 @@ impl Store for Recording {
         self.hit("queue_set_paused");
         self.inner.queue_set_paused(name, paused, now).await
     }
+}
 
+#[async_trait]
+impl NodeStore for Recording {
     async fn node_heartbeat(&self, node: &NodeRecord) -> Result<()> {
         self.hit("node_heartbeat");
         self.inner.node_heartbeat(node).await
@@ -180,12 +187,10 @@ impl Store for Recording {
         self.hit("node_list");
         self.inner.node_list().await
     }
+}
 
-    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>> {
-        self.hit("listen");
-        self.inner.listen().await
-    }
-
+#[async_trait]
+impl ProcessStore for Recording {
     async fn namespace_put(&self, name: &str, config: &Value, now: Timestamp) -> Result<()> {
         self.hit("namespace_put");
         self.inner.namespace_put(name, config, now).await
@@ -194,11 +199,6 @@ impl Store for Recording {
     async fn namespace_list(&self) -> Result<Vec<(String, Value)>> {
         self.hit("namespace_list");
         self.inner.namespace_list().await
-    }
-
-    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
-        self.hit("task_find_by_unique_key");
-        self.inner.task_find_by_unique_key(key).await
     }
 
     async fn process_create(
@@ -292,6 +292,14 @@ impl Store for Recording {
         self.hit("process_collect_zombies");
         self.inner.process_collect_zombies(now, limit).await
     }
+}
+
+#[async_trait]
+impl NotificationStore for Recording {
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>> {
+        self.hit("listen");
+        self.inner.listen().await
+    }
 
     async fn notification_list(
         &self,
@@ -323,7 +331,10 @@ impl Store for Recording {
         self.hit("sink_advance");
         self.inner.sink_advance(name, owner, seq).await
     }
+}
 
+#[async_trait]
+impl ScheduleStore for Recording {
     async fn schedule_put(
         &self,
         spec: &ScheduleSpec,
@@ -376,17 +387,10 @@ impl Store for Recording {
         self.hit("schedule_fire");
         self.inner.schedule_fire(p).await
     }
+}
 
-    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
-        self.hit("task_run_now");
-        self.inner.task_run_now(id, now).await
-    }
-
-    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        self.hit("task_throughput");
-        self.inner.task_throughput(since).await
-    }
-
+#[async_trait]
+impl AuditStore for Recording {
     async fn audit_add(
         &self,
         actor: &str,
@@ -405,7 +409,10 @@ impl Store for Recording {
         self.hit("audit_list");
         self.inner.audit_list(limit).await
     }
+}
 
+#[async_trait]
+impl TokenStore for Recording {
     async fn token_create(&self, p: TokenCreate) -> Result<TokenRecord> {
         self.hit("token_create");
         self.inner.token_create(p).await
@@ -429,6 +436,29 @@ impl Store for Recording {
     async fn token_touch(&self, p: TokenTouch) -> Result<()> {
         self.hit("token_touch");
         self.inner.token_touch(p).await
+    }
+}
+
+#[async_trait]
+impl Store for Recording {
+    fn backend(&self) -> Backend {
+        self.hit("backend");
+        self.inner.backend()
+    }
+
+    fn supports_listen_notify(&self) -> bool {
+        self.hit("supports_listen_notify");
+        self.inner.supports_listen_notify()
+    }
+
+    fn pool_connections(&self) -> (usize, usize) {
+        self.hit("pool_connections");
+        self.inner.pool_connections()
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        self.hit("migrate");
+        self.inner.migrate().await
     }
 
     async fn close(&self) {

@@ -1,0 +1,366 @@
+//! PostgreSQL: claims and the calls made under a lease: heartbeat, complete, fail.
+
+use super::*;
+
+#[async_trait]
+impl LeaseStore for PgStore {
+    async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
+        if p.limit <= 0 {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin_relaxed().await?;
+        let cands = sqlx::query(
+            "SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit \
+             FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
+             WHERE t.state = 'available' AND t.queue = $1 \
+               AND (t.node IS NULL OR t.node = $2) \
+               AND ($5::text[] IS NULL OR t.kind = ANY($5)) \
+               AND (t.expires_at IS NULL OR t.expires_at > $3) \
+               AND (q.paused IS NULL OR NOT q.paused) \
+               AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
+                    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key) \
+                    < t.concurrency_limit) \
+             ORDER BY t.priority DESC, t.run_at, t.id LIMIT $4 \
+             FOR UPDATE OF t SKIP LOCKED",
+        )
+        .bind(&p.queue)
+        .bind(&p.node)
+        .bind(p.now)
+        .bind(p.limit)
+        .bind(&p.kinds)
+        .fetch_all(&mut *tx)
+        .await?;
+        if cands.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let mut ids: Vec<i64> = Vec::with_capacity(cands.len());
+        let queue_limit: Option<i32> = cands[0].try_get("queue_limit")?;
+        let needs_keys = cands.iter().any(|r| {
+            r.try_get::<Option<String>, _>("concurrency_key")
+                .ok()
+                .flatten()
+                .is_some()
+        });
+        if queue_limit.is_none() && !needs_keys {
+            for r in &cands {
+                ids.push(r.try_get("id")?);
+            }
+        } else {
+            // Slow path: serialise on the queue and on each key (sorted, so two claimers never
+            // wait on each other in opposite orders), then count what runs now.
+            let mut room = usize::MAX;
+            if let Some(limit) = queue_limit {
+                lock_key(&mut tx, &format!("docket-queue:{}", p.queue)).await?;
+                let running: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND queue = $1",
+                )
+                .bind(&p.queue)
+                .fetch_one(&mut *tx)
+                .await?;
+                room = (limit as i64 - running).max(0) as usize;
+            }
+            let mut keys: Vec<(String, i32)> = vec![];
+            for r in &cands {
+                if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
+                    let l: Option<i32> = r.try_get("concurrency_limit")?;
+                    keys.push((k, l.unwrap_or(1)));
+                }
+            }
+            keys.sort();
+            keys.dedup_by(|a, b| a.0 == b.0);
+            let mut key_room: HashMap<String, i64> = HashMap::new();
+            for (k, l) in &keys {
+                lock_key(&mut tx, &format!("docket-key:{k}")).await?;
+                let running: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND concurrency_key = $1",
+                )
+                .bind(k)
+                .fetch_one(&mut *tx)
+                .await?;
+                key_room.insert(k.clone(), *l as i64 - running);
+            }
+            for r in &cands {
+                if ids.len() >= room {
+                    break;
+                }
+                if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
+                    let left = key_room.get_mut(&k).expect("key counted");
+                    if *left <= 0 {
+                        continue;
+                    }
+                    *left -= 1;
+                }
+                ids.push(r.try_get("id")?);
+            }
+        }
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let sql = format!(
+            "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2, \
+               worker = $3, lease_token = gen_random_uuid(), lease_ms = COALESCE($4, timeout_ms), \
+               lease_expires_at = $2 + (CASE WHEN queue LIKE 'process:%' THEN COALESCE($4, timeout_ms) \
+                 ELSE LEAST(COALESCE($4, timeout_ms), timeout_ms) END) * interval '1 millisecond', \
+               cancel_requested_at = NULL \
+             WHERE id = ANY($1) RETURNING {COLS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&ids)
+            .bind(p.now)
+            .bind(&p.worker)
+            .bind(p.lease.map(ms))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let mut t = decode(r)?;
+            t.lease = Some(Lease {
+                token: token_of(r)?.unwrap_or_default(),
+                expires_at: t.lease_expires_at.unwrap_or(p.now),
+            });
+            out.push(t);
+        }
+        sort_claim_order(&mut out);
+        Ok(out)
+    }
+
+    async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
+        let Some(token) = parse_token(&p.token) else {
+            return match self.task_get(p.id).await? {
+                None => Err(StoreError::NotFound(format!("task {}", p.id))),
+                Some(_) => Err(StoreError::LeaseLost),
+            };
+        };
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "UPDATE docket_tasks SET progress = COALESCE($3, progress), \
+               lease_ms = COALESCE($4, lease_ms), \
+               lease_expires_at = CASE WHEN queue LIKE 'process:%' \
+                 THEN $5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond' \
+                 ELSE LEAST($5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond', \
+                   attempted_at + timeout_ms * interval '1 millisecond') END \
+             WHERE id = $1 AND lease_token = $2 AND state = 'running' AND cancel_requested_at IS NULL \
+               AND (queue LIKE 'process:%' OR $5 < attempted_at + timeout_ms * interval '1 millisecond') \
+             RETURNING {COLS}"
+        );
+        if let Some(row) = sqlx::query(&sql)
+            .bind(p.id)
+            .bind(token)
+            .bind(&p.progress)
+            .bind(p.lease.map(ms))
+            .bind(p.now)
+            .fetch_optional(&mut *tx)
+            .await?
+        {
+            tx.commit().await?;
+            return decode(&row);
+        }
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
+        let Some(row) = sqlx::query(&sql)
+            .bind(p.id)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Err(StoreError::NotFound(format!("task {}", p.id)));
+        };
+        let t = decode(&row)?;
+        let held = token_of(&row)?.as_deref() == Some(p.token.as_str());
+        if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2, \
+                 lease_expires_at = NULL, progress = COALESCE($3, progress) WHERE id = $1",
+            )
+            .bind(p.id)
+            .bind(p.now)
+            .bind(&p.progress)
+            .execute(&mut *tx)
+            .await?;
+            self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
+            tx.commit().await?;
+            return Err(StoreError::Cancelled);
+        }
+        if held && t.state == TaskState::Running && past_deadline(&t, p.now) {
+            self.fail_timed_out(&mut tx, t, p.now).await?;
+            tx.commit().await?;
+            return Err(StoreError::TimedOut);
+        }
+        tx.commit().await?;
+        Err(match lease_refusal(&row, &p.token)? {
+            LeaseOutcome::Cancelled => StoreError::Cancelled,
+            _ => StoreError::LeaseLost,
+        })
+    }
+
+    async fn task_complete_many(
+        &self,
+        items: &[TaskComplete],
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut ids = Vec::with_capacity(items.len());
+        let mut tokens = Vec::with_capacity(items.len());
+        let mut results = Vec::with_capacity(items.len());
+        for it in items {
+            ids.push(it.id);
+            // A malformed token can never match: the nil uuid is never issued.
+            tokens.push(parse_token(&it.token).unwrap_or(uuid::Uuid::nil()));
+            results.push(it.result.clone());
+        }
+        let mut tx = self.begin_relaxed().await?;
+        // `frees`: finishing it lets another task of its key or limited queue start, so the
+        // queue's claimers are woken (on every node) instead of waiting for a poll.
+        let done: Vec<(i64, Timestamp, String, bool, String, Option<Timestamp>)> = sqlx::query_as(
+            "UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result, \
+               lease_expires_at = NULL \
+             FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result) \
+             WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running' \
+               AND t.cancel_requested_at IS NULL \
+               AND (t.queue LIKE 'process:%' OR $1 < t.attempted_at + t.timeout_ms * interval '1 millisecond') \
+             RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS ( \
+               SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees, \
+               t.kind, t.attempted_at",
+        )
+        .bind(now)
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(&results)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
+        freed.sort();
+        freed.dedup();
+        self.notify(&mut tx, &freed).await?;
+        let done: HashMap<i64, (Timestamp, TaskLabels)> = done
+            .into_iter()
+            .map(|r| {
+                (
+                    r.0,
+                    (
+                        r.1,
+                        TaskLabels {
+                            queue: r.2,
+                            kind: r.4,
+                            attempted_at: r.5,
+                        },
+                    ),
+                )
+            })
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        if done.len() == items.len() {
+            tx.commit().await?;
+            for it in items {
+                let (run_at, labels) = done[&it.id].clone();
+                out.push(LeaseOutcome::Ok {
+                    state: TaskState::Completed,
+                    run_at,
+                    labels,
+                });
+            }
+            return Ok(out);
+        }
+        let missing: Vec<i64> = ids
+            .iter()
+            .copied()
+            .filter(|i| !done.contains_key(i))
+            .collect();
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) FOR UPDATE");
+        let rows = sqlx::query(&sql).bind(&missing).fetch_all(&mut *tx).await?;
+        let mut timed_out = vec![];
+        let rows: HashMap<i64, PgRow> = rows
+            .into_iter()
+            .map(|r| (r.get::<i64, _>("id"), r))
+            .collect();
+        for it in items {
+            if let Some((run_at, labels)) = done.get(&it.id) {
+                out.push(LeaseOutcome::Ok {
+                    state: TaskState::Completed,
+                    run_at: *run_at,
+                    labels: labels.clone(),
+                });
+                continue;
+            }
+            let Some(row) = rows.get(&it.id) else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let state: String = row.try_get("state")?;
+            let requested: Option<Timestamp> = row.try_get("cancel_requested_at")?;
+            let held = token_of(row)?.as_deref() == Some(it.token.as_str());
+            if held && state == "running" && requested.is_some() {
+                // The work was done, but a cancel won: keep its result, end it cancelled.
+                sqlx::query(
+                    "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2, result = $3, \
+                     lease_expires_at = NULL WHERE id = $1",
+                )
+                .bind(it.id)
+                .bind(now)
+                .bind(&it.result)
+                .execute(&mut *tx)
+                .await?;
+                out.push(LeaseOutcome::Cancelled);
+            } else if held && state == "running" {
+                // Held, running, not cancelled, yet not updated: past its deadline.
+                let t = decode(row)?;
+                let d = t.fail_decision(now, None, false);
+                let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
+                timed_out.push((t, d, e));
+                out.push(LeaseOutcome::TimedOut);
+            } else {
+                out.push(lease_refusal(row, &it.token)?);
+            }
+        }
+        Self::apply_failures(&mut tx, &timed_out, now).await?;
+        self.notify_freed(&mut tx, &timed_out).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn task_fail_many(
+        &self,
+        items: &[TaskFail],
+        worker: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
+        let mut tx = self.pool.begin().await?;
+        let sql =
+            format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE");
+        let rows = sqlx::query(&sql).bind(&ids).fetch_all(&mut *tx).await?;
+        let rows: HashMap<i64, PgRow> = rows
+            .into_iter()
+            .map(|r| (r.get::<i64, _>("id"), r))
+            .collect();
+        let mut apply = vec![];
+        let mut out = Vec::with_capacity(items.len());
+        let mut touched = std::collections::HashSet::new();
+        for it in items {
+            let Some(row) = rows.get(&it.id) else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let t = decode(row)?;
+            let held = token_of(row)?.as_deref() == Some(it.token.as_str());
+            if !held || t.state != TaskState::Running || !touched.insert(it.id) {
+                out.push(lease_refusal(row, &it.token)?);
+                continue;
+            }
+            let d = t.fail_decision(now, it.retry_in, it.permanent);
+            out.push(outcome_for(&d, &t));
+            let e = error_entry(&t, &it.error, worker, now);
+            apply.push((t, d, e));
+        }
+        Self::apply_failures(&mut tx, &apply, now).await?;
+        self.notify_freed(&mut tx, &apply).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+}

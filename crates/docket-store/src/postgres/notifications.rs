@@ -1,0 +1,125 @@
+//! PostgreSQL: wake-ups, process notifications and their delivery cursors (sinks).
+
+use super::*;
+
+#[async_trait]
+impl NotificationStore for PgStore {
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>> {
+        let mut l = PgListener::connect_with(&self.pool).await?;
+        l.listen_all([CHANNEL, DONE_CHANNEL]).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let prefix = format!("{}|", self.schema);
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            loop {
+                match l.try_recv().await {
+                    Ok(Some(n)) => {
+                        let Some(rest) = n.payload().strip_prefix(&prefix) else {
+                            continue;
+                        };
+                        let wake = if n.channel() == DONE_CHANNEL {
+                            match rest.parse() {
+                                Ok(id) => Wake::Task(id),
+                                Err(_) => continue,
+                            }
+                        } else if rest.is_empty() {
+                            // A plain-SQL insert (migration 0009): no queue named.
+                            Wake::All
+                        } else {
+                            Wake::Queue(rest.to_string())
+                        };
+                        if tx.send(wake).await.is_err() {
+                            return;
+                        }
+                    }
+                    // The connection dropped; PgListener reconnects on the next call.
+                    // Notifications sent meanwhile are lost: tell waiters to look anyway.
+                    Ok(None) => {
+                        if tx.send(Wake::All).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        if tx.is_closed() || pool.is_closed() {
+                            return;
+                        }
+                        tracing::warn!(error = %e, "LISTEN connection failed; retrying in 1s");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(Some(rx))
+    }
+
+    async fn notification_list(
+        &self,
+        namespace: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Notification>> {
+        let rows = sqlx::query(
+            "SELECT * FROM docket_notifications WHERE seq > $1 AND ($2::text IS NULL OR namespace = $2) \
+             ORDER BY seq LIMIT $3",
+        )
+        .bind(after)
+        .bind(namespace)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Notification {
+                    seq: r.try_get("seq")?,
+                    namespace: r.try_get("namespace")?,
+                    process_id: r.try_get("process_id")?,
+                    kind: r.try_get("kind")?,
+                    event_id: r.try_get("event_id")?,
+                    data: r.try_get("data")?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn notification_last_seq(&self) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(max(seq), 0)::int8 FROM docket_notifications")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn sink_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<i64>> {
+        sqlx::query("INSERT INTO docket_sinks (name) VALUES ($1) ON CONFLICT DO NOTHING")
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(sqlx::query_scalar(
+            "UPDATE docket_sinks SET owner = $2, lease_until = $3 WHERE name = $1 \
+             AND (owner IS NULL OR owner = $2 OR lease_until < $4) RETURNING seq",
+        )
+        .bind(name)
+        .bind(owner)
+        .bind(until)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool> {
+        let r = sqlx::query("UPDATE docket_sinks SET seq = $3 WHERE name = $1 AND owner = $2")
+            .bind(name)
+            .bind(owner)
+            .bind(seq)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,108 @@
+//! PostgreSQL: queues: settings, counts, pause.
+
+use super::*;
+
+#[async_trait]
+impl QueueStore for PgStore {
+    async fn queue_settings_many(
+        &self,
+        names: &[String],
+    ) -> Result<HashMap<String, QueueSettings>> {
+        let rows = sqlx::query("SELECT * FROM docket_queues WHERE name = ANY($1)")
+            .bind(names)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .collect()
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueStats>> {
+        let counts = self.counts(None).await?;
+        let rows = sqlx::query("SELECT * FROM docket_queues")
+            .fetch_all(&self.pool)
+            .await?;
+        let settings = rows
+            .iter()
+            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(merge_queues(settings, counts))
+    }
+
+    async fn queue_get(&self, name: &str) -> Result<QueueStats> {
+        let row = sqlx::query("SELECT * FROM docket_queues WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        let settings = row
+            .as_ref()
+            .map(queue_settings)
+            .transpose()?
+            .unwrap_or_default();
+        let counts = self
+            .counts(Some(name))
+            .await?
+            .remove(name)
+            .unwrap_or_else(empty_counts);
+        Ok(QueueStats {
+            name: name.to_string(),
+            settings,
+            counts,
+        })
+    }
+
+    async fn queue_put(&self, name: &str, s: &QueueSettings, now: Timestamp) -> Result<QueueStats> {
+        let backoff = s
+            .backoff
+            .map(|b| serde_json::to_value(b).expect("backoff serialises"));
+        sqlx::query(
+            "INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff, \
+               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, \
+               concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts, \
+               backoff = excluded.backoff, timeout_ms = excluded.timeout_ms, \
+               retention_completed_ms = excluded.retention_completed_ms, \
+               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at, \
+               mask_payload = excluded.mask_payload",
+        )
+        .bind(name)
+        .bind(s.paused)
+        .bind(s.concurrency_limit)
+        .bind(s.max_attempts)
+        .bind(backoff)
+        .bind(s.timeout.map(ms))
+        .bind(s.retention_completed.map(ms))
+        .bind(s.retention_failed.map(ms))
+        .bind(now)
+        .bind(s.mask_payload)
+        .execute(&self.pool)
+        .await?;
+        if !s.paused {
+            // Resuming may make tasks claimable: wake the claimers.
+            let mut tx = self.pool.begin().await?;
+            self.notify(&mut tx, &[name.to_string()]).await?;
+            tx.commit().await?;
+        }
+        self.queue_get(name).await
+    }
+
+    async fn queue_set_paused(
+        &self,
+        name: &str,
+        paused: bool,
+        now: Timestamp,
+    ) -> Result<QueueStats> {
+        let mut s = self.queue_get(name).await?.settings;
+        s.paused = paused;
+        self.queue_put(name, &s, now).await
+    }
+
+    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
+        Ok(sqlx::query_as(
+            "SELECT queue, min(run_at) FROM docket_tasks WHERE state = 'available' GROUP BY queue",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

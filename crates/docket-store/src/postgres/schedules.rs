@@ -1,0 +1,124 @@
+//! PostgreSQL: schedules (every / cron) and firing their occurrences.
+
+use super::*;
+
+#[async_trait]
+impl ScheduleStore for PgStore {
+    async fn schedule_put(
+        &self,
+        spec: &ScheduleSpec,
+        next_run_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<Schedule> {
+        let row = sqlx::query(&format!(
+            "INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $4) ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, \
+             next_run_at = EXCLUDED.next_run_at, updated_at = EXCLUDED.updated_at RETURNING {SCHEDULE_COLS}"
+        ))
+        .bind(&spec.name)
+        .bind(sqlx::types::Json(spec))
+        .bind(next_run_at)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        decode_schedule(&row)
+    }
+
+    async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>> {
+        let row = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = $1"
+        ))
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(decode_schedule).transpose()
+    }
+
+    async fn schedule_list(&self) -> Result<Vec<Schedule>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_schedule).collect()
+    }
+
+    async fn schedule_delete(&self, name: &str) -> Result<bool> {
+        let r = sqlx::query("DELETE FROM docket_schedules WHERE name = $1")
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn schedule_pause(
+        &self,
+        name: &str,
+        paused: bool,
+        next_run_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Option<Schedule>> {
+        let row = sqlx::query(&format!(
+            "UPDATE docket_schedules SET paused = $2, next_run_at = COALESCE($3, next_run_at), \
+             updated_at = $4 WHERE name = $1 RETURNING {SCHEDULE_COLS}"
+        ))
+        .bind(name)
+        .bind(paused)
+        .bind(next_run_at)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(decode_schedule).transpose()
+    }
+
+    async fn schedule_due(&self, now: Timestamp, limit: i64) -> Result<Vec<Schedule>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE NOT paused AND next_run_at <= $1 \
+             ORDER BY next_run_at LIMIT $2"
+        ))
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_schedule).collect()
+    }
+
+    async fn schedule_next_due(&self) -> Result<Option<Timestamp>> {
+        Ok(
+            sqlx::query_scalar("SELECT min(next_run_at) FROM docket_schedules WHERE NOT paused")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>> {
+        let mut tx = self.pool.begin().await?;
+        let moved = sqlx::query(
+            "UPDATE docket_schedules SET next_run_at = $3, last_run_at = $4, updated_at = $4 \
+             WHERE name = $1 AND next_run_at = $2 AND NOT paused",
+        )
+        .bind(&p.name)
+        .bind(p.occurrence)
+        .bind(p.next_run_at)
+        .bind(p.now)
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let task = match self.insert_one(&mut tx, p.task, p.now).await {
+            Ok(t) => Some(t),
+            Err(StoreError::Conflict(_)) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(t) = &task {
+            sqlx::query("UPDATE docket_schedules SET last_task_id = $2 WHERE name = $1")
+                .bind(&p.name)
+                .bind(t.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(task))
+    }
+}

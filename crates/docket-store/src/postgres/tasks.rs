@@ -1,0 +1,244 @@
+//! PostgreSQL: tasks: insert, read, list, and the operator changes of one task.
+
+use super::*;
+
+#[async_trait]
+impl TaskStore for PgStore {
+    async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
+        let n = p.tasks.len();
+        if n == 0 {
+            return Ok(vec![]);
+        }
+        let mut tasks = p.tasks;
+        // Payloads are moved out for binding and back afterwards: no deep copies.
+        let payloads: Vec<Value> = tasks
+            .iter_mut()
+            .map(|t| std::mem::take(&mut t.payload))
+            .collect();
+        let mut conn = self.pool.acquire().await?;
+        let rows = self
+            .insert_rows(&mut conn, &tasks, &payloads, p.now)
+            .await?;
+        for (t, payload) in tasks.iter_mut().zip(payloads) {
+            t.payload = payload;
+        }
+        // Identity values are taken in insertion (ordinality) order.
+        let mut rows = rows;
+        rows.sort_by_key(|r| r.0);
+        if rows.len() == n {
+            return Ok(tasks
+                .into_iter()
+                .zip(rows)
+                .map(|(t, (id, _))| t.into_task(id, p.now))
+                .collect());
+        }
+        // Some unique keys matched: the inserted rows are, in order, the inputs without a key
+        // plus the first input of each new key; the rest answer with the existing task.
+        let inserted_keys: std::collections::HashSet<String> =
+            rows.iter().filter_map(|r| r.1.clone()).collect();
+        let mut ids = rows.into_iter().map(|r| r.0);
+        let mut first_of_key: HashMap<String, Task> = HashMap::new();
+        let mut out = Vec::with_capacity(n);
+        for t in tasks {
+            match t.unique_key.clone() {
+                None => {
+                    let id = ids.next().ok_or_else(|| {
+                        StoreError::Invalid("insert returned fewer rows than expected".into())
+                    })?;
+                    out.push(t.into_task(id, p.now));
+                }
+                Some(k) if inserted_keys.contains(&k) && !first_of_key.contains_key(&k) => {
+                    let id = ids.next().ok_or_else(|| {
+                        StoreError::Invalid("insert returned fewer rows than expected".into())
+                    })?;
+                    let task = t.into_task(id, p.now);
+                    first_of_key.insert(k, task.clone());
+                    out.push(task);
+                }
+                Some(k) => {
+                    let mut existing = match first_of_key.get(&k) {
+                        Some(t) => t.clone(),
+                        None => {
+                            let sql = format!(
+                                "SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 AND state IN \
+                                 ('scheduled','available','running','retryable')"
+                            );
+                            let row = sqlx::query(&sql)
+                                .bind(&k)
+                                .fetch_optional(&self.pool)
+                                .await?
+                                .ok_or_else(|| {
+                                    StoreError::Conflict(format!(
+                                        "unique_key {k:?} changed while inserting; try again"
+                                    ))
+                                })?;
+                            decode(&row)?
+                        }
+                    };
+                    existing.inserted = Some(false);
+                    out.push(existing);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn task_get(&self, id: i64) -> Result<Option<Task>> {
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
+        let (cmp, order) = if p.descending {
+            ("<", "DESC")
+        } else {
+            (">", "ASC")
+        };
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1) \
+             AND ($2::text[] IS NULL OR state = ANY($2)) AND ($3::text IS NULL OR kind = $3) \
+             AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6) \
+             AND ($7::text IS NULL OR strpos(lower(payload::text || ' ' || COALESCE(errors::text, '')), lower($7)) > 0) \
+             ORDER BY id {order} LIMIT $5"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&p.queue)
+            .bind(
+                (!p.states.is_empty())
+                    .then(|| p.states.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+            )
+            .bind(&p.kind)
+            .bind(p.after)
+            .bind(p.limit)
+            .bind(&p.concurrency_key)
+            .bind(&p.text)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let sql = format!(
+            "UPDATE docket_tasks SET \
+               state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, \
+               finished_at = CASE WHEN state = 'running' THEN finished_at ELSE $2 END, \
+               cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, $2) \
+                 ELSE cancel_requested_at END \
+             WHERE id = $1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}"
+        );
+        if let Some(r) = sqlx::query(&sql)
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?
+        {
+            return decode(&r);
+        }
+        match self.task_get(id).await? {
+            None => Err(StoreError::NotFound(format!("task {id}"))),
+            Some(t) if t.state == TaskState::Cancelled => Ok(t),
+            Some(t) => Err(StoreError::InvalidState(format!(
+                "task {id} is {} and cannot be cancelled",
+                t.state
+            ))),
+        }
+    }
+
+    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "UPDATE docket_tasks SET state = 'available', run_at = $2, finished_at = NULL, \
+               cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempt + 1) \
+             WHERE id = $1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            drop(tx);
+            return match self.task_get(id).await? {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {}; only discarded or cancelled tasks can be retried",
+                    t.state
+                ))),
+            };
+        };
+        let t = decode(&row)?;
+        self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
+        Ok(sqlx::query_scalar(
+            "SELECT min(run_at) FROM docket_tasks WHERE state IN ('scheduled','retryable')",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 ORDER BY id DESC LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(&format!(
+            "UPDATE docket_tasks SET state = 'available', run_at = $2 \
+             WHERE id = $1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
+        ))
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(r) = &row {
+            let queue: String = r.try_get("queue")?;
+            self.notify(&mut tx, &[queue]).await?;
+        }
+        tx.commit().await?;
+        match row {
+            Some(r) => Ok(decode(&r)?),
+            None => match self.task_get(id).await? {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {}; only scheduled or retryable tasks can run now",
+                    t.state.as_str()
+                ))),
+            },
+        }
+    }
+
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        let rows: Vec<(Timestamp, i64, i64)> = sqlx::query_as(
+            "SELECT date_trunc('minute', finished_at) AS m, \
+               count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'discarded') \
+             FROM docket_tasks WHERE finished_at >= $1 AND state IN ('completed', 'discarded') \
+             GROUP BY m ORDER BY m",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(minute, completed, failed)| Throughput {
+                minute,
+                completed,
+                failed,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,291 @@
+//! SQLite: claims and the calls made under a lease: heartbeat, complete, fail.
+
+use super::*;
+
+#[async_trait]
+impl LeaseStore for SqliteStore {
+    async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
+        if p.limit <= 0 {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        // The writer lock is held for the whole transaction, so the counts below cannot change
+        // under us: no row or advisory locks are needed on SQLite.
+        let cands = sqlx::query(
+            "SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit \
+             FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
+             WHERE t.state = 'available' AND t.queue = ?1 \
+               AND (t.node IS NULL OR t.node = ?2) \
+               AND (?5 IS NULL OR t.kind IN (SELECT value FROM json_each(?5))) \
+               AND (t.expires_at IS NULL OR t.expires_at > ?3) \
+               AND (q.paused IS NULL OR q.paused = 0) \
+               AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
+                    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key) \
+                    < t.concurrency_limit) \
+             ORDER BY t.priority DESC, t.run_at, t.id LIMIT ?4",
+        )
+        .bind(&p.queue)
+        .bind(&p.node)
+        .bind(us(p.now))
+        .bind(p.limit)
+        .bind(p.kinds.as_ref().map(|k| serde_json::json!(k).to_string()))
+        .fetch_all(&mut *tx)
+        .await?;
+        if cands.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let queue_limit: Option<i32> = cands[0].try_get("queue_limit")?;
+        let mut room = usize::MAX;
+        if let Some(limit) = queue_limit {
+            let running: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND queue = ?",
+            )
+            .bind(&p.queue)
+            .fetch_one(&mut *tx)
+            .await?;
+            room = (limit as i64 - running).max(0) as usize;
+        }
+        let mut key_room: HashMap<String, i64> = HashMap::new();
+        let mut ids = Vec::with_capacity(cands.len());
+        for r in &cands {
+            if ids.len() >= room {
+                break;
+            }
+            if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
+                if !key_room.contains_key(&k) {
+                    let l: Option<i32> = r.try_get("concurrency_limit")?;
+                    let running: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND concurrency_key = ?",
+                    )
+                    .bind(&k)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    key_room.insert(k.clone(), l.unwrap_or(1) as i64 - running);
+                }
+                let left = key_room.get_mut(&k).expect("key counted");
+                if *left <= 0 {
+                    continue;
+                }
+                *left -= 1;
+            }
+            ids.push(r.try_get::<i64, _>("id")?);
+        }
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let sql = format!(
+            "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2, \
+               worker = ?3, lease_token = lower(hex(randomblob(16))), \
+               lease_ms = COALESCE(?4, timeout_ms), \
+               lease_expires_at = ?2 + (CASE WHEN queue LIKE 'process:%' THEN COALESCE(?4, timeout_ms) \
+                 ELSE min(COALESCE(?4, timeout_ms), timeout_ms) END) * 1000, cancel_requested_at = NULL \
+             WHERE id IN (SELECT value FROM json_each(?1)) RETURNING {COLS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(ids_json(&ids))
+            .bind(us(p.now))
+            .bind(&p.worker)
+            .bind(p.lease.map(ms))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let mut t = decode(r)?;
+            t.lease = Some(Lease {
+                token: r
+                    .try_get::<Option<String>, _>("lease_token")?
+                    .unwrap_or_default(),
+                expires_at: t.lease_expires_at.unwrap_or(p.now),
+            });
+            out.push(t);
+        }
+        sort_claim_order(&mut out);
+        Ok(out)
+    }
+
+    async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let Some((t, token)) = Self::get_in(&mut tx, p.id).await? else {
+            return Err(StoreError::NotFound(format!("task {}", p.id)));
+        };
+        let held = token.as_deref() == Some(p.token.as_str());
+        if !held || t.state != TaskState::Running {
+            tx.commit().await?;
+            return Err(match lease_refusal(&t, held) {
+                LeaseOutcome::Cancelled => StoreError::Cancelled,
+                _ => StoreError::LeaseLost,
+            });
+        }
+        let progress = p.progress.as_ref().map(|v| v.to_string());
+        if t.cancel_requested_at.is_some() {
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, \
+                 lease_expires_at = NULL, progress = COALESCE(?3, progress) WHERE id = ?1",
+            )
+            .bind(p.id)
+            .bind(us(p.now))
+            .bind(progress)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            self.wake_queues([&t.queue]);
+            return Err(StoreError::Cancelled);
+        }
+        if past_deadline(&t, p.now) {
+            let queue = t.queue.clone();
+            let d = t.fail_decision(p.now, None, false);
+            let e = error_entry(&t, TIMEOUT_MESSAGE, None, p.now);
+            Self::apply_failures(&mut tx, &[(t, d, e)], p.now).await?;
+            tx.commit().await?;
+            self.wake_queues([&queue]);
+            return Err(StoreError::TimedOut);
+        }
+        // The lease never reaches past the attempt's deadline (process tasks excepted: their
+        // lease is the zombie window).
+        let sql = format!(
+            "UPDATE docket_tasks SET progress = COALESCE(?2, progress), lease_ms = COALESCE(?3, lease_ms), \
+               lease_expires_at = CASE WHEN queue LIKE 'process:%' \
+                 THEN ?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000 \
+                 ELSE min(?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000, attempted_at + timeout_ms * 1000) END \
+             WHERE id = ?1 RETURNING {COLS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(p.id)
+            .bind(progress)
+            .bind(p.lease.map(ms))
+            .bind(us(p.now))
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        decode(&row)
+    }
+
+    async fn task_complete_many(
+        &self,
+        items: &[TaskComplete],
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        // One statement for the whole batch: items travel as one JSON array.
+        let batch: Vec<Value> = items
+            .iter()
+            .map(|it| serde_json::json!({"id": it.id, "token": it.token, "result": it.result}))
+            .collect();
+        let done: Vec<(i64, i64, String, bool, String, Option<i64>)> = sqlx::query_as(
+            "UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result, \
+               lease_expires_at = NULL \
+             FROM (SELECT value->>'id' AS id, value->>'token' AS token, value->'result' AS result \
+                   FROM json_each(?2)) AS x \
+             WHERE docket_tasks.id = x.id AND docket_tasks.lease_token = x.token \
+               AND docket_tasks.state = 'running' AND docket_tasks.cancel_requested_at IS NULL \
+               AND (docket_tasks.queue LIKE 'process:%' \
+                 OR ?1 < docket_tasks.attempted_at + docket_tasks.timeout_ms * 1000) \
+             RETURNING docket_tasks.id, docket_tasks.run_at, docket_tasks.queue, \
+               (docket_tasks.concurrency_key IS NOT NULL OR EXISTS (SELECT 1 FROM docket_queues q \
+                 WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees, \
+               docket_tasks.kind, docket_tasks.attempted_at",
+        )
+        .bind(us(now))
+        .bind(Value::Array(batch).to_string())
+        .fetch_all(&mut *tx)
+        .await?;
+        let freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
+        let done: HashMap<i64, (i64, TaskLabels)> = done
+            .into_iter()
+            .map(|r| {
+                (
+                    r.0,
+                    (
+                        r.1,
+                        TaskLabels {
+                            queue: r.2,
+                            kind: r.4,
+                            attempted_at: r.5.map(from_us),
+                        },
+                    ),
+                )
+            })
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        let mut timed_out = vec![];
+        for it in items {
+            if let Some((run_at, labels)) = done.get(&it.id) {
+                out.push(LeaseOutcome::Ok {
+                    state: TaskState::Completed,
+                    run_at: from_us(*run_at),
+                    labels: labels.clone(),
+                });
+                continue;
+            }
+            let Some((t, token)) = Self::get_in(&mut tx, it.id).await? else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let held = token.as_deref() == Some(it.token.as_str());
+            if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
+                sqlx::query(
+                    "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, result = ?3, \
+                     lease_expires_at = NULL WHERE id = ?1",
+                )
+                .bind(it.id)
+                .bind(us(now))
+                .bind(it.result.to_string())
+                .execute(&mut *tx)
+                .await?;
+                out.push(LeaseOutcome::Cancelled);
+            } else if held && t.state == TaskState::Running {
+                // Held, running, not cancelled, yet not updated: past its deadline.
+                let d = t.fail_decision(now, None, false);
+                let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
+                timed_out.push((t, d, e));
+                out.push(LeaseOutcome::TimedOut);
+            } else {
+                out.push(lease_refusal(&t, held));
+            }
+        }
+        Self::apply_failures(&mut tx, &timed_out, now).await?;
+        tx.commit().await?;
+        self.wake_queues(&freed);
+        self.wake_queues(timed_out.iter().map(|(t, _, _)| &t.queue));
+        Ok(out)
+    }
+
+    async fn task_fail_many(
+        &self,
+        items: &[TaskFail],
+        worker: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<LeaseOutcome>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        let mut out = Vec::with_capacity(items.len());
+        let mut freed = vec![];
+        for it in items {
+            let Some((t, token)) = Self::get_in(&mut tx, it.id).await? else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let held = token.as_deref() == Some(it.token.as_str());
+            if !held || t.state != TaskState::Running {
+                out.push(lease_refusal(&t, held));
+                continue;
+            }
+            let d = t.fail_decision(now, it.retry_in, it.permanent);
+            out.push(outcome_for(&d, &t));
+            let e = error_entry(&t, &it.error, worker, now);
+            freed.push(t.queue.clone());
+            Self::apply_failures(&mut tx, &[(t, d, e)], now).await?;
+        }
+        tx.commit().await?;
+        self.wake_queues(&freed);
+        Ok(out)
+    }
+}

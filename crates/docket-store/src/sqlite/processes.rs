@@ -1,0 +1,486 @@
+//! SQLite: namespaces and durable processes (progressor).
+
+use super::*;
+
+#[async_trait]
+impl ProcessStore for SqliteStore {
+    async fn namespace_put(&self, name: &str, config: &Value, now: Timestamp) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at",
+        )
+        .bind(name)
+        .bind(config.to_string())
+        .bind(us(now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn namespace_list(&self) -> Result<Vec<(String, Value)>> {
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT name, config FROM docket_namespaces ORDER BY name")
+                .fetch_all(&self.reader)
+                .await?;
+        rows.into_iter()
+            .map(|(n, c)| {
+                Ok((
+                    n,
+                    serde_json::from_str(&c).map_err(|e| {
+                        StoreError::Corrupt(format!("namespace: column config: {e}"))
+                    })?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn process_create(
+        &self,
+        namespace: &str,
+        id: &str,
+        init: ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let created: Option<String> = sqlx::query_scalar(
+            "INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at) \
+             VALUES (?1, ?2, 'init', ?3, ?3) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(us(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        if created.is_none() {
+            return Err(StoreError::Conflict(format!(
+                "process {namespace}/{id} exists"
+            )));
+        }
+        let queue = init.queue.clone();
+        let t = Self::insert_one(&mut tx, init, now).await?;
+        Self::publish(
+            &mut tx,
+            namespace,
+            id,
+            &[("created", None, serde_json::json!({}))],
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(t)
+    }
+
+    async fn process_enqueue(
+        &self,
+        namespace: &str,
+        id: &str,
+        task: ResolvedTask,
+        require: docket_core::process::ProcessStatus,
+        now: Timestamp,
+    ) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let status: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(namespace)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        match status {
+            None => return Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+            Some(st) if st != require.as_str() => {
+                return Err(StoreError::InvalidState(format!("process is {st}")));
+            }
+            Some(_) => {}
+        }
+        let queue = task.queue.clone();
+        let t = Self::insert_one(&mut tx, task, now).await?;
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(t)
+    }
+
+    async fn process_get(
+        &self,
+        namespace: &str,
+        id: &str,
+        range: docket_core::process::HistoryRange,
+    ) -> Result<
+        Option<(
+            docket_core::process::Process,
+            Vec<docket_core::process::Event>,
+        )>,
+    > {
+        use docket_core::process::{Direction, Event};
+        let Some(r) =
+            sqlx::query("SELECT * FROM docket_processes WHERE namespace = ?1 AND id = ?2")
+                .bind(namespace)
+                .bind(id)
+                .fetch_optional(&self.reader)
+                .await?
+        else {
+            return Ok(None);
+        };
+        let p = decode_process(&r)?;
+        let offset = range.offset.filter(|o| *o > 0);
+        let sql = match range.direction {
+            Direction::Forward => {
+                "SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2 \
+                 AND (?3 IS NULL OR event_id > ?3) ORDER BY event_id LIMIT ?4"
+            }
+            Direction::Backward => {
+                "SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2 \
+                 AND (?3 IS NULL OR event_id < ?3) ORDER BY event_id DESC LIMIT ?4"
+            }
+        };
+        let rows = sqlx::query(sql)
+            .bind(namespace)
+            .bind(id)
+            .bind(offset)
+            .bind(range.limit.unwrap_or(i64::MAX))
+            .fetch_all(&self.reader)
+            .await?;
+        let events = rows
+            .iter()
+            .map(|e| {
+                Ok(Event {
+                    event_id: e.try_get("event_id")?,
+                    task_id: e.try_get("task_id")?,
+                    timestamp: time(e, "timestamp")?,
+                    metadata: json(e, "metadata")?,
+                    payload: json(e, "payload")?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some((p, events)))
+    }
+
+    async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let key = docket_core::process::key_of(&c.namespace, &c.id);
+        let (t, token) = Self::get_in(&mut tx, c.task_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {}", c.task_id)))?;
+        if t.state != TaskState::Running || token.as_deref() != Some(c.token.as_str()) {
+            return Err(StoreError::LeaseLost);
+        }
+        let (last, was): (i64, String) = sqlx::query_as(
+            "SELECT last_event_id, status FROM docket_processes WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(&c.namespace)
+        .bind(&c.id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("process {}/{}", c.namespace, c.id)))?;
+        let n = c.events.len() as i64;
+        for (i, e) in c.events.iter().enumerate() {
+            let meta = if e.metadata.is_null() {
+                serde_json::json!({})
+            } else {
+                e.metadata.clone()
+            };
+            sqlx::query(
+                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .bind(&c.namespace)
+            .bind(&c.id)
+            .bind(last + 1 + i as i64)
+            .bind(c.task_id)
+            .bind(us(c.now))
+            .bind(meta.to_string())
+            .bind(e.payload.to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE docket_processes SET \
+               previous_status = CASE WHEN status <> 'running' THEN status ELSE previous_status END, \
+               status_changed_at = CASE WHEN status <> 'running' THEN ?3 ELSE status_changed_at END, \
+               detail = CASE WHEN status = 'error' THEN NULL ELSE detail END, \
+               corrupted_by = CASE WHEN status = 'error' THEN NULL ELSE corrupted_by END, \
+               status = 'running', aux_state = COALESCE(?4, aux_state), metadata = COALESCE(?5, metadata), \
+               last_event_id = last_event_id + ?6 \
+             WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(&c.namespace)
+        .bind(&c.id)
+        .bind(us(c.now))
+        .bind(c.aux_state.as_ref().map(|v| v.to_string()))
+        .bind(c.metadata.as_ref().map(|v| v.to_string()))
+        .bind(n)
+        .execute(&mut *tx)
+        .await?;
+        if !matches!(c.timer, TimerChange::Keep) {
+            sqlx::query(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
+                 AND kind IN ('timeout', 'remove') AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(&key)
+            .bind(us(c.now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let TimerChange::Set(t) = c.timer {
+            Self::insert_one(&mut tx, *t, c.now).await?;
+        }
+        for t in c.also {
+            Self::insert_one(&mut tx, t, c.now).await?;
+        }
+        sqlx::query(
+            "UPDATE docket_tasks SET state = 'completed', finished_at = ?2, result = ?3, lease_expires_at = NULL \
+             WHERE id = ?1",
+        )
+        .bind(c.task_id)
+        .bind(us(c.now))
+        .bind(c.response.to_string())
+        .execute(&mut *tx)
+        .await?;
+        let mut items: Vec<(&str, Option<i64>, Value)> = c
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let event_id = last + 1 + i as i64;
+                let meta = if e.metadata.is_null() { serde_json::json!({}) } else { e.metadata.clone() };
+                let data = serde_json::json!({"event_id": event_id, "timestamp": c.now, "metadata": meta, "payload": e.payload});
+                ("event", Some(event_id), data)
+            })
+            .collect();
+        if was == "error" {
+            items.push(("repaired", None, serde_json::json!({})));
+        }
+        Self::publish(&mut tx, &c.namespace, &c.id, &items, c.now).await?;
+        tx.commit().await?;
+        self.wake_queues([&t.queue]);
+        Ok(())
+    }
+
+    async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome> {
+        let mut tx = self.begin().await?;
+        let Some((t, token)) = Self::get_in(&mut tx, f.fail.id).await? else {
+            return Ok(LeaseOutcome::NotFound);
+        };
+        let held = token.as_deref() == Some(f.fail.token.as_str());
+        if !held || t.state != TaskState::Running {
+            return Ok(lease_refusal(&t, held));
+        }
+        let d = t.fail_decision(f.now, f.fail.retry_in, f.fail.permanent);
+        let outcome = outcome_for(&d, &t);
+        let e = error_entry(&t, &f.fail.error, None, f.now);
+        let queue = t.queue.clone();
+        let gave_up = matches!(d, FailDecision::Discard);
+        Self::apply_failures(&mut tx, &[(t, d, e)], f.now).await?;
+        sqlx::query("UPDATE docket_tasks SET result = ?2 WHERE id = ?1")
+            .bind(f.fail.id)
+            .bind(serde_json::json!({"error": f.error_value}).to_string())
+            .execute(&mut *tx)
+            .await?;
+        if let (true, ProcessBreak::Break { corrupted }) = (gave_up, f.on_give_up) {
+            let corrupted_by = corrupted.then_some(f.fail.id);
+            Self::break_process(
+                &mut tx,
+                &f.namespace,
+                &f.id,
+                &f.fail.error,
+                f.fail.id,
+                corrupted_by,
+                f.now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(outcome)
+    }
+
+    async fn process_remove(
+        &self,
+        task_id: i64,
+        token: &str,
+        namespace: &str,
+        id: &str,
+        _now: Timestamp,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let (t, tok) = Self::get_in(&mut tx, task_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
+        if t.state != TaskState::Running || tok.as_deref() != Some(token) {
+            return Err(StoreError::LeaseLost);
+        }
+        sqlx::query("DELETE FROM docket_events WHERE namespace = ?1 AND process_id = ?2")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM docket_processes WHERE namespace = ?1 AND id = ?2")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = ?1")
+            .bind(docket_core::process::key_of(namespace, id))
+            .execute(&mut *tx)
+            .await?;
+        Self::publish(
+            &mut tx,
+            namespace,
+            id,
+            &[("removed", None, serde_json::json!({}))],
+            _now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.wake_queues([&t.queue]);
+        Ok(())
+    }
+
+    async fn process_import(&self, p: ProcessImport) -> Result<()> {
+        let pr = &p.process;
+        let mut tx = self.begin().await?;
+        let created: Option<String> = sqlx::query_scalar(
+            "INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail, \
+               aux_state, metadata, corrupted_by, created_at, last_event_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?10) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(&pr.namespace)
+        .bind(&pr.id)
+        .bind(pr.status.as_str())
+        .bind(pr.previous_status.map(|s| s.as_str()))
+        .bind(us(pr.status_changed_at))
+        .bind(&pr.detail)
+        .bind(pr.aux_state.to_string())
+        .bind(pr.metadata.to_string())
+        .bind(us(pr.created_at))
+        .bind(p.history.len() as i64)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if created.is_none() {
+            return Err(StoreError::Conflict(format!(
+                "process {}/{} exists",
+                pr.namespace, pr.id
+            )));
+        }
+        for e in &p.history {
+            sqlx::query(
+                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
+                 VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6)",
+            )
+            .bind(&pr.namespace)
+            .bind(&pr.id)
+            .bind(e.event_id)
+            .bind(us(e.timestamp))
+            .bind(e.metadata.to_string())
+            .bind(e.payload.to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        let queue = p.timer.as_ref().map(|t| t.queue.clone());
+        if let Some(t) = p.timer {
+            Self::insert_one(&mut tx, t, p.now).await?;
+        }
+        Self::publish(
+            &mut tx,
+            &pr.namespace,
+            &pr.id,
+            &[("created", None, serde_json::json!({"imported": true}))],
+            p.now,
+        )
+        .await?;
+        tx.commit().await?;
+        if let Some(q) = queue {
+            self.wake_queues([&q]);
+        }
+        Ok(())
+    }
+
+    async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(
+            "UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = ?3, \
+               detail = NULL, corrupted_by = NULL WHERE namespace = ?1 AND id = ?2 AND status = 'error'",
+        )
+        .bind(namespace)
+        .bind(id)
+        .bind(us(now))
+        .execute(&mut *tx)
+        .await?;
+        if r.rows_affected() == 1 {
+            Self::publish(
+                &mut tx,
+                namespace,
+                id,
+                &[("repaired", None, serde_json::json!({"simple": true}))],
+                now,
+            )
+            .await?;
+        }
+        let st: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2",
+        )
+        .bind(namespace)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        match (r.rows_affected(), st) {
+            (1, _) => Ok(()),
+            (_, None) => Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+            (_, Some(st)) => Err(StoreError::InvalidState(format!("process is {st}"))),
+        }
+    }
+
+    async fn process_list(
+        &self,
+        namespace: &str,
+        status: Option<docket_core::process::ProcessStatus>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<docket_core::process::Process>> {
+        let rows = sqlx::query(
+            "SELECT * FROM docket_processes WHERE namespace = ?1 AND (?2 IS NULL OR status = ?2) \
+             AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4",
+        )
+        .bind(namespace)
+        .bind(status.map(|s| s.as_str()))
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(decode_process).collect()
+    }
+
+    async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
+               AND queue LIKE 'process:%' ORDER BY lease_expires_at LIMIT ?"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(us(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut queues = vec![];
+        for r in &rows {
+            let t = decode(r)?;
+            let ns = t.queue.trim_start_matches("process:").to_string();
+            let pid = t.payload["process_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let e = error_entry(&t, "zombie detected", None, now);
+            Self::apply_failures(&mut tx, &[(t.clone(), FailDecision::Discard, e)], now).await?;
+            Self::break_process(&mut tx, &ns, &pid, "zombie detected", t.id, Some(t.id), now)
+                .await?;
+            queues.push(t.queue.clone());
+        }
+        tx.commit().await?;
+        self.wake_queues(&queues);
+        Ok(rows.len() as u64)
+    }
+}

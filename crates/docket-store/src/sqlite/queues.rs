@@ -1,0 +1,110 @@
+//! SQLite: queues: settings, counts, pause.
+
+use super::*;
+
+#[async_trait]
+impl QueueStore for SqliteStore {
+    async fn queue_settings_many(
+        &self,
+        names: &[String],
+    ) -> Result<HashMap<String, QueueSettings>> {
+        let names_json = serde_json::to_string(names).expect("names serialise");
+        let rows = sqlx::query(
+            "SELECT * FROM docket_queues WHERE name IN (SELECT value FROM json_each(?))",
+        )
+        .bind(names_json)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .collect()
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueStats>> {
+        let counts = self.counts(None).await?;
+        let rows = sqlx::query("SELECT * FROM docket_queues")
+            .fetch_all(&self.reader)
+            .await?;
+        let settings = rows
+            .iter()
+            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(merge_queues(settings, counts))
+    }
+
+    async fn queue_get(&self, name: &str) -> Result<QueueStats> {
+        let row = sqlx::query("SELECT * FROM docket_queues WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&self.reader)
+            .await?;
+        let settings = row
+            .as_ref()
+            .map(queue_settings)
+            .transpose()?
+            .unwrap_or_default();
+        let counts = self
+            .counts(Some(name))
+            .await?
+            .remove(name)
+            .unwrap_or_else(empty_counts);
+        Ok(QueueStats {
+            name: name.to_string(),
+            settings,
+            counts,
+        })
+    }
+
+    async fn queue_put(&self, name: &str, s: &QueueSettings, now: Timestamp) -> Result<QueueStats> {
+        let backoff = s
+            .backoff
+            .map(|b| serde_json::to_string(&b).expect("backoff serialises"));
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff, \
+               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+             ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, \
+               concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts, \
+               backoff = excluded.backoff, timeout_ms = excluded.timeout_ms, \
+               retention_completed_ms = excluded.retention_completed_ms, \
+               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at, \
+               mask_payload = excluded.mask_payload",
+        )
+        .bind(name)
+        .bind(s.paused as i64)
+        .bind(s.concurrency_limit)
+        .bind(s.max_attempts)
+        .bind(backoff)
+        .bind(s.timeout.map(ms))
+        .bind(s.retention_completed.map(ms))
+        .bind(s.retention_failed.map(ms))
+        .bind(us(now))
+        .bind(s.mask_payload as i64)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.queue_get(name).await
+    }
+
+    async fn queue_set_paused(
+        &self,
+        name: &str,
+        paused: bool,
+        now: Timestamp,
+    ) -> Result<QueueStats> {
+        let mut s = self.queue_get(name).await?.settings;
+        s.paused = paused;
+        self.queue_put(name, &s, now).await
+    }
+
+    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT queue, min(run_at) FROM docket_tasks WHERE state = 'available' GROUP BY queue",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter()
+            .map(|(q, t)| Ok((q, decode::micros("queue", "run_at", t)?)))
+            .collect()
+    }
+}

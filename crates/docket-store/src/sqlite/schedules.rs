@@ -1,0 +1,130 @@
+//! SQLite: schedules (every / cron) and firing their occurrences.
+
+use super::*;
+
+#[async_trait]
+impl ScheduleStore for SqliteStore {
+    async fn schedule_put(
+        &self,
+        spec: &ScheduleSpec,
+        next_run_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<Schedule> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&format!(
+            "INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, \
+             next_run_at = excluded.next_run_at, updated_at = excluded.updated_at RETURNING {SCHEDULE_COLS}"
+        ))
+        .bind(&spec.name)
+        .bind(serde_json::to_string(spec).map_err(|e| StoreError::Invalid(e.to_string()))?)
+        .bind(us(next_run_at))
+        .bind(us(now))
+        .fetch_one(&mut *tx)
+        .await?;
+        let s = decode_schedule(&row)?;
+        tx.commit().await?;
+        Ok(s)
+    }
+
+    async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>> {
+        let row = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = ?1"
+        ))
+        .bind(name)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(decode_schedule).transpose()
+    }
+
+    async fn schedule_list(&self) -> Result<Vec<Schedule>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name"
+        ))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(decode_schedule).collect()
+    }
+
+    async fn schedule_delete(&self, name: &str) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query("DELETE FROM docket_schedules WHERE name = ?1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn schedule_pause(
+        &self,
+        name: &str,
+        paused: bool,
+        next_run_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Option<Schedule>> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&format!(
+            "UPDATE docket_schedules SET paused = ?2, next_run_at = COALESCE(?3, next_run_at), \
+             updated_at = ?4 WHERE name = ?1 RETURNING {SCHEDULE_COLS}"
+        ))
+        .bind(name)
+        .bind(paused)
+        .bind(next_run_at.map(us))
+        .bind(us(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let s = row.as_ref().map(decode_schedule).transpose()?;
+        tx.commit().await?;
+        Ok(s)
+    }
+
+    async fn schedule_due(&self, now: Timestamp, limit: i64) -> Result<Vec<Schedule>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE paused = 0 AND next_run_at <= ?1 \
+             ORDER BY next_run_at LIMIT ?2"
+        ))
+        .bind(us(now))
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(decode_schedule).collect()
+    }
+
+    async fn schedule_next_due(&self) -> Result<Option<Timestamp>> {
+        let v: Option<i64> =
+            sqlx::query_scalar("SELECT min(next_run_at) FROM docket_schedules WHERE paused = 0")
+                .fetch_one(&self.reader)
+                .await?;
+        Ok(v.map(from_us))
+    }
+
+    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>> {
+        let mut tx = self.begin().await?;
+        let moved = sqlx::query(
+            "UPDATE docket_schedules SET next_run_at = ?3, last_run_at = ?4, updated_at = ?4 \
+             WHERE name = ?1 AND next_run_at = ?2 AND paused = 0",
+        )
+        .bind(&p.name)
+        .bind(us(p.occurrence))
+        .bind(us(p.next_run_at))
+        .bind(us(p.now))
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let task = Self::insert_row(&mut tx, &p.task, p.now)
+            .await?
+            .map(|id| p.task.clone().into_task(id, from_us(us(p.now))));
+        if let Some(t) = &task {
+            sqlx::query("UPDATE docket_schedules SET last_task_id = ?2 WHERE name = ?1")
+                .bind(&p.name)
+                .bind(t.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(task))
+    }
+}

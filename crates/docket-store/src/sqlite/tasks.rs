@@ -1,0 +1,207 @@
+//! SQLite: tasks: insert, read, list, and the operator changes of one task.
+
+use super::*;
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
+        if p.tasks.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        let existing = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? AND state IN \
+             ('scheduled','available','running','retryable')"
+        );
+        let mut out = Vec::with_capacity(p.tasks.len());
+        for t in p.tasks {
+            let id = Self::insert_row(&mut tx, &t, p.now).await?;
+            let task = match id {
+                Some(id) => t.into_task(id, from_us(us(p.now))),
+                None => {
+                    let r = sqlx::query(&existing)
+                        .bind(&t.unique_key)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or_else(|| StoreError::Conflict("insert refused".into()))?;
+                    let mut t = decode(&r)?;
+                    t.inserted = Some(false);
+                    t
+                }
+            };
+            out.push(task);
+        }
+        tx.commit().await?;
+        // As PostgreSQL's insert trigger does: listeners learn of new available work.
+        self.wake_queues(
+            out.iter()
+                .filter(|t| t.inserted != Some(false) && t.state == TaskState::Available)
+                .map(|t| &t.queue),
+        );
+        Ok(out)
+    }
+
+    async fn task_get(&self, id: i64) -> Result<Option<Task>> {
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ?");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
+        let (cmp, order) = if p.descending {
+            ("<", "DESC")
+        } else {
+            (">", "ASC")
+        };
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1) \
+             AND (?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) AND (?3 IS NULL OR kind = ?3) \
+             AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6) \
+             AND (?7 IS NULL OR instr(lower(payload || ' ' || COALESCE(errors, '')), lower(?7)) > 0) \
+             ORDER BY id {order} LIMIT ?5"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&p.queue)
+            .bind((!p.states.is_empty()).then(|| {
+                serde_json::json!(p.states.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+                    .to_string()
+            }))
+            .bind(&p.kind)
+            .bind(p.after)
+            .bind(p.limit)
+            .bind(&p.concurrency_key)
+            .bind(&p.text)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let sql = format!(
+            "UPDATE docket_tasks SET \
+               state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, \
+               finished_at = CASE WHEN state = 'running' THEN finished_at ELSE ?2 END, \
+               cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, ?2) \
+                 ELSE cancel_requested_at END \
+             WHERE id = ?1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}"
+        );
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(us(now))
+            .fetch_optional(&mut *tx)
+            .await?;
+        let found = match &row {
+            Some(r) => Some(decode(r)?),
+            None => Self::get_in(&mut tx, id).await?.map(|x| x.0),
+        };
+        tx.commit().await?;
+        match (row, found) {
+            (Some(_), Some(t)) => Ok(t),
+            (_, None) => Err(StoreError::NotFound(format!("task {id}"))),
+            (None, Some(t)) if t.state == TaskState::Cancelled => Ok(t),
+            (None, Some(t)) => Err(StoreError::InvalidState(format!(
+                "task {id} is {} and cannot be cancelled",
+                t.state
+            ))),
+        }
+    }
+
+    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let sql = format!(
+            "UPDATE docket_tasks SET state = 'available', run_at = ?2, finished_at = NULL, \
+               cancel_requested_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
+             WHERE id = ?1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
+        );
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(us(now))
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(r) = row {
+            tx.commit().await?;
+            return decode(&r);
+        }
+        let found = Self::get_in(&mut tx, id).await?;
+        tx.commit().await?;
+        match found {
+            None => Err(StoreError::NotFound(format!("task {id}"))),
+            Some((t, _)) => Err(StoreError::InvalidState(format!(
+                "task {id} is {}; only discarded or cancelled tasks can be retried",
+                t.state
+            ))),
+        }
+    }
+
+    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
+        let v: Option<i64> = sqlx::query_scalar(
+            "SELECT min(run_at) FROM docket_tasks WHERE state IN ('scheduled','retryable')",
+        )
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(v.map(from_us))
+    }
+
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&format!(
+            "UPDATE docket_tasks SET state = 'available', run_at = ?2 \
+             WHERE id = ?1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
+        ))
+        .bind(id)
+        .bind(us(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        match row {
+            Some(r) => {
+                let t = decode(&r)?;
+                let _ = self.wake.send(Wake::Queue(t.queue.clone()));
+                Ok(t)
+            }
+            None => match self.task_get(id).await? {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {}; only scheduled or retryable tasks can run now",
+                    t.state.as_str()
+                ))),
+            },
+        }
+    }
+
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT (finished_at / 60000000) * 60000000 AS m, \
+               sum(state = 'completed'), sum(state = 'discarded') \
+             FROM docket_tasks WHERE finished_at >= ?1 AND state IN ('completed', 'discarded') \
+             GROUP BY m ORDER BY m",
+        )
+        .bind(us(since))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter()
+            .map(|(m, completed, failed)| {
+                Ok(Throughput {
+                    minute: decode::micros("throughput", "minute", m)?,
+                    completed,
+                    failed,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,68 @@
+//! SQLite: aPI tokens (only hashes are stored).
+
+use super::*;
+
+#[async_trait]
+impl TokenStore for SqliteStore {
+    async fn token_create(&self, p: TokenCreate) -> Result<TokenRecord> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(&format!(
+            "INSERT INTO docket_tokens (name, hash, scopes, queues, created_at, expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING {TOKEN_COLS}"
+        ))
+        .bind(&p.name)
+        .bind(&p.hash)
+        .bind(serde_json::to_string(&p.scopes).expect("scopes serialise"))
+        .bind(serde_json::to_string(&p.queues).expect("queues serialise"))
+        .bind(us(p.now))
+        .bind(p.expires_at.map(us))
+        .fetch_one(&mut *tx)
+        .await?;
+        let t = decode_token(&row)?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLS} FROM docket_tokens WHERE hash = ?1"
+        ))
+        .bind(hash)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(decode_token).transpose()
+    }
+
+    async fn token_list(&self) -> Result<Vec<TokenRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TOKEN_COLS} FROM docket_tokens ORDER BY id"
+        ))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(decode_token).collect()
+    }
+
+    async fn token_revoke(&self, p: TokenRevoke) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(
+            "UPDATE docket_tokens SET revoked_at = ?2 WHERE name = ?1 AND revoked_at IS NULL",
+        )
+        .bind(&p.name)
+        .bind(us(p.now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    async fn token_touch(&self, p: TokenTouch) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE docket_tokens SET last_used_at = ?2 WHERE id = ?1")
+            .bind(p.id)
+            .bind(us(p.now))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
