@@ -211,8 +211,9 @@ impl ProcessService {
     }
 
     async fn refresh(&self) -> Result<(), StoreError> {
-        for (name, cfg) in self.engine.store.namespace_list().await? {
-            match serde_json::from_value::<NamespaceConfig>(cfg) {
+        for n in self.engine.store.namespace_list().await? {
+            let name = n.name;
+            match serde_json::from_value::<NamespaceConfig>(n.config) {
                 Ok(cfg) => self.install(&name, cfg),
                 Err(e) => tracing::warn!(namespace = %name, error = %e, "bad namespace config"),
             }
@@ -422,6 +423,7 @@ impl ProcessService {
             .store
             .process_get(ns, id, range)
             .await?
+            .map(|p| (p.process, p.history))
             .ok_or(ProcessError::NotFound)
     }
 
@@ -816,7 +818,11 @@ impl ProcessService {
         let prep = std::time::Instant::now();
         let range: HistoryRange =
             serde_json::from_value(t.payload["range"].clone()).unwrap_or_default();
-        let Some((p, history)) = self.engine.store.process_get(ns, &pid, range).await? else {
+        let Some(docket_store::ProcessWithHistory {
+            process: p,
+            history,
+        }) = self.engine.store.process_get(ns, &pid, range).await?
+        else {
             // The process is gone (removed): nothing to do.
             let _ = self
                 .engine

@@ -5,8 +5,8 @@
 use crate::Engine;
 use docket_core::{QueueSettings, QueueStats, Schedule, Task, Timestamp};
 use docket_store::{
-    AuditEntry, NodeRecord, Notification, StoreError, TaskHeartbeatParams, TaskListParams,
-    Throughput, TokenRecord,
+    AuditEntry, NodeRecord, Notification, PoolStats, QueueOldest, StoreError, TaskHeartbeatParams,
+    TaskListParams, Throughput, TokenRecord,
 };
 
 impl Engine {
@@ -77,7 +77,7 @@ impl Engine {
     ///
     /// # Errors
     /// Store failure.
-    pub async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>, StoreError> {
+    pub async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>, StoreError> {
         self.store.queue_oldest_available().await
     }
 
@@ -150,8 +150,8 @@ impl Engine {
         self.store.task_throughput(since).await
     }
 
-    /// Connections of the store's pool(s): (in use, idle).
-    pub fn pool_connections(&self) -> (usize, usize) {
+    /// Connections of the store's pool(s).
+    pub fn pool_connections(&self) -> PoolStats {
         self.store.pool_connections()
     }
 

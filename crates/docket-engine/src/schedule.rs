@@ -4,6 +4,7 @@
 
 use crate::{Engine, EngineError};
 use docket_core::{Schedule, ScheduleSpec, Timestamp};
+use docket_store::ScheduleFired;
 use docket_store::{ScheduleFireParams, StoreError};
 
 /// Schedules fired per look.
@@ -95,7 +96,7 @@ pub async fn fire_due(engine: &Engine, now: Timestamp) -> Result<u64, StoreError
             })
             .await?;
         match out {
-            Some(Some(t)) => {
+            ScheduleFired::Enqueued(t) => {
                 fired += 1;
                 ::metrics::counter!(crate::metrics::SCHEDULE_RUNS, "schedule" => name.clone())
                     .increment(1);
@@ -105,10 +106,10 @@ pub async fn fire_due(engine: &Engine, now: Timestamp) -> Result<u64, StoreError
                 }
                 tracing::debug!(schedule = %name, task = t.id, occurrence = %s.next_run_at, "schedule fired");
             }
-            Some(None) => {
+            ScheduleFired::KeyHeld => {
                 tracing::info!(schedule = %name, "schedule fired while its unique key is held; no task")
             }
-            None => {} // another node fired it
+            ScheduleFired::NotDue => {} // another node fired it
         }
     }
     Ok(fired)

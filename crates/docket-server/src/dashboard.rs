@@ -225,8 +225,8 @@ async fn overview(State(s): State<AppState>, Extension(act): Extension<CanAct>) 
                                 }
                             }
                             td {
-                                @match oldest.iter().find(|(n, _)| *n == q.name) {
-                                    Some((_, t)) => (ago(now, *t)),
+                                @match oldest.iter().find(|o| o.queue == q.name) {
+                                    Some(o) => (ago(now, o.run_at)),
                                     None => span class="muted" { "—" },
                                 }
                             }

@@ -664,16 +664,18 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
         let now = s.engine.clock.now();
         let ages: Vec<(String, f64)> = oldest
             .into_iter()
-            .map(|(q, t)| {
-                let age = (now - t).num_milliseconds().max(0) as f64 / 1000.0;
-                (q, age)
+            .map(|o| {
+                let age = (now - o.run_at).num_milliseconds().max(0) as f64 / 1000.0;
+                (o.queue, age)
             })
             .collect();
         docket_engine::metrics::record_queues(&queues, &ages);
     }
-    let (in_use, idle) = s.engine.pool_connections();
-    metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "in_use").set(in_use as f64);
-    metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "idle").set(idle as f64);
+    let pool = s.engine.pool_connections();
+    metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "in_use")
+        .set(pool.in_use as f64);
+    metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "idle")
+        .set(pool.idle as f64);
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -975,8 +977,8 @@ async fn status(State(s): State<AppState>) -> ApiResult<Json<openapi::StatusView
         .map(|queue| openapi::QueueStatus {
             oldest_available_at: oldest
                 .iter()
-                .find(|(n, _)| *n == queue.name)
-                .map(|(_, t)| *t),
+                .find(|o| o.queue == queue.name)
+                .map(|o| o.run_at),
             queue,
         })
         .collect();

@@ -645,7 +645,7 @@ pub trait QueueStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>>;
+    async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>>;
 
     /// Settings of the named queues that have a row (others use defaults).
     ///
@@ -719,7 +719,7 @@ pub trait ProcessStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn namespace_list(&self) -> Result<Vec<(String, Value)>>;
+    async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>>;
 
     /// Creates a process (status `init`) and its init task in one transaction.
     ///
@@ -755,12 +755,7 @@ pub trait ProcessStore: Send + Sync {
         namespace: &str,
         id: &str,
         range: docket_core::process::HistoryRange,
-    ) -> Result<
-        Option<(
-            docket_core::process::Process,
-            Vec<docket_core::process::Event>,
-        )>,
-    >;
+    ) -> Result<Option<ProcessWithHistory>>;
 
     /// Applies a processor's result atomically: events, aux state, metadata, status `running`,
     /// timers, and completes the task (result = response) — only while the lease holds.
@@ -936,7 +931,7 @@ pub trait ScheduleStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>>;
+    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<ScheduleFired>;
 }
 
 /// The audit log of operator actions.
@@ -1022,7 +1017,7 @@ pub trait Store:
     fn supports_listen_notify(&self) -> bool;
 
     /// Connections of this node's pool(s): (in use, idle).
-    fn pool_connections(&self) -> (usize, usize);
+    fn pool_connections(&self) -> PoolStats;
 
     /// Applies the embedded migrations (idempotent; safe with several nodes at once).
     ///
@@ -1032,6 +1027,54 @@ pub trait Store:
 
     /// Closes the pool.
     async fn close(&self);
+}
+
+/// The oldest available task of a queue ([`QueueStore::queue_oldest_available`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueOldest {
+    /// The queue.
+    pub queue: String,
+    /// `run_at` of its oldest available task.
+    pub run_at: Timestamp,
+}
+
+/// A namespace as stored ([`ProcessStore::namespace_list`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceRecord {
+    /// Its name.
+    pub name: String,
+    /// Its configuration (JSON of `NamespaceConfig`).
+    pub config: Value,
+}
+
+/// A process and the requested range of its history ([`ProcessStore::process_get`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessWithHistory {
+    /// The process.
+    pub process: docket_core::process::Process,
+    /// Its events in the requested range.
+    pub history: Vec<docket_core::process::Event>,
+}
+
+/// What firing one occurrence of a schedule did ([`ScheduleStore::schedule_fire`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScheduleFired {
+    /// Fired: the schedule moved on and this task was inserted.
+    Enqueued(Box<Task>),
+    /// Fired, but the task's unique key was held by an unfinished task: no task this time.
+    KeyHeld,
+    /// Not fired: another node fired this occurrence first, or the schedule changed or was
+    /// paused.
+    NotDue,
+}
+
+/// Connections of a store's pool(s) ([`Store::pool_connections`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Checked out.
+    pub in_use: usize,
+    /// Open and idle.
+    pub idle: usize,
 }
 
 /// Params of [`Store::token_create`].

@@ -514,12 +514,12 @@ impl Store for PgStore {
         Ok(())
     }
 
-    fn pool_connections(&self) -> (usize, usize) {
+    fn pool_connections(&self) -> PoolStats {
         let idle = self.pool.num_idle();
-        (
-            self.pool.size() as usize - idle.min(self.pool.size() as usize),
+        PoolStats {
+            in_use: self.pool.size() as usize - idle.min(self.pool.size() as usize),
             idle,
-        )
+        }
     }
 
     async fn close(&self) {

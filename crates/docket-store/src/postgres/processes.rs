@@ -17,12 +17,15 @@ impl ProcessStore for PgStore {
         Ok(())
     }
 
-    async fn namespace_list(&self) -> Result<Vec<(String, Value)>> {
-        Ok(
+    async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>> {
+        let rows: Vec<(String, Value)> =
             sqlx::query_as("SELECT name, config FROM docket_namespaces ORDER BY name")
                 .fetch_all(&self.pool)
-                .await?,
-        )
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, config)| NamespaceRecord { name, config })
+            .collect())
     }
 
     async fn process_create(
@@ -95,12 +98,7 @@ impl ProcessStore for PgStore {
         namespace: &str,
         id: &str,
         range: docket_core::process::HistoryRange,
-    ) -> Result<
-        Option<(
-            docket_core::process::Process,
-            Vec<docket_core::process::Event>,
-        )>,
-    > {
+    ) -> Result<Option<ProcessWithHistory>> {
         use docket_core::process::{Direction, Event};
         let Some(r) =
             sqlx::query("SELECT * FROM docket_processes WHERE namespace = $1 AND id = $2")
@@ -142,7 +140,10 @@ impl ProcessStore for PgStore {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Some((p, events)))
+        Ok(Some(ProcessWithHistory {
+            process: p,
+            history: events,
+        }))
     }
 
     async fn process_commit(&self, c: ProcessCommit) -> Result<()> {

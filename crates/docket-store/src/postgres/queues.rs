@@ -98,11 +98,15 @@ impl QueueStore for PgStore {
         self.queue_put(name, &s, now).await
     }
 
-    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
-        Ok(sqlx::query_as(
+    async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {
+        let rows: Vec<(String, Timestamp)> = sqlx::query_as(
             "SELECT queue, min(run_at) FROM docket_tasks WHERE state = 'available' GROUP BY queue",
         )
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(queue, run_at)| QueueOldest { queue, run_at })
+            .collect())
     }
 }

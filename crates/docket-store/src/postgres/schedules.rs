@@ -91,7 +91,7 @@ impl ScheduleStore for PgStore {
         )
     }
 
-    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>> {
+    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<ScheduleFired> {
         let mut tx = self.pool.begin().await?;
         let moved = sqlx::query(
             "UPDATE docket_schedules SET next_run_at = $3, last_run_at = $4, updated_at = $4 \
@@ -104,7 +104,7 @@ impl ScheduleStore for PgStore {
         .execute(&mut *tx)
         .await?;
         if moved.rows_affected() == 0 {
-            return Ok(None);
+            return Ok(ScheduleFired::NotDue);
         }
         let task = match self.insert_one(&mut tx, p.task, p.now).await {
             Ok(t) => Some(t),
@@ -119,6 +119,8 @@ impl ScheduleStore for PgStore {
                 .await?;
         }
         tx.commit().await?;
-        Ok(Some(task))
+        Ok(task.map_or(ScheduleFired::KeyHeld, |t| {
+            ScheduleFired::Enqueued(Box::new(t))
+        }))
     }
 }

@@ -428,10 +428,13 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn pool_connections(&self) -> (usize, usize) {
+    fn pool_connections(&self) -> PoolStats {
         let idle = self.writer.num_idle() + self.reader.num_idle();
         let size = (self.writer.size() + self.reader.size()) as usize;
-        (size - idle.min(size), idle)
+        PoolStats {
+            in_use: size - idle.min(size),
+            idle,
+        }
     }
 
     async fn close(&self) {

@@ -19,19 +19,19 @@ impl ProcessStore for SqliteStore {
         Ok(())
     }
 
-    async fn namespace_list(&self) -> Result<Vec<(String, Value)>> {
+    async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>> {
         let rows: Vec<(String, String)> =
             sqlx::query_as("SELECT name, config FROM docket_namespaces ORDER BY name")
                 .fetch_all(&self.reader)
                 .await?;
         rows.into_iter()
-            .map(|(n, c)| {
-                Ok((
-                    n,
-                    serde_json::from_str(&c).map_err(|e| {
-                        StoreError::Corrupt(format!("namespace: column config: {e}"))
+            .map(|(name, c)| {
+                Ok(NamespaceRecord {
+                    config: serde_json::from_str(&c).map_err(|e| {
+                        StoreError::Corrupt(format!("namespace {name}: column config: {e}"))
                     })?,
-                ))
+                    name,
+                })
             })
             .collect()
     }
@@ -108,12 +108,7 @@ impl ProcessStore for SqliteStore {
         namespace: &str,
         id: &str,
         range: docket_core::process::HistoryRange,
-    ) -> Result<
-        Option<(
-            docket_core::process::Process,
-            Vec<docket_core::process::Event>,
-        )>,
-    > {
+    ) -> Result<Option<ProcessWithHistory>> {
         use docket_core::process::{Direction, Event};
         let Some(r) =
             sqlx::query("SELECT * FROM docket_processes WHERE namespace = ?1 AND id = ?2")
@@ -155,7 +150,10 @@ impl ProcessStore for SqliteStore {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Some((p, events)))
+        Ok(Some(ProcessWithHistory {
+            process: p,
+            history: events,
+        }))
     }
 
     async fn process_commit(&self, c: ProcessCommit) -> Result<()> {

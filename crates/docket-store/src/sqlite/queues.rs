@@ -97,14 +97,19 @@ impl QueueStore for SqliteStore {
         self.queue_put(name, &s, now).await
     }
 
-    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
+    async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {
         let rows: Vec<(String, i64)> = sqlx::query_as(
             "SELECT queue, min(run_at) FROM docket_tasks WHERE state = 'available' GROUP BY queue",
         )
         .fetch_all(&self.reader)
         .await?;
         rows.into_iter()
-            .map(|(q, t)| Ok((q, decode::micros("queue", "run_at", t)?)))
+            .map(|(queue, t)| {
+                Ok(QueueOldest {
+                    run_at: decode::micros(&format!("queue {queue}"), "run_at", t)?,
+                    queue,
+                })
+            })
             .collect()
     }
 }

@@ -99,7 +99,7 @@ impl ScheduleStore for SqliteStore {
         Ok(v.map(from_us))
     }
 
-    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>> {
+    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<ScheduleFired> {
         let mut tx = self.begin().await?;
         let moved = sqlx::query(
             "UPDATE docket_schedules SET next_run_at = ?3, last_run_at = ?4, updated_at = ?4 \
@@ -112,7 +112,7 @@ impl ScheduleStore for SqliteStore {
         .execute(&mut *tx)
         .await?;
         if moved.rows_affected() == 0 {
-            return Ok(None);
+            return Ok(ScheduleFired::NotDue);
         }
         let task = Self::insert_row(&mut tx, &p.task, p.now)
             .await?
@@ -125,6 +125,8 @@ impl ScheduleStore for SqliteStore {
                 .await?;
         }
         tx.commit().await?;
-        Ok(Some(task))
+        Ok(task.map_or(ScheduleFired::KeyHeld, |t| {
+            ScheduleFired::Enqueued(Box::new(t))
+        }))
     }
 }

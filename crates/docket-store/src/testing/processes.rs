@@ -70,7 +70,10 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
             .unwrap(),
         1
     );
-    let (p, _) = s
+    let ProcessWithHistory {
+        process: p,
+        history: _,
+    } = s
         .process_get("z", "p1", HistoryRange::default())
         .await
         .unwrap()
@@ -106,7 +109,10 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     s.process_simple_repair("z", "p1", t0() + secs(20))
         .await
         .unwrap();
-    let (p, _) = s
+    let ProcessWithHistory {
+        process: p,
+        history: _,
+    } = s
         .process_get("z", "p1", HistoryRange::default())
         .await
         .unwrap()
@@ -199,7 +205,12 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         .await
         .unwrap();
     assert_eq!(
-        s.namespace_list().await.unwrap(),
+        s.namespace_list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|n| (n.name, n.config))
+            .collect::<Vec<_>>(),
         vec![
             ("ns".to_string(), json!({"processor": {"url": "inproc:y"}})),
             (
@@ -254,7 +265,10 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         s.process_commit(commit("stale")).await,
         Err(StoreError::LeaseLost)
     ));
-    let (p, ev) = s
+    let ProcessWithHistory {
+        process: p,
+        history: ev,
+    } = s
         .process_get("ns", "p1", HistoryRange::default())
         .await
         .unwrap()
@@ -265,7 +279,10 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         "a stale commit changes nothing"
     );
     s.process_commit(commit(&lease)).await.unwrap();
-    let (p, ev) = s
+    let ProcessWithHistory {
+        process: p,
+        history: ev,
+    } = s
         .process_get("ns", "p1", HistoryRange::default())
         .await
         .unwrap()
@@ -340,7 +357,10 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         .await
         .unwrap();
     assert_eq!(state_run_at(&out).0, TaskState::Discarded);
-    let (p, _) = s
+    let ProcessWithHistory {
+        process: p,
+        history: _,
+    } = s
         .process_get("ns", "p1", HistoryRange::default())
         .await
         .unwrap()
@@ -389,7 +409,10 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         s.process_import(import).await,
         Err(StoreError::Conflict(_))
     ));
-    let (p2, ev2) = s
+    let ProcessWithHistory {
+        process: p2,
+        history: ev2,
+    } = s
         .process_get("ns", "p2", HistoryRange::default())
         .await
         .unwrap()

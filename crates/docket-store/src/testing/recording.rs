@@ -132,7 +132,7 @@ impl MaintenanceStore for Recording {
 
 #[async_trait]
 impl QueueStore for Recording {
-    async fn queue_oldest_available(&self) -> Result<Vec<(String, Timestamp)>> {
+    async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {
         self.hit("queue_oldest_available");
         self.inner.queue_oldest_available().await
     }
@@ -196,7 +196,7 @@ impl ProcessStore for Recording {
         self.inner.namespace_put(name, config, now).await
     }
 
-    async fn namespace_list(&self) -> Result<Vec<(String, Value)>> {
+    async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>> {
         self.hit("namespace_list");
         self.inner.namespace_list().await
     }
@@ -231,12 +231,7 @@ impl ProcessStore for Recording {
         namespace: &str,
         id: &str,
         range: docket_core::process::HistoryRange,
-    ) -> Result<
-        Option<(
-            docket_core::process::Process,
-            Vec<docket_core::process::Event>,
-        )>,
-    > {
+    ) -> Result<Option<ProcessWithHistory>> {
         self.hit("process_get");
         self.inner.process_get(namespace, id, range).await
     }
@@ -383,7 +378,7 @@ impl ScheduleStore for Recording {
         self.inner.schedule_next_due().await
     }
 
-    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<Option<Option<Task>>> {
+    async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<ScheduleFired> {
         self.hit("schedule_fire");
         self.inner.schedule_fire(p).await
     }
@@ -451,7 +446,7 @@ impl Store for Recording {
         self.inner.supports_listen_notify()
     }
 
-    fn pool_connections(&self) -> (usize, usize) {
+    fn pool_connections(&self) -> PoolStats {
         self.hit("pool_connections");
         self.inner.pool_connections()
     }

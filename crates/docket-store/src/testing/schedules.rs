@@ -79,13 +79,15 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
         .schedule_fire(fire(30, 60, Some("schedule:b:1")))
         .await
         .unwrap();
-    let t = fired.expect("fired").expect("a task");
+    let ScheduleFired::Enqueued(t) = fired else {
+        panic!("fired with a task: {fired:?}")
+    };
     assert_eq!((t.kind.as_str(), t.queue.as_str()), ("tick", "sched"));
     assert_eq!(
         s.schedule_fire(fire(30, 60, Some("schedule:b:1")))
             .await
             .unwrap(),
-        None
+        ScheduleFired::NotDue
     );
     let b1 = s.schedule_get("b").await.unwrap().unwrap();
     assert_eq!(
@@ -108,7 +110,7 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
         .schedule_fire(fire(60, 90, Some("schedule:b:1")))
         .await
         .unwrap();
-    assert_eq!(again, Some(None));
+    assert_eq!(again, ScheduleFired::KeyHeld);
     assert_eq!(
         s.schedule_get("b").await.unwrap().unwrap().next_run_at,
         t0() + secs(90)
@@ -142,7 +144,10 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
         task: task(None),
         now: t0() + secs(120),
     };
-    assert_eq!(s.schedule_fire(fire_a).await.unwrap(), None);
+    assert_eq!(
+        s.schedule_fire(fire_a).await.unwrap(),
+        ScheduleFired::NotDue
+    );
     let resumed = s
         .schedule_pause("a", false, Some(t0() + secs(500)), t0())
         .await

@@ -320,7 +320,13 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
     );
     // Oldest available per queue.
     let oldest = s.queue_oldest_available().await.unwrap();
-    assert_eq!(oldest, vec![("default".to_string(), t0())]);
+    assert_eq!(
+        oldest,
+        vec![QueueOldest {
+            queue: "default".into(),
+            run_at: t0()
+        }]
+    );
     // Run now: scheduled → available; an available task is refused.
     let now = t0() + secs(5);
     let t = s.task_run_now(tasks[2].id, now).await.unwrap();
@@ -410,6 +416,6 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
         .unwrap();
     assert_eq!(pruned.audit, 1);
     assert_eq!(s.audit_list(10).await.unwrap()[0].action, "queue.pause");
-    let (in_use, idle) = s.pool_connections();
-    assert!(in_use + idle >= 1);
+    let pool = s.pool_connections();
+    assert!(pool.in_use + pool.idle >= 1);
 }
