@@ -45,7 +45,13 @@ impl Engine {
     pub async fn audit(&self, actor: &str, action: &str, target: &str, detail: Option<Value>) {
         if let Err(e) = self
             .store
-            .audit_add(actor, action, target, detail, self.clock.now())
+            .audit_add(docket_store::AuditAddParams {
+                actor,
+                action,
+                target,
+                detail,
+                now: self.clock.now(),
+            })
             .await
         {
             tracing::warn!(error = %e, actor, action, target, "recording an action in the audit log failed");
@@ -65,9 +71,21 @@ impl Engine {
     ) -> Result<Task, StoreError> {
         let now = self.clock.now();
         let t = match action {
-            TaskAction::Cancel => self.store.task_cancel(id, now).await?,
-            TaskAction::Retry => self.store.task_retry(id, now).await?,
-            TaskAction::RunNow => self.store.task_run_now(id, now).await?,
+            TaskAction::Cancel => {
+                self.store
+                    .task_cancel(docket_store::TaskCancelParams { id, now })
+                    .await?
+            }
+            TaskAction::Retry => {
+                self.store
+                    .task_retry(docket_store::TaskRetryParams { id, now })
+                    .await?
+            }
+            TaskAction::RunNow => {
+                self.store
+                    .task_run_now(docket_store::TaskRunNowParams { id, now })
+                    .await?
+            }
         };
         if action != TaskAction::Cancel {
             self.waker.wake(&t.queue);
@@ -95,7 +113,11 @@ impl Engine {
     ) -> Result<QueueStats, StoreError> {
         let q = self
             .store
-            .queue_set_paused(queue, paused, self.clock.now())
+            .queue_set_paused(docket_store::QueueSetPausedParams {
+                name: queue,
+                paused,
+                now: self.clock.now(),
+            })
             .await?;
         if !paused {
             self.waker.wake(queue);
@@ -123,7 +145,11 @@ impl Engine {
     ) -> Result<QueueStats, StoreError> {
         let q = self
             .store
-            .queue_put(queue, settings, self.clock.now())
+            .queue_put(docket_store::QueuePutParams {
+                name: queue,
+                settings,
+                now: self.clock.now(),
+            })
             .await?;
         // A raised limit or an unpause can make tasks claimable at once.
         self.waker.wake(queue);

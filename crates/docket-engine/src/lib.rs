@@ -193,7 +193,7 @@ impl Engine {
         Ok(out)
     }
 
-    /// Completes attempts (see [`Store::task_complete_many`]) and records their metrics.
+    /// Completes attempts (see [`LeaseStore::task_complete_many`]) and records their metrics.
     ///
     /// # Errors
     /// Store errors (then nothing changed).
@@ -202,7 +202,10 @@ impl Engine {
         items: &[docket_store::TaskComplete],
     ) -> Result<Vec<docket_store::LeaseOutcome>, StoreError> {
         let now = self.clock.now();
-        let out = self.store.task_complete_many(items, now).await?;
+        let out = self
+            .store
+            .task_complete_many(docket_store::TaskCompleteManyParams { items, now })
+            .await?;
         metrics::record_outcomes(&out, now);
         if !items.is_empty() {
             self.waker.changed();
@@ -210,7 +213,7 @@ impl Engine {
         Ok(out)
     }
 
-    /// Fails attempts (see [`Store::task_fail_many`]), records their metrics and wakes the
+    /// Fails attempts (see [`LeaseStore::task_fail_many`]), records their metrics and wakes the
     /// scheduler for the retries.
     ///
     /// # Errors
@@ -221,7 +224,10 @@ impl Engine {
         worker: Option<&str>,
     ) -> Result<Vec<docket_store::LeaseOutcome>, StoreError> {
         let now = self.clock.now();
-        let out = self.store.task_fail_many(items, worker, now).await?;
+        let out = self
+            .store
+            .task_fail_many(docket_store::TaskFailManyParams { items, worker, now })
+            .await?;
         metrics::record_outcomes(&out, now);
         if !items.is_empty() {
             self.waker.wake_scheduler();

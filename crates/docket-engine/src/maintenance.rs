@@ -36,7 +36,10 @@ pub async fn promote(engine: &Engine, now: Timestamp) -> Result<u64, StoreError>
     let mut total = 0;
     let t0 = std::time::Instant::now();
     loop {
-        let p = engine.store.task_promote(now, BATCH).await?;
+        let p = engine
+            .store
+            .task_promote(docket_store::TaskPromoteParams { now, limit: BATCH })
+            .await?;
         total += p.count;
         for q in &p.queues {
             engine.waker.wake(q);
@@ -59,7 +62,10 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), Store
     // Process tasks past their lease are zombies (progressor): they break their process
     // instead of being retried.
     let t0 = std::time::Instant::now();
-    let zombies = engine.store.process_collect_zombies(now, BATCH).await?;
+    let zombies = engine
+        .store
+        .process_collect_zombies(docket_store::ProcessCollectZombiesParams { now, limit: BATCH })
+        .await?;
     ::metrics::histogram!(crate::metrics::ZOMBIE_COLLECTION, "namespace" => "*")
         .record(crate::metrics::ms_since(t0));
     if zombies > 0 {
@@ -67,7 +73,10 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), Store
     }
     let mut rescued = zombies;
     loop {
-        let labels = engine.store.task_rescue(now, BATCH).await?;
+        let labels = engine
+            .store
+            .task_rescue(docket_store::TaskRescueParams { now, limit: BATCH })
+            .await?;
         for l in &labels {
             ::metrics::counter!(crate::metrics::TASKS_RESCUED, "queue" => l.queue.clone(), "kind" => l.kind.clone())
                 .increment(1);
@@ -85,7 +94,10 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), Store
     }
     let mut expired = 0;
     loop {
-        let n = engine.store.task_expire(now, BATCH).await?;
+        let n = engine
+            .store
+            .task_expire(docket_store::TaskExpireParams { now, limit: BATCH })
+            .await?;
         expired += n;
         if (n as i64) < BATCH {
             break;
@@ -268,7 +280,14 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
             _ = engine.waker.scheduler_woken() => {}
         }
     }
-    if let Err(e) = engine.store.node_stop(&c.node, engine.clock.now()).await {
+    if let Err(e) = engine
+        .store
+        .node_stop(docket_store::NodeStopParams {
+            name: &c.node,
+            now: engine.clock.now(),
+        })
+        .await
+    {
         tracing::warn!(error = %e, "marking the node stopped failed");
     }
 }

@@ -260,7 +260,11 @@ impl ProcessService {
         let v = serde_json::to_value(&cfg).expect("config serialises");
         self.engine
             .store
-            .namespace_put(name, &v, self.engine.clock.now())
+            .namespace_put(docket_store::NamespacePutParams {
+                name,
+                config: &v,
+                now: self.engine.clock.now(),
+            })
             .await?;
         self.install(name, cfg);
         Ok(())
@@ -348,7 +352,12 @@ impl ProcessService {
         let t = match self
             .engine
             .store
-            .process_create(ns, id, task, self.engine.clock.now())
+            .process_create(docket_store::ProcessCreateParams {
+                namespace: ns,
+                id,
+                init: task,
+                now: self.engine.clock.now(),
+            })
             .await
         {
             Ok(t) => t,
@@ -394,7 +403,13 @@ impl ProcessService {
         let t = match self
             .engine
             .store
-            .process_enqueue(ns, id, task, require, self.engine.clock.now())
+            .process_enqueue(docket_store::ProcessEnqueueParams {
+                namespace: ns,
+                id,
+                task,
+                require,
+                now: self.engine.clock.now(),
+            })
             .await
         {
             Ok(t) => t,
@@ -421,7 +436,11 @@ impl ProcessService {
     ) -> Result<(Process, Vec<process::Event>), ProcessError> {
         self.engine
             .store
-            .process_get(ns, id, range)
+            .process_get(docket_store::ProcessGetParams {
+                namespace: ns,
+                id,
+                range,
+            })
             .await?
             .map(|p| (p.process, p.history))
             .ok_or(ProcessError::NotFound)
@@ -435,7 +454,11 @@ impl ProcessService {
         match self
             .engine
             .store
-            .process_simple_repair(ns, id, self.engine.clock.now())
+            .process_simple_repair(docket_store::ProcessSimpleRepairParams {
+                namespace: ns,
+                id,
+                now: self.engine.clock.now(),
+            })
             .await
         {
             Ok(()) => Ok(()),
@@ -531,7 +554,12 @@ impl ProcessService {
         Ok(self
             .engine
             .store
-            .process_list(ns, status, after, limit)
+            .process_list(docket_store::ProcessListParams {
+                namespace: ns,
+                status,
+                after,
+                limit,
+            })
             .await?)
     }
 
@@ -674,14 +702,23 @@ impl ProcessService {
         let until = docket_core::time::add(now, std::time::Duration::from_secs(30));
         let store = &self.engine.store;
         let Some(cursor) = store
-            .sink_lease(sink, owner, until, now)
+            .sink_lease(docket_store::SinkLeaseParams {
+                name: sink,
+                owner,
+                until,
+                now,
+            })
             .await
             .map_err(|e| e.to_string())?
         else {
             return Ok(false);
         };
         let batch = store
-            .notification_list(Some(ns), cursor, 100)
+            .notification_list(docket_store::NotificationListParams {
+                namespace: Some(ns),
+                after: cursor,
+                limit: 100,
+            })
             .await
             .map_err(|e| e.to_string())?;
         let Some(last) = batch.last().map(|n| n.seq) else {
@@ -702,7 +739,11 @@ impl ProcessService {
             return Err(format!("webhook answered HTTP {}", resp.status()));
         }
         store
-            .sink_advance(sink, owner, last)
+            .sink_advance(docket_store::SinkAdvanceParams {
+                name: sink,
+                owner,
+                seq: last,
+            })
             .await
             .map_err(|e| e.to_string())?;
         Ok(true)
@@ -809,7 +850,13 @@ impl ProcessService {
             let r = self
                 .engine
                 .store
-                .process_remove(t.id, &token, ns, &pid, now())
+                .process_remove(docket_store::ProcessRemoveParams {
+                    task_id: t.id,
+                    token: &token,
+                    namespace: ns,
+                    id: &pid,
+                    now: now(),
+                })
                 .await;
             ::metrics::histogram!(M::PROCESS_REMOVING, "namespace" => ns.to_string())
                 .record(M::ms_since(t0));
@@ -821,20 +868,28 @@ impl ProcessService {
         let Some(docket_store::ProcessWithHistory {
             process: p,
             history,
-        }) = self.engine.store.process_get(ns, &pid, range).await?
+        }) = self
+            .engine
+            .store
+            .process_get(docket_store::ProcessGetParams {
+                namespace: ns,
+                id: &pid,
+                range,
+            })
+            .await?
         else {
             // The process is gone (removed): nothing to do.
             let _ = self
                 .engine
                 .store
-                .task_complete_many(
-                    &[docket_store::TaskComplete {
+                .task_complete_many(docket_store::TaskCompleteManyParams {
+                    items: &[docket_store::TaskComplete {
                         id: t.id,
                         token,
                         result: Value::Null,
                     }],
-                    now(),
-                )
+                    now: now(),
+                })
                 .await?;
             return Ok(());
         };

@@ -131,7 +131,13 @@ impl Engine {
         after: i64,
         limit: i64,
     ) -> Result<Vec<Notification>, StoreError> {
-        self.store.notification_list(namespace, after, limit).await
+        self.store
+            .notification_list(docket_store::NotificationListParams {
+                namespace,
+                after,
+                limit,
+            })
+            .await
     }
 
     /// The seq of the newest notification (0: none).

@@ -21,7 +21,14 @@ impl Engine {
         let first = spec
             .first_occurrence(now)
             .map_err(EngineError::InvalidSchedule)?;
-        let s = self.store.schedule_put(&spec, first, now).await?;
+        let s = self
+            .store
+            .schedule_put(docket_store::SchedulePutParams {
+                spec: &spec,
+                next_run_at: first,
+                now,
+            })
+            .await?;
         self.waker.wake_scheduler();
         Ok(s)
     }
@@ -50,7 +57,15 @@ impl Engine {
                 ),
             }
         };
-        let s = self.store.schedule_pause(name, paused, next, now).await?;
+        let s = self
+            .store
+            .schedule_pause(docket_store::SchedulePauseParams {
+                name,
+                paused,
+                next_run_at: next,
+                now,
+            })
+            .await?;
         self.waker.wake_scheduler();
         Ok(s)
     }
@@ -62,13 +77,25 @@ impl Engine {
 /// Store errors.
 pub async fn fire_due(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
     let mut fired = 0;
-    for s in engine.store.schedule_due(now, BATCH).await? {
+    for s in engine
+        .store
+        .schedule_due(docket_store::ScheduleDueParams { now, limit: BATCH })
+        .await?
+    {
         let name = s.spec.name.clone();
         let next = match s.spec.next_after(s.next_run_at, now) {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(schedule = %name, error = %e, "schedule has no next occurrence; pausing it");
-                engine.store.schedule_pause(&name, true, None, now).await?;
+                engine
+                    .store
+                    .schedule_pause(docket_store::SchedulePauseParams {
+                        name: &name,
+                        paused: true,
+                        next_run_at: None,
+                        now,
+                    })
+                    .await?;
                 continue;
             }
         };
@@ -81,7 +108,15 @@ pub async fn fire_due(engine: &Engine, now: Timestamp) -> Result<u64, StoreError
             Ok(t) => t,
             Err(e) => {
                 tracing::warn!(schedule = %name, error = %e, "schedule's task is invalid; pausing it");
-                engine.store.schedule_pause(&name, true, None, now).await?;
+                engine
+                    .store
+                    .schedule_pause(docket_store::SchedulePauseParams {
+                        name: &name,
+                        paused: true,
+                        next_run_at: None,
+                        now,
+                    })
+                    .await?;
                 continue;
             }
         };

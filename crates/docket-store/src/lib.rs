@@ -151,7 +151,7 @@ pub enum Backend {
     Sqlite,
 }
 
-/// Params of [`Store::task_insert_many`].
+/// Params of [`TaskStore::task_insert_many`].
 #[derive(Debug, Clone)]
 pub struct TaskInsertManyParams {
     /// Tasks with every default resolved.
@@ -160,7 +160,7 @@ pub struct TaskInsertManyParams {
     pub now: Timestamp,
 }
 
-/// Params of [`Store::task_list`]: filters combine with AND; keyset paging by id.
+/// Params of [`TaskStore::task_list`]: filters combine with AND; keyset paging by id.
 #[derive(Debug, Clone, Default)]
 pub struct TaskListParams {
     /// Only this queue.
@@ -211,7 +211,7 @@ pub struct Throughput {
     pub failed: i64,
 }
 
-/// Params of [`Store::task_claim`].
+/// Params of [`LeaseStore::task_claim`].
 #[derive(Debug, Clone)]
 pub struct TaskClaimParams {
     /// Queue to claim from.
@@ -230,7 +230,7 @@ pub struct TaskClaimParams {
     pub now: Timestamp,
 }
 
-/// Params of [`Store::task_heartbeat`].
+/// Params of [`LeaseStore::task_heartbeat`].
 #[derive(Debug, Clone)]
 pub struct TaskHeartbeatParams {
     /// Task id.
@@ -245,7 +245,7 @@ pub struct TaskHeartbeatParams {
     pub now: Timestamp,
 }
 
-/// One item of [`Store::task_complete_many`].
+/// One item of [`LeaseStore::task_complete_many`].
 #[derive(Debug, Clone)]
 pub struct TaskComplete {
     /// Task id.
@@ -256,7 +256,7 @@ pub struct TaskComplete {
     pub result: Value,
 }
 
-/// One item of [`Store::task_fail_many`].
+/// One item of [`LeaseStore::task_fail_many`].
 #[derive(Debug, Clone)]
 pub struct TaskFail {
     /// Task id.
@@ -317,7 +317,7 @@ impl TaskLabels {
     }
 }
 
-/// What a [`Store::listen`] subscription delivers.
+/// What a [`NotificationStore::listen`] subscription delivers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Wake {
     /// Look at this queue again (a task became available or a slot was freed).
@@ -345,7 +345,7 @@ pub struct NodeRecord {
     pub info: Value,
 }
 
-/// Params of [`Store::task_prune`].
+/// Params of [`MaintenanceStore::task_prune`].
 #[derive(Debug, Clone)]
 pub struct TaskPruneParams {
     /// Now.
@@ -358,7 +358,7 @@ pub struct TaskPruneParams {
     pub limit: i64,
 }
 
-/// What [`Store::aux_prune`] deletes: rows of the tables beside the tasks that would otherwise
+/// What [`MaintenanceStore::aux_prune`] deletes: rows of the tables beside the tasks that would otherwise
 /// grow forever.
 #[derive(Debug, Clone, Copy)]
 pub struct AuxPruneParams {
@@ -375,7 +375,7 @@ pub struct AuxPruneParams {
     pub limit: i64,
 }
 
-/// Rows [`Store::aux_prune`] deleted, per table.
+/// Rows [`MaintenanceStore::aux_prune`] deleted, per table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AuxPruned {
     /// Notifications.
@@ -386,7 +386,7 @@ pub struct AuxPruned {
     pub nodes: u64,
 }
 
-/// Result of [`Store::task_promote`].
+/// Result of [`MaintenanceStore::task_promote`].
 #[derive(Debug, Clone, Default)]
 pub struct Promoted {
     /// How many tasks became available.
@@ -406,7 +406,7 @@ pub enum TimerChange {
     Set(Box<ResolvedTask>),
 }
 
-/// Params of [`Store::process_commit`]: a processor's successful result for a running task.
+/// Params of [`ProcessStore::process_commit`]: a processor's successful result for a running task.
 #[derive(Debug, Clone)]
 pub struct ProcessCommit {
     /// The task.
@@ -446,10 +446,10 @@ pub enum ProcessBreak {
     },
 }
 
-/// Params of [`Store::process_fail`].
+/// Params of [`ProcessStore::process_fail`].
 #[derive(Debug, Clone)]
 pub struct ProcessFail {
-    /// The task, its lease, and the error (as for [`Store::task_fail_many`]).
+    /// The task, its lease, and the error (as for [`LeaseStore::task_fail_many`]).
     pub fail: TaskFail,
     /// Namespace.
     pub namespace: String,
@@ -463,7 +463,7 @@ pub struct ProcessFail {
     pub now: Timestamp,
 }
 
-/// Params of [`Store::process_import`]: a whole process (progressor's migration path).
+/// Params of [`ProcessStore::process_import`]: a whole process (progressor's migration path).
 #[derive(Debug, Clone)]
 pub struct ProcessImport {
     /// The process (namespace, id, status, detail, aux_state, metadata, created_at are used).
@@ -524,14 +524,14 @@ pub trait TaskStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for completed/discarded tasks.
-    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task>;
+    async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task>;
 
     /// Makes a discarded or cancelled task available again now (one more attempt if spent).
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states;
     /// [`StoreError::Conflict`] when an unfinished task took its unique_key meanwhile.
-    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task>;
+    async fn task_retry(&self, p: TaskRetryParams) -> Result<Task>;
 
     /// The earliest run_at of scheduled/retryable tasks.
     ///
@@ -549,7 +549,7 @@ pub trait TaskStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states.
-    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task>;
+    async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task>;
 
     /// Finished tasks per minute since `since` (completed and discarded), oldest first;
     /// minutes without any are left out.
@@ -582,23 +582,14 @@ pub trait LeaseStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure (then nothing changed).
-    async fn task_complete_many(
-        &self,
-        items: &[TaskComplete],
-        now: Timestamp,
-    ) -> Result<Vec<LeaseOutcome>>;
+    async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>>;
 
     /// Fails many attempts: each is retried after its backoff (or `retry_in`), or discarded when
     /// permanent, out of attempts or past expiry. One outcome per item, in order.
     ///
     /// # Errors
     /// Database failure (then nothing changed).
-    async fn task_fail_many(
-        &self,
-        items: &[TaskFail],
-        worker: Option<&str>,
-        now: Timestamp,
-    ) -> Result<Vec<LeaseOutcome>>;
+    async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>>;
 }
 
 /// What the maintenance services run: promote, rescue, expire, prune.
@@ -608,21 +599,21 @@ pub trait MaintenanceStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn task_promote(&self, now: Timestamp, limit: i64) -> Result<Promoted>;
+    async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted>;
 
     /// Rescues running tasks whose lease expired: the attempt fails with "lease expired" and is
-    /// retried or discarded as by [`Store::task_fail_many`]. Returns the rescued tasks'
+    /// retried or discarded as by [`LeaseStore::task_fail_many`]. Returns the rescued tasks'
     /// labels (queue, kind, attempt start).
     ///
     /// # Errors
     /// Database failure.
-    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskLabels>>;
+    async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>>;
 
     /// Discards tasks not started before their expires_at. Returns how many.
     ///
     /// # Errors
     /// Database failure.
-    async fn task_expire(&self, now: Timestamp, limit: i64) -> Result<u64>;
+    async fn task_expire(&self, p: TaskExpireParams) -> Result<u64>;
 
     /// Deletes one batch of finished tasks past their retention. Returns how many.
     ///
@@ -670,18 +661,13 @@ pub trait QueueStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn queue_put(&self, name: &str, s: &QueueSettings, now: Timestamp) -> Result<QueueStats>;
+    async fn queue_put(&self, p: QueuePutParams<'_>) -> Result<QueueStats>;
 
     /// Pauses or resumes a queue, keeping its other settings.
     ///
     /// # Errors
     /// Database failure.
-    async fn queue_set_paused(
-        &self,
-        name: &str,
-        paused: bool,
-        now: Timestamp,
-    ) -> Result<QueueStats>;
+    async fn queue_set_paused(&self, p: QueueSetPausedParams<'_>) -> Result<QueueStats>;
 }
 
 /// The node registry.
@@ -697,7 +683,7 @@ pub trait NodeStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn node_stop(&self, name: &str, now: Timestamp) -> Result<()>;
+    async fn node_stop(&self, p: NodeStopParams<'_>) -> Result<()>;
 
     /// Every known node.
     ///
@@ -713,7 +699,7 @@ pub trait ProcessStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn namespace_put(&self, name: &str, config: &Value, now: Timestamp) -> Result<()>;
+    async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()>;
 
     /// Every namespace: (name, config).
     ///
@@ -725,37 +711,19 @@ pub trait ProcessStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::Conflict`] when the id is taken.
-    async fn process_create(
-        &self,
-        namespace: &str,
-        id: &str,
-        init: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task>;
+    async fn process_create(&self, p: ProcessCreateParams<'_>) -> Result<Task>;
 
     /// Enqueues a call/repair task for a process in status `require`.
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] (`process is error`, …).
-    async fn process_enqueue(
-        &self,
-        namespace: &str,
-        id: &str,
-        task: ResolvedTask,
-        require: docket_core::process::ProcessStatus,
-        now: Timestamp,
-    ) -> Result<Task>;
+    async fn process_enqueue(&self, p: ProcessEnqueueParams<'_>) -> Result<Task>;
 
     /// A process and a range of its history.
     ///
     /// # Errors
     /// Database failure.
-    async fn process_get(
-        &self,
-        namespace: &str,
-        id: &str,
-        range: docket_core::process::HistoryRange,
-    ) -> Result<Option<ProcessWithHistory>>;
+    async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>>;
 
     /// Applies a processor's result atomically: events, aux state, metadata, status `running`,
     /// timers, and completes the task (result = response) — only while the lease holds.
@@ -776,14 +744,7 @@ pub trait ProcessStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::LeaseLost`].
-    async fn process_remove(
-        &self,
-        task_id: i64,
-        token: &str,
-        namespace: &str,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<()>;
+    async fn process_remove(&self, p: ProcessRemoveParams<'_>) -> Result<()>;
 
     /// Imports a whole process with its history and optional timer, in one transaction.
     ///
@@ -795,7 +756,7 @@ pub trait ProcessStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] when it is not in error.
-    async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()>;
+    async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()>;
 
     /// Processes of a namespace by id (keyset paging), optionally of one status.
     ///
@@ -803,10 +764,7 @@ pub trait ProcessStore: Send + Sync {
     /// Database failure.
     async fn process_list(
         &self,
-        namespace: &str,
-        status: Option<docket_core::process::ProcessStatus>,
-        after: Option<&str>,
-        limit: i64,
+        p: ProcessListParams<'_>,
     ) -> Result<Vec<docket_core::process::Process>>;
 
     /// Zombie collection (progressor): process tasks still running past their lease (their node
@@ -815,7 +773,7 @@ pub trait ProcessStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64>;
+    async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64>;
 }
 
 /// Wake-ups, process notifications and their delivery cursors (sinks).
@@ -834,12 +792,7 @@ pub trait NotificationStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn notification_list(
-        &self,
-        namespace: Option<&str>,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<Notification>>;
+    async fn notification_list(&self, p: NotificationListParams<'_>) -> Result<Vec<Notification>>;
 
     /// The seq of the newest notification (0 when there is none): where a live tail starts.
     ///
@@ -852,19 +805,13 @@ pub trait NotificationStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn sink_lease(
-        &self,
-        name: &str,
-        owner: &str,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<Option<i64>>;
+    async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>>;
 
     /// Moves sink `name`'s cursor to `seq` if `owner` still holds it; false otherwise.
     ///
     /// # Errors
     /// Database failure.
-    async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool>;
+    async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool>;
 }
 
 /// Schedules (every / cron) and firing their occurrences.
@@ -875,12 +822,7 @@ pub trait ScheduleStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn schedule_put(
-        &self,
-        spec: &ScheduleSpec,
-        next_run_at: Timestamp,
-        now: Timestamp,
-    ) -> Result<Schedule>;
+    async fn schedule_put(&self, p: SchedulePutParams<'_>) -> Result<Schedule>;
 
     /// One schedule.
     ///
@@ -904,19 +846,13 @@ pub trait ScheduleStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn schedule_pause(
-        &self,
-        name: &str,
-        paused: bool,
-        next_run_at: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<Option<Schedule>>;
+    async fn schedule_pause(&self, p: SchedulePauseParams<'_>) -> Result<Option<Schedule>>;
 
     /// Unpaused schedules whose `next_run_at` is at or before `now`, soonest first.
     ///
     /// # Errors
     /// Database failure.
-    async fn schedule_due(&self, now: Timestamp, limit: i64) -> Result<Vec<Schedule>>;
+    async fn schedule_due(&self, p: ScheduleDueParams) -> Result<Vec<Schedule>>;
 
     /// The earliest `next_run_at` of an unpaused schedule.
     ///
@@ -941,14 +877,7 @@ pub trait AuditStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn audit_add(
-        &self,
-        actor: &str,
-        action: &str,
-        target: &str,
-        detail: Option<Value>,
-        now: Timestamp,
-    ) -> Result<()>;
+    async fn audit_add(&self, p: AuditAddParams<'_>) -> Result<()>;
 
     /// The newest `limit` audit entries, newest first.
     ///
@@ -1029,6 +958,292 @@ pub trait Store:
     async fn close(&self);
 }
 
+/// Params of [`TaskStore::task_cancel`].
+#[derive(Debug, Clone)]
+pub struct TaskCancelParams {
+    /// The task's id.
+    pub id: i64,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`TaskStore::task_retry`].
+#[derive(Debug, Clone)]
+pub struct TaskRetryParams {
+    /// The task's id.
+    pub id: i64,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`TaskStore::task_run_now`].
+#[derive(Debug, Clone)]
+pub struct TaskRunNowParams {
+    /// The task's id.
+    pub id: i64,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`LeaseStore::task_complete_many`].
+#[derive(Debug, Clone)]
+pub struct TaskCompleteManyParams<'a> {
+    /// The leases and what to record, one per task.
+    pub items: &'a [TaskComplete],
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`LeaseStore::task_fail_many`].
+#[derive(Debug, Clone)]
+pub struct TaskFailManyParams<'a> {
+    /// The leases and what to record, one per task.
+    pub items: &'a [TaskFail],
+    /// The worker reporting, when it is not the lease's own.
+    pub worker: Option<&'a str>,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`MaintenanceStore::task_promote`].
+#[derive(Debug, Clone)]
+pub struct TaskPromoteParams {
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// Most rows to touch (or return).
+    pub limit: i64,
+}
+
+/// Params of [`MaintenanceStore::task_rescue`].
+#[derive(Debug, Clone)]
+pub struct TaskRescueParams {
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// Most rows to touch (or return).
+    pub limit: i64,
+}
+
+/// Params of [`MaintenanceStore::task_expire`].
+#[derive(Debug, Clone)]
+pub struct TaskExpireParams {
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// Most rows to touch (or return).
+    pub limit: i64,
+}
+
+/// Params of [`QueueStore::queue_put`].
+#[derive(Debug, Clone)]
+pub struct QueuePutParams<'a> {
+    /// The queue.
+    pub name: &'a str,
+    /// The queue's new settings (replacing all of them).
+    pub settings: &'a QueueSettings,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`QueueStore::queue_set_paused`].
+#[derive(Debug, Clone)]
+pub struct QueueSetPausedParams<'a> {
+    /// The queue.
+    pub name: &'a str,
+    /// Paused (true) or running (false).
+    pub paused: bool,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`NodeStore::node_stop`].
+#[derive(Debug, Clone)]
+pub struct NodeStopParams<'a> {
+    /// The node.
+    pub name: &'a str,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`ProcessStore::namespace_put`].
+#[derive(Debug, Clone)]
+pub struct NamespacePutParams<'a> {
+    /// The namespace.
+    pub name: &'a str,
+    /// The namespace's configuration (JSON of `NamespaceConfig`).
+    pub config: &'a Value,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`ProcessStore::process_create`].
+#[derive(Debug, Clone)]
+pub struct ProcessCreateParams<'a> {
+    /// The process's namespace.
+    pub namespace: &'a str,
+    /// The process id (unique within its namespace).
+    pub id: &'a str,
+    /// The process's `init` task.
+    pub init: ResolvedTask,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`ProcessStore::process_enqueue`].
+#[derive(Debug, Clone)]
+pub struct ProcessEnqueueParams<'a> {
+    /// The process's namespace.
+    pub namespace: &'a str,
+    /// The process id (unique within its namespace).
+    pub id: &'a str,
+    /// The task to enqueue.
+    pub task: ResolvedTask,
+    /// The status the process must be in.
+    pub require: docket_core::process::ProcessStatus,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`ProcessStore::process_get`].
+#[derive(Debug, Clone)]
+pub struct ProcessGetParams<'a> {
+    /// The process's namespace.
+    pub namespace: &'a str,
+    /// The process id (unique within its namespace).
+    pub id: &'a str,
+    /// Which part of the history to return.
+    pub range: docket_core::process::HistoryRange,
+}
+
+/// Params of [`ProcessStore::process_remove`].
+#[derive(Debug, Clone)]
+pub struct ProcessRemoveParams<'a> {
+    /// The `remove` task.
+    pub task_id: i64,
+    /// Its lease token.
+    pub token: &'a str,
+    /// The process's namespace.
+    pub namespace: &'a str,
+    /// The process id (unique within its namespace).
+    pub id: &'a str,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`ProcessStore::process_simple_repair`].
+#[derive(Debug, Clone)]
+pub struct ProcessSimpleRepairParams<'a> {
+    /// The process's namespace.
+    pub namespace: &'a str,
+    /// The process id (unique within its namespace).
+    pub id: &'a str,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`ProcessStore::process_list`].
+#[derive(Debug, Clone)]
+pub struct ProcessListParams<'a> {
+    /// The process's namespace.
+    pub namespace: &'a str,
+    /// Only processes in this status.
+    pub status: Option<docket_core::process::ProcessStatus>,
+    /// Start after this (keyset paging).
+    pub after: Option<&'a str>,
+    /// Most rows to touch (or return).
+    pub limit: i64,
+}
+
+/// Params of [`ProcessStore::process_collect_zombies`].
+#[derive(Debug, Clone)]
+pub struct ProcessCollectZombiesParams {
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// Most rows to touch (or return).
+    pub limit: i64,
+}
+
+/// Params of [`NotificationStore::notification_list`].
+#[derive(Debug, Clone)]
+pub struct NotificationListParams<'a> {
+    /// The process's namespace.
+    pub namespace: Option<&'a str>,
+    /// Start after this (keyset paging).
+    pub after: i64,
+    /// Most rows to touch (or return).
+    pub limit: i64,
+}
+
+/// Params of [`NotificationStore::sink_lease`].
+#[derive(Debug, Clone)]
+pub struct SinkLeaseParams<'a> {
+    /// The sink (e.g. `webhook:NS`).
+    pub name: &'a str,
+    /// Who holds (or asks for) the sink's lease.
+    pub owner: &'a str,
+    /// The lease's end.
+    pub until: Timestamp,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`NotificationStore::sink_advance`].
+#[derive(Debug, Clone)]
+pub struct SinkAdvanceParams<'a> {
+    /// The sink (e.g. `webhook:NS`).
+    pub name: &'a str,
+    /// Who holds (or asks for) the sink's lease.
+    pub owner: &'a str,
+    /// The seq delivered up to.
+    pub seq: i64,
+}
+
+/// Params of [`ScheduleStore::schedule_put`].
+#[derive(Debug, Clone)]
+pub struct SchedulePutParams<'a> {
+    /// The schedule.
+    pub spec: &'a ScheduleSpec,
+    /// Its next occurrence.
+    pub next_run_at: Timestamp,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`ScheduleStore::schedule_pause`].
+#[derive(Debug, Clone)]
+pub struct SchedulePauseParams<'a> {
+    /// The schedule.
+    pub name: &'a str,
+    /// Paused (true) or running (false).
+    pub paused: bool,
+    /// Its next occurrence.
+    pub next_run_at: Option<Timestamp>,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`ScheduleStore::schedule_due`].
+#[derive(Debug, Clone)]
+pub struct ScheduleDueParams {
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// Most rows to touch (or return).
+    pub limit: i64,
+}
+
+/// Params of [`AuditStore::audit_add`].
+#[derive(Debug, Clone)]
+pub struct AuditAddParams<'a> {
+    /// Who acted (`token:NAME`, `cli:USER`, `dashboard`, …).
+    pub actor: &'a str,
+    /// What was done (`task.cancel`, `queue.pause`, …).
+    pub action: &'a str,
+    /// What it was done to (`task:17`, `queue:emails`, …).
+    pub target: &'a str,
+    /// Details of the action, if any.
+    pub detail: Option<Value>,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
 /// The oldest available task of a queue ([`QueueStore::queue_oldest_available`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueOldest {
@@ -1077,7 +1292,7 @@ pub struct PoolStats {
     pub idle: usize,
 }
 
-/// Params of [`Store::token_create`].
+/// Params of [`TokenStore::token_create`].
 #[derive(Debug, Clone)]
 pub struct TokenCreate {
     /// Name (unique among tokens not revoked).
@@ -1094,7 +1309,7 @@ pub struct TokenCreate {
     pub now: Timestamp,
 }
 
-/// Params of [`Store::token_revoke`].
+/// Params of [`TokenStore::token_revoke`].
 #[derive(Debug, Clone)]
 pub struct TokenRevoke {
     /// The token's name.
@@ -1103,7 +1318,7 @@ pub struct TokenRevoke {
     pub now: Timestamp,
 }
 
-/// Params of [`Store::token_touch`].
+/// Params of [`TokenStore::token_touch`].
 #[derive(Debug, Clone)]
 pub struct TokenTouch {
     /// Token id.
@@ -1140,7 +1355,7 @@ pub struct TokenRecord {
     pub last_used_at: Option<Timestamp>,
 }
 
-/// Parameters of [`Store::schedule_fire`].
+/// Parameters of [`ScheduleStore::schedule_fire`].
 #[derive(Debug, Clone)]
 pub struct ScheduleFireParams {
     /// Schedule name.

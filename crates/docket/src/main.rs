@@ -1249,13 +1249,13 @@ async fn token_cmd(db: &cli::DbArgs, cmd: cli::TokenCmd) -> Result<()> {
                     e => anyhow::anyhow!("{e}"),
                 })?;
             let _ = store
-                .audit_add(
-                    &format!("cli:{}", std::env::var("USER").unwrap_or_default()),
-                    "token.create",
-                    &format!("token:{}", rec.name),
-                    None,
-                    engine.clock.now(),
-                )
+                .audit_add(docket_store::AuditAddParams {
+                    actor: &format!("cli:{}", std::env::var("USER").unwrap_or_default()),
+                    action: "token.create",
+                    target: &format!("token:{}", rec.name),
+                    detail: None,
+                    now: engine.clock.now(),
+                })
                 .await;
             eprintln!(
                 "created token {:?} ({}); it is shown once:",
@@ -1306,13 +1306,13 @@ async fn token_cmd(db: &cli::DbArgs, cmd: cli::TokenCmd) -> Result<()> {
                 anyhow::bail!("no live token named {name:?}");
             }
             let _ = store
-                .audit_add(
-                    &format!("cli:{}", std::env::var("USER").unwrap_or_default()),
-                    "token.revoke",
-                    &format!("token:{name}"),
-                    None,
-                    engine.clock.now(),
-                )
+                .audit_add(docket_store::AuditAddParams {
+                    actor: &format!("cli:{}", std::env::var("USER").unwrap_or_default()),
+                    action: "token.revoke",
+                    target: &format!("token:{name}"),
+                    detail: None,
+                    now: engine.clock.now(),
+                })
                 .await;
             println!("revoked token {name:?}");
         }

@@ -194,11 +194,8 @@ impl LeaseStore for PgStore {
         })
     }
 
-    async fn task_complete_many(
-        &self,
-        items: &[TaskComplete],
-        now: Timestamp,
-    ) -> Result<Vec<LeaseOutcome>> {
+    async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
+        let TaskCompleteManyParams { items, now } = p;
         if items.is_empty() {
             return Ok(vec![]);
         }
@@ -321,12 +318,8 @@ impl LeaseStore for PgStore {
         Ok(out)
     }
 
-    async fn task_fail_many(
-        &self,
-        items: &[TaskFail],
-        worker: Option<&str>,
-        now: Timestamp,
-    ) -> Result<Vec<LeaseOutcome>> {
+    async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
+        let TaskFailManyParams { items, worker, now } = p;
         if items.is_empty() {
             return Ok(vec![]);
         }

@@ -21,7 +21,8 @@ impl NodeStore for PgStore {
         Ok(())
     }
 
-    async fn node_stop(&self, name: &str, now: Timestamp) -> Result<()> {
+    async fn node_stop(&self, p: NodeStopParams<'_>) -> Result<()> {
+        let NodeStopParams { name, now } = p;
         sqlx::query("UPDATE docket_nodes SET stopped_at = $2 WHERE name = $1")
             .bind(name)
             .bind(now)

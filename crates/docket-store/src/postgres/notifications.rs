@@ -52,12 +52,12 @@ impl NotificationStore for PgStore {
         Ok(Some(rx))
     }
 
-    async fn notification_list(
-        &self,
-        namespace: Option<&str>,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<Notification>> {
+    async fn notification_list(&self, p: NotificationListParams<'_>) -> Result<Vec<Notification>> {
+        let NotificationListParams {
+            namespace,
+            after,
+            limit,
+        } = p;
         let rows = sqlx::query(
             "SELECT * FROM docket_notifications WHERE seq > $1 AND ($2::text IS NULL OR namespace = $2) \
              ORDER BY seq LIMIT $3",
@@ -90,13 +90,13 @@ impl NotificationStore for PgStore {
         )
     }
 
-    async fn sink_lease(
-        &self,
-        name: &str,
-        owner: &str,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<Option<i64>> {
+    async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
+        let SinkLeaseParams {
+            name,
+            owner,
+            until,
+            now,
+        } = p;
         sqlx::query("INSERT INTO docket_sinks (name) VALUES ($1) ON CONFLICT DO NOTHING")
             .bind(name)
             .execute(&self.pool)
@@ -113,7 +113,8 @@ impl NotificationStore for PgStore {
         .await?)
     }
 
-    async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool> {
+    async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool> {
+        let SinkAdvanceParams { name, owner, seq } = p;
         let r = sqlx::query("UPDATE docket_sinks SET seq = $3 WHERE name = $1 AND owner = $2")
             .bind(name)
             .bind(owner)

@@ -4,7 +4,8 @@ use super::*;
 
 #[async_trait]
 impl ProcessStore for PgStore {
-    async fn namespace_put(&self, name: &str, config: &Value, now: Timestamp) -> Result<()> {
+    async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
+        let NamespacePutParams { name, config, now } = p;
         sqlx::query(
             "INSERT INTO docket_namespaces (name, config, updated_at) VALUES ($1, $2, $3) \
              ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at",
@@ -28,13 +29,13 @@ impl ProcessStore for PgStore {
             .collect())
     }
 
-    async fn process_create(
-        &self,
-        namespace: &str,
-        id: &str,
-        init: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task> {
+    async fn process_create(&self, p: ProcessCreateParams<'_>) -> Result<Task> {
+        let ProcessCreateParams {
+            namespace,
+            id,
+            init,
+            now,
+        } = p;
         let mut tx = self.pool.begin().await?;
         let created: Option<String> = sqlx::query_scalar(
             "INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at) \
@@ -63,14 +64,14 @@ impl ProcessStore for PgStore {
         Ok(t)
     }
 
-    async fn process_enqueue(
-        &self,
-        namespace: &str,
-        id: &str,
-        task: ResolvedTask,
-        require: docket_core::process::ProcessStatus,
-        now: Timestamp,
-    ) -> Result<Task> {
+    async fn process_enqueue(&self, p: ProcessEnqueueParams<'_>) -> Result<Task> {
+        let ProcessEnqueueParams {
+            namespace,
+            id,
+            task,
+            require,
+            now,
+        } = p;
         let mut tx = self.pool.begin().await?;
         // FOR SHARE: a concurrent status change (which locks FOR UPDATE) waits for us, and then
         // sees — and cancels — the task we enqueue.
@@ -93,12 +94,12 @@ impl ProcessStore for PgStore {
         Ok(t)
     }
 
-    async fn process_get(
-        &self,
-        namespace: &str,
-        id: &str,
-        range: docket_core::process::HistoryRange,
-    ) -> Result<Option<ProcessWithHistory>> {
+    async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>> {
+        let ProcessGetParams {
+            namespace,
+            id,
+            range,
+        } = p;
         use docket_core::process::{Direction, Event};
         let Some(r) =
             sqlx::query("SELECT * FROM docket_processes WHERE namespace = $1 AND id = $2")
@@ -308,14 +309,14 @@ impl ProcessStore for PgStore {
         Ok(outcome)
     }
 
-    async fn process_remove(
-        &self,
-        task_id: i64,
-        token: &str,
-        namespace: &str,
-        id: &str,
-        _now: Timestamp,
-    ) -> Result<()> {
+    async fn process_remove(&self, p: ProcessRemoveParams<'_>) -> Result<()> {
+        let ProcessRemoveParams {
+            task_id,
+            token,
+            namespace,
+            id,
+            now: _now,
+        } = p;
         let mut tx = self.pool.begin().await?;
         let row =
             sqlx::query("SELECT state, lease_token FROM docket_tasks WHERE id = $1 FOR UPDATE")
@@ -412,7 +413,8 @@ impl ProcessStore for PgStore {
         Ok(())
     }
 
-    async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
+    async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
+        let ProcessSimpleRepairParams { namespace, id, now } = p;
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
             "UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = $3, \
@@ -451,11 +453,14 @@ impl ProcessStore for PgStore {
 
     async fn process_list(
         &self,
-        namespace: &str,
-        status: Option<docket_core::process::ProcessStatus>,
-        after: Option<&str>,
-        limit: i64,
+        p: ProcessListParams<'_>,
     ) -> Result<Vec<docket_core::process::Process>> {
+        let ProcessListParams {
+            namespace,
+            status,
+            after,
+            limit,
+        } = p;
         let rows = sqlx::query(
             "SELECT * FROM docket_processes WHERE namespace = $1 AND ($2::text IS NULL OR status = $2) \
              AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4",
@@ -469,7 +474,8 @@ impl ProcessStore for PgStore {
         rows.iter().map(decode_process).collect()
     }
 
-    async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64> {
+    async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {
+        let ProcessCollectZombiesParams { now, limit } = p;
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \

@@ -121,7 +121,8 @@ impl TaskStore for PgStore {
         rows.iter().map(decode).collect()
     }
 
-    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
+        let TaskCancelParams { id, now } = p;
         let sql = format!(
             "UPDATE docket_tasks SET \
                state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, \
@@ -148,7 +149,8 @@ impl TaskStore for PgStore {
         }
     }
 
-    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
+        let TaskRetryParams { id, now } = p;
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "UPDATE docket_tasks SET state = 'available', run_at = $2, finished_at = NULL, \
@@ -195,7 +197,8 @@ impl TaskStore for PgStore {
         row.as_ref().map(decode).transpose()
     }
 
-    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
+        let TaskRunNowParams { id, now } = p;
         let mut tx = self.pool.begin().await?;
         let row = sqlx::query(&format!(
             "UPDATE docket_tasks SET state = 'available', run_at = $2 \

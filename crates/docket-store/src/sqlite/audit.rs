@@ -4,14 +4,14 @@ use super::*;
 
 #[async_trait]
 impl AuditStore for SqliteStore {
-    async fn audit_add(
-        &self,
-        actor: &str,
-        action: &str,
-        target: &str,
-        detail: Option<Value>,
-        now: Timestamp,
-    ) -> Result<()> {
+    async fn audit_add(&self, p: AuditAddParams<'_>) -> Result<()> {
+        let AuditAddParams {
+            actor,
+            action,
+            target,
+            detail,
+            now,
+        } = p;
         let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO docket_audit (at, actor, action, target, detail) VALUES (?1, ?2, ?3, ?4, ?5)",

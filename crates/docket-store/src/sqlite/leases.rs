@@ -163,11 +163,8 @@ impl LeaseStore for SqliteStore {
         decode(&row)
     }
 
-    async fn task_complete_many(
-        &self,
-        items: &[TaskComplete],
-        now: Timestamp,
-    ) -> Result<Vec<LeaseOutcome>> {
+    async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
+        let TaskCompleteManyParams { items, now } = p;
         if items.is_empty() {
             return Ok(vec![]);
         }
@@ -256,12 +253,8 @@ impl LeaseStore for SqliteStore {
         Ok(out)
     }
 
-    async fn task_fail_many(
-        &self,
-        items: &[TaskFail],
-        worker: Option<&str>,
-        now: Timestamp,
-    ) -> Result<Vec<LeaseOutcome>> {
+    async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
+        let TaskFailManyParams { items, worker, now } = p;
         if items.is_empty() {
             return Ok(vec![]);
         }

@@ -4,7 +4,8 @@ use super::*;
 
 #[async_trait]
 impl MaintenanceStore for SqliteStore {
-    async fn task_promote(&self, now: Timestamp, limit: i64) -> Result<Promoted> {
+    async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
+        let TaskPromoteParams { now, limit } = p;
         let mut tx = self.begin().await?;
         let queues: Vec<String> = sqlx::query_scalar(
             "UPDATE docket_tasks SET state = 'available' WHERE id IN ( \
@@ -24,7 +25,8 @@ impl MaintenanceStore for SqliteStore {
         Ok(Promoted { count, queues: qs })
     }
 
-    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskLabels>> {
+    async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>> {
+        let TaskRescueParams { now, limit } = p;
         let mut tx = self.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
@@ -53,7 +55,8 @@ impl MaintenanceStore for SqliteStore {
         Ok(apply.iter().map(|(t, _, _)| TaskLabels::of(t)).collect())
     }
 
-    async fn task_expire(&self, now: Timestamp, limit: i64) -> Result<u64> {
+    async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
+        let TaskExpireParams { now, limit } = p;
         let mut tx = self.begin().await?;
         let r = sqlx::query(
             "UPDATE docket_tasks SET state = 'discarded', finished_at = ?1, \

@@ -23,7 +23,8 @@ impl NodeStore for SqliteStore {
         Ok(())
     }
 
-    async fn node_stop(&self, name: &str, now: Timestamp) -> Result<()> {
+    async fn node_stop(&self, p: NodeStopParams<'_>) -> Result<()> {
+        let NodeStopParams { name, now } = p;
         let mut tx = self.begin().await?;
         sqlx::query("UPDATE docket_nodes SET stopped_at = ?2 WHERE name = ?1")
             .bind(name)

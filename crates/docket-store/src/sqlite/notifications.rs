@@ -28,12 +28,12 @@ impl NotificationStore for SqliteStore {
         Ok(Some(rx))
     }
 
-    async fn notification_list(
-        &self,
-        namespace: Option<&str>,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<Notification>> {
+    async fn notification_list(&self, p: NotificationListParams<'_>) -> Result<Vec<Notification>> {
+        let NotificationListParams {
+            namespace,
+            after,
+            limit,
+        } = p;
         let rows = sqlx::query(
             "SELECT * FROM docket_notifications WHERE seq > ?1 AND (?2 IS NULL OR namespace = ?2) \
              ORDER BY seq LIMIT ?3",
@@ -66,13 +66,13 @@ impl NotificationStore for SqliteStore {
         )
     }
 
-    async fn sink_lease(
-        &self,
-        name: &str,
-        owner: &str,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<Option<i64>> {
+    async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
+        let SinkLeaseParams {
+            name,
+            owner,
+            until,
+            now,
+        } = p;
         let mut tx = self.begin().await?;
         sqlx::query("INSERT INTO docket_sinks (name) VALUES (?1) ON CONFLICT DO NOTHING")
             .bind(name)
@@ -92,7 +92,8 @@ impl NotificationStore for SqliteStore {
         Ok(seq)
     }
 
-    async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool> {
+    async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool> {
+        let SinkAdvanceParams { name, owner, seq } = p;
         let mut tx = self.begin().await?;
         let r = sqlx::query("UPDATE docket_sinks SET seq = ?3 WHERE name = ?1 AND owner = ?2")
             .bind(name)

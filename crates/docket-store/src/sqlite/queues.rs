@@ -54,7 +54,12 @@ impl QueueStore for SqliteStore {
         })
     }
 
-    async fn queue_put(&self, name: &str, s: &QueueSettings, now: Timestamp) -> Result<QueueStats> {
+    async fn queue_put(&self, p: QueuePutParams<'_>) -> Result<QueueStats> {
+        let QueuePutParams {
+            name,
+            settings: s,
+            now,
+        } = p;
         let backoff = s
             .backoff
             .map(|b| serde_json::to_string(&b).expect("backoff serialises"));
@@ -86,15 +91,16 @@ impl QueueStore for SqliteStore {
         self.queue_get(name).await
     }
 
-    async fn queue_set_paused(
-        &self,
-        name: &str,
-        paused: bool,
-        now: Timestamp,
-    ) -> Result<QueueStats> {
+    async fn queue_set_paused(&self, p: QueueSetPausedParams<'_>) -> Result<QueueStats> {
+        let QueueSetPausedParams { name, paused, now } = p;
         let mut s = self.queue_get(name).await?.settings;
         s.paused = paused;
-        self.queue_put(name, &s, now).await
+        self.queue_put(QueuePutParams {
+            name,
+            settings: &s,
+            now,
+        })
+        .await
     }
 
     async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {

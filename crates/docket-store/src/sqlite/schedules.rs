@@ -4,12 +4,12 @@ use super::*;
 
 #[async_trait]
 impl ScheduleStore for SqliteStore {
-    async fn schedule_put(
-        &self,
-        spec: &ScheduleSpec,
-        next_run_at: Timestamp,
-        now: Timestamp,
-    ) -> Result<Schedule> {
+    async fn schedule_put(&self, p: SchedulePutParams<'_>) -> Result<Schedule> {
+        let SchedulePutParams {
+            spec,
+            next_run_at,
+            now,
+        } = p;
         let mut tx = self.begin().await?;
         let row = sqlx::query(&format!(
             "INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at) \
@@ -56,13 +56,13 @@ impl ScheduleStore for SqliteStore {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn schedule_pause(
-        &self,
-        name: &str,
-        paused: bool,
-        next_run_at: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<Option<Schedule>> {
+    async fn schedule_pause(&self, p: SchedulePauseParams<'_>) -> Result<Option<Schedule>> {
+        let SchedulePauseParams {
+            name,
+            paused,
+            next_run_at,
+            now,
+        } = p;
         let mut tx = self.begin().await?;
         let row = sqlx::query(&format!(
             "UPDATE docket_schedules SET paused = ?2, next_run_at = COALESCE(?3, next_run_at), \
@@ -79,7 +79,8 @@ impl ScheduleStore for SqliteStore {
         Ok(s)
     }
 
-    async fn schedule_due(&self, now: Timestamp, limit: i64) -> Result<Vec<Schedule>> {
+    async fn schedule_due(&self, p: ScheduleDueParams) -> Result<Vec<Schedule>> {
+        let ScheduleDueParams { now, limit } = p;
         let rows = sqlx::query(&format!(
             "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE paused = 0 AND next_run_at <= ?1 \
              ORDER BY next_run_at LIMIT ?2"

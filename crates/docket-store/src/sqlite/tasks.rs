@@ -79,7 +79,8 @@ impl TaskStore for SqliteStore {
         rows.iter().map(decode).collect()
     }
 
-    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
+        let TaskCancelParams { id, now } = p;
         let sql = format!(
             "UPDATE docket_tasks SET \
                state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, \
@@ -110,7 +111,8 @@ impl TaskStore for SqliteStore {
         }
     }
 
-    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
+        let TaskRetryParams { id, now } = p;
         let sql = format!(
             "UPDATE docket_tasks SET state = 'available', run_at = ?2, finished_at = NULL, \
                cancel_requested_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
@@ -157,7 +159,8 @@ impl TaskStore for SqliteStore {
         row.as_ref().map(decode).transpose()
     }
 
-    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
+        let TaskRunNowParams { id, now } = p;
         let mut tx = self.begin().await?;
         let row = sqlx::query(&format!(
             "UPDATE docket_tasks SET state = 'available', run_at = ?2 \

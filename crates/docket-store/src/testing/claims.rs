@@ -93,8 +93,19 @@ pub(super) async fn claim_skips_what_it_must(b: Bundle) {
         t0(),
     )
     .await;
-    s.task_cancel(got[4].id, t0()).await.unwrap();
-    s.queue_set_paused("p", true, t0()).await.unwrap();
+    s.task_cancel(TaskCancelParams {
+        id: got[4].id,
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    s.queue_set_paused(QueueSetPausedParams {
+        name: "p",
+        paused: true,
+        now: t0(),
+    })
+    .await
+    .unwrap();
     let claimed = claim(s, "default", 10, t0()).await;
     assert_eq!(
         claimed.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
@@ -103,7 +114,13 @@ pub(super) async fn claim_skips_what_it_must(b: Bundle) {
     assert!(claim(s, "p", 10, t0()).await.is_empty());
     // Scheduled tasks come due only through the scheduler's promotion.
     assert!(claim(s, "default", 10, t0() + secs(10)).await.is_empty());
-    let p = s.task_promote(t0() + secs(10), 100).await.unwrap();
+    let p = s
+        .task_promote(TaskPromoteParams {
+            now: t0() + secs(10),
+            limit: 100,
+        })
+        .await
+        .unwrap();
     assert_eq!(p.count, 1);
     assert_eq!(p.queues, vec!["default".to_string()]);
     let c = claim(s, "default", 10, t0() + secs(10)).await;
@@ -112,10 +129,24 @@ pub(super) async fn claim_skips_what_it_must(b: Bundle) {
         vec!["future"]
     );
     // Resuming the queue makes its task claimable.
-    s.queue_set_paused("p", false, t0()).await.unwrap();
+    s.queue_set_paused(QueueSetPausedParams {
+        name: "p",
+        paused: false,
+        now: t0(),
+    })
+    .await
+    .unwrap();
     assert_eq!(claim(s, "p", 10, t0()).await.len(), 1);
     // The expired task is discarded by the expirer.
-    assert_eq!(s.task_expire(t0(), 100).await.unwrap(), 1);
+    assert_eq!(
+        s.task_expire(TaskExpireParams {
+            now: t0(),
+            limit: 100
+        })
+        .await
+        .unwrap(),
+        1
+    );
     let e = s.task_get(got[1].id).await.unwrap().unwrap();
     assert_eq!(e.state, TaskState::Discarded);
     assert!(e.errors[0].message.contains("expired"));
@@ -138,9 +169,12 @@ pub(super) async fn concurrency_key_limit(b: Bundle) {
     let kinds: Vec<&str> = got.iter().map(|t| t.kind.as_str()).collect();
     assert_eq!(kinds, vec!["k0", "k1", "free"]);
     assert!(claim(s, "default", 10, t0()).await.is_empty());
-    s.task_complete_many(&[done(&got[0], json!(1))], t0())
-        .await
-        .unwrap();
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(&got[0], json!(1))],
+        now: t0(),
+    })
+    .await
+    .unwrap();
     let next = claim(s, "default", 10, t0()).await;
     assert_eq!(
         next.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
@@ -150,14 +184,14 @@ pub(super) async fn concurrency_key_limit(b: Bundle) {
 
 pub(super) async fn queue_concurrency_limit(b: Bundle) {
     let s = &*b.store;
-    s.queue_put(
-        "q",
-        &QueueSettings {
+    s.queue_put(QueuePutParams {
+        name: "q",
+        settings: &QueueSettings {
             concurrency_limit: Some(3),
             ..Default::default()
         },
-        t0(),
-    )
+        now: t0(),
+    })
     .await
     .unwrap();
     let v = (0..10)
@@ -172,9 +206,13 @@ pub(super) async fn queue_concurrency_limit(b: Bundle) {
     let b2 = claim(s, "q", 10, t0()).await;
     assert_eq!((a.len(), b2.len()), (2, 1));
     assert!(claim(s, "q", 10, t0()).await.is_empty());
-    s.task_fail_many(&[fail(&a[0], "boom")], None, t0())
-        .await
-        .unwrap();
+    s.task_fail_many(TaskFailManyParams {
+        items: &[fail(&a[0], "boom")],
+        worker: None,
+        now: t0(),
+    })
+    .await
+    .unwrap();
     assert_eq!(claim(s, "q", 10, t0()).await.len(), 1);
     let q = s.queue_get("q").await.unwrap();
     assert_eq!(q.counts[&TaskState::Running], 3);
@@ -212,7 +250,13 @@ pub(super) async fn exactly_once_under_concurrent_claimers(b: Bundle) {
                     break;
                 }
                 let items: Vec<TaskComplete> = got.iter().map(|t| done(t, json!(w))).collect();
-                let outs = s.task_complete_many(&items, t0()).await.unwrap();
+                let outs = s
+                    .task_complete_many(TaskCompleteManyParams {
+                        items: &items,
+                        now: t0(),
+                    })
+                    .await
+                    .unwrap();
                 assert!(
                     outs.iter().all(|o| matches!(o, LeaseOutcome::Ok { .. })),
                     "{outs:?}"
@@ -281,14 +325,14 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
             .unwrap_err();
         assert!(matches!(e, StoreError::LeaseLost), "{e:?}");
         let outs = s
-            .task_complete_many(
-                &[TaskComplete {
+            .task_complete_many(TaskCompleteManyParams {
+                items: &[TaskComplete {
                     id: t.id,
                     token: bad.into(),
                     result: json!("x"),
                 }],
-                t0(),
-            )
+                now: t0(),
+            })
             .await
             .unwrap();
         assert_eq!(outs, vec![LeaseOutcome::LeaseLost]);
@@ -309,22 +353,46 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     assert_eq!(again.progress, Some(json!({"pct": 50})));
     // The lease expires, the task is rescued and claimed again; the old lease can never
     // overwrite the new attempt's result.
-    assert_eq!(s.task_rescue(t0() + secs(161), 100).await.unwrap().len(), 1);
-    s.task_promote(t0() + secs(3600), 100).await.unwrap();
+    assert_eq!(
+        s.task_rescue(TaskRescueParams {
+            now: t0() + secs(161),
+            limit: 100
+        })
+        .await
+        .unwrap()
+        .len(),
+        1
+    );
+    s.task_promote(TaskPromoteParams {
+        now: t0() + secs(3600),
+        limit: 100,
+    })
+    .await
+    .unwrap();
     let t2 = claim(s, "default", 1, t0() + secs(3600)).await.remove(0);
     assert_eq!(t2.attempt, 2);
     let old = s
-        .task_complete_many(&[done(&t, json!("old"))], t0() + secs(3600))
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&t, json!("old"))],
+            now: t0() + secs(3600),
+        })
         .await
         .unwrap();
     assert_eq!(old, vec![LeaseOutcome::LeaseLost]);
     let old = s
-        .task_fail_many(&[fail(&t, "old")], None, t0() + secs(3600))
+        .task_fail_many(TaskFailManyParams {
+            items: &[fail(&t, "old")],
+            worker: None,
+            now: t0() + secs(3600),
+        })
         .await
         .unwrap();
     assert_eq!(old, vec![LeaseOutcome::LeaseLost]);
     let new = s
-        .task_complete_many(&[done(&t2, json!("new"))], t0() + secs(3601))
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&t2, json!("new"))],
+            now: t0() + secs(3601),
+        })
         .await
         .unwrap();
     assert!(matches!(
@@ -339,7 +407,10 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     assert_eq!(fin.finished_at, Some(t0() + secs(3601)));
     // Completing twice is refused too.
     let twice = s
-        .task_complete_many(&[done(&t2, json!("again"))], t0())
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&t2, json!("again"))],
+            now: t0(),
+        })
         .await
         .unwrap();
     assert_eq!(twice, vec![LeaseOutcome::LeaseLost]);
@@ -394,7 +465,10 @@ pub(super) async fn attempt_deadline(b: Bundle) {
     assert_eq!(r.run_at, t0() + secs(15));
     assert_eq!(r.errors[0].message, "timeout");
     let outs = s
-        .task_complete_many(&[done(&got[1], json!("late"))], t0() + secs(11))
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&got[1], json!("late"))],
+            now: t0() + secs(11),
+        })
         .await
         .unwrap();
     assert_eq!(outs, vec![LeaseOutcome::TimedOut]);
@@ -416,7 +490,16 @@ pub(super) async fn attempt_deadline(b: Bundle) {
         .await
         .unwrap();
     assert_eq!(third.len(), 1);
-    assert_eq!(s.task_rescue(t0() + secs(3), 10).await.unwrap().len(), 1);
+    assert_eq!(
+        s.task_rescue(TaskRescueParams {
+            now: t0() + secs(3),
+            limit: 10
+        })
+        .await
+        .unwrap()
+        .len(),
+        1
+    );
     let r = s.task_get(third[0].id).await.unwrap().unwrap();
     assert_eq!(r.errors[0].message, "lease expired");
 }
@@ -435,11 +518,26 @@ pub(super) async fn rescue_retries_then_discards(b: Bundle) {
     let t = claim(s, "default", 1, t0()).await.remove(0);
     assert_eq!(t.lease.unwrap().expires_at, t0() + secs(10));
     assert_eq!(
-        s.task_rescue(t0() + secs(10), 100).await.unwrap().len(),
+        s.task_rescue(TaskRescueParams {
+            now: t0() + secs(10),
+            limit: 100
+        })
+        .await
+        .unwrap()
+        .len(),
         0,
         "not yet expired"
     );
-    assert_eq!(s.task_rescue(t0() + secs(11), 100).await.unwrap().len(), 1);
+    assert_eq!(
+        s.task_rescue(TaskRescueParams {
+            now: t0() + secs(11),
+            limit: 100
+        })
+        .await
+        .unwrap()
+        .len(),
+        1
+    );
     let r = s.task_get(id).await.unwrap().unwrap();
     assert_eq!(r.state, TaskState::Retryable);
     assert_eq!(r.run_at, t0() + secs(16));
@@ -449,10 +547,37 @@ pub(super) async fn rescue_retries_then_discards(b: Bundle) {
     assert_eq!(r.errors[0].attempt, 1);
     assert_eq!(r.errors[0].worker.as_deref(), Some("w1"));
     assert_eq!(s.task_next_due().await.unwrap(), Some(t0() + secs(16)));
-    assert_eq!(s.task_promote(t0() + secs(15), 100).await.unwrap().count, 0);
-    assert_eq!(s.task_promote(t0() + secs(16), 100).await.unwrap().count, 1);
+    assert_eq!(
+        s.task_promote(TaskPromoteParams {
+            now: t0() + secs(15),
+            limit: 100
+        })
+        .await
+        .unwrap()
+        .count,
+        0
+    );
+    assert_eq!(
+        s.task_promote(TaskPromoteParams {
+            now: t0() + secs(16),
+            limit: 100
+        })
+        .await
+        .unwrap()
+        .count,
+        1
+    );
     claim(s, "default", 1, t0() + secs(16)).await.remove(0);
-    assert_eq!(s.task_rescue(t0() + secs(100), 100).await.unwrap().len(), 1);
+    assert_eq!(
+        s.task_rescue(TaskRescueParams {
+            now: t0() + secs(100),
+            limit: 100
+        })
+        .await
+        .unwrap()
+        .len(),
+        1
+    );
     let r = s.task_get(id).await.unwrap().unwrap();
     assert_eq!(r.state, TaskState::Discarded);
     assert_eq!(r.errors.len(), 2);
@@ -481,7 +606,14 @@ pub(super) async fn fail_rules(b: Bundle) {
         .collect();
     items[1].retry_in = Some(Duration::from_millis(1500));
     items[2].permanent = true;
-    let outs = s.task_fail_many(&items, Some("wX"), t0()).await.unwrap();
+    let outs = s
+        .task_fail_many(TaskFailManyParams {
+            items: &items,
+            worker: Some("wX"),
+            now: t0(),
+        })
+        .await
+        .unwrap();
     // Outcomes carry what metrics label by: queue, kind and the attempt's start.
     for (o, t) in outs.iter().zip(&c) {
         let LeaseOutcome::Ok { labels, .. } = o else {
@@ -506,11 +638,20 @@ pub(super) async fn fail_rules(b: Bundle) {
     assert_eq!(t.errors[0].message, "backoff failed");
     assert_eq!(t.errors[0].worker.as_deref(), Some("wX"));
     // Second failure of the same task: 2s × 3.
-    s.task_promote(t0() + secs(2), 10).await.unwrap();
+    s.task_promote(TaskPromoteParams {
+        now: t0() + secs(2),
+        limit: 10,
+    })
+    .await
+    .unwrap();
     let again = claim(s, "default", 10, t0() + secs(2)).await;
     let first = again.iter().find(|t| t.id == c[0].id).unwrap();
     let outs = s
-        .task_fail_many(&[fail(first, "again")], None, t0() + secs(2))
+        .task_fail_many(TaskFailManyParams {
+            items: &[fail(first, "again")],
+            worker: None,
+            now: t0() + secs(2),
+        })
         .await
         .unwrap();
     assert_eq!(
@@ -522,17 +663,17 @@ pub(super) async fn fail_rules(b: Bundle) {
     assert_eq!(t.attempt, 2);
     // Unknown ids in a batch are reported, not fatal.
     let outs = s
-        .task_fail_many(
-            &[TaskFail {
+        .task_fail_many(TaskFailManyParams {
+            items: &[TaskFail {
                 id: 777_777,
                 token: "x".into(),
                 error: "e".into(),
                 retry_in: None,
                 permanent: false,
             }],
-            None,
-            t0(),
-        )
+            worker: None,
+            now: t0(),
+        })
         .await
         .unwrap();
     assert_eq!(outs, vec![LeaseOutcome::NotFound]);

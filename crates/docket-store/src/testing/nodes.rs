@@ -15,7 +15,12 @@ pub(super) async fn node_registry(b: Bundle) {
     s.node_heartbeat(&rec("a", t0())).await.unwrap();
     s.node_heartbeat(&rec("b", t0())).await.unwrap();
     s.node_heartbeat(&rec("a", t0() + secs(5))).await.unwrap();
-    s.node_stop("b", t0() + secs(6)).await.unwrap();
+    s.node_stop(NodeStopParams {
+        name: "b",
+        now: t0() + secs(6),
+    })
+    .await
+    .unwrap();
     let nodes = s.node_list().await.unwrap();
     assert_eq!(nodes.len(), 2);
     assert_eq!(nodes[0].heartbeat_at, t0() + secs(5));

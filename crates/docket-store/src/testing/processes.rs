@@ -18,25 +18,42 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
         )
     };
     let init = s
-        .process_create("z", "p1", task("init", None), t0())
+        .process_create(ProcessCreateParams {
+            namespace: "z",
+            id: "p1",
+            init: task("init", None),
+            now: t0(),
+        })
         .await
         .unwrap();
     assert!(matches!(
-        s.process_create("z", "p1", task("init", None), t0()).await,
+        s.process_create(ProcessCreateParams {
+            namespace: "z",
+            id: "p1",
+            init: task("init", None),
+            now: t0()
+        })
+        .await,
         Err(StoreError::Conflict(_))
     ));
     let timer = s
-        .process_enqueue(
-            "z",
-            "p1",
-            task("timeout", Some(3600)),
-            ProcessStatus::Init,
-            t0(),
-        )
+        .process_enqueue(ProcessEnqueueParams {
+            namespace: "z",
+            id: "p1",
+            task: task("timeout", Some(3600)),
+            require: ProcessStatus::Init,
+            now: t0(),
+        })
         .await
         .unwrap();
     let refused = s
-        .process_enqueue("z", "p1", task("call", None), ProcessStatus::Running, t0())
+        .process_enqueue(ProcessEnqueueParams {
+            namespace: "z",
+            id: "p1",
+            task: task("call", None),
+            require: ProcessStatus::Running,
+            now: t0(),
+        })
         .await;
     assert!(
         matches!(refused, Err(StoreError::InvalidState(ref m)) if m == "process is init"),
@@ -56,25 +73,44 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
         .unwrap();
     assert_eq!(c.iter().map(|t| t.id).collect::<Vec<_>>(), vec![init.id]);
     // Its node dies: past the lease, the generic rescuer leaves it to zombie collection.
-    assert_eq!(s.task_rescue(t0() + secs(11), 100).await.unwrap().len(), 0);
     assert_eq!(
-        s.process_collect_zombies(t0() + secs(5), 100)
-            .await
-            .unwrap(),
+        s.task_rescue(TaskRescueParams {
+            now: t0() + secs(11),
+            limit: 100
+        })
+        .await
+        .unwrap()
+        .len(),
+        0
+    );
+    assert_eq!(
+        s.process_collect_zombies(ProcessCollectZombiesParams {
+            now: t0() + secs(5),
+            limit: 100
+        })
+        .await
+        .unwrap(),
         0,
         "lease still good"
     );
     assert_eq!(
-        s.process_collect_zombies(t0() + secs(11), 100)
-            .await
-            .unwrap(),
+        s.process_collect_zombies(ProcessCollectZombiesParams {
+            now: t0() + secs(11),
+            limit: 100
+        })
+        .await
+        .unwrap(),
         1
     );
     let ProcessWithHistory {
         process: p,
         history: _,
     } = s
-        .process_get("z", "p1", HistoryRange::default())
+        .process_get(ProcessGetParams {
+            namespace: "z",
+            id: "p1",
+            range: HistoryRange::default(),
+        })
         .await
         .unwrap()
         .unwrap();
@@ -100,20 +136,33 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
         .unwrap();
     assert_eq!(traced.len(), 2);
     assert_eq!(
-        s.process_list("z", Some(ProcessStatus::Error), None, 10)
-            .await
-            .unwrap()
-            .len(),
+        s.process_list(ProcessListParams {
+            namespace: "z",
+            status: Some(ProcessStatus::Error),
+            after: None,
+            limit: 10
+        })
+        .await
+        .unwrap()
+        .len(),
         1
     );
-    s.process_simple_repair("z", "p1", t0() + secs(20))
-        .await
-        .unwrap();
+    s.process_simple_repair(ProcessSimpleRepairParams {
+        namespace: "z",
+        id: "p1",
+        now: t0() + secs(20),
+    })
+    .await
+    .unwrap();
     let ProcessWithHistory {
         process: p,
         history: _,
     } = s
-        .process_get("z", "p1", HistoryRange::default())
+        .process_get(ProcessGetParams {
+            namespace: "z",
+            id: "p1",
+            range: HistoryRange::default(),
+        })
         .await
         .unwrap()
         .unwrap();
@@ -122,20 +171,43 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
         (ProcessStatus::Running, Some(ProcessStatus::Error), None)
     );
     assert!(matches!(
-        s.process_simple_repair("z", "p1", t0()).await,
+        s.process_simple_repair(ProcessSimpleRepairParams {
+            namespace: "z",
+            id: "p1",
+            now: t0()
+        })
+        .await,
         Err(StoreError::InvalidState(_))
     ));
     assert!(matches!(
-        s.process_simple_repair("z", "nope", t0()).await,
+        s.process_simple_repair(ProcessSimpleRepairParams {
+            namespace: "z",
+            id: "nope",
+            now: t0()
+        })
+        .await,
         Err(StoreError::NotFound(_))
     ));
-    let all = s.process_list("z", None, None, 10).await.unwrap();
+    let all = s
+        .process_list(ProcessListParams {
+            namespace: "z",
+            status: None,
+            after: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
     assert_eq!(
         all.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
         vec!["p1"]
     );
     assert!(s
-        .process_list("z", None, Some("p1"), 10)
+        .process_list(ProcessListParams {
+            namespace: "z",
+            status: None,
+            after: Some("p1"),
+            limit: 10
+        })
         .await
         .unwrap()
         .is_empty());
@@ -159,11 +231,25 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
         .unwrap();
     assert!(kept.len() >= 2, "process tasks were pruned: {kept:?}");
     // Notifications are pruned only once their namespace's webhook delivered them.
-    let notes = s.notification_list(Some("z"), 0, 100).await.unwrap();
+    let notes = s
+        .notification_list(NotificationListParams {
+            namespace: Some("z"),
+            after: 0,
+            limit: 100,
+        })
+        .await
+        .unwrap();
     assert!(!notes.is_empty());
     let last = notes.last().unwrap().seq;
     assert_eq!(s.notification_last_seq().await.unwrap(), last);
-    s.sink_lease("webhook:z", "me", far, t0()).await.unwrap();
+    s.sink_lease(SinkLeaseParams {
+        name: "webhook:z",
+        owner: "me",
+        until: far,
+        now: t0(),
+    })
+    .await
+    .unwrap();
     let aux = |now| AuxPruneParams {
         now,
         notifications: Duration::from_secs(1),
@@ -176,13 +262,24 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
         0,
         "undelivered"
     );
-    assert!(s.sink_advance("webhook:z", "me", last).await.unwrap());
+    assert!(s
+        .sink_advance(SinkAdvanceParams {
+            name: "webhook:z",
+            owner: "me",
+            seq: last
+        })
+        .await
+        .unwrap());
     assert_eq!(
         s.aux_prune(aux(far)).await.unwrap().notifications,
         notes.len() as u64
     );
     assert!(s
-        .notification_list(Some("z"), 0, 100)
+        .notification_list(NotificationListParams {
+            namespace: Some("z"),
+            after: 0,
+            limit: 100
+        })
         .await
         .unwrap()
         .is_empty());
@@ -195,15 +292,27 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
 pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
     use docket_core::process::{Event, HistoryRange, NewEvent, Process, ProcessStatus};
     let s = &*b.store;
-    s.namespace_put("ns", &json!({"processor": {"url": "inproc:x"}}), t0())
-        .await
-        .unwrap();
-    s.namespace_put("ns", &json!({"processor": {"url": "inproc:y"}}), t0())
-        .await
-        .unwrap();
-    s.namespace_put("other", &json!({"processor": {"url": "inproc:z"}}), t0())
-        .await
-        .unwrap();
+    s.namespace_put(NamespacePutParams {
+        name: "ns",
+        config: &json!({"processor": {"url": "inproc:x"}}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    s.namespace_put(NamespacePutParams {
+        name: "ns",
+        config: &json!({"processor": {"url": "inproc:y"}}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    s.namespace_put(NamespacePutParams {
+        name: "other",
+        config: &json!({"processor": {"url": "inproc:z"}}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
     assert_eq!(
         s.namespace_list()
             .await
@@ -233,7 +342,12 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         )
     };
     let init = s
-        .process_create("ns", "p1", task("init", "p1", None), t0())
+        .process_create(ProcessCreateParams {
+            namespace: "ns",
+            id: "p1",
+            init: task("init", "p1", None),
+            now: t0(),
+        })
         .await
         .unwrap();
     let claimed = claim(s, "process:ns", 1, t0()).await;
@@ -269,7 +383,11 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         process: p,
         history: ev,
     } = s
-        .process_get("ns", "p1", HistoryRange::default())
+        .process_get(ProcessGetParams {
+            namespace: "ns",
+            id: "p1",
+            range: HistoryRange::default(),
+        })
         .await
         .unwrap()
         .unwrap();
@@ -283,7 +401,11 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         process: p,
         history: ev,
     } = s
-        .process_get("ns", "p1", HistoryRange::default())
+        .process_get(ProcessGetParams {
+            namespace: "ns",
+            id: "p1",
+            range: HistoryRange::default(),
+        })
         .await
         .unwrap()
         .unwrap();
@@ -323,13 +445,13 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
 
     // A call that fails for good breaks the process and cancels its waiting timer.
     let call = s
-        .process_enqueue(
-            "ns",
-            "p1",
-            task("call", "p1", None),
-            ProcessStatus::Running,
-            t0(),
-        )
+        .process_enqueue(ProcessEnqueueParams {
+            namespace: "ns",
+            id: "p1",
+            task: task("call", "p1", None),
+            require: ProcessStatus::Running,
+            now: t0(),
+        })
         .await
         .unwrap();
     let claimed = claim(s, "process:ns", 1, t0() + secs(2)).await;
@@ -361,7 +483,11 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         process: p,
         history: _,
     } = s
-        .process_get("ns", "p1", HistoryRange::default())
+        .process_get(ProcessGetParams {
+            namespace: "ns",
+            id: "p1",
+            range: HistoryRange::default(),
+        })
         .await
         .unwrap()
         .unwrap();
@@ -413,7 +539,11 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         process: p2,
         history: ev2,
     } = s
-        .process_get("ns", "p2", HistoryRange::default())
+        .process_get(ProcessGetParams {
+            namespace: "ns",
+            id: "p2",
+            range: HistoryRange::default(),
+        })
         .await
         .unwrap()
         .unwrap();
@@ -431,33 +561,43 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
 
     // Remove: the process, its events and its other tasks go; only under the lease.
     let remove = s
-        .process_enqueue(
-            "ns",
-            "p2",
-            task("remove", "p2", None),
-            ProcessStatus::Running,
-            t0(),
-        )
+        .process_enqueue(ProcessEnqueueParams {
+            namespace: "ns",
+            id: "p2",
+            task: task("remove", "p2", None),
+            require: ProcessStatus::Running,
+            now: t0(),
+        })
         .await
         .unwrap();
     let claimed = claim(s, "process:ns", 1, t0() + secs(5)).await;
     assert_eq!(claimed[0].id, remove.id);
     assert!(matches!(
-        s.process_remove(remove.id, "stale", "ns", "p2", t0() + secs(6))
-            .await,
+        s.process_remove(ProcessRemoveParams {
+            task_id: remove.id,
+            token: "stale",
+            namespace: "ns",
+            id: "p2",
+            now: t0() + secs(6)
+        })
+        .await,
         Err(StoreError::LeaseLost)
     ));
-    s.process_remove(
-        remove.id,
-        &claimed[0].lease.as_ref().unwrap().token,
-        "ns",
-        "p2",
-        t0() + secs(6),
-    )
+    s.process_remove(ProcessRemoveParams {
+        task_id: remove.id,
+        token: &claimed[0].lease.as_ref().unwrap().token,
+        namespace: "ns",
+        id: "p2",
+        now: t0() + secs(6),
+    })
     .await
     .unwrap();
     assert!(s
-        .process_get("ns", "p2", HistoryRange::default())
+        .process_get(ProcessGetParams {
+            namespace: "ns",
+            id: "p2",
+            range: HistoryRange::default()
+        })
         .await
         .unwrap()
         .is_none());
@@ -474,7 +614,11 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         "only the remove task itself stays: {left:?}"
     );
     assert!(s
-        .process_get("ns", "p1", HistoryRange::default())
+        .process_get(ProcessGetParams {
+            namespace: "ns",
+            id: "p1",
+            range: HistoryRange::default()
+        })
         .await
         .unwrap()
         .is_some());

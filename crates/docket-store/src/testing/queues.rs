@@ -17,9 +17,23 @@ pub(super) async fn queue_settings_round_trip(b: Bundle) {
         retention_failed: Some(Duration::from_secs(120)),
         mask_payload: true,
     };
-    let q = s.queue_put("x", &set, t0()).await.unwrap();
+    let q = s
+        .queue_put(QueuePutParams {
+            name: "x",
+            settings: &set,
+            now: t0(),
+        })
+        .await
+        .unwrap();
     assert_eq!(q.settings, set);
-    let q = s.queue_set_paused("x", true, t0()).await.unwrap();
+    let q = s
+        .queue_set_paused(QueueSetPausedParams {
+            name: "x",
+            paused: true,
+            now: t0(),
+        })
+        .await
+        .unwrap();
     assert!(q.settings.paused);
     assert_eq!(q.settings.max_attempts, Some(9));
     insert(s, vec![nt("in-default")], t0()).await;

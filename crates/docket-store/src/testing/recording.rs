@@ -39,14 +39,14 @@ impl TaskStore for Recording {
         self.inner.task_list(p).await
     }
 
-    async fn task_cancel(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
         self.hit("task_cancel");
-        self.inner.task_cancel(id, now).await
+        self.inner.task_cancel(p).await
     }
 
-    async fn task_retry(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
         self.hit("task_retry");
-        self.inner.task_retry(id, now).await
+        self.inner.task_retry(p).await
     }
 
     async fn task_next_due(&self) -> Result<Option<Timestamp>> {
@@ -59,9 +59,9 @@ impl TaskStore for Recording {
         self.inner.task_find_by_unique_key(key).await
     }
 
-    async fn task_run_now(&self, id: i64, now: Timestamp) -> Result<Task> {
+    async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
         self.hit("task_run_now");
-        self.inner.task_run_now(id, now).await
+        self.inner.task_run_now(p).await
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
@@ -82,41 +82,32 @@ impl LeaseStore for Recording {
         self.inner.task_heartbeat(p).await
     }
 
-    async fn task_complete_many(
-        &self,
-        items: &[TaskComplete],
-        now: Timestamp,
-    ) -> Result<Vec<LeaseOutcome>> {
+    async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
         self.hit("task_complete_many");
-        self.inner.task_complete_many(items, now).await
+        self.inner.task_complete_many(p).await
     }
 
-    async fn task_fail_many(
-        &self,
-        items: &[TaskFail],
-        worker: Option<&str>,
-        now: Timestamp,
-    ) -> Result<Vec<LeaseOutcome>> {
+    async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
         self.hit("task_fail_many");
-        self.inner.task_fail_many(items, worker, now).await
+        self.inner.task_fail_many(p).await
     }
 }
 
 #[async_trait]
 impl MaintenanceStore for Recording {
-    async fn task_promote(&self, now: Timestamp, limit: i64) -> Result<Promoted> {
+    async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
         self.hit("task_promote");
-        self.inner.task_promote(now, limit).await
+        self.inner.task_promote(p).await
     }
 
-    async fn task_rescue(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskLabels>> {
+    async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>> {
         self.hit("task_rescue");
-        self.inner.task_rescue(now, limit).await
+        self.inner.task_rescue(p).await
     }
 
-    async fn task_expire(&self, now: Timestamp, limit: i64) -> Result<u64> {
+    async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
         self.hit("task_expire");
-        self.inner.task_expire(now, limit).await
+        self.inner.task_expire(p).await
     }
 
     async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
@@ -155,19 +146,14 @@ impl QueueStore for Recording {
         self.inner.queue_get(name).await
     }
 
-    async fn queue_put(&self, name: &str, s: &QueueSettings, now: Timestamp) -> Result<QueueStats> {
+    async fn queue_put(&self, p: QueuePutParams<'_>) -> Result<QueueStats> {
         self.hit("queue_put");
-        self.inner.queue_put(name, s, now).await
+        self.inner.queue_put(p).await
     }
 
-    async fn queue_set_paused(
-        &self,
-        name: &str,
-        paused: bool,
-        now: Timestamp,
-    ) -> Result<QueueStats> {
+    async fn queue_set_paused(&self, p: QueueSetPausedParams<'_>) -> Result<QueueStats> {
         self.hit("queue_set_paused");
-        self.inner.queue_set_paused(name, paused, now).await
+        self.inner.queue_set_paused(p).await
     }
 }
 
@@ -178,9 +164,9 @@ impl NodeStore for Recording {
         self.inner.node_heartbeat(node).await
     }
 
-    async fn node_stop(&self, name: &str, now: Timestamp) -> Result<()> {
+    async fn node_stop(&self, p: NodeStopParams<'_>) -> Result<()> {
         self.hit("node_stop");
-        self.inner.node_stop(name, now).await
+        self.inner.node_stop(p).await
     }
 
     async fn node_list(&self) -> Result<Vec<NodeRecord>> {
@@ -191,9 +177,9 @@ impl NodeStore for Recording {
 
 #[async_trait]
 impl ProcessStore for Recording {
-    async fn namespace_put(&self, name: &str, config: &Value, now: Timestamp) -> Result<()> {
+    async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
         self.hit("namespace_put");
-        self.inner.namespace_put(name, config, now).await
+        self.inner.namespace_put(p).await
     }
 
     async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>> {
@@ -201,39 +187,19 @@ impl ProcessStore for Recording {
         self.inner.namespace_list().await
     }
 
-    async fn process_create(
-        &self,
-        namespace: &str,
-        id: &str,
-        init: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task> {
+    async fn process_create(&self, p: ProcessCreateParams<'_>) -> Result<Task> {
         self.hit("process_create");
-        self.inner.process_create(namespace, id, init, now).await
+        self.inner.process_create(p).await
     }
 
-    async fn process_enqueue(
-        &self,
-        namespace: &str,
-        id: &str,
-        task: ResolvedTask,
-        require: docket_core::process::ProcessStatus,
-        now: Timestamp,
-    ) -> Result<Task> {
+    async fn process_enqueue(&self, p: ProcessEnqueueParams<'_>) -> Result<Task> {
         self.hit("process_enqueue");
-        self.inner
-            .process_enqueue(namespace, id, task, require, now)
-            .await
+        self.inner.process_enqueue(p).await
     }
 
-    async fn process_get(
-        &self,
-        namespace: &str,
-        id: &str,
-        range: docket_core::process::HistoryRange,
-    ) -> Result<Option<ProcessWithHistory>> {
+    async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>> {
         self.hit("process_get");
-        self.inner.process_get(namespace, id, range).await
+        self.inner.process_get(p).await
     }
 
     async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
@@ -246,18 +212,9 @@ impl ProcessStore for Recording {
         self.inner.process_fail(f).await
     }
 
-    async fn process_remove(
-        &self,
-        task_id: i64,
-        token: &str,
-        namespace: &str,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<()> {
+    async fn process_remove(&self, p: ProcessRemoveParams<'_>) -> Result<()> {
         self.hit("process_remove");
-        self.inner
-            .process_remove(task_id, token, namespace, id, now)
-            .await
+        self.inner.process_remove(p).await
     }
 
     async fn process_import(&self, p: ProcessImport) -> Result<()> {
@@ -265,27 +222,22 @@ impl ProcessStore for Recording {
         self.inner.process_import(p).await
     }
 
-    async fn process_simple_repair(&self, namespace: &str, id: &str, now: Timestamp) -> Result<()> {
+    async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
         self.hit("process_simple_repair");
-        self.inner.process_simple_repair(namespace, id, now).await
+        self.inner.process_simple_repair(p).await
     }
 
     async fn process_list(
         &self,
-        namespace: &str,
-        status: Option<docket_core::process::ProcessStatus>,
-        after: Option<&str>,
-        limit: i64,
+        p: ProcessListParams<'_>,
     ) -> Result<Vec<docket_core::process::Process>> {
         self.hit("process_list");
-        self.inner
-            .process_list(namespace, status, after, limit)
-            .await
+        self.inner.process_list(p).await
     }
 
-    async fn process_collect_zombies(&self, now: Timestamp, limit: i64) -> Result<u64> {
+    async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {
         self.hit("process_collect_zombies");
-        self.inner.process_collect_zombies(now, limit).await
+        self.inner.process_collect_zombies(p).await
     }
 }
 
@@ -296,14 +248,9 @@ impl NotificationStore for Recording {
         self.inner.listen().await
     }
 
-    async fn notification_list(
-        &self,
-        namespace: Option<&str>,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<Notification>> {
+    async fn notification_list(&self, p: NotificationListParams<'_>) -> Result<Vec<Notification>> {
         self.hit("notification_list");
-        self.inner.notification_list(namespace, after, limit).await
+        self.inner.notification_list(p).await
     }
 
     async fn notification_last_seq(&self) -> Result<i64> {
@@ -311,33 +258,22 @@ impl NotificationStore for Recording {
         self.inner.notification_last_seq().await
     }
 
-    async fn sink_lease(
-        &self,
-        name: &str,
-        owner: &str,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<Option<i64>> {
+    async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
         self.hit("sink_lease");
-        self.inner.sink_lease(name, owner, until, now).await
+        self.inner.sink_lease(p).await
     }
 
-    async fn sink_advance(&self, name: &str, owner: &str, seq: i64) -> Result<bool> {
+    async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool> {
         self.hit("sink_advance");
-        self.inner.sink_advance(name, owner, seq).await
+        self.inner.sink_advance(p).await
     }
 }
 
 #[async_trait]
 impl ScheduleStore for Recording {
-    async fn schedule_put(
-        &self,
-        spec: &ScheduleSpec,
-        next_run_at: Timestamp,
-        now: Timestamp,
-    ) -> Result<Schedule> {
+    async fn schedule_put(&self, p: SchedulePutParams<'_>) -> Result<Schedule> {
         self.hit("schedule_put");
-        self.inner.schedule_put(spec, next_run_at, now).await
+        self.inner.schedule_put(p).await
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>> {
@@ -355,22 +291,14 @@ impl ScheduleStore for Recording {
         self.inner.schedule_delete(name).await
     }
 
-    async fn schedule_pause(
-        &self,
-        name: &str,
-        paused: bool,
-        next_run_at: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<Option<Schedule>> {
+    async fn schedule_pause(&self, p: SchedulePauseParams<'_>) -> Result<Option<Schedule>> {
         self.hit("schedule_pause");
-        self.inner
-            .schedule_pause(name, paused, next_run_at, now)
-            .await
+        self.inner.schedule_pause(p).await
     }
 
-    async fn schedule_due(&self, now: Timestamp, limit: i64) -> Result<Vec<Schedule>> {
+    async fn schedule_due(&self, p: ScheduleDueParams) -> Result<Vec<Schedule>> {
         self.hit("schedule_due");
-        self.inner.schedule_due(now, limit).await
+        self.inner.schedule_due(p).await
     }
 
     async fn schedule_next_due(&self) -> Result<Option<Timestamp>> {
@@ -386,18 +314,9 @@ impl ScheduleStore for Recording {
 
 #[async_trait]
 impl AuditStore for Recording {
-    async fn audit_add(
-        &self,
-        actor: &str,
-        action: &str,
-        target: &str,
-        detail: Option<Value>,
-        now: Timestamp,
-    ) -> Result<()> {
+    async fn audit_add(&self, p: AuditAddParams<'_>) -> Result<()> {
         self.hit("audit_add");
-        self.inner
-            .audit_add(actor, action, target, detail, now)
-            .await
+        self.inner.audit_add(p).await
     }
 
     async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>> {

@@ -19,16 +19,24 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
     let s = &*b.store;
     assert_eq!(s.schedule_next_due().await.unwrap(), None);
     let a = s
-        .schedule_put(&spec("a", 60), t0() + secs(60), t0())
+        .schedule_put(SchedulePutParams {
+            spec: &spec("a", 60),
+            next_run_at: t0() + secs(60),
+            now: t0(),
+        })
         .await
         .unwrap();
     assert_eq!(
         (a.paused, a.next_run_at, a.last_run_at),
         (false, t0() + secs(60), None)
     );
-    s.schedule_put(&spec("b", 30), t0() + secs(30), t0())
-        .await
-        .unwrap();
+    s.schedule_put(SchedulePutParams {
+        spec: &spec("b", 30),
+        next_run_at: t0() + secs(30),
+        now: t0(),
+    })
+    .await
+    .unwrap();
     assert_eq!(
         s.schedule_list()
             .await
@@ -40,18 +48,33 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
     );
     assert_eq!(s.schedule_next_due().await.unwrap(), Some(t0() + secs(30)));
     assert!(s
-        .schedule_due(t0() + secs(29), 10)
+        .schedule_due(ScheduleDueParams {
+            now: t0() + secs(29),
+            limit: 10
+        })
         .await
         .unwrap()
         .is_empty());
-    let due = s.schedule_due(t0() + secs(60), 10).await.unwrap();
+    let due = s
+        .schedule_due(ScheduleDueParams {
+            now: t0() + secs(60),
+            limit: 10,
+        })
+        .await
+        .unwrap();
     assert_eq!(
         due.iter().map(|x| x.spec.name.clone()).collect::<Vec<_>>(),
         vec!["b", "a"],
         "soonest first"
     );
     assert_eq!(
-        s.schedule_due(t0() + secs(60), 1).await.unwrap().len(),
+        s.schedule_due(ScheduleDueParams {
+            now: t0() + secs(60),
+            limit: 1
+        })
+        .await
+        .unwrap()
+        .len(),
         1,
         "limit"
     );
@@ -118,19 +141,31 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
 
     // Replacing keeps paused and last run; pause hides it from due and next due.
     let paused = s
-        .schedule_pause("a", true, None, t0())
+        .schedule_pause(SchedulePauseParams {
+            name: "a",
+            paused: true,
+            next_run_at: None,
+            now: t0(),
+        })
         .await
         .unwrap()
         .unwrap();
     assert!(paused.paused);
     let a2 = s
-        .schedule_put(&spec("a", 120), t0() + secs(120), t0())
+        .schedule_put(SchedulePutParams {
+            spec: &spec("a", 120),
+            next_run_at: t0() + secs(120),
+            now: t0(),
+        })
         .await
         .unwrap();
     assert!(a2.paused, "replacing keeps paused");
     assert_eq!(a2.spec.every, Some(Duration::from_secs(120)));
     assert!(s
-        .schedule_due(t0() + secs(1000), 10)
+        .schedule_due(ScheduleDueParams {
+            now: t0() + secs(1000),
+            limit: 10
+        })
         .await
         .unwrap()
         .iter()
@@ -149,7 +184,12 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
         ScheduleFired::NotDue
     );
     let resumed = s
-        .schedule_pause("a", false, Some(t0() + secs(500)), t0())
+        .schedule_pause(SchedulePauseParams {
+            name: "a",
+            paused: false,
+            next_run_at: Some(t0() + secs(500)),
+            now: t0(),
+        })
         .await
         .unwrap()
         .unwrap();
@@ -158,7 +198,14 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
         (false, t0() + secs(500))
     );
     assert_eq!(
-        s.schedule_pause("nope", true, None, t0()).await.unwrap(),
+        s.schedule_pause(SchedulePauseParams {
+            name: "nope",
+            paused: true,
+            next_run_at: None,
+            now: t0()
+        })
+        .await
+        .unwrap(),
         None
     );
 

@@ -4,15 +4,15 @@ use super::*;
 
 pub(super) async fn insert_get_and_defaults(b: Bundle) {
     let s = &*b.store;
-    s.queue_put(
-        "mail",
-        &QueueSettings {
+    s.queue_put(QueuePutParams {
+        name: "mail",
+        settings: &QueueSettings {
             max_attempts: Some(4),
             timeout: Some(Duration::from_secs(7)),
             ..Default::default()
         },
-        t0(),
-    )
+        now: t0(),
+    })
     .await
     .unwrap();
     let mut n = nt("send");
@@ -92,9 +92,12 @@ pub(super) async fn unique_keys(b: Bundle) {
     // Once the first finishes, the key is free again.
     let t = claim(s, "default", 1, t0()).await.remove(0);
     assert_eq!(t.id, got[0].id);
-    s.task_complete_many(&[done(&t, json!(1))], t0())
-        .await
-        .unwrap();
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(&t, json!(1))],
+        now: t0(),
+    })
+    .await
+    .unwrap();
     let third = insert(s, vec![a2], t0()).await;
     assert_eq!(third[0].inserted, Some(true));
     assert_ne!(third[0].id, got[0].id);
@@ -103,17 +106,35 @@ pub(super) async fn unique_keys(b: Bundle) {
 pub(super) async fn cancel_and_retry_by_hand(b: Bundle) {
     let s = &*b.store;
     let got = insert(s, vec![nt("waiting"), nt("running"), nt("running2")], t0()).await;
-    let c = s.task_cancel(got[0].id, t0()).await.unwrap();
+    let c = s
+        .task_cancel(TaskCancelParams {
+            id: got[0].id,
+            now: t0(),
+        })
+        .await
+        .unwrap();
     assert_eq!(c.state, TaskState::Cancelled);
     assert_eq!(c.finished_at, Some(t0()));
     // Cancelling again is harmless.
     assert_eq!(
-        s.task_cancel(got[0].id, t0()).await.unwrap().state,
+        s.task_cancel(TaskCancelParams {
+            id: got[0].id,
+            now: t0()
+        })
+        .await
+        .unwrap()
+        .state,
         TaskState::Cancelled
     );
     let running = claim(s, "default", 2, t0()).await;
     assert_eq!(running.len(), 2);
-    let r = s.task_cancel(running[0].id, t0()).await.unwrap();
+    let r = s
+        .task_cancel(TaskCancelParams {
+            id: running[0].id,
+            now: t0(),
+        })
+        .await
+        .unwrap();
     assert_eq!(r.state, TaskState::Running);
     assert_eq!(r.cancel_requested_at, Some(t0()));
     let e = s
@@ -133,14 +154,25 @@ pub(super) async fn cancel_and_retry_by_hand(b: Bundle) {
     );
     // Its late complete is answered `cancelled` and changes nothing.
     let outs = s
-        .task_complete_many(&[done(&running[0], json!(1))], t0())
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&running[0], json!(1))],
+            now: t0(),
+        })
         .await
         .unwrap();
     assert_eq!(outs, vec![LeaseOutcome::Cancelled]);
     // A cancel that lands while the work finishes: complete answers cancelled, result kept.
-    s.task_cancel(running[1].id, t0()).await.unwrap();
+    s.task_cancel(TaskCancelParams {
+        id: running[1].id,
+        now: t0(),
+    })
+    .await
+    .unwrap();
     let outs = s
-        .task_complete_many(&[done(&running[1], json!("r"))], t0())
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&running[1], json!("r"))],
+            now: t0(),
+        })
         .await
         .unwrap();
     assert_eq!(outs, vec![LeaseOutcome::Cancelled]);
@@ -152,25 +184,56 @@ pub(super) async fn cancel_and_retry_by_hand(b: Bundle) {
     // Never started again...
     assert!(claim(s, "default", 10, t0()).await.is_empty());
     // ...unless retried by hand.
-    let r = s.task_retry(got[0].id, t0() + secs(5)).await.unwrap();
+    let r = s
+        .task_retry(TaskRetryParams {
+            id: got[0].id,
+            now: t0() + secs(5),
+        })
+        .await
+        .unwrap();
     assert_eq!(r.state, TaskState::Available);
     assert_eq!(r.finished_at, None);
     let again = claim(s, "default", 10, t0() + secs(5)).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, got[0].id);
-    s.task_complete_many(&[done(&again[0], json!(null))], t0())
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(&again[0], json!(null))],
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    let e = s
+        .task_retry(TaskRetryParams {
+            id: got[0].id,
+            now: t0(),
+        })
         .await
-        .unwrap();
-    let e = s.task_retry(got[0].id, t0()).await.unwrap_err();
+        .unwrap_err();
     assert!(matches!(e, StoreError::InvalidState(_)), "{e:?}");
-    let e = s.task_cancel(got[0].id, t0()).await.unwrap_err();
+    let e = s
+        .task_cancel(TaskCancelParams {
+            id: got[0].id,
+            now: t0(),
+        })
+        .await
+        .unwrap_err();
     assert!(matches!(e, StoreError::InvalidState(_)), "{e:?}");
     assert!(matches!(
-        s.task_retry(99_999, t0()).await.unwrap_err(),
+        s.task_retry(TaskRetryParams {
+            id: 99_999,
+            now: t0()
+        })
+        .await
+        .unwrap_err(),
         StoreError::NotFound(_)
     ));
     assert!(matches!(
-        s.task_cancel(99_999, t0()).await.unwrap_err(),
+        s.task_cancel(TaskCancelParams {
+            id: 99_999,
+            now: t0()
+        })
+        .await
+        .unwrap_err(),
         StoreError::NotFound(_)
     ));
 }
@@ -181,14 +244,21 @@ pub(super) async fn retry_of_exhausted_task_gets_one_more_attempt(b: Bundle) {
     n.max_attempts = Some(1);
     let id = insert(s, vec![n], t0()).await[0].id;
     let t = claim(s, "default", 1, t0()).await.remove(0);
-    s.task_fail_many(&[fail(&t, "nope")], None, t0())
-        .await
-        .unwrap();
+    s.task_fail_many(TaskFailManyParams {
+        items: &[fail(&t, "nope")],
+        worker: None,
+        now: t0(),
+    })
+    .await
+    .unwrap();
     assert_eq!(
         s.task_get(id).await.unwrap().unwrap().state,
         TaskState::Discarded
     );
-    let r = s.task_retry(id, t0()).await.unwrap();
+    let r = s
+        .task_retry(TaskRetryParams { id, now: t0() })
+        .await
+        .unwrap();
     assert_eq!(r.max_attempts, 2);
     let t = claim(s, "default", 1, t0()).await.remove(0);
     assert_eq!(t.attempt, 2);
@@ -196,14 +266,14 @@ pub(super) async fn retry_of_exhausted_task_gets_one_more_attempt(b: Bundle) {
 
 pub(super) async fn prune_by_retention(b: Bundle) {
     let s = &*b.store;
-    s.queue_put(
-        "short",
-        &QueueSettings {
+    s.queue_put(QueuePutParams {
+        name: "short",
+        settings: &QueueSettings {
             retention_completed: Some(Duration::from_secs(10)),
             ..Default::default()
         },
-        t0(),
-    )
+        now: t0(),
+    })
     .await
     .unwrap();
     let mut v: Vec<NewTask> = (0..5).map(|i| nt(&format!("d{i}"))).collect();
@@ -215,14 +285,28 @@ pub(super) async fn prune_by_retention(b: Bundle) {
     let c = claim(s, "default", 10, t0()).await;
     let (ok, bad) = c.split_at(5);
     let items: Vec<TaskComplete> = ok.iter().map(|t| done(t, json!(1))).collect();
-    s.task_complete_many(&items, t0()).await.unwrap();
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &items,
+        now: t0(),
+    })
+    .await
+    .unwrap();
     let mut f = fail(&bad[0], "x");
     f.permanent = true;
-    s.task_fail_many(&[f], None, t0()).await.unwrap();
+    s.task_fail_many(TaskFailManyParams {
+        items: &[f],
+        worker: None,
+        now: t0(),
+    })
+    .await
+    .unwrap();
     let short = claim(s, "short", 1, t0()).await;
-    s.task_complete_many(&[done(&short[0], json!(1))], t0())
-        .await
-        .unwrap();
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(&short[0], json!(1))],
+        now: t0(),
+    })
+    .await
+    .unwrap();
     let p = |now| TaskPruneParams {
         now,
         retention_completed: Duration::from_secs(3600),
@@ -276,7 +360,13 @@ pub(super) async fn bulk_insert_claim_complete(b: Bundle) {
     assert_eq!(c.len(), 500);
     assert_eq!(c[0].kind, "b0");
     let items: Vec<TaskComplete> = c.iter().map(|t| done(t, json!({"n": t.id}))).collect();
-    let outs = s.task_complete_many(&items, t0()).await.unwrap();
+    let outs = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &items,
+            now: t0(),
+        })
+        .await
+        .unwrap();
     assert_eq!(outs.len(), 500);
     assert!(outs.iter().all(|o| matches!(
         o,
@@ -329,30 +419,44 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
     );
     // Run now: scheduled → available; an available task is refused.
     let now = t0() + secs(5);
-    let t = s.task_run_now(tasks[2].id, now).await.unwrap();
+    let t = s
+        .task_run_now(TaskRunNowParams {
+            id: tasks[2].id,
+            now,
+        })
+        .await
+        .unwrap();
     assert_eq!((t.state, t.run_at), (TaskState::Available, now));
     assert!(matches!(
-        s.task_run_now(tasks[0].id, now).await,
+        s.task_run_now(TaskRunNowParams {
+            id: tasks[0].id,
+            now
+        })
+        .await,
         Err(StoreError::InvalidState(_))
     ));
     assert!(matches!(
-        s.task_run_now(999_999, now).await,
+        s.task_run_now(TaskRunNowParams { id: 999_999, now }).await,
         Err(StoreError::NotFound(_))
     ));
     // Throughput: completed and discarded per minute.
     let c = claim(s, "default", 3, t0() + secs(10)).await;
     assert_eq!(c.len(), 3);
-    s.task_complete_many(
-        &[done(&c[0], json!(1)), done(&c[1], json!(2))],
-        t0() + secs(61),
-    )
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(&c[0], json!(1)), done(&c[1], json!(2))],
+        now: t0() + secs(61),
+    })
     .await
     .unwrap();
     let mut f = fail(&c[2], "boom in the errors");
     f.permanent = true;
-    s.task_fail_many(&[f], None, t0() + secs(130))
-        .await
-        .unwrap();
+    s.task_fail_many(TaskFailManyParams {
+        items: &[f],
+        worker: None,
+        now: t0() + secs(130),
+    })
+    .await
+    .unwrap();
     let by_error = s
         .task_list(TaskListParams {
             text: Some("BOOM".into()),
@@ -376,22 +480,22 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
         .unwrap()
         .is_empty());
     // The audit log, newest first.
-    s.audit_add(
-        "cli:ann",
-        "task.cancel",
-        "task:1",
-        Some(json!({"q": "default"})),
-        t0(),
-    )
+    s.audit_add(AuditAddParams {
+        actor: "cli:ann",
+        action: "task.cancel",
+        target: "task:1",
+        detail: Some(json!({"q": "default"})),
+        now: t0(),
+    })
     .await
     .unwrap();
-    s.audit_add(
-        "dashboard",
-        "queue.pause",
-        "queue:default",
-        None,
-        t0() + secs(1),
-    )
+    s.audit_add(AuditAddParams {
+        actor: "dashboard",
+        action: "queue.pause",
+        target: "queue:default",
+        detail: None,
+        now: t0() + secs(1),
+    })
     .await
     .unwrap();
     let log = s.audit_list(10).await.unwrap();
