@@ -7,7 +7,8 @@ use docket_core::{Clock, ManualClock, NewTask, SystemClock, Task, TaskState};
 use docket_engine::maintenance;
 use docket_engine::worker::{Handler, Outcome, WorkerConfig, WorkerPool};
 use docket_engine::{Engine, EngineConfig};
-use docket_store::{connect, ConnectOptions, Store, TaskListParams};
+use docket_store::testing::TestStore;
+use docket_store::{Store, TaskListParams};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,36 +17,22 @@ use tokio_util::sync::CancellationToken;
 
 struct Db {
     store: Arc<dyn Store>,
-    _dir: Option<tempfile::TempDir>,
+    _db: TestStore,
 }
 
 async fn pg() -> Db {
-    let url = std::env::var("DOCKET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let store = connect(&ConnectOptions {
-        url,
-        schema: Some(format!("t_{}", uuid::Uuid::new_v4().simple())),
-        max_connections: Some(8),
-        relaxed_commit: true,
-    })
-    .await
-    .expect("PostgreSQL is running (scripts/test.sh starts it)");
-    store.migrate().await.unwrap();
-    Db { store, _dir: None }
+    let t = TestStore::postgres().await;
+    Db {
+        store: t.store.clone(),
+        _db: t,
+    }
 }
 
 async fn sqlite() -> Db {
-    let dir = tempfile::tempdir().unwrap();
-    let store = connect(&ConnectOptions::new(format!(
-        "sqlite://{}",
-        dir.path().join("e.db").display()
-    )))
-    .await
-    .unwrap();
-    store.migrate().await.unwrap();
+    let t = TestStore::sqlite().await;
     Db {
-        store,
-        _dir: Some(dir),
+        store: t.store.clone(),
+        _db: t,
     }
 }
 

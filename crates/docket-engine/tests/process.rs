@@ -5,7 +5,8 @@ use docket_core::process::{HistoryRange, NamespaceConfig, ProcessStatus, RetryPo
 use docket_core::{SystemClock, TaskState};
 use docket_engine::process::{ProcessError, ProcessService, Request};
 use docket_engine::{Engine, EngineConfig};
-use docket_store::{connect, ConnectOptions, Store, TaskListParams};
+use docket_store::testing::TestStore;
+use docket_store::{Store, TaskListParams};
 use serde_json::{json, Value};
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -18,7 +19,7 @@ struct Env {
     url: String,
     stop: CancellationToken,
     processor: Child,
-    _dir: Option<tempfile::TempDir>,
+    _db: TestStore,
 }
 
 impl Drop for Env {
@@ -50,29 +51,12 @@ fn processor() -> (Child, String) {
 }
 
 async fn env(backend: &str) -> Env {
-    let (store, dir): (Arc<dyn Store>, _) = if backend == "pg" {
-        let url = std::env::var("DOCKET_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let s = connect(&ConnectOptions {
-            url,
-            schema: Some(format!("t_{}", uuid::Uuid::new_v4().simple())),
-            max_connections: Some(10),
-            relaxed_commit: true,
-        })
-        .await
-        .expect("PostgreSQL is running");
-        (s, None)
+    let db = if backend == "pg" {
+        TestStore::postgres().await
     } else {
-        let d = tempfile::tempdir().unwrap();
-        let s = connect(&ConnectOptions::new(format!(
-            "sqlite://{}",
-            d.path().join("p.db").display()
-        )))
-        .await
-        .unwrap();
-        (s, Some(d))
+        TestStore::sqlite().await
     };
-    store.migrate().await.unwrap();
+    let store = db.store.clone();
     let mut cfg = EngineConfig::new("p1", &*store);
     cfg.rescue_interval = Duration::from_millis(100);
     let engine = Engine::new(store.clone(), Arc::new(SystemClock), cfg);
@@ -87,7 +71,7 @@ async fn env(backend: &str) -> Env {
         url,
         stop,
         processor: child,
-        _dir: dir,
+        _db: db,
     };
     e.ns("ns", RetryPolicy::default()).await;
     e

@@ -8,6 +8,7 @@ use docket_engine::auth::NewToken;
 use docket_engine::{Engine, EngineConfig};
 use docket_server::auth::AuthMode;
 use docket_server::AppState;
+use docket_store::testing::TestStore;
 use docket_store::{connect, ConnectOptions, Store};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -44,31 +45,18 @@ async fn node(store: Arc<dyn Store>, name: &str) -> Node {
 }
 
 /// Two nodes on one database.
-async fn pg() -> (Node, Node, Option<tempfile::TempDir>) {
-    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let url = std::env::var("DOCKET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let opts = ConnectOptions {
-        url,
-        schema: Some(schema),
-        max_connections: Some(4),
-        relaxed_commit: true,
-    };
-    let a = node(connect(&opts).await.unwrap(), "a").await;
-    let b = node(connect(&opts).await.unwrap(), "b").await;
-    (a, b, None)
+async fn pg() -> (Node, Node, TestStore) {
+    let t = TestStore::postgres_with(4).await;
+    let a = node(t.store.clone(), "a").await;
+    let b = node(t.another_node().await, "b").await;
+    (a, b, t)
 }
 
-async fn sqlite() -> (Node, Node, Option<tempfile::TempDir>) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let a = node(
-        connect(&ConnectOptions::new(url.clone())).await.unwrap(),
-        "a",
-    )
-    .await;
-    let b = node(connect(&ConnectOptions::new(url)).await.unwrap(), "b").await;
-    (a, b, Some(dir))
+async fn sqlite() -> (Node, Node, TestStore) {
+    let t = TestStore::sqlite().await;
+    let a = node(t.store.clone(), "a").await;
+    let b = node(t.another_node().await, "b").await;
+    (a, b, t)
 }
 
 fn http() -> reqwest::Client {
@@ -121,7 +109,7 @@ async fn token(n: &Node, admin: &str, body: Value) -> String {
     v["token"].as_str().unwrap().to_string()
 }
 
-async fn tokens_scopes_and_revocation((a, b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+async fn tokens_scopes_and_revocation((a, b, _dir): (Node, Node, TestStore)) {
     let root = admin(&a).await;
     // Open routes, and everything else refused without a token.
     assert_eq!(
@@ -380,7 +368,7 @@ fn form(csrf: Option<&str>) -> String {
     csrf.map_or_else(String::new, |c| format!("csrf={c}"))
 }
 
-async fn dashboard_login_and_csrf((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+async fn dashboard_login_and_csrf((a, _b, _dir): (Node, Node, TestStore)) {
     let root = admin(&a).await;
     let reader = token(&a, &root, json!({"name": "reader", "scopes": ["read"]})).await;
     let c = http();
@@ -563,7 +551,7 @@ async fn dashboard_login_and_csrf((a, _b, _dir): (Node, Node, Option<tempfile::T
 
 /// Queue setting mask_payload: read tokens and the dashboard see `***`; admins and the claiming
 /// worker see the payload.
-async fn masked_payloads((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
     let root = admin(&a).await;
     let reader = token(&a, &root, json!({"name": "reader", "scopes": ["read"]})).await;
     let worker = token(&a, &root, json!({"name": "w", "scopes": ["work"]})).await;
@@ -914,7 +902,7 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
 /// 401, each token lacking the route's scope 403, a token with only that scope 2xx; open
 /// routes answer without one. The scope comes from the document (`x-docket-scope`), which is
 /// generated from the rule the server applies, so a route added later is covered too.
-async fn every_route_against_every_scope((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+async fn every_route_against_every_scope((a, _b, _dir): (Node, Node, TestStore)) {
     let n = serve_with(&a, |s| {
         s.processes.register_processor("echo", Arc::new(Echo));
         s
@@ -1002,7 +990,7 @@ async fn every_route_against_every_scope((a, _b, _dir): (Node, Node, Option<temp
 /// What a page of another site can make a browser send is refused: bodies not declared JSON
 /// (415, auth on or off), writes carrying a foreign `Origin` or `Sec-Fetch-Site: cross-site`
 /// (403); CORS answers only for configured origins.
-async fn browsers_are_kept_out((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+async fn browsers_are_kept_out((a, _b, _dir): (Node, Node, TestStore)) {
     let open = serve_with(&a, |s| s.with_auth(AuthMode::Off)).await;
     let cors = serve_with(&a, |s| {
         s.with_auth(AuthMode::Off)
@@ -1147,7 +1135,7 @@ async fn browsers_are_kept_out((a, _b, _dir): (Node, Node, Option<tempfile::Temp
 /// Per-token limits: past the rate, 429 `rate_limited` with `Retry-After` (other tokens are not
 /// slowed); past the long-poll cap, claims that wait and event streams get 429 while claims that
 /// do not wait go on.
-async fn tokens_are_rate_limited((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+async fn tokens_are_rate_limited((a, _b, _dir): (Node, Node, TestStore)) {
     let n = serve_with(&a, |s| {
         s.with_limits(docket_server::auth::Limits {
             rate_per_second: 1,
@@ -1264,7 +1252,7 @@ async fn tokens_are_rate_limited((a, _b, _dir): (Node, Node, Option<tempfile::Te
 
 /// `--outbound-host`: a namespace's processor and webhook URLs must name an allowed host, and a
 /// redirect out of the list is not followed (without the list, the same redirect is).
-async fn outbound_urls_are_limited((a, _b, _dir): (Node, Node, Option<tempfile::TempDir>)) {
+async fn outbound_urls_are_limited((a, _b, _dir): (Node, Node, TestStore)) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let hits = Arc::new(AtomicUsize::new(0));
     let h = hits.clone();

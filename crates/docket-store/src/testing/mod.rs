@@ -41,6 +41,7 @@ pub struct TestStore {
     pub store: Arc<dyn Store>,
     /// PostgreSQL: the schema; SQLite: the directory holding the file (removed on drop).
     pub schema: Option<String>,
+    max_connections: u32,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -56,11 +57,20 @@ impl TestStore {
     /// # Panics
     /// When PostgreSQL cannot be reached (`scripts/test.sh` starts it).
     pub async fn postgres() -> TestStore {
+        Self::postgres_with(12).await
+    }
+
+    /// [`TestStore::postgres`] with at most `max_connections` (tests that open several
+    /// nodes keep under the server's connection limit this way).
+    ///
+    /// # Panics
+    /// When PostgreSQL cannot be reached.
+    pub async fn postgres_with(max_connections: u32) -> TestStore {
         let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
         let store = connect(&ConnectOptions {
             url: Self::pg_url(),
             schema: Some(schema.clone()),
-            max_connections: Some(12),
+            max_connections: Some(max_connections),
             relaxed_commit: true,
         })
         .await
@@ -69,6 +79,7 @@ impl TestStore {
         TestStore {
             store,
             schema: Some(schema),
+            max_connections,
             _dir: None,
         }
     }
@@ -87,8 +98,27 @@ impl TestStore {
         TestStore {
             store,
             schema: None,
+            max_connections: 0,
             _dir: Some(dir),
         }
+    }
+
+    /// Another store on the same database (schema or file), as a second node would open it.
+    ///
+    /// # Panics
+    /// When the database cannot be reached.
+    pub async fn another_node(&self) -> Arc<dyn Store> {
+        let opts = match (&self.schema, self.path()) {
+            (Some(schema), _) => ConnectOptions {
+                url: Self::pg_url(),
+                schema: Some(schema.clone()),
+                max_connections: Some(self.max_connections),
+                relaxed_commit: true,
+            },
+            (None, Some(path)) => ConnectOptions::new(format!("sqlite://{}", path.display())),
+            (None, None) => unreachable!("a test store is PostgreSQL or a SQLite file"),
+        };
+        connect(&opts).await.expect("the test database")
     }
 
     /// The SQLite file (`None` on PostgreSQL).
