@@ -1,0 +1,270 @@
+//! Work under a lease: claim (long-poll), heartbeat, complete and fail, one or many.
+
+use crate::prelude::*;
+
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/heartbeat",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    request_body = docket_core::api::HeartbeatRequest,
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "lease_lost, cancelled, timed_out", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody)),
+    summary = "Extend the lease (never past attempted_at + timeout) and report progress; 409 lease_lost, cancelled or timed_out"
+)]
+pub(crate) async fn task_heartbeat(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Task>> {
+    let id = task_id(&id)?;
+    let b: HeartbeatRequest = parse(body)?;
+    if let Some(p) = &b.progress {
+        check_size("progress", p)?;
+    }
+    check_lease("extend", b.extend)?;
+    Ok(Json(
+        s.engine
+            .heartbeat(TaskHeartbeatParams {
+                id,
+                token: b.lease,
+                progress: b.progress,
+                lease: b.extend,
+                now: s.engine.clock.now(),
+            })
+            .await?,
+    ))
+}
+
+/// A single-item outcome as a response: 200 with the new state, or the lease/cancel error.
+pub(crate) fn single(id: i64, o: LeaseOutcome) -> ApiResult<Json<Finished>> {
+    match o {
+        LeaseOutcome::Ok { state, run_at, .. } => Ok(Json(Finished { id, state, run_at })),
+        LeaseOutcome::LeaseLost => Err(docket_store::StoreError::LeaseLost.into()),
+        LeaseOutcome::Cancelled => Err(docket_store::StoreError::Cancelled.into()),
+        LeaseOutcome::TimedOut => Err(docket_store::StoreError::TimedOut.into()),
+        LeaseOutcome::NotFound => Err(ApiError::not_found(format!("task {id} not found"))),
+    }
+}
+
+/// One item of a batch answer.
+pub(crate) fn item_outcome(id: i64, o: LeaseOutcome) -> ItemOutcome {
+    let (outcome, state, run_at) = match o {
+        LeaseOutcome::Ok { state, run_at, .. } => ("ok", Some(state), Some(run_at)),
+        LeaseOutcome::LeaseLost => ("lease_lost", None, None),
+        LeaseOutcome::Cancelled => ("cancelled", None, None),
+        LeaseOutcome::TimedOut => ("timed_out", None, None),
+        LeaseOutcome::NotFound => ("not_found", None, None),
+    };
+    ItemOutcome {
+        id,
+        outcome: outcome.to_string(),
+        state,
+        run_at,
+    }
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/complete",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    request_body = docket_core::api::CompleteRequest,
+    responses((status = 200, description = "new state", body = docket_core::api::Finished), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "lease_lost, cancelled, timed_out", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody)),
+    summary = "Complete the attempt; 409 lease_lost, cancelled or timed_out"
+)]
+pub(crate) async fn task_complete(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Finished>> {
+    let id = task_id(&id)?;
+    let b: CompleteRequest = parse(body)?;
+    check_size("result", &b.result)?;
+    let o = s
+        .engine
+        .complete_many(&[TaskComplete {
+            id,
+            token: b.lease,
+            result: b.result,
+        }])
+        .await?;
+    single(id, o[0].clone())
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/fail",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    request_body = docket_core::api::FailRequest,
+    responses((status = 200, description = "new state", body = docket_core::api::Finished), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "lease_lost, cancelled, timed_out", body = crate::error::ErrorBody)),
+    summary = "Fail the attempt: retried after backoff or retry_in, or discarded"
+)]
+pub(crate) async fn task_fail(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Finished>> {
+    let id = task_id(&id)?;
+    let b: FailRequest = parse(body)?;
+    if let Some(w) = &b.worker {
+        check_name("worker", w)?;
+    }
+    let item = TaskFail {
+        id,
+        token: b.lease,
+        error: b.error,
+        retry_in: b.retry_in,
+        permanent: b.permanent,
+    };
+    let o = s.engine.fail_many(&[item], b.worker.as_deref()).await?;
+    single(id, o[0].clone())
+}
+
+pub(crate) fn batch_ids<T>(items: &[T], id: impl Fn(&T) -> Option<i64>) -> ApiResult<Vec<i64>> {
+    if items.is_empty() || items.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "items must hold 1..={MAX_BATCH} entries"
+        )));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| {
+            id(it)
+                .filter(|x| *x > 0)
+                .ok_or_else(|| ApiError::invalid(format!("items[{i}].id is required")))
+        })
+        .collect()
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/complete",
+    tag = "tasks",
+    request_body = docket_core::api::BatchRequest<docket_core::api::CompleteRequest>,
+    responses((status = 200, description = "one result per item, in order", body = docket_core::api::BatchResponse), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody)),
+    summary = "Complete many tasks in one statement"
+)]
+pub(crate) async fn task_complete_batch(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<BatchResponse>> {
+    let b: BatchRequest<CompleteRequest> = parse(body)?;
+    let ids = batch_ids(&b.items, |i| i.id)?;
+    let mut items = Vec::with_capacity(ids.len());
+    for (it, id) in b.items.into_iter().zip(ids) {
+        check_size("result", &it.result)?;
+        items.push(TaskComplete {
+            id,
+            token: it.lease,
+            result: it.result,
+        });
+    }
+    let outs = s.engine.complete_many(&items).await?;
+    let results = items
+        .iter()
+        .zip(outs)
+        .map(|(i, o)| item_outcome(i.id, o))
+        .collect();
+    Ok(Json(BatchResponse { results }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/fail",
+    tag = "tasks",
+    request_body = docket_core::api::BatchRequest<docket_core::api::FailRequest>,
+    responses((status = 200, description = "one result per item, in order", body = docket_core::api::BatchResponse), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody)),
+    summary = "Fail many attempts in one transaction"
+)]
+pub(crate) async fn task_fail_batch(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<BatchResponse>> {
+    let b: BatchRequest<FailRequest> = parse(body)?;
+    for (i, it) in b.items.iter().enumerate() {
+        if let Some(w) = &it.worker {
+            check_name(&format!("items[{i}].worker"), w)?;
+        }
+    }
+    let ids = batch_ids(&b.items, |i| i.id)?;
+    let worker = b.items.first().and_then(|i| i.worker.clone());
+    let items: Vec<TaskFail> = b
+        .items
+        .into_iter()
+        .zip(ids)
+        .map(|(it, id)| TaskFail {
+            id,
+            token: it.lease,
+            error: it.error,
+            retry_in: it.retry_in,
+            permanent: it.permanent,
+        })
+        .collect();
+    let outs = s.engine.fail_many(&items, worker.as_deref()).await?;
+    let results = items
+        .iter()
+        .zip(outs)
+        .map(|(i, o)| item_outcome(i.id, o))
+        .collect();
+    Ok(Json(BatchResponse { results }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/claim",
+    tag = "queues",
+    params(("queue" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "queue name")),
+    request_body = docket_core::api::ClaimRequest,
+    responses((status = 200, description = "claimed tasks, each with its lease", body = docket_core::api::ClaimResponse)),
+    summary = "Claim tasks under a lease; `wait` long-polls"
+)]
+pub(crate) async fn queue_claim(
+    State(s): State<AppState>,
+    Path(queue): Path<String>,
+    gone: Option<axum::Extension<Disconnect>>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<ClaimResponse>> {
+    let cancel = gone.map_or_else(|| s.shutdown.clone(), |g| g.0 .0.clone());
+    check_name("queue", &queue)?;
+    auth::check_queue(caller.as_ref().map(|c| &c.0), &queue)?;
+    let b: ClaimRequest = parse(body)?;
+    check_name("worker", &b.worker)?;
+    let limit = b.limit.unwrap_or(1);
+    if !(1..=MAX_BATCH as i64).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be within 1..={MAX_BATCH}, got {limit}"
+        )));
+    }
+    check_lease("lease", b.lease)?;
+    if let Some(k) = &b.kinds {
+        if k.is_empty() || k.len() > 100 {
+            return Err(ApiError::invalid("kinds must hold 1..=100 kind names"));
+        }
+        for (i, kind) in k.iter().enumerate() {
+            check_name(&format!("kinds[{i}]"), kind)?;
+        }
+    }
+    let wait = b.wait.unwrap_or(Duration::ZERO);
+    if wait > MAX_WAIT {
+        return Err(ApiError::invalid(format!(
+            "wait must be at most {}",
+            docket_core::duration::format(MAX_WAIT)
+        )));
+    }
+    // Held until the claim answers; a claim that does not wait takes no slot.
+    let _slot = if wait.is_zero() {
+        None
+    } else {
+        auth::long_poll(&s, caller.as_ref().map(|c| &c.0))?
+    };
+    let tasks = s
+        .engine
+        .claim_kinds(
+            &queue,
+            &b.worker,
+            b.kinds.as_deref(),
+            limit,
+            b.lease,
+            wait,
+            &cancel,
+        )
+        .await?;
+    Ok(Json(ClaimResponse { tasks }))
+}

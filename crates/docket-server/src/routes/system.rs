@@ -1,0 +1,202 @@
+//! Health, metrics, the OpenAPI document, status, the audit log and nodes.
+
+use crate::prelude::*;
+
+/// `{"status": "ok"}` when the database answers and this node's maintenance loop finished a
+/// pass recently; 503 `maintenance_stalled` when it has not for `maintenance_stall_after`.
+#[utoipa::path(
+    get, path = "/healthz",
+    tag = "service",
+    responses((status = 200, description = "ok", body = crate::openapi::Health)),
+    summary = "Liveness: the database answers and maintenance finished a pass in the last 120 s (else 503 maintenance_stalled)"
+)]
+pub(crate) async fn healthz(State(s): State<AppState>) -> Response {
+    if let Err(e) = s.engine.ping().await {
+        return ApiError::from(e).into_response();
+    }
+    let last = s.engine.last_maintenance_pass().map(|d| d.as_secs_f64());
+    if s.engine.maintenance_stalled() {
+        let mut e = ApiError::new(Code::MaintenanceStalled, "the maintenance loop (promote, rescue, schedules, prune) has not finished a pass recently",
+        );
+        e.details = Some(json!({"last_pass_seconds_ago": last}));
+        return e.into_response();
+    }
+    Json(openapi::Health {
+        status: "ok".into(),
+        node: s.engine.config.node.clone(),
+        maintenance_last_pass_seconds_ago: last,
+    })
+    .into_response()
+}
+
+/// Prometheus text format.
+#[utoipa::path(
+    get, path = "/metrics",
+    tag = "service",
+    responses((status = 200, description = "metrics", content_type = "text/plain", body = String)),
+    summary = "Prometheus text format (progressor's eight histograms, in ms)"
+)]
+pub(crate) async fn metrics_text(State(s): State<AppState>) -> Response {
+    // Queue gauges are read from the database at scrape time: every node reports the same
+    // cluster-wide numbers (aggregate them with max, not sum).
+    if let (Ok(queues), Ok(oldest)) = (
+        s.engine.queue_list().await,
+        s.engine.queue_oldest_available().await,
+    ) {
+        let now = s.engine.clock.now();
+        let ages: Vec<(String, f64)> = oldest
+            .into_iter()
+            .map(|o| {
+                let age = (now - o.run_at).num_milliseconds().max(0) as f64 / 1000.0;
+                (o.queue, age)
+            })
+            .collect();
+        docket_engine::metrics::record_queues(&queues, &ages);
+    }
+    let pool = s.engine.pool_connections();
+    metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "in_use")
+        .set(pool.in_use as f64);
+    metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "idle")
+        .set(pool.idle as f64);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        docket_engine::metrics::prometheus().render(),
+    )
+        .into_response()
+}
+
+#[utoipa::path(
+    get, path = "/openapi.json",
+    tag = "service",
+    responses((status = 200, description = "OpenAPI document", body = Object)),
+    summary = "This document (generated from the server code with utoipa)"
+)]
+pub(crate) async fn openapi() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        openapi::document(),
+    )
+        .into_response()
+}
+
+/// One look at the whole cluster (`docket status`, the dashboard's overview as JSON).
+#[utoipa::path(
+    get, path = "/v1/status",
+    tag = "status",
+    responses((status = 200, description = "status", body = crate::openapi::StatusView)),
+    summary = "The cluster at a glance: queues with counts and oldest available task, nodes, schedules, last hour's throughput"
+)]
+pub(crate) async fn status(State(s): State<AppState>) -> ApiResult<Json<openapi::StatusView>> {
+    let now = s.engine.clock.now();
+    let engine = &s.engine;
+    let oldest = engine.queue_oldest_available().await?;
+    let queues = engine
+        .queue_list()
+        .await?
+        .into_iter()
+        .map(|queue| openapi::QueueStatus {
+            oldest_available_at: oldest
+                .iter()
+                .find(|o| o.queue == queue.name)
+                .map(|o| o.run_at),
+            queue,
+        })
+        .collect();
+    let schedules = engine.schedule_list().await?;
+    let throughput = engine
+        .task_throughput(docket_core::time::sub(now, Duration::from_secs(3600)))
+        .await?;
+    let (completed, failed) = throughput
+        .iter()
+        .fold((0, 0), |(c, f), t| (c + t.completed, f + t.failed));
+    Ok(Json(openapi::StatusView {
+        now,
+        queues,
+        nodes: nodes_with_state(&s).await?,
+        schedules: openapi::ScheduleCounts {
+            total: schedules.len(),
+            paused: schedules.iter().filter(|s| s.paused).count(),
+        },
+        last_hour: openapi::LastHour {
+            completed,
+            failed,
+            per_minute: throughput,
+        },
+    }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AuditQuery {
+    /// Most entries [100].
+    #[param(minimum = 1, maximum = 10000)]
+    limit: Option<i64>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/audit",
+    tag = "status",
+    params(crate::AuditQuery),
+    responses((status = 200, description = "entries", body = crate::openapi::AuditPage)),
+    summary = "Operator actions (cancel, retry, run now, pause/resume, repair, schedule changes), newest first"
+)]
+pub(crate) async fn audit_list(
+    State(s): State<AppState>,
+    q: Result<Query<AuditQuery>, QueryRejection>,
+) -> ApiResult<Json<openapi::AuditPage>> {
+    let limit = query(q)?.limit.unwrap_or(100);
+    if !(1..=MAX_BATCH as i64).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be within 1..={MAX_BATCH}, got {limit}"
+        )));
+    }
+    Ok(Json(openapi::AuditPage {
+        entries: s.engine.audit_list(limit).await?,
+    }))
+}
+
+#[utoipa::path(
+    get, path = "/v1/nodes",
+    tag = "status",
+    responses((status = 200, description = "nodes", body = docket_core::api::NodeList)),
+    summary = "Nodes of the cluster with state active/lost/stopped"
+)]
+pub(crate) async fn node_list(State(s): State<AppState>) -> ApiResult<Json<NodeList>> {
+    Ok(Json(NodeList {
+        nodes: nodes_with_state(&s).await?,
+    }))
+}
+
+/// A node's state: `stopped` (it said so), `lost` (silent for 3 heartbeats) or `active`.
+pub(crate) fn node_state(s: &AppState, n: &docket_store::NodeRecord) -> &'static str {
+    let lost_after = s.engine.config.heartbeat_interval.saturating_mul(3);
+    if n.stopped_at.is_some() {
+        "stopped"
+    } else if docket_core::time::since(s.engine.clock.now(), n.heartbeat_at) > lost_after {
+        "lost"
+    } else {
+        "active"
+    }
+}
+
+/// Nodes with their `state` (see [`node_state`]).
+pub(crate) async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<NodeView>> {
+    Ok(s.engine
+        .node_list()
+        .await?
+        .into_iter()
+        .map(|n| NodeView {
+            state: node_state(s, &n).to_string(),
+            name: n.name,
+            started_at: n.started_at,
+            heartbeat_at: n.heartbeat_at,
+            stopped_at: n.stopped_at,
+            version: n.version,
+            info: n.info,
+        })
+        .collect())
+}

@@ -1,0 +1,245 @@
+//! Tasks: enqueue, list, read, and the operator's cancel / retry / run now.
+
+use crate::prelude::*;
+
+#[utoipa::path(
+    post, path = "/v1/tasks",
+    tag = "tasks",
+    request_body = crate::openapi::TaskOrBatch,
+    responses((status = 201, description = "the task, or {tasks: [...]} for a batch", body = crate::openapi::TaskOrBatchAnswer), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    summary = "Enqueue one task, or many in one transaction"
+)]
+pub(crate) async fn task_add(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let trace = request_trace_id(&headers);
+    let raw: Value = parse(body)?;
+    let (specs, many) = match raw {
+        Value::Object(mut m) if m.contains_key("tasks") && m.len() == 1 => {
+            match m.remove("tasks") {
+                Some(Value::Array(tasks)) => (tasks, true),
+                _ => return Err(ApiError::invalid("tasks must be an array of task objects")),
+            }
+        }
+        raw @ Value::Object(_) => (vec![raw], false),
+        _ => {
+            return Err(ApiError::invalid(
+                "body must be a task object or {\"tasks\": [...]}",
+            ))
+        }
+    };
+    if specs.is_empty() {
+        return Err(ApiError::invalid("tasks must not be empty"));
+    }
+    if specs.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "at most {MAX_BATCH} tasks per request"
+        )));
+    }
+    let mut tasks = Vec::with_capacity(specs.len());
+    for (i, v) in specs.into_iter().enumerate() {
+        let mut t: NewTask = serde_json::from_value(v).map_err(|e| {
+            let mut err = ApiError::invalid(format!("task {i}: {e}"));
+            err.details = Some(json!({"index": i}));
+            err
+        })?;
+        auth::check_sql_scope(caller.as_ref().map(|c| &c.0), &[&t])?;
+        check_size("payload", &t.payload)?;
+        if t.trace_id.is_none() {
+            t.trace_id = trace.clone();
+        }
+        check_sql_task(&s.sql, &mut t).map_err(|mut e| {
+            e.message = format!("task {i}: {}", e.message);
+            e.details = Some(json!({"index": i}));
+            e
+        })?;
+        tasks.push(t);
+    }
+    let out = s.engine.enqueue_many(tasks).await?;
+    Ok(if many {
+        (
+            StatusCode::CREATED,
+            Json(docket_core::api::TaskBatch { tasks: out }),
+        )
+            .into_response()
+    } else {
+        (StatusCode::CREATED, Json(&out[0])).into_response()
+    })
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    /// Only this queue.
+    queue: Option<String>,
+    /// Only tasks with this concurrency key.
+    concurrency_key: Option<String>,
+    /// One state, or several comma-separated (`running,retryable`); a filter naming no known
+    /// state matches nothing.
+    state: Option<String>,
+    /// Only this kind.
+    kind: Option<String>,
+    /// Page size [100].
+    #[param(minimum = 1, maximum = 10000)]
+    limit: Option<i64>,
+    /// Keyset cursor: tasks after this id (in `order`).
+    after: Option<i64>,
+    /// `asc` (default) or `desc` by id.
+    #[param(pattern = "^(asc|desc)$")]
+    order: Option<String>,
+    /// Only tasks whose payload or errors contain this text (case-insensitive).
+    text: Option<String>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/tasks",
+    tag = "tasks",
+    params(crate::ListQuery),
+    responses((status = 200, description = "a page", body = docket_core::api::TaskPage)),
+    summary = "List tasks (keyset paging by id)"
+)]
+pub(crate) async fn task_list(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> ApiResult<Json<TaskPage>> {
+    let q = query(q)?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_BATCH as i64).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be within 1..={MAX_BATCH}, got {limit}"
+        )));
+    }
+    // `state=running,retryable`: several states; a filter with no known state matches nothing
+    // (answered below, once every other parameter has been checked).
+    let states = q.state.as_deref().map(docket_core::state::parse_filter);
+    let descending = match q.order.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(o) => {
+            return Err(ApiError::invalid(format!(
+                "order must be asc or desc, got {o:?}"
+            )))
+        }
+    };
+    let states = match states {
+        None => vec![],
+        Some(Some(v)) => v,
+        Some(None) => {
+            return Ok(Json(TaskPage {
+                tasks: vec![],
+                next_after: None,
+            }))
+        }
+    };
+    let tasks = s
+        .engine
+        .task_list(TaskListParams {
+            queue: q.queue,
+            concurrency_key: q.concurrency_key,
+            states,
+            kind: q.kind,
+            after: q.after,
+            descending,
+            limit,
+            text: q.text.filter(|t| !t.is_empty()),
+        })
+        .await?;
+    let next = if tasks.len() as i64 == limit {
+        tasks.last().map(|t| t.id)
+    } else {
+        None
+    };
+    let mut tasks = tasks;
+    if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
+        auth::mask_tasks(&s, tasks.iter_mut()).await?;
+    }
+    Ok(Json(TaskPage {
+        tasks,
+        next_after: next,
+    }))
+}
+
+#[utoipa::path(
+    get, path = "/v1/tasks/{id}",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "One task"
+)]
+pub(crate) async fn task_get(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Task>> {
+    let id = task_id(&id)?;
+    match s.engine.task_get(id).await? {
+        Some(mut t) => {
+            if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
+                auth::mask_tasks(&s, [&mut t]).await?;
+            }
+            Ok(Json(t))
+        }
+        None => Err(ApiError::not_found(format!("task {id} not found"))),
+    }
+}
+
+pub(crate) async fn task_by_hand(
+    s: AppState,
+    headers: &axum::http::HeaderMap,
+    id: &str,
+    action: actions::TaskAction,
+) -> ApiResult<Json<Task>> {
+    let id = task_id(id)?;
+    let who = actions::actor(headers, "api");
+    Ok(Json(actions::task(&s, &who, id, action).await?))
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/cancel",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "invalid_state", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    summary = "Cancel a task that is not finished (a running one stops at its next heartbeat/complete)"
+)]
+pub(crate) async fn task_cancel(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Task>> {
+    task_by_hand(s, &headers, &id, actions::TaskAction::Cancel).await
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/retry",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "invalid_state", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    summary = "Make a discarded or cancelled task available again"
+)]
+pub(crate) async fn task_retry(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Task>> {
+    task_by_hand(s, &headers, &id, actions::TaskAction::Retry).await
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/run-now",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id")),
+    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "invalid_state", body = crate::error::ErrorBody)),
+    summary = "Make a scheduled or retryable task available now (recorded in the audit log)"
+)]
+pub(crate) async fn task_run_now(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Task>> {
+    task_by_hand(s, &headers, &id, actions::TaskAction::RunNow).await
+}
