@@ -1,0 +1,292 @@
+//! Tasks: the filtered list, one task with its attempts, and the operator actions on tasks
+//! and queues (each behind a confirmation page).
+
+use super::*;
+
+#[derive(Deserialize, Default)]
+pub(super) struct TaskFilter {
+    queue: Option<String>,
+    kind: Option<String>,
+    state: Option<String>,
+    text: Option<String>,
+    after: Option<i64>,
+}
+
+pub(super) fn some(v: &Option<String>) -> Option<String> {
+    v.as_ref()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>) -> Page {
+    let now = s.engine.clock.now();
+    // Several states (`running,retryable`); one that names no known state matches nothing.
+    let (states, none) = match some(&f.state) {
+        None => (vec![], false),
+        Some(st) => match docket_core::state::parse_filter(&st) {
+            Some(v) => (v, false),
+            None => (vec![], true),
+        },
+    };
+    let list = if none {
+        vec![]
+    } else {
+        s.engine
+            .task_list(TaskListParams {
+                queue: some(&f.queue),
+                kind: some(&f.kind),
+                states,
+                text: some(&f.text),
+                after: f.after,
+                descending: true,
+                limit: PAGE,
+                ..Default::default()
+            })
+            .await
+            .map_err(fail)?
+    };
+    let qs = |after: Option<i64>| {
+        let mut p = vec![];
+        for (k, v) in [
+            ("queue", some(&f.queue)),
+            ("kind", some(&f.kind)),
+            ("state", some(&f.state)),
+            ("text", some(&f.text)),
+        ] {
+            if let Some(v) = v {
+                p.push(format!("{k}={}", urlencode(&v)));
+            }
+        }
+        if let Some(a) = after {
+            p.push(format!("after={a}"));
+        }
+        if p.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", p.join("&"))
+        }
+    };
+    let here = format!("/ui/tasks{}", qs(f.after));
+    let form = html! {
+        form class="f" method="get" action="/ui/tasks" id="filter" {
+            label { "queue" input name="queue" value=(some(&f.queue).unwrap_or_default()); }
+            label { "kind" input name="kind" value=(some(&f.kind).unwrap_or_default()); }
+            label { "state"
+                select name="state" {
+                    option value="" { "any" }
+                    @for st in ["scheduled", "available", "running", "retryable", "completed", "discarded", "cancelled"] {
+                        option value=(st) selected[some(&f.state).as_deref() == Some(st)] { (st) }
+                    }
+                }
+            }
+            label { "text in payload or errors" input name="text" value=(some(&f.text).unwrap_or_default()); }
+            button type="submit" { "Filter" }
+        }
+    };
+    let body = html! {
+        h1 { "Tasks" }
+        table id="tasks" {
+            tr { th { "id" } th { "queue" } th { "kind" } th { "state" } th { "attempt" } th { "run at" } th { "last error" } }
+            @for t in &list {
+                tr data-id=(t.id) {
+                    td { a href=(format!("/ui/tasks/{}", t.id)) { (t.id) } }
+                    td { (t.queue) } td { (t.kind) } td { (state_badge(t.state.as_str())) }
+                    td class="n" { (t.attempt) "/" (t.max_attempts) }
+                    td { (ago(now, t.run_at)) }
+                    td class="err" { (t.errors.last().map(|e| short(&e.message, 80)).unwrap_or_default()) }
+                }
+            }
+        }
+        @if list.is_empty() { p class="muted" { "No tasks match." } }
+        @if list.len() as i64 == PAGE {
+            p { a href=(format!("/ui/tasks{}", qs(list.last().map(|t| t.id)))) { "Older →" } }
+        }
+    };
+    // The filter form stays outside the live part, so a refresh never eats what is typed.
+    Ok(layout_with_top("Tasks", &here, form, body))
+}
+
+pub(super) fn task_actions(t: &Task) -> Vec<TaskAction> {
+    let mut v = vec![];
+    if !t.state.is_finished() {
+        v.push(TaskAction::Cancel);
+    }
+    if matches!(t.state, TaskState::Scheduled | TaskState::Retryable) {
+        v.push(TaskAction::RunNow);
+    }
+    if matches!(
+        t.state,
+        TaskState::Discarded | TaskState::Cancelled | TaskState::Completed
+    ) {
+        v.push(TaskAction::Retry);
+    }
+    v
+}
+
+pub(super) async fn task(
+    State(s): State<AppState>,
+    Extension(act): Extension<CanAct>,
+    Path(id): Path<i64>,
+) -> Page {
+    let now = s.engine.clock.now();
+    let t = s
+        .engine
+        .task_get(id)
+        .await
+        .map_err(fail)?
+        .ok_or_else(|| fail(ApiError::not_found(format!("task {id} not found"))))?;
+    let mut t = t;
+    crate::auth::mask_tasks(&s, [&mut t]).await.map_err(fail)?;
+    let schedule = t
+        .unique_key
+        .as_deref()
+        .and_then(|k| k.strip_prefix("schedule:"))
+        .and_then(|rest| rest.split(':').next())
+        .map(str::to_string);
+    let process = t
+        .queue
+        .strip_prefix("process:")
+        .and(t.concurrency_key.as_deref())
+        .and_then(|k| k.split_once(':'))
+        .map(|(ns, pid)| (ns.to_string(), pid.to_string()));
+    let opt = |v: Option<Timestamp>| v.map(ts).unwrap_or_else(|| "—".into());
+    Ok(layout(
+        &format!("Task {id}"),
+        &format!("/ui/tasks/{id}"),
+        html! {
+            h1 { "Task " (t.id) " " (state_badge(t.state.as_str())) }
+            div class="actions" {
+                @for a in task_actions(&t).into_iter().filter(|_| act.0) {
+                    a class=(if a == TaskAction::Cancel { "btn warn" } else { "btn" }) id=(format!("action-{}", a.as_str()))
+                        href=(format!("/ui/tasks/{id}/{}", a.as_str())) { (action_label(a)) }
+                }
+            }
+            dl id="fields" {
+                dt { "queue" } dd { a href=(format!("/ui/tasks?queue={}", urlencode(&t.queue))) { (t.queue) } }
+                dt { "kind" } dd { (t.kind) }
+                dt { "state" } dd id="state" { (t.state.as_str()) }
+                dt { "priority" } dd { (t.priority) }
+                dt { "attempt" } dd { (t.attempt) " of " (t.max_attempts) }
+                dt { "run at" } dd { (ts(t.run_at)) " (" (ago(now, t.run_at)) ")" }
+                dt { "expires at" } dd { (opt(t.expires_at)) }
+                dt { "timeout" } dd { (humantime::format_duration(t.timeout)) }
+                dt { "backoff" } dd { (serde_json::to_string(&t.backoff).unwrap_or_default()) }
+                dt { "unique key" } dd { (t.unique_key.clone().unwrap_or_else(|| "—".into())) }
+                dt { "concurrency key" } dd { (t.concurrency_key.clone().unwrap_or_else(|| "—".into())) @if let Some(l) = t.concurrency_limit { " (limit " (l) ")" } }
+                dt { "node" } dd { (t.node.clone().unwrap_or_else(|| "any".into())) }
+                dt { "worker" } dd { (t.worker.clone().unwrap_or_else(|| "—".into())) }
+                dt { "trace id" } dd { code { (t.trace_id.clone().unwrap_or_else(|| "—".into())) } }
+                dt { "created" } dd { (ts(t.created_at)) }
+                dt { "attempted" } dd { (opt(t.attempted_at)) }
+                dt { "finished" } dd { (opt(t.finished_at)) }
+                dt { "lease expires" } dd { (opt(t.lease_expires_at)) }
+                dt { "cancel requested" } dd { (opt(t.cancel_requested_at)) }
+                @if let Some(name) = &schedule {
+                    dt { "schedule" } dd { a href=(format!("/ui/schedules#schedule-{}", urlencode(name))) { (name) } }
+                }
+                @if let Some((ns, pid)) = &process {
+                    dt { "process" } dd { a href=(format!("/ui/processes/{}/{}", urlencode(ns), urlencode(pid))) { (ns) "/" (pid) } }
+                }
+            }
+            h2 { "Payload" } (json_block(&t.payload))
+            @if let Some(r) = &t.result { h2 { "Result" } (json_block(r)) }
+            @if let Some(p) = &t.progress { h2 { "Progress" } (json_block(p)) }
+            h2 { "Attempts and errors" }
+            @if t.errors.is_empty() { p class="muted" { "No failed attempts." } }
+            @else {
+                table id="errors" {
+                    tr { th { "attempt" } th { "at" } th { "ran" } th { "worker" } th { "error" } }
+                    @for e in &t.errors {
+                        tr { td class="n" { (e.attempt) } td { (ts(e.at)) }
+                             td class="n" { (e.duration_ms.map(|d| format!("{d} ms")).unwrap_or_default()) }
+                             td { (e.worker.clone().unwrap_or_default()) } td { pre { (e.message) } } }
+                    }
+                }
+            }
+        },
+    ))
+}
+
+pub(super) fn action_label(a: TaskAction) -> &'static str {
+    match a {
+        TaskAction::Cancel => "Cancel",
+        TaskAction::Retry => "Retry",
+        TaskAction::RunNow => "Run now",
+    }
+}
+
+pub(super) async fn task_confirm(
+    State(s): State<AppState>,
+    Extension(csrf): Extension<Csrf>,
+    Path((id, action)): Path<(i64, String)>,
+) -> Page {
+    let a = TaskAction::parse(&action)
+        .ok_or_else(|| fail(ApiError::not_found(format!("no action {action:?}"))))?;
+    let t = s
+        .engine
+        .task_get(id)
+        .await
+        .map_err(fail)?
+        .ok_or_else(|| fail(ApiError::not_found(format!("task {id} not found"))))?;
+    Ok(confirm(
+        &csrf,
+        &format!("{} task {id}?", action_label(a)),
+        html! { (action_label(a)) " task " b { (id) } " (" (t.kind) " in " (t.queue) ", " (t.state.as_str()) ")?" },
+        &format!("/ui/tasks/{id}/{action}"),
+        &format!("Yes, {}", action_label(a).to_lowercase()),
+        &format!("/ui/tasks/{id}"),
+    ))
+}
+
+pub(super) async fn task_act(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(i64, String)>,
+) -> Response {
+    let Some(a) = TaskAction::parse(&action) else {
+        return fail(ApiError::not_found(format!("no action {action:?}")));
+    };
+    match actions::task(&s, &dashboard_actor(&headers), id, a).await {
+        Ok(_) => Redirect::to(&format!("/ui/tasks/{id}")).into_response(),
+        Err(e) => error_page(e),
+    }
+}
+
+/// `pause` → true, `resume` → false.
+pub(super) fn queue_action(action: &str) -> Option<bool> {
+    match action {
+        "pause" => Some(true),
+        "resume" => Some(false),
+        _ => None,
+    }
+}
+
+pub(super) async fn queue_confirm(
+    Extension(csrf): Extension<Csrf>,
+    Path((queue, action)): Path<(String, String)>,
+) -> Page {
+    let paused = queue_action(&action).ok_or_else(|| no_action(&action))?;
+    let verb = if paused { "Pause" } else { "Resume" };
+    Ok(confirm(
+        &csrf,
+        &format!("{verb} queue {queue}?"),
+        html! { (verb) " queue " b { (queue) } "? " @if paused { "Nothing of it will be claimed until it is resumed." } },
+        &format!("/ui/queues/{}/{action}", urlencode(&queue)),
+        &format!("Yes, {}", verb.to_lowercase()),
+        "/",
+    ))
+}
+
+pub(super) async fn queue_act(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path((queue, action)): Path<(String, String)>,
+) -> Response {
+    let Some(paused) = queue_action(&action) else {
+        return no_action(&action);
+    };
+    match actions::queue_paused(&s, &dashboard_actor(&headers), &queue, paused).await {
+        Ok(_) => Redirect::to("/").into_response(),
+        Err(e) => error_page(e),
+    }
+}
