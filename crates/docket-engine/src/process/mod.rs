@@ -1,0 +1,240 @@
+//! The process engine (progressor, seed 001) on top of the task engine.
+//!
+//! Each node runs one runner per namespace: it claims the namespace's tasks (queue
+//! `process:<ns>`, one running task per process through the concurrency key), POSTs
+//! [`ProcessorRequest`]s to the namespace's processor, and commits the result — events, aux
+//! state, metadata, timers and the task's completion — in one transaction under the task's
+//! lease. `init`, `call` and `repair` are synchronous for the caller: [`ProcessService::init`]
+//! and friends wait for the task to finish and answer with the processor's response or error.
+
+mod calls;
+mod client;
+mod runner;
+mod webhook;
+
+pub use client::outbound_allowed;
+use client::outbound_client;
+
+use crate::metrics as M;
+use crate::Engine;
+use docket_core::process::{
+    self, Action, HistoryRange, NamespaceConfig, Process, ProcessStatus, ProcessorProcess,
+    ProcessorReply, ProcessorRequest, CALL_PRIORITY,
+};
+use docket_core::{NewTask, Task, TaskState};
+use docket_store::{ProcessBreak, ProcessCommit, ProcessFail, StoreError, TaskFail, TimerChange};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// Errors of process operations (each has a stable API code).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProcessError {
+    /// 404 `namespace_not_found`.
+    #[error("namespace {0} not found")]
+    NamespaceNotFound(String),
+    /// 404 `process_not_found`.
+    #[error("process not found")]
+    NotFound,
+    /// 409 `process_exists`.
+    #[error("process exists")]
+    Exists,
+    /// 409 `process_not_running` (`process is error`, `process is init`).
+    #[error("{0}")]
+    NotRunning(String),
+    /// 409 `process_is_running`: repair asked of a process that is not in error.
+    #[error("{0}")]
+    IsRunning(String),
+    /// 422 `processor_error`: the processor's error.
+    #[error("processor error")]
+    Processor(Value),
+    /// 504 `timeout`: no answer within process_step_timeout.
+    #[error("no answer within process_step_timeout")]
+    Timeout,
+    /// The task was cancelled before it ran (its process broke meanwhile).
+    #[error("the request was cancelled: {0}")]
+    Cancelled(String),
+    /// Bad input.
+    #[error("{0}")]
+    Invalid(String),
+    /// 400 `url_not_allowed`: a processor or webhook URL outside the outbound allow-list.
+    #[error("{0}")]
+    UrlNotAllowed(String),
+    /// Store failure.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An in-process processor (docket used as a library): a namespace whose processor URL is
+/// `inproc:NAME` calls the processor registered under NAME instead of POSTing over HTTP. Same
+/// contract: a [`ProcessorRequest`] in, a result or an error out.
+#[async_trait::async_trait]
+pub trait Processor: Send + Sync {
+    /// Handles one init/call/repair/timeout.
+    async fn process(&self, req: ProcessorRequest) -> ProcessorReply;
+}
+
+/// A caller's request: args, context, idempotency key, history range for the processor.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Args for the processor.
+    pub args: Value,
+    /// Context for the processor.
+    pub context: Value,
+    /// Idempotency key: a repeated key answers with the stored response and runs nothing.
+    pub idempotency_key: Option<String>,
+    /// History the processor receives (default: all).
+    pub range: HistoryRange,
+}
+
+/// Namespaces and their runners on this node.
+#[derive(Clone)]
+pub struct ProcessService {
+    engine: Engine,
+    http: reqwest::Client,
+    namespaces: Arc<RwLock<HashMap<String, NamespaceConfig>>>,
+    processors: Arc<RwLock<HashMap<String, Arc<dyn Processor>>>>,
+    started: Arc<RwLock<std::collections::HashSet<String>>>,
+    cancel: CancellationToken,
+    outbound: Option<Arc<Vec<String>>>,
+}
+
+fn detail_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl ProcessService {
+    /// A service on `engine`; runners stop when `cancel` fires.
+    pub fn new(engine: Engine, cancel: CancellationToken) -> Self {
+        ProcessService {
+            engine,
+            http: outbound_client(None),
+            namespaces: Arc::default(),
+            processors: Arc::default(),
+            started: Arc::default(),
+            cancel,
+            outbound: None,
+        }
+    }
+
+    /// Limits processor and webhook URLs to `hosts` (see [`outbound_allowed`]): a namespace
+    /// naming another host is refused (`url_not_allowed`), one stored before is not called,
+    /// and redirects out of the list are not followed. Call before [`ProcessService::start`].
+    #[must_use]
+    pub fn with_outbound_hosts(mut self, hosts: Vec<String>) -> Self {
+        let hosts = Arc::new(hosts);
+        self.http = outbound_client(Some(hosts.clone()));
+        self.outbound = Some(hosts);
+        self
+    }
+
+    /// Loads every namespace from the store and starts their runners; then keeps looking for
+    /// namespaces added on other nodes (every 5 s).
+    ///
+    /// # Errors
+    /// Store errors of the first load.
+    pub async fn start(&self) -> Result<tokio::task::JoinHandle<()>, StoreError> {
+        self.refresh().await?;
+        let me = self.clone();
+        Ok(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = me.cancel.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                }
+                if let Err(e) = me.refresh().await {
+                    tracing::warn!(error = %e, "reading namespaces failed");
+                }
+            }
+        }))
+    }
+
+    async fn refresh(&self) -> Result<(), StoreError> {
+        for n in self.engine.store.namespace_list().await? {
+            let name = n.name;
+            match serde_json::from_value::<NamespaceConfig>(n.config) {
+                Ok(cfg) => self.install(&name, cfg),
+                Err(e) => tracing::warn!(namespace = %name, error = %e, "bad namespace config"),
+            }
+        }
+        Ok(())
+    }
+
+    fn install(&self, name: &str, cfg: NamespaceConfig) {
+        self.namespaces
+            .write()
+            .expect("lock")
+            .insert(name.to_string(), cfg);
+        if self.started.write().expect("lock").insert(name.to_string()) {
+            tokio::spawn(self.clone().run(name.to_string()));
+            // The delivery loop idles while the namespace has no webhook.
+            tokio::spawn(self.clone().deliver(name.to_string()));
+        }
+    }
+
+    /// Registers an in-process processor; namespaces use it with processor URL `inproc:NAME`.
+    /// Register it on every node that runs the namespace.
+    pub fn register_processor(&self, name: &str, p: Arc<dyn Processor>) {
+        self.processors
+            .write()
+            .expect("lock")
+            .insert(name.to_string(), p);
+    }
+
+    /// Creates or replaces a namespace and starts its runner here.
+    ///
+    /// # Errors
+    /// [`ProcessError::Invalid`], store errors.
+    pub async fn namespace_put(
+        &self,
+        name: &str,
+        cfg: NamespaceConfig,
+    ) -> Result<(), ProcessError> {
+        process::check_namespace(name).map_err(ProcessError::Invalid)?;
+        cfg.validate().map_err(ProcessError::Invalid)?;
+        for url in std::iter::once(&cfg.processor.url).chain(cfg.webhook.as_ref().map(|w| &w.url)) {
+            self.check_outbound(url)
+                .map_err(ProcessError::UrlNotAllowed)?;
+        }
+        let v = serde_json::to_value(&cfg).expect("config serialises");
+        self.engine
+            .store
+            .namespace_put(docket_store::NamespacePutParams {
+                name,
+                config: &v,
+                now: self.engine.clock.now(),
+            })
+            .await?;
+        self.install(name, cfg);
+        Ok(())
+    }
+
+    /// Every namespace known here.
+    pub fn namespaces(&self) -> Vec<(String, NamespaceConfig)> {
+        let mut v: Vec<_> = self
+            .namespaces
+            .read()
+            .expect("lock")
+            .clone()
+            .into_iter()
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    fn config(&self, ns: &str) -> Result<NamespaceConfig, ProcessError> {
+        self.namespaces
+            .read()
+            .expect("lock")
+            .get(ns)
+            .cloned()
+            .ok_or_else(|| ProcessError::NamespaceNotFound(ns.to_string()))
+    }
+}

@@ -1,0 +1,308 @@
+//! The runner of a namespace on this node: claims the namespace's tasks, calls the processor,
+//! and commits or fails each step (progressor's rules: timers, breaking on a failed call).
+
+use super::*;
+
+impl ProcessService {
+    /// The runner of one namespace on this node.
+    pub(super) async fn run(self, ns: String) {
+        let queue = process::queue_of(&ns);
+        let worker = format!("{}/process", self.engine.config.node);
+        let Ok(size) = self.config(&ns).map(|c| c.worker_pool_size) else {
+            return;
+        };
+        let sem = Arc::new(Semaphore::new(size));
+        while !self.cancel.is_cancelled() {
+            let first = tokio::select! {
+                p = sem.clone().acquire_owned() => p.expect("semaphore open"),
+                _ = self.cancel.cancelled() => return,
+            };
+            let lease = match self.config(&ns) {
+                Ok(c) => c.lease(),
+                Err(_) => return,
+            };
+            let free = sem.available_permits() + 1;
+            let scan = std::time::Instant::now();
+            let claimed = self
+                .engine
+                .claim(
+                    &queue,
+                    &worker,
+                    free as i64,
+                    Some(lease),
+                    Duration::from_secs(30),
+                    &self.cancel,
+                )
+                .await;
+            if matches!(&claimed, Ok(t) if !t.is_empty()) {
+                // Only scans that found work: an idle long poll is not a scan's cost.
+                ::metrics::histogram!(M::CALLS_SCANNING, "namespace" => ns.clone())
+                    .record(M::ms_since(scan));
+            }
+            let tasks = match claimed {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, error = %e, "claim failed; retrying in 1s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let mut first = Some(first);
+            for t in tasks {
+                let permit = match first.take() {
+                    Some(p) => p,
+                    None => sem.clone().acquire_owned().await.expect("semaphore open"),
+                };
+                let me = self.clone();
+                let ns = ns.clone();
+                // Every log line of the step carries the process and the task.
+                let span = tracing::info_span!(
+                    "process_task",
+                    namespace = %ns,
+                    process_id = t.payload["process_id"].as_str().unwrap_or_default(),
+                    task_id = t.id,
+                    kind = %t.kind,
+                    attempt = t.attempt,
+                    trace_id = t.trace_id.as_deref().unwrap_or("")
+                );
+                docket_core::trace::link_span(&span, t.trace_id.as_deref());
+                tokio::spawn(tracing::Instrument::instrument(
+                    async move {
+                        let id = t.id;
+                        if let Err(e) = me.step(&ns, t).await {
+                            tracing::warn!(error = %e, "process step failed");
+                        }
+                        let t0 = std::time::Instant::now();
+                        me.engine.waker.task_done(id);
+                        ::metrics::histogram!(M::NOTIFICATION, "namespace" => ns.clone(), "notification_type" => "done")
+                        .record(M::ms_since(t0));
+                        drop(permit);
+                    },
+                    span,
+                ));
+            }
+        }
+    }
+
+    /// Runs one task of a process.
+    pub(super) async fn step(&self, ns: &str, t: Task) -> Result<(), StoreError> {
+        let cfg = match self.config(ns) {
+            Ok(c) => c,
+            Err(_) => return Ok(()),
+        };
+        let token = t
+            .lease
+            .as_ref()
+            .map(|l| l.token.clone())
+            .unwrap_or_default();
+        let pid = t.payload["process_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let now = || self.engine.clock.now();
+        if t.kind == "remove" {
+            let t0 = std::time::Instant::now();
+            let r = self
+                .engine
+                .store
+                .process_remove(docket_store::ProcessRemoveParams {
+                    task_id: t.id,
+                    token: &token,
+                    namespace: ns,
+                    id: &pid,
+                    now: now(),
+                })
+                .await;
+            ::metrics::histogram!(M::PROCESS_REMOVING, "namespace" => ns.to_string())
+                .record(M::ms_since(t0));
+            return r;
+        }
+        let prep = std::time::Instant::now();
+        let range: HistoryRange =
+            serde_json::from_value(t.payload["range"].clone()).unwrap_or_default();
+        let Some(docket_store::ProcessWithHistory {
+            process: p,
+            history,
+        }) = self
+            .engine
+            .store
+            .process_get(docket_store::ProcessGetParams {
+                namespace: ns,
+                id: &pid,
+                range,
+            })
+            .await?
+        else {
+            // The process is gone (removed): nothing to do.
+            let _ = self
+                .engine
+                .store
+                .task_complete_many(docket_store::TaskCompleteManyParams {
+                    items: &[docket_store::TaskComplete {
+                        id: t.id,
+                        token,
+                        result: Value::Null,
+                    }],
+                    now: now(),
+                })
+                .await?;
+            return Ok(());
+        };
+        let corrupted_by = p.corrupted_by;
+        let req = ProcessorRequest {
+            task_type: t.kind.clone(),
+            args: t.payload["args"].clone(),
+            context: t.payload["context"].clone(),
+            process: ProcessorProcess {
+                id: p.id.clone(),
+                namespace: p.namespace.clone(),
+                status: p.status,
+                previous_status: p.previous_status,
+                detail: p.detail.clone(),
+                aux_state: p.aux_state.clone(),
+                metadata: p.metadata.clone(),
+                history,
+                last_event_id: p.last_event_id,
+                corrupted_by,
+            },
+        };
+        let labels = [("namespace", ns.to_string()), ("task_type", t.kind.clone())];
+        ::metrics::histogram!(M::REQUEST_PREPARING, &labels).record(M::ms_since(prep));
+        let work = std::time::Instant::now();
+        let reply = self.post(&cfg, &req).await;
+        ::metrics::histogram!(M::TASK_PROCESSING, &labels).record(M::ms_since(work));
+        let done = std::time::Instant::now();
+        let ok = matches!(reply, Ok(ProcessorReply::Ok(_)));
+        let r = self
+            .finish(ns, pid, t, token, reply, corrupted_by, &cfg)
+            .await;
+        let completion = if ok && r.is_ok() { "complete" } else { "error" };
+        ::metrics::histogram!(M::TASK_COMPLETION, "namespace" => ns.to_string(), "completion_type" => completion)
+            .record(M::ms_since(done));
+        r
+    }
+
+    /// Stores what the processor answered.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn finish(
+        &self,
+        ns: &str,
+        pid: String,
+        t: Task,
+        token: String,
+        reply: Result<ProcessorReply, String>,
+        corrupted_by: Option<i64>,
+        cfg: &NamespaceConfig,
+    ) -> Result<(), StoreError> {
+        let cfg = cfg.clone();
+        let now = || self.engine.clock.now();
+        match reply {
+            Ok(ProcessorReply::Ok(r)) => {
+                let timer = match &r.action {
+                    None => TimerChange::Keep,
+                    Some(Action::Unset(_)) => TimerChange::Unset,
+                    Some(Action::Set(s)) => match process::timer_at(s, now()) {
+                        Ok(at) => {
+                            let kind = if s.remove { "remove" } else { "timeout" };
+                            TimerChange::Set(Box::new(self.timer_task(ns, &pid, kind, at, &cfg)?))
+                        }
+                        // A malformed action is the processor's error: nothing of the result is kept.
+                        Err(msg) => return self.fail(ns, &pid, &t, token, json!(msg), &cfg).await,
+                    },
+                };
+                // A repaired process that a timer broke gets that timer again (progressor).
+                let mut also = vec![];
+                if t.kind == "repair" && matches!(timer, TimerChange::Keep) {
+                    if let Some(bad) = corrupted_by {
+                        if let Some(bt) = self.engine.store.task_get(bad).await? {
+                            if bt.kind == "timeout" {
+                                also.push(self.timer_task(ns, &pid, "timeout", now(), &cfg)?);
+                            }
+                        }
+                    }
+                }
+                let c = ProcessCommit {
+                    task_id: t.id,
+                    token,
+                    namespace: ns.to_string(),
+                    id: pid,
+                    events: r.events,
+                    aux_state: r.aux_state,
+                    metadata: r.metadata,
+                    response: r.response,
+                    timer,
+                    also,
+                    now: now(),
+                };
+                self.engine.store.process_commit(c).await
+            }
+            Ok(ProcessorReply::Error(v)) => self.fail(ns, &pid, &t, token, v, &cfg).await,
+            Err(text) => self.fail(ns, &pid, &t, token, json!(text), &cfg).await,
+        }
+    }
+
+    pub(super) fn timer_task(
+        &self,
+        ns: &str,
+        pid: &str,
+        kind: &str,
+        at: docket_core::Timestamp,
+        cfg: &NamespaceConfig,
+    ) -> Result<docket_core::task::ResolvedTask, StoreError> {
+        let t = NewTask {
+            queue: Some(process::queue_of(ns)),
+            priority: Some(0),
+            run_at: Some(at),
+            max_attempts: Some(cfg.retry_policy.max_attempts),
+            backoff: Some(cfg.retry_policy.backoff()),
+            timeout: Some(cfg.lease()),
+            concurrency_key: Some(process::key_of(ns, pid)),
+            concurrency_limit: Some(1),
+            ..NewTask::new(kind, json!({"process_id": pid}))
+        };
+        t.resolve(None, &self.engine.config.defaults, self.engine.clock.now())
+            .map_err(StoreError::Invalid)
+    }
+
+    pub(super) async fn fail(
+        &self,
+        ns: &str,
+        pid: &str,
+        t: &Task,
+        token: String,
+        err: Value,
+        cfg: &NamespaceConfig,
+    ) -> Result<(), StoreError> {
+        let text = detail_of(&err);
+        let (permanent, on_give_up) = match t.kind.as_str() {
+            "timeout" => (
+                cfg.retry_policy.is_non_retryable(&text),
+                ProcessBreak::Break { corrupted: true },
+            ),
+            "repair" => (true, ProcessBreak::Keep),
+            _ => (true, ProcessBreak::Break { corrupted: false }),
+        };
+        let max_timeout = cfg.retry_policy.max_timeout;
+        // progressor stops retrying a timer once the interval would pass max_timeout.
+        let permanent = permanent
+            || max_timeout.is_some_and(|m| t.backoff.base_delay(t.attempt) >= m && t.attempt > 1);
+        self.engine
+            .store
+            .process_fail(ProcessFail {
+                fail: TaskFail {
+                    id: t.id,
+                    token,
+                    error: text,
+                    retry_in: None,
+                    permanent,
+                },
+                namespace: ns.to_string(),
+                id: pid.to_string(),
+                on_give_up,
+                error_value: err,
+                now: self.engine.clock.now(),
+            })
+            .await
+            .map(|_| ())
+    }
+}
