@@ -485,6 +485,23 @@ pub enum FailDecision {
     Cancel,
 }
 
+/// How a failed attempt ends: a pure rule the engine chooses and hands to the store with every
+/// call that may fail an attempt, so no backend decides retry against discard itself. Called
+/// with the task as stored (attempt, limits, backoff, expiry, cancel request), the time, the
+/// delay the worker asked for and whether it said the failure is permanent.
+pub type FailRule = fn(&Task, Timestamp, Option<Duration>, bool) -> FailDecision;
+
+/// docket's rule ([`Task::fail_decision`]): cancel when asked to, discard when permanent, out of
+/// attempts or past `expires_at`, else retry after `retry_in` or the backoff.
+pub fn standard_fail_rule(
+    t: &Task,
+    now: Timestamp,
+    retry_in: Option<Duration>,
+    permanent: bool,
+) -> FailDecision {
+    t.fail_decision(now, retry_in, permanent)
+}
+
 impl Task {
     /// Decides the fate of the current attempt's failure: discarded when `permanent`, when the
     /// attempts are spent, or when the retry would start after `expires_at`; else retried after

@@ -204,7 +204,11 @@ impl Engine {
         let now = self.clock.now();
         let out = self
             .store
-            .task_complete_many(docket_store::TaskCompleteManyParams { items, now })
+            .task_complete_many(docket_store::TaskCompleteManyParams {
+                fail_rule: docket_core::task::standard_fail_rule,
+                items,
+                now,
+            })
             .await?;
         metrics::record_outcomes(&out, now);
         if !items.is_empty() {
@@ -226,7 +230,12 @@ impl Engine {
         let now = self.clock.now();
         let out = self
             .store
-            .task_fail_many(docket_store::TaskFailManyParams { items, worker, now })
+            .task_fail_many(docket_store::TaskFailManyParams {
+                fail_rule: docket_core::task::standard_fail_rule,
+                items,
+                worker,
+                now,
+            })
             .await?;
         metrics::record_outcomes(&out, now);
         if !items.is_empty() {

@@ -75,7 +75,11 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), Store
     loop {
         let labels = engine
             .store
-            .task_rescue(docket_store::TaskRescueParams { now, limit: BATCH })
+            .task_rescue(docket_store::TaskRescueParams {
+                fail_rule: docket_core::task::standard_fail_rule,
+                now,
+                limit: BATCH,
+            })
             .await?;
         for l in &labels {
             ::metrics::counter!(crate::metrics::TASKS_RESCUED, "queue" => l.queue.clone(), "kind" => l.kind.clone())

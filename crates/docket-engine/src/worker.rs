@@ -256,6 +256,7 @@ async fn freshen_lease(engine: &Engine, task: Task) -> Option<Task> {
     match engine
         .store
         .task_heartbeat(TaskHeartbeatParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             id: task.id,
             token: lease.token.clone(),
             progress: None,
@@ -326,6 +327,7 @@ async fn run_with_heartbeat(engine: &Engine, h: &dyn Handler, task: &Task) -> Ou
             },
             _ = tokio::time::sleep(every) => {
                 let r = engine.heartbeat(TaskHeartbeatParams {
+                    fail_rule: docket_core::task::standard_fail_rule,
                     id: task.id,
                     token: lease.token.clone(),
                     progress: None,

@@ -243,6 +243,8 @@ pub struct TaskHeartbeatParams {
     pub lease: Option<Duration>,
     /// Now.
     pub now: Timestamp,
+    /// How a failed attempt ends (the engine's rule; the store only applies it).
+    pub fail_rule: docket_core::task::FailRule,
 }
 
 /// One item of [`LeaseStore::task_complete_many`].
@@ -461,6 +463,8 @@ pub struct ProcessFail {
     pub error_value: Value,
     /// Now.
     pub now: Timestamp,
+    /// How a failed attempt ends (the engine's rule; the store only applies it).
+    pub fail_rule: docket_core::task::FailRule,
 }
 
 /// Params of [`ProcessStore::process_import`]: a whole process (progressor's migration path).
@@ -992,6 +996,8 @@ pub struct TaskCompleteManyParams<'a> {
     pub items: &'a [TaskComplete],
     /// The current time (the engine's clock).
     pub now: Timestamp,
+    /// How a failed attempt ends (the engine's rule; the store only applies it).
+    pub fail_rule: docket_core::task::FailRule,
 }
 
 /// Params of [`LeaseStore::task_fail_many`].
@@ -1003,6 +1009,8 @@ pub struct TaskFailManyParams<'a> {
     pub worker: Option<&'a str>,
     /// The current time (the engine's clock).
     pub now: Timestamp,
+    /// How a failed attempt ends (the engine's rule; the store only applies it).
+    pub fail_rule: docket_core::task::FailRule,
 }
 
 /// Params of [`MaintenanceStore::task_promote`].
@@ -1021,6 +1029,8 @@ pub struct TaskRescueParams {
     pub now: Timestamp,
     /// Most rows to touch (or return).
     pub limit: i64,
+    /// How a failed attempt ends (the engine's rule; the store only applies it).
+    pub fail_rule: docket_core::task::FailRule,
 }
 
 /// Params of [`MaintenanceStore::task_expire`].

@@ -138,6 +138,7 @@ impl ProcessService {
                 .engine
                 .store
                 .task_complete_many(docket_store::TaskCompleteManyParams {
+                    fail_rule: docket_core::task::standard_fail_rule,
                     items: &[docket_store::TaskComplete {
                         id: t.id,
                         token,
@@ -289,6 +290,7 @@ impl ProcessService {
         self.engine
             .store
             .process_fail(ProcessFail {
+                fail_rule: docket_core::task::standard_fail_rule,
                 fail: TaskFail {
                     id: t.id,
                     token,

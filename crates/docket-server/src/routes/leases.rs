@@ -24,6 +24,7 @@ pub(crate) async fn task_heartbeat(
     Ok(Json(
         s.engine
             .heartbeat(TaskHeartbeatParams {
+                fail_rule: docket_core::task::standard_fail_rule,
                 id,
                 token: b.lease,
                 progress: b.progress,

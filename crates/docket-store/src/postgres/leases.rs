@@ -183,7 +183,7 @@ impl LeaseStore for PgStore {
             return Err(StoreError::Cancelled);
         }
         if held && t.state == TaskState::Running && past_deadline(&t, p.now) {
-            self.fail_timed_out(&mut tx, t, p.now).await?;
+            self.fail_timed_out(&mut tx, t, p.now, p.fail_rule).await?;
             tx.commit().await?;
             return Err(StoreError::TimedOut);
         }
@@ -195,7 +195,11 @@ impl LeaseStore for PgStore {
     }
 
     async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let TaskCompleteManyParams { items, now } = p;
+        let TaskCompleteManyParams {
+            items,
+            now,
+            fail_rule,
+        } = p;
         if items.is_empty() {
             return Ok(vec![]);
         }
@@ -304,7 +308,7 @@ impl LeaseStore for PgStore {
             } else if held && state == "running" {
                 // Held, running, not cancelled, yet not updated: past its deadline.
                 let t = decode(row)?;
-                let d = t.fail_decision(now, None, false);
+                let d = fail_rule(&t, now, None, false);
                 let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
                 timed_out.push((t, d, e));
                 out.push(LeaseOutcome::TimedOut);
@@ -319,7 +323,12 @@ impl LeaseStore for PgStore {
     }
 
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let TaskFailManyParams { items, worker, now } = p;
+        let TaskFailManyParams {
+            items,
+            worker,
+            now,
+            fail_rule,
+        } = p;
         if items.is_empty() {
             return Ok(vec![]);
         }
@@ -346,7 +355,7 @@ impl LeaseStore for PgStore {
                 out.push(lease_refusal(row, &it.token)?);
                 continue;
             }
-            let d = t.fail_decision(now, it.retry_in, it.permanent);
+            let d = fail_rule(&t, now, it.retry_in, it.permanent);
             out.push(outcome_for(&d, &t));
             let e = error_entry(&t, &it.error, worker, now);
             apply.push((t, d, e));

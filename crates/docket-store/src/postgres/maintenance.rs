@@ -27,7 +27,11 @@ impl MaintenanceStore for PgStore {
     }
 
     async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>> {
-        let TaskRescueParams { now, limit } = p;
+        let TaskRescueParams {
+            now,
+            limit,
+            fail_rule,
+        } = p;
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
@@ -42,7 +46,7 @@ impl MaintenanceStore for PgStore {
         let mut apply = Vec::with_capacity(rows.len());
         for r in &rows {
             let t = decode(r)?;
-            let d = t.fail_decision(now, None, false);
+            let d = fail_rule(&t, now, None, false);
             let why = if past_deadline(&t, now) {
                 TIMEOUT_MESSAGE
             } else {

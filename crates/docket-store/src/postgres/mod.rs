@@ -412,8 +412,9 @@ impl PgStore {
         tx: &mut Transaction<'_, Postgres>,
         t: Task,
         now: Timestamp,
+        fail_rule: docket_core::task::FailRule,
     ) -> Result<()> {
-        let d = t.fail_decision(now, None, false);
+        let d = fail_rule(&t, now, None, false);
         let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
         let apply = [(t, d, e)];
         Self::apply_failures(tx, &apply, now).await?;

@@ -279,7 +279,7 @@ impl ProcessStore for PgStore {
         if !held || t.state != TaskState::Running {
             return lease_refusal(&row, &f.fail.token);
         }
-        let d = t.fail_decision(f.now, f.fail.retry_in, f.fail.permanent);
+        let d = (f.fail_rule)(&t, f.now, f.fail.retry_in, f.fail.permanent);
         let outcome = outcome_for(&d, &t);
         let e = error_entry(&t, &f.fail.error, None, f.now);
         let queue = t.queue.clone();

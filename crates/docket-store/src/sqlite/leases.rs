@@ -136,7 +136,7 @@ impl LeaseStore for SqliteStore {
         }
         if past_deadline(&t, p.now) {
             let queue = t.queue.clone();
-            let d = t.fail_decision(p.now, None, false);
+            let d = (p.fail_rule)(&t, p.now, None, false);
             let e = error_entry(&t, TIMEOUT_MESSAGE, None, p.now);
             Self::apply_failures(&mut tx, &[(t, d, e)], p.now).await?;
             tx.commit().await?;
@@ -164,7 +164,11 @@ impl LeaseStore for SqliteStore {
     }
 
     async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let TaskCompleteManyParams { items, now } = p;
+        let TaskCompleteManyParams {
+            items,
+            now,
+            fail_rule,
+        } = p;
         if items.is_empty() {
             return Ok(vec![]);
         }
@@ -238,7 +242,7 @@ impl LeaseStore for SqliteStore {
                 out.push(LeaseOutcome::Cancelled);
             } else if held && t.state == TaskState::Running {
                 // Held, running, not cancelled, yet not updated: past its deadline.
-                let d = t.fail_decision(now, None, false);
+                let d = fail_rule(&t, now, None, false);
                 let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
                 timed_out.push((t, d, e));
                 out.push(LeaseOutcome::TimedOut);
@@ -254,7 +258,12 @@ impl LeaseStore for SqliteStore {
     }
 
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let TaskFailManyParams { items, worker, now } = p;
+        let TaskFailManyParams {
+            items,
+            worker,
+            now,
+            fail_rule,
+        } = p;
         if items.is_empty() {
             return Ok(vec![]);
         }
@@ -271,7 +280,7 @@ impl LeaseStore for SqliteStore {
                 out.push(lease_refusal(&t, held));
                 continue;
             }
-            let d = t.fail_decision(now, it.retry_in, it.permanent);
+            let d = fail_rule(&t, now, it.retry_in, it.permanent);
             out.push(outcome_for(&d, &t));
             let e = error_entry(&t, &it.error, worker, now);
             freed.push(t.queue.clone());

@@ -26,7 +26,11 @@ impl MaintenanceStore for SqliteStore {
     }
 
     async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>> {
-        let TaskRescueParams { now, limit } = p;
+        let TaskRescueParams {
+            now,
+            limit,
+            fail_rule,
+        } = p;
         let mut tx = self.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
@@ -40,7 +44,7 @@ impl MaintenanceStore for SqliteStore {
         let mut apply = Vec::with_capacity(rows.len());
         for r in &rows {
             let t = decode(r)?;
-            let d = t.fail_decision(now, None, false);
+            let d = fail_rule(&t, now, None, false);
             let why = if past_deadline(&t, now) {
                 TIMEOUT_MESSAGE
             } else {

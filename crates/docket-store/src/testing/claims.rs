@@ -170,6 +170,7 @@ pub(super) async fn concurrency_key_limit(b: Bundle) {
     assert_eq!(kinds, vec!["k0", "k1", "free"]);
     assert!(claim(s, "default", 10, t0()).await.is_empty());
     s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[done(&got[0], json!(1))],
         now: t0(),
     })
@@ -207,6 +208,7 @@ pub(super) async fn queue_concurrency_limit(b: Bundle) {
     assert_eq!((a.len(), b2.len()), (2, 1));
     assert!(claim(s, "q", 10, t0()).await.is_empty());
     s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[fail(&a[0], "boom")],
         worker: None,
         now: t0(),
@@ -252,6 +254,7 @@ pub(super) async fn exactly_once_under_concurrent_claimers(b: Bundle) {
                 let items: Vec<TaskComplete> = got.iter().map(|t| done(t, json!(w))).collect();
                 let outs = s
                     .task_complete_many(TaskCompleteManyParams {
+                        fail_rule: docket_core::task::standard_fail_rule,
                         items: &items,
                         now: t0(),
                     })
@@ -288,6 +291,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     let token = t.lease.clone().unwrap().token;
     let hb = s
         .task_heartbeat(TaskHeartbeatParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             id: t.id,
             token: token.clone(),
             progress: Some(json!({"pct": 50})),
@@ -301,6 +305,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     // Heartbeat without a duration keeps the attempt's lease length.
     let hb = s
         .task_heartbeat(TaskHeartbeatParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             id: t.id,
             token: token.clone(),
             progress: None,
@@ -315,6 +320,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     for bad in ["00000000-0000-0000-0000-000000000000", "nonsense"] {
         let e = s
             .task_heartbeat(TaskHeartbeatParams {
+                fail_rule: docket_core::task::standard_fail_rule,
                 id: t.id,
                 token: bad.into(),
                 progress: Some(json!("x")),
@@ -326,6 +332,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
         assert!(matches!(e, StoreError::LeaseLost), "{e:?}");
         let outs = s
             .task_complete_many(TaskCompleteManyParams {
+                fail_rule: docket_core::task::standard_fail_rule,
                 items: &[TaskComplete {
                     id: t.id,
                     token: bad.into(),
@@ -339,6 +346,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     }
     let e = s
         .task_heartbeat(TaskHeartbeatParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             id: 424242,
             token: token.clone(),
             progress: None,
@@ -355,6 +363,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     // overwrite the new attempt's result.
     assert_eq!(
         s.task_rescue(TaskRescueParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             now: t0() + secs(161),
             limit: 100
         })
@@ -373,6 +382,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     assert_eq!(t2.attempt, 2);
     let old = s
         .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[done(&t, json!("old"))],
             now: t0() + secs(3600),
         })
@@ -381,6 +391,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     assert_eq!(old, vec![LeaseOutcome::LeaseLost]);
     let old = s
         .task_fail_many(TaskFailManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[fail(&t, "old")],
             worker: None,
             now: t0() + secs(3600),
@@ -390,6 +401,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     assert_eq!(old, vec![LeaseOutcome::LeaseLost]);
     let new = s
         .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[done(&t2, json!("new"))],
             now: t0() + secs(3601),
         })
@@ -408,6 +420,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     // Completing twice is refused too.
     let twice = s
         .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[done(&t2, json!("again"))],
             now: t0(),
         })
@@ -450,6 +463,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
         );
     }
     let hb = |t: &docket_core::Task, at: i64| TaskHeartbeatParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         id: t.id,
         token: t.lease.clone().unwrap().token,
         progress: None,
@@ -466,6 +480,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
     assert_eq!(r.errors[0].message, "timeout");
     let outs = s
         .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[done(&got[1], json!("late"))],
             now: t0() + secs(11),
         })
@@ -492,6 +507,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
     assert_eq!(third.len(), 1);
     assert_eq!(
         s.task_rescue(TaskRescueParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             now: t0() + secs(3),
             limit: 10
         })
@@ -519,6 +535,7 @@ pub(super) async fn rescue_retries_then_discards(b: Bundle) {
     assert_eq!(t.lease.unwrap().expires_at, t0() + secs(10));
     assert_eq!(
         s.task_rescue(TaskRescueParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             now: t0() + secs(10),
             limit: 100
         })
@@ -530,6 +547,7 @@ pub(super) async fn rescue_retries_then_discards(b: Bundle) {
     );
     assert_eq!(
         s.task_rescue(TaskRescueParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             now: t0() + secs(11),
             limit: 100
         })
@@ -570,6 +588,7 @@ pub(super) async fn rescue_retries_then_discards(b: Bundle) {
     claim(s, "default", 1, t0() + secs(16)).await.remove(0);
     assert_eq!(
         s.task_rescue(TaskRescueParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             now: t0() + secs(100),
             limit: 100
         })
@@ -608,6 +627,7 @@ pub(super) async fn fail_rules(b: Bundle) {
     items[2].permanent = true;
     let outs = s
         .task_fail_many(TaskFailManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &items,
             worker: Some("wX"),
             now: t0(),
@@ -648,6 +668,7 @@ pub(super) async fn fail_rules(b: Bundle) {
     let first = again.iter().find(|t| t.id == c[0].id).unwrap();
     let outs = s
         .task_fail_many(TaskFailManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[fail(first, "again")],
             worker: None,
             now: t0() + secs(2),
@@ -664,6 +685,7 @@ pub(super) async fn fail_rules(b: Bundle) {
     // Unknown ids in a batch are reported, not fatal.
     let outs = s
         .task_fail_many(TaskFailManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[TaskFail {
                 id: 777_777,
                 token: "x".into(),
@@ -677,4 +699,95 @@ pub(super) async fn fail_rules(b: Bundle) {
         .await
         .unwrap();
     assert_eq!(outs, vec![LeaseOutcome::NotFound]);
+}
+
+/// The store applies the fail rule it is given and decides nothing itself: with a rule that
+/// always discards, a failure with attempts left is discarded; with one that retries an hour
+/// later, a task out of attempts is retried at that time — on failure, on rescue, and when a
+/// heartbeat finds the attempt past its deadline.
+pub(super) async fn fail_rule_is_the_callers(b: Bundle) {
+    use docket_core::task::FailDecision;
+    let s = &*b.store;
+    fn discard(_: &docket_core::Task, _: Timestamp, _: Option<Duration>, _: bool) -> FailDecision {
+        FailDecision::Discard
+    }
+    fn hour_later(
+        _: &docket_core::Task,
+        now: Timestamp,
+        _: Option<Duration>,
+        _: bool,
+    ) -> FailDecision {
+        FailDecision::Retry {
+            run_at: now + secs(3600),
+        }
+    }
+    let q = |name: &str| NewTask {
+        queue: Some(name.into()),
+        max_attempts: Some(1),
+        ..nt("k")
+    };
+    // Failure: attempts left (max 5) but the rule discards.
+    insert(
+        s,
+        vec![NewTask {
+            max_attempts: Some(5),
+            ..q("r1")
+        }],
+        t0(),
+    )
+    .await;
+    let t = claim(s, "r1", 1, t0()).await.remove(0);
+    let out = s
+        .task_fail_many(TaskFailManyParams {
+            fail_rule: discard,
+            items: &[fail(&t, "no")],
+            worker: None,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(state_run_at(&out[0]).0, TaskState::Discarded);
+    // Failure: out of attempts (max 1) but the rule retries in an hour.
+    insert(s, vec![q("r2")], t0()).await;
+    let t = claim(s, "r2", 1, t0()).await.remove(0);
+    let out = s
+        .task_fail_many(TaskFailManyParams {
+            fail_rule: hour_later,
+            items: &[fail(&t, "no")],
+            worker: None,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        state_run_at(&out[0]),
+        (TaskState::Retryable, t0() + secs(3600))
+    );
+    // Rescue of an expired lease: the same rule.
+    insert(s, vec![q("r3")], t0()).await;
+    let t = s
+        .task_claim(TaskClaimParams {
+            kinds: None,
+            queue: "r3".into(),
+            worker: "w".into(),
+            node: "n1".into(),
+            limit: 1,
+            lease: Some(Duration::from_secs(1)),
+            now: t0(),
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    s.task_rescue(TaskRescueParams {
+        fail_rule: hour_later,
+        now: t0() + secs(5),
+        limit: 10,
+    })
+    .await
+    .unwrap();
+    let got = s.task_get(t.id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.run_at),
+        (TaskState::Retryable, t0() + secs(5) + secs(3600))
+    );
 }

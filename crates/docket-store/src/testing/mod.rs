@@ -158,6 +158,7 @@ const CASES: &[Case] = cases![
     claims::attempt_deadline,
     claims::rescue_retries_then_discards,
     claims::fail_rules,
+    claims::fail_rule_is_the_callers,
     queues::queue_settings_round_trip,
     nodes::node_registry,
     processes::process_zombies_simple_repair_and_list,

@@ -75,6 +75,7 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     // Its node dies: past the lease, the generic rescuer leaves it to zombie collection.
     assert_eq!(
         s.task_rescue(TaskRescueParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             now: t0() + secs(11),
             limit: 100
         })
@@ -457,6 +458,7 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
     let claimed = claim(s, "process:ns", 1, t0() + secs(2)).await;
     assert_eq!(claimed[0].id, call.id);
     let f = |token: String| ProcessFail {
+        fail_rule: docket_core::task::standard_fail_rule,
         fail: TaskFail {
             id: call.id,
             token,

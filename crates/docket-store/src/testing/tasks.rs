@@ -93,6 +93,7 @@ pub(super) async fn unique_keys(b: Bundle) {
     let t = claim(s, "default", 1, t0()).await.remove(0);
     assert_eq!(t.id, got[0].id);
     s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[done(&t, json!(1))],
         now: t0(),
     })
@@ -139,6 +140,7 @@ pub(super) async fn cancel_and_retry_by_hand(b: Bundle) {
     assert_eq!(r.cancel_requested_at, Some(t0()));
     let e = s
         .task_heartbeat(TaskHeartbeatParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             id: running[0].id,
             token: running[0].lease.clone().unwrap().token,
             progress: None,
@@ -155,6 +157,7 @@ pub(super) async fn cancel_and_retry_by_hand(b: Bundle) {
     // Its late complete is answered `cancelled` and changes nothing.
     let outs = s
         .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[done(&running[0], json!(1))],
             now: t0(),
         })
@@ -170,6 +173,7 @@ pub(super) async fn cancel_and_retry_by_hand(b: Bundle) {
     .unwrap();
     let outs = s
         .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &[done(&running[1], json!("r"))],
             now: t0(),
         })
@@ -197,6 +201,7 @@ pub(super) async fn cancel_and_retry_by_hand(b: Bundle) {
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, got[0].id);
     s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[done(&again[0], json!(null))],
         now: t0(),
     })
@@ -245,6 +250,7 @@ pub(super) async fn retry_of_exhausted_task_gets_one_more_attempt(b: Bundle) {
     let id = insert(s, vec![n], t0()).await[0].id;
     let t = claim(s, "default", 1, t0()).await.remove(0);
     s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[fail(&t, "nope")],
         worker: None,
         now: t0(),
@@ -286,6 +292,7 @@ pub(super) async fn prune_by_retention(b: Bundle) {
     let (ok, bad) = c.split_at(5);
     let items: Vec<TaskComplete> = ok.iter().map(|t| done(t, json!(1))).collect();
     s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &items,
         now: t0(),
     })
@@ -294,6 +301,7 @@ pub(super) async fn prune_by_retention(b: Bundle) {
     let mut f = fail(&bad[0], "x");
     f.permanent = true;
     s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[f],
         worker: None,
         now: t0(),
@@ -302,6 +310,7 @@ pub(super) async fn prune_by_retention(b: Bundle) {
     .unwrap();
     let short = claim(s, "short", 1, t0()).await;
     s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[done(&short[0], json!(1))],
         now: t0(),
     })
@@ -362,6 +371,7 @@ pub(super) async fn bulk_insert_claim_complete(b: Bundle) {
     let items: Vec<TaskComplete> = c.iter().map(|t| done(t, json!({"n": t.id}))).collect();
     let outs = s
         .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
             items: &items,
             now: t0(),
         })
@@ -443,6 +453,7 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
     let c = claim(s, "default", 3, t0() + secs(10)).await;
     assert_eq!(c.len(), 3);
     s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[done(&c[0], json!(1)), done(&c[1], json!(2))],
         now: t0() + secs(61),
     })
@@ -451,6 +462,7 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
     let mut f = fail(&c[2], "boom in the errors");
     f.permanent = true;
     s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
         items: &[f],
         worker: None,
         now: t0() + secs(130),
