@@ -73,6 +73,10 @@ pub struct EngineConfig {
     pub retention_audit: Duration,
     /// Stopped or lost nodes leave `GET /v1/nodes` after this [7 days].
     pub retention_nodes: Duration,
+    /// How a failed attempt ends — retried after its backoff or discarded — decided here and
+    /// handed to the store with every call that can fail an attempt
+    /// [`docket_core::task::standard_fail_rule`].
+    pub fail_rule: docket_core::task::FailRule,
     /// `/healthz` answers 503 when the maintenance loop has not finished a pass for this long
     /// (it is stuck: a hung database call, or a panic it could not survive) [120 s].
     pub maintenance_stall_after: Duration,
@@ -99,6 +103,7 @@ impl EngineConfig {
             retention_notifications: Duration::from_secs(7 * 86_400),
             retention_audit: Duration::from_secs(90 * 86_400),
             retention_nodes: Duration::from_secs(7 * 86_400),
+            fail_rule: docket_core::task::standard_fail_rule,
         }
     }
 }
@@ -205,7 +210,7 @@ impl Engine {
         let out = self
             .store
             .task_complete_many(docket_store::TaskCompleteManyParams {
-                fail_rule: docket_core::task::standard_fail_rule,
+                fail_rule: self.config.fail_rule,
                 items,
                 now,
             })
@@ -231,7 +236,7 @@ impl Engine {
         let out = self
             .store
             .task_fail_many(docket_store::TaskFailManyParams {
-                fail_rule: docket_core::task::standard_fail_rule,
+                fail_rule: self.config.fail_rule,
                 items,
                 worker,
                 now,

@@ -76,7 +76,7 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<(u64, u64), Store
         let labels = engine
             .store
             .task_rescue(docket_store::TaskRescueParams {
-                fail_rule: docket_core::task::standard_fail_rule,
+                fail_rule: engine.config.fail_rule,
                 now,
                 limit: BATCH,
             })

@@ -26,14 +26,32 @@ impl Engine {
         self.store.task_list(p).await
     }
 
-    /// Extends a lease and records progress; counted in `docket_task_heartbeats_total`
-    /// by queue and outcome.
+    /// Extends the lease `token` of task `id` by `extend` (default: the task's timeout, never
+    /// past the attempt's deadline) and records `progress`; counted in
+    /// `docket_task_heartbeats_total` by queue and outcome. An attempt found past its deadline
+    /// is failed by the engine's fail rule.
     ///
     /// # Errors
     /// [`StoreError::LeaseLost`], [`StoreError::Cancelled`], [`StoreError::TimedOut`], store
     /// failure.
-    pub async fn heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task, StoreError> {
-        let r = self.store.task_heartbeat(p).await;
+    pub async fn heartbeat(
+        &self,
+        id: i64,
+        token: String,
+        progress: Option<serde_json::Value>,
+        extend: Option<std::time::Duration>,
+    ) -> Result<Task, StoreError> {
+        let r = self
+            .store
+            .task_heartbeat(TaskHeartbeatParams {
+                id,
+                token,
+                progress,
+                lease: extend,
+                now: self.clock.now(),
+                fail_rule: self.config.fail_rule,
+            })
+            .await;
         let (queue, outcome) = match &r {
             Ok(t) => (t.queue.clone(), "ok"),
             Err(StoreError::LeaseLost) => (String::new(), "lease_lost"),

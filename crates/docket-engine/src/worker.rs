@@ -5,7 +5,7 @@
 use crate::Engine;
 use async_trait::async_trait;
 use docket_core::Task;
-use docket_store::{TaskComplete, TaskFail, TaskHeartbeatParams};
+use docket_store::{TaskComplete, TaskFail};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -254,15 +254,7 @@ async fn freshen_lease(engine: &Engine, task: Task) -> Option<Task> {
         return Some(task);
     }
     match engine
-        .store
-        .task_heartbeat(TaskHeartbeatParams {
-            fail_rule: docket_core::task::standard_fail_rule,
-            id: task.id,
-            token: lease.token.clone(),
-            progress: None,
-            lease: None,
-            now: engine.clock.now(),
-        })
+        .heartbeat(task.id, lease.token.clone(), None, None)
         .await
     {
         Ok(fresh) => Some(Task {
@@ -326,14 +318,7 @@ async fn run_with_heartbeat(engine: &Engine, h: &dyn Handler, task: &Task) -> Ou
                 return Outcome::Retry { error: "timeout".into(), retry_in: None };
             },
             _ = tokio::time::sleep(every) => {
-                let r = engine.heartbeat(TaskHeartbeatParams {
-                    fail_rule: docket_core::task::standard_fail_rule,
-                    id: task.id,
-                    token: lease.token.clone(),
-                    progress: None,
-                    lease: None,
-                    now: engine.clock.now(),
-                }).await;
+                let r = engine.heartbeat(task.id, lease.token.clone(), None, None).await;
                 if let Err(e) = r {
                     tracing::warn!(task = task.id, error = %e, "heartbeat refused; abandoning the attempt");
                     return Outcome::Retry { error: e.to_string(), retry_in: None };

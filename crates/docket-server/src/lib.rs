@@ -54,9 +54,7 @@ mod prelude {
     pub(crate) use docket_core::QueueStats;
     pub(crate) use docket_core::{NewTask, QueueSettings, Task};
     pub(crate) use docket_engine::process::{ProcessError, Request as ProcessRequest};
-    pub(crate) use docket_store::{
-        LeaseOutcome, TaskComplete, TaskFail, TaskHeartbeatParams, TaskListParams,
-    };
+    pub(crate) use docket_store::{LeaseOutcome, TaskComplete, TaskFail, TaskListParams};
     pub(crate) use serde::de::DeserializeOwned;
     pub(crate) use serde::Deserialize;
     pub(crate) use serde_json::{json, Value};

@@ -138,7 +138,7 @@ impl ProcessService {
                 .engine
                 .store
                 .task_complete_many(docket_store::TaskCompleteManyParams {
-                    fail_rule: docket_core::task::standard_fail_rule,
+                    fail_rule: self.engine.config.fail_rule,
                     items: &[docket_store::TaskComplete {
                         id: t.id,
                         token,
@@ -290,7 +290,7 @@ impl ProcessService {
         self.engine
             .store
             .process_fail(ProcessFail {
-                fail_rule: docket_core::task::standard_fail_rule,
+                fail_rule: self.engine.config.fail_rule,
                 fail: TaskFail {
                     id: t.id,
                     token,

@@ -23,14 +23,7 @@ pub(crate) async fn task_heartbeat(
     check_lease("extend", b.extend)?;
     Ok(Json(
         s.engine
-            .heartbeat(TaskHeartbeatParams {
-                fail_rule: docket_core::task::standard_fail_rule,
-                id,
-                token: b.lease,
-                progress: b.progress,
-                lease: b.extend,
-                now: s.engine.clock.now(),
-            })
+            .heartbeat(id, b.lease, b.progress, b.extend)
             .await?,
     ))
 }
