@@ -520,6 +520,39 @@ async fn token_last_use_is_written_once_a_minute(db: Db) {
     );
 }
 
+/// `EngineConfig::fail_rule` decides how a failed attempt ends (README "Rust library"): with a
+/// rule that discards every failure, a task that would be retried (attempts left) is discarded
+/// after its first failure; the default rule retries it.
+async fn engine_fail_rule_decides(db: Db) {
+    fn discard_all(
+        _: &Task,
+        _: docket_core::Timestamp,
+        _: Option<Duration>,
+        _: bool,
+    ) -> docket_core::task::FailDecision {
+        docket_core::task::FailDecision::Discard
+    }
+    let mut cfg = EngineConfig::new("e1", &*db.store);
+    cfg.fail_rule = discard_all;
+    let e = Engine::new(db.store.clone(), Arc::new(SystemClock), cfg);
+    let stop = CancellationToken::new();
+    e.start(stop.clone()).await.unwrap();
+    let pool =
+        WorkerPool::new(e.clone(), WorkerConfig::new("default")).register("flaky", Arc::new(Flaky));
+    let run = tokio::spawn(pool.run(stop.clone()));
+    e.enqueue_many(vec![NewTask {
+        max_attempts: Some(5),
+        ..NewTask::new("flaky", json!(null))
+    }])
+    .await
+    .unwrap();
+    let all = wait_finished(&*db.store, 1).await;
+    assert_eq!((all[0].state, all[0].attempt), (TaskState::Discarded, 1));
+    assert_eq!(all[0].errors[0].message, "try 1");
+    stop.cancel();
+    run.await.unwrap();
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
@@ -536,4 +569,5 @@ both!(
     maintenance_with_manual_clock,
     schedules_fire_each_occurrence_once,
     token_last_use_is_written_once_a_minute,
+    engine_fail_rule_decides,
 );
