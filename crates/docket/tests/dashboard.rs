@@ -124,20 +124,7 @@ async fn scenario(db: &[&str], shot: &str) {
     )
     .await;
 
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]
-        }),
-    );
-    let c = ClientBuilder::rustls()
-        .unwrap()
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{driver_port}"))
-        .await
-        .expect("chromedriver session");
+    let c = chromium(driver_port).await;
 
     // Every page loads and shows what it is about.
     for (path, marker) in [
