@@ -107,6 +107,19 @@ impl Engine {
         self.store.node_list().await
     }
 
+    /// A node's state by the rule every node applies (node-daemons' frozen node): `stopped`
+    /// when it shut down cleanly, `lost` when silent for three heartbeat periods, else `active`.
+    pub fn node_state(&self, n: &NodeRecord) -> &'static str {
+        let lost_after = self.config.heartbeat_interval.saturating_mul(3);
+        if n.stopped_at.is_some() {
+            "stopped"
+        } else if docket_core::time::since(self.clock.now(), n.heartbeat_at) > lost_after {
+            "lost"
+        } else {
+            "active"
+        }
+    }
+
     /// The newest `limit` audit entries.
     ///
     /// # Errors

@@ -106,7 +106,7 @@ pub(super) async fn overview(State(s): State<AppState>, Extension(act): Extensio
             table id="nodes" {
                 tr { th { "node" } th { "state" } th { "last heartbeat" } th { "started" } th { "version" } }
                 @for n in &nodes {
-                    @let state = crate::node_state(&s, n);
+                    @let state = s.engine.node_state(n);
                     tr {
                         td { (n.name) } td { (state_badge(state)) }
                         td { (ago(now, n.heartbeat_at)) } td { (ts(n.started_at)) } td { (n.version) }

@@ -171,26 +171,14 @@ pub(crate) async fn node_list(State(s): State<AppState>) -> ApiResult<Json<NodeL
     }))
 }
 
-/// A node's state: `stopped` (it said so), `lost` (silent for 3 heartbeats) or `active`.
-pub(crate) fn node_state(s: &AppState, n: &docket_store::NodeRecord) -> &'static str {
-    let lost_after = s.engine.config.heartbeat_interval.saturating_mul(3);
-    if n.stopped_at.is_some() {
-        "stopped"
-    } else if docket_core::time::since(s.engine.clock.now(), n.heartbeat_at) > lost_after {
-        "lost"
-    } else {
-        "active"
-    }
-}
-
-/// Nodes with their `state` (see [`node_state`]).
+/// Nodes with their `state` (see [`docket_engine::Engine::node_state`]).
 pub(crate) async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<NodeView>> {
     Ok(s.engine
         .node_list()
         .await?
         .into_iter()
         .map(|n| NodeView {
-            state: node_state(s, &n).to_string(),
+            state: s.engine.node_state(&n).to_string(),
             name: n.name,
             started_at: n.started_at,
             heartbeat_at: n.heartbeat_at,
