@@ -62,41 +62,7 @@ async fn dashboard_in_chromium_on_postgres() {
 }
 
 async fn scenario(db: &[&str], shot: &str) {
-    // fantoccini's TLS stack and docket's both compile rustls providers (aws-lc-rs, ring), so
-    // rustls cannot pick a process default by itself.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    for bin in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
-        assert!(
-            std::path::Path::new(bin).exists(),
-            "{bin} is missing: scripts/test.sh installs Debian's chromium and chromium-driver"
-        );
-    }
-    let port = free_port();
-    let server = Killed(
-        Command::new(BIN)
-            .arg("serve")
-            .args(db)
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--node",
-                "ui-test",
-            ])
-            .env("DOCKET_LOG", "warn")
-            .spawn()
-            .unwrap(),
-    );
-    let driver_port = free_port();
-    let driver = Killed(
-        Command::new("/usr/bin/chromedriver")
-            .arg(format!("--port={driver_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_port(port, "docket serve").await;
-    wait_port(driver_port, "chromedriver").await;
+    let (server, driver, port, driver_port) = start(db, &["--node", "ui-test"], &[]).await;
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let needle = post(
@@ -281,6 +247,44 @@ async fn login_and_read_only_session_in_chromium_on_postgres() {
     login_scenario(&["--database", &url, "--schema", &schema]).await;
 }
 
+/// `docket serve` on `db` with `args` and `env`, and a chromedriver, both up: (server, driver,
+/// server port, driver port).
+async fn start(db: &[&str], args: &[&str], env: &[(&str, &str)]) -> (Killed, Killed, u16, u16) {
+    // fantoccini's TLS stack and docket's both compile rustls providers (aws-lc-rs, ring), so
+    // rustls cannot pick a process default by itself.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    for bin in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        assert!(
+            std::path::Path::new(bin).exists(),
+            "{bin} is missing: scripts/test.sh installs Debian's chromium and chromium-driver"
+        );
+    }
+    let port = free_port();
+    let server = Killed(
+        Command::new(BIN)
+            .arg("serve")
+            .args(db)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .envs(env.iter().copied())
+            .env("DOCKET_LOG", "warn")
+            .spawn()
+            .unwrap(),
+    );
+    let driver_port = free_port();
+    let driver = Killed(
+        Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port, "docket serve").await;
+    wait_port(driver_port, "chromedriver").await;
+    (server, driver, port, driver_port)
+}
+
 async fn chromium(driver_port: u16) -> fantoccini::Client {
     let mut caps = serde_json::Map::new();
     caps.insert(
@@ -302,35 +306,13 @@ async fn chromium(driver_port: u16) -> fantoccini::Client {
 /// buttons and its confirmed action is refused (the task stays as it was); logging out ends the
 /// session; an `admin` session has the actions.
 async fn login_scenario(db: &[&str]) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let port = free_port();
     let admin = format!("dkt_{}", "a1".repeat(32));
-    let _server = Killed(
-        Command::new(BIN)
-            .arg("serve")
-            .args(db)
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--auth",
-                "required",
-            ])
-            .env("DOCKET_ADMIN_TOKEN", &admin)
-            .env("DOCKET_LOG", "warn")
-            .spawn()
-            .unwrap(),
-    );
-    let driver_port = free_port();
-    let _driver = Killed(
-        Command::new("/usr/bin/chromedriver")
-            .arg(format!("--port={driver_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_port(port, "docket serve").await;
-    wait_port(driver_port, "chromedriver").await;
+    let (_server, _driver, port, driver_port) = start(
+        db,
+        &["--auth", "required"],
+        &[("DOCKET_ADMIN_TOKEN", admin.as_str())],
+    )
+    .await;
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let as_admin = |m: reqwest::Method, path: &str| {
