@@ -23,6 +23,12 @@ pub(crate) fn errors(row: &str, v: Value) -> Result<Vec<TaskError>> {
     serde_json::from_value(v).map_err(|e| corrupt(row, "errors", e))
 }
 
+/// A task's `backoff_kind`.
+pub(crate) fn backoff_kind(row: &str, s: &str) -> Result<docket_core::BackoffKind> {
+    s.parse()
+        .map_err(|e: String| corrupt(row, "backoff_kind", e))
+}
+
 /// A queue's `backoff`.
 pub(crate) fn backoff(row: &str, v: Option<Value>) -> Result<Option<Backoff>> {
     v.map(|b| serde_json::from_value(b).map_err(|e| corrupt(row, "backoff", e)))

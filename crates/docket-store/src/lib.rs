@@ -1,9 +1,10 @@
-//! The [`Store`] trait and its backends: PostgreSQL ([`postgres::PgStore`]) and SQLite
-//! ([`sqlite::SqliteStore`], the embedded default).
+//! The [`Store`] trait and its backends: PostgreSQL ([`postgres::PgStore`]), SQLite
+//! ([`sqlite::SqliteStore`], the embedded default) and MySQL/MariaDB ([`mysql::MySqlStore`]).
 //!
 //! Methods are named `noun_verb` and take plain params, so fields can be added. The store applies
 //! decisions made by `docket-core` (defaults, backoff, fail rules) atomically; it does not make
-//! policy of its own. `tests/conformance.rs` runs one suite against both backends.
+//! policy of its own. `tests/conformance.rs` runs one suite (`testing::exercise`) against every
+//! backend.
 
 use async_trait::async_trait;
 use docket_core::task::ResolvedTask;
@@ -15,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod decode;
+pub mod mysql;
 pub mod postgres;
+mod shared;
 pub mod sqlite;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -91,7 +94,8 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
     }
 }
 
-/// The kind of a driver error: SQLSTATE class on PostgreSQL, result code on SQLite.
+/// The kind of a driver error: SQLSTATE class on PostgreSQL and MySQL (a deadlock is 40001, an
+/// out-of-range value 22003), result code on SQLite.
 fn classify(e: &sqlx::Error) -> DbErrorKind {
     let Some(d) = e.as_database_error() else {
         return DbErrorKind::Unavailable;
@@ -149,6 +153,8 @@ pub enum Backend {
     Postgres,
     /// SQLite.
     Sqlite,
+    /// MySQL 8.0+ or MariaDB 10.6+.
+    MySql,
 }
 
 /// Params of [`TaskStore::task_insert_many`].
@@ -171,6 +177,8 @@ pub struct TaskListParams {
     pub kind: Option<String>,
     /// Only this concurrency key (a process's tasks: `<namespace>:<id>`).
     pub concurrency_key: Option<String>,
+    /// Only this user's tasks.
+    pub user_id: Option<String>,
     /// Only ids greater than this (ascending order) or smaller (descending).
     pub after: Option<i64>,
     /// Newest first.
@@ -341,6 +349,9 @@ pub struct NodeRecord {
     pub heartbeat_at: Timestamp,
     /// When it stopped cleanly, if it did.
     pub stopped_at: Option<Timestamp>,
+    /// Since when it is drained (claims nothing), if it is; a heartbeat keeps it.
+    #[serde(default)]
+    pub draining_at: Option<Timestamp>,
     /// docket version it runs.
     pub version: String,
     /// Free-form info (listen address, pid).
@@ -397,17 +408,6 @@ pub struct Promoted {
     pub queues: Vec<String>,
 }
 
-/// How a process's timers change with a committed result.
-#[derive(Debug, Clone)]
-pub enum TimerChange {
-    /// Keep existing timers.
-    Keep,
-    /// Cancel every waiting timeout/remove task of the process.
-    Unset,
-    /// Cancel them and schedule this `timeout` or `remove` task.
-    Set(Box<ResolvedTask>),
-}
-
 /// Params of [`ProcessStore::process_commit`]: a processor's successful result for a running task.
 #[derive(Debug, Clone)]
 pub struct ProcessCommit {
@@ -427,8 +427,11 @@ pub struct ProcessCommit {
     pub metadata: Option<Value>,
     /// Stored as the task's result (the caller's response).
     pub response: Value,
-    /// Timers.
-    pub timer: TimerChange,
+    /// Kinds of the process's waiting tasks to cancel (the engine's rule: its timers,
+    /// `docket_core::process::TIMER_KINDS`, when the result sets or unsets the timer).
+    pub cancel_kinds: Vec<String>,
+    /// A new timer task (`timeout` or `remove`) to schedule.
+    pub timer: Option<Box<ResolvedTask>>,
     /// Tasks to enqueue with it (a repaired timer that runs again).
     pub also: Vec<ResolvedTask>,
     /// Now.
@@ -671,7 +674,16 @@ pub trait QueueStore: Send + Sync {
     ///
     /// # Errors
     /// Database failure.
-    async fn queue_set_paused(&self, p: QueueSetPausedParams<'_>) -> Result<QueueStats>;
+    async fn queue_set_paused(&self, p: QueueSetPausedParams<'_>) -> Result<QueueStats> {
+        let mut settings = self.queue_get(p.name).await?.settings;
+        settings.paused = p.paused;
+        self.queue_put(QueuePutParams {
+            name: p.name,
+            settings: &settings,
+            now: p.now,
+        })
+        .await
+    }
 }
 
 /// The node registry.
@@ -694,6 +706,13 @@ pub trait NodeStore: Send + Sync {
     /// # Errors
     /// Database failure.
     async fn node_list(&self) -> Result<Vec<NodeRecord>>;
+
+    /// Drains a node (`drain`: it claims nothing from now on, and its waiting tasks pinned to it
+    /// move to `to`, or to any node) or ends a drain. `None` when no node has that name.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>>;
 }
 
 /// Namespaces and durable processes (progressor).
@@ -1073,6 +1092,19 @@ pub struct NodeStopParams<'a> {
     pub now: Timestamp,
 }
 
+/// Params of [`NodeStore::node_drain`].
+#[derive(Debug, Clone)]
+pub struct NodeDrainParams<'a> {
+    /// The node.
+    pub name: &'a str,
+    /// Drain (true) or end the drain (false).
+    pub drain: bool,
+    /// Where its pinned waiting tasks go (`None`: to any node).
+    pub to: Option<&'a str>,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
 /// Params of [`ProcessStore::namespace_put`].
 #[derive(Debug, Clone)]
 pub struct NamespacePutParams<'a> {
@@ -1169,6 +1201,12 @@ pub struct ProcessCollectZombiesParams {
     pub now: Timestamp,
     /// Most rows to touch (or return).
     pub limit: i64,
+    /// How a zombie's attempt ends (the engine's rule; progressor's: discarded).
+    pub fail_rule: docket_core::task::FailRule,
+    /// What a zombie whose attempt is not retried does to its process.
+    pub on_give_up: ProcessBreak,
+    /// The error recorded on the task and the detail of its broken process.
+    pub detail: String,
 }
 
 /// Params of [`NotificationStore::notification_list`].
@@ -1416,18 +1454,72 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>> {
         Ok(Arc::new(postgres::PgStore::connect(opts).await?))
     } else if url.starts_with("sqlite:") {
         Ok(Arc::new(sqlite::SqliteStore::connect(opts).await?))
+    } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+        Ok(Arc::new(mysql::MySqlStore::connect(opts).await?))
     } else {
         Err(StoreError::Invalid(format!(
-            "unsupported database URL {url:?}: use postgres://user@host/db or sqlite://path/to/file.db"
+            "unsupported database URL {url:?}: use postgres://user@host/db, \
+             mysql://user@host/db (MySQL 8.0+, MariaDB 10.6+; also mariadb://) or sqlite://path/to/file.db"
         )))
     }
 }
 
-/// Orders claimed tasks as the claim did (priority desc, run_at asc, id asc).
+/// Every column of `docket_tasks` a [`Task`] is decoded from (the same on every backend).
+pub(crate) const TASK_COLS: &str =
+    "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
+    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
+    created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
+    cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id";
+
+/// A task a claim may take: its id and concurrency key with the key's limit (default 1).
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimCandidate {
+    pub id: i64,
+    pub key: Option<(String, i32)>,
+}
+
+/// The distinct concurrency keys among `cands`, sorted (so claimers lock them in one order
+/// and never wait on each other in opposite orders), each with its limit.
+pub(crate) fn claim_keys(cands: &[ClaimCandidate]) -> Vec<(String, i32)> {
+    let mut keys: Vec<(String, i32)> = cands.iter().filter_map(|c| c.key.clone()).collect();
+    keys.sort();
+    keys.dedup_by(|a, b| a.0 == b.0);
+    keys
+}
+
+/// Which candidates (in claim order) a claim takes: at most `room` (the queue's free slots),
+/// and of each key at most the slots `key_room` counts as free (running tasks of the key
+/// subtracted from its limit). The same rule on every backend; each backend counts `room`
+/// and `key_room` under its own locks.
+pub(crate) fn claim_pick(
+    cands: &[ClaimCandidate],
+    room: usize,
+    mut key_room: HashMap<String, i64>,
+) -> Vec<i64> {
+    let mut ids = Vec::with_capacity(cands.len().min(room));
+    for c in cands {
+        if ids.len() >= room {
+            break;
+        }
+        if let Some((k, _)) = &c.key {
+            let left = key_room.entry(k.clone()).or_insert(0);
+            if *left <= 0 {
+                continue;
+            }
+            *left -= 1;
+        }
+        ids.push(c.id);
+    }
+    ids
+}
+
+/// Orders claimed tasks as the claim did (priority desc, attempt asc, run_at asc, id asc).
 pub(crate) fn sort_claim_order(tasks: &mut [Task]) {
     tasks.sort_by(|a, b| {
         b.priority
             .cmp(&a.priority)
+            .then(a.attempt.cmp(&b.attempt))
             .then(a.run_at.cmp(&b.run_at))
             .then(a.id.cmp(&b.id))
     });
@@ -1441,7 +1533,7 @@ pub const TIMEOUT_MESSAGE: &str = "timeout";
 /// Process tasks are exempt: their step timeout is enforced by the process engine and their
 /// lease is progressor's zombie window, longer than the step.
 pub fn past_deadline(t: &Task, now: Timestamp) -> bool {
-    !t.queue.starts_with("process:")
+    t.process.is_none()
         && t.attempted_at
             .is_some_and(|a| now >= docket_core::time::add(a, t.timeout))
 }
@@ -1502,4 +1594,35 @@ pub(crate) fn decode_grant(
         serde_json::from_value(scopes.clone()).map_err(|e| bad("scopes", e))?,
         serde_json::from_value(queues.clone()).map_err(|e| bad("queues", e))?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claim_pick_keeps_queue_and_key_room() {
+        let c = |id, key: Option<&str>| ClaimCandidate {
+            id,
+            key: key.map(|k| (k.to_string(), 2)),
+        };
+        let cands = vec![
+            c(1, Some("a")),
+            c(2, Some("a")),
+            c(3, Some("a")),
+            c(4, None),
+            c(5, Some("b")),
+            c(6, None),
+        ];
+        assert_eq!(claim_keys(&cands), vec![("a".into(), 2), ("b".into(), 2)]);
+        let room = |a, b| HashMap::from([("a".to_string(), a), ("b".to_string(), b)]);
+        assert_eq!(
+            claim_pick(&cands, usize::MAX, room(2, 2)),
+            vec![1, 2, 4, 5, 6]
+        );
+        assert_eq!(claim_pick(&cands, 3, room(2, 2)), vec![1, 2, 4]);
+        // A key already full (or over: a limit lowered while tasks run) takes nothing.
+        assert_eq!(claim_pick(&cands, usize::MAX, room(0, -1)), vec![4, 6]);
+        assert_eq!(claim_pick(&cands, 0, room(2, 2)), Vec::<i64>::new());
+    }
 }

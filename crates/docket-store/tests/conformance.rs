@@ -1,5 +1,5 @@
 //! The conformance suite (`docket_store::testing`) on every backend: each case on its own
-//! PostgreSQL schema or SQLite file, and every method of `Store` called.
+//! PostgreSQL schema, MySQL/MariaDB database or SQLite file, and every method of `Store` called.
 
 use docket_store::testing::{exercise, TestStore};
 
@@ -11,4 +11,9 @@ async fn postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite() {
     exercise(TestStore::sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql() {
+    exercise(TestStore::mysql).await;
 }

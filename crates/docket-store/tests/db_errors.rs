@@ -1,5 +1,5 @@
 //! Database failures go through one mapping (`From<sqlx::Error> for StoreError`), checked
-//! here with real errors of a real PostgreSQL and a real SQLite file: a unique violation is
+//! here with real errors of a real PostgreSQL, MariaDB and SQLite file: a unique violation is
 //! `Conflict`, a missing row `NotFound`, a value the database refuses `InvalidData` (400 at the
 //! API), a busy database `Retryable`, the rest `Unavailable` (503).
 
@@ -179,4 +179,101 @@ async fn corrupt_rows_on_sqlite() {
     let t = docket_store::testing::TestStore::sqlite().await;
     let path = t.path().expect("a file").display().to_string();
     corrupt_rows_are_named(t, &format!("sqlite://{path}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_errors_by_kind() {
+    use sqlx::Connection;
+    let t = docket_store::testing::TestStore::mysql().await;
+    let url = docket_store::testing::TestStore::mysql_db_url(t.schema.as_deref().unwrap());
+    let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+    sqlx::query("CREATE TABLE u (k INT PRIMARY KEY, small TINYINT)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO u VALUES (1, 0), (2, 0)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let e = sqlx::query("INSERT INTO u VALUES (1, 0)")
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert_eq!(kind(e), Some(DbErrorKind::Conflict));
+    let e = sqlx::query("UPDATE u SET small = 1000 WHERE k = 1")
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert_eq!(kind(e), Some(DbErrorKind::InvalidData), "out of range");
+    let e = sqlx::query("SELECT * FROM no_such_table_here")
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert_eq!(kind(e), Some(DbErrorKind::Unavailable));
+    let e = sqlx::query("SELECT 1 FROM u WHERE false")
+        .fetch_one(&pool)
+        .await
+        .unwrap_err();
+    assert!(matches!(StoreError::from(e), StoreError::NotFound(_)));
+    // Two transactions locking rows in opposite orders: InnoDB kills one (1213, SQLSTATE
+    // 40001), which is worth retrying.
+    let mut a = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    let mut b = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    let mut ta = a.begin().await.unwrap();
+    let mut tb = b.begin().await.unwrap();
+    sqlx::query("UPDATE u SET small = 1 WHERE k = 1")
+        .execute(&mut *ta)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE u SET small = 1 WHERE k = 2")
+        .execute(&mut *tb)
+        .await
+        .unwrap();
+    let (ra, rb) = tokio::join!(
+        sqlx::query("UPDATE u SET small = 2 WHERE k = 2").execute(&mut *ta),
+        async {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            sqlx::query("UPDATE u SET small = 2 WHERE k = 1")
+                .execute(&mut *tb)
+                .await
+        }
+    );
+    let e = ra
+        .err()
+        .or(rb.err())
+        .expect("one of them is the deadlock victim");
+    assert_eq!(kind(e), Some(DbErrorKind::Retryable));
+}
+
+#[tokio::test]
+async fn corrupt_rows_on_mysql() {
+    let t = docket_store::testing::TestStore::mysql().await;
+    let db = t.schema.clone().unwrap();
+    let now = chrono::Utc::now();
+    let task = docket_core::NewTask::new("k", serde_json::json!({}))
+        .resolve(None, &docket_core::TaskDefaults::default(), now)
+        .unwrap();
+    let id = t
+        .store
+        .task_insert_many(docket_store::TaskInsertManyParams {
+            tasks: vec![task],
+            now,
+        })
+        .await
+        .unwrap()[0]
+        .id;
+    let pool = sqlx::MySqlPool::connect(&docket_store::testing::TestStore::mysql_db_url(&db))
+        .await
+        .unwrap();
+    sqlx::query(&format!(
+        "UPDATE docket_tasks SET errors = '{{\"x\": 1}}' WHERE id = {id}"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let e = t.store.task_get(id).await.unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupt(m) if m.contains(&format!("task {id}")) && m.contains("errors")),
+        "{e}"
+    );
 }

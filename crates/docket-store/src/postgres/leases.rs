@@ -9,46 +9,36 @@ impl LeaseStore for PgStore {
             return Ok(vec![]);
         }
         let mut tx = self.begin_relaxed().await?;
-        let cands = sqlx::query(
-            "SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit \
-             FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
-             WHERE t.state = 'available' AND t.queue = $1 \
-               AND (t.node IS NULL OR t.node = $2) \
-               AND ($5::text[] IS NULL OR t.kind = ANY($5)) \
-               AND (t.expires_at IS NULL OR t.expires_at > $3) \
-               AND (q.paused IS NULL OR NOT q.paused) \
-               AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
-                    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key) \
-                    < t.concurrency_limit) \
-             ORDER BY t.priority DESC, t.run_at, t.id LIMIT $4 \
-             FOR UPDATE OF t SKIP LOCKED",
-        )
-        .bind(&p.queue)
-        .bind(&p.node)
-        .bind(p.now)
-        .bind(p.limit)
-        .bind(&p.kinds)
-        .fetch_all(&mut *tx)
-        .await?;
+        let cands = sqlx::query(include_str!("sql/leases_task_claim.sql"))
+            .bind(&p.queue)
+            .bind(&p.node)
+            .bind(p.now)
+            .bind(p.limit)
+            .bind(&p.kinds)
+            .fetch_all(&mut *tx)
+            .await?;
         if cands.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);
         }
-        let mut ids: Vec<i64> = Vec::with_capacity(cands.len());
         let queue_limit: Option<i32> = cands[0].try_get("queue_limit")?;
-        let needs_keys = cands.iter().any(|r| {
-            r.try_get::<Option<String>, _>("concurrency_key")
-                .ok()
-                .flatten()
-                .is_some()
-        });
-        if queue_limit.is_none() && !needs_keys {
-            for r in &cands {
-                ids.push(r.try_get("id")?);
-            }
+        let cands = cands
+            .iter()
+            .map(|r| {
+                let key = r.try_get::<Option<String>, _>("concurrency_key")?;
+                let limit: Option<i32> = r.try_get("concurrency_limit")?;
+                Ok(ClaimCandidate {
+                    id: r.try_get("id")?,
+                    key: key.map(|k| (k, limit.unwrap_or(1))),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let keys = claim_keys(&cands);
+        let ids = if queue_limit.is_none() && keys.is_empty() {
+            cands.iter().map(|c| c.id).collect()
         } else {
-            // Slow path: serialise on the queue and on each key (sorted, so two claimers never
-            // wait on each other in opposite orders), then count what runs now.
+            // Slow path: serialise on the queue and on each key (advisory locks, in key
+            // order), then count what runs now.
             let mut room = usize::MAX;
             if let Some(limit) = queue_limit {
                 lock_key(&mut tx, &format!("docket-queue:{}", p.queue)).await?;
@@ -60,15 +50,6 @@ impl LeaseStore for PgStore {
                 .await?;
                 room = (limit as i64 - running).max(0) as usize;
             }
-            let mut keys: Vec<(String, i32)> = vec![];
-            for r in &cands {
-                if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
-                    let l: Option<i32> = r.try_get("concurrency_limit")?;
-                    keys.push((k, l.unwrap_or(1)));
-                }
-            }
-            keys.sort();
-            keys.dedup_by(|a, b| a.0 == b.0);
             let mut key_room: HashMap<String, i64> = HashMap::new();
             for (k, l) in &keys {
                 lock_key(&mut tx, &format!("docket-key:{k}")).await?;
@@ -80,20 +61,8 @@ impl LeaseStore for PgStore {
                 .await?;
                 key_room.insert(k.clone(), *l as i64 - running);
             }
-            for r in &cands {
-                if ids.len() >= room {
-                    break;
-                }
-                if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
-                    let left = key_room.get_mut(&k).expect("key counted");
-                    if *left <= 0 {
-                        continue;
-                    }
-                    *left -= 1;
-                }
-                ids.push(r.try_get("id")?);
-            }
-        }
+            claim_pick(&cands, room, key_room)
+        };
         if ids.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);
@@ -101,7 +70,7 @@ impl LeaseStore for PgStore {
         let sql = format!(
             "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2, \
                worker = $3, lease_token = gen_random_uuid(), lease_ms = COALESCE($4, timeout_ms), \
-               lease_expires_at = $2 + (CASE WHEN queue LIKE 'process:%' THEN COALESCE($4, timeout_ms) \
+               lease_expires_at = $2 + (CASE WHEN namespace IS NOT NULL THEN COALESCE($4, timeout_ms) \
                  ELSE LEAST(COALESCE($4, timeout_ms), timeout_ms) END) * interval '1 millisecond', \
                cancel_requested_at = NULL \
              WHERE id = ANY($1) RETURNING {COLS}"
@@ -138,12 +107,12 @@ impl LeaseStore for PgStore {
         let sql = format!(
             "UPDATE docket_tasks SET progress = COALESCE($3, progress), \
                lease_ms = COALESCE($4, lease_ms), \
-               lease_expires_at = CASE WHEN queue LIKE 'process:%' \
+               lease_expires_at = CASE WHEN namespace IS NOT NULL \
                  THEN $5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond' \
                  ELSE LEAST($5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond', \
                    attempted_at + timeout_ms * interval '1 millisecond') END \
              WHERE id = $1 AND lease_token = $2 AND state = 'running' AND cancel_requested_at IS NULL \
-               AND (queue LIKE 'process:%' OR $5 < attempted_at + timeout_ms * interval '1 millisecond') \
+               AND (namespace IS NOT NULL OR $5 < attempted_at + timeout_ms * interval '1 millisecond') \
              RETURNING {COLS}"
         );
         if let Some(row) = sqlx::query(&sql)
@@ -169,15 +138,12 @@ impl LeaseStore for PgStore {
         let t = decode(&row)?;
         let held = token_of(&row)?.as_deref() == Some(p.token.as_str());
         if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
-            sqlx::query(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2, \
-                 lease_expires_at = NULL, progress = COALESCE($3, progress) WHERE id = $1",
-            )
-            .bind(p.id)
-            .bind(p.now)
-            .bind(&p.progress)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(include_str!("sql/leases_task_heartbeat.sql"))
+                .bind(p.id)
+                .bind(p.now)
+                .bind(&p.progress)
+                .execute(&mut *tx)
+                .await?;
             self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
             tx.commit().await?;
             return Err(StoreError::Cancelled);
@@ -215,23 +181,14 @@ impl LeaseStore for PgStore {
         let mut tx = self.begin_relaxed().await?;
         // `frees`: finishing it lets another task of its key or limited queue start, so the
         // queue's claimers are woken (on every node) instead of waiting for a poll.
-        let done: Vec<(i64, Timestamp, String, bool, String, Option<Timestamp>)> = sqlx::query_as(
-            "UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result, \
-               lease_expires_at = NULL \
-             FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result) \
-             WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running' \
-               AND t.cancel_requested_at IS NULL \
-               AND (t.queue LIKE 'process:%' OR $1 < t.attempted_at + t.timeout_ms * interval '1 millisecond') \
-             RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS ( \
-               SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees, \
-               t.kind, t.attempted_at",
-        )
-        .bind(now)
-        .bind(&ids)
-        .bind(&tokens)
-        .bind(&results)
-        .fetch_all(&mut *tx)
-        .await?;
+        let done: Vec<(i64, Timestamp, String, bool, String, Option<Timestamp>)> =
+            sqlx::query_as(include_str!("sql/leases_task_complete_many.sql"))
+                .bind(now)
+                .bind(&ids)
+                .bind(&tokens)
+                .bind(&results)
+                .fetch_all(&mut *tx)
+                .await?;
         let mut freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
         freed.sort();
         freed.dedup();
@@ -295,15 +252,12 @@ impl LeaseStore for PgStore {
             let held = token_of(row)?.as_deref() == Some(it.token.as_str());
             if held && state == "running" && requested.is_some() {
                 // The work was done, but a cancel won: keep its result, end it cancelled.
-                sqlx::query(
-                    "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2, result = $3, \
-                     lease_expires_at = NULL WHERE id = $1",
-                )
-                .bind(it.id)
-                .bind(now)
-                .bind(&it.result)
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(include_str!("sql/leases_task_complete_many_2.sql"))
+                    .bind(it.id)
+                    .bind(now)
+                    .bind(&it.result)
+                    .execute(&mut *tx)
+                    .await?;
                 out.push(LeaseOutcome::Cancelled);
             } else if held && state == "running" {
                 // Held, running, not cancelled, yet not updated: past its deadline.

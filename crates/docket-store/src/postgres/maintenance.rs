@@ -7,16 +7,12 @@ impl MaintenanceStore for PgStore {
     async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
         let TaskPromoteParams { now, limit } = p;
         let mut tx = self.pool.begin().await?;
-        let queues: Vec<String> = sqlx::query_scalar(
-            "UPDATE docket_tasks SET state = 'available' WHERE id IN ( \
-               SELECT id FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= $1 \
-               AND (expires_at IS NULL OR expires_at > $1) \
-               ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING queue",
-        )
-        .bind(now)
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
+        let queues: Vec<String> =
+            sqlx::query_scalar(include_str!("sql/maintenance_task_promote.sql"))
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
         let count = queues.len() as u64;
         let mut qs = queues;
         qs.sort();
@@ -35,7 +31,7 @@ impl MaintenanceStore for PgStore {
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
-               AND queue NOT LIKE 'process:%' \
+               AND namespace IS NULL \
              ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         );
         let rows = sqlx::query(&sql)
@@ -63,66 +59,41 @@ impl MaintenanceStore for PgStore {
 
     async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
         let TaskExpireParams { now, limit } = p;
-        let r = sqlx::query(
-            "UPDATE docket_tasks SET state = 'discarded', finished_at = $1, \
-               errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'at', $1, \
-                 'worker', NULL, 'message', 'expired: not started before expires_at')) \
-             WHERE id IN (SELECT id FROM docket_tasks WHERE expires_at <= $1 \
-               AND state IN ('scheduled','available','retryable') LIMIT $2 FOR UPDATE SKIP LOCKED)",
-        )
-        .bind(now)
-        .bind(limit)
-        .execute(&self.pool)
-        .await?;
+        let r = sqlx::query(include_str!("sql/maintenance_task_expire.sql"))
+            .bind(now)
+            .bind(limit)
+            .execute(&self.pool)
+            .await?;
         Ok(r.rows_affected())
     }
 
     async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
         // Queues with their own retention are pruned by their own cutoffs; the rest by the
         // defaults. One statement, one small batch: it never holds many rows locked.
-        let r = sqlx::query(
-            "DELETE FROM docket_tasks WHERE id IN ( \
-               SELECT t.id FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
-               WHERE t.state IN ('completed','discarded','cancelled') AND t.finished_at < $1 - \
-                 CASE WHEN t.state = 'completed' \
-                   THEN COALESCE(q.retention_completed_ms, $2) \
-                   ELSE COALESCE(q.retention_failed_ms, $3) END * interval '1 millisecond' \
-                 AND NOT (t.queue LIKE 'process:%' AND EXISTS (SELECT 1 FROM docket_processes p \
-                   WHERE p.namespace = substr(t.queue, 9) AND t.concurrency_key = p.namespace || ':' || p.id)) \
-               LIMIT $4 FOR UPDATE OF t SKIP LOCKED)",
-        )
-        .bind(p.now)
-        .bind(ms(p.retention_completed))
-        .bind(ms(p.retention_failed))
-        .bind(p.limit)
-        .execute(&self.pool)
-        .await?;
+        let r = sqlx::query(include_str!("sql/maintenance_task_prune.sql"))
+            .bind(p.now)
+            .bind(ms(p.retention_completed))
+            .bind(ms(p.retention_failed))
+            .bind(p.limit)
+            .execute(&self.pool)
+            .await?;
         Ok(r.rows_affected())
     }
 
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
         let cut = |d: Duration| docket_core::time::sub(p.now, d);
-        let notifications = sqlx::query(
-            "DELETE FROM docket_notifications WHERE seq IN ( \
-               SELECT n.seq FROM docket_notifications n \
-               LEFT JOIN docket_sinks s ON s.name = 'webhook:' || n.namespace \
-               WHERE n.created_at < $1 AND (s.name IS NULL OR n.seq <= s.seq) \
-               ORDER BY n.seq LIMIT $2)",
-        )
-        .bind(cut(p.notifications))
-        .bind(p.limit)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        let audit = sqlx::query(
-            "DELETE FROM docket_audit WHERE id IN (SELECT id FROM docket_audit WHERE at < $1 \
-             ORDER BY id LIMIT $2)",
-        )
-        .bind(cut(p.audit))
-        .bind(p.limit)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+        let notifications = sqlx::query(include_str!("sql/maintenance_aux_prune.sql"))
+            .bind(cut(p.notifications))
+            .bind(p.limit)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let audit = sqlx::query(include_str!("sql/maintenance_aux_prune_2.sql"))
+            .bind(cut(p.audit))
+            .bind(p.limit)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
         let nodes =
             sqlx::query("DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < $1")
                 .bind(cut(p.nodes))

@@ -13,7 +13,9 @@ mod tasks;
 mod tokens;
 
 use crate::decode;
+use crate::shared::outcome_for;
 use crate::*;
+use docket_core::process::Notice;
 use docket_core::{Backoff, Lease};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
@@ -24,11 +26,7 @@ pub const CHANNEL: &str = "docket_available";
 /// The channel of finished process steps; payload `schema|task id`.
 pub const DONE_CHANNEL: &str = "docket_done";
 
-const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
-    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
-    created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
-    cancel_requested_at, trace_id";
+use crate::TASK_COLS as COLS;
 
 /// A PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -55,6 +53,7 @@ fn decode(row: &PgRow) -> Result<Task> {
         attempt: row.try_get("attempt")?,
         max_attempts: row.try_get("max_attempts")?,
         backoff: Backoff {
+            kind: decode::backoff_kind(&r, &row.try_get::<String, _>("backoff_kind")?)?,
             initial: ms("backoff_initial_ms")?,
             coefficient: row.try_get("backoff_coefficient")?,
             max: ms("backoff_max_ms")?,
@@ -65,7 +64,15 @@ fn decode(row: &PgRow) -> Result<Task> {
         concurrency_key: row.try_get("concurrency_key")?,
         concurrency_limit: row.try_get("concurrency_limit")?,
         node: row.try_get("node")?,
+        user_id: row.try_get("user_id")?,
         trace_id: row.try_get("trace_id")?,
+        process: match (
+            row.try_get::<Option<String>, _>("namespace")?,
+            row.try_get::<Option<String>, _>("process_id")?,
+        ) {
+            (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
+            _ => None,
+        },
         result: row.try_get("result")?,
         errors: decode::errors(&r, row.try_get("errors")?)?,
         progress: row.try_get("progress")?,
@@ -227,31 +234,27 @@ impl PgStore {
         tx: &mut Transaction<'_, Postgres>,
         namespace: &str,
         id: &str,
-        items: &[(&str, Option<i64>, Value)],
+        notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        if items.is_empty() {
+        if notices.is_empty() {
             return Ok(());
         }
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
             .execute(&mut **tx)
             .await?;
-        let kinds: Vec<&str> = items.iter().map(|i| i.0).collect();
-        let ids: Vec<Option<i64>> = items.iter().map(|i| i.1).collect();
-        let data: Vec<Value> = items.iter().map(|i| i.2.clone()).collect();
-        sqlx::query(
-            "INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at) \
-             SELECT $1, $2, k, e, d, $3 FROM unnest($4::text[], $5::bigint[], $6::jsonb[]) \
-               WITH ORDINALITY AS x(k, e, d, o) ORDER BY o",
-        )
-        .bind(namespace)
-        .bind(id)
-        .bind(now)
-        .bind(&kinds)
-        .bind(&ids)
-        .bind(&data)
-        .execute(&mut **tx)
-        .await?;
+        let kinds: Vec<&str> = notices.iter().map(Notice::kind).collect();
+        let ids: Vec<Option<i64>> = notices.iter().map(Notice::event_id).collect();
+        let data: Vec<Value> = notices.iter().map(Notice::data).collect();
+        sqlx::query(include_str!("sql/mod_publish.sql"))
+            .bind(namespace)
+            .bind(id)
+            .bind(now)
+            .bind(&kinds)
+            .bind(&ids)
+            .bind(&data)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -268,31 +271,24 @@ impl PgStore {
         corrupted_by: Option<i64>,
         now: Timestamp,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE docket_processes SET \
-               previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
-               status_changed_at = CASE WHEN status <> 'error' THEN $3 ELSE status_changed_at END, \
-               status = 'error', detail = $4, corrupted_by = COALESCE($5, corrupted_by) \
-             WHERE namespace = $1 AND id = $2",
-        )
-        .bind(namespace)
-        .bind(id)
-        .bind(now)
-        .bind(detail)
-        .bind(corrupted_by)
-        .execute(&mut **tx)
-        .await?;
-        sqlx::query(
-            "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1 \
-             AND state IN ('scheduled', 'available', 'retryable')",
-        )
-        .bind(docket_core::process::key_of(namespace, id))
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-        let data = serde_json::json!({"detail": detail, "task_id": task_id});
-        self.publish(tx, namespace, id, &[("failed", None, data)], now)
-            .await
+        sqlx::query(include_str!("sql/mod_break_process.sql"))
+            .bind(namespace)
+            .bind(id)
+            .bind(now)
+            .bind(detail)
+            .bind(corrupted_by)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(include_str!("sql/mod_break_process_2.sql"))
+            .bind(docket_core::process::key_of(namespace, id))
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        let failed = Notice::Failed {
+            detail: detail.to_string(),
+            task_id,
+        };
+        self.publish(tx, namespace, id, &[failed], now).await
     }
 
     /// [`Self::break_process`] for many zombie tasks at once (each its own process): three
@@ -300,7 +296,8 @@ impl PgStore {
     async fn break_zombies(
         &self,
         tx: &mut Transaction<'_, Postgres>,
-        zombies: &[(String, String, i64)],
+        zombies: &[(String, String, i64, Option<i64>)],
+        detail: &str,
         now: Timestamp,
     ) -> Result<()> {
         if zombies.is_empty() {
@@ -309,51 +306,44 @@ impl PgStore {
         let ns: Vec<&str> = zombies.iter().map(|z| z.0.as_str()).collect();
         let ids: Vec<&str> = zombies.iter().map(|z| z.1.as_str()).collect();
         let tasks: Vec<i64> = zombies.iter().map(|z| z.2).collect();
+        let corrupted: Vec<Option<i64>> = zombies.iter().map(|z| z.3).collect();
         let keys: Vec<String> = zombies
             .iter()
             .map(|z| docket_core::process::key_of(&z.0, &z.1))
             .collect();
         let data: Vec<Value> = tasks
             .iter()
-            .map(|t| serde_json::json!({"detail": ZOMBIE, "task_id": t}))
+            .map(|t| {
+                Notice::Failed {
+                    detail: detail.to_string(),
+                    task_id: *t,
+                }
+                .data()
+            })
             .collect();
-        sqlx::query(
-            "UPDATE docket_processes p SET \
-               previous_status = CASE WHEN p.status <> 'error' THEN p.status ELSE p.previous_status END, \
-               status_changed_at = CASE WHEN p.status <> 'error' THEN $3 ELSE p.status_changed_at END, \
-               status = 'error', detail = $4, corrupted_by = x.task \
-             FROM unnest($1::text[], $2::text[], $5::bigint[]) AS x(ns, id, task) \
-             WHERE p.namespace = x.ns AND p.id = x.id",
-        )
-        .bind(&ns)
-        .bind(&ids)
-        .bind(now)
-        .bind(ZOMBIE)
-        .bind(&tasks)
-        .execute(&mut **tx)
-        .await?;
-        sqlx::query(
-            "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 \
-             WHERE concurrency_key = ANY($1) AND state IN ('scheduled', 'available', 'retryable')",
-        )
-        .bind(&keys)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(include_str!("sql/mod_break_zombies.sql"))
+            .bind(&ns)
+            .bind(&ids)
+            .bind(now)
+            .bind(detail)
+            .bind(&corrupted)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(include_str!("sql/mod_break_zombies_2.sql"))
+            .bind(&keys)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
             .execute(&mut **tx)
             .await?;
-        sqlx::query(
-            "INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at) \
-             SELECT ns, id, 'failed', NULL, d, $4 FROM unnest($1::text[], $2::text[], $3::jsonb[]) \
-               WITH ORDINALITY AS x(ns, id, d, o) ORDER BY o",
-        )
-        .bind(&ns)
-        .bind(&ids)
-        .bind(&data)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(include_str!("sql/mod_break_zombies_3.sql"))
+            .bind(&ns)
+            .bind(&ids)
+            .bind(&data)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -387,13 +377,10 @@ impl PgStore {
         &self,
         queue: Option<&str>,
     ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
-        let rows = sqlx::query(
-            "SELECT queue, state, count(*) AS n FROM docket_tasks \
-             WHERE ($1::text IS NULL OR queue = $1) GROUP BY queue, state",
-        )
-        .bind(queue)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(include_str!("sql/mod_counts.sql"))
+            .bind(queue)
+            .fetch_all(&self.pool)
+            .await?;
         let mut out: HashMap<String, _> = HashMap::new();
         for r in rows {
             let q: String = r.try_get("queue")?;
@@ -447,55 +434,29 @@ impl PgStore {
             finished.push(fin);
             errs.push(e.clone());
         }
-        sqlx::query(
-            "UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fin, \
-               errors = t.errors || jsonb_build_array(x.err), lease_expires_at = NULL \
-             FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::jsonb[]) \
-               AS x(id, state, run_at, fin, err) \
-             WHERE t.id = x.id",
-        )
-        .bind(&ids)
-        .bind(&states)
-        .bind(&run_ats)
-        .bind(&finished)
-        .bind(&errs)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(include_str!("sql/mod_apply_failures.sql"))
+            .bind(&ids)
+            .bind(&states)
+            .bind(&run_ats)
+            .bind(&finished)
+            .bind(&errs)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 }
 
 use docket_core::FailDecision;
 
-/// Detail and error of a process task whose lease ran out (progressor's zombie).
-const ZOMBIE: &str = "zombie detected";
-
-fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
-    match d {
-        FailDecision::Retry { run_at } => LeaseOutcome::Ok {
-            state: TaskState::Retryable,
-            run_at: *run_at,
-            labels: TaskLabels::of(t),
-        },
-        FailDecision::Discard => LeaseOutcome::Ok {
-            state: TaskState::Discarded,
-            run_at: t.run_at,
-            labels: TaskLabels::of(t),
-        },
-        FailDecision::Cancel => LeaseOutcome::Cancelled,
-    }
-}
-
 /// Why a lease-checked change did not apply to a row: cancelled (the token was the last lease
 /// and the task got cancelled) or lost.
 fn lease_refusal(row: &PgRow, token: &str) -> Result<LeaseOutcome> {
     let state: String = row.try_get("state")?;
     let held = token_of(row)?.as_deref() == Some(token);
-    Ok(if held && state == "cancelled" {
-        LeaseOutcome::Cancelled
-    } else {
-        LeaseOutcome::LeaseLost
-    })
+    Ok(crate::shared::lease_refusal(
+        decode::state("task", &state)?,
+        held,
+    ))
 }
 
 #[async_trait]
@@ -546,50 +507,35 @@ impl PgStore {
         // One statement: insert, then notify each queue that got available tasks (the scalar
         // subquery forces the notify CTE to run once). Only ids come back; everything else is
         // what we sent.
-        let rows: Vec<(i64, Option<String>)> = sqlx::query_as(
-            "WITH ins AS ( \
-               INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
-                 max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-                 timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, created_at) \
-               SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc, \
-                 bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, $18 \
-               FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[], \
-                 $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[], \
-                 $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[], \
-                 $17::text[], $21::text[]) WITH ORDINALITY AS x(queue, kind, payload, priority, state, run_at, \
-                 expires_at, max_attempts, bi, bc, bm, bj, timeout_ms, unique_key, concurrency_key, \
-                 concurrency_limit, node, trace_id, ord) \
-               ORDER BY ord \
-               ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state), \
-             note AS (SELECT pg_notify($19, $20 || '|' || q) IS NULL \
-               FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'available') s \
-               UNION ALL SELECT set_config('docket.woken', 'on', true) IS NULL) \
-             SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM note) >= 0",
-        )
-        .bind(col!(|t| t.queue.clone()))
-        .bind(col!(|t| t.kind.clone()))
-        .bind(payloads)
-        .bind(col!(|t| t.priority))
-        .bind(col!(|t| t.state.as_str()))
-        .bind(col!(|t| t.run_at))
-        .bind(col!(|t| t.expires_at))
-        .bind(col!(|t| t.max_attempts))
-        .bind(col!(|t| ms(t.backoff.initial)))
-        .bind(col!(|t| t.backoff.coefficient))
-        .bind(col!(|t| ms(t.backoff.max)))
-        .bind(col!(|t| t.backoff.jitter))
-        .bind(col!(|t| t.timeout_ms))
-        .bind(col!(|t| t.unique_key.clone()))
-        .bind(col!(|t| t.concurrency_key.clone()))
-        .bind(col!(|t| t.concurrency_limit))
-        .bind(col!(|t| t.node.clone()))
-        .bind(now)
-        .bind(CHANNEL)
-        .bind(&self.schema)
-        .bind(col!(|t| t.trace_id.clone()))
-        .fetch_all(&mut *conn)
-        .await
-        ?;
+        let rows: Vec<(i64, Option<String>)> =
+            sqlx::query_as(include_str!("sql/mod_insert_rows.sql"))
+                .bind(col!(|t| t.queue.clone()))
+                .bind(col!(|t| t.kind.clone()))
+                .bind(payloads)
+                .bind(col!(|t| t.priority))
+                .bind(col!(|t| t.state.as_str()))
+                .bind(col!(|t| t.run_at))
+                .bind(col!(|t| t.expires_at))
+                .bind(col!(|t| t.max_attempts))
+                .bind(col!(|t| ms(t.backoff.initial)))
+                .bind(col!(|t| t.backoff.coefficient))
+                .bind(col!(|t| ms(t.backoff.max)))
+                .bind(col!(|t| t.backoff.jitter))
+                .bind(col!(|t| t.timeout_ms))
+                .bind(col!(|t| t.unique_key.clone()))
+                .bind(col!(|t| t.concurrency_key.clone()))
+                .bind(col!(|t| t.concurrency_limit))
+                .bind(col!(|t| t.node.clone()))
+                .bind(now)
+                .bind(CHANNEL)
+                .bind(&self.schema)
+                .bind(col!(|t| t.trace_id.clone()))
+                .bind(col!(|t| t.process.as_ref().map(|p| p.namespace.clone())))
+                .bind(col!(|t| t.process.as_ref().map(|p| p.id.clone())))
+                .bind(col!(|t| t.backoff.kind.as_str()))
+                .bind(col!(|t| t.user_id.clone()))
+                .fetch_all(&mut *conn)
+                .await?;
         Ok(rows)
     }
 

@@ -5,19 +5,14 @@ use super::*;
 #[async_trait]
 impl NodeStore for PgStore {
     async fn node_heartbeat(&self, n: &NodeRecord) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO docket_nodes (name, started_at, heartbeat_at, stopped_at, version, info) \
-             VALUES ($1, $2, $3, NULL, $4, $5) ON CONFLICT (name) DO UPDATE SET \
-             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, \
-             stopped_at = NULL, version = excluded.version, info = excluded.info",
-        )
-        .bind(&n.name)
-        .bind(n.started_at)
-        .bind(n.heartbeat_at)
-        .bind(&n.version)
-        .bind(&n.info)
-        .execute(&self.pool)
-        .await?;
+        sqlx::query(include_str!("sql/nodes_node_heartbeat.sql"))
+            .bind(&n.name)
+            .bind(n.started_at)
+            .bind(n.heartbeat_at)
+            .bind(&n.version)
+            .bind(&n.info)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -42,10 +37,46 @@ impl NodeStore for PgStore {
                     started_at: r.try_get("started_at")?,
                     heartbeat_at: r.try_get("heartbeat_at")?,
                     stopped_at: r.try_get("stopped_at")?,
+                    draining_at: r.try_get("draining_at")?,
                     version: r.try_get("version")?,
                     info: r.try_get("info")?,
                 })
             })
             .collect()
+    }
+
+    async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
+        let mut tx = self.pool.begin().await?;
+        let found = sqlx::query(
+            "UPDATE docket_nodes SET draining_at = CASE WHEN $2 THEN COALESCE(draining_at, $3) END \
+             WHERE name = $1",
+        )
+        .bind(p.name)
+        .bind(p.drain)
+        .bind(p.now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if found == 0 {
+            return Ok(None);
+        }
+        let mut moved = 0;
+        if p.drain {
+            let mut queues: Vec<String> = sqlx::query_scalar(
+                "UPDATE docket_tasks SET node = $2 WHERE node = $1 \
+                 AND state IN ('scheduled', 'available', 'retryable') RETURNING queue",
+            )
+            .bind(p.name)
+            .bind(p.to)
+            .fetch_all(&mut *tx)
+            .await?;
+            moved = queues.len() as u64;
+            queues.sort();
+            queues.dedup();
+            // Claimers on every node look at these queues again.
+            self.notify(&mut tx, &queues).await?;
+        }
+        tx.commit().await?;
+        Ok(Some(moved))
     }
 }

@@ -58,15 +58,12 @@ impl NotificationStore for PgStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(
-            "SELECT * FROM docket_notifications WHERE seq > $1 AND ($2::text IS NULL OR namespace = $2) \
-             ORDER BY seq LIMIT $3",
-        )
-        .bind(after)
-        .bind(namespace)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(include_str!("sql/notifications_notification_list.sql"))
+            .bind(after)
+            .bind(namespace)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(Notification {
@@ -101,16 +98,15 @@ impl NotificationStore for PgStore {
             .bind(name)
             .execute(&self.pool)
             .await?;
-        Ok(sqlx::query_scalar(
-            "UPDATE docket_sinks SET owner = $2, lease_until = $3 WHERE name = $1 \
-             AND (owner IS NULL OR owner = $2 OR lease_until < $4) RETURNING seq",
+        Ok(
+            sqlx::query_scalar(include_str!("sql/notifications_sink_lease.sql"))
+                .bind(name)
+                .bind(owner)
+                .bind(until)
+                .bind(now)
+                .fetch_optional(&self.pool)
+                .await?,
         )
-        .bind(name)
-        .bind(owner)
-        .bind(until)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?)
     }
 
     async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool> {

@@ -6,15 +6,12 @@ use super::*;
 impl ProcessStore for PgStore {
     async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
         let NamespacePutParams { name, config, now } = p;
-        sqlx::query(
-            "INSERT INTO docket_namespaces (name, config, updated_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at",
-        )
-        .bind(name)
-        .bind(config)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
+        sqlx::query(include_str!("sql/processes_namespace_put.sql"))
+            .bind(name)
+            .bind(config)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -37,15 +34,13 @@ impl ProcessStore for PgStore {
             now,
         } = p;
         let mut tx = self.pool.begin().await?;
-        let created: Option<String> = sqlx::query_scalar(
-            "INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at) \
-             VALUES ($1, $2, 'init', $3, $3) ON CONFLICT DO NOTHING RETURNING id",
-        )
-        .bind(namespace)
-        .bind(id)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let created: Option<String> =
+            sqlx::query_scalar(include_str!("sql/processes_process_create.sql"))
+                .bind(namespace)
+                .bind(id)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
         if created.is_none() {
             return Err(StoreError::Conflict(format!(
                 "process {namespace}/{id} exists"
@@ -56,7 +51,7 @@ impl ProcessStore for PgStore {
             &mut tx,
             namespace,
             id,
-            &[("created", None, serde_json::json!({}))],
+            &[Notice::Created { imported: false }],
             now,
         )
         .await?;
@@ -176,86 +171,50 @@ impl ProcessStore for PgStore {
             let metas: Vec<Value> = c
                 .events
                 .iter()
-                .map(|e| {
-                    if e.metadata.is_null() {
-                        serde_json::json!({})
-                    } else {
-                        e.metadata.clone()
-                    }
-                })
+                .map(|e| docket_core::process::event_metadata(&e.metadata))
                 .collect();
             let payloads: Vec<Value> = c.events.iter().map(|e| e.payload.clone()).collect();
-            sqlx::query(
-                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
-                 SELECT $1, $2, e, $3, $4, m, p FROM unnest($5::bigint[], $6::jsonb[], $7::jsonb[]) AS x(e, m, p)",
-            )
+            sqlx::query(include_str!("sql/processes_process_commit.sql"))
+                .bind(&c.namespace)
+                .bind(&c.id)
+                .bind(c.task_id)
+                .bind(c.now)
+                .bind(&ids)
+                .bind(&metas)
+                .bind(&payloads)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(include_str!("sql/processes_process_commit_2.sql"))
             .bind(&c.namespace)
             .bind(&c.id)
-            .bind(c.task_id)
             .bind(c.now)
-            .bind(&ids)
-            .bind(&metas)
-            .bind(&payloads)
+            .bind(&c.aux_state)
+            .bind(&c.metadata)
+            .bind(n)
             .execute(&mut *tx)
             .await?;
+        if !c.cancel_kinds.is_empty() {
+            sqlx::query(include_str!("sql/processes_process_commit_3.sql"))
+                .bind(&key)
+                .bind(c.now)
+                .bind(&c.cancel_kinds)
+                .execute(&mut *tx)
+                .await?;
         }
-        sqlx::query(
-            "UPDATE docket_processes SET \
-               previous_status = CASE WHEN status <> 'running' THEN status ELSE previous_status END, \
-               status_changed_at = CASE WHEN status <> 'running' THEN $3 ELSE status_changed_at END, \
-               detail = CASE WHEN status = 'error' THEN NULL ELSE detail END, \
-               corrupted_by = CASE WHEN status = 'error' THEN NULL ELSE corrupted_by END, \
-               status = 'running', aux_state = COALESCE($4, aux_state), metadata = COALESCE($5, metadata), \
-               last_event_id = last_event_id + $6 \
-             WHERE namespace = $1 AND id = $2",
-        )
-        .bind(&c.namespace)
-        .bind(&c.id)
-        .bind(c.now)
-        .bind(&c.aux_state)
-        .bind(&c.metadata)
-        .bind(n)
-        .execute(&mut *tx)
-        .await?;
-        if !matches!(c.timer, TimerChange::Keep) {
-            sqlx::query(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1 \
-                 AND kind IN ('timeout', 'remove') AND state IN ('scheduled', 'available', 'retryable')",
-            )
-            .bind(&key)
-            .bind(c.now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if let TimerChange::Set(t) = c.timer {
+        if let Some(t) = c.timer {
             self.insert_one(&mut tx, *t, c.now).await?;
         }
         for t in c.also {
             self.insert_one(&mut tx, t, c.now).await?;
         }
-        sqlx::query(
-            "UPDATE docket_tasks SET state = 'completed', finished_at = $2, result = $3, lease_expires_at = NULL \
-             WHERE id = $1",
-        )
-        .bind(c.task_id)
-        .bind(c.now)
-        .bind(&c.response)
-        .execute(&mut *tx)
-        .await?;
-        let mut items: Vec<(&str, Option<i64>, Value)> = c
-            .events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let event_id = last + 1 + i as i64;
-                let meta = if e.metadata.is_null() { serde_json::json!({}) } else { e.metadata.clone() };
-                let data = serde_json::json!({"event_id": event_id, "timestamp": c.now, "metadata": meta, "payload": e.payload});
-                ("event", Some(event_id), data)
-            })
-            .collect();
-        if was == "error" {
-            items.push(("repaired", None, serde_json::json!({})));
-        }
+        sqlx::query(include_str!("sql/processes_process_commit_4.sql"))
+            .bind(c.task_id)
+            .bind(c.now)
+            .bind(&c.response)
+            .execute(&mut *tx)
+            .await?;
+        let items = Notice::committed(&c.events, last + 1, c.now, was == "error");
         self.publish(&mut tx, &c.namespace, &c.id, &items, c.now)
             .await?;
         self.notify(&mut tx, &[queue]).await?;
@@ -342,14 +301,8 @@ impl ProcessStore for PgStore {
             .bind(docket_core::process::key_of(namespace, id))
             .execute(&mut *tx)
             .await?;
-        self.publish(
-            &mut tx,
-            namespace,
-            id,
-            &[("removed", None, serde_json::json!({}))],
-            _now,
-        )
-        .await?;
+        self.publish(&mut tx, namespace, id, &[Notice::Removed], _now)
+            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -357,23 +310,20 @@ impl ProcessStore for PgStore {
     async fn process_import(&self, p: ProcessImport) -> Result<()> {
         let pr = &p.process;
         let mut tx = self.pool.begin().await?;
-        let created: Option<String> = sqlx::query_scalar(
-            "INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail, \
-               aux_state, metadata, corrupted_by, created_at, last_event_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10) ON CONFLICT DO NOTHING RETURNING id",
-        )
-        .bind(&pr.namespace)
-        .bind(&pr.id)
-        .bind(pr.status.as_str())
-        .bind(pr.previous_status.map(|s| s.as_str()))
-        .bind(pr.status_changed_at)
-        .bind(&pr.detail)
-        .bind(&pr.aux_state)
-        .bind(&pr.metadata)
-        .bind(pr.created_at)
-        .bind(p.history.len() as i64)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let created: Option<String> =
+            sqlx::query_scalar(include_str!("sql/processes_process_import.sql"))
+                .bind(&pr.namespace)
+                .bind(&pr.id)
+                .bind(pr.status.as_str())
+                .bind(pr.previous_status.map(|s| s.as_str()))
+                .bind(pr.status_changed_at)
+                .bind(&pr.detail)
+                .bind(&pr.aux_state)
+                .bind(&pr.metadata)
+                .bind(pr.created_at)
+                .bind(p.history.len() as i64)
+                .fetch_optional(&mut *tx)
+                .await?;
         if created.is_none() {
             return Err(StoreError::Conflict(format!(
                 "process {}/{} exists",
@@ -385,18 +335,15 @@ impl ProcessStore for PgStore {
             let times: Vec<Timestamp> = p.history.iter().map(|e| e.timestamp).collect();
             let metas: Vec<Value> = p.history.iter().map(|e| e.metadata.clone()).collect();
             let payloads: Vec<Value> = p.history.iter().map(|e| e.payload.clone()).collect();
-            sqlx::query(
-                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
-                 SELECT $1, $2, e, NULL, t, m, p FROM unnest($3::bigint[], $4::timestamptz[], $5::jsonb[], $6::jsonb[]) AS x(e, t, m, p)",
-            )
-            .bind(&pr.namespace)
-            .bind(&pr.id)
-            .bind(&ids)
-            .bind(&times)
-            .bind(&metas)
-            .bind(&payloads)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(include_str!("sql/processes_process_import_2.sql"))
+                .bind(&pr.namespace)
+                .bind(&pr.id)
+                .bind(&ids)
+                .bind(&times)
+                .bind(&metas)
+                .bind(&payloads)
+                .execute(&mut *tx)
+                .await?;
         }
         if let Some(t) = p.timer {
             self.insert_one(&mut tx, t, p.now).await?;
@@ -405,7 +352,7 @@ impl ProcessStore for PgStore {
             &mut tx,
             &pr.namespace,
             &pr.id,
-            &[("created", None, serde_json::json!({"imported": true}))],
+            &[Notice::Created { imported: true }],
             p.now,
         )
         .await?;
@@ -416,21 +363,18 @@ impl ProcessStore for PgStore {
     async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
         let ProcessSimpleRepairParams { namespace, id, now } = p;
         let mut tx = self.pool.begin().await?;
-        let r = sqlx::query(
-            "UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = $3, \
-               detail = NULL, corrupted_by = NULL WHERE namespace = $1 AND id = $2 AND status = 'error'",
-        )
-        .bind(namespace)
-        .bind(id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        let r = sqlx::query(include_str!("sql/processes_process_simple_repair.sql"))
+            .bind(namespace)
+            .bind(id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
         if r.rows_affected() == 1 {
             self.publish(
                 &mut tx,
                 namespace,
                 id,
-                &[("repaired", None, serde_json::json!({"simple": true}))],
+                &[Notice::Repaired { simple: true }],
                 now,
             )
             .await?;
@@ -461,25 +405,28 @@ impl ProcessStore for PgStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(
-            "SELECT * FROM docket_processes WHERE namespace = $1 AND ($2::text IS NULL OR status = $2) \
-             AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4",
-        )
-        .bind(namespace)
-        .bind(status.map(|s| s.as_str()))
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(include_str!("sql/processes_process_list.sql"))
+            .bind(namespace)
+            .bind(status.map(|s| s.as_str()))
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(decode_process).collect()
     }
 
     async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {
-        let ProcessCollectZombiesParams { now, limit } = p;
+        let ProcessCollectZombiesParams {
+            now,
+            limit,
+            fail_rule,
+            on_give_up,
+            detail,
+        } = p;
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
-               AND queue LIKE 'process:%' ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+               AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         );
         let rows = sqlx::query(&sql)
             .bind(now)
@@ -491,18 +438,23 @@ impl ProcessStore for PgStore {
         let mut zombies = Vec::with_capacity(rows.len());
         for r in &rows {
             let t = decode(r)?;
-            let ns = t.queue.trim_start_matches("process:").to_string();
-            let pid = t.payload["process_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let e = error_entry(&t, ZOMBIE, None, now);
+            let Some(docket_core::ProcessRef {
+                namespace: ns,
+                id: pid,
+            }) = t.process.clone()
+            else {
+                continue;
+            };
+            let d = fail_rule(&t, now, None, false);
+            if let (FailDecision::Discard, ProcessBreak::Break { corrupted }) = (&d, on_give_up) {
+                zombies.push((ns, pid, t.id, corrupted.then_some(t.id)));
+            }
+            let e = error_entry(&t, &detail, None, now);
             queues.push(t.queue.clone());
-            zombies.push((ns, pid, t.id));
-            failed.push((t, FailDecision::Discard, e));
+            failed.push((t, d, e));
         }
         Self::apply_failures(&mut tx, &failed, now).await?;
-        self.break_zombies(&mut tx, &zombies, now).await?;
+        self.break_zombies(&mut tx, &zombies, &detail, now).await?;
         queues.sort();
         queues.dedup();
         self.notify(&mut tx, &queues).await?;

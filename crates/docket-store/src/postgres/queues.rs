@@ -60,29 +60,19 @@ impl QueueStore for PgStore {
         let backoff = s
             .backoff
             .map(|b| serde_json::to_value(b).expect("backoff serialises"));
-        sqlx::query(
-            "INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff, \
-               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-             ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, \
-               concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts, \
-               backoff = excluded.backoff, timeout_ms = excluded.timeout_ms, \
-               retention_completed_ms = excluded.retention_completed_ms, \
-               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at, \
-               mask_payload = excluded.mask_payload",
-        )
-        .bind(name)
-        .bind(s.paused)
-        .bind(s.concurrency_limit)
-        .bind(s.max_attempts)
-        .bind(backoff)
-        .bind(s.timeout.map(ms))
-        .bind(s.retention_completed.map(ms))
-        .bind(s.retention_failed.map(ms))
-        .bind(now)
-        .bind(s.mask_payload)
-        .execute(&self.pool)
-        .await?;
+        sqlx::query(include_str!("sql/queues_queue_put.sql"))
+            .bind(name)
+            .bind(s.paused)
+            .bind(s.concurrency_limit)
+            .bind(s.max_attempts)
+            .bind(backoff)
+            .bind(s.timeout.map(ms))
+            .bind(s.retention_completed.map(ms))
+            .bind(s.retention_failed.map(ms))
+            .bind(now)
+            .bind(s.mask_payload)
+            .execute(&self.pool)
+            .await?;
         if !s.paused {
             // Resuming may make tasks claimable: wake the claimers.
             let mut tx = self.pool.begin().await?;
@@ -90,18 +80,6 @@ impl QueueStore for PgStore {
             tx.commit().await?;
         }
         self.queue_get(name).await
-    }
-
-    async fn queue_set_paused(&self, p: QueueSetPausedParams<'_>) -> Result<QueueStats> {
-        let QueueSetPausedParams { name, paused, now } = p;
-        let mut s = self.queue_get(name).await?.settings;
-        s.paused = paused;
-        self.queue_put(QueuePutParams {
-            name,
-            settings: &s,
-            now,
-        })
-        .await
     }
 
     async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {

@@ -94,16 +94,13 @@ impl ScheduleStore for PgStore {
 
     async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<ScheduleFired> {
         let mut tx = self.pool.begin().await?;
-        let moved = sqlx::query(
-            "UPDATE docket_schedules SET next_run_at = $3, last_run_at = $4, updated_at = $4 \
-             WHERE name = $1 AND next_run_at = $2 AND NOT paused",
-        )
-        .bind(&p.name)
-        .bind(p.occurrence)
-        .bind(p.next_run_at)
-        .bind(p.now)
-        .execute(&mut *tx)
-        .await?;
+        let moved = sqlx::query(include_str!("sql/schedules_schedule_fire.sql"))
+            .bind(&p.name)
+            .bind(p.occurrence)
+            .bind(p.next_run_at)
+            .bind(p.now)
+            .execute(&mut *tx)
+            .await?;
         if moved.rows_affected() == 0 {
             return Ok(ScheduleFired::NotDue);
         }

@@ -103,6 +103,7 @@ impl TaskStore for PgStore {
              AND ($2::text[] IS NULL OR state = ANY($2)) AND ($3::text IS NULL OR kind = $3) \
              AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6) \
              AND ($7::text IS NULL OR strpos(lower(payload::text || ' ' || COALESCE(errors::text, '')), lower($7)) > 0) \
+             AND ($8::text IS NULL OR user_id = $8) \
              ORDER BY id {order} LIMIT $5"
         );
         let rows = sqlx::query(&sql)
@@ -116,6 +117,7 @@ impl TaskStore for PgStore {
             .bind(p.limit)
             .bind(&p.concurrency_key)
             .bind(&p.text)
+            .bind(&p.user_id)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(decode).collect()
@@ -226,15 +228,11 @@ impl TaskStore for PgStore {
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        let rows: Vec<(Timestamp, i64, i64)> = sqlx::query_as(
-            "SELECT date_trunc('minute', finished_at) AS m, \
-               count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'discarded') \
-             FROM docket_tasks WHERE finished_at >= $1 AND state IN ('completed', 'discarded') \
-             GROUP BY m ORDER BY m",
-        )
-        .bind(since)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<(Timestamp, i64, i64)> =
+            sqlx::query_as(include_str!("sql/tasks_task_throughput.sql"))
+                .bind(since)
+                .fetch_all(&self.pool)
+                .await?;
         Ok(rows
             .into_iter()
             .map(|(minute, completed, failed)| Throughput {

@@ -11,31 +11,30 @@ impl LeaseStore for SqliteStore {
         let mut tx = self.begin().await?;
         // The writer lock is held for the whole transaction, so the counts below cannot change
         // under us: no row or advisory locks are needed on SQLite.
-        let cands = sqlx::query(
-            "SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit \
-             FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
-             WHERE t.state = 'available' AND t.queue = ?1 \
-               AND (t.node IS NULL OR t.node = ?2) \
-               AND (?5 IS NULL OR t.kind IN (SELECT value FROM json_each(?5))) \
-               AND (t.expires_at IS NULL OR t.expires_at > ?3) \
-               AND (q.paused IS NULL OR q.paused = 0) \
-               AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
-                    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key) \
-                    < t.concurrency_limit) \
-             ORDER BY t.priority DESC, t.run_at, t.id LIMIT ?4",
-        )
-        .bind(&p.queue)
-        .bind(&p.node)
-        .bind(us(p.now))
-        .bind(p.limit)
-        .bind(p.kinds.as_ref().map(|k| serde_json::json!(k).to_string()))
-        .fetch_all(&mut *tx)
-        .await?;
+        let cands = sqlx::query(include_str!("sql/leases_task_claim.sql"))
+            .bind(&p.queue)
+            .bind(&p.node)
+            .bind(us(p.now))
+            .bind(p.limit)
+            .bind(p.kinds.as_ref().map(|k| serde_json::json!(k).to_string()))
+            .fetch_all(&mut *tx)
+            .await?;
         if cands.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);
         }
         let queue_limit: Option<i32> = cands[0].try_get("queue_limit")?;
+        let cands = cands
+            .iter()
+            .map(|r| {
+                let key = r.try_get::<Option<String>, _>("concurrency_key")?;
+                let limit: Option<i32> = r.try_get("concurrency_limit")?;
+                Ok(ClaimCandidate {
+                    id: r.try_get("id")?,
+                    key: key.map(|k| (k, limit.unwrap_or(1))),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let mut room = usize::MAX;
         if let Some(limit) = queue_limit {
             let running: i64 = sqlx::query_scalar(
@@ -47,30 +46,16 @@ impl LeaseStore for SqliteStore {
             room = (limit as i64 - running).max(0) as usize;
         }
         let mut key_room: HashMap<String, i64> = HashMap::new();
-        let mut ids = Vec::with_capacity(cands.len());
-        for r in &cands {
-            if ids.len() >= room {
-                break;
-            }
-            if let Some(k) = r.try_get::<Option<String>, _>("concurrency_key")? {
-                if !key_room.contains_key(&k) {
-                    let l: Option<i32> = r.try_get("concurrency_limit")?;
-                    let running: i64 = sqlx::query_scalar(
-                        "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND concurrency_key = ?",
-                    )
-                    .bind(&k)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    key_room.insert(k.clone(), l.unwrap_or(1) as i64 - running);
-                }
-                let left = key_room.get_mut(&k).expect("key counted");
-                if *left <= 0 {
-                    continue;
-                }
-                *left -= 1;
-            }
-            ids.push(r.try_get::<i64, _>("id")?);
+        for (k, l) in claim_keys(&cands) {
+            let running: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND concurrency_key = ?",
+            )
+            .bind(&k)
+            .fetch_one(&mut *tx)
+            .await?;
+            key_room.insert(k, l as i64 - running);
         }
+        let ids = claim_pick(&cands, room, key_room);
         if ids.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);
@@ -79,7 +64,7 @@ impl LeaseStore for SqliteStore {
             "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2, \
                worker = ?3, lease_token = lower(hex(randomblob(16))), \
                lease_ms = COALESCE(?4, timeout_ms), \
-               lease_expires_at = ?2 + (CASE WHEN queue LIKE 'process:%' THEN COALESCE(?4, timeout_ms) \
+               lease_expires_at = ?2 + (CASE WHEN namespace IS NOT NULL THEN COALESCE(?4, timeout_ms) \
                  ELSE min(COALESCE(?4, timeout_ms), timeout_ms) END) * 1000, cancel_requested_at = NULL \
              WHERE id IN (SELECT value FROM json_each(?1)) RETURNING {COLS}"
         );
@@ -114,22 +99,19 @@ impl LeaseStore for SqliteStore {
         let held = token.as_deref() == Some(p.token.as_str());
         if !held || t.state != TaskState::Running {
             tx.commit().await?;
-            return Err(match lease_refusal(&t, held) {
+            return Err(match crate::shared::lease_refusal(t.state, held) {
                 LeaseOutcome::Cancelled => StoreError::Cancelled,
                 _ => StoreError::LeaseLost,
             });
         }
         let progress = p.progress.as_ref().map(|v| v.to_string());
         if t.cancel_requested_at.is_some() {
-            sqlx::query(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, \
-                 lease_expires_at = NULL, progress = COALESCE(?3, progress) WHERE id = ?1",
-            )
-            .bind(p.id)
-            .bind(us(p.now))
-            .bind(progress)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(include_str!("sql/leases_task_heartbeat.sql"))
+                .bind(p.id)
+                .bind(us(p.now))
+                .bind(progress)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             self.wake_queues([&t.queue]);
             return Err(StoreError::Cancelled);
@@ -147,7 +129,7 @@ impl LeaseStore for SqliteStore {
         // lease is the zombie window).
         let sql = format!(
             "UPDATE docket_tasks SET progress = COALESCE(?2, progress), lease_ms = COALESCE(?3, lease_ms), \
-               lease_expires_at = CASE WHEN queue LIKE 'process:%' \
+               lease_expires_at = CASE WHEN namespace IS NOT NULL \
                  THEN ?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000 \
                  ELSE min(?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000, attempted_at + timeout_ms * 1000) END \
              WHERE id = ?1 RETURNING {COLS}"
@@ -178,24 +160,12 @@ impl LeaseStore for SqliteStore {
             .iter()
             .map(|it| serde_json::json!({"id": it.id, "token": it.token, "result": it.result}))
             .collect();
-        let done: Vec<(i64, i64, String, bool, String, Option<i64>)> = sqlx::query_as(
-            "UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result, \
-               lease_expires_at = NULL \
-             FROM (SELECT value->>'id' AS id, value->>'token' AS token, value->'result' AS result \
-                   FROM json_each(?2)) AS x \
-             WHERE docket_tasks.id = x.id AND docket_tasks.lease_token = x.token \
-               AND docket_tasks.state = 'running' AND docket_tasks.cancel_requested_at IS NULL \
-               AND (docket_tasks.queue LIKE 'process:%' \
-                 OR ?1 < docket_tasks.attempted_at + docket_tasks.timeout_ms * 1000) \
-             RETURNING docket_tasks.id, docket_tasks.run_at, docket_tasks.queue, \
-               (docket_tasks.concurrency_key IS NOT NULL OR EXISTS (SELECT 1 FROM docket_queues q \
-                 WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees, \
-               docket_tasks.kind, docket_tasks.attempted_at",
-        )
-        .bind(us(now))
-        .bind(Value::Array(batch).to_string())
-        .fetch_all(&mut *tx)
-        .await?;
+        let done: Vec<(i64, i64, String, bool, String, Option<i64>)> =
+            sqlx::query_as(include_str!("sql/leases_task_complete_many.sql"))
+                .bind(us(now))
+                .bind(Value::Array(batch).to_string())
+                .fetch_all(&mut *tx)
+                .await?;
         let freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
         let done: HashMap<i64, (i64, TaskLabels)> = done
             .into_iter()
@@ -230,15 +200,12 @@ impl LeaseStore for SqliteStore {
             };
             let held = token.as_deref() == Some(it.token.as_str());
             if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
-                sqlx::query(
-                    "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, result = ?3, \
-                     lease_expires_at = NULL WHERE id = ?1",
-                )
-                .bind(it.id)
-                .bind(us(now))
-                .bind(it.result.to_string())
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(include_str!("sql/leases_task_complete_many_2.sql"))
+                    .bind(it.id)
+                    .bind(us(now))
+                    .bind(it.result.to_string())
+                    .execute(&mut *tx)
+                    .await?;
                 out.push(LeaseOutcome::Cancelled);
             } else if held && t.state == TaskState::Running {
                 // Held, running, not cancelled, yet not updated: past its deadline.
@@ -247,7 +214,7 @@ impl LeaseStore for SqliteStore {
                 timed_out.push((t, d, e));
                 out.push(LeaseOutcome::TimedOut);
             } else {
-                out.push(lease_refusal(&t, held));
+                out.push(crate::shared::lease_refusal(t.state, held));
             }
         }
         Self::apply_failures(&mut tx, &timed_out, now).await?;
@@ -277,7 +244,7 @@ impl LeaseStore for SqliteStore {
             };
             let held = token.as_deref() == Some(it.token.as_str());
             if !held || t.state != TaskState::Running {
-                out.push(lease_refusal(&t, held));
+                out.push(crate::shared::lease_refusal(t.state, held));
                 continue;
             }
             let d = fail_rule(&t, now, it.retry_in, it.permanent);

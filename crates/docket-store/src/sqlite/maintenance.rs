@@ -7,16 +7,12 @@ impl MaintenanceStore for SqliteStore {
     async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
         let TaskPromoteParams { now, limit } = p;
         let mut tx = self.begin().await?;
-        let queues: Vec<String> = sqlx::query_scalar(
-            "UPDATE docket_tasks SET state = 'available' WHERE id IN ( \
-               SELECT id FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= ?1 \
-               AND (expires_at IS NULL OR expires_at > ?1) \
-               ORDER BY run_at LIMIT ?2) RETURNING queue",
-        )
-        .bind(us(now))
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
+        let queues: Vec<String> =
+            sqlx::query_scalar(include_str!("sql/maintenance_task_promote.sql"))
+                .bind(us(now))
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
         tx.commit().await?;
         let count = queues.len() as u64;
         let mut qs = queues;
@@ -34,7 +30,7 @@ impl MaintenanceStore for SqliteStore {
         let mut tx = self.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
-               AND queue NOT LIKE 'process:%' ORDER BY lease_expires_at LIMIT ?"
+               AND namespace IS NULL ORDER BY lease_expires_at LIMIT ?"
         );
         let rows = sqlx::query(&sql)
             .bind(us(now))
@@ -62,40 +58,25 @@ impl MaintenanceStore for SqliteStore {
     async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
         let TaskExpireParams { now, limit } = p;
         let mut tx = self.begin().await?;
-        let r = sqlx::query(
-            "UPDATE docket_tasks SET state = 'discarded', finished_at = ?1, \
-               errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'at', ?2, \
-                 'worker', NULL, 'message', 'expired: not started before expires_at')) \
-             WHERE id IN (SELECT id FROM docket_tasks WHERE expires_at <= ?1 \
-               AND state IN ('scheduled','available','retryable') LIMIT ?3)",
-        )
-        .bind(us(now))
-        .bind(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
-        .bind(limit)
-        .execute(&mut *tx)
-        .await?;
+        let r = sqlx::query(include_str!("sql/maintenance_task_expire.sql"))
+            .bind(us(now))
+            .bind(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+            .bind(limit)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(r.rows_affected())
     }
 
     async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
         let mut tx = self.begin().await?;
-        let r = sqlx::query(
-            "DELETE FROM docket_tasks WHERE id IN ( \
-               SELECT t.id FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue \
-               WHERE t.state IN ('completed','discarded','cancelled') AND t.finished_at < ?1 - \
-                 CASE WHEN t.state = 'completed' THEN COALESCE(q.retention_completed_ms, ?2) \
-                   ELSE COALESCE(q.retention_failed_ms, ?3) END * 1000 \
-                 AND NOT (t.queue LIKE 'process:%' AND EXISTS (SELECT 1 FROM docket_processes p \
-                   WHERE p.namespace = substr(t.queue, 9) AND t.concurrency_key = p.namespace || ':' || p.id)) \
-               LIMIT ?4)",
-        )
-        .bind(us(p.now))
-        .bind(ms(p.retention_completed))
-        .bind(ms(p.retention_failed))
-        .bind(p.limit)
-        .execute(&mut *tx)
-        .await?;
+        let r = sqlx::query(include_str!("sql/maintenance_task_prune.sql"))
+            .bind(us(p.now))
+            .bind(ms(p.retention_completed))
+            .bind(ms(p.retention_failed))
+            .bind(p.limit)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(r.rows_affected())
     }
@@ -103,27 +84,18 @@ impl MaintenanceStore for SqliteStore {
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
         let cut = |d: Duration| us(docket_core::time::sub(p.now, d));
         let mut tx = self.begin().await?;
-        let notifications = sqlx::query(
-            "DELETE FROM docket_notifications WHERE seq IN ( \
-               SELECT n.seq FROM docket_notifications n \
-               LEFT JOIN docket_sinks s ON s.name = 'webhook:' || n.namespace \
-               WHERE n.created_at < ?1 AND (s.name IS NULL OR n.seq <= s.seq) \
-               ORDER BY n.seq LIMIT ?2)",
-        )
-        .bind(cut(p.notifications))
-        .bind(p.limit)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        let audit = sqlx::query(
-            "DELETE FROM docket_audit WHERE id IN (SELECT id FROM docket_audit WHERE at < ?1 \
-             ORDER BY id LIMIT ?2)",
-        )
-        .bind(cut(p.audit))
-        .bind(p.limit)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let notifications = sqlx::query(include_str!("sql/maintenance_aux_prune.sql"))
+            .bind(cut(p.notifications))
+            .bind(p.limit)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        let audit = sqlx::query(include_str!("sql/maintenance_aux_prune_2.sql"))
+            .bind(cut(p.audit))
+            .bind(p.limit)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         let nodes =
             sqlx::query("DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < ?1")
                 .bind(cut(p.nodes))

@@ -14,7 +14,9 @@ mod tasks;
 mod tokens;
 
 use crate::decode;
+use crate::shared::outcome_for;
 use crate::*;
+use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
 use docket_core::{Backoff, FailDecision, Lease};
 use sqlx::sqlite::{
@@ -23,11 +25,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use std::str::FromStr;
 
-const COLS: &str = "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
-    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
-    created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
-    cancel_requested_at, trace_id";
+use crate::TASK_COLS as COLS;
 
 /// A SQLite store.
 #[derive(Debug, Clone)]
@@ -36,7 +34,7 @@ pub struct SqliteStore {
     reader: SqlitePool,
     /// Queues whose claimers should look again (a slot was freed, a task was retried or came
     /// due). SQLite has no LISTEN: this is the in-process equivalent, fed after each commit.
-    wake: tokio::sync::broadcast::Sender<Wake>,
+    wake: crate::shared::LocalWake,
 }
 
 fn us(t: Timestamp) -> i64 {
@@ -99,6 +97,7 @@ fn decode_task(row: &SqliteRow, id: i64) -> Result<Task> {
         attempt: row.try_get("attempt")?,
         max_attempts: row.try_get("max_attempts")?,
         backoff: Backoff {
+            kind: decode::backoff_kind(&r, &row.try_get::<String, _>("backoff_kind")?)?,
             initial: ms("backoff_initial_ms")?,
             coefficient: row.try_get("backoff_coefficient")?,
             max: ms("backoff_max_ms")?,
@@ -109,7 +108,15 @@ fn decode_task(row: &SqliteRow, id: i64) -> Result<Task> {
         concurrency_key: row.try_get("concurrency_key")?,
         concurrency_limit: row.try_get("concurrency_limit")?,
         node: row.try_get("node")?,
+        user_id: row.try_get("user_id")?,
         trace_id: row.try_get("trace_id")?,
+        process: match (
+            row.try_get::<Option<String>, _>("namespace")?,
+            row.try_get::<Option<String>, _>("process_id")?,
+        ) {
+            (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
+            _ => None,
+        },
         result: json_opt(row, "result")?,
         errors: decode::errors(&r, json(row, "errors")?)?,
         progress: json_opt(row, "progress")?,
@@ -170,14 +177,6 @@ fn ids_json(ids: &[i64]) -> String {
     serde_json::to_string(ids).expect("ids serialise")
 }
 
-fn lease_refusal(t: &Task, held: bool) -> LeaseOutcome {
-    if held && t.state == TaskState::Cancelled {
-        LeaseOutcome::Cancelled
-    } else {
-        LeaseOutcome::LeaseLost
-    }
-}
-
 impl SqliteStore {
     /// Opens (creating) the database file.
     ///
@@ -198,7 +197,7 @@ impl SqliteStore {
             .max_connections(opts.max_connections.unwrap_or(4))
             .connect_with(base.read_only(false))
             .await?;
-        let (wake, _) = tokio::sync::broadcast::channel(1024);
+        let wake = crate::shared::LocalWake::default();
         Ok(SqliteStore {
             writer,
             reader,
@@ -207,13 +206,7 @@ impl SqliteStore {
     }
 
     fn wake_queues<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
-        let mut qs: Vec<&String> = queues.into_iter().collect();
-        qs.sort();
-        qs.dedup();
-        for q in qs {
-            // No receiver (no engine listening) is fine.
-            let _ = self.wake.send(Wake::Queue(q.clone()));
-        }
+        self.wake.queues(queues);
     }
 
     /// Inserts one task; `None` when its unique_key is held by an unfinished task.
@@ -222,35 +215,33 @@ impl SqliteStore {
         t: &ResolvedTask,
         now: Timestamp,
     ) -> Result<Option<i64>> {
-        sqlx::query_scalar(
-            "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
-               max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) \
-             ON CONFLICT DO NOTHING RETURNING id",
-        )
-        .bind(&t.queue)
-        .bind(&t.kind)
-        .bind(t.payload.to_string())
-        .bind(t.priority)
-        .bind(t.state.as_str())
-        .bind(us(t.run_at))
-        .bind(t.expires_at.map(us))
-        .bind(t.max_attempts)
-        .bind(ms(t.backoff.initial))
-        .bind(t.backoff.coefficient)
-        .bind(ms(t.backoff.max))
-        .bind(t.backoff.jitter)
-        .bind(t.timeout_ms)
-        .bind(&t.unique_key)
-        .bind(&t.concurrency_key)
-        .bind(t.concurrency_limit)
-        .bind(&t.node)
-        .bind(us(now))
-        .bind(&t.trace_id)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(StoreError::from)
+        sqlx::query_scalar(include_str!("sql/mod_insert_row.sql"))
+            .bind(&t.queue)
+            .bind(&t.kind)
+            .bind(t.payload.to_string())
+            .bind(t.priority)
+            .bind(t.state.as_str())
+            .bind(us(t.run_at))
+            .bind(t.expires_at.map(us))
+            .bind(t.max_attempts)
+            .bind(ms(t.backoff.initial))
+            .bind(t.backoff.coefficient)
+            .bind(ms(t.backoff.max))
+            .bind(t.backoff.jitter)
+            .bind(t.timeout_ms)
+            .bind(&t.unique_key)
+            .bind(&t.concurrency_key)
+            .bind(t.concurrency_limit)
+            .bind(&t.node)
+            .bind(us(now))
+            .bind(&t.trace_id)
+            .bind(t.process.as_ref().map(|p| &p.namespace))
+            .bind(t.process.as_ref().map(|p| &p.id))
+            .bind(t.backoff.kind.as_str())
+            .bind(&t.user_id)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(StoreError::from)
     }
 
     async fn insert_one(
@@ -273,22 +264,19 @@ impl SqliteStore {
         tx: &mut Transaction<'_, Sqlite>,
         namespace: &str,
         id: &str,
-        items: &[(&str, Option<i64>, Value)],
+        notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        for (kind, event_id, data) in items {
-            sqlx::query(
-                "INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .bind(namespace)
-            .bind(id)
-            .bind(kind)
-            .bind(event_id)
-            .bind(data.to_string())
-            .bind(us(now))
-            .execute(&mut **tx)
-            .await?;
+        for n in notices {
+            sqlx::query(include_str!("sql/mod_publish.sql"))
+                .bind(namespace)
+                .bind(id)
+                .bind(n.kind())
+                .bind(n.event_id())
+                .bind(n.data().to_string())
+                .bind(us(now))
+                .execute(&mut **tx)
+                .await?;
         }
         Ok(())
     }
@@ -305,30 +293,24 @@ impl SqliteStore {
         corrupted_by: Option<i64>,
         now: Timestamp,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE docket_processes SET \
-               previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END, \
-               status_changed_at = CASE WHEN status <> 'error' THEN ?3 ELSE status_changed_at END, \
-               status = 'error', detail = ?4, corrupted_by = COALESCE(?5, corrupted_by) \
-             WHERE namespace = ?1 AND id = ?2",
-        )
-        .bind(namespace)
-        .bind(id)
-        .bind(us(now))
-        .bind(detail)
-        .bind(corrupted_by)
-        .execute(&mut **tx)
-        .await?;
-        sqlx::query(
-            "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
-             AND state IN ('scheduled', 'available', 'retryable')",
-        )
-        .bind(docket_core::process::key_of(namespace, id))
-        .bind(us(now))
-        .execute(&mut **tx)
-        .await?;
-        let data = serde_json::json!({"detail": detail, "task_id": task_id});
-        Self::publish(tx, namespace, id, &[("failed", None, data)], now).await
+        sqlx::query(include_str!("sql/mod_break_process.sql"))
+            .bind(namespace)
+            .bind(id)
+            .bind(us(now))
+            .bind(detail)
+            .bind(corrupted_by)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(include_str!("sql/mod_break_process_2.sql"))
+            .bind(docket_core::process::key_of(namespace, id))
+            .bind(us(now))
+            .execute(&mut **tx)
+            .await?;
+        let failed = Notice::Failed {
+            detail: detail.to_string(),
+            task_id,
+        };
+        Self::publish(tx, namespace, id, &[failed], now).await
     }
 
     async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
@@ -349,13 +331,10 @@ impl SqliteStore {
         &self,
         queue: Option<&str>,
     ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
-        let rows = sqlx::query(
-            "SELECT queue, state, count(*) AS n FROM docket_tasks \
-             WHERE (?1 IS NULL OR queue = ?1) GROUP BY queue, state",
-        )
-        .bind(queue)
-        .fetch_all(&self.reader)
-        .await?;
+        let rows = sqlx::query(include_str!("sql/mod_counts.sql"))
+            .bind(queue)
+            .fetch_all(&self.reader)
+            .await?;
         let mut out: HashMap<String, _> = HashMap::new();
         for r in rows {
             let q: String = r.try_get("queue")?;
@@ -379,35 +358,16 @@ impl SqliteStore {
                 FailDecision::Discard => (TaskState::Discarded, t.run_at, Some(us(now))),
                 FailDecision::Cancel => (TaskState::Cancelled, t.run_at, Some(us(now))),
             };
-            sqlx::query(
-                "UPDATE docket_tasks SET state = ?2, run_at = ?3, finished_at = ?4, \
-                 errors = json_insert(errors, '$[#]', json(?5)), lease_expires_at = NULL WHERE id = ?1",
-            )
-            .bind(t.id)
-            .bind(st.as_str())
-            .bind(us(run_at))
-            .bind(fin)
-            .bind(e.to_string())
-            .execute(&mut **tx)
-            .await?;
+            sqlx::query(include_str!("sql/mod_apply_failures.sql"))
+                .bind(t.id)
+                .bind(st.as_str())
+                .bind(us(run_at))
+                .bind(fin)
+                .bind(e.to_string())
+                .execute(&mut **tx)
+                .await?;
         }
         Ok(())
-    }
-}
-
-fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
-    match d {
-        FailDecision::Retry { run_at } => LeaseOutcome::Ok {
-            state: TaskState::Retryable,
-            run_at: *run_at,
-            labels: TaskLabels::of(t),
-        },
-        FailDecision::Discard => LeaseOutcome::Ok {
-            state: TaskState::Discarded,
-            run_at: t.run_at,
-            labels: TaskLabels::of(t),
-        },
-        FailDecision::Cancel => LeaseOutcome::Cancelled,
     }
 }
 

@@ -6,19 +6,14 @@ use super::*;
 impl NodeStore for SqliteStore {
     async fn node_heartbeat(&self, n: &NodeRecord) -> Result<()> {
         let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO docket_nodes (name, started_at, heartbeat_at, stopped_at, version, info) \
-             VALUES (?1, ?2, ?3, NULL, ?4, ?5) ON CONFLICT (name) DO UPDATE SET \
-             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, \
-             stopped_at = NULL, version = excluded.version, info = excluded.info",
-        )
-        .bind(&n.name)
-        .bind(us(n.started_at))
-        .bind(us(n.heartbeat_at))
-        .bind(&n.version)
-        .bind(n.info.to_string())
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(include_str!("sql/nodes_node_heartbeat.sql"))
+            .bind(&n.name)
+            .bind(us(n.started_at))
+            .bind(us(n.heartbeat_at))
+            .bind(&n.version)
+            .bind(n.info.to_string())
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -46,10 +41,46 @@ impl NodeStore for SqliteStore {
                     started_at: time(r, "started_at")?,
                     heartbeat_at: time(r, "heartbeat_at")?,
                     stopped_at: time_opt(r, "stopped_at")?,
+                    draining_at: time_opt(r, "draining_at")?,
                     version: r.try_get("version")?,
                     info: json(r, "info")?,
                 })
             })
             .collect()
+    }
+
+    async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
+        let mut tx = self.begin().await?;
+        let found = sqlx::query(
+            "UPDATE docket_nodes SET draining_at = CASE WHEN ?2 THEN COALESCE(draining_at, ?3) END \
+             WHERE name = ?1",
+        )
+        .bind(p.name)
+        .bind(p.drain)
+        .bind(us(p.now))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if found == 0 {
+            return Ok(None);
+        }
+        let mut moved = 0;
+        if p.drain {
+            moved = sqlx::query(
+                "UPDATE docket_tasks SET node = ?2 WHERE node = ?1 \
+                 AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(p.name)
+            .bind(p.to)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        tx.commit().await?;
+        if p.drain {
+            // Tasks that may now run anywhere (or on `to`): claimers look again.
+            self.wake.all();
+        }
+        Ok(Some(moved))
     }
 }

@@ -6,26 +6,7 @@ use super::*;
 impl NotificationStore for SqliteStore {
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>> {
         // Only this process's changes: other processes' are seen by polling.
-        let mut sub = self.wake.subscribe();
-        let (tx, rx) = tokio::sync::mpsc::channel(1024);
-        tokio::spawn(async move {
-            loop {
-                match sub.recv().await {
-                    Ok(q) => {
-                        if tx.send(q).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        if tx.send(Wake::All).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        });
-        Ok(Some(rx))
+        Ok(Some(self.wake.listen()))
     }
 
     async fn notification_list(&self, p: NotificationListParams<'_>) -> Result<Vec<Notification>> {
@@ -34,15 +15,12 @@ impl NotificationStore for SqliteStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(
-            "SELECT * FROM docket_notifications WHERE seq > ?1 AND (?2 IS NULL OR namespace = ?2) \
-             ORDER BY seq LIMIT ?3",
-        )
-        .bind(after)
-        .bind(namespace)
-        .bind(limit)
-        .fetch_all(&self.reader)
-        .await?;
+        let rows = sqlx::query(include_str!("sql/notifications_notification_list.sql"))
+            .bind(after)
+            .bind(namespace)
+            .bind(limit)
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(Notification {
@@ -78,16 +56,13 @@ impl NotificationStore for SqliteStore {
             .bind(name)
             .execute(&mut *tx)
             .await?;
-        let seq: Option<i64> = sqlx::query_scalar(
-            "UPDATE docket_sinks SET owner = ?2, lease_until = ?3 WHERE name = ?1 \
-             AND (owner IS NULL OR owner = ?2 OR lease_until < ?4) RETURNING seq",
-        )
-        .bind(name)
-        .bind(owner)
-        .bind(us(until))
-        .bind(us(now))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let seq: Option<i64> = sqlx::query_scalar(include_str!("sql/notifications_sink_lease.sql"))
+            .bind(name)
+            .bind(owner)
+            .bind(us(until))
+            .bind(us(now))
+            .fetch_optional(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(seq)
     }

@@ -7,15 +7,12 @@ impl ProcessStore for SqliteStore {
     async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
         let NamespacePutParams { name, config, now } = p;
         let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at",
-        )
-        .bind(name)
-        .bind(config.to_string())
-        .bind(us(now))
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(include_str!("sql/processes_namespace_put.sql"))
+            .bind(name)
+            .bind(config.to_string())
+            .bind(us(now))
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -45,15 +42,13 @@ impl ProcessStore for SqliteStore {
             now,
         } = p;
         let mut tx = self.begin().await?;
-        let created: Option<String> = sqlx::query_scalar(
-            "INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at) \
-             VALUES (?1, ?2, 'init', ?3, ?3) ON CONFLICT DO NOTHING RETURNING id",
-        )
-        .bind(namespace)
-        .bind(id)
-        .bind(us(now))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let created: Option<String> =
+            sqlx::query_scalar(include_str!("sql/processes_process_create.sql"))
+                .bind(namespace)
+                .bind(id)
+                .bind(us(now))
+                .fetch_optional(&mut *tx)
+                .await?;
         if created.is_none() {
             return Err(StoreError::Conflict(format!(
                 "process {namespace}/{id} exists"
@@ -65,7 +60,7 @@ impl ProcessStore for SqliteStore {
             &mut tx,
             namespace,
             id,
-            &[("created", None, serde_json::json!({}))],
+            &[Notice::Created { imported: false }],
             now,
         )
         .await?;
@@ -176,82 +171,48 @@ impl ProcessStore for SqliteStore {
         .ok_or_else(|| StoreError::NotFound(format!("process {}/{}", c.namespace, c.id)))?;
         let n = c.events.len() as i64;
         for (i, e) in c.events.iter().enumerate() {
-            let meta = if e.metadata.is_null() {
-                serde_json::json!({})
-            } else {
-                e.metadata.clone()
-            };
-            sqlx::query(
-                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
+            let meta = docket_core::process::event_metadata(&e.metadata);
+            sqlx::query(include_str!("sql/processes_process_commit.sql"))
+                .bind(&c.namespace)
+                .bind(&c.id)
+                .bind(last + 1 + i as i64)
+                .bind(c.task_id)
+                .bind(us(c.now))
+                .bind(meta.to_string())
+                .bind(e.payload.to_string())
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(include_str!("sql/processes_process_commit_2.sql"))
             .bind(&c.namespace)
             .bind(&c.id)
-            .bind(last + 1 + i as i64)
-            .bind(c.task_id)
             .bind(us(c.now))
-            .bind(meta.to_string())
-            .bind(e.payload.to_string())
+            .bind(c.aux_state.as_ref().map(|v| v.to_string()))
+            .bind(c.metadata.as_ref().map(|v| v.to_string()))
+            .bind(n)
             .execute(&mut *tx)
             .await?;
+        if !c.cancel_kinds.is_empty() {
+            sqlx::query(include_str!("sql/processes_process_commit_3.sql"))
+                .bind(&key)
+                .bind(us(c.now))
+                .bind(serde_json::json!(c.cancel_kinds).to_string())
+                .execute(&mut *tx)
+                .await?;
         }
-        sqlx::query(
-            "UPDATE docket_processes SET \
-               previous_status = CASE WHEN status <> 'running' THEN status ELSE previous_status END, \
-               status_changed_at = CASE WHEN status <> 'running' THEN ?3 ELSE status_changed_at END, \
-               detail = CASE WHEN status = 'error' THEN NULL ELSE detail END, \
-               corrupted_by = CASE WHEN status = 'error' THEN NULL ELSE corrupted_by END, \
-               status = 'running', aux_state = COALESCE(?4, aux_state), metadata = COALESCE(?5, metadata), \
-               last_event_id = last_event_id + ?6 \
-             WHERE namespace = ?1 AND id = ?2",
-        )
-        .bind(&c.namespace)
-        .bind(&c.id)
-        .bind(us(c.now))
-        .bind(c.aux_state.as_ref().map(|v| v.to_string()))
-        .bind(c.metadata.as_ref().map(|v| v.to_string()))
-        .bind(n)
-        .execute(&mut *tx)
-        .await?;
-        if !matches!(c.timer, TimerChange::Keep) {
-            sqlx::query(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1 \
-                 AND kind IN ('timeout', 'remove') AND state IN ('scheduled', 'available', 'retryable')",
-            )
-            .bind(&key)
-            .bind(us(c.now))
-            .execute(&mut *tx)
-            .await?;
-        }
-        if let TimerChange::Set(t) = c.timer {
+        if let Some(t) = c.timer {
             Self::insert_one(&mut tx, *t, c.now).await?;
         }
         for t in c.also {
             Self::insert_one(&mut tx, t, c.now).await?;
         }
-        sqlx::query(
-            "UPDATE docket_tasks SET state = 'completed', finished_at = ?2, result = ?3, lease_expires_at = NULL \
-             WHERE id = ?1",
-        )
-        .bind(c.task_id)
-        .bind(us(c.now))
-        .bind(c.response.to_string())
-        .execute(&mut *tx)
-        .await?;
-        let mut items: Vec<(&str, Option<i64>, Value)> = c
-            .events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let event_id = last + 1 + i as i64;
-                let meta = if e.metadata.is_null() { serde_json::json!({}) } else { e.metadata.clone() };
-                let data = serde_json::json!({"event_id": event_id, "timestamp": c.now, "metadata": meta, "payload": e.payload});
-                ("event", Some(event_id), data)
-            })
-            .collect();
-        if was == "error" {
-            items.push(("repaired", None, serde_json::json!({})));
-        }
+        sqlx::query(include_str!("sql/processes_process_commit_4.sql"))
+            .bind(c.task_id)
+            .bind(us(c.now))
+            .bind(c.response.to_string())
+            .execute(&mut *tx)
+            .await?;
+        let items = Notice::committed(&c.events, last + 1, c.now, was == "error");
         Self::publish(&mut tx, &c.namespace, &c.id, &items, c.now).await?;
         tx.commit().await?;
         self.wake_queues([&t.queue]);
@@ -265,7 +226,7 @@ impl ProcessStore for SqliteStore {
         };
         let held = token.as_deref() == Some(f.fail.token.as_str());
         if !held || t.state != TaskState::Running {
-            return Ok(lease_refusal(&t, held));
+            return Ok(crate::shared::lease_refusal(t.state, held));
         }
         let d = (f.fail_rule)(&t, f.now, f.fail.retry_in, f.fail.permanent);
         let outcome = outcome_for(&d, &t);
@@ -325,14 +286,7 @@ impl ProcessStore for SqliteStore {
             .bind(docket_core::process::key_of(namespace, id))
             .execute(&mut *tx)
             .await?;
-        Self::publish(
-            &mut tx,
-            namespace,
-            id,
-            &[("removed", None, serde_json::json!({}))],
-            _now,
-        )
-        .await?;
+        Self::publish(&mut tx, namespace, id, &[Notice::Removed], _now).await?;
         tx.commit().await?;
         self.wake_queues([&t.queue]);
         Ok(())
@@ -341,23 +295,20 @@ impl ProcessStore for SqliteStore {
     async fn process_import(&self, p: ProcessImport) -> Result<()> {
         let pr = &p.process;
         let mut tx = self.begin().await?;
-        let created: Option<String> = sqlx::query_scalar(
-            "INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail, \
-               aux_state, metadata, corrupted_by, created_at, last_event_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?10) ON CONFLICT DO NOTHING RETURNING id",
-        )
-        .bind(&pr.namespace)
-        .bind(&pr.id)
-        .bind(pr.status.as_str())
-        .bind(pr.previous_status.map(|s| s.as_str()))
-        .bind(us(pr.status_changed_at))
-        .bind(&pr.detail)
-        .bind(pr.aux_state.to_string())
-        .bind(pr.metadata.to_string())
-        .bind(us(pr.created_at))
-        .bind(p.history.len() as i64)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let created: Option<String> =
+            sqlx::query_scalar(include_str!("sql/processes_process_import.sql"))
+                .bind(&pr.namespace)
+                .bind(&pr.id)
+                .bind(pr.status.as_str())
+                .bind(pr.previous_status.map(|s| s.as_str()))
+                .bind(us(pr.status_changed_at))
+                .bind(&pr.detail)
+                .bind(pr.aux_state.to_string())
+                .bind(pr.metadata.to_string())
+                .bind(us(pr.created_at))
+                .bind(p.history.len() as i64)
+                .fetch_optional(&mut *tx)
+                .await?;
         if created.is_none() {
             return Err(StoreError::Conflict(format!(
                 "process {}/{} exists",
@@ -365,18 +316,15 @@ impl ProcessStore for SqliteStore {
             )));
         }
         for e in &p.history {
-            sqlx::query(
-                "INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload) \
-                 VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6)",
-            )
-            .bind(&pr.namespace)
-            .bind(&pr.id)
-            .bind(e.event_id)
-            .bind(us(e.timestamp))
-            .bind(e.metadata.to_string())
-            .bind(e.payload.to_string())
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(include_str!("sql/processes_process_import_2.sql"))
+                .bind(&pr.namespace)
+                .bind(&pr.id)
+                .bind(e.event_id)
+                .bind(us(e.timestamp))
+                .bind(e.metadata.to_string())
+                .bind(e.payload.to_string())
+                .execute(&mut *tx)
+                .await?;
         }
         let queue = p.timer.as_ref().map(|t| t.queue.clone());
         if let Some(t) = p.timer {
@@ -386,7 +334,7 @@ impl ProcessStore for SqliteStore {
             &mut tx,
             &pr.namespace,
             &pr.id,
-            &[("created", None, serde_json::json!({"imported": true}))],
+            &[Notice::Created { imported: true }],
             p.now,
         )
         .await?;
@@ -400,21 +348,18 @@ impl ProcessStore for SqliteStore {
     async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
         let ProcessSimpleRepairParams { namespace, id, now } = p;
         let mut tx = self.begin().await?;
-        let r = sqlx::query(
-            "UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = ?3, \
-               detail = NULL, corrupted_by = NULL WHERE namespace = ?1 AND id = ?2 AND status = 'error'",
-        )
-        .bind(namespace)
-        .bind(id)
-        .bind(us(now))
-        .execute(&mut *tx)
-        .await?;
+        let r = sqlx::query(include_str!("sql/processes_process_simple_repair.sql"))
+            .bind(namespace)
+            .bind(id)
+            .bind(us(now))
+            .execute(&mut *tx)
+            .await?;
         if r.rows_affected() == 1 {
             Self::publish(
                 &mut tx,
                 namespace,
                 id,
-                &[("repaired", None, serde_json::json!({"simple": true}))],
+                &[Notice::Repaired { simple: true }],
                 now,
             )
             .await?;
@@ -444,25 +389,28 @@ impl ProcessStore for SqliteStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(
-            "SELECT * FROM docket_processes WHERE namespace = ?1 AND (?2 IS NULL OR status = ?2) \
-             AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4",
-        )
-        .bind(namespace)
-        .bind(status.map(|s| s.as_str()))
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&self.reader)
-        .await?;
+        let rows = sqlx::query(include_str!("sql/processes_process_list.sql"))
+            .bind(namespace)
+            .bind(status.map(|s| s.as_str()))
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter().map(decode_process).collect()
     }
 
     async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {
-        let ProcessCollectZombiesParams { now, limit } = p;
+        let ProcessCollectZombiesParams {
+            now,
+            limit,
+            fail_rule,
+            on_give_up,
+            detail,
+        } = p;
         let mut tx = self.begin().await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
-               AND queue LIKE 'process:%' ORDER BY lease_expires_at LIMIT ?"
+               AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT ?"
         );
         let rows = sqlx::query(&sql)
             .bind(us(now))
@@ -472,15 +420,21 @@ impl ProcessStore for SqliteStore {
         let mut queues = vec![];
         for r in &rows {
             let t = decode(r)?;
-            let ns = t.queue.trim_start_matches("process:").to_string();
-            let pid = t.payload["process_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let e = error_entry(&t, "zombie detected", None, now);
-            Self::apply_failures(&mut tx, &[(t.clone(), FailDecision::Discard, e)], now).await?;
-            Self::break_process(&mut tx, &ns, &pid, "zombie detected", t.id, Some(t.id), now)
-                .await?;
+            let Some(docket_core::ProcessRef {
+                namespace: ns,
+                id: pid,
+            }) = t.process.clone()
+            else {
+                continue;
+            };
+            let d = fail_rule(&t, now, None, false);
+            let gave_up = matches!(d, FailDecision::Discard);
+            let e = error_entry(&t, &detail, None, now);
+            Self::apply_failures(&mut tx, &[(t.clone(), d, e)], now).await?;
+            if let (true, ProcessBreak::Break { corrupted }) = (gave_up, on_give_up) {
+                let by = corrupted.then_some(t.id);
+                Self::break_process(&mut tx, &ns, &pid, &detail, t.id, by, now).await?;
+            }
             queues.push(t.queue.clone());
         }
         tx.commit().await?;

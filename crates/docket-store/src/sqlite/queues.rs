@@ -64,43 +64,21 @@ impl QueueStore for SqliteStore {
             .backoff
             .map(|b| serde_json::to_string(&b).expect("backoff serialises"));
         let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff, \
-               timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-             ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, \
-               concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts, \
-               backoff = excluded.backoff, timeout_ms = excluded.timeout_ms, \
-               retention_completed_ms = excluded.retention_completed_ms, \
-               retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at, \
-               mask_payload = excluded.mask_payload",
-        )
-        .bind(name)
-        .bind(s.paused as i64)
-        .bind(s.concurrency_limit)
-        .bind(s.max_attempts)
-        .bind(backoff)
-        .bind(s.timeout.map(ms))
-        .bind(s.retention_completed.map(ms))
-        .bind(s.retention_failed.map(ms))
-        .bind(us(now))
-        .bind(s.mask_payload as i64)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(include_str!("sql/queues_queue_put.sql"))
+            .bind(name)
+            .bind(s.paused as i64)
+            .bind(s.concurrency_limit)
+            .bind(s.max_attempts)
+            .bind(backoff)
+            .bind(s.timeout.map(ms))
+            .bind(s.retention_completed.map(ms))
+            .bind(s.retention_failed.map(ms))
+            .bind(us(now))
+            .bind(s.mask_payload as i64)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         self.queue_get(name).await
-    }
-
-    async fn queue_set_paused(&self, p: QueueSetPausedParams<'_>) -> Result<QueueStats> {
-        let QueueSetPausedParams { name, paused, now } = p;
-        let mut s = self.queue_get(name).await?.settings;
-        s.paused = paused;
-        self.queue_put(QueuePutParams {
-            name,
-            settings: &s,
-            now,
-        })
-        .await
     }
 
     async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {

@@ -61,6 +61,7 @@ impl TaskStore for SqliteStore {
              AND (?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) AND (?3 IS NULL OR kind = ?3) \
              AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6) \
              AND (?7 IS NULL OR instr(lower(payload || ' ' || COALESCE(errors, '')), lower(?7)) > 0) \
+             AND (?8 IS NULL OR user_id = ?8) \
              ORDER BY id {order} LIMIT ?5"
         );
         let rows = sqlx::query(&sql)
@@ -74,6 +75,7 @@ impl TaskStore for SqliteStore {
             .bind(p.limit)
             .bind(&p.concurrency_key)
             .bind(&p.text)
+            .bind(&p.user_id)
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(decode).collect()
@@ -174,7 +176,7 @@ impl TaskStore for SqliteStore {
         match row {
             Some(r) => {
                 let t = decode(&r)?;
-                let _ = self.wake.send(Wake::Queue(t.queue.clone()));
+                self.wake_queues([&t.queue]);
                 Ok(t)
             }
             None => match self.task_get(id).await? {
@@ -188,15 +190,11 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
-            "SELECT (finished_at / 60000000) * 60000000 AS m, \
-               sum(state = 'completed'), sum(state = 'discarded') \
-             FROM docket_tasks WHERE finished_at >= ?1 AND state IN ('completed', 'discarded') \
-             GROUP BY m ORDER BY m",
-        )
-        .bind(us(since))
-        .fetch_all(&self.reader)
-        .await?;
+        let rows: Vec<(i64, i64, i64)> =
+            sqlx::query_as(include_str!("sql/tasks_task_throughput.sql"))
+                .bind(us(since))
+                .fetch_all(&self.reader)
+                .await?;
         rows.into_iter()
             .map(|(m, completed, failed)| {
                 Ok(Throughput {

@@ -40,6 +40,33 @@ pub(super) async fn claim_order_priority_run_at_id(b: Bundle) {
         assert!(!lease.token.is_empty());
     }
     assert!(claim(s, "default", 10, t0()).await.is_empty());
+
+    // After priority, fewer attempts first (node-daemons' `attempts ASC`): a retry due long ago
+    // waits behind a first attempt enqueued now, so a storm of retries cannot starve new work.
+    let retried = insert(s, vec![mk("retry", 0, 300)], t0()).await.remove(0);
+    let c = claim(s, "default", 1, t0()).await;
+    assert_eq!(c[0].id, retried.id);
+    s.task_fail_many(TaskFailManyParams {
+        items: &[TaskFail {
+            retry_in: Some(Duration::ZERO),
+            ..fail(&c[0], "again")
+        }],
+        worker: None,
+        now: t0(),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    s.task_promote(TaskPromoteParams {
+        now: t0() + secs(1),
+        limit: 10,
+    })
+    .await
+    .unwrap();
+    insert(s, vec![mk("first", 0, 0)], t0() + secs(1)).await;
+    let got = claim(s, "default", 2, t0() + secs(1)).await;
+    let order: Vec<(&str, i32)> = got.iter().map(|t| (t.kind.as_str(), t.attempt)).collect();
+    assert_eq!(order, vec![("first", 1), ("retry", 2)]);
 }
 
 /// A claim that names kinds takes only tasks of those kinds (asyncflow's hold by task type).
@@ -610,6 +637,7 @@ pub(super) async fn fail_rules(b: Bundle) {
         let mut n = nt(k);
         n.max_attempts = Some(if k == "last" { 1 } else { 3 });
         n.backoff = Some(docket_core::Backoff {
+            kind: docket_core::BackoffKind::Exponential,
             jitter: 0.0,
             initial: Duration::from_secs(2),
             coefficient: 3.0,
@@ -790,4 +818,43 @@ pub(super) async fn fail_rule_is_the_callers(b: Bundle) {
         (got.state, got.run_at),
         (TaskState::Retryable, t0() + secs(5) + secs(3600))
     );
+}
+
+/// A linear backoff (node-daemons' `delayRatio`) is stored with its kind and the fail rule
+/// spaces the attempts `attempt × step`, capped at `max`.
+pub(super) async fn linear_backoff(b: Bundle) {
+    let s = &*b.store;
+    let mut n = nt("lin");
+    n.max_attempts = Some(5);
+    n.backoff = Some(
+        serde_json::from_value(json!({"kind": "linear", "step": "30s", "max": "50s", "jitter": 0}))
+            .unwrap(),
+    );
+    let t = insert(s, vec![n], t0()).await.remove(0);
+    let stored = s.task_get(t.id).await.unwrap().unwrap();
+    assert_eq!(stored.backoff.kind, docket_core::BackoffKind::Linear);
+    assert_eq!(stored.backoff, t.backoff);
+    let mut now = t0();
+    for want in [30, 50] {
+        if now > t0() {
+            s.task_promote(TaskPromoteParams { now, limit: 10 })
+                .await
+                .unwrap();
+        }
+        let c = claim(s, "default", 1, now).await;
+        assert_eq!(c.len(), 1, "due at {now}");
+        let out = s
+            .task_fail_many(TaskFailManyParams {
+                items: &[fail(&c[0], "no")],
+                worker: None,
+                now,
+                fail_rule: docket_core::task::standard_fail_rule,
+            })
+            .await
+            .unwrap();
+        let (state, run_at) = state_run_at(&out[0]);
+        assert_eq!(state, TaskState::Retryable);
+        assert_eq!(run_at, now + secs(want), "attempt {}", c[0].attempt);
+        now = run_at;
+    }
 }

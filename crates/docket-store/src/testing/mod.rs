@@ -34,12 +34,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A fresh, migrated store for one test: its own PostgreSQL schema or SQLite file.
+/// A fresh, migrated store for one test: its own PostgreSQL schema, MySQL database or SQLite file.
 #[derive(Debug)]
 pub struct TestStore {
     /// The store.
     pub store: Arc<dyn Store>,
-    /// PostgreSQL: the schema; SQLite: the directory holding the file (removed on drop).
+    /// PostgreSQL: the schema; MySQL: the database; SQLite: `None` (see [`TestStore::path`]).
     pub schema: Option<String>,
     max_connections: u32,
     _dir: Option<tempfile::TempDir>,
@@ -103,12 +103,65 @@ impl TestStore {
         }
     }
 
+    /// The MySQL/MariaDB server of `DOCKET_TEST_MYSQL_URL` (default
+    /// `mysql://root@127.0.0.1:3306/test`); tests create their own databases on it.
+    pub fn mysql_url() -> String {
+        std::env::var("DOCKET_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
+    }
+
+    /// The URL of database `db` on [`TestStore::mysql_url`]'s server.
+    pub fn mysql_db_url(db: &str) -> String {
+        crate::mysql::MySqlStore::url_with_database(&Self::mysql_url(), db)
+    }
+
+    /// A new database `t_<uuid>` on [`TestStore::mysql_url`]'s server, migrated (8
+    /// connections). `scripts/test.sh` drops the ones older runs left.
+    ///
+    /// # Panics
+    /// When the server cannot be reached (`scripts/test.sh` starts MariaDB).
+    pub async fn mysql() -> TestStore {
+        Self::mysql_with(8).await
+    }
+
+    /// [`TestStore::mysql`] with at most `max_connections`.
+    ///
+    /// # Panics
+    /// When the server cannot be reached.
+    pub async fn mysql_with(max_connections: u32) -> TestStore {
+        let db = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let url = crate::mysql::MySqlStore::create_database(&Self::mysql_url(), &db)
+            .await
+            .expect("MariaDB/MySQL is running (scripts/test.sh starts it)");
+        let store = connect(&ConnectOptions {
+            url,
+            schema: None,
+            max_connections: Some(max_connections),
+            relaxed_commit: true,
+        })
+        .await
+        .expect("the test database");
+        store.migrate().await.expect("migrations apply");
+        TestStore {
+            store,
+            schema: Some(db),
+            max_connections,
+            _dir: None,
+        }
+    }
+
     /// Another store on the same database (schema or file), as a second node would open it.
     ///
     /// # Panics
     /// When the database cannot be reached.
     pub async fn another_node(&self) -> Arc<dyn Store> {
         let opts = match (&self.schema, self.path()) {
+            (Some(db), _) if self.store.backend() == Backend::MySql => ConnectOptions {
+                url: Self::mysql_db_url(db),
+                schema: None,
+                max_connections: Some(self.max_connections),
+                relaxed_commit: true,
+            },
             (Some(schema), _) => ConnectOptions {
                 url: Self::pg_url(),
                 schema: Some(schema.clone()),
@@ -148,6 +201,7 @@ const CASES: &[Case] = cases![
     tasks::prune_by_retention,
     tasks::bulk_insert_claim_complete,
     tasks::dashboard_reads_and_operator_actions,
+    tasks::user_task_lists,
     claims::claim_order_priority_run_at_id,
     claims::claim_by_kinds,
     claims::claim_skips_what_it_must,
@@ -159,8 +213,10 @@ const CASES: &[Case] = cases![
     claims::rescue_retries_then_discards,
     claims::fail_rules,
     claims::fail_rule_is_the_callers,
+    claims::linear_backoff,
     queues::queue_settings_round_trip,
     nodes::node_registry,
+    nodes::node_drain,
     processes::process_zombies_simple_repair_and_list,
     tokens::api_tokens,
     schedules::schedules_put_fire_pause_and_delete,

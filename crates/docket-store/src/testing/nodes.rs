@@ -9,6 +9,7 @@ pub(super) async fn node_registry(b: Bundle) {
         started_at: t0(),
         heartbeat_at: at,
         stopped_at: None,
+        draining_at: None,
         version: "0.1.0".into(),
         info: json!({"listen": "127.0.0.1:7070"}),
     };
@@ -50,4 +51,94 @@ pub(super) async fn node_registry(b: Bundle) {
         left.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
         vec!["b"]
     );
+}
+
+/// Draining a node (node-daemons' move to another node): its waiting tasks pinned to it move
+/// to another node (or to any), running ones stay; the mark survives heartbeats until resumed.
+pub(super) async fn node_drain(b: Bundle) {
+    let s = &*b.store;
+    let rec = |name: &str| NodeRecord {
+        name: name.into(),
+        started_at: t0(),
+        heartbeat_at: t0(),
+        stopped_at: None,
+        draining_at: None,
+        version: "0.1.0".into(),
+        info: json!({}),
+    };
+    s.node_heartbeat(&rec("a")).await.unwrap();
+    let pinned = |node: &str| {
+        let mut n = nt("p");
+        n.node = Some(node.into());
+        n
+    };
+    let t = insert(
+        s,
+        vec![pinned("a"), pinned("a"), pinned("b"), nt("free")],
+        t0(),
+    )
+    .await;
+    let running = s
+        .task_claim(TaskClaimParams {
+            kinds: None,
+            queue: "default".into(),
+            worker: "w".into(),
+            node: "a".into(),
+            limit: 1,
+            lease: None,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(running[0].id, t[0].id);
+    let drain = |name: &'static str, drain: bool, to: Option<&'static str>| NodeDrainParams {
+        name,
+        drain,
+        to,
+        now: t0() + secs(1),
+    };
+    assert_eq!(
+        s.node_drain(drain("nobody", true, None)).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.node_drain(drain("a", true, Some("b"))).await.unwrap(),
+        Some(1)
+    );
+    let node_of = |id| async move { s.task_get(id).await.unwrap().unwrap().node };
+    assert_eq!(
+        node_of(t[0].id).await.as_deref(),
+        Some("a"),
+        "running: stays"
+    );
+    assert_eq!(
+        node_of(t[1].id).await.as_deref(),
+        Some("b"),
+        "waiting: moved"
+    );
+    assert_eq!(node_of(t[2].id).await.as_deref(), Some("b"));
+    assert_eq!(node_of(t[3].id).await, None);
+    // A heartbeat keeps the mark; draining again keeps its first time; resume clears it.
+    s.node_heartbeat(&rec("a")).await.unwrap();
+    let a = |l: Vec<NodeRecord>| l.into_iter().find(|n| n.name == "a").unwrap();
+    assert_eq!(
+        a(s.node_list().await.unwrap()).draining_at,
+        Some(t0() + secs(1))
+    );
+    let mut again = drain("a", true, None);
+    again.now = t0() + secs(9);
+    assert_eq!(s.node_drain(again).await.unwrap(), Some(0));
+    assert_eq!(
+        a(s.node_list().await.unwrap()).draining_at,
+        Some(t0() + secs(1))
+    );
+    assert_eq!(
+        s.node_drain(drain("a", false, None)).await.unwrap(),
+        Some(0)
+    );
+    assert_eq!(a(s.node_list().await.unwrap()).draining_at, None);
+    // Without `to`, pinned tasks may run anywhere.
+    s.node_heartbeat(&rec("b")).await.unwrap();
+    assert_eq!(s.node_drain(drain("b", true, None)).await.unwrap(), Some(2));
+    assert_eq!(node_of(t[2].id).await, None);
 }

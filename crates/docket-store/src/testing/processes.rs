@@ -6,7 +6,7 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     use docket_core::process::{HistoryRange, ProcessStatus};
     let s = &*b.store;
     let task = |kind: &str, run_in: Option<u64>| {
-        resolve(
+        let t = resolve(
             NewTask {
                 queue: Some("process:z".into()),
                 concurrency_key: Some("z:p1".into()),
@@ -15,7 +15,14 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
                 ..NewTask::new(kind, json!({"process_id": "p1"}))
             },
             t0(),
-        )
+        );
+        ResolvedTask {
+            process: Some(docket_core::ProcessRef {
+                namespace: "z".into(),
+                id: "p1".into(),
+            }),
+            ..t
+        }
     };
     let init = s
         .process_create(ProcessCreateParams {
@@ -26,6 +33,13 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
         })
         .await
         .unwrap();
+    // The process a task belongs to is stored with it (not read from its queue or payload).
+    let me = Some(docket_core::ProcessRef {
+        namespace: "z".into(),
+        id: "p1".into(),
+    });
+    assert_eq!(init.process, me);
+    assert_eq!(s.task_get(init.id).await.unwrap().unwrap().process, me);
     assert!(matches!(
         s.process_create(ProcessCreateParams {
             namespace: "z",
@@ -87,7 +101,10 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     assert_eq!(
         s.process_collect_zombies(ProcessCollectZombiesParams {
             now: t0() + secs(5),
-            limit: 100
+            limit: 100,
+            fail_rule: |_, _, _, _| docket_core::task::FailDecision::Discard,
+            on_give_up: ProcessBreak::Break { corrupted: true },
+            detail: "zombie detected".into(),
         })
         .await
         .unwrap(),
@@ -97,7 +114,10 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     assert_eq!(
         s.process_collect_zombies(ProcessCollectZombiesParams {
             now: t0() + secs(11),
-            limit: 100
+            limit: 100,
+            fail_rule: |_, _, _, _| docket_core::task::FailDecision::Discard,
+            on_give_up: ProcessBreak::Break { corrupted: true },
+            detail: "zombie detected".into(),
         })
         .await
         .unwrap(),
@@ -331,7 +351,7 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         "replaced in place, listed by name"
     );
     let task = |kind: &str, id: &str, run_in: Option<u64>| {
-        resolve(
+        let t = resolve(
             NewTask {
                 queue: Some("process:ns".into()),
                 concurrency_key: Some(format!("ns:{id}")),
@@ -340,7 +360,14 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
                 ..NewTask::new(kind, json!({"process_id": id}))
             },
             t0(),
-        )
+        );
+        ResolvedTask {
+            process: Some(docket_core::ProcessRef {
+                namespace: "ns".into(),
+                id: id.into(),
+            }),
+            ..t
+        }
     };
     let init = s
         .process_create(ProcessCreateParams {
@@ -372,7 +399,8 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         aux_state: Some(json!({"aux": true})),
         metadata: Some(json!({"meta": 1})),
         response: json!("initialised"),
-        timer: TimerChange::Set(Box::new(task("timeout", "p1", Some(3600)))),
+        cancel_kinds: docket_core::process::TIMER_KINDS.map(String::from).to_vec(),
+        timer: Some(Box::new(task("timeout", "p1", Some(3600)))),
         also: vec![],
         now: t0() + secs(1),
     };

@@ -173,6 +173,11 @@ impl NodeStore for Recording {
         self.hit("node_list");
         self.inner.node_list().await
     }
+
+    async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
+        self.hit("node_drain");
+        self.inner.node_drain(p).await
+    }
 }
 
 #[async_trait]

@@ -388,6 +388,37 @@ pub(super) async fn bulk_insert_claim_complete(b: Bundle) {
     let q = s.queue_get("default").await.unwrap();
     assert_eq!(q.counts[&TaskState::Completed], 500);
     assert_eq!(q.counts[&TaskState::Available], 1500);
+
+    // Each id returned by a batch names the row it was given for, across the backends' own
+    // statement splits, with unique keys (new and held) in the middle of the batch.
+    let mut v: Vec<ResolvedTask> = (0..2500)
+        .map(|i| resolve(nt(&format!("m{i}")), t0()))
+        .collect();
+    for i in [0usize, 999, 1000, 1700, 2499] {
+        v[i].unique_key = Some(format!("u{i}"));
+    }
+    v[1701].unique_key = Some("u1700".into());
+    let got = s
+        .task_insert_many(TaskInsertManyParams {
+            tasks: v,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 2500);
+    assert_eq!(got[1701].inserted, Some(false));
+    assert_eq!(
+        got[1701].id, got[1700].id,
+        "the held key answers with its holder"
+    );
+    for (i, t) in got.iter().enumerate() {
+        let stored = s.task_get(t.id).await.unwrap().unwrap();
+        let want = if i == 1701 { 1700 } else { i };
+        assert_eq!(stored.kind, format!("m{want}"), "row {i}");
+        assert_eq!(stored.payload, t.payload, "row {i}");
+        assert_eq!(stored.created_at, t.created_at, "row {i}");
+        assert_eq!(stored.run_at, t.run_at, "row {i}");
+    }
 }
 
 pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
@@ -534,4 +565,63 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
     assert_eq!(s.audit_list(10).await.unwrap()[0].action, "queue.pause");
     let pool = s.pool_connections();
     assert!(pool.in_use + pool.idle >= 1);
+}
+
+/// asyncflow's user task list: tasks carry a `user_id`; a list filters by it, with several
+/// states at once.
+pub(super) async fn user_task_lists(b: Bundle) {
+    let s = &*b.store;
+    let mk = |u: Option<&str>| {
+        let mut n = nt("u");
+        n.user_id = u.map(str::to_string);
+        n
+    };
+    let t = insert(
+        s,
+        vec![mk(Some("u1")), mk(Some("u1")), mk(Some("u2")), mk(None)],
+        t0(),
+    )
+    .await;
+    assert_eq!(t[0].user_id.as_deref(), Some("u1"));
+    assert_eq!(
+        s.task_get(t[2].id)
+            .await
+            .unwrap()
+            .unwrap()
+            .user_id
+            .as_deref(),
+        Some("u2")
+    );
+    let c = claim(s, "default", 1, t0()).await;
+    assert_eq!(c[0].id, t[0].id);
+    let list = |user: &str, states: Vec<TaskState>| TaskListParams {
+        user_id: Some(user.into()),
+        states,
+        limit: 100,
+        ..Default::default()
+    };
+    let ids = |v: Vec<docket_core::Task>| v.iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(s.task_list(list("u1", vec![])).await.unwrap()),
+        vec![t[0].id, t[1].id]
+    );
+    assert_eq!(
+        ids(s
+            .task_list(list("u1", vec![TaskState::Running, TaskState::Retryable]))
+            .await
+            .unwrap()),
+        vec![t[0].id]
+    );
+    assert_eq!(
+        ids(s
+            .task_list(list("u2", vec![TaskState::Available]))
+            .await
+            .unwrap()),
+        vec![t[2].id]
+    );
+    assert!(s
+        .task_list(list("nobody", vec![]))
+        .await
+        .unwrap()
+        .is_empty());
 }

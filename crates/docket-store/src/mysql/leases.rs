@@ -1,0 +1,365 @@
+//! MySQL: claims and the calls made under a lease: heartbeat, complete, fail.
+
+use super::*;
+
+#[async_trait]
+impl LeaseStore for MySqlStore {
+    async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
+        if p.limit <= 0 {
+            return Ok(vec![]);
+        }
+        // Two claimers that lock the same new lock row at once can deadlock inside InnoDB's
+        // duplicate-key check; the loser is rolled back whole, so it is safe to go again.
+        let mut tries = 0;
+        loop {
+            match self.claim_once(&p).await {
+                Err(e) if e.db_kind() == Some(DbErrorKind::Retryable) && tries < 3 => tries += 1,
+                r => return r,
+            }
+        }
+    }
+
+    async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let Some((t, token)) = Self::get_in(&mut tx, p.id, true).await? else {
+            return Err(StoreError::NotFound(format!("task {}", p.id)));
+        };
+        let held = token.as_deref() == Some(p.token.as_str());
+        if !held || t.state != TaskState::Running {
+            tx.commit().await?;
+            return Err(match crate::shared::lease_refusal(t.state, held) {
+                LeaseOutcome::Cancelled => StoreError::Cancelled,
+                _ => StoreError::LeaseLost,
+            });
+        }
+        let progress = p.progress.as_ref().map(|v| v.to_string());
+        if t.cancel_requested_at.is_some() {
+            sqlx::query(include_str!("sql/leases_task_heartbeat.sql"))
+                .bind(dt(p.now))
+                .bind(progress)
+                .bind(p.id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            self.wake_queues([&t.queue]);
+            return Err(StoreError::Cancelled);
+        }
+        if past_deadline(&t, p.now) {
+            let queue = t.queue.clone();
+            let d = (p.fail_rule)(&t, p.now, None, false);
+            let e = error_entry(&t, TIMEOUT_MESSAGE, None, p.now);
+            Self::apply_failures(&mut tx, &[(t, d, e)], p.now).await?;
+            tx.commit().await?;
+            self.wake_queues([&queue]);
+            return Err(StoreError::TimedOut);
+        }
+        let lease_ms: Option<i64> =
+            sqlx::query_scalar("SELECT lease_ms FROM docket_tasks WHERE id = ?")
+                .bind(p.id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let lease = p
+            .lease
+            .or_else(|| {
+                lease_ms
+                    .and_then(|m| u64::try_from(m).ok())
+                    .map(Duration::from_millis)
+            })
+            .unwrap_or(t.timeout);
+        sqlx::query(include_str!("sql/leases_task_heartbeat_2.sql"))
+            .bind(progress)
+            .bind(p.lease.map(ms))
+            .bind(dt(lease_until(&t, p.now, lease)))
+            .bind(p.id)
+            .execute(&mut *tx)
+            .await?;
+        let t = Self::get_in(&mut tx, p.id, false)
+            .await?
+            .map(|x| x.0)
+            .ok_or_else(|| StoreError::NotFound(format!("task {}", p.id)))?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
+        let TaskCompleteManyParams {
+            items,
+            now,
+            fail_rule,
+        } = p;
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        let mut ids: Vec<i64> = items.iter().map(|it| it.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let rows = Self::get_many_locked(&mut tx, &ids).await?;
+        let mut out = Vec::with_capacity(items.len());
+        let mut complete: Vec<(&TaskComplete, &Task)> = vec![];
+        let mut cancelled: Vec<&TaskComplete> = vec![];
+        let mut timed_out = vec![];
+        let mut freed: Vec<String> = vec![];
+        for it in items {
+            let Some((t, token)) = rows.get(&it.id) else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let held = token.as_deref() == Some(it.token.as_str());
+            if !held || t.state != TaskState::Running {
+                out.push(crate::shared::lease_refusal(t.state, held));
+            } else if t.cancel_requested_at.is_some() {
+                cancelled.push(it);
+                freed.push(t.queue.clone());
+                out.push(LeaseOutcome::Cancelled);
+            } else if past_deadline(t, now) {
+                let d = fail_rule(t, now, None, false);
+                let e = error_entry(t, TIMEOUT_MESSAGE, None, now);
+                timed_out.push((t.clone(), d, e));
+                out.push(LeaseOutcome::TimedOut);
+            } else {
+                if t.concurrency_key.is_some() {
+                    freed.push(t.queue.clone());
+                }
+                complete.push((it, t));
+                out.push(LeaseOutcome::Ok {
+                    state: TaskState::Completed,
+                    run_at: t.run_at,
+                    labels: TaskLabels::of(t),
+                });
+            }
+        }
+        // One statement for the completions: each row's result by a CASE on its id.
+        for chunk in complete.chunks(500) {
+            let sql = format!(
+                "UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL, \
+                 result = CASE id {} END, state = 'completed' WHERE id IN ({})",
+                "WHEN ? THEN ? ".repeat(chunk.len()),
+                marks(chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(dt(now));
+            for (it, _) in chunk {
+                q = q.bind(it.id).bind(it.result.to_string());
+            }
+            for (it, _) in chunk {
+                q = q.bind(it.id);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        for it in cancelled {
+            sqlx::query(include_str!("sql/leases_task_complete_many.sql"))
+                .bind(dt(now))
+                .bind(it.result.to_string())
+                .bind(it.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Self::apply_failures(&mut tx, &timed_out, now).await?;
+        // A queue with a concurrency limit has a slot free now.
+        let queues: Vec<&String> = complete.iter().map(|(_, t)| &t.queue).collect();
+        if !queues.is_empty() {
+            let sql = format!(
+                "SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL AND name IN ({})",
+                marks(queues.len())
+            );
+            let mut q = sqlx::query(&sql);
+            for name in &queues {
+                q = q.bind(*name);
+            }
+            for r in q.fetch_all(&mut *tx).await? {
+                freed.push(text(&r, "name")?);
+            }
+        }
+        tx.commit().await?;
+        self.wake_queues(&freed);
+        self.wake_queues(timed_out.iter().map(|(t, _, _)| &t.queue));
+        Ok(out)
+    }
+
+    async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
+        let TaskFailManyParams {
+            items,
+            worker,
+            now,
+            fail_rule,
+        } = p;
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        let mut ids: Vec<i64> = items.iter().map(|it| it.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut rows = Self::get_many_locked(&mut tx, &ids).await?;
+        let mut out = Vec::with_capacity(items.len());
+        let mut freed = vec![];
+        for it in items {
+            let Some((t, token)) = rows.get(&it.id) else {
+                out.push(LeaseOutcome::NotFound);
+                continue;
+            };
+            let held = token.as_deref() == Some(it.token.as_str());
+            if !held || t.state != TaskState::Running {
+                out.push(crate::shared::lease_refusal(t.state, held));
+                continue;
+            }
+            let d = fail_rule(t, now, it.retry_in, it.permanent);
+            out.push(outcome_for(&d, t));
+            let e = error_entry(t, &it.error, worker, now);
+            freed.push(t.queue.clone());
+            let state = match d {
+                FailDecision::Retry { .. } => TaskState::Retryable,
+                FailDecision::Discard => TaskState::Discarded,
+                FailDecision::Cancel => TaskState::Cancelled,
+            };
+            Self::apply_failures(&mut tx, &[(t.clone(), d, e)], now).await?;
+            // The same id twice in one batch: the second finds it no longer running.
+            if let Some((t, _)) = rows.get_mut(&it.id) {
+                t.state = state;
+            }
+        }
+        tx.commit().await?;
+        self.wake_queues(&freed);
+        Ok(out)
+    }
+}
+
+impl MySqlStore {
+    async fn claim_once(&self, p: &TaskClaimParams) -> Result<Vec<Task>> {
+        let mut tx = self.begin().await?;
+        let q = sqlx::query("SELECT paused, concurrency_limit FROM docket_queues WHERE name = ?")
+            .bind(&p.queue)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let (paused, queue_limit): (bool, Option<i32>) = match &q {
+            Some(r) => (r.try_get("paused")?, r.try_get("concurrency_limit")?),
+            None => (false, None),
+        };
+        if paused {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        // The subquery counting a key's running tasks is a plain read (a locking clause does
+        // not reach into subqueries), so it does not block on other claimers' rows.
+        let kinds = match &p.kinds {
+            Some(k) if k.is_empty() => {
+                tx.commit().await?;
+                return Ok(vec![]);
+            }
+            Some(k) => format!("AND t.kind IN ({}) ", marks(k.len())),
+            None => String::new(),
+        };
+        let sql = format!(
+            "SELECT t.id, t.concurrency_key, t.concurrency_limit FROM docket_tasks t \
+             WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}\
+               AND (t.expires_at IS NULL OR t.expires_at > ?) \
+               AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
+                    WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running') \
+                    < COALESCE(t.concurrency_limit, 1)) \
+             ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT ? FOR UPDATE SKIP LOCKED"
+        );
+        let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.node);
+        for k in p.kinds.iter().flatten() {
+            q = q.bind(k);
+        }
+        let cands = q.bind(dt(p.now)).bind(p.limit).fetch_all(&mut *tx).await?;
+        if cands.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        let cands = cands
+            .iter()
+            .map(|r| {
+                let key = text_opt(r, "concurrency_key")?;
+                let limit: Option<i32> = r.try_get("concurrency_limit")?;
+                Ok(ClaimCandidate {
+                    id: r.try_get("id")?,
+                    key: key.map(|k| (k, limit.unwrap_or(1))),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let keys = claim_keys(&cands);
+        let ids: Vec<i64> = if queue_limit.is_none() && keys.is_empty() {
+            cands.iter().map(|c| c.id).collect()
+        } else {
+            // Serialise on the queue and on each key (lock rows, in key order), then count what
+            // runs now: READ COMMITTED makes each count see every claim committed before this
+            // one got the lock.
+            let mut room = usize::MAX;
+            if let Some(limit) = queue_limit {
+                Self::lock(&mut tx, &format!("docket-queue:{}", p.queue)).await?;
+                let running: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND queue = ?",
+                )
+                .bind(&p.queue)
+                .fetch_one(&mut *tx)
+                .await?;
+                room = (limit as i64 - running).max(0) as usize;
+            }
+            let mut key_room: HashMap<String, i64> = HashMap::new();
+            for (k, l) in &keys {
+                Self::lock(&mut tx, &format!("docket-key:{k}")).await?;
+                let running: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM docket_tasks WHERE concurrency_key = ? AND state = 'running'",
+                )
+                .bind(k)
+                .fetch_one(&mut *tx)
+                .await?;
+                key_room.insert(k.clone(), *l as i64 - running);
+            }
+            claim_pick(&cands, room, key_room)
+        };
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(vec![]);
+        }
+        // The lease token: 128 random bits of this claim and the task id (unique per task,
+        // unguessable). The lease ends at `now + lease`, never past the attempt's deadline
+        // (process tasks excepted: their lease is the zombie window).
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        let sql = format!(
+            "UPDATE docket_tasks SET attempt = attempt + 1, attempted_at = ?, worker = ?, \
+               lease_token = CONCAT(?, LPAD(HEX(id), 16, '0')), lease_ms = COALESCE(?, timeout_ms), \
+               lease_expires_at = COALESCE(TIMESTAMPADD(MICROSECOND, 1000 * \
+                 CASE WHEN namespace IS NOT NULL THEN COALESCE(?, timeout_ms) \
+                 ELSE LEAST(COALESCE(?, timeout_ms), timeout_ms) END, ?), '9999-12-31 23:59:59.999999'), \
+               cancel_requested_at = NULL, state = 'running' \
+             WHERE id IN ({})",
+            marks(ids.len())
+        );
+        let lease = p.lease.map(ms);
+        let mut q = sqlx::query(&sql)
+            .bind(dt(p.now))
+            .bind(&p.worker)
+            .bind(&nonce)
+            .bind(lease)
+            .bind(lease)
+            .bind(lease)
+            .bind(dt(p.now));
+        for id in &ids {
+            q = q.bind(id);
+        }
+        q.execute(&mut *tx).await?;
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE id IN ({})",
+            marks(ids.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for id in &ids {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let mut t = decode(r)?;
+            t.lease = Some(Lease {
+                token: text_opt(r, "lease_token")?.unwrap_or_default(),
+                expires_at: t.lease_expires_at.unwrap_or(p.now),
+            });
+            out.push(t);
+        }
+        sort_claim_order(&mut out);
+        Ok(out)
+    }
+}

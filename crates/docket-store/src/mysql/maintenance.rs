@@ -1,0 +1,174 @@
+//! MySQL: what the maintenance services run: promote, rescue, expire, prune.
+//!
+//! MySQL cannot `LIMIT` a subquery of `IN` nor read the table a `DELETE` changes, so each job
+//! first selects its batch of ids (locked, skipping rows other nodes hold), then changes them.
+
+use super::*;
+
+/// Binds `ids` to `sql`'s `IN (…)` and runs it.
+async fn by_ids(tx: &mut Transaction<'_, MySql>, sql: &str, ids: &[i64]) -> Result<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let sql = sql.replace("(IDS)", &format!("({})", marks(ids.len())));
+    let mut q = sqlx::query(&sql);
+    for id in ids {
+        q = q.bind(id);
+    }
+    Ok(q.execute(&mut **tx).await?.rows_affected())
+}
+
+#[async_trait]
+impl MaintenanceStore for MySqlStore {
+    async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
+        let TaskPromoteParams { now, limit } = p;
+        let mut tx = self.begin().await?;
+        let rows = sqlx::query(include_str!("sql/maintenance_task_promote.sql"))
+            .bind(dt(now))
+            .bind(dt(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut qs = Vec::with_capacity(rows.len());
+        for r in &rows {
+            ids.push(r.try_get::<i64, _>("id")?);
+            qs.push(text(r, "queue")?);
+        }
+        by_ids(
+            &mut tx,
+            "UPDATE docket_tasks SET state = 'available' WHERE id IN (IDS)",
+            &ids,
+        )
+        .await?;
+        tx.commit().await?;
+        let count = ids.len() as u64;
+        qs.sort();
+        qs.dedup();
+        self.wake_queues(&qs);
+        Ok(Promoted { count, queues: qs })
+    }
+
+    async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>> {
+        let TaskRescueParams {
+            now,
+            limit,
+            fail_rule,
+        } = p;
+        let mut tx = self.begin().await?;
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
+               AND namespace IS NULL ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(dt(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut apply = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let t = decode(r)?;
+            let d = fail_rule(&t, now, None, false);
+            let why = if past_deadline(&t, now) {
+                TIMEOUT_MESSAGE
+            } else {
+                "lease expired"
+            };
+            let e = error_entry(&t, why, None, now);
+            apply.push((t, d, e));
+        }
+        Self::apply_failures(&mut tx, &apply, now).await?;
+        tx.commit().await?;
+        self.wake_queues(apply.iter().map(|(t, _, _)| &t.queue));
+        Ok(apply.iter().map(|(t, _, _)| TaskLabels::of(t)).collect())
+    }
+
+    async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
+        let TaskExpireParams { now, limit } = p;
+        let mut tx = self.begin().await?;
+        let ids: Vec<i64> = sqlx::query_scalar(include_str!("sql/maintenance_task_expire.sql"))
+            .bind(dt(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let n = if ids.is_empty() {
+            0
+        } else {
+            let sql = format!(
+                "UPDATE docket_tasks SET finished_at = ?, \
+                   errors = JSON_ARRAY_APPEND(errors, '$', JSON_OBJECT('attempt', attempt, 'at', ?, \
+                     'worker', NULL, 'message', 'expired: not started before expires_at')), \
+                   state = 'discarded' \
+                 WHERE id IN ({})",
+                marks(ids.len())
+            );
+            let mut q = sqlx::query(&sql)
+                .bind(dt(now))
+                .bind(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
+            for id in &ids {
+                q = q.bind(id);
+            }
+            q.execute(&mut *tx).await?.rows_affected()
+        };
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let cut = |d: Duration| docket_core::time::sub(p.now, d);
+        // Per-queue retention is read first, so the select compares each row with a bound time.
+        let ids: Vec<i64> = sqlx::query_scalar(include_str!("sql/maintenance_task_prune.sql"))
+            .bind(dt(cut(p.retention_completed)))
+            .bind(dt(p.now))
+            .bind(dt(cut(p.retention_failed)))
+            .bind(dt(p.now))
+            .bind(p.limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        // Unlocked select (a locking one would lock the joined queue rows too): a task retried
+        // since is no longer finished and stays.
+        let n = by_ids(
+            &mut tx,
+            "DELETE FROM docket_tasks WHERE id IN (IDS) AND state IN ('completed','discarded','cancelled')",
+            &ids,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
+        let cut = |d: Duration| docket_core::time::sub(p.now, d);
+        let mut tx = self.begin().await?;
+        let seqs: Vec<i64> = sqlx::query_scalar(include_str!("sql/maintenance_aux_prune.sql"))
+            .bind(dt(cut(p.notifications)))
+            .bind(p.limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let notifications = by_ids(
+            &mut tx,
+            "DELETE FROM docket_notifications WHERE seq IN (IDS)",
+            &seqs,
+        )
+        .await?;
+        let audit = sqlx::query("DELETE FROM docket_audit WHERE at < ? ORDER BY id LIMIT ?")
+            .bind(dt(cut(p.audit)))
+            .bind(p.limit)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        let nodes =
+            sqlx::query("DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < ?")
+                .bind(dt(cut(p.nodes)))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        tx.commit().await?;
+        Ok(AuxPruned {
+            notifications,
+            audit,
+            nodes,
+        })
+    }
+}

@@ -1,0 +1,750 @@
+//! MySQL 8.0+ / MariaDB 10.6+ backend: `FOR UPDATE SKIP LOCKED` claims, lock rows
+//! (`docket_locks`) where PostgreSQL takes advisory locks, and in-process wake-ups (MySQL has no
+//! LISTEN/NOTIFY: other nodes' changes are found by polling, see `EngineConfig::poll_interval`).
+//!
+//! Every connection runs `READ COMMITTED` (each statement sees what committed before it, as on
+//! PostgreSQL; InnoDB's default `REPEATABLE READ` would make a count taken after waiting for a
+//! lock read the transaction's older snapshot) with `time_zone = '+00:00'`. MySQL has no
+//! `UPDATE … RETURNING`: changes lock the rows they read (`FOR UPDATE`), and rows are read back
+//! in the same transaction.
+
+mod audit;
+mod leases;
+mod maintenance;
+mod nodes;
+mod notifications;
+mod processes;
+mod queues;
+mod schedules;
+mod tasks;
+mod tokens;
+
+use crate::decode;
+use crate::shared::outcome_for;
+use crate::*;
+use docket_core::process::Notice;
+use docket_core::task::ResolvedTask;
+use docket_core::{Backoff, FailDecision, Lease};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
+use sqlx::Connection as _;
+use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};
+use std::str::FromStr;
+
+use crate::TASK_COLS as COLS;
+
+/// The oldest servers with `SKIP LOCKED`, JSON_TABLE and CHECK constraints.
+const MIN_MYSQL: (u32, u32) = (8, 0);
+const MIN_MARIADB: (u32, u32) = (10, 6);
+
+/// A MySQL or MariaDB store.
+#[derive(Debug, Clone)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+    /// `auto_increment_increment` when a multi-row INSERT gets consecutive ids (InnoDB's
+    /// `innodb_autoinc_lock_mode` 0 or 1, MariaDB's default): then a batch is one statement and
+    /// its ids follow from `LAST_INSERT_ID()`. `None` (mode 2, MySQL 8's default): row by row.
+    consecutive_ids: Option<i64>,
+    /// Queues whose claimers should look again, fed after each commit of this process (no
+    /// LISTEN/NOTIFY in MySQL; other nodes' changes are found by polling).
+    wake: crate::shared::LocalWake,
+}
+
+/// `?, ?, …` for `n` values.
+fn marks(n: usize) -> String {
+    let mut s = String::with_capacity(n * 3);
+    for i in 0..n {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push('?');
+    }
+    s
+}
+
+/// A time as MySQL's DATETIME. sqlx sends `DateTime<Utc>` typed TIMESTAMP, whose range ends
+/// in 2038: a later value (a task due in 100 years) would arrive as NULL.
+trait AsDatetime {
+    type Out;
+    fn datetime(self) -> Self::Out;
+}
+
+impl AsDatetime for Timestamp {
+    type Out = chrono::NaiveDateTime;
+    fn datetime(self) -> chrono::NaiveDateTime {
+        self.naive_utc()
+    }
+}
+
+impl AsDatetime for Option<Timestamp> {
+    type Out = Option<chrono::NaiveDateTime>;
+    fn datetime(self) -> Option<chrono::NaiveDateTime> {
+        self.map(|t| t.naive_utc())
+    }
+}
+
+fn dt<T: AsDatetime>(t: T) -> T::Out {
+    t.datetime()
+}
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+/// Text of a column. Read unchecked: MySQL marks `utf8mb4_bin` and JSON columns in ways sqlx's
+/// `String` check refuses, though the bytes are UTF-8 text (checked while decoding).
+fn text(row: &MySqlRow, c: &str) -> Result<String> {
+    Ok(row.try_get_unchecked::<String, _>(c)?)
+}
+
+fn text_opt(row: &MySqlRow, c: &str) -> Result<Option<String>> {
+    Ok(row.try_get_unchecked::<Option<String>, _>(c)?)
+}
+
+fn time(row: &MySqlRow, c: &str) -> Result<Timestamp> {
+    Ok(row.try_get::<Timestamp, _>(c)?)
+}
+
+fn time_opt(row: &MySqlRow, c: &str) -> Result<Option<Timestamp>> {
+    Ok(row.try_get::<Option<Timestamp>, _>(c)?)
+}
+
+fn json(row: &MySqlRow, c: &str) -> Result<Value> {
+    let s = text(row, c)?;
+    serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("column {c}: {e}")))
+}
+
+fn json_opt(row: &MySqlRow, c: &str) -> Result<Option<Value>> {
+    match text_opt(row, c)? {
+        None => Ok(None),
+        Some(s) => serde_json::from_str(&s)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt(format!("column {c}: {e}"))),
+    }
+}
+
+fn decode(row: &MySqlRow) -> Result<Task> {
+    let id: i64 = row.try_get("id")?;
+    decode_task(row, id).map_err(|e| match e {
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!("task {id}: {m}")),
+        e => e,
+    })
+}
+
+fn decode_task(row: &MySqlRow, id: i64) -> Result<Task> {
+    let r = format!("task {id}");
+    let state = text(row, "state")?;
+    let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
+    Ok(Task {
+        id,
+        queue: text(row, "queue")?,
+        kind: text(row, "kind")?,
+        payload: json(row, "payload")?,
+        priority: row.try_get("priority")?,
+        state: decode::state(&r, &state)?,
+        run_at: time(row, "run_at")?,
+        expires_at: time_opt(row, "expires_at")?,
+        attempt: row.try_get("attempt")?,
+        max_attempts: row.try_get("max_attempts")?,
+        backoff: Backoff {
+            kind: decode::backoff_kind(&r, &text(row, "backoff_kind")?)?,
+            initial: ms("backoff_initial_ms")?,
+            coefficient: row.try_get("backoff_coefficient")?,
+            max: ms("backoff_max_ms")?,
+            jitter: row.try_get("backoff_jitter")?,
+        },
+        timeout: ms("timeout_ms")?,
+        unique_key: text_opt(row, "unique_key")?,
+        concurrency_key: text_opt(row, "concurrency_key")?,
+        concurrency_limit: row.try_get("concurrency_limit")?,
+        node: text_opt(row, "node")?,
+        user_id: text_opt(row, "user_id")?,
+        trace_id: text_opt(row, "trace_id")?,
+        process: match (text_opt(row, "namespace")?, text_opt(row, "process_id")?) {
+            (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
+            _ => None,
+        },
+        result: json_opt(row, "result")?,
+        errors: decode::errors(&r, json(row, "errors")?)?,
+        progress: json_opt(row, "progress")?,
+        created_at: time(row, "created_at")?,
+        attempted_at: time_opt(row, "attempted_at")?,
+        finished_at: time_opt(row, "finished_at")?,
+        worker: text_opt(row, "worker")?,
+        lease_expires_at: time_opt(row, "lease_expires_at")?,
+        cancel_requested_at: time_opt(row, "cancel_requested_at")?,
+        lease: None,
+        inserted: None,
+    })
+}
+
+fn queue_settings(row: &MySqlRow) -> Result<QueueSettings> {
+    let r = text(row, "name").map_or_else(|_| "queue".to_string(), |n| format!("queue {n}"));
+    let d = |c: &str| decode::millis_opt(&r, c, row.try_get::<Option<i64>, _>(c)?);
+    Ok(QueueSettings {
+        paused: row.try_get("paused")?,
+        concurrency_limit: row.try_get("concurrency_limit")?,
+        max_attempts: row.try_get("max_attempts")?,
+        backoff: decode::backoff(&r, json_opt(row, "backoff")?)?,
+        timeout: d("timeout_ms")?,
+        retention_completed: d("retention_completed_ms")?,
+        retention_failed: d("retention_failed_ms")?,
+        mask_payload: row.try_get("mask_payload")?,
+    })
+}
+
+fn decode_process(r: &MySqlRow) -> Result<docket_core::process::Process> {
+    use docket_core::process::Process;
+    let namespace = text(r, "namespace")?;
+    let id = text(r, "id")?;
+    let row = format!("process {namespace}/{id}");
+    Ok(Process {
+        status: decode::process_status_req(&row, "status", text_opt(r, "status")?.as_deref())?,
+        previous_status: decode::process_status(
+            &row,
+            "previous_status",
+            text_opt(r, "previous_status")?.as_deref(),
+        )?,
+        namespace,
+        id,
+        status_changed_at: time(r, "status_changed_at")?,
+        detail: text_opt(r, "detail")?,
+        aux_state: json(r, "aux_state")?,
+        metadata: json(r, "metadata")?,
+        corrupted_by: r.try_get("corrupted_by")?,
+        created_at: time(r, "created_at")?,
+        last_event_id: r.try_get("last_event_id")?,
+    })
+}
+
+/// The lease a claim or heartbeat gives: `lease` (else the task's timeout), never past the
+/// attempt's deadline — except for process tasks, whose lease is progressor's zombie window.
+fn lease_until(t: &Task, now: Timestamp, lease: Duration) -> Timestamp {
+    let until = docket_core::time::add(now, lease);
+    match (t.process.is_some(), t.attempted_at) {
+        (false, Some(a)) => until.min(docket_core::time::add(a, t.timeout)),
+        _ => until,
+    }
+}
+
+/// Parses `VERSION()`: MariaDB's "10.11.19-MariaDB-0+deb12u1", MySQL's "8.0.36".
+fn version_ok(v: &str) -> std::result::Result<(), String> {
+    let maria = v.to_ascii_lowercase().contains("mariadb");
+    let mut nums = v
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().unwrap_or(0));
+    let found = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+    let (name, need) = if maria {
+        ("MariaDB", MIN_MARIADB)
+    } else {
+        ("MySQL", MIN_MYSQL)
+    };
+    if found < need {
+        return Err(format!(
+            "{name} {v} is too old: docket needs {name} {}.{} or later (FOR UPDATE SKIP LOCKED)",
+            need.0, need.1
+        ));
+    }
+    Ok(())
+}
+
+impl MySqlStore {
+    /// Connects to `mysql://user:pass@host:port/db` (or `mariadb://…`) and checks the server's
+    /// version.
+    ///
+    /// # Errors
+    /// Bad URL, connection refused, wrong password ([`StoreError::Database`]); a server older
+    /// than MySQL 8.0 / MariaDB 10.6 ([`StoreError::Invalid`], naming both versions).
+    pub async fn connect(opts: &ConnectOptions) -> Result<Self> {
+        if opts.schema.is_some() {
+            return Err(StoreError::Invalid(
+                "a schema is PostgreSQL's: on MySQL/MariaDB name the database in the URL \
+                 (mysql://user@host:3306/db)"
+                    .into(),
+            ));
+        }
+        let url = match opts.url.strip_prefix("mariadb://") {
+            Some(rest) => format!("mysql://{rest}"),
+            None => opts.url.clone(),
+        };
+        let base = MySqlConnectOptions::from_str(&url)?
+            .charset("utf8mb4")
+            .timezone(Some("+00:00".to_string()));
+        // One connection first: a refused connection or a wrong password is reported as it
+        // is, at once (the pool would retry until its acquire timeout and say only that), and
+        // the version is checked before anything is created.
+        // A database that does not exist yet is created (as SQLite creates its file and
+        // PostgreSQL its schema), so `--database mysql://…/docket` works on a fresh server.
+        let mut first = match sqlx::MySqlConnection::connect_with(&base).await {
+            Err(sqlx::Error::Database(d))
+                if d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                    .map(|e| e.number())
+                    == Some(1049) =>
+            {
+                let db = base.get_database().unwrap_or_default().to_string();
+                Self::admin(
+                    &url,
+                    &db,
+                    "CREATE DATABASE IF NOT EXISTS `{db}` CHARACTER SET utf8mb4",
+                )
+                .await?;
+                sqlx::MySqlConnection::connect_with(&base).await?
+            }
+            r => r?,
+        };
+        let v: String = sqlx::query("SELECT VERSION() AS v")
+            .fetch_one(&mut first)
+            .await
+            .map_err(StoreError::from)
+            .and_then(|r| text(&r, "v"))?;
+        let _ = sqlx::Connection::close(first).await;
+        version_ok(&v).map_err(StoreError::Invalid)?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(opts.max_connections.unwrap_or(10))
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .await?;
+                    Ok(())
+                })
+            })
+            .connect_with(base)
+            .await?;
+        let r = sqlx::query(include_str!("sql/mod_connect.sql"))
+            .fetch_one(&pool)
+            .await?;
+        let (mode, inc): (i64, i64) = (r.try_get("m")?, r.try_get("i")?);
+        let consecutive_ids = (mode <= 1 && inc >= 1).then_some(inc);
+        let wake = crate::shared::LocalWake::default();
+        Ok(MySqlStore {
+            pool,
+            consecutive_ids,
+            wake,
+        })
+    }
+
+    /// `url` (`mysql://…/db?opts`) naming database `db` instead.
+    pub fn url_with_database(url: &str, db: &str) -> String {
+        let (head, tail) = url.split_at(url.find('?').unwrap_or(url.len()));
+        let scheme = head.find("://").map_or(0, |i| i + 3);
+        let server = match head[scheme..].find('/') {
+            Some(i) => &head[..scheme + i],
+            None => head,
+        };
+        format!("{server}/{db}{tail}")
+    }
+
+    /// Creates database `db` (utf8mb4) on the server of `url`, for benchmarks and tests; returns
+    /// its URL.
+    ///
+    /// # Errors
+    /// The server cannot be reached or refuses; `db` is not `[A-Za-z0-9_]+`.
+    pub async fn create_database(url: &str, db: &str) -> Result<String> {
+        Self::admin(
+            url,
+            db,
+            "CREATE DATABASE IF NOT EXISTS `{db}` CHARACTER SET utf8mb4",
+        )
+        .await?;
+        Ok(Self::url_with_database(url, db))
+    }
+
+    /// Drops database `db` on the server of `url` if it exists.
+    ///
+    /// # Errors
+    /// As [`MySqlStore::create_database`].
+    pub async fn drop_database(url: &str, db: &str) -> Result<()> {
+        Self::admin(url, db, "DROP DATABASE IF EXISTS `{db}`").await
+    }
+
+    async fn admin(url: &str, db: &str, sql: &str) -> Result<()> {
+        if db.is_empty() || !db.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(StoreError::Invalid(format!("bad database name {db:?}")));
+        }
+        let url = url.replacen("mariadb://", "mysql://", 1);
+        let mut c = sqlx::MySqlConnection::connect(&Self::url_with_database(&url, "")).await?;
+        sqlx::query(&sql.replace("{db}", db))
+            .execute(&mut c)
+            .await?;
+        let _ = c.close().await;
+        Ok(())
+    }
+
+    fn wake_queues<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
+        self.wake.queues(queues);
+    }
+
+    async fn begin(&self) -> Result<Transaction<'static, MySql>> {
+        Ok(self.pool.begin().await?)
+    }
+
+    /// Holds the lock row `name` until the transaction ends (PostgreSQL:
+    /// `pg_advisory_xact_lock`). Callers take several in sorted order.
+    async fn lock(tx: &mut Transaction<'_, MySql>, name: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO docket_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name",
+        )
+        .bind(name)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Inserts one task; `None` when its unique_key is held by an unfinished task (InnoDB
+    /// rolls back only the refused statement, not the transaction).
+    async fn insert_row(
+        tx: &mut Transaction<'_, MySql>,
+        t: &ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Option<i64>> {
+        let r = sqlx::query(include_str!("sql/mod_insert_row.sql"))
+            .bind(&t.queue)
+            .bind(&t.kind)
+            .bind(t.payload.to_string())
+            .bind(t.priority)
+            .bind(t.state.as_str())
+            .bind(dt(t.run_at))
+            .bind(dt(t.expires_at))
+            .bind(t.max_attempts)
+            .bind(ms(t.backoff.initial))
+            .bind(t.backoff.coefficient)
+            .bind(ms(t.backoff.max))
+            .bind(t.backoff.jitter)
+            .bind(t.timeout_ms)
+            .bind(&t.unique_key)
+            .bind(&t.concurrency_key)
+            .bind(t.concurrency_limit)
+            .bind(&t.node)
+            .bind(dt(now))
+            .bind(&t.trace_id)
+            .bind(t.process.as_ref().map(|p| &p.namespace))
+            .bind(t.process.as_ref().map(|p| &p.id))
+            .bind(t.backoff.kind.as_str())
+            .bind(&t.user_id)
+            .execute(&mut **tx)
+            .await;
+        match r {
+            Ok(r) => Ok(Some(r.last_insert_id() as i64)),
+            Err(sqlx::Error::Database(d)) if d.is_unique_violation() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Inserts tasks without a unique key in one statement; their ids, in order, are
+    /// `LAST_INSERT_ID() + i × increment` (only called when `consecutive_ids` says so).
+    async fn insert_batch(
+        tx: &mut Transaction<'_, MySql>,
+        tasks: &[&ResolvedTask],
+        now: Timestamp,
+        increment: i64,
+    ) -> Result<Vec<i64>> {
+        if tasks.is_empty() {
+            return Ok(vec![]);
+        }
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')";
+        let sql = format!(
+            "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
+               max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id, \
+               namespace, process_id, backoff_kind, user_id, errors) VALUES {}",
+            vec![row; tasks.len()].join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for t in tasks {
+            q = q
+                .bind(&t.queue)
+                .bind(&t.kind)
+                .bind(t.payload.to_string())
+                .bind(t.priority)
+                .bind(t.state.as_str())
+                .bind(dt(t.run_at))
+                .bind(dt(t.expires_at))
+                .bind(t.max_attempts)
+                .bind(ms(t.backoff.initial))
+                .bind(t.backoff.coefficient)
+                .bind(ms(t.backoff.max))
+                .bind(t.backoff.jitter)
+                .bind(t.timeout_ms)
+                .bind(&t.unique_key)
+                .bind(&t.concurrency_key)
+                .bind(t.concurrency_limit)
+                .bind(&t.node)
+                .bind(dt(now))
+                .bind(&t.trace_id)
+                .bind(t.process.as_ref().map(|p| &p.namespace))
+                .bind(t.process.as_ref().map(|p| &p.id))
+                .bind(t.backoff.kind.as_str())
+                .bind(&t.user_id);
+        }
+        let r = q.execute(&mut **tx).await?;
+        let first = r.last_insert_id() as i64;
+        if r.rows_affected() != tasks.len() as u64 {
+            return Err(StoreError::Corrupt(format!(
+                "a batch insert of {} tasks wrote {}",
+                tasks.len(),
+                r.rows_affected()
+            )));
+        }
+        Ok((0..tasks.len() as i64)
+            .map(|i| first + i * increment)
+            .collect())
+    }
+
+    /// Inserts one task and reads it back (the stored times are rounded to microseconds).
+    async fn insert_one(
+        tx: &mut Transaction<'_, MySql>,
+        t: ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Task> {
+        match Self::insert_row(tx, &t, now).await? {
+            Some(id) => {
+                let (mut t, _) = Self::get_in(tx, id, false)
+                    .await?
+                    .ok_or_else(|| StoreError::NotFound(format!("task {id}")))?;
+                t.inserted = Some(true);
+                Ok(t)
+            }
+            None => Err(StoreError::Conflict(format!(
+                "unique_key {:?} is held by an unfinished task",
+                t.unique_key.unwrap_or_default()
+            ))),
+        }
+    }
+
+    /// Writes notifications of one process in the current transaction. The lock row makes
+    /// `seq` order commit order, so a reader never passes a seq that commits later.
+    async fn publish(
+        tx: &mut Transaction<'_, MySql>,
+        namespace: &str,
+        id: &str,
+        notices: &[Notice],
+        now: Timestamp,
+    ) -> Result<()> {
+        if notices.is_empty() {
+            return Ok(());
+        }
+        Self::lock(tx, "docket-notifications").await?;
+        for n in notices {
+            sqlx::query(include_str!("sql/mod_publish.sql"))
+                .bind(namespace)
+                .bind(id)
+                .bind(n.kind())
+                .bind(n.event_id())
+                .bind(n.data().to_string())
+                .bind(dt(now))
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
+    /// publishes `failed` — for a failed step given up on and for a zombie.
+    #[allow(clippy::too_many_arguments)]
+    async fn break_process(
+        tx: &mut Transaction<'_, MySql>,
+        namespace: &str,
+        id: &str,
+        detail: &str,
+        task_id: i64,
+        corrupted_by: Option<i64>,
+        now: Timestamp,
+    ) -> Result<()> {
+        // MySQL assigns left to right, so the status test comes before status changes.
+        sqlx::query(include_str!("sql/mod_break_process.sql"))
+            .bind(dt(now))
+            .bind(detail)
+            .bind(corrupted_by)
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(include_str!("sql/mod_break_process_2.sql"))
+            .bind(dt(now))
+            .bind(docket_core::process::key_of(namespace, id))
+            .execute(&mut **tx)
+            .await?;
+        let failed = Notice::Failed {
+            detail: detail.to_string(),
+            task_id,
+        };
+        Self::publish(tx, namespace, id, &[failed], now).await
+    }
+
+    /// A task and its lease token; `lock` takes the row lock (`FOR UPDATE`).
+    async fn get_in(
+        tx: &mut Transaction<'_, MySql>,
+        id: i64,
+        lock: bool,
+    ) -> Result<Option<(Task, Option<String>)>> {
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE id = ?{}",
+            if lock { " FOR UPDATE" } else { "" }
+        );
+        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+        row.map(|r| Ok((decode(&r)?, text_opt(&r, "lease_token")?)))
+            .transpose()
+    }
+
+    /// Tasks by id with their lease tokens, locked, in id order.
+    async fn get_many_locked(
+        tx: &mut Transaction<'_, MySql>,
+        ids: &[i64],
+    ) -> Result<HashMap<i64, (Task, Option<String>)>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE id IN ({}) ORDER BY id FOR UPDATE",
+            marks(ids.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for id in ids {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&mut **tx).await?;
+        rows.iter()
+            .map(|r| {
+                let t = decode(r)?;
+                Ok((t.id, (t, text_opt(r, "lease_token")?)))
+            })
+            .collect()
+    }
+
+    async fn counts(
+        &self,
+        queue: Option<&str>,
+    ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
+        let rows = sqlx::query(include_str!("sql/mod_counts.sql"))
+            .bind(queue)
+            .bind(queue)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut out: HashMap<String, _> = HashMap::new();
+        for r in rows {
+            let q = text(&r, "queue")?;
+            let st = text(&r, "state")?;
+            let n: i64 = r.try_get("n")?;
+            if let Ok(st) = st.parse::<TaskState>() {
+                out.entry(q).or_insert_with(empty_counts).insert(st, n);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies fail decisions (retry at, discard, cancel) with each attempt's error entry.
+    async fn apply_failures(
+        tx: &mut Transaction<'_, MySql>,
+        items: &[(Task, FailDecision, Value)],
+        now: Timestamp,
+    ) -> Result<()> {
+        for (t, d, e) in items {
+            let (st, run_at, fin) = match d {
+                FailDecision::Retry { run_at } => (TaskState::Retryable, *run_at, None),
+                FailDecision::Discard => (TaskState::Discarded, t.run_at, Some(now)),
+                FailDecision::Cancel => (TaskState::Cancelled, t.run_at, Some(now)),
+            };
+            sqlx::query(include_str!("sql/mod_apply_failures.sql"))
+                .bind(st.as_str())
+                .bind(dt(run_at))
+                .bind(dt(fin))
+                .bind(e.to_string())
+                .bind(t.id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for MySqlStore {
+    fn backend(&self) -> Backend {
+        Backend::MySql
+    }
+
+    fn supports_listen_notify(&self) -> bool {
+        false
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        sqlx::migrate!("./migrations/mysql").run(&self.pool).await?;
+        Ok(())
+    }
+
+    fn pool_connections(&self) -> PoolStats {
+        let idle = self.pool.num_idle();
+        let size = self.pool.size() as usize;
+        PoolStats {
+            in_use: size - idle.min(size),
+            idle,
+        }
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+const SCHEDULE_COLS: &str =
+    "spec, paused, next_run_at, last_run_at, last_task_id, created_at, updated_at";
+
+fn decode_schedule(r: &MySqlRow) -> Result<Schedule> {
+    let spec = text(r, "spec")?;
+    Ok(Schedule {
+        spec: serde_json::from_str(&spec)
+            .map_err(|e| StoreError::Corrupt(format!("schedule: column spec: {e}")))?,
+        paused: r.try_get("paused")?,
+        next_run_at: time(r, "next_run_at")?,
+        last_run_at: time_opt(r, "last_run_at")?,
+        last_task_id: r.try_get("last_task_id")?,
+        created_at: time(r, "created_at")?,
+        updated_at: time(r, "updated_at")?,
+    })
+}
+
+const TOKEN_COLS: &str =
+    "id, name, hash, scopes, queues, created_at, expires_at, revoked_at, last_used_at";
+
+fn decode_token(r: &MySqlRow) -> Result<TokenRecord> {
+    let id: i64 = r.try_get("id")?;
+    let parse = |c: &str| -> Result<Value> {
+        let t = text(r, c)?;
+        serde_json::from_str(&t)
+            .map_err(|e| StoreError::Corrupt(format!("token {id}: stored {c} is not JSON: {e}")))
+    };
+    let (scopes, queues) = crate::decode_grant(id, &parse("scopes")?, &parse("queues")?)?;
+    Ok(TokenRecord {
+        id,
+        name: text(r, "name")?,
+        hash: text(r, "hash")?,
+        scopes,
+        queues,
+        created_at: time(r, "created_at")?,
+        expires_at: time_opt(r, "expires_at")?,
+        revoked_at: time_opt(r, "revoked_at")?,
+        last_used_at: time_opt(r, "last_used_at")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert!(version_ok("10.11.19-MariaDB-0+deb12u1").is_ok());
+        assert!(version_ok("10.6.0-MariaDB").is_ok());
+        assert!(version_ok("8.0.36").is_ok());
+        assert!(version_ok("9.1.0").is_ok());
+        let e = version_ok("10.5.23-MariaDB-log").unwrap_err();
+        assert!(e.contains("MariaDB 10.5.23-MariaDB-log is too old"), "{e}");
+        assert!(e.contains("10.6 or later"), "{e}");
+        let e = version_ok("5.7.44").unwrap_err();
+        assert!(
+            e.contains("MySQL 5.7.44 is too old") && e.contains("8.0 or later"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! MySQL: the node registry.
+
+use super::*;
+
+#[async_trait]
+impl NodeStore for MySqlStore {
+    async fn node_heartbeat(&self, n: &NodeRecord) -> Result<()> {
+        sqlx::query(include_str!("sql/nodes_node_heartbeat.sql"))
+            .bind(&n.name)
+            .bind(dt(n.started_at))
+            .bind(dt(n.heartbeat_at))
+            .bind(&n.version)
+            .bind(n.info.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn node_stop(&self, p: NodeStopParams<'_>) -> Result<()> {
+        let NodeStopParams { name, now } = p;
+        sqlx::query("UPDATE docket_nodes SET stopped_at = ? WHERE name = ?")
+            .bind(dt(now))
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn node_list(&self) -> Result<Vec<NodeRecord>> {
+        let rows = sqlx::query("SELECT * FROM docket_nodes ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeRecord {
+                    name: text(r, "name")?,
+                    started_at: time(r, "started_at")?,
+                    heartbeat_at: time(r, "heartbeat_at")?,
+                    stopped_at: time_opt(r, "stopped_at")?,
+                    draining_at: time_opt(r, "draining_at")?,
+                    version: text(r, "version")?,
+                    info: json(r, "info")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
+        let mut tx = self.begin().await?;
+        // MySQL's affected rows count matched rows (FOUND_ROWS), so a node already drained is
+        // found too.
+        let found = sqlx::query(
+            "UPDATE docket_nodes SET draining_at = CASE WHEN ? THEN COALESCE(draining_at, ?) END \
+             WHERE name = ?",
+        )
+        .bind(p.drain)
+        .bind(dt(p.now))
+        .bind(p.name)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if found == 0 {
+            return Ok(None);
+        }
+        let mut moved = 0;
+        if p.drain {
+            moved = sqlx::query(
+                "UPDATE docket_tasks SET node = ? WHERE node = ? \
+                 AND state IN ('scheduled', 'available', 'retryable')",
+            )
+            .bind(p.to)
+            .bind(p.name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        tx.commit().await?;
+        if p.drain {
+            self.wake.all();
+        }
+        Ok(Some(moved))
+    }
+}

@@ -1,0 +1,94 @@
+//! MySQL: wake-ups, process notifications and their delivery cursors (sinks).
+
+use super::*;
+
+#[async_trait]
+impl NotificationStore for MySqlStore {
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>> {
+        // Only this process's changes: other processes' are seen by polling.
+        Ok(Some(self.wake.listen()))
+    }
+
+    async fn notification_list(&self, p: NotificationListParams<'_>) -> Result<Vec<Notification>> {
+        let NotificationListParams {
+            namespace,
+            after,
+            limit,
+        } = p;
+        let rows = sqlx::query(include_str!("sql/notifications_notification_list.sql"))
+            .bind(after)
+            .bind(namespace)
+            .bind(namespace)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Notification {
+                    seq: r.try_get("seq")?,
+                    namespace: text(r, "namespace")?,
+                    process_id: text(r, "process_id")?,
+                    kind: text(r, "kind")?,
+                    event_id: r.try_get("event_id")?,
+                    data: json(r, "data")?,
+                    created_at: time(r, "created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn notification_last_seq(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT CAST(COALESCE(max(seq), 0) AS SIGNED) FROM docket_notifications",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
+        let SinkLeaseParams {
+            name,
+            owner,
+            until,
+            now,
+        } = p;
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO docket_sinks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name",
+        )
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        let r = sqlx::query(include_str!("sql/notifications_sink_lease.sql"))
+            .bind(owner)
+            .bind(dt(until))
+            .bind(name)
+            .bind(owner)
+            .bind(dt(now))
+            .execute(&mut *tx)
+            .await?;
+        let seq = if r.rows_affected() == 1 {
+            Some(
+                sqlx::query_scalar("SELECT seq FROM docket_sinks WHERE name = ?")
+                    .bind(name)
+                    .fetch_one(&mut *tx)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        tx.commit().await?;
+        Ok(seq)
+    }
+
+    async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool> {
+        let SinkAdvanceParams { name, owner, seq } = p;
+        let r = sqlx::query("UPDATE docket_sinks SET seq = ? WHERE name = ? AND owner = ?")
+            .bind(seq)
+            .bind(name)
+            .bind(owner)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,464 @@
+//! MySQL: namespaces and durable processes (progressor).
+
+use super::*;
+
+#[async_trait]
+impl ProcessStore for MySqlStore {
+    async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
+        let NamespacePutParams { name, config, now } = p;
+        sqlx::query(include_str!("sql/processes_namespace_put.sql"))
+            .bind(name)
+            .bind(config.to_string())
+            .bind(dt(now))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>> {
+        let rows = sqlx::query("SELECT name, config FROM docket_namespaces ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let name = text(r, "name")?;
+                Ok(NamespaceRecord {
+                    config: json(r, "config").map_err(|e| match e {
+                        StoreError::Corrupt(m) => {
+                            StoreError::Corrupt(format!("namespace {name}: {m}"))
+                        }
+                        e => e,
+                    })?,
+                    name,
+                })
+            })
+            .collect()
+    }
+
+    async fn process_create(&self, p: ProcessCreateParams<'_>) -> Result<Task> {
+        let ProcessCreateParams {
+            namespace,
+            id,
+            init,
+            now,
+        } = p;
+        let mut tx = self.begin().await?;
+        let created = sqlx::query(include_str!("sql/processes_process_create.sql"))
+            .bind(namespace)
+            .bind(id)
+            .bind(dt(now))
+            .bind(dt(now))
+            .execute(&mut *tx)
+            .await;
+        match created {
+            Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
+                return Err(StoreError::Conflict(format!(
+                    "process {namespace}/{id} exists"
+                )));
+            }
+            r => r?,
+        };
+        let queue = init.queue.clone();
+        let t = Self::insert_one(&mut tx, init, now).await?;
+        Self::publish(
+            &mut tx,
+            namespace,
+            id,
+            &[Notice::Created { imported: false }],
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(t)
+    }
+
+    async fn process_enqueue(&self, p: ProcessEnqueueParams<'_>) -> Result<Task> {
+        let ProcessEnqueueParams {
+            namespace,
+            id,
+            task,
+            require,
+            now,
+        } = p;
+        let mut tx = self.begin().await?;
+        // Locks the process row: a concurrent removal or status change waits for this insert.
+        let status = sqlx::query(
+            "SELECT status FROM docket_processes WHERE namespace = ? AND id = ? FOR UPDATE",
+        )
+        .bind(namespace)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|r| text(&r, "status"))
+        .transpose()?;
+        match status {
+            None => return Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+            Some(st) if st != require.as_str() => {
+                return Err(StoreError::InvalidState(format!("process is {st}")));
+            }
+            Some(_) => {}
+        }
+        let queue = task.queue.clone();
+        let t = Self::insert_one(&mut tx, task, now).await?;
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(t)
+    }
+
+    async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>> {
+        let ProcessGetParams {
+            namespace,
+            id,
+            range,
+        } = p;
+        use docket_core::process::{Direction, Event};
+        let Some(r) = sqlx::query("SELECT * FROM docket_processes WHERE namespace = ? AND id = ?")
+            .bind(namespace)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let p = decode_process(&r)?;
+        let offset = range.offset.filter(|o| *o > 0);
+        let sql = match range.direction {
+            Direction::Forward => {
+                "SELECT * FROM docket_events WHERE namespace = ? AND process_id = ? \
+                 AND (? IS NULL OR event_id > ?) ORDER BY event_id LIMIT ?"
+            }
+            Direction::Backward => {
+                "SELECT * FROM docket_events WHERE namespace = ? AND process_id = ? \
+                 AND (? IS NULL OR event_id < ?) ORDER BY event_id DESC LIMIT ?"
+            }
+        };
+        let rows = sqlx::query(sql)
+            .bind(namespace)
+            .bind(id)
+            .bind(offset)
+            .bind(offset)
+            .bind(range.limit.unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
+        let events = rows
+            .iter()
+            .map(|e| {
+                Ok(Event {
+                    event_id: e.try_get("event_id")?,
+                    task_id: e.try_get("task_id")?,
+                    timestamp: time(e, "timestamp")?,
+                    metadata: json(e, "metadata")?,
+                    payload: json(e, "payload")?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(ProcessWithHistory {
+            process: p,
+            history: events,
+        }))
+    }
+
+    async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let key = docket_core::process::key_of(&c.namespace, &c.id);
+        let (t, token) = Self::get_in(&mut tx, c.task_id, true)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {}", c.task_id)))?;
+        if t.state != TaskState::Running || token.as_deref() != Some(c.token.as_str()) {
+            return Err(StoreError::LeaseLost);
+        }
+        let r = sqlx::query(include_str!("sql/processes_process_commit.sql"))
+            .bind(&c.namespace)
+            .bind(&c.id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("process {}/{}", c.namespace, c.id)))?;
+        let last: i64 = r.try_get("last_event_id")?;
+        let was = text(&r, "status")?;
+        let n = c.events.len() as i64;
+        for (i, e) in c.events.iter().enumerate() {
+            let meta = docket_core::process::event_metadata(&e.metadata);
+            sqlx::query(include_str!("sql/processes_process_commit_2.sql"))
+                .bind(&c.namespace)
+                .bind(&c.id)
+                .bind(last + 1 + i as i64)
+                .bind(c.task_id)
+                .bind(dt(c.now))
+                .bind(meta.to_string())
+                .bind(e.payload.to_string())
+                .execute(&mut *tx)
+                .await?;
+        }
+        // MySQL assigns left to right: every test of `status` comes before status changes.
+        sqlx::query(include_str!("sql/processes_process_commit_3.sql"))
+            .bind(dt(c.now))
+            .bind(c.aux_state.as_ref().map(|v| v.to_string()))
+            .bind(c.metadata.as_ref().map(|v| v.to_string()))
+            .bind(n)
+            .bind(&c.namespace)
+            .bind(&c.id)
+            .execute(&mut *tx)
+            .await?;
+        if !c.cancel_kinds.is_empty() {
+            let sql = format!(
+                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ? WHERE concurrency_key = ? \
+                 AND kind IN ({}) AND state IN ('scheduled', 'available', 'retryable')",
+                marks(c.cancel_kinds.len())
+            );
+            let mut q = sqlx::query(&sql).bind(dt(c.now)).bind(&key);
+            for k in &c.cancel_kinds {
+                q = q.bind(k);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        let mut queues = vec![t.queue.clone()];
+        if let Some(t) = c.timer {
+            queues.push(t.queue.clone());
+            Self::insert_one(&mut tx, *t, c.now).await?;
+        }
+        for t in c.also {
+            queues.push(t.queue.clone());
+            Self::insert_one(&mut tx, t, c.now).await?;
+        }
+        sqlx::query(include_str!("sql/processes_process_commit_4.sql"))
+            .bind(dt(c.now))
+            .bind(c.response.to_string())
+            .bind(c.task_id)
+            .execute(&mut *tx)
+            .await?;
+        let items = Notice::committed(&c.events, last + 1, c.now, was == "error");
+        Self::publish(&mut tx, &c.namespace, &c.id, &items, c.now).await?;
+        tx.commit().await?;
+        self.wake_queues(&queues);
+        Ok(())
+    }
+
+    async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome> {
+        let mut tx = self.begin().await?;
+        let Some((t, token)) = Self::get_in(&mut tx, f.fail.id, true).await? else {
+            return Ok(LeaseOutcome::NotFound);
+        };
+        let held = token.as_deref() == Some(f.fail.token.as_str());
+        if !held || t.state != TaskState::Running {
+            return Ok(crate::shared::lease_refusal(t.state, held));
+        }
+        let d = (f.fail_rule)(&t, f.now, f.fail.retry_in, f.fail.permanent);
+        let outcome = outcome_for(&d, &t);
+        let e = error_entry(&t, &f.fail.error, None, f.now);
+        let queue = t.queue.clone();
+        let gave_up = matches!(d, FailDecision::Discard);
+        Self::apply_failures(&mut tx, &[(t, d, e)], f.now).await?;
+        sqlx::query("UPDATE docket_tasks SET result = ? WHERE id = ?")
+            .bind(serde_json::json!({"error": f.error_value}).to_string())
+            .bind(f.fail.id)
+            .execute(&mut *tx)
+            .await?;
+        if let (true, ProcessBreak::Break { corrupted }) = (gave_up, f.on_give_up) {
+            let corrupted_by = corrupted.then_some(f.fail.id);
+            Self::break_process(
+                &mut tx,
+                &f.namespace,
+                &f.id,
+                &f.fail.error,
+                f.fail.id,
+                corrupted_by,
+                f.now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        self.wake_queues([&queue]);
+        Ok(outcome)
+    }
+
+    async fn process_remove(&self, p: ProcessRemoveParams<'_>) -> Result<()> {
+        let ProcessRemoveParams {
+            task_id,
+            token,
+            namespace,
+            id,
+            now,
+        } = p;
+        let mut tx = self.begin().await?;
+        let (t, tok) = Self::get_in(&mut tx, task_id, true)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
+        if t.state != TaskState::Running || tok.as_deref() != Some(token) {
+            return Err(StoreError::LeaseLost);
+        }
+        sqlx::query("DELETE FROM docket_events WHERE namespace = ? AND process_id = ?")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM docket_processes WHERE namespace = ? AND id = ?")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = ?")
+            .bind(docket_core::process::key_of(namespace, id))
+            .execute(&mut *tx)
+            .await?;
+        Self::publish(&mut tx, namespace, id, &[Notice::Removed], now).await?;
+        tx.commit().await?;
+        self.wake_queues([&t.queue]);
+        Ok(())
+    }
+
+    async fn process_import(&self, p: ProcessImport) -> Result<()> {
+        let pr = &p.process;
+        let mut tx = self.begin().await?;
+        let created = sqlx::query(include_str!("sql/processes_process_import.sql"))
+            .bind(&pr.namespace)
+            .bind(&pr.id)
+            .bind(pr.status.as_str())
+            .bind(pr.previous_status.map(|s| s.as_str()))
+            .bind(dt(pr.status_changed_at))
+            .bind(&pr.detail)
+            .bind(pr.aux_state.to_string())
+            .bind(pr.metadata.to_string())
+            .bind(dt(pr.created_at))
+            .bind(p.history.len() as i64)
+            .execute(&mut *tx)
+            .await;
+        match created {
+            Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
+                return Err(StoreError::Conflict(format!(
+                    "process {}/{} exists",
+                    pr.namespace, pr.id
+                )));
+            }
+            r => r?,
+        };
+        for e in &p.history {
+            sqlx::query(include_str!("sql/processes_process_import_2.sql"))
+                .bind(&pr.namespace)
+                .bind(&pr.id)
+                .bind(e.event_id)
+                .bind(dt(e.timestamp))
+                .bind(e.metadata.to_string())
+                .bind(e.payload.to_string())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let queue = p.timer.as_ref().map(|t| t.queue.clone());
+        if let Some(t) = p.timer {
+            Self::insert_one(&mut tx, t, p.now).await?;
+        }
+        Self::publish(
+            &mut tx,
+            &pr.namespace,
+            &pr.id,
+            &[Notice::Created { imported: true }],
+            p.now,
+        )
+        .await?;
+        tx.commit().await?;
+        if let Some(q) = queue {
+            self.wake_queues([&q]);
+        }
+        Ok(())
+    }
+
+    async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
+        let ProcessSimpleRepairParams { namespace, id, now } = p;
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(include_str!("sql/processes_process_simple_repair.sql"))
+            .bind(dt(now))
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        if r.rows_affected() == 1 {
+            Self::publish(
+                &mut tx,
+                namespace,
+                id,
+                &[Notice::Repaired { simple: true }],
+                now,
+            )
+            .await?;
+        }
+        let st = sqlx::query("SELECT status FROM docket_processes WHERE namespace = ? AND id = ?")
+            .bind(namespace)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| text(&r, "status"))
+            .transpose()?;
+        tx.commit().await?;
+        match (r.rows_affected(), st) {
+            (1, _) => Ok(()),
+            (_, None) => Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+            (_, Some(st)) => Err(StoreError::InvalidState(format!("process is {st}"))),
+        }
+    }
+
+    async fn process_list(
+        &self,
+        p: ProcessListParams<'_>,
+    ) -> Result<Vec<docket_core::process::Process>> {
+        let ProcessListParams {
+            namespace,
+            status,
+            after,
+            limit,
+        } = p;
+        let status = status.map(|s| s.as_str());
+        let rows = sqlx::query(include_str!("sql/processes_process_list.sql"))
+            .bind(namespace)
+            .bind(status)
+            .bind(status)
+            .bind(after)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(decode_process).collect()
+    }
+
+    async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {
+        let ProcessCollectZombiesParams {
+            now,
+            limit,
+            fail_rule,
+            on_give_up,
+            detail,
+        } = p;
+        let mut tx = self.begin().await?;
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
+               AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(dt(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut queues = vec![];
+        for r in &rows {
+            let t = decode(r)?;
+            let Some(docket_core::ProcessRef {
+                namespace: ns,
+                id: pid,
+            }) = t.process.clone()
+            else {
+                continue;
+            };
+            let d = fail_rule(&t, now, None, false);
+            let gave_up = matches!(d, FailDecision::Discard);
+            let e = error_entry(&t, &detail, None, now);
+            Self::apply_failures(&mut tx, &[(t.clone(), d, e)], now).await?;
+            if let (true, ProcessBreak::Break { corrupted }) = (gave_up, on_give_up) {
+                let by = corrupted.then_some(t.id);
+                Self::break_process(&mut tx, &ns, &pid, &detail, t.id, by, now).await?;
+            }
+            queues.push(t.queue.clone());
+        }
+        tx.commit().await?;
+        self.wake_queues(&queues);
+        Ok(rows.len() as u64)
+    }
+}

@@ -1,0 +1,2 @@
+UPDATE docket_tasks SET state = 'cancelled', finished_at = ?, result = ?,
+    lease_expires_at = NULL WHERE id = ?

@@ -1,0 +1,2 @@
+SELECT last_event_id, status FROM docket_processes WHERE namespace = ? AND id = ?
+    FOR UPDATE

@@ -1,0 +1,5 @@
+SELECT CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)) AS m,
+    CAST(SUM(state = 'completed') AS SIGNED) AS completed,
+    CAST(SUM(state = 'discarded') AS SIGNED) AS failed
+    FROM docket_tasks WHERE finished_at >= ? AND state IN ('completed', 'discarded')
+    GROUP BY m ORDER BY m

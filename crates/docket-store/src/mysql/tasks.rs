@@ -1,0 +1,258 @@
+//! MySQL: tasks: insert, read, list, and the operator changes of one task.
+
+use super::*;
+
+#[async_trait]
+impl TaskStore for MySqlStore {
+    async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
+        if p.tasks.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut tx = self.begin().await?;
+        let existing = format!("SELECT {COLS} FROM docket_tasks WHERE unique_active = ?");
+        let now = p.now;
+        let mut ids: Vec<Option<i64>> = Vec::with_capacity(p.tasks.len());
+        let mut held: HashMap<usize, Task> = HashMap::new();
+        // Runs of tasks without a unique key go in multi-row statements (at most 1,000 rows
+        // or ~4 MB of payload each); a task with a key goes alone, as it may be refused.
+        let mut run: Vec<&ResolvedTask> = vec![];
+        let mut run_bytes = 0;
+        for (i, t) in p.tasks.iter().enumerate() {
+            let batchable = t.unique_key.is_none() && self.consecutive_ids.is_some();
+            if batchable {
+                run_bytes += t.payload.to_string().len();
+                run.push(t);
+                if run.len() < 1000 && run_bytes < 4 << 20 && i + 1 < p.tasks.len() {
+                    continue;
+                }
+            }
+            if !run.is_empty() {
+                let inc = self.consecutive_ids.unwrap_or(1);
+                let got = Self::insert_batch(&mut tx, &run, now, inc).await?;
+                ids.extend(got.into_iter().map(Some));
+                run.clear();
+                run_bytes = 0;
+            }
+            if batchable {
+                continue;
+            }
+            match Self::insert_row(&mut tx, t, now).await? {
+                Some(id) => ids.push(Some(id)),
+                None => {
+                    let r = sqlx::query(&existing)
+                        .bind(&t.unique_key)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or_else(|| StoreError::Conflict("insert refused".into()))?;
+                    let mut t = decode(&r)?;
+                    t.inserted = Some(false);
+                    held.insert(i, t);
+                    ids.push(None);
+                }
+            }
+        }
+        tx.commit().await?;
+        // What was stored is what was given: times are already whole microseconds.
+        let out: Vec<Task> = p
+            .tasks
+            .into_iter()
+            .zip(ids)
+            .enumerate()
+            .map(|(i, (t, id))| match id {
+                Some(id) => Ok(t.into_task(id, now)),
+                None => held
+                    .remove(&i)
+                    .ok_or_else(|| StoreError::Conflict("insert refused".into())),
+            })
+            .collect::<Result<_>>()?;
+        self.wake_queues(
+            out.iter()
+                .filter(|t| t.inserted != Some(false) && t.state == TaskState::Available)
+                .map(|t| &t.queue),
+        );
+        Ok(out)
+    }
+
+    async fn task_get(&self, id: i64) -> Result<Option<Task>> {
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ?");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
+        let (cmp, order) = if p.descending {
+            ("<", "DESC")
+        } else {
+            (">", "ASC")
+        };
+        let states = if p.states.is_empty() {
+            String::new()
+        } else {
+            format!("AND state IN ({}) ", marks(p.states.len()))
+        };
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE (? IS NULL OR queue = ?) {states}\
+             AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?) \
+             AND (? IS NULL OR concurrency_key = ?) \
+             AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0) \
+             AND (? IS NULL OR user_id = ?) \
+             ORDER BY id {order} LIMIT ?"
+        );
+        let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.queue);
+        for s in &p.states {
+            q = q.bind(s.as_str());
+        }
+        let rows = q
+            .bind(&p.kind)
+            .bind(&p.kind)
+            .bind(p.after)
+            .bind(p.after)
+            .bind(&p.concurrency_key)
+            .bind(&p.concurrency_key)
+            .bind(&p.text)
+            .bind(&p.text)
+            .bind(&p.user_id)
+            .bind(&p.user_id)
+            .bind(p.limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
+        let TaskCancelParams { id, now } = p;
+        let mut tx = self.begin().await?;
+        let Some((t, _)) = Self::get_in(&mut tx, id, true).await? else {
+            return Err(StoreError::NotFound(format!("task {id}")));
+        };
+        match t.state {
+            TaskState::Cancelled => {
+                tx.commit().await?;
+                return Ok(t);
+            }
+            TaskState::Running => {
+                // The worker learns of it at its next heartbeat or completion.
+                sqlx::query(include_str!("sql/tasks_task_cancel.sql"))
+                    .bind(dt(now))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            s if s.is_finished() => {
+                tx.commit().await?;
+                return Err(StoreError::InvalidState(format!(
+                    "task {id} is {} and cannot be cancelled",
+                    t.state
+                )));
+            }
+            _ => {
+                sqlx::query(
+                    "UPDATE docket_tasks SET finished_at = ?, state = 'cancelled' WHERE id = ?",
+                )
+                .bind(dt(now))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        let t = Self::get_in(&mut tx, id, false)
+            .await?
+            .map(|x| x.0)
+            .ok_or_else(|| StoreError::NotFound(format!("task {id}")))?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
+        let TaskRetryParams { id, now } = p;
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(include_str!("sql/tasks_task_retry.sql"))
+            .bind(dt(now))
+            .bind(id)
+            .execute(&mut *tx)
+            .await;
+        let r = match r {
+            Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
+                return Err(StoreError::Conflict(format!(
+                    "task {id}: its unique_key is held by an unfinished task"
+                )))
+            }
+            r => r?,
+        };
+        let found = Self::get_in(&mut tx, id, false).await?;
+        tx.commit().await?;
+        match (r.rows_affected(), found) {
+            (_, None) => Err(StoreError::NotFound(format!("task {id}"))),
+            (1, Some((t, _))) => {
+                self.wake_queues([&t.queue]);
+                Ok(t)
+            }
+            (_, Some((t, _))) => Err(StoreError::InvalidState(format!(
+                "task {id} is {}; only discarded or cancelled tasks can be retried",
+                t.state
+            ))),
+        }
+    }
+
+    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
+        let v: Option<Timestamp> = sqlx::query_scalar(
+            "SELECT min(run_at) FROM docket_tasks WHERE state IN ('scheduled','retryable')",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(v)
+    }
+
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
+        let TaskRunNowParams { id, now } = p;
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(include_str!("sql/tasks_task_run_now.sql"))
+            .bind(dt(now))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let found = Self::get_in(&mut tx, id, false).await?;
+        tx.commit().await?;
+        match (r.rows_affected(), found) {
+            (_, None) => Err(StoreError::NotFound(format!("task {id}"))),
+            (1, Some((t, _))) => {
+                self.wake_queues([&t.queue]);
+                Ok(t)
+            }
+            (_, Some((t, _))) => Err(StoreError::InvalidState(format!(
+                "task {id} is {}; only scheduled or retryable tasks can run now",
+                t.state.as_str()
+            ))),
+        }
+    }
+
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        let rows = sqlx::query(include_str!("sql/tasks_task_throughput.sql"))
+            .bind(dt(since))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Throughput {
+                    minute: time(r, "m")?,
+                    completed: r.try_get("completed")?,
+                    failed: r.try_get("failed")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,9 @@
+UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result,
+    lease_expires_at = NULL
+    FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result)
+    WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running'
+    AND t.cancel_requested_at IS NULL
+    AND (t.namespace IS NOT NULL OR $1 < t.attempted_at + t.timeout_ms * interval '1 millisecond')
+    RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS (
+    SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
+    t.kind, t.attempted_at

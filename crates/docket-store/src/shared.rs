@@ -1,0 +1,81 @@
+//! What the backends share that does not depend on the SQL dialect: how a fail decision or a
+//! refused lease reads as a [`LeaseOutcome`], and the in-process wake-ups of the backends
+//! without LISTEN/NOTIFY (SQLite, MySQL).
+
+use crate::{LeaseOutcome, TaskLabels, Wake};
+use docket_core::{FailDecision, Task, TaskState};
+
+/// The outcome of a failed attempt the fail rule decided `d` for.
+pub(crate) fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
+    match d {
+        FailDecision::Retry { run_at } => LeaseOutcome::Ok {
+            state: TaskState::Retryable,
+            run_at: *run_at,
+            labels: TaskLabels::of(t),
+        },
+        FailDecision::Discard => LeaseOutcome::Ok {
+            state: TaskState::Discarded,
+            run_at: t.run_at,
+            labels: TaskLabels::of(t),
+        },
+        FailDecision::Cancel => LeaseOutcome::Cancelled,
+    }
+}
+
+/// Why a lease call on `t` was refused: `Cancelled` when this lease held it and it was
+/// cancelled, else the lease is lost.
+pub(crate) fn lease_refusal(state: TaskState, held: bool) -> LeaseOutcome {
+    if held && state == TaskState::Cancelled {
+        LeaseOutcome::Cancelled
+    } else {
+        LeaseOutcome::LeaseLost
+    }
+}
+
+/// Wake-ups within one process: what a backend without LISTEN/NOTIFY sends after each commit
+/// (other processes' changes are found by polling).
+#[derive(Debug, Clone)]
+pub(crate) struct LocalWake(tokio::sync::broadcast::Sender<Wake>);
+
+impl Default for LocalWake {
+    fn default() -> Self {
+        LocalWake(tokio::sync::broadcast::channel(1024).0)
+    }
+}
+
+impl LocalWake {
+    /// Claimers of these queues should look again (each queue once).
+    pub(crate) fn queues<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
+        let mut qs: Vec<&String> = queues.into_iter().collect();
+        qs.sort();
+        qs.dedup();
+        for q in qs {
+            // No receiver (no engine listening) is fine.
+            let _ = self.0.send(Wake::Queue(q.clone()));
+        }
+    }
+
+    /// Every claimer should look again.
+    pub(crate) fn all(&self) {
+        let _ = self.0.send(Wake::All);
+    }
+
+    /// A subscription: every wake-up from now on; `Wake::All` when some were missed.
+    pub(crate) fn listen(&self) -> tokio::sync::mpsc::Receiver<Wake> {
+        let mut sub = self.0.subscribe();
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(async move {
+            loop {
+                let w = match sub.recv().await {
+                    Ok(w) => w,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Wake::All,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                if tx.send(w).await.is_err() {
+                    return;
+                }
+            }
+        });
+        rx
+    }
+}

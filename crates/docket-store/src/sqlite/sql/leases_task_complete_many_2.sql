@@ -1,0 +1,2 @@
+UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, result = ?3,
+    lease_expires_at = NULL WHERE id = ?1

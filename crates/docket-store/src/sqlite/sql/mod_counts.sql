@@ -1,0 +1,2 @@
+SELECT queue, state, count(*) AS n FROM docket_tasks
+    WHERE (?1 IS NULL OR queue = ?1) GROUP BY queue, state
