@@ -1,22 +1,61 @@
-//! Capped exponential backoff with jitter (asyncflow's max_retry_interval: 1s, 2s, 4s, 8s, then
-//! the cap). Coefficient 1 gives a constant delay; node-daemons' `delayRatio` (attempts × ratio,
-//! linear) is not this shape.
+//! Backoff between attempts: capped exponential with jitter (asyncflow's max_retry_interval: 1s,
+//! 2s, 4s, 8s, then the cap) or linear (node-daemons' `delayRatio`: attempts × ratio). An
+//! exponential backoff with coefficient 1 is a constant delay.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// When a failed attempt runs again: `min(max, initial × coefficient^(attempt−1)) × (1 ± jitter)`.
+/// How the delay grows with the attempt number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BackoffKind {
+    /// `initial × coefficient^(attempt−1)`.
+    #[default]
+    Exponential,
+    /// `attempt × initial` (node-daemons' `delayRatio`; `initial` may be given as `step`).
+    Linear,
+}
+
+impl BackoffKind {
+    /// `exponential` or `linear`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackoffKind::Exponential => "exponential",
+            BackoffKind::Linear => "linear",
+        }
+    }
+}
+
+impl std::str::FromStr for BackoffKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "exponential" => Ok(BackoffKind::Exponential),
+            "linear" => Ok(BackoffKind::Linear),
+            other => Err(format!(
+                "unknown backoff kind {other:?}: exponential or linear"
+            )),
+        }
+    }
+}
+
+/// When a failed attempt runs again: exponential `min(max, initial × coefficient^(attempt−1))`
+/// or linear `min(max, attempt × initial)`, then `× (1 ± jitter)`.
 ///
-/// JSON shape: `{"initial": "1s", "coefficient": 2.0, "max": "1h", "jitter": 0.1}`.
-/// Defaults: initial 1 s, coefficient 2.0, max 1 h, jitter 0.1 (±10 %).
+/// JSON shape: `{"initial": "1s", "coefficient": 2.0, "max": "1h", "jitter": 0.1}`, or
+/// `{"kind": "linear", "step": "30s", "max": "10m"}` (`step` is `initial`'s other name).
+/// Defaults: exponential, initial 1 s, coefficient 2.0, max 1 h, jitter 0.1 (±10 %).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Backoff {
-    /// Delay after the first failed attempt.
-    #[serde(with = "crate::duration::serde_str")]
+    /// `exponential` (default) or `linear`.
+    pub kind: BackoffKind,
+    /// Delay after the first failed attempt; linear: the step added per attempt (also read
+    /// as `step`).
+    #[serde(with = "crate::duration::serde_str", alias = "step")]
     #[schema(value_type = String, example = "30s")]
     pub initial: Duration,
-    /// Factor applied per further attempt (≥ 1.0).
+    /// Factor applied per further attempt (≥ 1.0; exponential only).
     #[schema(minimum = 1.0)]
     pub coefficient: f64,
     /// Upper bound of the delay before jitter.
@@ -31,6 +70,7 @@ pub struct Backoff {
 impl Default for Backoff {
     fn default() -> Self {
         Backoff {
+            kind: BackoffKind::Exponential,
             initial: Duration::from_secs(1),
             coefficient: 2.0,
             max: Duration::from_secs(3600),
@@ -45,7 +85,9 @@ impl Backoff {
     /// # Errors
     /// A message naming the bad field.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.coefficient.is_finite() && self.coefficient >= 1.0) {
+        if self.kind == BackoffKind::Exponential
+            && !(self.coefficient.is_finite() && self.coefficient >= 1.0)
+        {
             return Err(format!(
                 "backoff.coefficient must be a number >= 1.0, got {}",
                 self.coefficient
@@ -65,8 +107,13 @@ impl Backoff {
 
     /// The delay before the next attempt after `attempt` (1-based) failed, without jitter.
     pub fn base_delay(&self, attempt: i32) -> Duration {
-        let exp = (attempt.max(1) - 1).min(1000);
-        let ms = self.initial.as_millis() as f64 * self.coefficient.powi(exp);
+        let ms = match self.kind {
+            BackoffKind::Exponential => {
+                let exp = (attempt.max(1) - 1).min(1000);
+                self.initial.as_millis() as f64 * self.coefficient.powi(exp)
+            }
+            BackoffKind::Linear => self.initial.as_millis() as f64 * f64::from(attempt.max(1)),
+        };
         let capped = ms.min(self.max.as_millis() as f64);
         Duration::from_millis(capped.max(0.0) as u64)
     }
@@ -96,10 +143,45 @@ mod tests {
             coefficient: 2.0,
             max: Duration::from_secs(10),
             jitter: 0.0,
+            ..Backoff::default()
         };
         let got: Vec<u64> = (1..=6).map(|a| b.base_delay(a).as_secs()).collect();
         assert_eq!(got, vec![1, 2, 4, 8, 10, 10]);
         assert_eq!(b.delay(3), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn linear_like_node_daemons_delay_ratio() {
+        // node-daemons: delay = attempts × delayRatio; here capped at max.
+        let b: Backoff = serde_json::from_str(
+            r#"{"kind": "linear", "step": "30s", "max": "100s", "jitter": 0}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (b.kind, b.initial),
+            (BackoffKind::Linear, Duration::from_secs(30))
+        );
+        let got: Vec<u64> = (1..=5).map(|a| b.base_delay(a).as_secs()).collect();
+        assert_eq!(got, vec![30, 60, 90, 100, 100]);
+        assert_eq!(
+            b.base_delay(i32::MAX),
+            Duration::from_secs(100),
+            "no overflow"
+        );
+        // Written back with its canonical names.
+        let v = serde_json::to_value(b).unwrap();
+        assert_eq!(
+            (v["kind"].as_str(), v["initial"].as_str()),
+            (Some("linear"), Some("30s"))
+        );
+        // A coefficient below 1 is only an error where it is used.
+        assert!(Backoff {
+            coefficient: 0.0,
+            ..b
+        }
+        .validate()
+        .is_ok());
+        assert!(serde_json::from_str::<Backoff>(r#"{"kind": "quadratic"}"#).is_err());
     }
 
     #[test]

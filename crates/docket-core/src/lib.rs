@@ -17,13 +17,13 @@ pub mod task;
 pub mod time;
 pub mod trace;
 
-pub use backoff::Backoff;
+pub use backoff::{Backoff, BackoffKind};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use queue::{QueueSettings, QueueStats};
 pub use schedule::{Schedule, ScheduleSpec};
 pub use state::TaskState;
 pub use task::{
-    FailDecision, Lease, NewTask, Task, TaskDefaults, TaskError, DEFAULT_MAX_ATTEMPTS,
+    FailDecision, Lease, NewTask, ProcessRef, Task, TaskDefaults, TaskError, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE, DEFAULT_TIMEOUT_MS,
 };
 

@@ -32,6 +32,132 @@ pub fn key_of(namespace: &str, id: &str) -> String {
     format!("{namespace}:{id}")
 }
 
+/// The task kinds that are a process's timers (progressor's timeout and remove actions): a
+/// committed result that sets or unsets the timer cancels the process's waiting tasks of these
+/// kinds.
+pub const TIMER_KINDS: [&str; 2] = ["timeout", "remove"];
+
+/// Why a zombie's process broke (progressor: a step whose lease ran out).
+pub const ZOMBIE_DETAIL: &str = "zombie detected";
+
+/// One process notification as the event stream and webhooks deliver it (`GET /v1/events`):
+/// its `kind` and `data`, defined here once for every backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// The process was created (`init`), or imported (`PUT`): `{}` / `{"imported": true}`.
+    Created {
+        /// Imported with its history.
+        imported: bool,
+    },
+    /// An event was appended: `{"event_id", "timestamp", "metadata", "payload"}` (metadata
+    /// `{}` when none was given).
+    Event {
+        /// Its id.
+        event_id: i64,
+        /// When it was written.
+        timestamp: Timestamp,
+        /// Its metadata.
+        metadata: Value,
+        /// Its payload.
+        payload: Value,
+    },
+    /// The process went to `error`: `{"detail", "task_id"}`.
+    Failed {
+        /// Why.
+        detail: String,
+        /// The task that broke it.
+        task_id: i64,
+    },
+    /// The process left `error`: `{}` by a repair call, `{"simple": true}` by a simple repair.
+    Repaired {
+        /// Simple repair (no processor call).
+        simple: bool,
+    },
+    /// The process was removed: `{}`.
+    Removed,
+}
+
+impl Notice {
+    /// The notification's kind: `created`, `event`, `failed`, `repaired` or `removed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Notice::Created { .. } => "created",
+            Notice::Event { .. } => "event",
+            Notice::Failed { .. } => "failed",
+            Notice::Repaired { .. } => "repaired",
+            Notice::Removed => "removed",
+        }
+    }
+
+    /// The event id (kind `event`).
+    pub fn event_id(&self) -> Option<i64> {
+        match self {
+            Notice::Event { event_id, .. } => Some(*event_id),
+            _ => None,
+        }
+    }
+
+    /// The notification's data.
+    pub fn data(&self) -> Value {
+        match self {
+            Notice::Created { imported: false }
+            | Notice::Repaired { simple: false }
+            | Notice::Removed => serde_json::json!({}),
+            Notice::Created { imported: true } => serde_json::json!({"imported": true}),
+            Notice::Repaired { simple: true } => serde_json::json!({"simple": true}),
+            Notice::Failed { detail, task_id } => {
+                serde_json::json!({"detail": detail, "task_id": task_id})
+            }
+            Notice::Event {
+                event_id,
+                timestamp,
+                metadata,
+                payload,
+            } => serde_json::json!({
+                "event_id": event_id,
+                "timestamp": timestamp,
+                "metadata": event_metadata(metadata),
+                "payload": payload,
+            }),
+        }
+    }
+}
+
+impl Notice {
+    /// What a committed step publishes: an `event` for each new event (ids from
+    /// `first_event_id` on), then `repaired` when the process was in `error`.
+    pub fn committed(
+        events: &[NewEvent],
+        first_event_id: i64,
+        at: Timestamp,
+        was_error: bool,
+    ) -> Vec<Notice> {
+        let mut out: Vec<Notice> = events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Notice::Event {
+                event_id: first_event_id + i as i64,
+                timestamp: at,
+                metadata: e.metadata.clone(),
+                payload: e.payload.clone(),
+            })
+            .collect();
+        if was_error {
+            out.push(Notice::Repaired { simple: false });
+        }
+        out
+    }
+}
+
+/// An event's stored metadata: `{}` when none (null) was given.
+pub fn event_metadata(m: &Value) -> Value {
+    if m.is_null() {
+        serde_json::json!({})
+    } else {
+        m.clone()
+    }
+}
+
 /// The unique key that makes an idempotency key unique per process.
 pub fn idempotency_unique_key(namespace: &str, id: &str, key: &str) -> String {
     format!("idem:{namespace}:{id}:{key}")
@@ -109,6 +235,7 @@ impl RetryPolicy {
     /// The task backoff that implements this policy (no jitter).
     pub fn backoff(&self) -> Backoff {
         Backoff {
+            kind: crate::BackoffKind::Exponential,
             initial: self.initial_timeout,
             coefficient: self.backoff_coefficient,
             max: self

@@ -100,6 +100,15 @@ pub struct NewTask {
         pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
     )]
     pub node: Option<String>,
+    /// The user the task is for (asyncflow's `user_id`): `GET /v1/tasks?user_id=U` lists a
+    /// user's tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    pub user_id: Option<String>,
     /// Trace id (W3C: 32 hex digits) carried to the worker and its logs; default: the API
     /// request's `traceparent` / `X-Trace-Id`, else a new one (asyncflow's schedule_log).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,8 +168,22 @@ pub struct ResolvedTask {
     pub concurrency_limit: Option<i32>,
     /// Node affinity.
     pub node: Option<String>,
+    /// The user the task is for.
+    pub user_id: Option<String>,
     /// Trace id.
     pub trace_id: Option<String>,
+    /// The durable process this task is a step or timer of (progressor): its namespace and id.
+    /// Set by the engine's process service, never from a request.
+    pub process: Option<ProcessRef>,
+}
+
+/// Which durable process a task belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ProcessRef {
+    /// The namespace.
+    pub namespace: String,
+    /// The process id.
+    pub id: String,
 }
 
 /// A new random trace id: 32 lower-case hex digits (W3C trace-context).
@@ -240,6 +263,7 @@ impl NewTask {
             ("unique_key", &self.unique_key),
             ("concurrency_key", &self.concurrency_key),
             ("node", &self.node),
+            ("user_id", &self.user_id),
         ] {
             if let Some(v) = v {
                 check_name(f, v)?;
@@ -325,11 +349,13 @@ impl NewTask {
             concurrency_key: self.concurrency_key,
             concurrency_limit,
             node: self.node,
+            user_id: self.user_id,
             trace_id: Some(
                 self.trace_id
                     .map(|t| t.to_ascii_lowercase())
                     .unwrap_or_else(new_trace_id),
             ),
+            process: None,
         })
     }
 }
@@ -354,7 +380,9 @@ impl ResolvedTask {
             concurrency_key: self.concurrency_key,
             concurrency_limit: self.concurrency_limit,
             node: self.node,
+            user_id: self.user_id,
             trace_id: self.trace_id,
+            process: self.process,
             result: None,
             errors: vec![],
             progress: None,
@@ -437,9 +465,15 @@ pub struct Task {
     pub concurrency_limit: Option<i32>,
     /// Node affinity.
     pub node: Option<String>,
+    /// The user the task is for (asyncflow's `user_id`).
+    #[serde(default)]
+    pub user_id: Option<String>,
     /// Trace id (32 hex digits), carried to workers and their logs.
     #[serde(default)]
     pub trace_id: Option<String>,
+    /// The durable process this task is a step or timer of (`null` for other tasks).
+    #[serde(default)]
+    pub process: Option<ProcessRef>,
     /// What the last successful attempt returned.
     pub result: Option<Value>,
     /// One entry per failed attempt.
@@ -606,6 +640,8 @@ mod tests {
             concurrency_limit: None,
             node: None,
             trace_id: None,
+            user_id: None,
+            process: None,
             result: None,
             errors: vec![],
             progress: None,

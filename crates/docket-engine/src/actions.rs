@@ -188,4 +188,39 @@ impl Engine {
         )
         .await;
     }
+
+    /// Drains node `name` (node-daemons' "move tasks to another node"): it claims nothing from
+    /// now on (at once when it is this node, at its next heartbeat otherwise), its running tasks
+    /// finish, and its waiting tasks pinned to it move to node `to` (`None`: to any node).
+    /// `drain: false` ends the drain. Audited as `node.drain` / `node.resume`. `None` when no
+    /// node has that name.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn node_drain(
+        &self,
+        actor: &str,
+        name: &str,
+        drain: bool,
+        to: Option<&str>,
+    ) -> Result<Option<u64>, StoreError> {
+        let moved = self
+            .store
+            .node_drain(docket_store::NodeDrainParams {
+                name,
+                drain,
+                to,
+                now: self.clock.now(),
+            })
+            .await?;
+        if let Some(n) = moved {
+            if name == self.config.node {
+                self.set_draining(drain);
+            }
+            let action = if drain { "node.drain" } else { "node.resume" };
+            let detail = serde_json::json!({"to": to, "moved": n});
+            self.audit(actor, action, name, Some(detail)).await;
+        }
+        Ok(moved)
+    }
 }

@@ -8,8 +8,10 @@
 
 pub mod actions;
 pub mod auth;
+pub mod kinds;
 pub mod maintenance;
 pub mod metrics;
+pub mod panels;
 pub mod process;
 mod reads;
 pub mod schedule;
@@ -40,6 +42,15 @@ pub enum EngineError {
     /// A schedule spec was invalid.
     #[error("{0}")]
     InvalidSchedule(String),
+    /// A kind hook refused a task (`index`: its position in a batch; `None` for a schedule's
+    /// task).
+    #[error("{refusal}")]
+    Refused {
+        /// Position in the batch.
+        index: Option<usize>,
+        /// The hook's refusal.
+        refusal: kinds::KindRefusal,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -121,6 +132,11 @@ pub struct Engine {
     pub waker: Arc<Waker>,
     /// When the maintenance loop last finished a pass (None: it never ran on this engine).
     last_pass: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    /// Rules of particular task kinds (see [`kinds`]).
+    kinds: kinds::KindHooks,
+    /// This node is drained: it claims nothing (set by a drain through this node at once, by
+    /// the heartbeat job from the node registry otherwise).
+    draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Engine {
@@ -132,7 +148,30 @@ impl Engine {
             config: Arc::new(config),
             waker: Arc::new(Waker::default()),
             last_pass: Arc::default(),
+            kinds: kinds::KindHooks::default(),
+            draining: Arc::default(),
         }
+    }
+
+    /// Whether this node is drained (claims nothing).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_draining(&self, on: bool) {
+        self.draining
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// This engine with `hook` checking the tasks of its kind at enqueue and schedule time.
+    pub fn with_kind_hook(mut self, hook: Arc<dyn kinds::KindHook>) -> Self {
+        self.kinds = self.kinds.with(hook);
+        self
+    }
+
+    /// The scope a token needs to enqueue tasks of `kind` besides `enqueue` (a kind hook's).
+    pub fn kind_scope(&self, kind: &str) -> Option<docket_core::auth::Scope> {
+        self.kinds.scope(kind)
     }
 
     /// Records that the maintenance loop finished a pass now.
@@ -160,7 +199,15 @@ impl Engine {
     ///
     /// # Errors
     /// [`EngineError::InvalidTask`] for the first bad spec (nothing is inserted), store errors.
-    pub async fn enqueue_many(&self, tasks: Vec<NewTask>) -> Result<Vec<Task>, EngineError> {
+    pub async fn enqueue_many(&self, mut tasks: Vec<NewTask>) -> Result<Vec<Task>, EngineError> {
+        for (index, t) in tasks.iter_mut().enumerate() {
+            self.kinds
+                .check(t)
+                .map_err(|refusal| EngineError::Refused {
+                    index: Some(index),
+                    refusal,
+                })?;
+        }
         let now = self.clock.now();
         let mut names: Vec<String> = tasks.iter().map(|t| t.queue_name().to_string()).collect();
         names.sort();
@@ -286,6 +333,14 @@ impl Engine {
     ) -> Result<Vec<Task>, StoreError> {
         let kinds = kinds.map(<[String]>::to_vec);
         let deadline = tokio::time::Instant::now() + wait;
+        if self.is_draining() {
+            // A drained node claims nothing; its claimers wait as they would on an empty queue.
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = cancel.cancelled() => {}
+            }
+            return Ok(vec![]);
+        }
         let notify = self.waker.queue(queue);
         loop {
             let notified = notify.notified();

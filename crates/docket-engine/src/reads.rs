@@ -115,6 +115,8 @@ impl Engine {
             "stopped"
         } else if docket_core::time::since(self.clock.now(), n.heartbeat_at) > lost_after {
             "lost"
+        } else if n.draining_at.is_some() {
+            "draining"
         } else {
             "active"
         }

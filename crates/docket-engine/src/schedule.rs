@@ -15,7 +15,13 @@ impl Engine {
     ///
     /// # Errors
     /// [`EngineError::InvalidSchedule`] naming the bad field; store errors.
-    pub async fn schedule_put(&self, spec: ScheduleSpec) -> Result<Schedule, EngineError> {
+    pub async fn schedule_put(&self, mut spec: ScheduleSpec) -> Result<Schedule, EngineError> {
+        self.kinds
+            .check(&mut spec.task)
+            .map_err(|refusal| EngineError::Refused {
+                index: None,
+                refusal,
+            })?;
         spec.validate().map_err(EngineError::InvalidSchedule)?;
         let now = self.clock.now();
         let first = spec

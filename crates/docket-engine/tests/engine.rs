@@ -1,4 +1,4 @@
-//! The engine on both backends: in-process workers, graceful shutdown, concurrency keys and the
+//! The engine on every backend (PostgreSQL, SQLite, MySQL/MariaDB): in-process workers, graceful shutdown, concurrency keys and the
 //! maintenance pass driven by a manual clock.
 
 use async_trait::async_trait;
@@ -22,6 +22,14 @@ struct Db {
 
 async fn pg() -> Db {
     let t = TestStore::postgres().await;
+    Db {
+        store: t.store.clone(),
+        _db: t,
+    }
+}
+
+async fn mysql() -> Db {
+    let t = TestStore::mysql().await;
     Db {
         store: t.store.clone(),
         _db: t,
@@ -553,10 +561,289 @@ async fn engine_fail_rule_decides(db: Db) {
     run.await.unwrap();
 }
 
+/// Two engines on one database, each with its own store (pool), as two nodes.
+async fn two_nodes(db: &Db) -> ([Engine; 2], Arc<dyn Store>) {
+    let node2 = db._db.another_node().await;
+    let engines = [
+        Engine::new(
+            db.store.clone(),
+            Arc::new(SystemClock),
+            EngineConfig::new("n1", &*db.store),
+        ),
+        Engine::new(
+            node2.clone(),
+            Arc::new(SystemClock),
+            EngineConfig::new("n2", &*node2),
+        ),
+    ];
+    (engines, node2)
+}
+
+/// Two nodes (each its own store and pool on one database), four claimers each, 1,000 tasks:
+/// every task is claimed and completed exactly once.
+async fn two_nodes_claim_each_task_once(db: Db) {
+    let (engines, node2) = two_nodes(&db).await;
+    const N: usize = 1000;
+    for chunk in (0..N).collect::<Vec<_>>().chunks(250) {
+        engines[0]
+            .enqueue_many(
+                chunk
+                    .iter()
+                    .map(|i| NewTask::new("t", json!({"i": i})))
+                    .collect(),
+            )
+            .await
+            .unwrap();
+    }
+    let stop = CancellationToken::new();
+    let mut handles = vec![];
+    for w in 0..8 {
+        let e = engines[w % 2].clone();
+        let stop = stop.clone();
+        handles.push(tokio::spawn(async move {
+            let mut mine = vec![];
+            loop {
+                let got = e
+                    .claim("default", &format!("w{w}"), 5, None, Duration::ZERO, &stop)
+                    .await
+                    .unwrap();
+                if got.is_empty() {
+                    break;
+                }
+                let items: Vec<docket_store::TaskComplete> = got
+                    .iter()
+                    .map(|t| docket_store::TaskComplete {
+                        id: t.id,
+                        token: t.lease.as_ref().unwrap().token.clone(),
+                        result: json!(w),
+                    })
+                    .collect();
+                let outs = e.complete_many(&items).await.unwrap();
+                assert!(
+                    outs.iter()
+                        .all(|o| matches!(o, docket_store::LeaseOutcome::Ok { .. })),
+                    "{outs:?}"
+                );
+                mine.extend(got.iter().map(|t| t.id));
+            }
+            mine
+        }));
+    }
+    let mut all = vec![];
+    for h in handles {
+        all.extend(h.await.unwrap());
+    }
+    let claimed = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(
+        (claimed, all.len()),
+        (N, N),
+        "a task was claimed twice or never"
+    );
+    let done = db
+        .store
+        .task_list(TaskListParams {
+            states: vec![TaskState::Completed],
+            limit: 10_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.len(), N);
+    assert!(done.iter().all(|t| t.attempt == 1));
+    node2.close().await;
+}
+
+/// Queue limits and concurrency keys stay exact when eight claimers on two nodes race: a queue
+/// limited to 3 never has more than 3 tasks between claim and completion, a key limited to 2
+/// never more than 2 (each claimer holds its tasks a moment before completing them).
+async fn limits_hold_across_nodes(db: Db) {
+    let (engines, node2) = two_nodes(&db).await;
+    let settings = docket_core::QueueSettings {
+        concurrency_limit: Some(3),
+        ..Default::default()
+    };
+    engines[0]
+        .queue_put("test", "lim", &settings)
+        .await
+        .unwrap();
+    let mut specs: Vec<NewTask> = (0..40)
+        .map(|i| NewTask {
+            queue: Some("lim".into()),
+            ..NewTask::new("t", json!(i))
+        })
+        .collect();
+    specs.extend((0..40).map(|i| NewTask {
+        queue: Some("keyed".into()),
+        concurrency_key: Some("k".into()),
+        concurrency_limit: Some(2),
+        ..NewTask::new("t", json!(i))
+    }));
+    engines[0].enqueue_many(specs).await.unwrap();
+    let stop = CancellationToken::new();
+    let in_hand: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let most: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let mut handles = vec![];
+    for w in 0..8 {
+        let e = engines[w % 2].clone();
+        let (stop, in_hand, most) = (stop.clone(), in_hand.clone(), most.clone());
+        handles.push(tokio::spawn(async move {
+            let (q, i) = if w % 4 < 2 { ("lim", 0) } else { ("keyed", 1) };
+            let mut done = 0;
+            let mut idle = 0;
+            while idle < 50 {
+                let got = e
+                    .claim(q, &format!("w{w}"), 2, None, Duration::ZERO, &stop)
+                    .await
+                    .unwrap();
+                if got.is_empty() {
+                    idle += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                }
+                idle = 0;
+                let now = in_hand[i].fetch_add(got.len(), Ordering::SeqCst) + got.len();
+                most[i].fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                in_hand[i].fetch_sub(got.len(), Ordering::SeqCst);
+                let items: Vec<docket_store::TaskComplete> = got
+                    .iter()
+                    .map(|t| docket_store::TaskComplete {
+                        id: t.id,
+                        token: t.lease.as_ref().unwrap().token.clone(),
+                        result: json!(null),
+                    })
+                    .collect();
+                e.complete_many(&items).await.unwrap();
+                done += got.len();
+            }
+            done
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    assert_eq!(total, 80, "every task ran once");
+    let (q, k) = (
+        most[0].load(Ordering::SeqCst),
+        most[1].load(Ordering::SeqCst),
+    );
+    assert!(q <= 3, "queue limit 3, {q} were in hand at once");
+    assert!(k <= 2, "key limit 2, {k} were in hand at once");
+    // The limits were reached, so the race was real.
+    assert!(
+        q >= 2 && k >= 2,
+        "claimers never overlapped: queue {q}, key {k}"
+    );
+    node2.close().await;
+}
+
+/// A task enqueued through one node reaches a claimer long-polling on another: by NOTIFY on
+/// PostgreSQL, by polling (200 ms by default) on SQLite and MySQL, which have no cross-process
+/// wake-up. Generous bound: well under the claim's 20 s wait.
+async fn other_nodes_find_work(db: Db) {
+    let (engines, node2) = two_nodes(&db).await;
+    let stop = CancellationToken::new();
+    for e in &engines {
+        e.start(stop.clone()).await.unwrap();
+    }
+    let claimer = {
+        let e = engines[1].clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let got = e
+                .claim("far", "w", 1, None, Duration::from_secs(20), &stop)
+                .await
+                .unwrap();
+            (t0.elapsed(), got)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t = engines[0]
+        .enqueue_many(vec![NewTask {
+            queue: Some("far".into()),
+            ..NewTask::new("k", json!(1))
+        }])
+        .await
+        .unwrap();
+    let (took, got) = claimer.await.unwrap();
+    assert_eq!(got.iter().map(|g| g.id).collect::<Vec<_>>(), vec![t[0].id]);
+    assert!(took < Duration::from_secs(5), "picked up after {took:?}");
+    stop.cancel();
+    node2.close().await;
+}
+
+/// Draining a node (issue 12 item 11): its pinned waiting tasks move to another node, it claims
+/// nothing (a drain made through another node reaches it at its next heartbeat), and resuming
+/// ends that.
+async fn drain_moves_tasks_and_stops_claiming(db: Db) {
+    let (engines, node2) = two_nodes(&db).await;
+    let now = chrono::Utc::now();
+    for e in &engines {
+        maintenance::heartbeat(e, now).await.unwrap();
+    }
+    let pinned: Vec<NewTask> = (0..3)
+        .map(|i| NewTask {
+            node: Some("n2".into()),
+            ..NewTask::new("k", json!(i))
+        })
+        .collect();
+    engines[0].enqueue_many(pinned).await.unwrap();
+    let stop = CancellationToken::new();
+    assert_eq!(
+        engines[0]
+            .node_drain("op", "nobody", true, None)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        engines[0]
+            .node_drain("op", "n2", true, Some("n1"))
+            .await
+            .unwrap(),
+        Some(3)
+    );
+    assert!(!engines[1].is_draining(), "not told yet");
+    maintenance::heartbeat(&engines[1], now).await.unwrap();
+    assert!(engines[1].is_draining(), "its heartbeat reads the registry");
+    let t0 = Instant::now();
+    let none = engines[1]
+        .claim("default", "w", 10, None, Duration::from_millis(300), &stop)
+        .await
+        .unwrap();
+    assert!(none.is_empty() && t0.elapsed() >= Duration::from_millis(250));
+    let got = engines[0]
+        .claim("default", "w", 10, None, Duration::ZERO, &stop)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 3, "moved to n1 and claimed there");
+    let nodes = engines[0].node_list().await.unwrap();
+    let n2 = nodes.iter().find(|n| n.name == "n2").unwrap();
+    assert_eq!(engines[0].node_state(n2), "draining");
+    assert_eq!(
+        engines[1]
+            .node_drain("op", "n2", false, None)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    assert!(!engines[1].is_draining(), "resumed through itself: at once");
+    let audit = engines[0].audit_list(10).await.unwrap();
+    assert!(audit
+        .iter()
+        .any(|a| a.action == "node.drain" && a.target == "n2"));
+    node2.close().await;
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
         mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::sqlite().await).await; } )* }
+        mod mysql { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::mysql().await).await; } )* }
     };
 }
 
@@ -570,4 +857,8 @@ both!(
     schedules_fire_each_occurrence_once,
     token_last_use_is_written_once_a_minute,
     engine_fail_rule_decides,
+    two_nodes_claim_each_task_once,
+    limits_hold_across_nodes,
+    other_nodes_find_work,
+    drain_moves_tasks_and_stops_claiming,
 );

@@ -51,10 +51,10 @@ fn processor() -> (Child, String) {
 }
 
 async fn env(backend: &str) -> Env {
-    let db = if backend == "pg" {
-        TestStore::postgres().await
-    } else {
-        TestStore::sqlite().await
+    let db = match backend {
+        "pg" => TestStore::postgres().await,
+        "mysql" => TestStore::mysql().await,
+        _ => TestStore::sqlite().await,
     };
     let store = db.store.clone();
     let mut cfg = EngineConfig::new("p1", &*store);
@@ -853,6 +853,7 @@ macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("pg").await).await; } )* }
         mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("sqlite").await).await; } )* }
+        mod mysql { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("mysql").await).await; } )* }
     };
 }
 

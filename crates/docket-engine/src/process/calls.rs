@@ -29,8 +29,14 @@ impl ProcessService {
                 .map(|k| process::idempotency_unique_key(ns, id, k)),
             ..NewTask::new(kind, payload)
         };
-        t.resolve(None, &self.engine.config.defaults, self.engine.clock.now())
-            .map_err(ProcessError::Invalid)
+        let mut t = t
+            .resolve(None, &self.engine.config.defaults, self.engine.clock.now())
+            .map_err(ProcessError::Invalid)?;
+        t.process = Some(docket_core::ProcessRef {
+            namespace: ns.to_string(),
+            id: id.to_string(),
+        });
+        Ok(t)
     }
 
     /// A repeated idempotency key: the earlier task, if any.

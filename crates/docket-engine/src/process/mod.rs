@@ -22,7 +22,7 @@ use docket_core::process::{
     ProcessorReply, ProcessorRequest, CALL_PRIORITY,
 };
 use docket_core::{NewTask, Task, TaskState};
-use docket_store::{ProcessBreak, ProcessCommit, ProcessFail, StoreError, TaskFail, TimerChange};
+use docket_store::{ProcessBreak, ProcessCommit, ProcessFail, StoreError, TaskFail};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

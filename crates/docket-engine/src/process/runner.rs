@@ -59,7 +59,7 @@ impl ProcessService {
                 let span = tracing::info_span!(
                     "process_task",
                     namespace = %ns,
-                    process_id = t.payload["process_id"].as_str().unwrap_or_default(),
+                    process_id = t.process.as_ref().map_or("", |p| p.id.as_str()),
                     task_id = t.id,
                     kind = %t.kind,
                     attempt = t.attempt,
@@ -95,10 +95,7 @@ impl ProcessService {
             .as_ref()
             .map(|l| l.token.clone())
             .unwrap_or_default();
-        let pid = t.payload["process_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let pid = t.process.as_ref().map(|p| p.id.clone()).unwrap_or_default();
         let now = || self.engine.clock.now();
         if t.kind == "remove" {
             let t0 = std::time::Instant::now();
@@ -199,21 +196,26 @@ impl ProcessService {
         let now = || self.engine.clock.now();
         match reply {
             Ok(ProcessorReply::Ok(r)) => {
+                // Setting or unsetting the timer replaces the process's waiting timers.
                 let timer = match &r.action {
-                    None => TimerChange::Keep,
-                    Some(Action::Unset(_)) => TimerChange::Unset,
+                    None => None,
+                    Some(Action::Unset(_)) => Some(None),
                     Some(Action::Set(s)) => match process::timer_at(s, now()) {
                         Ok(at) => {
                             let kind = if s.remove { "remove" } else { "timeout" };
-                            TimerChange::Set(Box::new(self.timer_task(ns, &pid, kind, at, &cfg)?))
+                            Some(Some(Box::new(self.timer_task(ns, &pid, kind, at, &cfg)?)))
                         }
                         // A malformed action is the processor's error: nothing of the result is kept.
                         Err(msg) => return self.fail(ns, &pid, &t, token, json!(msg), &cfg).await,
                     },
                 };
+                let cancel_kinds = match timer {
+                    Some(_) => process::TIMER_KINDS.map(String::from).to_vec(),
+                    None => vec![],
+                };
                 // A repaired process that a timer broke gets that timer again (progressor).
                 let mut also = vec![];
-                if t.kind == "repair" && matches!(timer, TimerChange::Keep) {
+                if t.kind == "repair" && timer.is_none() {
                     if let Some(bad) = corrupted_by {
                         if let Some(bt) = self.engine.store.task_get(bad).await? {
                             if bt.kind == "timeout" {
@@ -231,7 +233,8 @@ impl ProcessService {
                     aux_state: r.aux_state,
                     metadata: r.metadata,
                     response: r.response,
-                    timer,
+                    cancel_kinds,
+                    timer: timer.flatten(),
                     also,
                     now: now(),
                 };
@@ -261,8 +264,14 @@ impl ProcessService {
             concurrency_limit: Some(1),
             ..NewTask::new(kind, json!({"process_id": pid}))
         };
-        t.resolve(None, &self.engine.config.defaults, self.engine.clock.now())
-            .map_err(StoreError::Invalid)
+        let mut t = t
+            .resolve(None, &self.engine.config.defaults, self.engine.clock.now())
+            .map_err(StoreError::Invalid)?;
+        t.process = Some(docket_core::ProcessRef {
+            namespace: ns.to_string(),
+            id: pid.to_string(),
+        });
+        Ok(t)
     }
 
     pub(super) async fn fail(

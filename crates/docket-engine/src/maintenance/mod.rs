@@ -1,0 +1,249 @@
+//! The services every node runs (node-daemons' Manager, without a master), one small job per
+//! file: [`heartbeat`] the node registry, fire due [`schedule`](crate::schedule)s, [`promote`]
+//! due tasks, collect [`zombies`], [`rescue`] expired leases, [`expire`] tasks past
+//! `expires_at`, [`prune`] old ones. Each works in small `SKIP LOCKED` batches, so any number of
+//! nodes can run it at once; [`run`] drives them, each on its own period.
+
+mod expire;
+mod heartbeat;
+mod promote;
+mod prune;
+mod rescue;
+mod zombies;
+
+pub use expire::expire;
+pub use heartbeat::heartbeat;
+pub use promote::promote;
+pub use prune::{prune, prune_aux};
+pub use rescue::rescue;
+pub use zombies::zombies;
+
+use crate::Engine;
+use docket_core::Timestamp;
+use docket_store::{NodeRecord, StoreError, TaskPruneParams};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Batch size of promote/rescue/expire steps.
+pub const BATCH: i64 = 1000;
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    /// Tasks made available.
+    pub promoted: u64,
+    /// Expired leases rescued.
+    pub rescued: u64,
+    /// Tasks discarded for passing expires_at.
+    pub expired: u64,
+    /// Finished tasks deleted.
+    pub pruned: u64,
+    /// Notifications, audit entries and nodes deleted by their retention.
+    pub aux_pruned: u64,
+    /// Tasks enqueued by schedules.
+    pub scheduled: u64,
+}
+
+/// Runs every job once at `now` (tests drive this with a manual clock).
+///
+/// # Errors
+/// Store errors.
+pub async fn pass(engine: &Engine, now: Timestamp) -> Result<Pass, StoreError> {
+    let promoted = promote(engine, now).await?;
+    let rescued = zombies(engine, now).await? + rescue(engine, now).await?;
+    let expired = expire(engine, now).await?;
+    let pruned = prune(engine, now).await?;
+    let aux_pruned = prune_aux(engine, now).await?;
+    let scheduled = crate::schedule::fire_due(engine, now).await?;
+    Ok(Pass {
+        aux_pruned,
+        scheduled,
+        promoted,
+        rescued,
+        expired,
+        pruned,
+    })
+}
+
+/// The jobs, in the order a pass runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    Heartbeat,
+    Schedule,
+    Promote,
+    Zombies,
+    Rescue,
+    Expire,
+    Prune,
+    PruneAux,
+}
+
+impl Job {
+    const ALL: [Job; 8] = [
+        Job::Heartbeat,
+        Job::Schedule,
+        Job::Promote,
+        Job::Zombies,
+        Job::Rescue,
+        Job::Expire,
+        Job::Prune,
+        Job::PruneAux,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Job::Heartbeat => "heartbeat",
+            Job::Schedule => "schedule",
+            Job::Promote => "promote",
+            Job::Zombies => "zombies",
+            Job::Rescue => "rescue",
+            Job::Expire => "expire",
+            Job::Prune => "prune",
+            Job::PruneAux => "prune_aux",
+        }
+    }
+
+    /// (first run after start, period); `None`: every pass (cheap, and a due task or
+    /// schedule must start on time).
+    fn timing(self, c: &crate::EngineConfig) -> Option<(Duration, Duration)> {
+        match self {
+            Job::Schedule | Job::Promote => None,
+            Job::Heartbeat => Some((Duration::ZERO, c.heartbeat_interval)),
+            Job::Zombies | Job::Rescue | Job::Expire => Some((Duration::ZERO, c.rescue_interval)),
+            // Pruning waits a little after start: a starting node has more urgent work.
+            Job::Prune | Job::PruneAux => Some((Duration::from_secs(5), c.prune_interval)),
+        }
+    }
+
+    async fn run(self, engine: &Engine, started: Timestamp) -> Result<u64, StoreError> {
+        let now = engine.clock.now();
+        let n = match self {
+            Job::Heartbeat => heartbeat(engine, started).await?,
+            Job::Schedule => crate::schedule::fire_due(engine, now).await?,
+            Job::Promote => promote(engine, now).await?,
+            Job::Zombies => zombies(engine, now).await?,
+            Job::Rescue => rescue(engine, now).await?,
+            Job::Expire => expire(engine, now).await?,
+            Job::Prune => {
+                let n = prune(engine, now).await?;
+                if n > 0 {
+                    tracing::info!(pruned = n, "pruned finished tasks");
+                }
+                n
+            }
+            Job::PruneAux => {
+                let n = prune_aux(engine, now).await?;
+                if n > 0 {
+                    tracing::info!(
+                        pruned = n,
+                        "pruned old notifications, audit entries and nodes"
+                    );
+                }
+                n
+            }
+        };
+        Ok(n)
+    }
+}
+
+/// Runs one maintenance step so that neither a store error nor a panic (a bug, or a row no rule
+/// foresaw) can end the loop: the failure is logged, counted in
+/// [`MAINTENANCE_ERRORS`](crate::metrics::MAINTENANCE_ERRORS) and the step is tried again on the
+/// next pass. Returns the step's value when it succeeded.
+pub async fn guarded<T, F>(step: &'static str, f: F) -> Option<T>
+where
+    F: std::future::Future<Output = Result<T, StoreError>>,
+{
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(f).catch_unwind().await {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            tracing::warn!(step, error = %e, "maintenance step failed; retrying next pass");
+            ::metrics::counter!(crate::metrics::MAINTENANCE_ERRORS, "step" => step, "error" => "store")
+                .increment(1);
+            None
+        }
+        Err(panic) => {
+            let msg = crate::worker::panic_message(&*panic);
+            tracing::error!(step, panic = %msg, "maintenance step panicked; retrying next pass");
+            ::metrics::counter!(crate::metrics::MAINTENANCE_ERRORS, "step" => step, "error" => "panic")
+                .increment(1);
+            None
+        }
+    }
+}
+
+/// The maintenance loop of one node, until `cancel`: each pass runs the jobs that are due. No
+/// job's failure ends it (see [`guarded`]); each finished pass is recorded in
+/// [`Engine::last_maintenance_pass`], which `/healthz` reads.
+pub async fn run(engine: Engine, cancel: CancellationToken) {
+    let c = engine.config.clone();
+    let started = engine.clock.now();
+    let start = tokio::time::Instant::now();
+    let mut next: Vec<(Job, Option<tokio::time::Instant>)> = Job::ALL
+        .iter()
+        .map(|j| (*j, j.timing(&c).map(|(first, _)| start + first)))
+        .collect();
+    loop {
+        for (job, due) in next.iter_mut() {
+            let now = tokio::time::Instant::now();
+            if due.is_some_and(|d| now < d) {
+                continue;
+            }
+            guarded(job.name(), job.run(&engine, started)).await;
+            if let Some((_, every)) = job.timing(&c) {
+                *due = Some(now + every);
+            }
+        }
+        // Sleep until the next due task (so scheduled tasks start on time, not on the next
+        // poll), the next periodic job, or a wake-up from a local insert.
+        let mut until = tokio::time::Instant::now() + c.poll_interval;
+        for d in next.iter().filter_map(|(_, d)| *d) {
+            until = until.min(d);
+        }
+        let dues = guarded("next_due", async {
+            Ok([
+                engine.store.schedule_next_due().await?,
+                engine.store.task_next_due().await?,
+            ])
+        })
+        .await;
+        for due in dues.into_iter().flatten().flatten() {
+            let wait = docket_core::time::since(due, engine.clock.now()).min(c.poll_interval);
+            until = until.min(tokio::time::Instant::now() + wait);
+        }
+        engine.maintenance_passed();
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep_until(until) => {}
+            _ = engine.waker.scheduler_woken() => {}
+        }
+    }
+    if let Err(e) = engine
+        .store
+        .node_stop(docket_store::NodeStopParams {
+            name: &c.node,
+            now: engine.clock.now(),
+        })
+        .await
+    {
+        tracing::warn!(error = %e, "marking the node stopped failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_step_that_panics_or_fails_does_not_end_the_loop() {
+        let panics = guarded::<u64, _>("promote", async { panic!("overflow in a bad row") }).await;
+        assert_eq!(panics, None);
+        let fails = guarded::<u64, _>("rescue", async {
+            Err(StoreError::Invalid("bad row".into()))
+        })
+        .await;
+        assert_eq!(fails, None);
+        assert_eq!(guarded("prune", async { Ok(3u64) }).await, Some(3));
+    }
+}

@@ -1,0 +1,56 @@
+//! Prune (node-daemons' manager): finished tasks past retention, and old notifications,
+//! audit entries and nodes.
+
+use super::*;
+
+/// Deletes finished tasks past retention, one small batch at a time.
+///
+/// # Errors
+/// Store errors.
+pub async fn prune(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+    let c = &engine.config;
+    let mut total = 0;
+    loop {
+        let n = engine
+            .store
+            .task_prune(TaskPruneParams {
+                now,
+                retention_completed: c.retention_completed,
+                retention_failed: c.retention_failed,
+                limit: c.prune_batch,
+            })
+            .await?;
+        total += n;
+        if (n as i64) < c.prune_batch {
+            return Ok(total);
+        }
+        // Let claimers in between batches.
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Deletes old notifications (delivered), audit entries and stopped/lost nodes, in batches.
+///
+/// # Errors
+/// Store errors.
+pub async fn prune_aux(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+    let c = &engine.config;
+    let mut total = 0;
+    loop {
+        let p = engine
+            .store
+            .aux_prune(docket_store::AuxPruneParams {
+                now,
+                notifications: c.retention_notifications,
+                audit: c.retention_audit,
+                nodes: c.retention_nodes,
+                limit: c.prune_batch,
+            })
+            .await?;
+        total += p.notifications + p.audit + p.nodes;
+        if (p.notifications.max(p.audit) as i64) < c.prune_batch {
+            return Ok(total);
+        }
+        tokio::task::yield_now().await;
+    }
+}
