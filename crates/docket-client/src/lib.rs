@@ -120,6 +120,8 @@ pub struct ListFilter {
     pub descending: bool,
     /// Text in the payload or errors.
     pub text: Option<String>,
+    /// Only this user's tasks.
+    pub user_id: Option<String>,
 }
 
 /// A client of one docket server.
@@ -286,6 +288,9 @@ impl Client {
         }
         if let Some(v) = &f.text {
             q.push(("text", v.clone()));
+        }
+        if let Some(v) = &f.user_id {
+            q.push(("user_id", v.clone()));
         }
         self.send(self.http.get(self.url("/v1/tasks")).query(&q))
             .await
@@ -486,6 +491,31 @@ impl Client {
     pub async fn node_list(&self) -> Result<Vec<NodeView>> {
         let r: NodeList = self.send(self.http.get(self.url("/v1/nodes"))).await?;
         Ok(r.nodes)
+    }
+
+    /// `POST /v1/nodes/{name}/drain`: `{"node", "draining", "moved"}`.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn node_drain(&self, name: &str, to: Option<&str>) -> Result<serde_json::Value> {
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/nodes/{}/drain", Self::seg(name))))
+                .json(&serde_json::json!({"to": to})),
+        )
+        .await
+    }
+
+    /// `POST /v1/nodes/{name}/resume`.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn node_resume(&self, name: &str) -> Result<serde_json::Value> {
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/nodes/{}/resume", Self::seg(name)))),
+        )
+        .await
     }
 }
 

@@ -292,17 +292,28 @@ pub(crate) async fn logout() -> Response {
     r
 }
 
-/// Under auth, a `sql` task needs the `sql` scope besides `enqueue`.
-pub(crate) fn check_sql_scope(
+/// Under auth, a task whose kind hook names a scope (`sql` tasks: `sql`) needs it besides
+/// `enqueue`.
+pub(crate) fn check_kind_scope(
+    engine: &docket_engine::Engine,
     caller: Option<&Caller>,
     tasks: &[&docket_core::NewTask],
 ) -> Result<(), ApiError> {
     let Some(c) = caller else { return Ok(()) };
-    if tasks.iter().any(|t| t.kind == docket_sql::SQL_KIND) && !c.grant.allows(Scope::Sql) {
-        return Err(ApiError::new(
-            Code::Forbidden,
-            format!("token {:?} lacks the `sql` scope a sql task needs", c.name),
-        ));
+    for t in tasks {
+        if let Some(scope) = engine.kind_scope(&t.kind) {
+            if !c.grant.allows(scope) {
+                return Err(ApiError::new(
+                    Code::Forbidden,
+                    format!(
+                        "token {:?} lacks the `{}` scope a {} task needs",
+                        c.name,
+                        scope.as_str(),
+                        t.kind
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }

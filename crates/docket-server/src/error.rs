@@ -339,6 +339,18 @@ impl From<EngineError> for ApiError {
                 err
             }
             EngineError::InvalidSchedule(m) => ApiError::new(Code::InvalidSchedule, m),
+            EngineError::Refused { index, refusal } => {
+                let status =
+                    StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::BAD_REQUEST);
+                let mut err = ApiError::new(Code::InvalidTask, refusal.message);
+                err.status = status;
+                err.code = refusal.code;
+                if let Some(i) = index {
+                    err.message = format!("task {i}: {}", err.message);
+                    err.details = Some(json!({"index": i}));
+                }
+                err
+            }
             EngineError::Store(s) => s.into(),
             other => {
                 tracing::error!(error = %other, "engine error");

@@ -16,7 +16,6 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use docket_core::NewTask;
 use docket_engine::process::ProcessService;
 use docket_engine::Engine;
 use error::{ApiError, Code};
@@ -35,8 +34,8 @@ mod prelude {
     pub(crate) use crate::error::{ApiError, Code};
     pub(crate) use crate::extract::*;
     pub(crate) use crate::{
-        actions, auth, check_sql_task, openapi, ApiResult, AppState, Disconnect, MAX_BATCH,
-        MAX_BODY_BYTES, MAX_PAYLOAD_BYTES, MAX_WAIT,
+        actions, auth, openapi, ApiResult, AppState, Disconnect, MAX_BATCH, MAX_BODY_BYTES,
+        MAX_PAYLOAD_BYTES, MAX_WAIT,
     };
     pub(crate) use axum::body::Bytes;
     pub(crate) use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -80,10 +79,9 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Durable processes.
     pub processes: ProcessService,
-    /// Targets `sql` tasks may run on (none: `sql` tasks are refused).
-    pub sql: Arc<docket_sql::SqlTargets>,
-    /// pg_task tables this node serves (shown on the dashboard).
-    pub pg_tasks: Arc<Vec<docket_sql::pgtask::TableView>>,
+    /// Panels other crates add to the dashboard (docket-sql: the pg_task tables this node
+    /// serves), shown on the schedules page by section.
+    pub panels: Arc<Vec<Arc<dyn docket_engine::panels::Panel>>>,
     /// The shared tail of process notifications behind `/v1/events`.
     pub events: Arc<events::Tail>,
     /// Whether requests need a token (README "Security").
@@ -112,8 +110,7 @@ impl AppState {
             engine,
             shutdown,
             processes,
-            sql: Arc::default(),
-            pg_tasks: Arc::default(),
+            panels: Arc::default(),
             events: Arc::default(),
             auth: auth::AuthMode::Off,
             allowed_hosts: None,
@@ -155,44 +152,11 @@ impl AppState {
         self
     }
 
-    /// Shows these pg_task tables on the dashboard.
-    pub fn with_pg_tasks(mut self, views: Vec<docket_sql::pgtask::TableView>) -> Self {
-        self.pg_tasks = Arc::new(views);
+    /// Shows these panels on the dashboard.
+    pub fn with_panels(mut self, panels: Vec<Arc<dyn docket_engine::panels::Panel>>) -> Self {
+        self.panels = Arc::new(panels);
         self
     }
-
-    /// Lets `sql` tasks run on `targets` (checked when they are enqueued).
-    pub fn with_sql(mut self, targets: docket_sql::SqlTargets) -> Self {
-        self.sql = Arc::new(targets);
-        self
-    }
-}
-
-/// Refuses a `sql` task this server would not run (opt-in targets, see README "SQL tasks")
-/// and sends it to the `sql` queue when it names none.
-pub fn check_sql_task(sql: &docket_sql::SqlTargets, t: &mut NewTask) -> Result<(), ApiError> {
-    if t.kind != docket_sql::SQL_KIND {
-        return Ok(());
-    }
-    if !sql.enabled() {
-        return Err(ApiError::new(
-            Code::SqlDisabled,
-            "sql tasks are not enabled on this server: configure [sql] targets",
-        ));
-    }
-    match sql.check(&t.payload) {
-        Ok(_) => {}
-        Err(e @ docket_sql::SqlRefusal::Payload(_)) => {
-            return Err(ApiError::new(Code::InvalidSqlPayload, e.to_string()))
-        }
-        Err(e @ docket_sql::SqlRefusal::Target(_)) => {
-            return Err(ApiError::new(Code::SqlTargetNotAllowed, e.to_string()))
-        }
-    }
-    if t.queue.is_none() {
-        t.queue = Some(docket_sql::SQL_QUEUE.into());
-    }
-    Ok(())
 }
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
@@ -223,6 +187,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/queues/{queue}/resume", post(queue_resume))
         .route("/v1/queues/{queue}/claim", post(queue_claim))
         .route("/v1/nodes", get(node_list))
+        .route("/v1/nodes/{name}/drain", post(node_drain))
+        .route("/v1/nodes/{name}/resume", post(node_resume))
         .route("/v1/schedules", post(schedule_put).get(schedule_list))
         .route(
             "/v1/schedules/{name}",

@@ -50,6 +50,8 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         crate::queue_resume,
         crate::queue_claim,
         crate::node_list,
+        crate::node_drain,
+        crate::node_resume,
         crate::namespace_list,
         crate::namespace_get,
         crate::namespace_put,

@@ -1,4 +1,5 @@
-//! The HTTP API against real PostgreSQL (own schema per test) and real SQLite files.
+//! The HTTP API against real PostgreSQL (own schema per test), MariaDB/MySQL (own database per
+//! test) and real SQLite files.
 
 use docket_core::SystemClock;
 use docket_engine::{Engine, EngineConfig};
@@ -68,6 +69,12 @@ async fn pg_store(schema: &str) -> Arc<dyn Store> {
 async fn pg() -> Node {
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
     start(pg_store(&schema).await, "n1", Duration::from_secs(1), None).await
+}
+
+async fn mysql() -> Node {
+    // The database outlives the TestStore value (scripts/test.sh drops what runs leave).
+    let t = docket_store::testing::TestStore::mysql().await;
+    start(t.store.clone(), "n1", Duration::from_millis(200), None).await
 }
 
 async fn sqlite() -> Node {
@@ -685,6 +692,7 @@ macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
         mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::sqlite().await).await; } )* }
+        mod mysql { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::mysql().await).await; } )* }
     };
 }
 

@@ -28,13 +28,30 @@ impl Drop for Node {
     }
 }
 
+/// A kind whose hook asks for the `sql` scope (as docket-sql's `sql` kind does), so the
+/// server's scope check for kinds is exercised without docket-sql.
+struct NeedsSqlScope;
+
+impl docket_engine::kinds::KindHook for NeedsSqlScope {
+    fn kind(&self) -> &str {
+        "sql"
+    }
+    fn scope(&self) -> Option<docket_core::auth::Scope> {
+        Some(docket_core::auth::Scope::Sql)
+    }
+    fn check(&self, _: &mut docket_core::NewTask) -> Result<(), docket_engine::kinds::KindRefusal> {
+        Ok(())
+    }
+}
+
 async fn node(store: Arc<dyn Store>, name: &str) -> Node {
     store.migrate().await.unwrap();
     let engine = Engine::new(
         store.clone(),
         Arc::new(SystemClock),
         EngineConfig::new(name, &*store),
-    );
+    )
+    .with_kind_hook(Arc::new(NeedsSqlScope));
     let stop = CancellationToken::new();
     engine.start(stop.clone()).await.unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -47,6 +64,13 @@ async fn node(store: Arc<dyn Store>, name: &str) -> Node {
 /// Two nodes on one database.
 async fn pg() -> (Node, Node, TestStore) {
     let t = TestStore::postgres_with(4).await;
+    let a = node(t.store.clone(), "a").await;
+    let b = node(t.another_node().await, "b").await;
+    (a, b, t)
+}
+
+async fn mysql() -> (Node, Node, TestStore) {
+    let t = TestStore::mysql_with(4).await;
     let a = node(t.store.clone(), "a").await;
     let b = node(t.another_node().await, "b").await;
     (a, b, t)
@@ -833,6 +857,8 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
             };
             (t.replace("{id}", &id.to_string()), body)
         }
+        // Node b of the pair: this test works through a, so b may be drained.
+        (_, t) if t.starts_with("/v1/nodes/{name}") => (t.replace("{name}", "b"), empty),
         ("POST", "/v1/queues/{queue}/claim") => {
             (path("/v1/queues/q/claim"), json!({"worker": "w"}))
         }
@@ -1384,6 +1410,7 @@ macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod on_pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
         mod on_sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::sqlite().await).await; } )* }
+        mod on_mysql { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::mysql().await).await; } )* }
     };
 }
 

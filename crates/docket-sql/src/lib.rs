@@ -384,3 +384,52 @@ mod tests {
         ));
     }
 }
+
+/// The `sql` kind's rules for the engine ([`docket_engine::kinds`]): a `sql` task needs the
+/// `sql` scope, a configured target and a valid payload, and goes to the `sql` queue when it
+/// names none. The codes are the API's (`sql_disabled` 400, `invalid_sql_payload` 400,
+/// `sql_target_not_allowed` 403).
+#[derive(Debug, Clone)]
+pub struct SqlKind(pub std::sync::Arc<SqlTargets>);
+
+impl docket_engine::kinds::KindHook for SqlKind {
+    fn kind(&self) -> &str {
+        SQL_KIND
+    }
+
+    fn scope(&self) -> Option<docket_core::auth::Scope> {
+        Some(docket_core::auth::Scope::Sql)
+    }
+
+    fn check(&self, t: &mut docket_core::NewTask) -> Result<(), docket_engine::kinds::KindRefusal> {
+        use docket_engine::kinds::KindRefusal;
+        if !self.0.enabled() {
+            return Err(KindRefusal {
+                status: 400,
+                code: "sql_disabled",
+                message: "sql tasks are not enabled on this server: configure [sql] targets".into(),
+            });
+        }
+        match self.0.check(&t.payload) {
+            Ok(_) => {}
+            Err(e @ SqlRefusal::Payload(_)) => {
+                return Err(KindRefusal {
+                    status: 400,
+                    code: "invalid_sql_payload",
+                    message: e.to_string(),
+                })
+            }
+            Err(e @ SqlRefusal::Target(_)) => {
+                return Err(KindRefusal {
+                    status: 403,
+                    code: "sql_target_not_allowed",
+                    message: e.to_string(),
+                })
+            }
+        }
+        if t.queue.is_none() {
+            t.queue = Some(SQL_QUEUE.into());
+        }
+        Ok(())
+    }
+}

@@ -1094,3 +1094,65 @@ impl TableView {
         })
     }
 }
+
+/// A pg_task table as a dashboard panel (section `pg_task tables`): counts by state, the next
+/// planned rows and the last finished ones.
+#[async_trait::async_trait]
+impl docket_engine::panels::Panel for TableView {
+    fn section(&self) -> &str {
+        "pg_task tables"
+    }
+
+    fn title(&self) -> String {
+        self.name.clone()
+    }
+
+    async fn view(&self) -> Result<docket_engine::panels::View, String> {
+        use docket_engine::panels::{Cell, Table, View};
+        let sum = self.summary(5).await.map_err(|e| e.to_string())?;
+        let cols = |c: &[&str]| c.iter().map(|s| s.to_string()).collect();
+        Ok(View {
+            counts: sum.counts,
+            tables: vec![
+                Table {
+                    columns: cols(&["next planned", "group", "input", "plan"]),
+                    rows: sum
+                        .next
+                        .into_iter()
+                        .map(|r| {
+                            vec![
+                                Cell::Text(r.id.to_string()),
+                                Cell::Text(r.group),
+                                Cell::Code {
+                                    text: r.input,
+                                    max: 80,
+                                },
+                                Cell::Time(Some(r.plan)),
+                            ]
+                        })
+                        .collect(),
+                },
+                Table {
+                    columns: cols(&["last finished", "group", "state", "input", "stop", "error"]),
+                    rows: sum
+                        .last
+                        .into_iter()
+                        .map(|r| {
+                            vec![
+                                Cell::Text(r.id.to_string()),
+                                Cell::Text(r.group),
+                                Cell::State(r.state),
+                                Cell::Code {
+                                    text: r.input,
+                                    max: 60,
+                                },
+                                Cell::Time(r.stop),
+                                Cell::Error(r.error.unwrap_or_default()),
+                            ]
+                        })
+                        .collect(),
+                },
+            ],
+        })
+    }
+}

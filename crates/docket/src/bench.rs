@@ -53,6 +53,16 @@ pub struct BenchArgs {
     /// token, so every request pays the token check.
     #[arg(long)]
     pub auth: bool,
+    /// Write this run's numbers (JSON) to FILE, as a baseline for --compare.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<std::path::PathBuf>,
+    /// Print this run's ratio to the baseline in FILE (from --save) and exit 1 when a number is
+    /// --max-drop times worse (throughput that low, pickup p99 that high).
+    #[arg(long, value_name = "FILE")]
+    pub compare: Option<std::path::PathBuf>,
+    /// How many times worse than the baseline fails --compare (noise here is ±20%).
+    #[arg(long, default_value_t = 3.0)]
+    pub max_drop: f64,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
@@ -136,6 +146,18 @@ async fn open_fresh(
             .await?;
             s.migrate().await?;
             Ok((s, None, Some(schema)))
+        }
+        Some(u) if u.starts_with("mysql://") || u.starts_with("mariadb://") => {
+            // A database of its own, dropped at the end (as PostgreSQL's schema).
+            let db = format!("docket_bench_{}", uuid::Uuid::new_v4().simple());
+            let url = docket_store::mysql::MySqlStore::create_database(u, &db).await?;
+            let s = docket_store::connect(&ConnectOptions {
+                max_connections: Some(20),
+                ..ConnectOptions::new(url)
+            })
+            .await?;
+            s.migrate().await?;
+            Ok((s, None, Some(db)))
         }
         Some(u) => {
             let s = docket_store::connect(&ConnectOptions::new(u)).await?;
@@ -511,17 +533,46 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             if missed > 0 { format!("  ({missed} never ran)") } else { String::new() }
         );
     }
+    let mut pickup: Vec<f64> = lat.iter().map(|l| l.0).filter(|x| !x.is_nan()).collect();
+    pickup.sort_by(|x, y| x.partial_cmp(y).expect("no NaN"));
+    let result = Numbers {
+        backend: backend.clone(),
+        mode: format!("{:?}", a.mode).to_lowercase(),
+        tasks: a.tasks,
+        concurrency: a.concurrency,
+        enqueue_per_s: a.tasks as f64 / enq.as_secs_f64(),
+        worked_per_s: a.tasks as f64 / work.as_secs_f64(),
+        pickup_p99_ms: (!pickup.is_empty()).then(|| pct(&pickup, 99.0)),
+    };
     cancel.cancel();
     for h in services {
         let _ = h.await;
     }
-    if let (Some(schema), docket_store::Backend::Postgres) = (schema, store.backend()) {
-        if let Some(pg) = a.database.as_deref() {
+    let compared = a
+        .compare
+        .as_deref()
+        .map(|f| compare(&result, f, a.max_drop))
+        .transpose();
+    if let Some(f) = &a.save {
+        std::fs::write(f, serde_json::to_string_pretty(&result)? + "\n")
+            .with_context(|| format!("cannot write {}", f.display()))?;
+        println!("saved to {}", f.display());
+    }
+    let backend = store.backend();
+    store.close().await;
+    match (schema, backend, a.database.as_deref()) {
+        (Some(schema), docket_store::Backend::Postgres, Some(pg)) => {
             let s = docket_store::postgres::PgStore::connect(&ConnectOptions::new(pg)).await?;
             sqlx_drop_schema(&s, &schema).await?;
         }
+        (Some(db), docket_store::Backend::MySql, Some(url)) => {
+            docket_store::mysql::MySqlStore::drop_database(url, &db)
+                .await
+                .context("dropping the bench database")?;
+        }
+        _ => {}
     }
-    store.close().await;
+    compared?;
     Ok(())
 }
 
@@ -683,5 +734,71 @@ async fn pg_task_bench(a: &BenchArgs) -> Result<()> {
     sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
         .execute(&db)
         .await?;
+    Ok(())
+}
+
+/// One run's numbers, as `--save` writes them and `--compare` reads them.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Numbers {
+    backend: String,
+    mode: String,
+    tasks: usize,
+    concurrency: usize,
+    enqueue_per_s: f64,
+    worked_per_s: f64,
+    pickup_p99_ms: Option<f64>,
+}
+
+/// Prints the ratio of each number to the baseline; an error when one is `max_drop` times
+/// worse.
+fn compare(now: &Numbers, file: &std::path::Path, max_drop: f64) -> Result<()> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the baseline {}", file.display()))?;
+    let base: Numbers = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a baseline written by --save", file.display()))?;
+    if (base.backend.as_str(), base.mode.as_str()) != (now.backend.as_str(), now.mode.as_str()) {
+        anyhow::bail!(
+            "the baseline is {} {}, this run {} {}: compare like with like",
+            base.backend,
+            base.mode,
+            now.backend,
+            now.mode
+        );
+    }
+    // Each row: name, baseline, now, how many times worse (>1 is worse).
+    let mut rows = vec![
+        (
+            "enqueue tasks/s",
+            base.enqueue_per_s,
+            now.enqueue_per_s,
+            base.enqueue_per_s / now.enqueue_per_s,
+        ),
+        (
+            "worked tasks/s",
+            base.worked_per_s,
+            now.worked_per_s,
+            base.worked_per_s / now.worked_per_s,
+        ),
+    ];
+    if let (Some(b), Some(n)) = (base.pickup_p99_ms, now.pickup_p99_ms) {
+        rows.push(("pickup p99 ms", b, n, n / b));
+    }
+    let mut worse = vec![];
+    for (name, b, n, times) in rows {
+        println!(
+            "vs baseline: {name:<16} {b:>10.2} -> {n:>10.2}  ({:.2}x of baseline)",
+            n / b
+        );
+        if !times.is_finite() || times >= max_drop {
+            worse.push(format!("{name} is {times:.1}x worse ({b:.2} -> {n:.2})"));
+        }
+    }
+    if !worse.is_empty() {
+        anyhow::bail!(
+            "a regression of {max_drop}x or more against {}: {}",
+            file.display(),
+            worse.join("; ")
+        );
+    }
     Ok(())
 }

@@ -4,7 +4,7 @@ use crate::parse_duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
-/// docket: durable tasks on PostgreSQL or SQLite.
+/// docket: durable tasks on PostgreSQL, SQLite or MySQL/MariaDB.
 #[derive(Parser, Debug)]
 #[command(name = "docket", version, about, propagate_version = true)]
 pub struct Cli {
@@ -14,11 +14,13 @@ pub struct Cli {
 
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
-    /// Database URL: sqlite://FILE (created if missing) or postgres://user@host/db
+    /// Database URL: sqlite://FILE (created if missing), postgres://user@host/db or
+    /// mysql://user:pass@host:3306/db (MySQL 8.0+, MariaDB 10.6+; also mariadb://)
     /// [default: sqlite://docket.db].
     #[arg(long, env = "DOCKET_DATABASE_URL", global = true)]
     pub database: Option<String>,
-    /// PostgreSQL schema for docket's tables (created if missing).
+    /// PostgreSQL schema for docket's tables (created if missing). MySQL: name the database in
+    /// the URL instead.
     #[arg(long, env = "DOCKET_SCHEMA", global = true)]
     pub schema: Option<String>,
     /// PostgreSQL: make claims and completions wait for the WAL flush too (slower; by default
@@ -120,13 +122,15 @@ pub enum Command {
     },
     /// Print the man page (roff) to stdout: `docket man > docket.1`.
     Man,
-    /// List the nodes of the cluster.
+    /// List the nodes of the cluster; drain one or resume it.
     Node {
         #[command(flatten)]
         server: ServerArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(subcommand)]
+        cmd: Option<NodeCmd>,
     },
     /// Configure namespaces of durable processes.
     Namespace {
@@ -163,9 +167,9 @@ pub struct ServeArgs {
     /// This node's name (default: hostname-pid).
     #[arg(long, env = "DOCKET_NODE")]
     pub node: Option<String>,
-    /// How long in-flight requests may finish after SIGINT/SIGTERM.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub grace: Duration,
+    /// How long in-flight requests may finish after SIGINT/SIGTERM [default: 30s].
+    #[arg(long, value_parser = parse_duration)]
+    pub grace: Option<Duration>,
     /// Longest wait between database looks when nothing wakes the node.
     #[arg(long, value_parser = parse_duration)]
     pub poll_interval: Option<Duration>,
@@ -199,9 +203,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub sql_allow_raw: bool,
     /// Whether requests need an API token: `auto` (required unless --listen is a loopback
-    /// address), `required` or `off`.
-    #[arg(long, value_enum, default_value = "auto", env = "DOCKET_AUTH")]
-    pub auth: AuthArg,
+    /// address), `required` or `off` [default: auto].
+    #[arg(long, value_enum, env = "DOCKET_AUTH")]
+    pub auth: Option<AuthArg>,
     /// Serve a non-loopback address with --auth off: anyone who reaches the port can read and
     /// change every task.
     #[arg(long)]
@@ -215,16 +219,16 @@ pub struct ServeArgs {
     #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_origin)]
     pub cors_origins: Vec<String>,
     /// Requests per second one token may make on average; past it, 429 `rate_limited` with
-    /// Retry-After (0: no limit; applies under --auth required).
-    #[arg(long, env = "DOCKET_RATE_LIMIT", default_value_t = 1000)]
-    pub rate_limit: u32,
-    /// Requests one token may make at once above --rate-limit.
-    #[arg(long, env = "DOCKET_RATE_BURST", default_value_t = 2000)]
-    pub rate_burst: u32,
+    /// Retry-After (0: no limit; applies under --auth required) [default: 1000].
+    #[arg(long, env = "DOCKET_RATE_LIMIT")]
+    pub rate_limit: Option<u32>,
+    /// Requests one token may make at once above --rate-limit [default: 2000].
+    #[arg(long, env = "DOCKET_RATE_BURST")]
+    pub rate_burst: Option<u32>,
     /// Long-polls (claims with wait, event streams) one token may hold open at once
-    /// (0: no limit; applies under --auth required).
-    #[arg(long, env = "DOCKET_MAX_LONG_POLLS", default_value_t = 64)]
-    pub max_long_polls: usize,
+    /// (0: no limit; applies under --auth required) [default: 64].
+    #[arg(long, env = "DOCKET_MAX_LONG_POLLS")]
+    pub max_long_polls: Option<usize>,
     /// A host namespaces' processor and webhook URLs may name (repeatable; `*.example.com`
     /// for every name under it). Without one, any host.
     #[arg(long = "outbound-host", value_name = "HOST")]
@@ -237,11 +241,26 @@ pub struct ServeArgs {
     pub tls_key: Option<std::path::PathBuf>,
 }
 
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum AuthArg {
     Auto,
     Required,
     Off,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NodeCmd {
+    /// Drain a node (node-daemons' move tasks to another node): it claims nothing, its running
+    /// tasks finish, its waiting tasks pinned to it move to --to (or to any node).
+    Drain {
+        name: String,
+        /// The node that gets its pinned waiting tasks [any node].
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// End a node's drain: it claims again.
+    Resume { name: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -302,6 +321,10 @@ pub struct TaskAddArgs {
     /// Attempt timeout.
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+    /// Backoff as JSON: `{"kind": "linear", "step": "30s", "max": "10m"}` or
+    /// `{"initial": "1s", "coefficient": 2, "max": "1h", "jitter": 0.1}`.
+    #[arg(long)]
+    pub backoff: Option<String>,
     /// Idempotency key.
     #[arg(long)]
     pub unique_key: Option<String>,
@@ -314,6 +337,9 @@ pub struct TaskAddArgs {
     /// Node affinity.
     #[arg(long)]
     pub node: Option<String>,
+    /// The user the task is for (`docket task list --user-id U` lists them).
+    #[arg(long)]
+    pub user_id: Option<String>,
     /// Enqueue one JSON task spec per line from FILE ("-" for stdin).
     #[arg(long)]
     pub file: Option<String>,
@@ -347,6 +373,9 @@ pub enum TaskCmd {
         /// Only tasks whose payload or errors contain this text.
         #[arg(long)]
         text: Option<String>,
+        /// Only this user's tasks (several states: `--state running,retryable`).
+        #[arg(long)]
+        user_id: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -425,7 +454,10 @@ pub struct QueueSetArgs {
     /// Keep discarded/cancelled tasks this long.
     #[arg(long, value_parser = parse_duration)]
     pub retention_failed: Option<Duration>,
-    /// Default backoff: first delay.
+    /// Default backoff: `exponential` or `linear` (node-daemons' delayRatio: attempt × initial).
+    #[arg(long, value_parser = ["exponential", "linear"])]
+    pub backoff_kind: Option<String>,
+    /// Default backoff: first delay (linear: the step).
     #[arg(long, value_parser = parse_duration)]
     pub backoff_initial: Option<Duration>,
     /// Default backoff: cap.
@@ -613,7 +645,7 @@ pub enum ProcessCmd {
 }
 
 /// An origin as browsers send it: `scheme://host[:port]`, nothing after.
-fn parse_origin(s: &str) -> Result<String, String> {
+pub(crate) fn parse_origin(s: &str) -> Result<String, String> {
     let ok = ["http://", "https://"].iter().any(|p| {
         s.strip_prefix(p)
             .is_some_and(|h| !h.is_empty() && !h.contains('/'))

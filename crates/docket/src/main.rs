@@ -3,6 +3,7 @@
 mod bench;
 mod cli;
 mod commands;
+mod config;
 mod telemetry;
 
 use anyhow::{bail, Context, Result};
@@ -57,6 +58,7 @@ pub(crate) fn connect_opts(db: &DbArgs) -> ConnectOptions {
 
 #[tokio::main]
 async fn main() {
+    quiet_broken_pipe();
     let cli = Cli::parse();
     let code = match run(cli).await {
         Ok(()) => 0,
@@ -66,6 +68,28 @@ async fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// `docket task list | head` must end quietly when `head` stops reading, as C tools do on
+/// SIGPIPE: Rust ignores SIGPIPE (so a server survives a closed socket) and `println!` panics on
+/// the broken pipe instead. Without `unsafe` the signal cannot be restored, so the panic it
+/// causes exits with SIGPIPE's shell status (141) and no message; other panics are reported.
+fn quiet_broken_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        // println! says "failed printing to stdout: Broken pipe", clap_complete's writer
+        // "…: Os { code: 32, kind: BrokenPipe, … }".
+        if msg.contains("Broken pipe") || msg.contains("BrokenPipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -96,7 +120,24 @@ async fn run(cli: Cli) -> Result<()> {
             clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
             Ok(())
         }
-        Command::Node { server, json } => {
+        Command::Node {
+            server,
+            json: _,
+            cmd: Some(cmd),
+        } => {
+            let c = server.client()?;
+            let v = match &cmd {
+                NodeCmd::Drain { name, to } => c.node_drain(name, to.as_deref()).await?,
+                NodeCmd::Resume { name } => c.node_resume(name).await?,
+            };
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(())
+        }
+        Command::Node {
+            server,
+            json,
+            cmd: None,
+        } => {
             let nodes = server.client()?.node_list().await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&nodes)?);

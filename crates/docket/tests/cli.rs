@@ -1,5 +1,6 @@
 //! The `docket` binary as a user runs it: `serve`, `task`, `queue` and `worker` as separate
-//! processes, on a real SQLite file and on PostgreSQL (own schema per test).
+//! processes, on a real SQLite file, on PostgreSQL (own schema per test) and on MariaDB (own
+//! database per test).
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -72,6 +73,17 @@ fn db_args(backend: &str, dir: &tempfile::TempDir) -> Vec<String> {
             "--database".into(),
             format!("sqlite://{}", dir.path().join("d.db").display()),
         ],
+        "mysql" => {
+            // A new database (scripts/test.sh drops what runs leave).
+            use docket_store::testing::TestStore;
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            let db = rt.block_on(async {
+                let t = TestStore::mysql_with(1).await;
+                t.store.close().await;
+                t.schema.clone().unwrap()
+            });
+            vec!["--database".into(), TestStore::mysql_db_url(&db)]
+        }
         _ => vec![
             "--database".into(),
             std::env::var("DOCKET_TEST_PG_URL")
@@ -420,14 +432,56 @@ fn bulk_file_and_cli_errors(backend: &str) {
     s.ok(&["queue", "resume", "bulk"]);
 }
 
+/// A URL of another scheme names the three that exist; a wrong password and a refused port are
+/// one line each and a non-zero exit, at once (no retries until a pool timeout); a schema with a
+/// MySQL URL is refused; a missing MySQL database is created.
 #[test]
 fn serve_refuses_unknown_database() {
+    let run = |url: &str, extra: &[&str]| {
+        let t0 = Instant::now();
+        let o = Command::new(BIN)
+            .args(["migrate", "--database", url])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{url}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(8),
+            "{url}: {:?}",
+            t0.elapsed()
+        );
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(err.trim().lines().count(), 1, "{url}: {err}");
+        err
+    };
+    let e = run("redis://127.0.0.1/0", &[]);
+    assert!(e.contains("unsupported database URL"), "{e}");
+    for scheme in ["postgres://", "mysql://", "sqlite://"] {
+        assert!(e.contains(scheme), "{e}");
+    }
+    let mysql = docket_store::testing::TestStore::mysql_url();
+    let server = mysql
+        .rsplit_once('/')
+        .map_or(mysql.as_str(), |x| x.0)
+        .to_string();
+    let e = run(&server.replacen("://root@", "://root:wrong@", 1), &[]);
+    let e2 = run(&format!("{server}/test"), &["--schema", "s"]);
+    assert!(e2.contains("name the database in the URL"), "{e2}");
+    // A database that does not exist is created (one docket may name, like a SQLite file).
+    let fresh = format!("cli_{}", uuid::Uuid::new_v4().simple());
     let o = Command::new(BIN)
-        .args(["migrate", "--database", "mysql://x"])
+        .args(["migrate", "--database", &format!("{server}/{fresh}")])
         .output()
         .unwrap();
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unsupported database URL"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let e3 = run(&format!("{server}/not-a-plain-name"), &[]);
+    assert!(e3.contains("bad database name"), "{e3}");
+    let e4 = run(&format!("mysql://root@127.0.0.1:{}/test", free_port()), &[]);
+    assert!(e4.contains("Connection refused"), "{e4}");
+    // Only when the test server's root has no password is "wrong" really wrong.
+    if server.contains("://root@") {
+        assert!(e.contains("Access denied"), "{e}");
+    }
 }
 
 /// Issue 12: `docket worker --kind K` (repeatable) claims only those kinds; other tasks wait.
@@ -542,14 +596,116 @@ fn worker_retries_reports_across_a_server_restart(backend: &str) {
     w.wait().unwrap();
 }
 
+/// Issue 12 item 8: a linear backoff (node-daemons' delayRatio) per queue and per task from the
+/// CLI; a backoff that does not parse is refused with its flag named.
+fn linear_backoff_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let q: Value = serde_json::from_str(&s.ok(&[
+        "queue",
+        "set",
+        "lin",
+        "--backoff-kind",
+        "linear",
+        "--backoff-initial",
+        "30s",
+        "--backoff-max",
+        "2m",
+    ]))
+    .unwrap();
+    assert_eq!(q["backoff"]["kind"], "linear", "{q}");
+    assert_eq!(q["backoff"]["initial"], "30s", "{q}");
+    // A task of that queue takes it; a task may bring its own.
+    let a = s.add(&["--kind", "k", "--queue", "lin"]);
+    assert_eq!(s.task(a)["backoff"]["kind"], "linear");
+    let b = s.add(&[
+        "--kind",
+        "k",
+        "--backoff",
+        r#"{"kind": "linear", "step": "10s", "max": "1m"}"#,
+    ]);
+    let t = s.task(b);
+    assert_eq!(
+        (
+            t["backoff"]["kind"].as_str(),
+            t["backoff"]["initial"].as_str()
+        ),
+        (Some("linear"), Some("10s")),
+        "{t}"
+    );
+    for bad in [r#"{"kind": "quadratic"}"#, "not json"] {
+        let o = s.cli(&["task", "add", "--kind", "k", "--backoff", bad]);
+        assert!(!o.status.success(), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--backoff"),
+            "{bad}"
+        );
+    }
+}
+
+/// Issue 12 item 4: asyncflow's user task lists from the CLI: `--user-id` on add, and a list of
+/// one user's tasks in several states; a bad user id is refused naming the field.
+fn user_task_lists_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let a = s.add(&["--kind", "k", "--user-id", "noob"]);
+    let _b = s.add(&["--kind", "k", "--user-id", "other"]);
+    let c = s.add(&["--kind", "k", "--user-id", "noob", "--run-in", "1h"]);
+    assert_eq!(s.task(a)["user_id"], "noob");
+    let list = |args: &[&str]| -> Vec<i64> {
+        let mut v = vec!["task", "list", "--json"];
+        v.extend_from_slice(args);
+        let out: Value = serde_json::from_str(&s.ok(&v)).unwrap();
+        out.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(list(&["--user-id", "noob"]), vec![a, c]);
+    assert_eq!(
+        list(&["--user-id", "noob", "--state", "scheduled,running"]),
+        vec![c]
+    );
+    assert!(list(&["--user-id", "nobody"]).is_empty());
+    let o = s.cli(&["task", "add", "--kind", "k", "--user-id", "a\u{7}b"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("user_id"));
+}
+
+/// Issue 12 item 11: `docket node drain NAME [--to OTHER]` moves the node's pinned waiting
+/// tasks and marks it draining; `docket node resume NAME` ends it; an unknown node is an error.
+fn node_drain_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let nodes: Value = serde_json::from_str(&s.ok(&["node", "--json"])).unwrap();
+    let me = nodes[0]["name"].as_str().unwrap().to_string();
+    let id = s.add(&["--kind", "k", "--node", &me, "--run-in", "1h"]);
+    let v: Value = serde_json::from_str(&s.ok(&["node", "drain", &me])).unwrap();
+    assert_eq!(
+        (v["draining"].as_bool(), v["moved"].as_u64()),
+        (Some(true), Some(1)),
+        "{v}"
+    );
+    assert_eq!(s.task(id)["node"], Value::Null, "may run anywhere now");
+    let nodes: Value = serde_json::from_str(&s.ok(&["node", "--json"])).unwrap();
+    assert_eq!(nodes[0]["state"], "draining", "{nodes}");
+    let v: Value = serde_json::from_str(&s.ok(&["node", "resume", &me])).unwrap();
+    assert_eq!(v["draining"], false);
+    let o = s.cli(&["node", "drain", "no-such-node"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not_found"));
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[test] fn $name() { super::$name("pg") } )* }
         mod sqlite { $( #[test] fn $name() { super::$name("sqlite") } )* }
+        mod mysql { $( #[test] fn $name() { super::$name("mysql") } )* }
     };
 }
 
 both!(
+    linear_backoff_from_the_cli,
+    node_drain_from_the_cli,
+    user_task_lists_from_the_cli,
     worker_claims_only_its_kinds,
     odd_queue_names_reach_their_own_routes,
     worker_enforces_the_timeout,
@@ -762,6 +918,10 @@ mod processes {
     fn sqlite() {
         super::processes_from_the_cli("sqlite")
     }
+    #[test]
+    fn mysql() {
+        super::processes_from_the_cli("mysql")
+    }
 }
 
 /// `docket serve --config`: settings and namespaces from the file; flags override it; a bad file
@@ -857,6 +1017,52 @@ fn serve_reads_a_config_file() {
         err.contains("bad.toml is not a valid docket config") && err.contains("colour"),
         "{err}"
     );
+    // Settings that parse but do not hold together: every problem is named at once, before
+    // anything starts (nothing listens, no database is created).
+    let wrong = dir.path().join("wrong.toml");
+    std::fs::write(
+        &wrong,
+        format!(
+            "listen = \"nowhere\"\ndatabase = \"sqlite://{}\"\nschema = \"s\"\n\
+             grace = \"0s\"\ntls_cert = \"/no/such.pem\"\nrate_burst = 0\n\
+             cors_origins = [\"ftp://x\"]\n",
+            dir.path().join("never.db").display()
+        ),
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["serve", "--config", wrong.to_str().unwrap()])
+        .args(["--sql-target", "no-equals-sign"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    for want in [
+        "invalid configuration",
+        "listen \"nowhere\" must be HOST:PORT",
+        "schema is PostgreSQL's",
+        "grace must be longer than 0",
+        "tls_cert is set without tls_key",
+        "rate_burst must be at least 1",
+        "cors origin",
+        "--sql-target must be NAME=URL",
+    ] {
+        assert!(err.contains(want), "{want:?} in {err}");
+    }
+    assert!(!dir.path().join("never.db").exists(), "nothing was opened");
+    // A flag overrides the file's value and fixes it.
+    let o = Command::new(BIN)
+        .args([
+            "serve",
+            "--config",
+            wrong.to_str().unwrap(),
+            "--grace",
+            "5s",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("grace must be"), "{err}");
 }
 
 fn psql(sql: &str) -> String {
@@ -882,12 +1088,23 @@ fn psql(sql: &str) -> String {
     String::from_utf8(o.stdout).unwrap().trim_end().to_string()
 }
 
+/// SQL tasks and pg_task tables are PostgreSQL features that a docket on SQLite or on
+/// MySQL/MariaDB serves too: its own tasks stay in its database, the SQL runs on PostgreSQL.
 #[test]
 fn sql_tasks_and_a_pg_task_table_on_an_sqlite_docket() {
+    sql_tasks_and_a_pg_task_table("sqlite");
+}
+
+#[test]
+fn sql_tasks_and_a_pg_task_table_on_a_mysql_docket() {
+    sql_tasks_and_a_pg_task_table("mysql");
+}
+
+fn sql_tasks_and_a_pg_task_table(backend: &str) {
     let schema = format!("cli_pgt_{}", uuid::Uuid::new_v4().simple());
     let pg_task = format!("postgres://postgres@127.0.0.1:5432/postgres?schema={schema}&sleep=100");
     let s = serve_with(
-        "sqlite",
+        backend,
         &[
             "--sql-target",
             "main=host=127.0.0.1 user=postgres dbname=postgres",
@@ -943,6 +1160,15 @@ fn sql_tasks_and_a_pg_task_table_on_an_sqlite_docket() {
         assert!(Instant::now() < deadline, "pg_task row: {row}");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The dashboard shows the table: a panel docket-sql adds (the server knows no pg_task).
+    let page = Command::new("curl")
+        .args(["-fsS", &format!("{}/ui/schedules", s.url)])
+        .output()
+        .unwrap();
+    let html = String::from_utf8_lossy(&page.stdout);
+    assert!(html.contains("<h1>pg_task tables</h1>"), "{html}");
+    assert!(html.contains(&format!("{schema}.task")), "{html}");
+    assert!(html.contains("SELECT 40 + 2 AS answer"), "{html}");
     drop(s);
     psql(&format!("DROP SCHEMA {schema} CASCADE"));
 }
@@ -1474,4 +1700,55 @@ fn bootstrap_admin_token() {
         .to_string();
     assert!(list(&s, &printed));
     assert!(!list(&s, "dkt_wrong"));
+}
+
+/// Output into a pipe its reader closed (`docket … | head`) ends quietly, without a panic.
+#[test]
+fn closed_stdout_pipe_is_quiet() {
+    let mut c = Command::new(BIN)
+        .args(["completions", "bash"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(c.stdout.take());
+    let o = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+/// `docket bench --save` writes a baseline; `--compare` prints the ratios and fails on a drop
+/// of `--max-drop` times (here a baseline made ten times faster than the run).
+#[test]
+fn bench_compares_with_a_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.json");
+    let run = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["bench", "-n", "300", "-c", "2", "--latency-secs", "0"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--save", base.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    assert_eq!(
+        (v["backend"].as_str(), v["tasks"].as_u64()),
+        (Some("sqlite"), Some(300))
+    );
+    let o = run(&["--compare", base.to_str().unwrap(), "--max-drop", "1000"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("of baseline"));
+    v["worked_per_s"] = json!(v["worked_per_s"].as_f64().unwrap() * 10.0);
+    let fast = dir.path().join("fast.json");
+    std::fs::write(&fast, v.to_string()).unwrap();
+    let o = run(&["--compare", fast.to_str().unwrap(), "--max-drop", "3"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("worked tasks/s is") && err.contains("worse"),
+        "{err}"
+    );
 }

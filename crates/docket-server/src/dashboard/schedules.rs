@@ -1,13 +1,23 @@
-//! Schedules and the pg_task tables this node serves.
+//! Schedules, and the panels other crates add (docket-sql: the pg_task tables this node
+//! serves), by section.
 
 use super::*;
+use docket_engine::panels::{Cell, View};
+
+/// A panel's title and what it shows (or why it cannot).
+type Shown = (String, Result<View, String>);
 
 pub(super) async fn schedules(State(s): State<AppState>) -> Page {
     let now = s.engine.clock.now();
     let list = s.engine.schedule_list().await.map_err(fail)?;
-    let mut tables = vec![];
-    for v in s.pg_tasks.iter() {
-        tables.push((v.name().to_string(), v.summary(5).await));
+    // Panels by section, in the order they were added.
+    let mut sections: Vec<(String, Vec<Shown>)> = vec![];
+    for p in s.panels.iter() {
+        let v = (p.title(), p.view().await);
+        match sections.iter_mut().find(|(name, _)| name == p.section()) {
+            Some((_, list)) => list.push(v),
+            None => sections.push((p.section().to_string(), vec![v])),
+        }
     }
     Ok(layout(
         "Schedules",
@@ -32,26 +42,37 @@ pub(super) async fn schedules(State(s): State<AppState>) -> Page {
                     }
                 }
             }
-            h1 { "pg_task tables" }
-            @if tables.is_empty() { p class="muted" { "This node serves no pg_task table (docket serve --pg-task URL)." } }
-            @for (name, summary) in &tables {
-                h2 { (name) }
-                @match summary {
-                    Err(e) => p class="err" { "cannot read it: " (e) },
-                    Ok(sum) => {
-                        p { @for (st, n) in &sum.counts { (state_badge(st)) " " (n) "  " } }
-                        table {
-                            tr { th { "next planned" } th { "group" } th { "input" } th { "plan" } }
-                            @for r in &sum.next { tr { td { (r.id) } td { (r.group) } td { code { (short(&r.input, 80)) } } td { (ago(now, r.plan)) } } }
-                        }
-                        table style="margin-top:.6em" {
-                            tr { th { "last finished" } th { "group" } th { "state" } th { "input" } th { "stop" } th { "error" } }
-                            @for r in &sum.last { tr { td { (r.id) } td { (r.group) } td { (state_badge(&r.state)) } td { code { (short(&r.input, 60)) } }
-                                td { (r.stop.map(|t| ago(now, t)).unwrap_or_default()) } td class="err" { (r.error.clone().unwrap_or_default()) } } }
+            @for (section, panels) in &sections {
+                h1 { (section) }
+                @for (title, view) in panels {
+                    h2 { (title) }
+                    @match view {
+                        Err(e) => p class="err" { "cannot read it: " (e) },
+                        Ok(v) => {
+                            p { @for (st, n) in &v.counts { (state_badge(st)) " " (n) "  " } }
+                            @for (i, t) in v.tables.iter().enumerate() {
+                                table style=[(i > 0).then_some("margin-top:.6em")] {
+                                    tr { @for c in &t.columns { th { (c) } } }
+                                    @for row in &t.rows { tr { @for c in row { (cell(now, c)) } } }
+                                }
+                            }
                         }
                     }
                 }
             }
         },
     ))
+}
+
+/// One panel cell.
+fn cell(now: docket_core::Timestamp, c: &Cell) -> Markup {
+    html! {
+        @match c {
+            Cell::Text(t) => td { (t) },
+            Cell::Code { text, max } => td { code { (short(text, *max)) } },
+            Cell::State(st) => td { (state_badge(st)) },
+            Cell::Time(t) => td { (t.map(|t| ago(now, t)).unwrap_or_default()) },
+            Cell::Error(e) => td class="err" { (e) },
+        }
+    }
 }

@@ -9,6 +9,7 @@ pub(super) struct TaskFilter {
     kind: Option<String>,
     state: Option<String>,
     text: Option<String>,
+    user_id: Option<String>,
     after: Option<i64>,
 }
 
@@ -37,6 +38,7 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
                 kind: some(&f.kind),
                 states,
                 text: some(&f.text),
+                user_id: some(&f.user_id),
                 after: f.after,
                 descending: true,
                 limit: PAGE,
@@ -52,6 +54,7 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             ("kind", some(&f.kind)),
             ("state", some(&f.state)),
             ("text", some(&f.text)),
+            ("user_id", some(&f.user_id)),
         ] {
             if let Some(v) = v {
                 p.push(format!("{k}={}", urlencode(&v)));
@@ -80,6 +83,7 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
                 }
             }
             label { "text in payload or errors" input name="text" value=(some(&f.text).unwrap_or_default()); }
+            label { "user" input name="user_id" value=(some(&f.user_id).unwrap_or_default()); }
             button type="submit" { "Filter" }
         }
     };
@@ -165,6 +169,7 @@ pub(super) async fn task(
                 dt { "queue" } dd { a href=(format!("/ui/tasks?queue={}", urlencode(&t.queue))) { (t.queue) } }
                 dt { "kind" } dd { (t.kind) }
                 dt { "state" } dd id="state" { (t.state.as_str()) }
+                @if let Some(u) = &t.user_id { dt { "user" } dd { a href=(format!("/ui/tasks?user_id={}", urlencode(u))) { (u) } } }
                 dt { "priority" } dd { (t.priority) }
                 dt { "attempt" } dd { (t.attempt) " of " (t.max_attempts) }
                 dt { "run at" } dd { (ts(t.run_at)) " (" (ago(now, t.run_at)) ")" }

@@ -15,10 +15,9 @@ pub(crate) async fn schedule_put(
     caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let mut spec: docket_core::ScheduleSpec = parse(body)?;
-    auth::check_sql_scope(caller.as_ref().map(|c| &c.0), &[&spec.task])?;
+    let spec: docket_core::ScheduleSpec = parse(body)?;
+    auth::check_kind_scope(&s.engine, caller.as_ref().map(|c| &c.0), &[&spec.task])?;
     check_size("payload", &spec.task.payload)?;
-    check_sql_task(&s.sql, &mut spec.task)?;
     let created = s.engine.schedule_get(&spec.name).await?.is_none();
     let out = s.engine.schedule_put(spec).await?;
     let who = actions::actor(&headers, "api");

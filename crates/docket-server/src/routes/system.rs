@@ -188,3 +188,94 @@ pub(crate) async fn nodes_with_state(s: &AppState) -> ApiResult<Vec<NodeView>> {
         })
         .collect())
 }
+
+/// Body of `POST /v1/nodes/{name}/drain` (may be empty).
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DrainRequest {
+    /// The node that gets the drained node's waiting tasks pinned to it [any node].
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    to: Option<String>,
+}
+
+/// Answer of a drain or resume.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct DrainAnswer {
+    /// The node.
+    node: String,
+    /// Whether it is drained now.
+    draining: bool,
+    /// Waiting tasks that moved off it.
+    moved: u64,
+}
+
+async fn drain(
+    s: &AppState,
+    headers: &axum::http::HeaderMap,
+    name: &str,
+    drain: bool,
+    to: Option<String>,
+) -> ApiResult<Json<DrainAnswer>> {
+    check_name("node", name)?;
+    if let Some(t) = &to {
+        check_name("to", t)?;
+        if t == name {
+            return Err(ApiError::invalid(
+                "to must name another node than the one drained",
+            ));
+        }
+    }
+    let who = actions::actor(headers, "api");
+    match s
+        .engine
+        .node_drain(&who, name, drain, to.as_deref())
+        .await?
+    {
+        Some(moved) => Ok(Json(DrainAnswer {
+            node: name.to_string(),
+            draining: drain,
+            moved,
+        })),
+        None => Err(ApiError::new(
+            Code::NotFound,
+            format!("node {name} not found"),
+        )),
+    }
+}
+
+#[utoipa::path(
+    post, path = "/v1/nodes/{name}/drain",
+    tag = "status",
+    params(("name" = String, Path, min_length = 1, max_length = 256, description = "node name")),
+    request_body(content = DrainRequest, description = "optional"),
+    responses((status = 200, description = "drained", body = DrainAnswer), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "Drain a node (node-daemons' move tasks to another node): it claims nothing, its running tasks finish, its waiting tasks pinned to it move to `to` (or to any node)"
+)]
+pub(crate) async fn node_drain(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<DrainAnswer>> {
+    let b: DrainRequest = parse(body)?;
+    drain(&s, &headers, &name, true, b.to).await
+}
+
+#[utoipa::path(
+    post, path = "/v1/nodes/{name}/resume",
+    tag = "status",
+    params(("name" = String, Path, min_length = 1, max_length = 256, description = "node name")),
+    responses((status = 200, description = "claiming again", body = DrainAnswer), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "End a node's drain: it claims again"
+)]
+pub(crate) async fn node_resume(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(name): Path<String>,
+) -> ApiResult<Json<DrainAnswer>> {
+    drain(&s, &headers, &name, false, None).await
+}

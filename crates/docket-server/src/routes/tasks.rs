@@ -46,16 +46,11 @@ pub(crate) async fn task_add(
             err.details = Some(json!({"index": i}));
             err
         })?;
-        auth::check_sql_scope(caller.as_ref().map(|c| &c.0), &[&t])?;
+        auth::check_kind_scope(&s.engine, caller.as_ref().map(|c| &c.0), &[&t])?;
         check_size("payload", &t.payload)?;
         if t.trace_id.is_none() {
             t.trace_id = trace.clone();
         }
-        check_sql_task(&s.sql, &mut t).map_err(|mut e| {
-            e.message = format!("task {i}: {}", e.message);
-            e.details = Some(json!({"index": i}));
-            e
-        })?;
         tasks.push(t);
     }
     let out = s.engine.enqueue_many(tasks).await?;
@@ -93,6 +88,8 @@ pub(crate) struct ListQuery {
     order: Option<String>,
     /// Only tasks whose payload or errors contain this text (case-insensitive).
     text: Option<String>,
+    /// Only this user's tasks (asyncflow's user task list).
+    user_id: Option<String>,
 }
 
 #[utoipa::path(
@@ -147,6 +144,7 @@ pub(crate) async fn task_list(
             descending,
             limit,
             text: q.text.filter(|t| !t.is_empty()),
+            user_id: q.user_id,
         })
         .await?;
     let next = if tasks.len() as i64 == limit {

@@ -81,12 +81,16 @@ pub(crate) async fn queue_cmd(c: Client, cmd: QueueCmd) -> Result<()> {
             if let Some(v) = a.retention_failed {
                 s.retention_failed = Some(v);
             }
-            if a.backoff_initial.is_some()
+            if a.backoff_kind.is_some()
+                || a.backoff_initial.is_some()
                 || a.backoff_max.is_some()
                 || a.backoff_coefficient.is_some()
                 || a.backoff_jitter.is_some()
             {
                 let mut b = s.backoff.unwrap_or_default();
+                if let Some(k) = &a.backoff_kind {
+                    b.kind = k.parse().map_err(anyhow::Error::msg)?;
+                }
                 if let Some(v) = a.backoff_initial {
                     b.initial = v;
                 }

@@ -1,5 +1,6 @@
-//! `docket serve`: the config file, auth mode and bootstrap token, TLS reload, and the node
-//! itself (engine, processes, pg_task tables, sql tasks, HTTP).
+//! `docket serve`: auth mode and bootstrap token, TLS reload, and the node itself (engine,
+//! processes, pg_task tables, sql tasks, HTTP), run with the settings of
+//! [`crate::config::ServeConfig`].
 
 use crate::*;
 
@@ -23,32 +24,6 @@ pub(crate) fn reload_on_sighup(tls: Arc<docket_server::tls::Tls>, stop: Cancella
     });
 }
 
-/// The config file of `docket serve --config`: flags and DOCKET_* variables override it.
-#[derive(serde::Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FileConfig {
-    database: Option<String>,
-    schema: Option<String>,
-    listen: Option<String>,
-    node: Option<String>,
-    /// Namespaces of durable processes, as `PUT /v1/namespaces/{ns}` takes them.
-    #[serde(default)]
-    namespaces: std::collections::BTreeMap<String, docket_core::process::NamespaceConfig>,
-    /// pg_task tables to serve (`[[pg_task]]`, pg_task.json's entries).
-    #[serde(default)]
-    pg_task: Vec<docket_sql::PgTaskConfig>,
-    /// Targets `sql` tasks may run on (`[sql]`).
-    #[serde(default)]
-    sql: docket_sql::SqlTargets,
-}
-
-pub(crate) fn read_config(path: &std::path::Path) -> Result<FileConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    toml::from_str(&text)
-        .with_context(|| format!("{} is not a valid docket config", path.display()))
-}
-
 pub(crate) async fn serve(a: ServeArgs) -> Result<()> {
     let telemetry = telemetry::init(a.log_format, "info", a.otlp_endpoint.as_deref())?;
     let r = serve_inner(a).await;
@@ -56,24 +31,16 @@ pub(crate) async fn serve(a: ServeArgs) -> Result<()> {
     r
 }
 
-pub(crate) async fn serve_inner(mut a: ServeArgs) -> Result<()> {
-    let file = match &a.config {
-        Some(p) => read_config(p)?,
-        None => FileConfig::default(),
-    };
-    a.db.database = a.db.database.or(file.database);
-    a.db.schema = a.db.schema.or(file.schema);
-    let listen = a
-        .listen
-        .or(file.listen)
-        .unwrap_or_else(|| "127.0.0.1:7070".into());
-    a.node = a.node.or(file.node);
-    let opts = connect_opts(&a.db);
+pub(crate) async fn serve_inner(args: ServeArgs) -> Result<()> {
+    let a = crate::config::ServeConfig::load(&args)?;
+    a.validate()?;
+    let listen = a.listen.clone();
+    let opts = a.connect_opts();
     let store = docket_store::connect(&opts)
         .await
         .with_context(|| format!("cannot open the database {}", redact(&opts.url)))?;
     store.migrate().await.context("migrations failed")?;
-    let node = a.node.unwrap_or_else(default_node_name);
+    let node = a.node.clone().unwrap_or_else(default_node_name);
     let mut config = EngineConfig::new(node.clone(), &*store);
     if let Some(p) = a.poll_interval {
         config.poll_interval = p;
@@ -90,15 +57,17 @@ pub(crate) async fn serve_inner(mut a: ServeArgs) -> Result<()> {
     if let Some(d) = a.retention_nodes {
         config.retention_nodes = d;
     }
-    let engine = Engine::new(store.clone(), Arc::new(SystemClock), config);
+    let sql = a.sql.clone();
+    // `sql` tasks are checked (targets, payload, scope) by their kind hook wherever they are
+    // enqueued or scheduled.
+    let engine = Engine::new(store.clone(), Arc::new(SystemClock), config)
+        .with_kind_hook(Arc::new(docket_sql::SqlKind(Arc::new(sql.clone()))));
     let shutdown = CancellationToken::new();
     on_signal(shutdown.clone());
     let services = engine.start(shutdown.clone()).await?;
-    let tls = match (&a.tls_cert, &a.tls_key) {
-        (Some(c), Some(k)) => {
-            Some(docket_server::tls::Tls::load(c, k).map_err(anyhow::Error::msg)?)
-        }
-        _ => None,
+    let tls = match &a.tls {
+        Some((c, k)) => Some(docket_server::tls::Tls::load(c, k).map_err(anyhow::Error::msg)?),
+        None => None,
     };
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
@@ -112,32 +81,17 @@ pub(crate) async fn serve_inner(mut a: ServeArgs) -> Result<()> {
         bootstrap_token(&engine).await?;
     }
     tracing::info!(node, listen = %listener.local_addr()?, database = %redact(&opts.url), "docket serving");
-    let mut sql = file.sql;
-    for t in &a.sql_target {
-        let (name, url) = t
-            .split_once('=')
-            .with_context(|| format!("--sql-target must be NAME=URL, not {t:?}"))?;
-        docket_sql::wire::parse_conninfo(url).with_context(|| format!("--sql-target {name}"))?;
-        sql.targets.insert(name.to_string(), url.to_string());
-    }
-    sql.allow_raw |= a.sql_allow_raw;
-    let mut pg_tasks = file.pg_task;
-    for flag in &a.pg_task {
-        pg_tasks.push(
-            docket_sql::PgTaskConfig::from_flag(flag)
-                .map_err(|e| anyhow::anyhow!("--pg-task {}: {e}", redact(flag)))?,
-        );
-    }
+    let pg_tasks = a.pg_task.clone();
     let mut side = Vec::new();
     let mut views = Vec::new();
     for cfg in pg_tasks {
         let name = format!("{} at {}", cfg.name(), redact(&cfg.url));
         cfg.validate()
             .map_err(|e| anyhow::anyhow!("pg_task {name}: {e}"))?;
-        views.push(
+        views.push(Arc::new(
             docket_sql::pgtask::TableView::new(&cfg)
                 .map_err(|e| anyhow::anyhow!("pg_task {name}: {e}"))?,
-        );
+        ) as Arc<dyn docket_engine::panels::Panel>);
         side.push(
             docket_sql::pgtask::start(cfg, &node, shutdown.clone(), a.grace)
                 .await
@@ -176,10 +130,9 @@ pub(crate) async fn serve_inner(mut a: ServeArgs) -> Result<()> {
             burst: a.rate_burst,
             long_polls: a.max_long_polls,
         })
-        .with_sql(sql)
-        .with_pg_tasks(views);
+        .with_panels(views);
     let namespaces = state.processes.start().await?;
-    for (name, cfg) in file.namespaces {
+    for (name, cfg) in a.namespaces.clone() {
         state
             .processes
             .namespace_put(&name, cfg)

@@ -13,6 +13,7 @@ pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
             after,
             desc,
             text,
+            user_id,
             json,
         } => {
             let page = c
@@ -24,6 +25,7 @@ pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
                     after,
                     descending: desc,
                     text,
+                    user_id,
                 })
                 .await?;
             if json {
@@ -79,6 +81,12 @@ pub(crate) fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
         }
         None => serde_json::Value::Null,
     };
+    let backoff = match &a.backoff {
+        Some(b) => Some(
+            serde_json::from_str(b).with_context(|| format!("--backoff is not a backoff: {b}"))?,
+        ),
+        None => None,
+    };
     Ok(NewTask {
         queue: a.queue.clone(),
         kind,
@@ -88,10 +96,12 @@ pub(crate) fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
         run_in: a.run_in,
         max_attempts: a.max_attempts,
         timeout: a.timeout,
+        backoff,
         unique_key: a.unique_key.clone(),
         concurrency_key: a.concurrency_key.clone(),
         concurrency_limit: a.concurrency_limit,
         node: a.node.clone(),
+        user_id: a.user_id.clone(),
         ..NewTask::default()
     })
 }
@@ -180,6 +190,7 @@ pub(crate) async fn bulk(c: &Client, f: BulkFilter, verb: &str) -> Result<()> {
                 state: f.state.clone(),
                 kind: f.kind.clone(),
                 text: f.text.clone(),
+                user_id: None,
                 limit: Some(1000),
                 after,
                 descending: false,
