@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the HTTP API against its own OpenAPI document with schemathesis (PyPI), on SQLite and on
-# PostgreSQL: examples, coverage, fuzzing and stateful phases, every check but one — no 5xx, every
+# Fuzzes the HTTP API against its own OpenAPI document with schemathesis (PyPI), on SQLite, on
+# PostgreSQL and on MariaDB/MySQL: examples, coverage, fuzzing and stateful phases, every check but one — no 5xx, every
 # status, content type, header and body as documented, schema-violating requests refused,
 # unsupported methods refused, created resources reachable, and (`ignored_auth`) every route
 # that declares the bearer scheme refusing requests without a valid token: the server runs with
@@ -12,14 +12,19 @@
 # server rightly refuses requests the document cannot call invalid.
 #
 #   scripts/api-fuzz.sh             # 60 s per backend
+#   FUZZ_BACKENDS="sqlite mysql" scripts/api-fuzz.sh   # some of sqlite, postgres, mysql
 #   FUZZ_SECONDS=600 FUZZ_RANDOM=1 scripts/api-fuzz.sh   # longer, and a fresh seed each run
 # CI uses schemathesis's deterministic mode, so a run finds the same cases every time.
-# DOCKET_TEST_PG_URL points at PostgreSQL (default postgres://postgres@127.0.0.1:5432/postgres).
+# DOCKET_TEST_PG_URL points at PostgreSQL (default postgres://postgres@127.0.0.1:5432/postgres),
+# DOCKET_TEST_MYSQL_URL at MySQL/MariaDB (default mysql://root@127.0.0.1:3306/test; the run uses a
+# database fuzz_<random> there, created by docket and dropped at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 PG_URL=${DOCKET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+MYSQL_URL=${DOCKET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
+BACKENDS=${FUZZ_BACKENDS:-sqlite postgres mysql}
 say() { echo "[api-fuzz] $*" >&2; }
 
 VENV=$ROOT/target/schemathesis-venv
@@ -31,11 +36,20 @@ fi
 cargo build -q -p docket
 BIN=$ROOT/target/debug/docket
 WORK=$(mktemp -d /tmp/docket-fuzz.XXXXXX)
-SCHEMA="fuzz_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+SCHEMA="fuzz_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+# The same URL naming database $SCHEMA (mysql://user@host:port/db?opts -> …/$SCHEMA?opts).
+MYSQL_DB_URL=$(python3 -c 'import sys,re; u=sys.argv[1]; print(re.sub(r"^([a-z]+://[^/?]*)(/[^?]*)?", r"\1/"+sys.argv[2], u))' "$MYSQL_URL" "$SCHEMA")
 SERVER=
 cleanup() {
   [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
   psql "$PG_URL" -XAtqc "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1 || true
+  python3 - "$MYSQL_URL" "$SCHEMA" >/dev/null 2>&1 <<'PY' || true
+import re, subprocess, sys
+m = re.match(r"^[a-z]+://(?:([^:@/]*)(?::([^@/]*))?@)?([^:/?]+)(?::(\d+))?", sys.argv[1])
+user, pw, host, port = m.group(1) or "root", m.group(2), m.group(3), m.group(4) or "3306"
+args = ["mariadb", "--protocol=tcp", "-h", host, "-P", port, "-u", user] + (["-p" + pw] if pw else [])
+subprocess.run(args + ["-e", "DROP DATABASE IF EXISTS `%s`" % sys.argv[2]], check=False)
+PY
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -83,6 +97,14 @@ fuzz() { # backend-name database-args...
   kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=
 }
 
-fuzz sqlite --database "sqlite://$WORK/fuzz.db"
-fuzz postgres --database "$PG_URL" --schema "$SCHEMA"
-echo "api-fuzz: 2 passed, 0 failed"
+n=0
+for b in $BACKENDS; do
+  case $b in
+    sqlite) fuzz sqlite --database "sqlite://$WORK/fuzz.db" ;;
+    postgres) fuzz postgres --database "$PG_URL" --schema "$SCHEMA" ;;
+    mysql) fuzz mysql --database "$MYSQL_DB_URL" ;;
+    *) say "unknown backend $b (sqlite, postgres, mysql)"; exit 2 ;;
+  esac
+  n=$((n + 1))
+done
+echo "api-fuzz: $n passed, 0 failed"

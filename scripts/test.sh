@@ -5,9 +5,13 @@
 #   scripts/test.sh                 # everything, then the short chaos run (scripts/chaos.sh)
 #   scripts/test.sh -p docket-store # extra arguments go to `cargo test`
 # DOCKET_TEST_PG_URL overrides the database (default postgres://postgres@127.0.0.1:5432/postgres).
+# The MySQL backend's tests run on MariaDB (installed with apt and started when missing or down);
+# DOCKET_TEST_MYSQL_URL points them at another server (default mysql://root@127.0.0.1:3306/test;
+# each test creates its own database t_<uuid> there, and this script drops older runs' ones).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DOCKET_TEST_PG_URL=${DOCKET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+export DOCKET_TEST_MYSQL_URL=${DOCKET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
 
 say() { echo "[test.sh] $*" >&2; }
 
@@ -72,6 +76,53 @@ ensure_postgres_tls() {
     -c "ALTER SYSTEM SET ssl = on" -c "SELECT pg_reload_conf()" >/dev/null
 }
 
+# MariaDB for the MySQL backend's tests. The default URL logs in as root without a password
+# over 127.0.0.1, as Debian's mariadb-server allows once root uses mysql_native_password with an
+# empty one; a URL given in DOCKET_TEST_MYSQL_URL is used as it is.
+mysql_args() {
+  # mysql://user[:pass]@host[:port]/db -> client arguments (the test database is not needed).
+  local rest=${DOCKET_TEST_MYSQL_URL#*://} cred host user pass port
+  rest=${rest%%\?*}
+  cred=${rest%%@*}; host=${rest#*@}; host=${host%%/*}
+  user=${cred%%:*}; pass=""; [ "$cred" != "$user" ] && pass=${cred#*:}
+  port=3306; case $host in *:*) port=${host##*:}; host=${host%%:*};; esac
+  echo "-h $host -P $port -u $user ${pass:+-p$pass}"
+}
+my() { mariadb $(mysql_args) --protocol=tcp -N -B "$@"; }
+mysql_ready() { command -v mariadb >/dev/null && my -e 'select 1' >/dev/null 2>&1; }
+
+ensure_mariadb() {
+  if mysql_ready; then return; fi
+  if [ "$(id -u)" != 0 ]; then
+    say "MariaDB is not reachable at $DOCKET_TEST_MYSQL_URL and this is not root: start it, or set DOCKET_TEST_MYSQL_URL"
+    exit 1
+  fi
+  if [ ! -x /usr/sbin/mariadbd ]; then
+    say "installing MariaDB (apt)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client >/dev/null
+  fi
+  if ! mariadb-admin --protocol=socket ping >/dev/null 2>&1; then
+    say "starting MariaDB"
+    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
+    for _ in $(seq 1 60); do
+      mariadb-admin --protocol=socket ping >/dev/null 2>&1 && break
+      sleep 1
+    done
+  fi
+  # Root over TCP without a password (Debian's root logs in by socket only), and the default
+  # database the URL names.
+  mariadb --protocol=socket -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket;
+    CREATE DATABASE IF NOT EXISTS test" >/dev/null 2>&1 || true
+  for _ in $(seq 1 30); do
+    if mysql_ready; then return; fi
+    sleep 1
+  done
+  say "MariaDB did not come up at $DOCKET_TEST_MYSQL_URL"
+  exit 1
+}
+
 # The dashboard test drives Debian's Chromium through chromedriver.
 ensure_chromium() {
   if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then return; fi
@@ -86,8 +137,15 @@ ensure_chromium() {
 
 ensure_postgres
 ensure_postgres_tls
+ensure_mariadb
 ensure_chromium
-say "PostgreSQL ready at $DOCKET_TEST_PG_URL"
+say "PostgreSQL ready at $DOCKET_TEST_PG_URL, MariaDB at $DOCKET_TEST_MYSQL_URL"
+# MySQL test databases are named t_<uuid> (and cli_, fuzz_, docket_bench_): those older runs
+# left are dropped here — only when their tables are over an hour old, so a run going on beside
+# this one keeps its databases.
+my -e "select concat('drop database \`', table_schema, '\`;') from information_schema.tables
+  where table_schema regexp '^(t|cli|fuzz|docket_bench)_[0-9a-f]{32}$'
+  group by table_schema having max(create_time) < now() - interval 1 hour" | my >/dev/null 2>&1 || true
 # Test schemas are named t_*/cli_*; drop the ones older runs left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop schema \"' || nspname || '\" cascade;' from pg_namespace
   where nspname ~ '^(t|cli|cli_pgt|pgt|docket_bench|bench_pgt|fuzz)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
@@ -99,6 +157,10 @@ psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop database \"' || datname || '\" wi
 # 60 s per backend) and the short chaos run (about a minute): 2 nodes, workers, kill -9s, a node
 # restart and PostgreSQL crashes on a private cluster.
 if [ $# -eq 0 ]; then
+  # Benchmark smoke (a few seconds): fails only on a 3x drop against the checked-in baseline of
+  # this debug build on SQLite (noise here is about 20%); `docket bench --save` rewrites it.
+  say "bench smoke: docket bench --compare bench/baseline-smoke.json"
+  target/debug/docket bench -n 3000 -c 4 --latency-secs 0 --compare bench/baseline-smoke.json
   scripts/api-fuzz.sh
   scripts/chaos.sh --short
 fi
