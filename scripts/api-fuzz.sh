@@ -33,8 +33,14 @@ if [ ! -x "$VENV/bin/schemathesis" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q 'schemathesis==4.32.5'
 fi
-cargo build -q -p docket
-BIN=$ROOT/target/debug/docket
+# test.sh passes the binary `cargo test --workspace` built (DOCKET_BIN): building `-p docket`
+# alone resolves features differently and would compile the dependencies a second time.
+if [ -n "${DOCKET_BIN:-}" ]; then
+  BIN=$DOCKET_BIN
+else
+  cargo build -q -p docket
+  BIN=$ROOT/target/debug/docket
+fi
 WORK=$(mktemp -d /tmp/docket-fuzz.XXXXXX)
 SCHEMA="fuzz_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 # The same URL naming database $SCHEMA (mysql://user@host:port/db?opts -> …/$SCHEMA?opts).

@@ -34,8 +34,14 @@ say() { echo "[chaos] $*" >&2; }
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [ -x "$PGBIN/initdb" ] || { say "PostgreSQL server binaries not found (run scripts/test.sh once)"; exit 1; }
 
-cargo build -q -p docket
-BIN=$ROOT/target/debug/docket
+# test.sh passes the binary `cargo test --workspace` built (DOCKET_BIN): building `-p docket`
+# alone resolves features differently and would compile the dependencies a second time.
+if [ -n "${DOCKET_BIN:-}" ]; then
+  BIN=$DOCKET_BIN
+else
+  cargo build -q -p docket
+  BIN=$ROOT/target/debug/docket
+fi
 
 WORK=$(mktemp -d /tmp/docket-chaos.XXXXXX)
 chmod 755 "$WORK"

@@ -161,6 +161,6 @@ if [ $# -eq 0 ]; then
   # this debug build on SQLite (noise here is about 20%); `docket bench --save` rewrites it.
   say "bench smoke: docket bench --compare bench/baseline-smoke.json"
   target/debug/docket bench -n 3000 -c 4 --latency-secs 0 --compare bench/baseline-smoke.json
-  scripts/api-fuzz.sh
-  scripts/chaos.sh --short
+  DOCKET_BIN=$PWD/target/debug/docket scripts/api-fuzz.sh
+  DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short
 fi
