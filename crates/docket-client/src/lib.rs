@@ -262,6 +262,27 @@ impl Client {
             .await
     }
 
+    /// `PATCH /v1/tasks/{id}`: changes a waiting task (or a running one's payload/progress
+    /// with its lease); `if_match` applies it only at that version (the task's `ETag`).
+    ///
+    /// # Errors
+    /// `invalid_request`, `invalid_state`, `version_mismatch`, `not_found`, transport errors.
+    pub async fn task_update(
+        &self,
+        id: i64,
+        patch: &docket_core::patch::TaskPatch,
+        if_match: Option<&str>,
+    ) -> Result<Task> {
+        let mut req = self
+            .http
+            .patch(self.url(&format!("/v1/tasks/{id}")))
+            .json(patch);
+        if let Some(v) = if_match {
+            req = req.header(reqwest::header::IF_MATCH, format!("\"{v}\""));
+        }
+        self.send(req).await
+    }
+
     /// `GET /v1/tasks`.
     ///
     /// # Errors
@@ -334,6 +355,7 @@ impl Client {
             limit: Some(i64::try_from(limit).unwrap_or(i64::MAX)),
             lease: Some(lease),
             wait: Some(wait),
+            ..Default::default()
         };
         let r: ClaimResponse = self
             .send(
@@ -373,7 +395,17 @@ impl Client {
             id: None,
             lease: lease.to_string(),
             result,
+            ..Default::default()
         };
+        self.complete_with(id, &body).await
+    }
+
+    /// `POST /v1/tasks/{id}/complete` with every field, e.g. `next_stage` to hand the task on
+    /// to its next stage.
+    ///
+    /// # Errors
+    /// `lease_lost`, `cancelled`, `invalid_request`, transport errors.
+    pub async fn complete_with(&self, id: i64, body: &CompleteRequest) -> Result<Finished> {
         self.send(
             self.http
                 .post(self.url(&format!("/v1/tasks/{id}/complete")))
@@ -395,6 +427,7 @@ impl Client {
                     id: Some(*id),
                     lease: lease.clone(),
                     result: result.clone(),
+                    ..Default::default()
                 })
                 .collect(),
         };

@@ -28,6 +28,10 @@ pub struct ClaimRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_items = 1, max_items = 100)]
     pub kinds: Option<Vec<String>>,
+    /// Only tasks at these stages (1..=100 names; asyncflow's task_stage) [any stage].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_items = 1, max_items = 100)]
+    pub stages: Option<Vec<String>>,
     /// Lease per task, 100 ms..=30 days [the task's timeout]; never past the attempt deadline.
     #[serde(
         default,
@@ -85,6 +89,85 @@ pub struct CompleteRequest {
     /// What the attempt returned (any JSON, ≤ 1 MiB).
     #[serde(default)]
     pub result: Value,
+    /// Hand the task on to this stage instead of finishing it (asyncflow's multi-stage
+    /// tasks): same id, back to available (or scheduled by `run_at`/`run_in`), attempts
+    /// counted again from 1; its stage history and run log are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    pub next_stage: Option<String>,
+    /// With `next_stage`: the task's new payload (the next stage's context) [kept].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    /// With `next_stage`: the new priority [kept].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// With `next_stage`: when the next stage may start [now].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub run_at: Option<Timestamp>,
+    /// With `next_stage`: start the next stage after this delay, instead of `run_at`.
+    #[serde(
+        default,
+        with = "crate::duration::serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>, example = "5m")]
+    pub run_in: Option<Duration>,
+}
+
+impl CompleteRequest {
+    /// The stage hand-off this completion asks for, resolved at `now` (None: the task
+    /// finishes).
+    ///
+    /// # Errors
+    /// A message naming the bad field.
+    pub fn next(&self, now: Timestamp) -> Result<Option<crate::task::NextStage>, String> {
+        let Some(stage) = &self.next_stage else {
+            if self.payload.is_some()
+                || self.priority.is_some()
+                || self.run_at.is_some()
+                || self.run_in.is_some()
+            {
+                return Err(
+                    "payload, priority, run_at and run_in go with next_stage (a finished task keeps its own)"
+                        .into(),
+                );
+            }
+            return Ok(None);
+        };
+        crate::task::check_name("next_stage", stage)?;
+        if self.payload.as_ref().is_some_and(crate::task::has_nul) {
+            return Err("payload must not contain NUL characters (\\u0000)".into());
+        }
+        if self.run_at.is_some() && self.run_in.is_some() {
+            return Err("give run_at or run_in, not both".into());
+        }
+        if let Some(t) = self.run_at {
+            crate::time::check("run_at", t)?;
+        }
+        let run_at = match (self.run_at, self.run_in) {
+            (Some(t), _) => t,
+            (None, Some(d)) => crate::time::add(now, d),
+            (None, None) => now,
+        };
+        use chrono::SubsecRound;
+        let run_at = run_at.trunc_subsecs(6);
+        Ok(Some(crate::task::NextStage {
+            stage: stage.clone(),
+            state: if run_at > now {
+                TaskState::Scheduled
+            } else {
+                TaskState::Available
+            },
+            run_at,
+            payload: self.payload.clone(),
+            priority: self.priority,
+        }))
+    }
 }
 
 /// `POST /v1/tasks/{id}/fail`, or one item of `POST /v1/tasks/fail` (then `id` is required).

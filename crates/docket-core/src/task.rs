@@ -114,6 +114,15 @@ pub struct NewTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^[0-9a-fA-F]{32}$")]
     pub trace_id: Option<String>,
+    /// The stage the task starts at (asyncflow's task_stage); a worker completing a stage names
+    /// the next one (`next_stage`). Default none: a single-stage task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    pub stage: Option<String>,
 }
 
 /// Server-wide defaults under the queue settings.
@@ -175,6 +184,8 @@ pub struct ResolvedTask {
     /// The durable process this task is a step or timer of (progressor): its namespace and id.
     /// Set by the engine's process service, never from a request.
     pub process: Option<ProcessRef>,
+    /// The stage it starts at.
+    pub stage: Option<String>,
 }
 
 /// Which durable process a task belongs to.
@@ -264,6 +275,7 @@ impl NewTask {
             ("concurrency_key", &self.concurrency_key),
             ("node", &self.node),
             ("user_id", &self.user_id),
+            ("stage", &self.stage),
         ] {
             if let Some(v) = v {
                 check_name(f, v)?;
@@ -356,6 +368,7 @@ impl NewTask {
                     .unwrap_or_else(new_trace_id),
             ),
             process: None,
+            stage: self.stage,
         })
     }
 }
@@ -383,6 +396,11 @@ impl ResolvedTask {
             user_id: self.user_id,
             trace_id: self.trace_id,
             process: self.process,
+            stage: self.stage,
+            stages_done: vec![],
+            attempt_node: None,
+            runs: vec![],
+            run_count: 0,
             result: None,
             errors: vec![],
             progress: None,
@@ -396,6 +414,23 @@ impl ResolvedTask {
             inserted: Some(true),
         }
     }
+}
+
+/// The stage a completed stage hands its task on to (asyncflow's multi-stage tasks), with
+/// every value resolved by the engine: the task goes back to `state` at `stage` under the
+/// same id, its attempt count starts again, its run log and `stages_done` keep the history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextStage {
+    /// The next stage.
+    pub stage: String,
+    /// `available` (run_at reached) or `scheduled`.
+    pub state: crate::TaskState,
+    /// When it may start.
+    pub run_at: crate::Timestamp,
+    /// The new payload (the stage's context); None keeps it.
+    pub payload: Option<serde_json::Value>,
+    /// The new priority; None keeps it.
+    pub priority: Option<i32>,
 }
 
 /// One failed attempt, as kept in [`Task::errors`] (asyncflow's schedule_log entries).
@@ -424,6 +459,9 @@ pub struct Lease {
     /// When the lease runs out unless a heartbeat extends it.
     #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
+    /// This attempt's own trace id (32 hex digits), as its run log entry will name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// A stored task. JSON shape of every task the API returns.
@@ -474,6 +512,21 @@ pub struct Task {
     /// The durable process this task is a step or timer of (`null` for other tasks).
     #[serde(default)]
     pub process: Option<ProcessRef>,
+    /// The stage it is at (asyncflow's task_stage; `null` for a single-stage task).
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// The stages completed before this one, oldest first (`null`: the unnamed first stage).
+    #[serde(default)]
+    pub stages_done: Vec<Option<String>>,
+    /// The node that claimed the current (or last) attempt.
+    #[serde(default)]
+    pub attempt_node: Option<String>,
+    /// The run log: the last 10 finished attempts of every stage, oldest first.
+    #[serde(default)]
+    pub runs: Vec<crate::run::TaskRun>,
+    /// Attempts finished in all (the run log keeps only the last 10).
+    #[serde(default)]
+    pub run_count: i32,
     /// What the last successful attempt returned.
     pub result: Option<Value>,
     /// One entry per failed attempt.
@@ -642,6 +695,11 @@ mod tests {
             trace_id: None,
             user_id: None,
             process: None,
+            stage: None,
+            stages_done: vec![],
+            attempt_node: None,
+            runs: vec![],
+            run_count: 0,
             result: None,
             errors: vec![],
             progress: None,

@@ -3,7 +3,17 @@
 //! audit log (who, when, what).
 
 use crate::Engine;
+use docket_core::patch::{PatchError, TaskPatch};
 use docket_core::{QueueSettings, QueueStats, Task};
+
+fn patch_error(e: PatchError) -> StoreError {
+    match e {
+        PatchError::Invalid(m) => StoreError::Invalid(m),
+        PatchError::State(m) => StoreError::InvalidState(m),
+        PatchError::Version(m) => StoreError::PreconditionFailed(m),
+        PatchError::LeaseLost => StoreError::LeaseLost,
+    }
+}
 use docket_store::StoreError;
 use serde_json::{json, Value};
 
@@ -98,6 +108,51 @@ impl Engine {
             Some(json!({"queue": t.queue, "kind": t.kind, "state": t.state})),
         )
         .await;
+        Ok(t)
+    }
+
+    /// Updates a task that is not finished (`PATCH /v1/tasks/{id}`, `docket task set`) by
+    /// [`TaskPatch::apply`] on its locked row; `if_match` is the version the caller read
+    /// (`If-Match`). Audited as `task.update` when not done under a lease (a worker's own
+    /// progress/context writes are not operator actions).
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] (a bad field), [`StoreError::InvalidState`] (finished; running
+    /// without its lease), [`StoreError::PreconditionFailed`] (the version moved on),
+    /// [`StoreError::LeaseLost`], [`StoreError::NotFound`], store failure.
+    pub async fn task_update(
+        &self,
+        actor: &str,
+        id: i64,
+        patch: TaskPatch,
+        if_match: Option<String>,
+    ) -> Result<Task, StoreError> {
+        patch.validate().map_err(patch_error)?;
+        let now = self.clock.now();
+        let by_lease = patch.lease.is_some();
+        let detail = serde_json::to_value(TaskPatch {
+            lease: None,
+            payload: None,
+            progress: None,
+            ..patch.clone()
+        })
+        .ok();
+        let t = self
+            .store
+            .task_update(docket_store::TaskUpdateParams {
+                id,
+                rule: Box::new(move |t, token| {
+                    patch
+                        .apply(t, token, if_match.as_deref(), now)
+                        .map_err(patch_error)
+                }),
+            })
+            .await?;
+        self.waker.changed();
+        if !by_lease {
+            self.audit(actor, "task.update", &format!("task:{id}"), detail)
+                .await;
+        }
         Ok(t)
     }
 

@@ -331,7 +331,30 @@ impl Engine {
         wait: Duration,
         cancel: &CancellationToken,
     ) -> Result<Vec<Task>, StoreError> {
+        self.claim_where(queue, worker, kinds, None, limit, lease, wait, cancel)
+            .await
+    }
+
+    /// [`Engine::claim_kinds`] that also picks stages (`stages`, None: any stage; asyncflow's
+    /// task_stage). Each claimed task's lease carries its attempt's own trace id
+    /// ([`docket_core::run::attempt_trace_id`]).
+    ///
+    /// # Errors
+    /// Store errors.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn claim_where(
+        &self,
+        queue: &str,
+        worker: &str,
+        kinds: Option<&[String]>,
+        stages: Option<&[String]>,
+        limit: i64,
+        lease: Option<Duration>,
+        wait: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Task>, StoreError> {
         let kinds = kinds.map(<[String]>::to_vec);
+        let stages = stages.map(<[String]>::to_vec);
         let deadline = tokio::time::Instant::now() + wait;
         if self.is_draining() {
             // A drained node claims nothing; its claimers wait as they would on an empty queue.
@@ -351,6 +374,7 @@ impl Engine {
                 .store
                 .task_claim(TaskClaimParams {
                     kinds: kinds.clone(),
+                    stages: stages.clone(),
                     queue: queue.to_string(),
                     worker: worker.to_string(),
                     node: self.config.node.clone(),
@@ -359,6 +383,16 @@ impl Engine {
                     now: self.clock.now(),
                 })
                 .await?;
+            let mut got = got;
+            for t in &mut got {
+                if let (Some(l), Some(trace)) = (t.lease.as_mut(), t.trace_id.as_deref()) {
+                    l.trace_id = Some(docket_core::run::attempt_trace_id(
+                        trace,
+                        t.stage.as_deref(),
+                        t.attempt,
+                    ));
+                }
+            }
             let now = tokio::time::Instant::now();
             if !got.is_empty() || now >= deadline || cancel.is_cancelled() {
                 metrics::record_claimed(queue, &got, self.clock.now());

@@ -261,6 +261,7 @@ async fn freshen_lease(engine: &Engine, task: Task) -> Option<Task> {
             lease: Some(docket_core::Lease {
                 token: lease.token,
                 expires_at: fresh.lease_expires_at.unwrap_or(lease.expires_at),
+                trace_id: lease.trace_id,
             }),
             ..task
         }),
@@ -374,6 +375,7 @@ async fn flush(engine: &Engine, buf: Vec<Done>) {
                 id: d.task.id,
                 token,
                 result,
+                next: None,
             }),
             Outcome::Retry { error, retry_in } => fails.push(TaskFail {
                 id: d.task.id,

@@ -616,6 +616,7 @@ async fn two_nodes_claim_each_task_once(db: Db) {
                         id: t.id,
                         token: t.lease.as_ref().unwrap().token.clone(),
                         result: json!(w),
+                        next: None,
                     })
                     .collect();
                 let outs = e.complete_many(&items).await.unwrap();
@@ -713,6 +714,7 @@ async fn limits_hold_across_nodes(db: Db) {
                         id: t.id,
                         token: t.lease.as_ref().unwrap().token.clone(),
                         result: json!(null),
+                        next: None,
                     })
                     .collect();
                 e.complete_many(&items).await.unwrap();

@@ -71,6 +71,9 @@ pub enum Code {
     ProcessIsRunning,
     /// conflict (process_not_running)
     ProcessNotRunning,
+    /// precondition failed (version_mismatch): `If-Match` (or `version`) names a version the
+    /// task has moved on from
+    VersionMismatch,
     /// internal server error (internal)
     Internal,
     /// gateway timeout (timeout)
@@ -113,6 +116,7 @@ impl Code {
         Code::ProcessExists,
         Code::ProcessIsRunning,
         Code::ProcessNotRunning,
+        Code::VersionMismatch,
         Code::Internal,
         Code::Timeout,
         Code::Unavailable,
@@ -151,6 +155,7 @@ impl Code {
             Code::ProcessExists => StatusCode::CONFLICT,
             Code::ProcessIsRunning => StatusCode::CONFLICT,
             Code::ProcessNotRunning => StatusCode::CONFLICT,
+            Code::VersionMismatch => StatusCode::PRECONDITION_FAILED,
             Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Code::Timeout => StatusCode::GATEWAY_TIMEOUT,
             Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -190,6 +195,7 @@ impl Code {
             Code::ProcessExists => "process_exists",
             Code::ProcessIsRunning => "process_is_running",
             Code::ProcessNotRunning => "process_not_running",
+            Code::VersionMismatch => "version_mismatch",
             Code::Internal => "internal",
             Code::Timeout => "timeout",
             Code::Unavailable => "unavailable",
@@ -301,6 +307,7 @@ impl From<StoreError> for ApiError {
             StoreError::InvalidState(m) => ApiError::new(Code::InvalidState, m),
             StoreError::Conflict(m) => ApiError::new(Code::Conflict, m),
             StoreError::Invalid(m) => ApiError::new(Code::InvalidRequest, m),
+            StoreError::PreconditionFailed(m) => ApiError::new(Code::VersionMismatch, m),
             ref db if db.db_kind() == Some(docket_store::DbErrorKind::InvalidData) => {
                 tracing::warn!(error = %db, "the database refused a value");
                 ApiError::new(

@@ -40,6 +40,7 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         crate::task_cancel,
         crate::task_retry,
         crate::task_run_now,
+        crate::task_patch,
         crate::task_heartbeat,
         crate::task_complete,
         crate::task_fail,

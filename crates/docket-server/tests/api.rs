@@ -1273,7 +1273,225 @@ async fn attempt_timeout_is_enforced(n: Node) {
     }
 }
 
+/// Issue 12 (asyncflow): a task passes through stages under one id, claims pick stages, every
+/// attempt lands in the run log with its own trace id, and a waiting task changes by PATCH under
+/// its ETag; a running one only with its lease.
+async fn stages_run_log_and_updates(n: Node) {
+    let q = format!("s{}", uuid::Uuid::new_v4().simple());
+    let (st, t) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"queue": q, "kind": "order", "stage": "fetch", "payload": {"n": 1}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{t}");
+    let id = t["id"].as_i64().unwrap();
+    assert!(n
+        .claim(&q, json!({"worker": "w", "stages": ["ship"]}))
+        .await
+        .is_empty());
+    let got = n
+        .claim(&q, json!({"worker": "w", "stages": ["fetch"]}))
+        .await;
+    assert_eq!(got.len(), 1);
+    let lease = got[0]["lease"]["token"].as_str().unwrap().to_string();
+    let attempt_trace = got[0]["lease"]["trace_id"].as_str().unwrap().to_string();
+    assert_eq!(attempt_trace.len(), 32);
+    assert_ne!(Some(attempt_trace.as_str()), got[0]["trace_id"].as_str());
+    // A running task: PATCH needs its lease, and then takes only payload/progress.
+    let (st, v) = n
+        .call(
+            "PATCH",
+            &format!("/v1/tasks/{id}"),
+            Some(json!({"progress": 10})),
+        )
+        .await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::CONFLICT, "invalid_state"),
+        "{v}"
+    );
+    let (st, v) = n
+        .call(
+            "PATCH",
+            &format!("/v1/tasks/{id}"),
+            Some(json!({"progress": 10, "lease": lease})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["progress"], json!(10));
+    // Bad hand-offs are refused and change nothing.
+    let (st, v) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(json!({"lease": lease, "payload": {"x": 1}})),
+        )
+        .await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_request"),
+        "{v}"
+    );
+    let (st, v) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(json!({"lease": lease, "next_stage": ""})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("next_stage"),
+        "{v}"
+    );
+    let (st, v) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(
+                json!({"lease": lease, "result": {"fetched": true}, "next_stage": "ship",
+                        "payload": {"n": 2}, "priority": 3, "run_in": "1h"}),
+            ),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["state"], "scheduled");
+    let t = n.task(id).await;
+    assert_eq!(t["stage"], "ship");
+    assert_eq!(t["stages_done"], json!(["fetch"]));
+    assert_eq!(
+        (t["attempt"].as_i64(), t["priority"].as_i64()),
+        (Some(0), Some(3))
+    );
+    assert_eq!(t["payload"], json!({"n": 2}));
+    assert_eq!(t["run_count"], 1);
+    assert_eq!(t["runs"][0]["outcome"], "completed");
+    assert_eq!(t["runs"][0]["stage"], "fetch");
+    assert_eq!(
+        t["runs"][0]["trace_id"].as_str(),
+        Some(attempt_trace.as_str())
+    );
+    assert!(t["runs"][0]["duration_ms"].as_i64().is_some(), "{t}");
+    // The waiting task changes under its ETag; a stale ETag gets 412 and changes nothing.
+    let resp = n
+        .http
+        .get(format!("{}/v1/tasks/{id}", n.base))
+        .send()
+        .await
+        .unwrap();
+    let etag = resp.headers()["etag"].to_str().unwrap().to_string();
+    let patch = |body: Value, if_match: &str| {
+        n.http
+            .patch(format!("{}/v1/tasks/{id}", n.base))
+            .header("if-match", if_match)
+            .json(&body)
+            .send()
+    };
+    let r = patch(json!({"run_in": "0s", "priority": 9, "node": null}), &etag)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let new_etag = r.headers()["etag"].to_str().unwrap().to_string();
+    assert_ne!(new_etag, etag);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["state"].as_str(), v["priority"].as_i64()),
+        (Some("available"), Some(9))
+    );
+    let r = patch(json!({"priority": 1}), &etag).await.unwrap();
+    assert_eq!(r.status(), StatusCode::PRECONDITION_FAILED);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(code(&v), "version_mismatch", "{v}");
+    assert_eq!(n.task(id).await["priority"], 9);
+    for (body, want) in [
+        (json!({}), "invalid_request"),
+        (json!({"max_attempts": 0}), "invalid_request"),
+        (json!({"queue": ""}), "invalid_request"),
+        (json!({"priority": "high"}), "invalid_request"),
+        (json!({"colour": "red"}), "invalid_request"),
+        (
+            json!({"run_at": "2030-01-01T00:00:00Z", "run_in": "1s"}),
+            "invalid_request",
+        ),
+    ] {
+        let (st, v) = n
+            .call("PATCH", &format!("/v1/tasks/{id}"), Some(body.clone()))
+            .await;
+        assert!(st.is_client_error(), "{body}: {st} {v}");
+        assert_eq!(code(&v), want, "{body}: {v}");
+    }
+    let (st, v) = n
+        .call("PATCH", "/v1/tasks/999999999", Some(json!({"priority": 1})))
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::NOT_FOUND, "not_found"), "{v}");
+    // Move it to another queue: it is claimed there, and the last stage finishes it.
+    let q2 = format!("{q}-2");
+    let (st, v) = n
+        .call(
+            "PATCH",
+            &format!("/v1/tasks/{id}"),
+            Some(json!({"queue": q2})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let got = n
+        .claim(&q2, json!({"worker": "w", "stages": ["ship"]}))
+        .await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["attempt"], 1, "attempts count per stage");
+    let lease = got[0]["lease"]["token"].as_str().unwrap();
+    let (st, v) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(json!({"lease": lease, "result": "shipped"})),
+        )
+        .await;
+    assert_eq!(
+        (st, v["state"].as_str()),
+        (StatusCode::OK, Some("completed")),
+        "{v}"
+    );
+    let t = n.task(id).await;
+    assert_eq!(t["run_count"], 2);
+    assert_eq!(t["runs"][1]["stage"], "ship");
+    // The dashboard's task page shows the stages passed and the run log.
+    let html = n
+        .http
+        .get(format!("{}/ui/tasks/{id}", n.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("id=\"runs\""), "{html}");
+    assert!(html.contains("fetch → <strong>ship</strong>"), "{html}");
+    assert!(
+        html.contains(&attempt_trace),
+        "the attempt's trace id is listed"
+    );
+    let (st, v) = n
+        .call(
+            "PATCH",
+            &format!("/v1/tasks/{id}"),
+            Some(json!({"priority": 1})),
+        )
+        .await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::CONFLICT, "invalid_state"),
+        "{v}"
+    );
+}
+
 both!(
+    stages_run_log_and_updates,
     hostile_durations_times_and_nul,
     attempt_timeout_is_enforced,
     trace_ids_and_attempt_costs,

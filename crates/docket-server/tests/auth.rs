@@ -849,10 +849,11 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
                 )
                 .await;
             }
-            let body = match suffix {
-                "/heartbeat" => json!({"lease": lease}),
-                "/complete" => json!({"lease": lease, "result": 1}),
-                "/fail" => json!({"lease": lease, "error": "x"}),
+            let body = match (method, suffix) {
+                ("PATCH", "") => json!({"priority": 2}),
+                (_, "/heartbeat") => json!({"lease": lease}),
+                (_, "/complete") => json!({"lease": lease, "result": 1}),
+                (_, "/fail") => json!({"lease": lease, "error": "x"}),
                 _ => empty,
             };
             (t.replace("{id}", &id.to_string()), body)

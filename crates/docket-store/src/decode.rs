@@ -4,6 +4,7 @@
 
 use crate::{Result, StoreError};
 use docket_core::process::ProcessStatus;
+use docket_core::run::{StoredRun, TaskRun};
 use docket_core::{Backoff, TaskError, TaskState};
 use serde_json::Value;
 use std::time::Duration;
@@ -21,6 +22,27 @@ pub(crate) fn state(row: &str, s: &str) -> Result<TaskState> {
 /// A task's `errors` list.
 pub(crate) fn errors(row: &str, v: Value) -> Result<Vec<TaskError>> {
     serde_json::from_value(v).map_err(|e| corrupt(row, "errors", e))
+}
+
+/// A task's run log (`runs`; NULL: none yet). `trace` is the task's trace id, from which each
+/// entry's own trace id is derived.
+pub(crate) fn runs(row: &str, v: Option<Value>, trace: Option<&str>) -> Result<Vec<TaskRun>> {
+    let Some(v) = v else { return Ok(vec![]) };
+    let stored: Vec<StoredRun> = serde_json::from_value(v).map_err(|e| corrupt(row, "runs", e))?;
+    stored
+        .into_iter()
+        .map(|s| {
+            s.into_run(trace)
+                .ok_or_else(|| corrupt(row, "runs", "a time is out of range"))
+        })
+        .collect()
+}
+
+/// A task's `stages_done` (NULL: none).
+pub(crate) fn stages(row: &str, v: Option<Value>) -> Result<Vec<Option<String>>> {
+    v.map(|v| serde_json::from_value(v).map_err(|e| corrupt(row, "stages_done", e)))
+        .transpose()
+        .map(Option::unwrap_or_default)
 }
 
 /// A task's `backoff_kind`.

@@ -7,7 +7,9 @@
 //! backend.
 
 use async_trait::async_trait;
+use docket_core::run::RunOutcome;
 use docket_core::task::ResolvedTask;
+use docket_core::FailDecision;
 use docket_core::{QueueSettings, QueueStats, Schedule, ScheduleSpec, Task, TaskState, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,6 +51,10 @@ pub enum StoreError {
     /// Bad input detected by the store (for example a value out of range).
     #[error("{0}")]
     Invalid(String),
+    /// A conditional change found the row at another version than the caller read
+    /// (`If-Match`).
+    #[error("{0}")]
+    PreconditionFailed(String),
     /// The database failed; `kind` says how (see [`DbErrorKind`]), `message` is the driver's
     /// text, for logs. Every query's error reaches callers through one mapping
     /// (`From<sqlx::Error>`): a unique violation is [`StoreError::Conflict`], a missing row
@@ -234,6 +240,8 @@ pub struct TaskClaimParams {
     pub lease: Option<Duration>,
     /// Only tasks of these kinds (asyncflow's hold by task type); None: any kind.
     pub kinds: Option<Vec<String>>,
+    /// Only tasks at these stages (asyncflow's task_stage); None: any stage.
+    pub stages: Option<Vec<String>>,
     /// Now.
     pub now: Timestamp,
 }
@@ -264,7 +272,11 @@ pub struct TaskComplete {
     pub token: String,
     /// Result to store.
     pub result: Value,
+    /// Hand the task on to this stage instead of finishing it.
+    pub next: Option<NextStage>,
 }
+
+pub use docket_core::task::NextStage;
 
 /// One item of [`LeaseStore::task_fail_many`].
 #[derive(Debug, Clone)]
@@ -564,6 +576,15 @@ pub trait TaskStore: Send + Sync {
     /// # Errors
     /// Database failure.
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>>;
+
+    /// Changes a task by `p.rule`, applied to the row as stored while it is locked (so no
+    /// claim or finish races the change): writes back its queue, priority, run_at, state,
+    /// payload, node, max_attempts, stage and progress, wakes its queue when it is available.
+    /// Returns the task as stored after.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; whatever the rule returns; store failure.
+    async fn task_update(&self, p: TaskUpdateParams) -> Result<Task>;
 }
 
 /// Claims and the calls made under a lease: heartbeat, complete, fail.
@@ -997,6 +1018,27 @@ pub struct TaskRetryParams {
     pub id: i64,
     /// The current time (the engine's clock).
     pub now: Timestamp,
+}
+
+/// The rule of [`TaskStore::task_update`]: the task as stored and its lease token (running
+/// tasks) → the task to write, or why not.
+pub type TaskUpdateRule =
+    Box<dyn FnOnce(&Task, Option<&str>) -> std::result::Result<Task, StoreError> + Send>;
+
+/// Params of [`TaskStore::task_update`].
+pub struct TaskUpdateParams {
+    /// The task's id.
+    pub id: i64,
+    /// The change (the engine's rule; the store only applies it).
+    pub rule: TaskUpdateRule,
+}
+
+impl std::fmt::Debug for TaskUpdateParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskUpdateParams")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Params of [`TaskStore::task_run_now`].
@@ -1470,7 +1512,8 @@ pub(crate) const TASK_COLS: &str =
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
     created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
-    cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id";
+    cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
+    stages_done, runs, run_count, attempt_node";
 
 /// A task a claim may take: its id and concurrency key with the key's limit (default 1).
 #[derive(Debug, Clone)]
@@ -1525,9 +1568,10 @@ pub(crate) fn sort_claim_order(tasks: &mut [Task]) {
     });
 }
 
-/// The error entry appended for a failed attempt.
 /// The message of an attempt failed by the store for running past `attempted_at + timeout`.
 pub const TIMEOUT_MESSAGE: &str = "timeout";
+/// The message of an attempt whose lease ran out (rescued).
+pub const LOST_MESSAGE: &str = "lease expired";
 
 /// Whether a running task's attempt is past its deadline (`attempted_at + timeout`) at `now`.
 /// Process tasks are exempt: their step timeout is enforced by the process engine and their
@@ -1538,19 +1582,59 @@ pub fn past_deadline(t: &Task, now: Timestamp) -> bool {
             .is_some_and(|a| now >= docket_core::time::add(a, t.timeout))
 }
 
+/// What a failed attempt appends: its `errors` entry and its run log entry.
+#[derive(Debug, Clone)]
+pub(crate) struct FailEntry {
+    /// The `errors` entry (a [`docket_core::TaskError`]).
+    pub error: Value,
+    /// The run log entry.
+    pub run: docket_core::run::StoredRun,
+}
+
+impl FailEntry {
+    /// The run log entry as stored, once the decision is known (a cancel ends it `cancelled`).
+    pub(crate) fn run_json(&self, d: &FailDecision) -> String {
+        let mut run = self.run.clone();
+        if matches!(d, FailDecision::Cancel) {
+            run.outcome = RunOutcome::Cancelled;
+        }
+        serde_json::to_string(&run).unwrap_or_default()
+    }
+}
+
+/// The entries of a failed attempt of `task` (its row as locked): the outcome is `timeout` or
+/// `lost` for the store's own messages, else `failed`.
 pub(crate) fn error_entry(
     task: &Task,
     message: &str,
     worker: Option<&str>,
     now: Timestamp,
-) -> Value {
-    serde_json::json!({
-        "attempt": task.attempt,
-        "at": now,
-        "worker": worker.map(str::to_string).or_else(|| task.worker.clone()),
-        "message": message,
-        "duration_ms": task.attempted_at.map(|a| docket_core::duration::to_ms(docket_core::time::since(now, a))),
-    })
+) -> FailEntry {
+    let worker = worker.map(str::to_string).or_else(|| task.worker.clone());
+    let outcome = match message {
+        TIMEOUT_MESSAGE => RunOutcome::Timeout,
+        LOST_MESSAGE => RunOutcome::Lost,
+        _ => RunOutcome::Failed,
+    };
+    FailEntry {
+        error: serde_json::json!({
+            "attempt": task.attempt,
+            "at": now,
+            "worker": worker,
+            "message": message,
+            "duration_ms": task.attempted_at.map(|a| docket_core::duration::to_ms(docket_core::time::since(now, a))),
+        }),
+        run: docket_core::run::StoredRun {
+            attempt: task.attempt,
+            stage: task.stage.clone(),
+            started_us: task.attempted_at.map(|a| a.timestamp_micros()),
+            finished_us: now.timestamp_micros(),
+            worker,
+            node: task.attempt_node.clone(),
+            outcome,
+            message: Some(message.to_string()),
+        },
+    }
 }
 
 /// Every queue that has settings or tasks, by name: settings rows joined with counts by state.

@@ -340,6 +340,9 @@ pub struct TaskAddArgs {
     /// The user the task is for (`docket task list --user-id U` lists them).
     #[arg(long)]
     pub user_id: Option<String>,
+    /// The stage the task starts at (multi-stage tasks: a worker completing it names the next).
+    #[arg(long)]
+    pub stage: Option<String>,
     /// Enqueue one JSON task spec per line from FILE ("-" for stdin).
     #[arg(long)]
     pub file: Option<String>,
@@ -376,6 +379,43 @@ pub enum TaskCmd {
         /// Only this user's tasks (several states: `--state running,retryable`).
         #[arg(long)]
         user_id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a task that waits (PATCH /v1/tasks/{id}): priority, start, payload, node,
+    /// queue, attempts, stage. Prints the task after.
+    Set {
+        id: i64,
+        /// New priority.
+        #[arg(long, allow_hyphen_values = true)]
+        priority: Option<i32>,
+        /// New start (RFC 3339).
+        #[arg(long, conflicts_with = "run_in")]
+        run_at: Option<chrono::DateTime<chrono::Utc>>,
+        /// New start after this delay from now (e.g. 5m).
+        #[arg(long, value_parser = parse_duration)]
+        run_in: Option<Duration>,
+        /// New payload JSON.
+        #[arg(long)]
+        payload: Option<String>,
+        /// Pin to this node.
+        #[arg(long, conflicts_with = "any_node")]
+        node: Option<String>,
+        /// Let any node run it (clears the pin).
+        #[arg(long)]
+        any_node: bool,
+        /// Move to this queue.
+        #[arg(long)]
+        queue: Option<String>,
+        /// New attempt budget.
+        #[arg(long)]
+        max_attempts: Option<i32>,
+        /// Move to this stage.
+        #[arg(long)]
+        stage: Option<String>,
+        /// Only if the task is still at this version (its ETag, from `GET /v1/tasks/{id}`).
+        #[arg(long)]
+        if_version: Option<String>,
         #[arg(long)]
         json: bool,
     },

@@ -694,6 +694,70 @@ fn node_drain_from_the_cli(backend: &str) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not_found"));
 }
 
+/// Issue 12 items 1 and 3: `docket task add --stage`, `docket task set` changes a waiting task
+/// (a stale `--if-version` changes nothing and exits non-zero), `task show` shows the stage.
+fn task_set_and_stages_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let id = s.add(&["--kind", "k", "--stage", "fetch", "--run-in", "1h"]);
+    let t = s.task(id);
+    assert_eq!(t["stage"], "fetch");
+    let task: docket_core::Task = serde_json::from_value(t).unwrap();
+    let v0 = docket_core::patch::version(&task);
+    let out: Value = serde_json::from_str(&s.ok(&[
+        "task",
+        "set",
+        &id.to_string(),
+        "--priority",
+        "-3",
+        "--run-in",
+        "0s",
+        "--stage",
+        "ship",
+        "--queue",
+        "elsewhere",
+        "--if-version",
+        &v0,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (
+            out["priority"].as_i64(),
+            out["state"].as_str(),
+            out["stage"].as_str(),
+            out["queue"].as_str()
+        ),
+        (Some(-3), Some("available"), Some("ship"), Some("elsewhere")),
+        "{out}"
+    );
+    let o = s.cli(&[
+        "task",
+        "set",
+        &id.to_string(),
+        "--priority",
+        "1",
+        "--if-version",
+        &v0,
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("version_mismatch"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        s.task(id)["priority"],
+        -3,
+        "a refused change changes nothing"
+    );
+    let o = s.cli(&["task", "set", &id.to_string()]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to change"));
+    let shown: Value = serde_json::from_str(&s.ok(&["task", "show", &id.to_string()])).unwrap();
+    assert_eq!(shown["stage"], "ship");
+    assert_eq!(shown["runs"], serde_json::json!([]));
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[test] fn $name() { super::$name("pg") } )* }
@@ -703,6 +767,7 @@ macro_rules! both {
 }
 
 both!(
+    task_set_and_stages_from_the_cli,
     linear_backoff_from_the_cli,
     node_drain_from_the_cli,
     user_task_lists_from_the_cli,

@@ -140,6 +140,7 @@ impl ProcessService {
                         id: t.id,
                         token,
                         result: Value::Null,
+                        next: None,
                     }],
                     now: now(),
                 })

@@ -170,6 +170,12 @@ pub(super) async fn task(
                 dt { "kind" } dd { (t.kind) }
                 dt { "state" } dd id="state" { (t.state.as_str()) }
                 @if let Some(u) = &t.user_id { dt { "user" } dd { a href=(format!("/ui/tasks?user_id={}", urlencode(u))) { (u) } } }
+                @if let Some(st) = &t.stage {
+                    dt { "stage" } dd id="stage" {
+                        @for d in &t.stages_done { (d.as_deref().unwrap_or("(first)")) " → " }
+                        strong { (st) }
+                    }
+                }
                 dt { "priority" } dd { (t.priority) }
                 dt { "attempt" } dd { (t.attempt) " of " (t.max_attempts) }
                 dt { "run at" } dd { (ts(t.run_at)) " (" (ago(now, t.run_at)) ")" }
@@ -196,6 +202,23 @@ pub(super) async fn task(
             h2 { "Payload" } (json_block(&t.payload))
             @if let Some(r) = &t.result { h2 { "Result" } (json_block(r)) }
             @if let Some(p) = &t.progress { h2 { "Progress" } (json_block(p)) }
+            h2 { "Run log" }
+            @if t.runs.is_empty() { p class="muted" { "No finished attempts." } }
+            @else {
+                p class="muted" { "The last " (t.runs.len()) " of " (t.run_count) " attempts." }
+                table id="runs" {
+                    tr { th { "attempt" } th { "stage" } th { "outcome" } th { "started" } th { "ran" } th { "worker" } th { "node" } th { "trace id" } th { "message" } }
+                    @for r in &t.runs {
+                        tr { td class="n" { (r.attempt) } td { (r.stage.clone().unwrap_or_default()) }
+                             td { (format!("{:?}", r.outcome).to_lowercase()) }
+                             td { (opt(r.started_at)) }
+                             td class="n" { (r.duration_ms.map(|d| format!("{d} ms")).unwrap_or_default()) }
+                             td { (r.worker.clone().unwrap_or_default()) } td { (r.node.clone().unwrap_or_default()) }
+                             td { code { (r.trace_id.clone().unwrap_or_default()) } }
+                             td { pre { (r.message.clone().unwrap_or_default()) } } }
+                    }
+                }
+            }
             h2 { "Attempts and errors" }
             @if t.errors.is_empty() { p class="muted" { "No failed attempts." } }
             @else {

@@ -72,12 +72,17 @@ pub(crate) async fn task_complete(
     let id = task_id(&id)?;
     let b: CompleteRequest = parse(body)?;
     check_size("result", &b.result)?;
+    if let Some(p) = &b.payload {
+        check_size("payload", p)?;
+    }
+    let next = b.next(s.engine.clock.now()).map_err(ApiError::invalid)?;
     let o = s
         .engine
         .complete_many(&[TaskComplete {
             id,
             token: b.lease,
             result: b.result,
+            next,
         }])
         .await?;
     single(id, o[0].clone())
@@ -143,12 +148,20 @@ pub(crate) async fn task_complete_batch(
     let b: BatchRequest<CompleteRequest> = parse(body)?;
     let ids = batch_ids(&b.items, |i| i.id)?;
     let mut items = Vec::with_capacity(ids.len());
-    for (it, id) in b.items.into_iter().zip(ids) {
+    let now = s.engine.clock.now();
+    for (i, (it, id)) in b.items.into_iter().zip(ids).enumerate() {
         check_size("result", &it.result)?;
+        if let Some(p) = &it.payload {
+            check_size("payload", p)?;
+        }
+        let next = it
+            .next(now)
+            .map_err(|e| ApiError::invalid(format!("items[{i}]: {e}")))?;
         items.push(TaskComplete {
             id,
             token: it.lease,
             result: it.result,
+            next,
         });
     }
     let outs = s.engine.complete_many(&items).await?;
@@ -227,12 +240,16 @@ pub(crate) async fn queue_claim(
         )));
     }
     check_lease("lease", b.lease)?;
-    if let Some(k) = &b.kinds {
-        if k.is_empty() || k.len() > 100 {
-            return Err(ApiError::invalid("kinds must hold 1..=100 kind names"));
-        }
-        for (i, kind) in k.iter().enumerate() {
-            check_name(&format!("kinds[{i}]"), kind)?;
+    for (field, names) in [("kinds", &b.kinds), ("stages", &b.stages)] {
+        if let Some(k) = names {
+            if k.is_empty() || k.len() > 100 {
+                return Err(ApiError::invalid(format!(
+                    "{field} must hold 1..=100 names"
+                )));
+            }
+            for (i, name) in k.iter().enumerate() {
+                check_name(&format!("{field}[{i}]"), name)?;
+            }
         }
     }
     let wait = b.wait.unwrap_or(Duration::ZERO);
@@ -250,10 +267,11 @@ pub(crate) async fn queue_claim(
     };
     let tasks = s
         .engine
-        .claim_kinds(
+        .claim_where(
             &queue,
             &b.worker,
             b.kinds.as_deref(),
+            b.stages.as_deref(),
             limit,
             b.lease,
             wait,

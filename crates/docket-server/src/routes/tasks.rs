@@ -166,24 +166,87 @@ pub(crate) async fn task_list(
     get, path = "/v1/tasks/{id}",
     tag = "tasks",
     params(("id" = i64, Path, minimum = 1, description = "task id")),
-    responses((status = 200, description = "the task", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    responses((status = 200, description = "the task; its version in the `ETag` header", body = docket_core::Task), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
     summary = "One task"
 )]
 pub(crate) async fn task_get(
     State(s): State<AppState>,
     caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Task>> {
+) -> ApiResult<Response> {
     let id = task_id(&id)?;
     match s.engine.task_get(id).await? {
-        Some(mut t) => {
-            if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
-                auth::mask_tasks(&s, [&mut t]).await?;
-            }
-            Ok(Json(t))
-        }
+        Some(t) => with_etag(&s, caller, t).await,
         None => Err(ApiError::not_found(format!("task {id} not found"))),
     }
+}
+
+/// The task as JSON with its version (of the unmasked task) as a strong `ETag`.
+async fn with_etag(
+    s: &AppState,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    mut t: Task,
+) -> ApiResult<Response> {
+    let etag = format!("\"{}\"", docket_core::patch::version(&t));
+    if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
+        auth::mask_tasks(s, [&mut t]).await?;
+    }
+    let mut r = Json(t).into_response();
+    if let Ok(v) = axum::http::HeaderValue::from_str(&etag) {
+        r.headers_mut().insert(axum::http::header::ETAG, v);
+    }
+    Ok(r)
+}
+
+#[utoipa::path(
+    patch, path = "/v1/tasks/{id}",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "task id"), ("If-Match" = Option<String>, Header, description = "apply only at this version (the task's ETag)")),
+    request_body = docket_core::patch::TaskPatch,
+    responses((status = 200, description = "the task after the change; its new version in `ETag`", body = docket_core::Task), (status = 400, description = "invalid_request", body = crate::error::ErrorBody), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "invalid_state, lease_lost", body = crate::error::ErrorBody), (status = 412, description = "version_mismatch", body = crate::error::ErrorBody)),
+    summary = "Change a waiting task (priority, run_at, payload, node, queue, max_attempts, stage), or a running one's payload/progress with its lease"
+)]
+pub(crate) async fn task_patch(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let id = task_id(&id)?;
+    let patch: docket_core::patch::TaskPatch = parse(body)?;
+    for (f, v) in [("payload", &patch.payload), ("progress", &patch.progress)] {
+        if let Some(v) = v {
+            check_size(f, v)?;
+        }
+    }
+    let if_match = match headers.get(axum::http::header::IF_MATCH) {
+        None => None,
+        Some(v) => {
+            let v = v
+                .to_str()
+                .map_err(|_| ApiError::invalid("If-Match must be an ETag of the task"))?
+                .trim()
+                .trim_start_matches("W/")
+                .trim_matches('"')
+                .to_string();
+            if v == "*" {
+                None
+            } else {
+                Some(v)
+            }
+        }
+    };
+    if let Some(v) = &if_match {
+        if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ApiError::invalid(format!(
+                "If-Match must be an ETag of the task, got {v:?}"
+            )));
+        }
+    }
+    let who = actions::actor(&headers, "api");
+    let t = s.engine.task_update(&who, id, patch, if_match).await?;
+    with_etag(&s, caller, t).await
 }
 
 pub(crate) async fn task_by_hand(

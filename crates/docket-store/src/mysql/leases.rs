@@ -34,7 +34,7 @@ impl LeaseStore for MySqlStore {
         }
         let progress = p.progress.as_ref().map(|v| v.to_string());
         if t.cancel_requested_at.is_some() {
-            sqlx::query(include_str!("sql/leases_task_heartbeat.sql"))
+            sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
                 .bind(dt(p.now))
                 .bind(progress)
                 .bind(p.id)
@@ -97,6 +97,7 @@ impl LeaseStore for MySqlStore {
         let rows = Self::get_many_locked(&mut tx, &ids).await?;
         let mut out = Vec::with_capacity(items.len());
         let mut complete: Vec<(&TaskComplete, &Task)> = vec![];
+        let mut staged: Vec<(&TaskComplete, &NextStage, &Task)> = vec![];
         let mut cancelled: Vec<&TaskComplete> = vec![];
         let mut timed_out = vec![];
         let mut freed: Vec<String> = vec![];
@@ -117,6 +118,16 @@ impl LeaseStore for MySqlStore {
                 let e = error_entry(t, TIMEOUT_MESSAGE, None, now);
                 timed_out.push((t.clone(), d, e));
                 out.push(LeaseOutcome::TimedOut);
+            } else if let Some(n) = &it.next {
+                if t.concurrency_key.is_some() || n.state == TaskState::Available {
+                    freed.push(t.queue.clone());
+                }
+                staged.push((it, n, t));
+                out.push(LeaseOutcome::Ok {
+                    state: n.state,
+                    run_at: n.run_at,
+                    labels: TaskLabels::of(t),
+                });
             } else {
                 if t.concurrency_key.is_some() {
                     freed.push(t.queue.clone());
@@ -129,11 +140,25 @@ impl LeaseStore for MySqlStore {
                 });
             }
         }
+        for (it, n, _) in &staged {
+            sqlx::query(sql_runs!("sql/leases_task_next_stage.sql"))
+                .bind(it.result.to_string())
+                .bind(dt(now))
+                .bind(&n.stage)
+                .bind(n.state.as_str())
+                .bind(dt(n.run_at))
+                .bind(n.payload.as_ref().map(Value::to_string))
+                .bind(n.priority)
+                .bind(it.id)
+                .execute(&mut *tx)
+                .await?;
+        }
         // One statement for the completions: each row's result by a CASE on its id.
         for chunk in complete.chunks(500) {
             let sql = format!(
-                "UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL, \
+                "UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL, {}, \
                  result = CASE id {} END, state = 'completed' WHERE id IN ({})",
+                runs_sql("finished_at", "completed"),
                 "WHEN ? THEN ? ".repeat(chunk.len()),
                 marks(chunk.len())
             );
@@ -147,7 +172,7 @@ impl LeaseStore for MySqlStore {
             q.execute(&mut *tx).await?;
         }
         for it in cancelled {
-            sqlx::query(include_str!("sql/leases_task_complete_many.sql"))
+            sqlx::query(sql_runs!("sql/leases_task_complete_many.sql"))
                 .bind(dt(now))
                 .bind(it.result.to_string())
                 .bind(it.id)
@@ -156,7 +181,11 @@ impl LeaseStore for MySqlStore {
         }
         Self::apply_failures(&mut tx, &timed_out, now).await?;
         // A queue with a concurrency limit has a slot free now.
-        let queues: Vec<&String> = complete.iter().map(|(_, t)| &t.queue).collect();
+        let queues: Vec<&String> = complete
+            .iter()
+            .map(|(_, t)| &t.queue)
+            .chain(staged.iter().map(|(_, _, t)| &t.queue))
+            .collect();
         if !queues.is_empty() {
             let sql = format!(
                 "SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL AND name IN ({})",
@@ -249,9 +278,17 @@ impl MySqlStore {
             Some(k) => format!("AND t.kind IN ({}) ", marks(k.len())),
             None => String::new(),
         };
+        let stages = match &p.stages {
+            Some(k) if k.is_empty() => {
+                tx.commit().await?;
+                return Ok(vec![]);
+            }
+            Some(k) => format!("AND t.stage IN ({}) ", marks(k.len())),
+            None => String::new(),
+        };
         let sql = format!(
             "SELECT t.id, t.concurrency_key, t.concurrency_limit FROM docket_tasks t \
-             WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}\
+             WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}{stages}\
                AND (t.expires_at IS NULL OR t.expires_at > ?) \
                AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
                     WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running') \
@@ -259,7 +296,7 @@ impl MySqlStore {
              ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT ? FOR UPDATE SKIP LOCKED"
         );
         let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.node);
-        for k in p.kinds.iter().flatten() {
+        for k in p.kinds.iter().flatten().chain(p.stages.iter().flatten()) {
             q = q.bind(k);
         }
         let cands = q.bind(dt(p.now)).bind(p.limit).fetch_all(&mut *tx).await?;
@@ -323,7 +360,7 @@ impl MySqlStore {
                lease_expires_at = COALESCE(TIMESTAMPADD(MICROSECOND, 1000 * \
                  CASE WHEN namespace IS NOT NULL THEN COALESCE(?, timeout_ms) \
                  ELSE LEAST(COALESCE(?, timeout_ms), timeout_ms) END, ?), '9999-12-31 23:59:59.999999'), \
-               cancel_requested_at = NULL, state = 'running' \
+               cancel_requested_at = NULL, state = 'running', attempt_node = ? \
              WHERE id IN ({})",
             marks(ids.len())
         );
@@ -335,7 +372,8 @@ impl MySqlStore {
             .bind(lease)
             .bind(lease)
             .bind(lease)
-            .bind(dt(p.now));
+            .bind(dt(p.now))
+            .bind(&p.node);
         for id in &ids {
             q = q.bind(id);
         }
@@ -356,6 +394,7 @@ impl MySqlStore {
             t.lease = Some(Lease {
                 token: text_opt(r, "lease_token")?.unwrap_or_default(),
                 expires_at: t.lease_expires_at.unwrap_or(p.now),
+                trace_id: None,
             });
             out.push(t);
         }

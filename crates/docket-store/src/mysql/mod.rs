@@ -163,6 +163,15 @@ fn decode_task(row: &MySqlRow, id: i64) -> Result<Task> {
             (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
             _ => None,
         },
+        stage: text_opt(row, "stage")?,
+        stages_done: decode::stages(&r, json_opt(row, "stages_done")?)?,
+        runs: decode::runs(
+            &r,
+            json_opt(row, "runs")?,
+            text_opt(row, "trace_id")?.as_deref(),
+        )?,
+        run_count: row.try_get("run_count")?,
+        attempt_node: text_opt(row, "attempt_node")?,
         result: json_opt(row, "result")?,
         errors: decode::errors(&r, json(row, "errors")?)?,
         progress: json_opt(row, "progress")?,
@@ -422,6 +431,7 @@ impl MySqlStore {
             .bind(t.process.as_ref().map(|p| &p.id))
             .bind(t.backoff.kind.as_str())
             .bind(&t.user_id)
+            .bind(&t.stage)
             .execute(&mut **tx)
             .await;
         match r {
@@ -442,12 +452,12 @@ impl MySqlStore {
         if tasks.is_empty() {
             return Ok(vec![]);
         }
-        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')";
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')";
         let sql = format!(
             "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
                max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
                timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id, \
-               namespace, process_id, backoff_kind, user_id, errors) VALUES {}",
+               namespace, process_id, backoff_kind, user_id, stage, errors) VALUES {}",
             vec![row; tasks.len()].join(", ")
         );
         let mut q = sqlx::query(&sql);
@@ -475,7 +485,8 @@ impl MySqlStore {
                 .bind(t.process.as_ref().map(|p| &p.namespace))
                 .bind(t.process.as_ref().map(|p| &p.id))
                 .bind(t.backoff.kind.as_str())
-                .bind(&t.user_id);
+                .bind(&t.user_id)
+                .bind(&t.stage);
         }
         let r = q.execute(&mut **tx).await?;
         let first = r.last_insert_id() as i64;
@@ -636,7 +647,7 @@ impl MySqlStore {
     /// Applies fail decisions (retry at, discard, cancel) with each attempt's error entry.
     async fn apply_failures(
         tx: &mut Transaction<'_, MySql>,
-        items: &[(Task, FailDecision, Value)],
+        items: &[(Task, FailDecision, FailEntry)],
         now: Timestamp,
     ) -> Result<()> {
         for (t, d, e) in items {
@@ -649,7 +660,9 @@ impl MySqlStore {
                 .bind(st.as_str())
                 .bind(dt(run_at))
                 .bind(dt(fin))
-                .bind(e.to_string())
+                .bind(e.error.to_string())
+                .bind(docket_core::run::RUN_LOG_KEEP)
+                .bind(e.run_json(d))
                 .bind(t.id)
                 .execute(&mut **tx)
                 .await?;
@@ -727,6 +740,33 @@ fn decode_token(r: &MySqlRow) -> Result<TokenRecord> {
         last_used_at: time_opt(r, "last_used_at")?,
     })
 }
+
+/// MySQL's run log append (see [`crate::shared::expand_runs`]). MySQL evaluates SET
+/// assignments left to right on the new values: a marker goes after `finished_at = ?` (its
+/// usual `now`) and before anything that changes `attempt` or `stage`.
+pub(crate) fn runs_sql(now: &str, outcome: &str) -> String {
+    format!(
+        "runs = JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(runs, '[]')) >= {keep} \
+           THEN JSON_REMOVE(runs, '$[0]') ELSE COALESCE(runs, JSON_ARRAY()) END, '$', \
+           JSON_OBJECT('attempt', attempt, 'stage', stage, \
+           'started_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', attempted_at), \
+           'finished_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {now}), \
+           'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')), \
+         run_count = run_count + 1",
+        keep = docket_core::run::RUN_LOG_KEEP
+    )
+}
+
+/// A statement of `sql/` with its run log markers expanded, built once.
+macro_rules! sql_runs {
+    ($file:literal) => {{
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            crate::shared::expand_runs(include_str!($file), crate::mysql::runs_sql)
+        });
+        SQL.as_str()
+    }};
+}
+pub(crate) use sql_runs;
 
 #[cfg(test)]
 mod tests {

@@ -221,7 +221,7 @@ impl ProcessStore for MySqlStore {
             queues.push(t.queue.clone());
             Self::insert_one(&mut tx, t, c.now).await?;
         }
-        sqlx::query(include_str!("sql/processes_process_commit_4.sql"))
+        sqlx::query(sql_runs!("sql/processes_process_commit_4.sql"))
             .bind(dt(c.now))
             .bind(c.response.to_string())
             .bind(c.task_id)

@@ -240,6 +240,38 @@ impl TaskStore for MySqlStore {
         }
     }
 
+    async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let Some((t, token)) = Self::get_in(&mut tx, p.id, true).await? else {
+            return Err(StoreError::NotFound(format!("task {}", p.id)));
+        };
+        let n = (p.rule)(&t, token.as_deref())?;
+        sqlx::query(
+            "UPDATE docket_tasks SET queue = ?, priority = ?, run_at = ?, state = ?, \
+               payload = ?, node = ?, max_attempts = ?, stage = ?, progress = ? WHERE id = ?",
+        )
+        .bind(&n.queue)
+        .bind(n.priority)
+        .bind(dt(n.run_at))
+        .bind(n.state.as_str())
+        .bind(n.payload.to_string())
+        .bind(&n.node)
+        .bind(n.max_attempts)
+        .bind(&n.stage)
+        .bind(n.progress.as_ref().map(Value::to_string))
+        .bind(p.id)
+        .execute(&mut *tx)
+        .await?;
+        let (t, _) = Self::get_in(&mut tx, p.id, false)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {}", p.id)))?;
+        tx.commit().await?;
+        if t.state == TaskState::Available {
+            self.wake_queues([&t.queue]);
+        }
+        Ok(t)
+    }
+
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         let rows = sqlx::query(include_str!("sql/tasks_task_throughput.sql"))
             .bind(dt(since))

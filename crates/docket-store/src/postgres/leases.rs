@@ -15,6 +15,7 @@ impl LeaseStore for PgStore {
             .bind(p.now)
             .bind(p.limit)
             .bind(&p.kinds)
+            .bind(&p.stages)
             .fetch_all(&mut *tx)
             .await?;
         if cands.is_empty() {
@@ -72,7 +73,7 @@ impl LeaseStore for PgStore {
                worker = $3, lease_token = gen_random_uuid(), lease_ms = COALESCE($4, timeout_ms), \
                lease_expires_at = $2 + (CASE WHEN namespace IS NOT NULL THEN COALESCE($4, timeout_ms) \
                  ELSE LEAST(COALESCE($4, timeout_ms), timeout_ms) END) * interval '1 millisecond', \
-               cancel_requested_at = NULL \
+               cancel_requested_at = NULL, attempt_node = $5 \
              WHERE id = ANY($1) RETURNING {COLS}"
         );
         let rows = sqlx::query(&sql)
@@ -80,6 +81,7 @@ impl LeaseStore for PgStore {
             .bind(p.now)
             .bind(&p.worker)
             .bind(p.lease.map(ms))
+            .bind(&p.node)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -89,6 +91,7 @@ impl LeaseStore for PgStore {
             t.lease = Some(Lease {
                 token: token_of(r)?.unwrap_or_default(),
                 expires_at: t.lease_expires_at.unwrap_or(p.now),
+                trace_id: None,
             });
             out.push(t);
         }
@@ -138,7 +141,7 @@ impl LeaseStore for PgStore {
         let t = decode(&row)?;
         let held = token_of(&row)?.as_deref() == Some(p.token.as_str());
         if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
-            sqlx::query(include_str!("sql/leases_task_heartbeat.sql"))
+            sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
                 .bind(p.id)
                 .bind(p.now)
                 .bind(&p.progress)
@@ -172,7 +175,7 @@ impl LeaseStore for PgStore {
         let mut ids = Vec::with_capacity(items.len());
         let mut tokens = Vec::with_capacity(items.len());
         let mut results = Vec::with_capacity(items.len());
-        for it in items {
+        for it in items.iter().filter(|it| it.next.is_none()) {
             ids.push(it.id);
             // A malformed token can never match: the nil uuid is never issued.
             tokens.push(parse_token(&it.token).unwrap_or(uuid::Uuid::nil()));
@@ -181,24 +184,57 @@ impl LeaseStore for PgStore {
         let mut tx = self.begin_relaxed().await?;
         // `frees`: finishing it lets another task of its key or limited queue start, so the
         // queue's claimers are woken (on every node) instead of waiting for a poll.
-        let done: Vec<(i64, Timestamp, String, bool, String, Option<Timestamp>)> =
-            sqlx::query_as(include_str!("sql/leases_task_complete_many.sql"))
+        type Done = (i64, Timestamp, String, bool, String, Option<Timestamp>);
+        let mut done: Vec<(TaskState, Done)> = if ids.is_empty() {
+            vec![]
+        } else {
+            sqlx::query_as::<_, Done>(sql_runs!("sql/leases_task_complete_many.sql"))
                 .bind(now)
                 .bind(&ids)
                 .bind(&tokens)
                 .bind(&results)
                 .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|d| (TaskState::Completed, d))
+                .collect()
+        };
+        for it in items {
+            let Some(n) = &it.next else { continue };
+            let token = parse_token(&it.token).unwrap_or(uuid::Uuid::nil());
+            let d: Option<Done> = sqlx::query_as(sql_runs!("sql/leases_task_next_stage.sql"))
+                .bind(it.id)
+                .bind(token)
+                .bind(n.state.as_str())
+                .bind(n.run_at)
+                .bind(&n.stage)
+                .bind(&n.payload)
+                .bind(n.priority)
+                .bind(&it.result)
+                .bind(now)
+                .fetch_optional(&mut *tx)
                 .await?;
-        let mut freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
+            if let Some(mut d) = d {
+                // Back to waiting: an available task wakes its queue's claimers.
+                d.3 |= n.state == TaskState::Available;
+                done.push((n.state, d));
+            }
+        }
+        let mut freed: Vec<String> = done
+            .iter()
+            .filter(|r| r.1 .3)
+            .map(|r| r.1 .2.clone())
+            .collect();
         freed.sort();
         freed.dedup();
         self.notify(&mut tx, &freed).await?;
-        let done: HashMap<i64, (Timestamp, TaskLabels)> = done
+        let done: HashMap<i64, (TaskState, Timestamp, TaskLabels)> = done
             .into_iter()
-            .map(|r| {
+            .map(|(state, r)| {
                 (
                     r.0,
                     (
+                        state,
                         r.1,
                         TaskLabels {
                             queue: r.2,
@@ -213,18 +249,18 @@ impl LeaseStore for PgStore {
         if done.len() == items.len() {
             tx.commit().await?;
             for it in items {
-                let (run_at, labels) = done[&it.id].clone();
+                let (state, run_at, labels) = done[&it.id].clone();
                 out.push(LeaseOutcome::Ok {
-                    state: TaskState::Completed,
+                    state,
                     run_at,
                     labels,
                 });
             }
             return Ok(out);
         }
-        let missing: Vec<i64> = ids
+        let missing: Vec<i64> = items
             .iter()
-            .copied()
+            .map(|i| i.id)
             .filter(|i| !done.contains_key(i))
             .collect();
         let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) FOR UPDATE");
@@ -235,9 +271,9 @@ impl LeaseStore for PgStore {
             .map(|r| (r.get::<i64, _>("id"), r))
             .collect();
         for it in items {
-            if let Some((run_at, labels)) = done.get(&it.id) {
+            if let Some((state, run_at, labels)) = done.get(&it.id) {
                 out.push(LeaseOutcome::Ok {
-                    state: TaskState::Completed,
+                    state: *state,
                     run_at: *run_at,
                     labels: labels.clone(),
                 });
@@ -252,7 +288,7 @@ impl LeaseStore for PgStore {
             let held = token_of(row)?.as_deref() == Some(it.token.as_str());
             if held && state == "running" && requested.is_some() {
                 // The work was done, but a cancel won: keep its result, end it cancelled.
-                sqlx::query(include_str!("sql/leases_task_complete_many_2.sql"))
+                sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
                     .bind(it.id)
                     .bind(now)
                     .bind(&it.result)

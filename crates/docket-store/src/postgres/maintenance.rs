@@ -46,7 +46,7 @@ impl MaintenanceStore for PgStore {
             let why = if past_deadline(&t, now) {
                 TIMEOUT_MESSAGE
             } else {
-                "lease expired"
+                LOST_MESSAGE
             };
             let e = error_entry(&t, why, None, now);
             apply.push((t, d, e));

@@ -73,6 +73,15 @@ fn decode(row: &PgRow) -> Result<Task> {
             (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
             _ => None,
         },
+        stage: row.try_get("stage")?,
+        stages_done: decode::stages(&r, row.try_get("stages_done")?)?,
+        runs: decode::runs(
+            &r,
+            row.try_get("runs")?,
+            row.try_get::<Option<String>, _>("trace_id")?.as_deref(),
+        )?,
+        run_count: row.try_get("run_count")?,
+        attempt_node: row.try_get("attempt_node")?,
         result: row.try_get("result")?,
         errors: decode::errors(&r, row.try_get("errors")?)?,
         progress: row.try_get("progress")?,
@@ -219,7 +228,7 @@ impl PgStore {
     async fn notify_freed(
         &self,
         tx: &mut Transaction<'_, Postgres>,
-        items: &[(Task, FailDecision, Value)],
+        items: &[(Task, FailDecision, FailEntry)],
     ) -> Result<()> {
         let mut qs: Vec<String> = items.iter().map(|(t, _, _)| t.queue.clone()).collect();
         qs.sort();
@@ -411,7 +420,7 @@ impl PgStore {
     /// Applies fail decisions to rows locked in `tx`.
     async fn apply_failures(
         tx: &mut Transaction<'_, Postgres>,
-        items: &[(Task, FailDecision, Value)],
+        items: &[(Task, FailDecision, FailEntry)],
         now: Timestamp,
     ) -> Result<()> {
         if items.is_empty() {
@@ -422,6 +431,7 @@ impl PgStore {
         let mut run_ats = Vec::with_capacity(items.len());
         let mut finished: Vec<Option<Timestamp>> = Vec::with_capacity(items.len());
         let mut errs = Vec::with_capacity(items.len());
+        let mut runs = Vec::with_capacity(items.len());
         for (t, d, e) in items {
             ids.push(t.id);
             let (st, run_at, fin) = match d {
@@ -432,7 +442,8 @@ impl PgStore {
             states.push(st.as_str().to_string());
             run_ats.push(run_at);
             finished.push(fin);
-            errs.push(e.clone());
+            errs.push(e.error.clone());
+            runs.push(e.run_json(d));
         }
         sqlx::query(include_str!("sql/mod_apply_failures.sql"))
             .bind(&ids)
@@ -440,6 +451,8 @@ impl PgStore {
             .bind(&run_ats)
             .bind(&finished)
             .bind(&errs)
+            .bind(&runs)
+            .bind(docket_core::run::RUN_LOG_KEEP)
             .execute(&mut **tx)
             .await?;
         Ok(())
@@ -534,6 +547,7 @@ impl PgStore {
                 .bind(col!(|t| t.process.as_ref().map(|p| p.id.clone())))
                 .bind(col!(|t| t.backoff.kind.as_str()))
                 .bind(col!(|t| t.user_id.clone()))
+                .bind(col!(|t| t.stage.clone()))
                 .fetch_all(&mut *conn)
                 .await?;
         Ok(rows)
@@ -619,3 +633,27 @@ fn decode_token(r: &sqlx::postgres::PgRow) -> Result<TokenRecord> {
         last_used_at: r.try_get("last_used_at")?,
     })
 }
+
+/// PostgreSQL's run log append (see [`crate::shared::expand_runs`]).
+pub(crate) fn runs_sql(now: &str, outcome: &str) -> String {
+    format!(
+        "runs = (CASE WHEN jsonb_array_length(COALESCE(runs, '[]')) >= {keep} THEN runs - 0 \
+           ELSE COALESCE(runs, '[]') END) || jsonb_build_array(jsonb_build_object('attempt', attempt, \
+           'stage', stage, 'started_us', (extract(epoch FROM attempted_at) * 1000000)::bigint, \
+           'finished_us', (extract(epoch FROM {now}::timestamptz) * 1000000)::bigint, \
+           'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')), \
+         run_count = run_count + 1",
+        keep = docket_core::run::RUN_LOG_KEEP
+    )
+}
+
+/// A statement of `sql/` with its run log markers expanded, built once.
+macro_rules! sql_runs {
+    ($file:literal) => {{
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            crate::shared::expand_runs(include_str!($file), crate::postgres::runs_sql)
+        });
+        SQL.as_str()
+    }};
+}
+pub(crate) use sql_runs;

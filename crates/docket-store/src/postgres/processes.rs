@@ -208,7 +208,7 @@ impl ProcessStore for PgStore {
         for t in c.also {
             self.insert_one(&mut tx, t, c.now).await?;
         }
-        sqlx::query(include_str!("sql/processes_process_commit_4.sql"))
+        sqlx::query(sql_runs!("sql/processes_process_commit_4.sql"))
             .bind(c.task_id)
             .bind(c.now)
             .bind(&c.response)

@@ -227,6 +227,42 @@ impl TaskStore for PgStore {
         }
     }
 
+    async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
+        let Some(row) = sqlx::query(&sql)
+            .bind(p.id)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Err(StoreError::NotFound(format!("task {}", p.id)));
+        };
+        let n = (p.rule)(&decode(&row)?, token_of(&row)?.as_deref())?;
+        let sql = format!(
+            "UPDATE docket_tasks SET queue = $2, priority = $3, run_at = $4, state = $5, \
+               payload = $6, node = $7, max_attempts = $8, stage = $9, progress = $10 \
+             WHERE id = $1 RETURNING {COLS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(p.id)
+            .bind(&n.queue)
+            .bind(n.priority)
+            .bind(n.run_at)
+            .bind(n.state.as_str())
+            .bind(&n.payload)
+            .bind(&n.node)
+            .bind(n.max_attempts)
+            .bind(&n.stage)
+            .bind(&n.progress)
+            .fetch_one(&mut *tx)
+            .await?;
+        if n.state == TaskState::Available {
+            self.notify(&mut tx, std::slice::from_ref(&n.queue)).await?;
+        }
+        tx.commit().await?;
+        decode(&row)
+    }
+
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         let rows: Vec<(Timestamp, i64, i64)> =
             sqlx::query_as(include_str!("sql/tasks_task_throughput.sql"))

@@ -17,6 +17,7 @@ impl LeaseStore for SqliteStore {
             .bind(us(p.now))
             .bind(p.limit)
             .bind(p.kinds.as_ref().map(|k| serde_json::json!(k).to_string()))
+            .bind(p.stages.as_ref().map(|k| serde_json::json!(k).to_string()))
             .fetch_all(&mut *tx)
             .await?;
         if cands.is_empty() {
@@ -65,7 +66,8 @@ impl LeaseStore for SqliteStore {
                worker = ?3, lease_token = lower(hex(randomblob(16))), \
                lease_ms = COALESCE(?4, timeout_ms), \
                lease_expires_at = ?2 + (CASE WHEN namespace IS NOT NULL THEN COALESCE(?4, timeout_ms) \
-                 ELSE min(COALESCE(?4, timeout_ms), timeout_ms) END) * 1000, cancel_requested_at = NULL \
+                 ELSE min(COALESCE(?4, timeout_ms), timeout_ms) END) * 1000, cancel_requested_at = NULL, \
+               attempt_node = ?5 \
              WHERE id IN (SELECT value FROM json_each(?1)) RETURNING {COLS}"
         );
         let rows = sqlx::query(&sql)
@@ -73,6 +75,7 @@ impl LeaseStore for SqliteStore {
             .bind(us(p.now))
             .bind(&p.worker)
             .bind(p.lease.map(ms))
+            .bind(&p.node)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -84,6 +87,7 @@ impl LeaseStore for SqliteStore {
                     .try_get::<Option<String>, _>("lease_token")?
                     .unwrap_or_default(),
                 expires_at: t.lease_expires_at.unwrap_or(p.now),
+                trace_id: None,
             });
             out.push(t);
         }
@@ -106,7 +110,7 @@ impl LeaseStore for SqliteStore {
         }
         let progress = p.progress.as_ref().map(|v| v.to_string());
         if t.cancel_requested_at.is_some() {
-            sqlx::query(include_str!("sql/leases_task_heartbeat.sql"))
+            sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
                 .bind(p.id)
                 .bind(us(p.now))
                 .bind(progress)
@@ -158,21 +162,51 @@ impl LeaseStore for SqliteStore {
         // One statement for the whole batch: items travel as one JSON array.
         let batch: Vec<Value> = items
             .iter()
+            .filter(|it| it.next.is_none())
             .map(|it| serde_json::json!({"id": it.id, "token": it.token, "result": it.result}))
             .collect();
-        let done: Vec<(i64, i64, String, bool, String, Option<i64>)> =
-            sqlx::query_as(include_str!("sql/leases_task_complete_many.sql"))
+        type Done = (i64, i64, String, bool, String, Option<i64>);
+        let mut done: Vec<(TaskState, Done)> =
+            sqlx::query_as::<_, Done>(sql_runs!("sql/leases_task_complete_many.sql"))
                 .bind(us(now))
                 .bind(Value::Array(batch).to_string())
                 .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|d| (TaskState::Completed, d))
+                .collect();
+        for it in items {
+            let Some(n) = &it.next else { continue };
+            let d: Option<Done> = sqlx::query_as(sql_runs!("sql/leases_task_next_stage.sql"))
+                .bind(it.id)
+                .bind(&it.token)
+                .bind(n.state.as_str())
+                .bind(us(n.run_at))
+                .bind(&n.stage)
+                .bind(n.payload.as_ref().map(Value::to_string))
+                .bind(n.priority)
+                .bind(it.result.to_string())
+                .bind(us(now))
+                .fetch_optional(&mut *tx)
                 .await?;
-        let freed: Vec<String> = done.iter().filter(|r| r.3).map(|r| r.2.clone()).collect();
-        let done: HashMap<i64, (i64, TaskLabels)> = done
+            if let Some(mut d) = d {
+                // Back to waiting: an available task wakes its queue's claimers.
+                d.3 |= n.state == TaskState::Available;
+                done.push((n.state, d));
+            }
+        }
+        let freed: Vec<String> = done
+            .iter()
+            .filter(|r| r.1 .3)
+            .map(|r| r.1 .2.clone())
+            .collect();
+        let done: HashMap<i64, (TaskState, i64, TaskLabels)> = done
             .into_iter()
-            .map(|r| {
+            .map(|(state, r)| {
                 (
                     r.0,
                     (
+                        state,
                         r.1,
                         TaskLabels {
                             queue: r.2,
@@ -186,9 +220,9 @@ impl LeaseStore for SqliteStore {
         let mut out = Vec::with_capacity(items.len());
         let mut timed_out = vec![];
         for it in items {
-            if let Some((run_at, labels)) = done.get(&it.id) {
+            if let Some((state, run_at, labels)) = done.get(&it.id) {
                 out.push(LeaseOutcome::Ok {
-                    state: TaskState::Completed,
+                    state: *state,
                     run_at: from_us(*run_at),
                     labels: labels.clone(),
                 });
@@ -200,7 +234,7 @@ impl LeaseStore for SqliteStore {
             };
             let held = token.as_deref() == Some(it.token.as_str());
             if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
-                sqlx::query(include_str!("sql/leases_task_complete_many_2.sql"))
+                sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
                     .bind(it.id)
                     .bind(us(now))
                     .bind(it.result.to_string())

@@ -117,6 +117,15 @@ fn decode_task(row: &SqliteRow, id: i64) -> Result<Task> {
             (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
             _ => None,
         },
+        stage: row.try_get("stage")?,
+        stages_done: decode::stages(&r, json_opt(row, "stages_done")?)?,
+        runs: decode::runs(
+            &r,
+            json_opt(row, "runs")?,
+            row.try_get::<Option<String>, _>("trace_id")?.as_deref(),
+        )?,
+        run_count: row.try_get("run_count")?,
+        attempt_node: row.try_get("attempt_node")?,
         result: json_opt(row, "result")?,
         errors: decode::errors(&r, json(row, "errors")?)?,
         progress: json_opt(row, "progress")?,
@@ -239,6 +248,7 @@ impl SqliteStore {
             .bind(t.process.as_ref().map(|p| &p.id))
             .bind(t.backoff.kind.as_str())
             .bind(&t.user_id)
+            .bind(&t.stage)
             .fetch_optional(&mut **tx)
             .await
             .map_err(StoreError::from)
@@ -349,7 +359,7 @@ impl SqliteStore {
 
     async fn apply_failures(
         tx: &mut Transaction<'_, Sqlite>,
-        items: &[(Task, FailDecision, Value)],
+        items: &[(Task, FailDecision, FailEntry)],
         now: Timestamp,
     ) -> Result<()> {
         for (t, d, e) in items {
@@ -363,7 +373,9 @@ impl SqliteStore {
                 .bind(st.as_str())
                 .bind(us(run_at))
                 .bind(fin)
-                .bind(e.to_string())
+                .bind(e.error.to_string())
+                .bind(e.run_json(d))
+                .bind(docket_core::run::RUN_LOG_KEEP)
                 .execute(&mut **tx)
                 .await?;
         }
@@ -443,3 +455,26 @@ fn decode_token(r: &SqliteRow) -> Result<TokenRecord> {
         last_used_at: time_opt(r, "last_used_at")?,
     })
 }
+
+/// SQLite's run log append (see [`crate::shared::expand_runs`]); times are µs already.
+pub(crate) fn runs_sql(now: &str, outcome: &str) -> String {
+    format!(
+        "runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= {keep} \
+           THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]', \
+           json_object('attempt', attempt, 'stage', stage, 'started_us', attempted_at, \
+           'finished_us', {now}, 'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')), \
+         run_count = run_count + 1",
+        keep = docket_core::run::RUN_LOG_KEEP
+    )
+}
+
+/// A statement of `sql/` with its run log markers expanded, built once.
+macro_rules! sql_runs {
+    ($file:literal) => {{
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            crate::shared::expand_runs(include_str!($file), crate::sqlite::runs_sql)
+        });
+        SQL.as_str()
+    }};
+}
+pub(crate) use sql_runs;

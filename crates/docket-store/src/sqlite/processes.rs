@@ -206,7 +206,7 @@ impl ProcessStore for SqliteStore {
         for t in c.also {
             Self::insert_one(&mut tx, t, c.now).await?;
         }
-        sqlx::query(include_str!("sql/processes_process_commit_4.sql"))
+        sqlx::query(sql_runs!("sql/processes_process_commit_4.sql"))
             .bind(c.task_id)
             .bind(us(c.now))
             .bind(c.response.to_string())

@@ -189,6 +189,38 @@ impl TaskStore for SqliteStore {
         }
     }
 
+    async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {
+        let mut tx = self.begin().await?;
+        let Some((t, token)) = Self::get_in(&mut tx, p.id).await? else {
+            return Err(StoreError::NotFound(format!("task {}", p.id)));
+        };
+        let n = (p.rule)(&t, token.as_deref())?;
+        let sql = format!(
+            "UPDATE docket_tasks SET queue = ?2, priority = ?3, run_at = ?4, state = ?5, \
+               payload = ?6, node = ?7, max_attempts = ?8, stage = ?9, progress = ?10 \
+             WHERE id = ?1 RETURNING {COLS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(p.id)
+            .bind(&n.queue)
+            .bind(n.priority)
+            .bind(us(n.run_at))
+            .bind(n.state.as_str())
+            .bind(n.payload.to_string())
+            .bind(&n.node)
+            .bind(n.max_attempts)
+            .bind(&n.stage)
+            .bind(n.progress.as_ref().map(Value::to_string))
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let t = decode(&row)?;
+        if t.state == TaskState::Available {
+            self.wake_queues([&t.queue]);
+        }
+        Ok(t)
+    }
+
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         let rows: Vec<(i64, i64, i64)> =
             sqlx::query_as(include_str!("sql/tasks_task_throughput.sql"))

@@ -80,6 +80,7 @@ pub(super) async fn claim_by_kinds(b: Bundle) {
         limit: 10,
         lease: None,
         kinds: kinds.map(|k| k.into_iter().map(String::from).collect()),
+        stages: None,
         now: t0(),
     };
     let got = s.task_claim(by(Some(vec!["a", "c"]))).await.unwrap();
@@ -266,6 +267,7 @@ pub(super) async fn exactly_once_under_concurrent_claimers(b: Bundle) {
                 let got = s
                     .task_claim(TaskClaimParams {
                         kinds: None,
+                        stages: None,
                         queue: "default".into(),
                         worker: format!("w{w}"),
                         node: format!("n{}", w % 2),
@@ -364,6 +366,7 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
                     id: t.id,
                     token: bad.into(),
                     result: json!("x"),
+                    next: None,
                 }],
                 now: t0(),
             })
@@ -472,6 +475,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
     let got = s
         .task_claim(TaskClaimParams {
             kinds: None,
+            stages: None,
             queue: "default".into(),
             worker: "w1".into(),
             node: "n1".into(),
@@ -522,6 +526,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
     let third = s
         .task_claim(TaskClaimParams {
             kinds: None,
+            stages: None,
             queue: "default".into(),
             worker: "w1".into(),
             node: "n1".into(),
@@ -796,6 +801,7 @@ pub(super) async fn fail_rule_is_the_callers(b: Bundle) {
     let t = s
         .task_claim(TaskClaimParams {
             kinds: None,
+            stages: None,
             queue: "r3".into(),
             worker: "w".into(),
             node: "n1".into(),
@@ -857,4 +863,281 @@ pub(super) async fn linear_backoff(b: Bundle) {
         assert_eq!(run_at, now + secs(want), "attempt {}", c[0].attempt);
         now = run_at;
     }
+}
+
+/// Every finished attempt — completed, failed, timed out, lost, cancelled — lands in the run
+/// log with its stage, times, worker and node; a task keeps the last RUN_LOG_KEEP and counts all.
+pub(super) async fn run_log_of_every_attempt(b: Bundle) {
+    use docket_core::run::{RunOutcome, RUN_LOG_KEEP};
+    let s = &*b.store;
+    let mut n = nt("runs");
+    n.max_attempts = Some(100);
+    n.timeout = Some(Duration::from_secs(10));
+    n.backoff = Some(docket_core::Backoff {
+        jitter: 0.0,
+        initial: Duration::from_secs(1),
+        coefficient: 1.0,
+        ..Default::default()
+    });
+    let id = insert(s, vec![n], t0()).await[0].id;
+    let mut now = t0();
+    // Attempt 1 fails, attempt 2 is lost (rescued), then failures until the log is full.
+    let t = claim(s, "default", 1, now).await.remove(0);
+    assert_eq!(t.attempt_node.as_deref(), Some("n1"));
+    let outs = s
+        .task_fail_many(TaskFailManyParams {
+            items: &[fail(&t, "boom")],
+            worker: Some("w1"),
+            now: now + secs(2),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert_eq!(state_run_at(&outs[0]).0, TaskState::Retryable);
+    let r = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(r.run_count, 1);
+    assert_eq!(r.runs.len(), 1);
+    let run = &r.runs[0];
+    assert_eq!(run.attempt, 1);
+    assert_eq!(run.outcome, RunOutcome::Failed);
+    assert_eq!(run.message.as_deref(), Some("boom"));
+    assert_eq!(run.started_at, Some(now));
+    assert_eq!(run.finished_at, now + secs(2));
+    assert_eq!(run.duration_ms, Some(2000));
+    assert_eq!(run.worker.as_deref(), Some("w1"));
+    assert_eq!(run.node.as_deref(), Some("n1"));
+    let trace = r.trace_id.clone().unwrap();
+    assert_eq!(
+        run.trace_id.as_deref(),
+        Some(docket_core::run::attempt_trace_id(&trace, None, 1).as_str())
+    );
+    now += secs(10);
+    promote(s, now).await;
+    claim(s, "default", 1, now).await.remove(0);
+    now += secs(3);
+    s.task_rescue(TaskRescueParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        now: now + secs(8),
+        limit: 10,
+    })
+    .await
+    .unwrap();
+    let r = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(r.runs[1].outcome, RunOutcome::Timeout, "{:?}", r.runs);
+    for _ in 0..RUN_LOG_KEEP {
+        now += secs(60);
+        promote(s, now).await;
+        let t = claim(s, "default", 1, now).await.remove(0);
+        s.task_fail_many(TaskFailManyParams {
+            items: &[fail(&t, "again")],
+            worker: None,
+            now,
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    }
+    now += secs(60);
+    promote(s, now).await;
+    let t = claim(s, "default", 1, now).await.remove(0);
+    let outs = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&t, json!({"ok": true}))],
+            now: now + secs(1),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert_eq!(state_run_at(&outs[0]).0, TaskState::Completed);
+    let r = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(r.run_count, RUN_LOG_KEEP + 3);
+    assert_eq!(r.runs.len(), RUN_LOG_KEEP as usize);
+    let last = r.runs.last().unwrap();
+    assert_eq!(last.outcome, RunOutcome::Completed);
+    assert_eq!(last.attempt, RUN_LOG_KEEP + 3);
+    assert_eq!(last.duration_ms, Some(1000));
+    assert_eq!(last.node.as_deref(), Some("n1"));
+    assert_eq!(last.message, None);
+    assert_eq!(r.runs[0].attempt, 4, "the oldest entries went first");
+    let attempts: Vec<i32> = r.runs.iter().map(|x| x.attempt).collect();
+    assert!(
+        attempts.windows(2).all(|w| w[0] + 1 == w[1]),
+        "{attempts:?}"
+    );
+    let mut ids: Vec<&str> = r
+        .runs
+        .iter()
+        .filter_map(|x| x.trace_id.as_deref())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        RUN_LOG_KEEP as usize,
+        "each attempt has its own trace id"
+    );
+
+    // A cancel requested while a task runs ends its attempt `cancelled` in the log.
+    let id = insert(s, vec![nt("runs-cancel")], now).await[0].id;
+    let t = claim(s, "default", 1, now).await.remove(0);
+    s.task_cancel(TaskCancelParams { id, now }).await.unwrap();
+    let outs = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&t, json!(1))],
+            now,
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert_eq!(outs[0], LeaseOutcome::Cancelled);
+    let r = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(r.run_count, 1);
+    assert_eq!(r.runs[0].outcome, RunOutcome::Cancelled);
+}
+
+/// A worker completing a stage hands the task on to the next one in one call: same id, back to
+/// available (or scheduled), attempts counted again, the stage history and run log kept; claims
+/// can pick stages.
+pub(super) async fn stages_hand_the_task_on(b: Bundle) {
+    use crate::NextStage;
+    let s = &*b.store;
+    let mut n = nt("order");
+    n.stage = Some("fetch".into());
+    let other = nt("single");
+    let ids: Vec<i64> = insert(s, vec![n, other], t0())
+        .await
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    let by_stage = |stages: &[&str], now| TaskClaimParams {
+        queue: "default".into(),
+        worker: "w1".into(),
+        node: "n1".into(),
+        limit: 10,
+        lease: None,
+        kinds: None,
+        stages: Some(stages.iter().map(|x| x.to_string()).collect()),
+        now,
+    };
+    assert!(s
+        .task_claim(by_stage(&["ship"], t0()))
+        .await
+        .unwrap()
+        .is_empty());
+    let got = s.task_claim(by_stage(&["fetch"], t0())).await.unwrap();
+    assert_eq!(got.len(), 1, "only the task at stage fetch");
+    let t = &got[0];
+    assert_eq!(
+        (t.id, t.stage.as_deref(), t.attempt),
+        (ids[0], Some("fetch"), 1)
+    );
+    let mut step = done(t, json!({"fetched": 3}));
+    step.next = Some(NextStage {
+        stage: "ship".into(),
+        state: TaskState::Scheduled,
+        run_at: t0() + secs(30),
+        payload: Some(json!({"items": 3})),
+        priority: Some(7),
+    });
+    let outs = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[step],
+            now: t0() + secs(1),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        state_run_at(&outs[0]),
+        (TaskState::Scheduled, t0() + secs(30))
+    );
+    let r = s.task_get(ids[0]).await.unwrap().unwrap();
+    assert_eq!(r.state, TaskState::Scheduled);
+    assert_eq!(r.stage.as_deref(), Some("ship"));
+    assert_eq!(r.stages_done, vec![Some("fetch".to_string())]);
+    assert_eq!((r.attempt, r.priority), (0, 7));
+    assert_eq!(r.payload, json!({"items": 3}));
+    assert_eq!(r.result, Some(json!({"fetched": 3})));
+    assert_eq!(r.finished_at, None);
+    assert_eq!(r.run_count, 1);
+    assert_eq!(r.runs[0].stage.as_deref(), Some("fetch"));
+    assert_eq!(r.runs[0].outcome, docket_core::run::RunOutcome::Completed);
+    s.task_promote(TaskPromoteParams {
+        now: t0() + secs(30),
+        limit: 10,
+    })
+    .await
+    .unwrap();
+    let got = s
+        .task_claim(by_stage(&["ship"], t0() + secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].id, got[0].attempt),
+        (ids[0], 1),
+        "attempts count per stage"
+    );
+    // The stale lease of the first stage cannot complete anything now.
+    let outs = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(t, json!(0))],
+            now: t0() + secs(31),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert_eq!(outs[0], LeaseOutcome::LeaseLost);
+    // Mixed batch: the last stage completes, the single-stage task completes.
+    let single = claim(s, "default", 1, t0() + secs(31)).await.remove(0);
+    assert_eq!(single.id, ids[1]);
+    let outs = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&got[0], json!("shipped")), done(&single, json!(1))],
+            now: t0() + secs(32),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert!(outs
+        .iter()
+        .all(|o| state_run_at(o).0 == TaskState::Completed));
+    let r = s.task_get(ids[0]).await.unwrap().unwrap();
+    assert_eq!(r.stage.as_deref(), Some("ship"));
+    assert_eq!(r.run_count, 2);
+    assert_eq!(
+        r.runs
+            .iter()
+            .map(|x| x.stage.as_deref())
+            .collect::<Vec<_>>(),
+        vec![Some("fetch"), Some("ship")]
+    );
+    // A task without a stage hands on too: its first stage is recorded as null.
+    let id = insert(s, vec![nt("plain")], t0() + secs(40)).await[0].id;
+    let t = claim(s, "default", 1, t0() + secs(40)).await.remove(0);
+    let mut step = done(&t, json!(null));
+    step.next = Some(NextStage {
+        stage: "second".into(),
+        state: TaskState::Available,
+        run_at: t0() + secs(41),
+        payload: None,
+        priority: None,
+    });
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[step],
+        now: t0() + secs(41),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let r = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(r.state, TaskState::Available);
+    assert_eq!(r.stages_done, vec![None]);
+    assert_eq!(r.payload, json!({"k": "plain"}), "no new payload keeps it");
+}
+
+async fn promote(s: &dyn Store, now: Timestamp) {
+    s.task_promote(TaskPromoteParams { now, limit: 100 })
+        .await
+        .unwrap();
 }

@@ -202,6 +202,7 @@ const CASES: &[Case] = cases![
     tasks::bulk_insert_claim_complete,
     tasks::dashboard_reads_and_operator_actions,
     tasks::user_task_lists,
+    tasks::task_update_under_lock,
     claims::claim_order_priority_run_at_id,
     claims::claim_by_kinds,
     claims::claim_skips_what_it_must,
@@ -214,6 +215,8 @@ const CASES: &[Case] = cases![
     claims::fail_rules,
     claims::fail_rule_is_the_callers,
     claims::linear_backoff,
+    claims::run_log_of_every_attempt,
+    claims::stages_hand_the_task_on,
     queues::queue_settings_round_trip,
     nodes::node_registry,
     nodes::node_drain,
@@ -331,6 +334,7 @@ fn nt(kind: &str) -> NewTask {
 async fn claim(s: &dyn Store, queue: &str, limit: i64, now: Timestamp) -> Vec<docket_core::Task> {
     s.task_claim(TaskClaimParams {
         kinds: None,
+        stages: None,
         queue: queue.into(),
         worker: "w1".into(),
         node: "n1".into(),
@@ -347,6 +351,7 @@ fn done(token: &docket_core::Task, result: serde_json::Value) -> TaskComplete {
         id: token.id,
         token: token.lease.as_ref().unwrap().token.clone(),
         result,
+        next: None,
     }
 }
 

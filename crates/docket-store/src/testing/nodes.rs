@@ -81,6 +81,7 @@ pub(super) async fn node_drain(b: Bundle) {
     let running = s
         .task_claim(TaskClaimParams {
             kinds: None,
+            stages: None,
             queue: "default".into(),
             worker: "w".into(),
             node: "a".into(),

@@ -76,6 +76,7 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     let c = s
         .task_claim(TaskClaimParams {
             kinds: None,
+            stages: None,
             queue: "process:z".into(),
             worker: "w".into(),
             node: "n1".into(),

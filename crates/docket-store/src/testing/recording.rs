@@ -68,6 +68,11 @@ impl TaskStore for Recording {
         self.hit("task_throughput");
         self.inner.task_throughput(since).await
     }
+
+    async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {
+        self.hit("task_update");
+        self.inner.task_update(p).await
+    }
 }
 
 #[async_trait]

@@ -625,3 +625,86 @@ pub(super) async fn user_task_lists(b: Bundle) {
         .unwrap()
         .is_empty());
 }
+
+/// A task changes by a rule applied to its locked row: every written field round-trips, the
+/// rule sees the lease token of a running task, its refusal changes nothing, and an available
+/// task in a new queue is claimable there.
+pub(super) async fn task_update_under_lock(b: Bundle) {
+    let s = &*b.store;
+    let id = insert(s, vec![nt("u")], t0()).await[0].id;
+    let t = s
+        .task_update(TaskUpdateParams {
+            id,
+            rule: Box::new(|t, token| {
+                assert_eq!(token, None, "a waiting task has no lease");
+                let mut n = t.clone();
+                n.queue = "other".into();
+                n.priority = 9;
+                n.run_at = t0() + secs(1);
+                n.state = TaskState::Available;
+                n.payload = json!({"new": true});
+                n.node = Some("n1".into());
+                n.max_attempts = 4;
+                n.stage = Some("two".into());
+                n.progress = Some(json!(10));
+                Ok(n)
+            }),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            t.queue.as_str(),
+            t.priority,
+            t.run_at,
+            t.state,
+            t.node.as_deref(),
+            t.max_attempts,
+            t.stage.as_deref(),
+        ),
+        (
+            "other",
+            9,
+            t0() + secs(1),
+            TaskState::Available,
+            Some("n1"),
+            4,
+            Some("two")
+        )
+    );
+    assert_eq!(
+        (t.payload, t.progress),
+        (json!({"new": true}), Some(json!(10)))
+    );
+    assert_eq!(s.task_get(id).await.unwrap().unwrap().queue, "other");
+    let held = claim(s, "other", 1, t0() + secs(2)).await.remove(0);
+    let token = held.lease.clone().unwrap().token;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen2 = seen.clone();
+    let e = s
+        .task_update(TaskUpdateParams {
+            id,
+            rule: Box::new(move |_, token| {
+                *seen2.lock().unwrap() = token.map(str::to_string);
+                Err(StoreError::InvalidState("no".into()))
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::InvalidState(_)), "{e:?}");
+    assert_eq!(seen.lock().unwrap().as_deref(), Some(token.as_str()));
+    let r = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (r.state, r.priority),
+        (TaskState::Running, 9),
+        "a refusal changes nothing"
+    );
+    let e = s
+        .task_update(TaskUpdateParams {
+            id: id + 1000,
+            rule: Box::new(|t, _| Ok(t.clone())),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::NotFound(_)), "{e:?}");
+}

@@ -38,6 +38,39 @@ pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
             }
             Ok(())
         }
+        TaskCmd::Set {
+            id,
+            priority,
+            run_at,
+            run_in,
+            payload,
+            node,
+            any_node,
+            queue,
+            max_attempts,
+            stage,
+            if_version,
+            json,
+        } => {
+            let payload = payload
+                .map(|p| serde_json::from_str(&p).context("--payload is not valid JSON"))
+                .transpose()?;
+            let patch = docket_core::patch::TaskPatch {
+                priority,
+                run_at,
+                run_in,
+                payload,
+                node: if any_node { Some(None) } else { node.map(Some) },
+                queue,
+                max_attempts,
+                stage,
+                ..Default::default()
+            };
+            print_task(
+                &c.task_update(id, &patch, if_version.as_deref()).await?,
+                json,
+            )
+        }
         TaskCmd::Show { id, json: _ } => {
             // `show` prints every field: JSON is the clearest full view.
             let t = c.task_get(id).await?;
@@ -102,6 +135,7 @@ pub(crate) fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
         concurrency_limit: a.concurrency_limit,
         node: a.node.clone(),
         user_id: a.user_id.clone(),
+        stage: a.stage.clone(),
         ..NewTask::default()
     })
 }

@@ -3,6 +3,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     WHERE t.state = 'available' AND t.queue = $1
     AND (t.node IS NULL OR t.node = $2)
     AND ($5::text[] IS NULL OR t.kind = ANY($5))
+    AND ($6::text[] IS NULL OR t.stage = ANY($6))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r

@@ -2,16 +2,16 @@ WITH ins AS (
     INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, created_at,
-    namespace, process_id, backoff_kind, user_id)
+    namespace, process_id, backoff_kind, user_id, stage)
     SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc,
     bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, $18,
-    ns, pid, bk, uid
+    ns, pid, bk, uid, stg
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[],
     $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[],
     $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[],
-    $17::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[]) WITH ORDINALITY AS x(queue, kind,
+    $17::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[]) WITH ORDINALITY AS x(queue, kind,
     payload, priority, state, run_at, expires_at, max_attempts, bi, bc, bm, bj, timeout_ms,
-    unique_key, concurrency_key, concurrency_limit, node, trace_id, ns, pid, bk, uid, ord)
+    unique_key, concurrency_key, concurrency_limit, node, trace_id, ns, pid, bk, uid, stg, ord)
     ORDER BY ord
     ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state),
     note AS (SELECT pg_notify($19, $20 || '|' || q) IS NULL

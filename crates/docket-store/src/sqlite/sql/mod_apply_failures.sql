@@ -1,2 +1,6 @@
 UPDATE docket_tasks SET state = ?2, run_at = ?3, finished_at = ?4,
-    errors = json_insert(errors, '$[#]', json(?5)), lease_expires_at = NULL WHERE id = ?1
+    errors = json_insert(errors, '$[#]', json(?5)), lease_expires_at = NULL,
+    runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= ?7
+        THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]', json(?6)),
+    run_count = run_count + 1
+    WHERE id = ?1
