@@ -10,6 +10,9 @@ pub const DEFAULT_RETENTION_COMPLETED: Duration = Duration::from_secs(24 * 3600)
 /// Default retention of discarded and cancelled tasks: 7 days (node-daemons' maxFailed was 3 days).
 pub const DEFAULT_RETENTION_FAILED: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// Largest `schedule_limit` (the largest claim the API takes).
+pub const MAX_SCHEDULE_LIMIT: i32 = 10_000;
+
 /// Settings of one queue. JSON shape of `GET/PUT /v1/queues/{queue}`; absent fields mean "the
 /// server default". Durations are humantime strings.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
@@ -18,10 +21,25 @@ pub struct QueueSettings {
     /// No task of a paused queue is claimed.
     #[serde(default)]
     pub paused: bool,
-    /// At most this many tasks of the queue run at once, cluster-wide (asyncflow schedule_limit).
+    /// At most this many tasks of the queue run at once, cluster-wide.
     #[serde(default)]
     #[schema(minimum = 1)]
     pub concurrency_limit: Option<i32>,
+    /// Most tasks one claim may take, 1..=10,000 (asyncflow `schedule_limit`): a claim asking
+    /// for more gets this many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub schedule_limit: Option<i32>,
+    /// How often an idle claim of this queue looks at the database again, 10 ms..=1 h
+    /// (asyncflow `schedule_interval`; default the server's `--poll-interval`). Wake-ups of
+    /// new tasks still come at once.
+    #[serde(
+        default,
+        with = "crate::duration::serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>, example = "10s")]
+    pub schedule_interval: Option<Duration>,
     /// max_attempts for tasks enqueued without one (asyncflow max_retry_num).
     #[serde(default)]
     #[schema(minimum = 1)]
@@ -69,6 +87,21 @@ impl QueueSettings {
         if let Some(t) = self.timeout {
             crate::duration::check_timeout("timeout", t)?;
         }
+        if let Some(l) = self.schedule_limit {
+            if !(1..=MAX_SCHEDULE_LIMIT).contains(&l) {
+                return Err(format!(
+                    "schedule_limit must be within 1..={MAX_SCHEDULE_LIMIT}, got {l}"
+                ));
+            }
+        }
+        if let Some(i) = self.schedule_interval {
+            if i < Duration::from_millis(10) || i > Duration::from_secs(3600) {
+                return Err(format!(
+                    "schedule_interval must be within 10ms..=1h, got {}",
+                    crate::duration::format(i)
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -82,4 +115,13 @@ pub struct QueueStats {
     pub settings: QueueSettings,
     /// Number of tasks per state (every state present, zero included).
     pub counts: BTreeMap<TaskState, i64>,
+    /// When its settings were first written (asyncflow `create_time`); `null` for a queue
+    /// that exists only by its tasks.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub created_at: Option<crate::Timestamp>,
+    /// When its settings last changed (asyncflow `modify_time`).
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub updated_at: Option<crate::Timestamp>,
 }

@@ -365,6 +365,8 @@ impl Engine {
             return Ok(vec![]);
         }
         let notify = self.waker.queue(queue);
+        // The queue's own schedule_interval, read once the claim has to wait.
+        let mut every: Option<Duration> = None;
         loop {
             let notified = notify.notified();
             tokio::pin!(notified);
@@ -401,12 +403,29 @@ impl Engine {
                 }
                 return Ok(got);
             }
-            let nap = (deadline - now).min(self.config.poll_interval);
+            let every = match every {
+                Some(e) => e,
+                None => *every.insert(self.poll_interval_of(queue).await),
+            };
+            let nap = (deadline - now).min(every);
             tokio::select! {
                 _ = notified => {}
                 _ = tokio::time::sleep(nap) => {}
                 _ = cancel.cancelled() => return Ok(vec![]),
             }
+        }
+    }
+
+    /// How often an idle claim of `queue` polls the database: the queue's `schedule_interval`
+    /// (asyncflow t_schedule_cfg), else `poll_interval`. A failed read falls back to the
+    /// latter (the claim itself reports database errors).
+    async fn poll_interval_of(&self, queue: &str) -> Duration {
+        match self.store.queue_settings_many(&[queue.to_string()]).await {
+            Ok(mut m) => m
+                .remove(queue)
+                .and_then(|s| s.schedule_interval)
+                .unwrap_or(self.config.poll_interval),
+            Err(_) => self.config.poll_interval,
         }
     }
 

@@ -778,6 +778,65 @@ async fn other_nodes_find_work(db: Db) {
     node2.close().await;
 }
 
+/// A queue's schedule_interval (asyncflow t_schedule_cfg) is how often its idle claims look at
+/// the database: with the node's poll interval at 60 s, a task enqueued through another node is
+/// found within the queue's 100 ms on SQLite and MySQL (no cross-process wake-up there), and a
+/// queue without the setting is not found within a second. PostgreSQL's NOTIFY wakes at once
+/// either way, so there only the pick-up is checked.
+async fn schedule_interval_sets_the_poll(db: Db) {
+    let node2 = db._db.another_node().await;
+    let engines = [("n1", db.store.clone()), ("n2", node2.clone())].map(|(name, store)| {
+        let mut cfg = EngineConfig::new(name, &*store);
+        cfg.poll_interval = Duration::from_secs(60);
+        Engine::new(store, Arc::new(SystemClock), cfg)
+    });
+    engines[0]
+        .queue_put(
+            "t",
+            "fast",
+            &docket_core::QueueSettings {
+                schedule_interval: Some(Duration::from_millis(100)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let claim = |queue: &'static str, wait: Duration| {
+        let e = engines[1].clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let got = e.claim(queue, "w", 1, None, wait, &stop).await.unwrap();
+            (t0.elapsed(), got.len())
+        })
+    };
+    let fast = claim("fast", Duration::from_secs(20));
+    let slow = claim("slow", Duration::from_secs(30));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for q in ["fast", "slow"] {
+        engines[0]
+            .enqueue_many(vec![NewTask {
+                queue: Some(q.into()),
+                ..NewTask::new("k", json!(1))
+            }])
+            .await
+            .unwrap();
+    }
+    let (took, n) = fast.await.unwrap();
+    assert_eq!(n, 1);
+    assert!(took < Duration::from_secs(5), "picked up after {took:?}");
+    let slow = tokio::time::timeout(Duration::from_secs(2), slow).await;
+    if db.store.backend() != docket_store::Backend::Postgres {
+        assert!(
+            slow.is_err(),
+            "without schedule_interval the 60 s poll has not looked yet: {slow:?}"
+        );
+    }
+    stop.cancel();
+    node2.close().await;
+}
+
 /// Draining a node (issue 12 item 11): its pinned waiting tasks move to another node, it claims
 /// nothing (a drain made through another node reaches it at its next heartbeat), and resuming
 /// ends that.
@@ -862,5 +921,6 @@ both!(
     two_nodes_claim_each_task_once,
     limits_hold_across_nodes,
     other_nodes_find_work,
+    schedule_interval_sets_the_poll,
     drain_moves_tasks_and_stops_claiming,
 );

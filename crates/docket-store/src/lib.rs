@@ -1637,23 +1637,29 @@ pub(crate) fn error_entry(
     }
 }
 
+/// A queue settings row's created_at and updated_at.
+pub(crate) type QueueTimes = (Option<Timestamp>, Option<Timestamp>);
+
 /// Every queue that has settings or tasks, by name: settings rows joined with counts by state.
 pub(crate) fn merge_queues(
-    settings: Vec<(String, QueueSettings)>,
+    settings: Vec<(String, QueueSettings, QueueTimes)>,
     mut counts: HashMap<String, std::collections::BTreeMap<TaskState, i64>>,
 ) -> Vec<QueueStats> {
     let mut out: Vec<QueueStats> = settings
         .into_iter()
-        .map(|(name, settings)| QueueStats {
+        .map(|(name, settings, times)| QueueStats {
             counts: counts.remove(&name).unwrap_or_else(empty_counts),
             name,
             settings,
+            created_at: times.0,
+            updated_at: times.1,
         })
         .collect();
     out.extend(counts.into_iter().map(|(name, counts)| QueueStats {
         name,
         settings: QueueSettings::default(),
         counts,
+        ..QueueStats::default()
     }));
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out

@@ -482,12 +482,19 @@ pub struct QueueSetArgs {
     /// Cluster-wide concurrency limit (0 = none).
     #[arg(long)]
     pub concurrency_limit: Option<i32>,
-    /// Default max attempts (0 = server default).
-    #[arg(long)]
+    /// Default max attempts (0 = server default; asyncflow max_retry_num).
+    #[arg(long, visible_alias = "max-retry-num")]
     pub max_attempts: Option<i32>,
-    /// Default attempt timeout.
-    #[arg(long, value_parser = parse_duration)]
+    /// Default attempt timeout (asyncflow max_processing_time).
+    #[arg(long, value_parser = parse_duration, visible_alias = "max-processing-time")]
     pub timeout: Option<Duration>,
+    /// Most tasks one claim may take (0 = no cap; asyncflow schedule_limit).
+    #[arg(long)]
+    pub schedule_limit: Option<i32>,
+    /// How often idle claims of the queue poll the database (0s = the server's
+    /// --poll-interval; asyncflow schedule_interval).
+    #[arg(long, value_parser = parse_duration)]
+    pub schedule_interval: Option<Duration>,
     /// Keep completed tasks this long.
     #[arg(long, value_parser = parse_duration)]
     pub retention_completed: Option<Duration>,
@@ -497,11 +504,11 @@ pub struct QueueSetArgs {
     /// Default backoff: `exponential` or `linear` (node-daemons' delayRatio: attempt × initial).
     #[arg(long, value_parser = ["exponential", "linear"])]
     pub backoff_kind: Option<String>,
-    /// Default backoff: first delay (linear: the step).
-    #[arg(long, value_parser = parse_duration)]
+    /// Default backoff: first delay (linear: the step; asyncflow retry_interval).
+    #[arg(long, value_parser = parse_duration, visible_alias = "retry-interval")]
     pub backoff_initial: Option<Duration>,
-    /// Default backoff: cap.
-    #[arg(long, value_parser = parse_duration)]
+    /// Default backoff: cap (asyncflow max_retry_interval).
+    #[arg(long, value_parser = parse_duration, visible_alias = "max-retry-interval")]
     pub backoff_max: Option<Duration>,
     /// Default backoff: coefficient.
     #[arg(long)]

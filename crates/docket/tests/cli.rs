@@ -758,6 +758,67 @@ fn task_set_and_stages_from_the_cli(backend: &str) {
     assert_eq!(shown["runs"], serde_json::json!([]));
 }
 
+/// Issue 12 item 6: asyncflow's t_schedule_cfg from the CLI, under docket's names and
+/// asyncflow's (`--max-retry-num`, `--retry-interval`, …); the queue shows when its settings
+/// were created and changed; out-of-range values are refused naming the field.
+fn schedule_cfg_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    s.ok(&[
+        "queue",
+        "set",
+        "lark",
+        "--schedule-limit",
+        "100",
+        "--schedule-interval",
+        "10s",
+        "--max-processing-time",
+        "30s",
+        "--max-retry-num",
+        "3",
+        "--retry-interval",
+        "10s",
+        "--max-retry-interval",
+        "30s",
+    ]);
+    let q: Value = serde_json::from_str(&s.ok(&["queue", "show", "lark", "--json"])).unwrap();
+    let st = &q["settings"];
+    assert_eq!(
+        (
+            st["schedule_limit"].as_i64(),
+            st["schedule_interval"].as_str(),
+            st["timeout"].as_str(),
+            st["max_attempts"].as_i64(),
+            st["backoff"]["initial"].as_str(),
+            st["backoff"]["max"].as_str(),
+        ),
+        (
+            Some(100),
+            Some("10s"),
+            Some("30s"),
+            Some(3),
+            Some("10s"),
+            Some("30s")
+        ),
+        "{q}"
+    );
+    let created = q["created_at"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(20));
+    s.ok(&["queue", "set", "lark", "--schedule-limit", "0"]);
+    let q: Value = serde_json::from_str(&s.ok(&["queue", "show", "lark", "--json"])).unwrap();
+    assert_eq!(q["settings"]["schedule_limit"], Value::Null, "0 clears it");
+    assert_eq!(q["created_at"].as_str(), Some(created.as_str()));
+    assert!(q["updated_at"].as_str().unwrap() > created.as_str(), "{q}");
+    for (flag, v) in [
+        ("--schedule-limit", "10001"),
+        ("--schedule-interval", "1ms"),
+    ] {
+        let o = s.cli(&["queue", "set", "lark", flag, v]);
+        assert!(!o.status.success(), "{flag} {v}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(&flag[2..].replace('-', "_")), "{flag}: {err}");
+    }
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[test] fn $name() { super::$name("pg") } )* }
@@ -767,6 +828,7 @@ macro_rules! both {
 }
 
 both!(
+    schedule_cfg_from_the_cli,
     task_set_and_stages_from_the_cli,
     linear_backoff_from_the_cli,
     node_drain_from_the_cli,

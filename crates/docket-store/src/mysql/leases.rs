@@ -256,14 +256,21 @@ impl LeaseStore for MySqlStore {
 impl MySqlStore {
     async fn claim_once(&self, p: &TaskClaimParams) -> Result<Vec<Task>> {
         let mut tx = self.begin().await?;
-        let q = sqlx::query("SELECT paused, concurrency_limit FROM docket_queues WHERE name = ?")
-            .bind(&p.queue)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let (paused, queue_limit): (bool, Option<i32>) = match &q {
-            Some(r) => (r.try_get("paused")?, r.try_get("concurrency_limit")?),
-            None => (false, None),
+        let q = sqlx::query(
+            "SELECT paused, concurrency_limit, schedule_limit FROM docket_queues WHERE name = ?",
+        )
+        .bind(&p.queue)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let (paused, queue_limit, schedule_limit): (bool, Option<i32>, Option<i32>) = match &q {
+            Some(r) => (
+                r.try_get("paused")?,
+                r.try_get("concurrency_limit")?,
+                r.try_get("schedule_limit")?,
+            ),
+            None => (false, None, None),
         };
+        let limit = schedule_limit.map_or(p.limit, |l| p.limit.min(i64::from(l)));
         if paused {
             tx.commit().await?;
             return Ok(vec![]);
@@ -299,7 +306,7 @@ impl MySqlStore {
         for k in p.kinds.iter().flatten().chain(p.stages.iter().flatten()) {
             q = q.bind(k);
         }
-        let cands = q.bind(dt(p.now)).bind(p.limit).fetch_all(&mut *tx).await?;
+        let cands = q.bind(dt(p.now)).bind(limit).fetch_all(&mut *tx).await?;
         if cands.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);

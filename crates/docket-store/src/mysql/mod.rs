@@ -198,7 +198,13 @@ fn queue_settings(row: &MySqlRow) -> Result<QueueSettings> {
         retention_completed: d("retention_completed_ms")?,
         retention_failed: d("retention_failed_ms")?,
         mask_payload: row.try_get("mask_payload")?,
+        schedule_limit: row.try_get("schedule_limit")?,
+        schedule_interval: d("schedule_interval_ms")?,
     })
+}
+
+fn queue_times(row: &MySqlRow) -> Result<crate::QueueTimes> {
+    Ok((time_opt(row, "created_at")?, time_opt(row, "updated_at")?))
 }
 
 fn decode_process(r: &MySqlRow) -> Result<docket_core::process::Process> {

@@ -32,7 +32,7 @@ impl QueueStore for MySqlStore {
             .await?;
         let settings = rows
             .iter()
-            .map(|r| Ok((text(r, "name")?, queue_settings(r)?)))
+            .map(|r| Ok((text(r, "name")?, queue_settings(r)?, queue_times(r)?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(merge_queues(settings, counts))
     }
@@ -47,6 +47,11 @@ impl QueueStore for MySqlStore {
             .map(queue_settings)
             .transpose()?
             .unwrap_or_default();
+        let (created_at, updated_at) = row
+            .as_ref()
+            .map(queue_times)
+            .transpose()?
+            .unwrap_or_default();
         let counts = self
             .counts(Some(name))
             .await?
@@ -56,6 +61,8 @@ impl QueueStore for MySqlStore {
             name: name.to_string(),
             settings,
             counts,
+            created_at,
+            updated_at,
         })
     }
 
@@ -80,6 +87,9 @@ impl QueueStore for MySqlStore {
             .bind(s.retention_failed.map(ms))
             .bind(dt(now))
             .bind(s.mask_payload)
+            .bind(s.schedule_limit)
+            .bind(s.schedule_interval.map(ms))
+            .bind(dt(now))
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

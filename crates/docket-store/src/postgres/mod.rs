@@ -149,7 +149,13 @@ fn queue_settings(row: &PgRow) -> Result<QueueSettings> {
         retention_completed: d("retention_completed_ms")?,
         retention_failed: d("retention_failed_ms")?,
         mask_payload: row.try_get("mask_payload")?,
+        schedule_limit: row.try_get("schedule_limit")?,
+        schedule_interval: d("schedule_interval_ms")?,
     })
+}
+
+fn queue_times(row: &PgRow) -> Result<crate::QueueTimes> {
+    Ok((row.try_get("created_at")?, row.try_get("updated_at")?))
 }
 
 /// Locks `key` for the rest of the transaction: serialises concurrency-limit checks of one key

@@ -24,7 +24,13 @@ impl QueueStore for PgStore {
             .await?;
         let settings = rows
             .iter()
-            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .map(|r| {
+                Ok((
+                    r.try_get::<String, _>("name")?,
+                    queue_settings(r)?,
+                    queue_times(r)?,
+                ))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(merge_queues(settings, counts))
     }
@@ -39,6 +45,11 @@ impl QueueStore for PgStore {
             .map(queue_settings)
             .transpose()?
             .unwrap_or_default();
+        let (created_at, updated_at) = row
+            .as_ref()
+            .map(queue_times)
+            .transpose()?
+            .unwrap_or_default();
         let counts = self
             .counts(Some(name))
             .await?
@@ -48,6 +59,8 @@ impl QueueStore for PgStore {
             name: name.to_string(),
             settings,
             counts,
+            created_at,
+            updated_at,
         })
     }
 
@@ -71,6 +84,8 @@ impl QueueStore for PgStore {
             .bind(s.retention_failed.map(ms))
             .bind(now)
             .bind(s.mask_payload)
+            .bind(s.schedule_limit)
+            .bind(s.schedule_interval.map(ms))
             .execute(&self.pool)
             .await?;
         if !s.paused {

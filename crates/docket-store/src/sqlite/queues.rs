@@ -27,7 +27,13 @@ impl QueueStore for SqliteStore {
             .await?;
         let settings = rows
             .iter()
-            .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
+            .map(|r| {
+                Ok((
+                    r.try_get::<String, _>("name")?,
+                    queue_settings(r)?,
+                    queue_times(r)?,
+                ))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(merge_queues(settings, counts))
     }
@@ -42,6 +48,11 @@ impl QueueStore for SqliteStore {
             .map(queue_settings)
             .transpose()?
             .unwrap_or_default();
+        let (created_at, updated_at) = row
+            .as_ref()
+            .map(queue_times)
+            .transpose()?
+            .unwrap_or_default();
         let counts = self
             .counts(Some(name))
             .await?
@@ -51,6 +62,8 @@ impl QueueStore for SqliteStore {
             name: name.to_string(),
             settings,
             counts,
+            created_at,
+            updated_at,
         })
     }
 
@@ -75,6 +88,8 @@ impl QueueStore for SqliteStore {
             .bind(s.retention_failed.map(ms))
             .bind(us(now))
             .bind(s.mask_payload as i64)
+            .bind(s.schedule_limit)
+            .bind(s.schedule_interval.map(ms))
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -75,6 +75,12 @@ pub(crate) async fn queue_cmd(c: Client, cmd: QueueCmd) -> Result<()> {
             if let Some(v) = a.timeout {
                 s.timeout = Some(v);
             }
+            if let Some(v) = a.schedule_limit {
+                s.schedule_limit = (v > 0).then_some(v);
+            }
+            if let Some(v) = a.schedule_interval {
+                s.schedule_interval = (!v.is_zero()).then_some(v);
+            }
             if let Some(v) = a.retention_completed {
                 s.retention_completed = Some(v);
             }

@@ -9,4 +9,5 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
     WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
     < t.concurrency_limit)
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT ?4
+    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    LIMIT min(?4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = ?1), ?4))
