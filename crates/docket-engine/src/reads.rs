@@ -80,6 +80,15 @@ impl Engine {
         self.store.queue_get(name).await
     }
 
+    /// The lease token of a running task (None otherwise), for the protocols without leases
+    /// (asyncflow's compat routes).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn lease_token(&self, id: i64) -> Result<Option<String>, StoreError> {
+        self.store.task_lease_token(id).await
+    }
+
     /// Only the settings of each of `names` (no counts: cheaper than [`Engine::queue_get`]).
     ///
     /// # Errors

@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod auth;
+pub mod compat;
 pub mod dashboard;
 pub mod error;
 pub mod events;
@@ -98,6 +99,8 @@ pub struct AppState {
     pub cors_origins: Arc<Vec<String>>,
     /// Per-token request limits and their state.
     pub(crate) limiters: Arc<auth::Limiters>,
+    /// asyncflow's routes under `/api` are mounted (`docket serve --compat asyncflow`).
+    pub compat_asyncflow: bool,
 }
 
 impl AppState {
@@ -118,6 +121,7 @@ impl AppState {
             csrf_secret: docket_core::auth::new_token().into(),
             cors_origins: Arc::default(),
             limiters: Arc::new(auth::Limiters::new(auth::Limits::default())),
+            compat_asyncflow: false,
         }
     }
 
@@ -149,6 +153,12 @@ impl AppState {
     /// Requires a token on every request (see [`auth::AuthMode`]).
     pub fn with_auth(mut self, mode: auth::AuthMode) -> Self {
         self.auth = mode;
+        self
+    }
+
+    /// Mounts asyncflow's routes under `/api` (see [`compat`]).
+    pub fn with_compat_asyncflow(mut self, on: bool) -> Self {
+        self.compat_asyncflow = on;
         self
     }
 
@@ -226,6 +236,11 @@ pub fn router(state: AppState) -> Router {
             post(process_repair),
         )
         .merge(dashboard::routes())
+        .merge(if state.compat_asyncflow {
+            compat::routes()
+        } else {
+            Router::new()
+        })
         .route_layer(axum::middleware::from_fn(http_metrics))
         .fallback(|| async {
             ApiError::new(Code::RouteNotFound, "no such route; see /openapi.json")

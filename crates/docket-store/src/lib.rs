@@ -618,6 +618,13 @@ pub trait LeaseStore: Send + Sync {
     /// # Errors
     /// Database failure (then nothing changed).
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>>;
+
+    /// The lease token of task `id` while it runs (None otherwise): for protocols without
+    /// leases (asyncflow's compat routes, whose workers name a held task by its id alone).
+    ///
+    /// # Errors
+    /// Store failure.
+    async fn task_lease_token(&self, id: i64) -> Result<Option<String>>;
 }
 
 /// What the maintenance services run: promote, rescue, expire, prune.

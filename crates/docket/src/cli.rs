@@ -233,6 +233,10 @@ pub struct ServeArgs {
     /// for every name under it). Without one, any host.
     #[arg(long = "outbound-host", value_name = "HOST")]
     pub outbound_hosts: Vec<String>,
+    /// Also serve another system's HTTP API: `asyncflow` mounts asyncflow's routes under
+    /// `/api` (README "asyncflow compatibility"). Off by default.
+    #[arg(long, value_name = "SYSTEM", value_parser = ["asyncflow"])]
+    pub compat: Option<String>,
     /// Serve HTTPS with this PEM certificate chain (with --tls-key); SIGHUP reloads both.
     #[arg(long, env = "DOCKET_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,

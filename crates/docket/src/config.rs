@@ -44,6 +44,7 @@ pub(crate) struct FileConfig {
     max_long_polls: Option<usize>,
     #[serde(default)]
     outbound_hosts: Vec<String>,
+    compat: Option<String>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     /// Namespaces of durable processes, as `PUT /v1/namespaces/{ns}` takes them.
@@ -90,6 +91,8 @@ pub(crate) struct ServeConfig {
     pub rate_burst: u32,
     pub max_long_polls: usize,
     pub outbound_hosts: Vec<String>,
+    /// Another system's API served beside docket's (`asyncflow`).
+    pub compat: Option<String>,
     pub tls: Option<(PathBuf, PathBuf)>,
     pub tls_half: Option<&'static str>,
     pub namespaces: BTreeMap<String, docket_core::process::NamespaceConfig>,
@@ -173,6 +176,7 @@ impl ServeConfig {
             rate_burst: a.rate_burst.or(f.rate_burst).unwrap_or(2000),
             max_long_polls: a.max_long_polls.or(f.max_long_polls).unwrap_or(64),
             outbound_hosts: both(&a.outbound_hosts, f.outbound_hosts),
+            compat: a.compat.clone().or(f.compat),
             tls,
             tls_half,
             namespaces: f.namespaces,
@@ -191,6 +195,9 @@ impl ServeConfig {
         let mut bad: Vec<String> = vec![];
         bad.extend(self.sql_target_errors.iter().cloned());
         bad.extend(self.pg_task_errors.iter().cloned());
+        if let Some(c) = self.compat.as_deref().filter(|c| *c != "asyncflow") {
+            bad.push(format!("compat: unknown system {c:?} (known: asyncflow)"));
+        }
         let db = self.database.as_str();
         let known = [
             "sqlite:",

@@ -205,6 +205,14 @@ impl LeaseStore for MySqlStore {
         Ok(out)
     }
 
+    async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
+        const SQL: &str = "SELECT lease_token FROM docket_tasks WHERE id = ? AND state = 'running'";
+        let row = sqlx::query(SQL).bind(id).fetch_optional(&self.pool).await?;
+        row.map(|r| text_opt(&r, "lease_token"))
+            .transpose()
+            .map(Option::flatten)
+    }
+
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
         let TaskFailManyParams {
             items,

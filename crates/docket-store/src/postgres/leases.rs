@@ -312,6 +312,16 @@ impl LeaseStore for PgStore {
         Ok(out)
     }
 
+    async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
+        const SQL: &str =
+            "SELECT lease_token FROM docket_tasks WHERE id = $1 AND state = 'running'";
+        let t: Option<Option<uuid::Uuid>> = sqlx::query_scalar(SQL)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(t.flatten().map(|u| u.to_string()))
+    }
+
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
         let TaskFailManyParams {
             items,

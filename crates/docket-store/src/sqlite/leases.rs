@@ -258,6 +258,16 @@ impl LeaseStore for SqliteStore {
         Ok(out)
     }
 
+    async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
+        const SQL: &str =
+            "SELECT lease_token FROM docket_tasks WHERE id = ?1 AND state = 'running'";
+        let t: Option<Option<String>> = sqlx::query_scalar(SQL)
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        Ok(t.flatten())
+    }
+
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
         let TaskFailManyParams {
             items,

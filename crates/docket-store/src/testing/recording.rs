@@ -77,6 +77,11 @@ impl TaskStore for Recording {
 
 #[async_trait]
 impl LeaseStore for Recording {
+    async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
+        self.hit("task_lease_token");
+        self.inner.task_lease_token(id).await
+    }
+
     async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
         self.hit("task_claim");
         self.inner.task_claim(p).await

@@ -677,8 +677,13 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
         (json!({"new": true}), Some(json!(10)))
     );
     assert_eq!(s.task_get(id).await.unwrap().unwrap().queue, "other");
+    assert_eq!(s.task_lease_token(id).await.unwrap(), None, "not running");
     let held = claim(s, "other", 1, t0() + secs(2)).await.remove(0);
     let token = held.lease.clone().unwrap().token;
+    assert_eq!(
+        s.task_lease_token(id).await.unwrap().as_deref(),
+        Some(token.as_str())
+    );
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
     let seen2 = seen.clone();
     let e = s

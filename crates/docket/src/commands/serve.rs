@@ -120,6 +120,7 @@ pub(crate) async fn serve_inner(args: ServeArgs) -> Result<()> {
     if !hosts.is_empty() {
         state = state.with_allowed_hosts(hosts);
     }
+    state = state.with_compat_asyncflow(a.compat.as_deref() == Some("asyncflow"));
     if !a.outbound_hosts.is_empty() {
         state = state.with_outbound_hosts(a.outbound_hosts.clone());
     }

@@ -1,0 +1,605 @@
+//! asyncflow's HTTP routes (seed 002), mounted under `/api` by `docket serve --compat
+//! asyncflow`: asyncflow workers and clients run against docket unchanged. Each call maps onto
+//! docket's model (README "asyncflow compatibility" has the table):
+//!
+//! - a `taskType` is a queue of the same name (asyncflow keeps one table per type), and the
+//!   task's kind; `taskStage` is the stage, `userId` the user, `taskContext` the payload;
+//! - `status`: 1 waiting (scheduled, available, retryable), 2 running, 3 success (completed),
+//!   4 failed (discarded, cancelled);
+//! - asyncflow has no leases: a held task is named by its id alone, so these routes act as the
+//!   holder of a running task's lease (`LeaseStore::task_lease_token`);
+//! - answers are asyncflow's envelope `{"msg", "code", "result"}`: `code` 0 and `msg` "ok" on
+//!   success; on error the HTTP status is docket's (400, 404, 409, …), `code` the same number
+//!   and `msg` docket's error code and message.
+
+use crate::prelude::*;
+use axum::routing::{get, post};
+use axum::Router;
+use docket_core::patch::TaskPatch;
+use docket_core::{TaskState, Timestamp};
+use std::collections::HashMap;
+
+/// The worker name recorded on tasks held through these routes.
+const WORKER: &str = "asyncflow";
+/// Most tasks one list or hold answers.
+const MAX_LIMIT: i64 = 1000;
+
+/// The routes, under `/api` (asyncflow's base URL is `http://host:8081/api`).
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/task_schedule_cfg/list", post(cfg_list))
+        .route("/api/task/createTask", post(create_task))
+        .route("/api/task/getTask", get(get_task))
+        .route("/api/task/getTaskList", get(get_task_list))
+        .route("/api/task/hold_task", post(hold_task))
+        .route("/api/task/setTask", post(set_task))
+        .route("/api/task/getUserTaskList", get(get_user_task_list))
+}
+
+/// An error in asyncflow's envelope.
+struct CompatError(ApiError);
+
+impl From<ApiError> for CompatError {
+    fn from(e: ApiError) -> Self {
+        CompatError(e)
+    }
+}
+
+impl From<docket_store::StoreError> for CompatError {
+    fn from(e: docket_store::StoreError) -> Self {
+        CompatError(e.into())
+    }
+}
+
+impl From<docket_engine::EngineError> for CompatError {
+    fn from(e: docket_engine::EngineError) -> Self {
+        CompatError(e.into())
+    }
+}
+
+impl IntoResponse for CompatError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let body = json!({
+            "msg": format!("{}: {}", e.code, e.message),
+            "code": e.status.as_u16(),
+            "result": null,
+        });
+        (e.status, Json(body)).into_response()
+    }
+}
+
+type CompatResult = Result<Json<Value>, CompatError>;
+
+fn bad(msg: impl Into<String>) -> CompatError {
+    CompatError(ApiError::invalid(msg))
+}
+
+fn ok(result: Value) -> CompatResult {
+    Ok(Json(json!({"msg": "ok", "code": 0, "result": result})))
+}
+
+/// asyncflow's status number of a docket state.
+fn status_of(s: TaskState) -> i64 {
+    match s {
+        TaskState::Scheduled | TaskState::Available | TaskState::Retryable => 1,
+        TaskState::Running => 2,
+        TaskState::Completed => 3,
+        TaskState::Discarded | TaskState::Cancelled => 4,
+    }
+}
+
+/// The docket states of an asyncflow status number.
+fn states_of(status: i64) -> Result<Vec<TaskState>, CompatError> {
+    Ok(match status {
+        1 => vec![
+            TaskState::Scheduled,
+            TaskState::Available,
+            TaskState::Retryable,
+        ],
+        2 => vec![TaskState::Running],
+        3 => vec![TaskState::Completed],
+        4 => vec![TaskState::Discarded, TaskState::Cancelled],
+        s => {
+            return Err(bad(format!(
+                "status must be 1 (waiting), 2 (running), 3 (success) or 4 (failed), got {s}"
+            )))
+        }
+    })
+}
+
+fn ms(t: Timestamp) -> i64 {
+    t.timestamp_millis()
+}
+
+fn secs(d: std::time::Duration) -> u64 {
+    d.as_secs()
+}
+
+/// `taskContext`: asyncflow sends and reads a string. A string that is JSON is stored as that
+/// JSON (docket's payload), any other string as a JSON string; it is given back the same way.
+fn context_in(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
+}
+
+fn context_out(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// asyncflow's `scheduleLog`: the last attempt and up to 5 before it, from the run log.
+fn schedule_log(t: &Task) -> String {
+    let entry = |r: &docket_core::run::TaskRun| {
+        json!({
+            "TraceId": r.trace_id.clone().unwrap_or_default(),
+            "ErrMsg": r.message.clone().unwrap_or_default(),
+            "Cost": r.duration_ms.map(|d| format!("{d}ms")).unwrap_or_default(),
+        })
+    };
+    let Some((last, rest)) = t.runs.split_last() else {
+        return "{}".into();
+    };
+    let history: Vec<Value> = rest.iter().rev().take(5).map(entry).collect();
+    json!({"LastData": entry(last), "HistoryDatas": history}).to_string()
+}
+
+/// asyncflow's `taskData`.
+fn task_data(t: &Task) -> Value {
+    // crtRetryNum: failed attempts of this stage so far (the running one not counted).
+    let retries = match t.state {
+        TaskState::Running | TaskState::Completed => t.attempt.saturating_sub(1),
+        _ => t.attempt,
+    };
+    json!({
+        "userId": t.user_id.clone().unwrap_or_default(),
+        "taskId": t.id.to_string(),
+        "taskType": t.kind,
+        "taskStage": t.stage.clone().unwrap_or_default(),
+        "status": status_of(t.state),
+        "priority": t.priority,
+        "crtRetryNum": retries,
+        "maxRetryNum": t.max_attempts,
+        "maxRetryInterval": secs(t.backoff.max),
+        "orderTime": ms(t.run_at),
+        "scheduleLog": schedule_log(t),
+        "taskContext": context_out(&t.payload),
+        "createTime": ms(t.created_at),
+        "modifyTime": ms(t.finished_at.or(t.attempted_at).unwrap_or(t.created_at).max(t.created_at)),
+    })
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, CompatError> {
+    Ok(parse(body)?)
+}
+
+fn task_id(q: &HashMap<String, String>, field: &str) -> Result<i64, CompatError> {
+    let v = q
+        .get(field)
+        .ok_or_else(|| bad(format!("{field} is required")))?;
+    id_of(v)
+}
+
+fn id_of(v: &str) -> Result<i64, CompatError> {
+    v.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|i| *i > 0)
+        .ok_or_else(|| bad(format!("taskId must be a task id, got {v:?}")))
+}
+
+fn limit(q: &HashMap<String, String>, default: i64) -> Result<i64, CompatError> {
+    match q.get("limit") {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|l| (1..=MAX_LIMIT).contains(l))
+            .ok_or_else(|| bad(format!("limit must be within 1..={MAX_LIMIT}, got {v:?}"))),
+    }
+}
+
+fn name(q: &HashMap<String, String>, field: &str) -> Result<String, CompatError> {
+    let v = q
+        .get(field)
+        .ok_or_else(|| bad(format!("{field} is required")))?;
+    docket_core::task::check_name(field, v).map_err(bad)?;
+    Ok(v.clone())
+}
+
+fn query(
+    q: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<HashMap<String, String>, CompatError> {
+    match q {
+        Ok(Query(m)) => {
+            if m.values().any(|v| v.contains('\0')) {
+                return Err(CompatError(ApiError::new(
+                    Code::InvalidText,
+                    "a query parameter holds a NUL character",
+                )));
+            }
+            Ok(m)
+        }
+        Err(e) => Err(bad(e.body_text())),
+    }
+}
+
+/// `POST /api/task_schedule_cfg/list`: every queue with settings, as t_schedule_cfg rows.
+async fn cfg_list(State(s): State<AppState>) -> CompatResult {
+    let list: Vec<Value> = s
+        .engine
+        .queue_list()
+        .await?
+        .into_iter()
+        .filter(|q| q.created_at.is_some())
+        .map(|q| {
+            let st = &q.settings;
+            json!({
+                "task_type": q.name,
+                "schedule_limit": st.schedule_limit,
+                "schedule_interval": st.schedule_interval.map(secs),
+                "max_processing_time": st.timeout.map(secs),
+                "max_retry_num": st.max_attempts,
+                "retry_interval": st.backoff.map(|b| secs(b.initial)),
+                "max_retry_interval": st.backoff.map(|b| secs(b.max)),
+                "create_time": q.created_at.map(ms),
+                "modify_time": q.updated_at.map(ms),
+            })
+        })
+        .collect();
+    ok(json!({"scheduleCfgList": list}))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateBody {
+    task_data: CreateData,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct CreateData {
+    user_id: Option<String>,
+    task_type: Option<String>,
+    task_stage: Option<String>,
+    task_context: Option<String>,
+    priority: Option<i32>,
+    max_retry_num: Option<i32>,
+    max_retry_interval: Option<u64>,
+    order_time: Option<i64>,
+}
+
+fn order_time(ms: i64) -> Result<Timestamp, CompatError> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .filter(|t| docket_core::time::check("orderTime", *t).is_ok())
+        .ok_or_else(|| {
+            bad(format!(
+                "orderTime must be ms since the epoch within years 1..=9999, got {ms}"
+            ))
+        })
+}
+
+/// `POST /api/task/createTask`.
+async fn create_task(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> CompatResult {
+    let b: CreateBody = parse_body(body)?;
+    let d = b.task_data;
+    let kind = d
+        .task_type
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| bad("taskData.taskType is required"))?;
+    docket_core::task::check_name("taskType", &kind).map_err(bad)?;
+    let mut t = NewTask::new(
+        kind.clone(),
+        d.task_context
+            .as_deref()
+            .map(context_in)
+            .unwrap_or(Value::Null),
+    );
+    t.queue = Some(kind.clone());
+    t.stage = d.task_stage.filter(|s| !s.is_empty());
+    t.user_id = d.user_id.filter(|s| !s.is_empty());
+    t.priority = d.priority;
+    t.max_attempts = d.max_retry_num.filter(|m| *m > 0);
+    if let Some(o) = d.order_time {
+        t.run_at = Some(order_time(o)?);
+    }
+    if let Some(m) = d.max_retry_interval.filter(|m| *m > 0) {
+        let q = s.engine.queue_settings(std::slice::from_ref(&kind)).await?;
+        let mut b = q.get(&kind).and_then(|q| q.backoff).unwrap_or_default();
+        b.max = std::time::Duration::from_secs(m).min(docket_core::duration::MAX);
+        t.backoff = Some(b);
+    }
+    check_size("taskContext", &t.payload)?;
+    let task = s.engine.enqueue_many(vec![t]).await?.remove(0);
+    ok(json!({"taskId": task.id.to_string()}))
+}
+
+/// `GET /api/task/getTask?taskId=`.
+async fn get_task(
+    State(s): State<AppState>,
+    q: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> CompatResult {
+    let id = task_id(&query(q)?, "taskId")?;
+    match s.engine.task_get(id).await? {
+        Some(t) => ok(json!({"taskData": task_data(&t)})),
+        None => Err(CompatError(ApiError::not_found(format!(
+            "task {id} not found"
+        )))),
+    }
+}
+
+async fn list(s: &AppState, p: TaskListParams) -> CompatResult {
+    let tasks = s.engine.task_list(p).await?;
+    ok(json!({"taskList": tasks.iter().map(task_data).collect::<Vec<_>>()}))
+}
+
+/// `GET /api/task/getTaskList?taskType=&status=&limit=`.
+async fn get_task_list(
+    State(s): State<AppState>,
+    q: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> CompatResult {
+    let q = query(q)?;
+    let states = match q.get("status") {
+        None => vec![],
+        Some(v) => states_of(
+            v.parse()
+                .map_err(|_| bad(format!("status must be 1..=4, got {v:?}")))?,
+        )?,
+    };
+    let queue = q
+        .get("taskType")
+        .map(|_| name(&q, "taskType"))
+        .transpose()?;
+    list(
+        &s,
+        TaskListParams {
+            queue,
+            states,
+            limit: limit(&q, 100)?,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// `GET /api/task/getUserTaskList?userId=&statusList=1,2`.
+async fn get_user_task_list(
+    State(s): State<AppState>,
+    q: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> CompatResult {
+    let q = query(q)?;
+    let user = name(&q, "userId")?;
+    let mut states = vec![];
+    for part in q
+        .get("statusList")
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+    {
+        states.extend(states_of(part.parse().map_err(|_| {
+            bad(format!("statusList holds {part:?}, not a status 1..=4"))
+        })?)?);
+    }
+    list(
+        &s,
+        TaskListParams {
+            user_id: Some(user),
+            states,
+            limit: limit(&q, MAX_LIMIT)?,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// `POST /api/task/hold_task?taskType=&limit=`: claims waiting tasks of the type (its
+/// queue's `schedule_limit` caps the count), each under a lease of its timeout
+/// (asyncflow's max_processing_time).
+async fn hold_task(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    q: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> CompatResult {
+    let q = query(q)?;
+    let queue = name(&q, "taskType")?;
+    auth::check_queue(caller.as_ref().map(|c| &c.0), &queue)?;
+    let got = s
+        .engine
+        .claim_where(
+            &queue,
+            WORKER,
+            None,
+            None,
+            limit(&q, 1)?,
+            None,
+            std::time::Duration::ZERO,
+            &s.shutdown,
+        )
+        .await?;
+    ok(json!({"taskList": got.iter().map(task_data).collect::<Vec<_>>()}))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct SetBody {
+    task_id: Option<Value>,
+    task_stage: Option<String>,
+    status: Option<i64>,
+    schedule_log: Option<String>,
+    task_context: Option<String>,
+    order_time: Option<i64>,
+    priority: Option<i32>,
+    max_retry_num: Option<i32>,
+    // Sent by asyncflow workers; docket counts attempts itself.
+    #[allow(dead_code)]
+    crt_retry_num: Option<i64>,
+    #[allow(dead_code)]
+    max_retry_interval: Option<i64>,
+}
+
+/// The error message a worker put in its scheduleLog (`LastData.ErrMsg`), if any.
+fn err_msg(log: Option<&str>) -> Option<String> {
+    let v: Value = serde_json::from_str(log?).ok()?;
+    v["LastData"]["ErrMsg"]
+        .as_str()
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+}
+
+/// `POST /api/task/setTask`: a worker reports on a held task, or anyone changes a waiting one.
+///
+/// A running task: `status` 3 completes it; 1 with a new `taskStage` hands it on to that stage
+/// (`taskContext` its new payload, `priority`, `orderTime` its start); 1 with the same stage
+/// fails the attempt to be retried (at `orderTime` when given, else by the backoff); 4 fails it
+/// for good; 2 (or none) records `taskContext`. A waiting task: `taskStage`, `taskContext`,
+/// `priority`, `orderTime`, `maxRetryNum` change it (PATCH); `status` 4 cancels it.
+async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> CompatResult {
+    let b: SetBody = parse_body(body)?;
+    let id = match &b.task_id {
+        Some(Value::String(v)) => id_of(v)?,
+        Some(Value::Number(n)) => id_of(&n.to_string())?,
+        _ => return Err(bad("taskId is required")),
+    };
+    if let Some(st) = b.status {
+        states_of(st)?;
+    }
+    let context = b.task_context.as_deref().map(context_in);
+    if let Some(c) = &context {
+        check_size("taskContext", c)?;
+    }
+    let run_at = b.order_time.map(order_time).transpose()?;
+    let t = s
+        .engine
+        .task_get(id)
+        .await?
+        .ok_or_else(|| CompatError(ApiError::not_found(format!("task {id} not found"))))?;
+    let stage = b.task_stage.clone().filter(|st| !st.is_empty());
+    if t.state == TaskState::Running {
+        let token = s.engine.lease_token(id).await?.ok_or_else(|| {
+            CompatError(ApiError::new(
+                Code::LeaseLost,
+                "the task is no longer running",
+            ))
+        })?;
+        let outcome = match b.status {
+            Some(3) => s
+                .engine
+                .complete_many(&[TaskComplete {
+                    id,
+                    token,
+                    result: context.clone().unwrap_or(Value::Null),
+                    next: None,
+                }])
+                .await?
+                .remove(0),
+            Some(1) if stage.is_some() && stage != t.stage => {
+                let now = s.engine.clock.now();
+                let next = docket_core::api::CompleteRequest {
+                    lease: token.clone(),
+                    next_stage: stage,
+                    payload: context.clone(),
+                    priority: b.priority,
+                    run_at: run_at.filter(|r| *r > now),
+                    ..Default::default()
+                }
+                .next(now)
+                .map_err(bad)?;
+                s.engine
+                    .complete_many(&[TaskComplete {
+                        id,
+                        token,
+                        result: Value::Null,
+                        next,
+                    }])
+                    .await?
+                    .remove(0)
+            }
+            Some(st @ (1 | 4)) => {
+                let now = s.engine.clock.now();
+                let error = err_msg(b.schedule_log.as_deref())
+                    .unwrap_or_else(|| format!("asyncflow setTask status {st}"));
+                s.engine
+                    .fail_many(
+                        &[TaskFail {
+                            id,
+                            token,
+                            error,
+                            retry_in: run_at
+                                .filter(|_| st == 1)
+                                .map(|r| docket_core::time::since(r, now)),
+                            permanent: st == 4,
+                        }],
+                        Some(WORKER),
+                    )
+                    .await?
+                    .remove(0)
+            }
+            _ => {
+                if context.is_some() {
+                    let patch = TaskPatch {
+                        payload: context,
+                        lease: Some(token),
+                        ..Default::default()
+                    };
+                    s.engine.task_update(WORKER, id, patch, None).await?;
+                }
+                return ok(Value::Null);
+            }
+        };
+        return match outcome {
+            docket_store::LeaseOutcome::Ok { .. } => ok(Value::Null),
+            docket_store::LeaseOutcome::LeaseLost => Err(CompatError(ApiError::new(
+                Code::LeaseLost,
+                "the task is no longer held",
+            ))),
+            docket_store::LeaseOutcome::Cancelled => Err(CompatError(ApiError::new(
+                Code::Cancelled,
+                "task was cancelled",
+            ))),
+            docket_store::LeaseOutcome::TimedOut => Err(CompatError(ApiError::new(
+                Code::TimedOut,
+                "the attempt ran past max_processing_time and was failed",
+            ))),
+            docket_store::LeaseOutcome::NotFound => Err(CompatError(ApiError::not_found(format!(
+                "task {id} not found"
+            )))),
+        };
+    }
+    if b.status == Some(4) && status_of(t.state) == 1 {
+        crate::actions::task(&s, WORKER, id, docket_engine::actions::TaskAction::Cancel).await?;
+        return ok(Value::Null);
+    }
+    if matches!(b.status, Some(2 | 3)) {
+        return Err(CompatError(ApiError::new(
+            Code::InvalidState,
+            format!(
+                "task {id} is not running (status {}): only a held task can be set to {}",
+                status_of(t.state),
+                b.status.unwrap_or_default()
+            ),
+        )));
+    }
+    let patch = TaskPatch {
+        stage,
+        payload: context,
+        priority: b.priority,
+        run_at,
+        max_attempts: b.max_retry_num.filter(|m| *m > 0),
+        ..Default::default()
+    };
+    if patch == TaskPatch::default() {
+        return ok(Value::Null);
+    }
+    s.engine.task_update(WORKER, id, patch, None).await?;
+    ok(Value::Null)
+}

@@ -1,0 +1,408 @@
+//! asyncflow's routes (`docket serve --compat asyncflow`), driven by a small client written the
+//! way the seed's worker (002) calls them: read t_schedule_cfg, hold tasks of its type every
+//! schedule_interval, run each task's stage, report with setTask. Real PostgreSQL, MariaDB and
+//! SQLite, a database per test.
+
+use docket_core::SystemClock;
+use docket_engine::{Engine, EngineConfig};
+use docket_server::AppState;
+use docket_store::testing::TestStore;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    stop: CancellationToken,
+    _db: TestStore,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn start(db: TestStore, compat: bool) -> Server {
+    let store = db.store.clone();
+    let mut cfg = EngineConfig::new("n1", &*store);
+    cfg.poll_interval = Duration::from_millis(200);
+    let engine = Engine::new(store, Arc::new(SystemClock), cfg);
+    let stop = CancellationToken::new();
+    engine.start(stop.clone()).await.unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/api", l.local_addr().unwrap());
+    let state = AppState::new(engine, stop.clone()).with_compat_asyncflow(compat);
+    tokio::spawn(docket_server::serve(l, state));
+    Server {
+        base,
+        http: reqwest::Client::new(),
+        stop,
+        _db: db,
+    }
+}
+
+impl Server {
+    /// A call as asyncflow's clients make it: the envelope's `result` on code 0, else the
+    /// HTTP status and the whole envelope.
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> Result<Value, (StatusCode, Value)> {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut r = self
+            .http
+            .request(m, format!("{}{path}", self.base))
+            .query(query);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let st = resp.status();
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        if st == StatusCode::OK && v["code"] == 0 && v["msg"] == "ok" {
+            Ok(v["result"].clone())
+        } else {
+            Err((st, v))
+        }
+    }
+
+    async fn get_task(&self, id: &str) -> Value {
+        self.call("GET", "/task/getTask", &[("taskId", id)], None)
+            .await
+            .unwrap()["taskData"]
+            .clone()
+    }
+}
+
+/// The seed's Lark worker: stage `sendmsg` hands on to `notify`; `notify` fails once (the
+/// worker puts its error in scheduleLog and sets the task back to waiting), then succeeds.
+async fn run_worker(s: &Server, task_type: &str) -> usize {
+    let cfg = s
+        .call("POST", "/task_schedule_cfg/list", &[], None)
+        .await
+        .unwrap();
+    let row = cfg["scheduleCfgList"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["task_type"] == task_type)
+        .cloned()
+        .expect("the task type is configured");
+    let limit = row["schedule_limit"].as_i64().unwrap().to_string();
+    let mut done = 0;
+    for _round in 0..50 {
+        let held = s
+            .call(
+                "POST",
+                "/task/hold_task",
+                &[("taskType", task_type), ("status", "1"), ("limit", &limit)],
+                None,
+            )
+            .await
+            .unwrap();
+        let list = held["taskList"].as_array().unwrap().clone();
+        assert!(list.len() <= 2, "schedule_limit caps a hold: {held}");
+        for t in &list {
+            assert_eq!(t["status"], 2, "held tasks are running: {t}");
+            let id = t["taskId"].as_str().unwrap();
+            let ctx: Value = serde_json::from_str(t["taskContext"].as_str().unwrap()).unwrap();
+            let body = match t["taskStage"].as_str().unwrap() {
+                "sendmsg" => json!({
+                    "taskId": id, "taskStage": "notify", "status": 1, "priority": 3,
+                    "taskContext": json!({"ReqBody": ctx["ReqBody"], "Sent": true}).to_string(),
+                }),
+                "notify" if t["crtRetryNum"] == 0 => json!({
+                    "taskId": id, "taskStage": "notify", "status": 1,
+                    "scheduleLog": json!({"LastData": {"ErrMsg": "smtp down"}}).to_string(),
+                }),
+                "notify" => {
+                    done += 1;
+                    json!({"taskId": id, "status": 3, "taskContext": t["taskContext"]})
+                }
+                other => panic!("unknown stage {other}"),
+            };
+            s.call("POST", "/task/setTask", &[], Some(body))
+                .await
+                .unwrap();
+        }
+        if done == 3 {
+            break;
+        }
+        // The retry waits for its backoff (1 s first): poll as the seed's worker does.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    done
+}
+
+async fn lark_worker_end_to_end(db: TestStore) {
+    let s = start(db, true).await;
+    // t_schedule_cfg for Lark, as the seed's insert does (limits scaled down for the test).
+    {
+        let put = reqwest::Client::new()
+            .put(format!("{}/v1/queues/Lark", s.base.trim_end_matches("/api")))
+            .json(&json!({"schedule_limit": 2, "schedule_interval": "1s", "timeout": "30s",
+                          "max_attempts": 3, "backoff": {"initial": "1s", "max": "10s", "jitter": 0.0}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), StatusCode::OK);
+    }
+    let cfg = s
+        .call("POST", "/task_schedule_cfg/list", &[], None)
+        .await
+        .unwrap();
+    let row = &cfg["scheduleCfgList"][0];
+    assert_eq!(
+        (
+            row["task_type"].as_str(),
+            row["schedule_limit"].as_i64(),
+            row["schedule_interval"].as_i64(),
+            row["max_processing_time"].as_i64(),
+            row["max_retry_num"].as_i64(),
+            row["retry_interval"].as_i64(),
+            row["max_retry_interval"].as_i64()
+        ),
+        (
+            Some("Lark"),
+            Some(2),
+            Some(1),
+            Some(30),
+            Some(3),
+            Some(1),
+            Some(10)
+        ),
+        "{cfg}"
+    );
+    assert!(row["create_time"].as_i64().unwrap() > 1_700_000_000_000);
+    let mut ids = vec![];
+    for i in 0..3 {
+        let r = s
+            .call(
+                "POST",
+                "/task/createTask",
+                &[],
+                Some(json!({"taskData": {
+                    "userId": "noob", "taskType": "Lark", "taskStage": "sendmsg", "scheduleLog": "{}",
+                    "taskContext": json!({"ReqBody": {"Msg": format!("hi {i}"), "FromAddr": "fish", "ToAddr": "cat"}, "UserId": ""}).to_string(),
+                }})),
+            )
+            .await
+            .unwrap();
+        ids.push(r["taskId"].as_str().unwrap().to_string());
+    }
+    let t = s.get_task(&ids[0]).await;
+    assert_eq!(
+        (
+            t["status"].as_i64(),
+            t["taskStage"].as_str(),
+            t["userId"].as_str(),
+            t["taskType"].as_str()
+        ),
+        (Some(1), Some("sendmsg"), Some("noob"), Some("Lark"))
+    );
+    let ctx: Value = serde_json::from_str(t["taskContext"].as_str().unwrap()).unwrap();
+    assert_eq!(ctx["ReqBody"]["Msg"], "hi 0", "taskContext round-trips");
+    let waiting = s
+        .call(
+            "GET",
+            "/task/getTaskList",
+            &[("taskType", "Lark"), ("status", "1"), ("limit", "10")],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(waiting["taskList"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        run_worker(&s, "Lark").await,
+        3,
+        "every task finished both stages"
+    );
+    for id in &ids {
+        let t = s.get_task(id).await;
+        assert_eq!(t["status"], 3, "{t}");
+        assert_eq!(t["taskStage"], "notify");
+        assert_eq!(t["priority"], 3, "setTask's priority at the hand-off");
+        let log: Value = serde_json::from_str(t["scheduleLog"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            log["LastData"]["ErrMsg"], "",
+            "the last attempt succeeded: {log}"
+        );
+        assert_eq!(log["HistoryDatas"][0]["ErrMsg"], "smtp down", "{log}");
+        assert_eq!(log["LastData"]["TraceId"].as_str().unwrap().len(), 32);
+        let ctx: Value = serde_json::from_str(t["taskContext"].as_str().unwrap()).unwrap();
+        assert_eq!(ctx["Sent"], true, "the context the first stage handed on");
+    }
+    let mine = s
+        .call(
+            "GET",
+            "/task/getUserTaskList",
+            &[("userId", "noob"), ("statusList", "3")],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(mine["taskList"].as_array().unwrap().len(), 3);
+    let none = s
+        .call(
+            "GET",
+            "/task/getUserTaskList",
+            &[("userId", "noob"), ("statusList", "1,2")],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(none["taskList"].as_array().unwrap().is_empty());
+
+    // A waiting task changes by setTask (asyncflow's admin use); status 4 cancels it.
+    let r = s
+        .call(
+            "POST",
+            "/task/createTask",
+            &[],
+            Some(json!({"taskData": {"taskType": "Lark", "taskContext": "plain text"}})),
+        )
+        .await
+        .unwrap();
+    let id = r["taskId"].as_str().unwrap().to_string();
+    s.call(
+        "POST",
+        "/task/setTask",
+        &[],
+        Some(json!({"taskId": id, "priority": 9, "taskStage": "b", "maxRetryNum": 5})),
+    )
+    .await
+    .unwrap();
+    let t = s.get_task(&id).await;
+    assert_eq!(
+        (
+            t["priority"].as_i64(),
+            t["taskStage"].as_str(),
+            t["maxRetryNum"].as_i64(),
+            t["taskContext"].as_str()
+        ),
+        (Some(9), Some("b"), Some(5), Some("plain text"))
+    );
+    s.call(
+        "POST",
+        "/task/setTask",
+        &[],
+        Some(json!({"taskId": id, "status": 4})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.get_task(&id).await["status"], 4);
+
+    // Errors come in asyncflow's envelope, with docket's status; nothing is written.
+    for (method, path, query, body, want) in [
+        ("GET", "/task/getTask", vec![("taskId", "abc")], None, 400),
+        (
+            "GET",
+            "/task/getTask",
+            vec![("taskId", "999999999")],
+            None,
+            404,
+        ),
+        ("GET", "/task/getTask", vec![], None, 400),
+        (
+            "POST",
+            "/task/createTask",
+            vec![],
+            Some(json!({"taskData": {"userId": "x"}})),
+            400,
+        ),
+        (
+            "POST",
+            "/task/createTask",
+            vec![],
+            Some(json!({"taskData": {"taskType": "Lark", "orderTime": i64::MAX}})),
+            400,
+        ),
+        (
+            "POST",
+            "/task/createTask",
+            vec![],
+            Some(json!({"nothing": 1})),
+            400,
+        ),
+        (
+            "POST",
+            "/task/hold_task",
+            vec![("taskType", "Lark"), ("limit", "0")],
+            None,
+            400,
+        ),
+        ("POST", "/task/hold_task", vec![], None, 400),
+        ("GET", "/task/getTaskList", vec![("status", "7")], None, 400),
+        (
+            "GET",
+            "/task/getUserTaskList",
+            vec![("userId", "noob"), ("statusList", "x")],
+            None,
+            400,
+        ),
+        (
+            "POST",
+            "/task/setTask",
+            vec![],
+            Some(json!({"taskId": ids[0], "status": 3})),
+            409,
+        ),
+        (
+            "POST",
+            "/task/setTask",
+            vec![],
+            Some(json!({"status": 3})),
+            400,
+        ),
+        (
+            "POST",
+            "/task/setTask",
+            vec![],
+            Some(json!({"taskId": "999999999", "status": 1})),
+            404,
+        ),
+    ] {
+        let q: Vec<(&str, &str)> = query;
+        let (st, v) = s.call(method, path, &q, body.clone()).await.unwrap_err();
+        assert_eq!(st.as_u16(), want, "{path} {q:?} {body:?}: {v}");
+        assert_eq!(v["code"], want, "{v}");
+        assert!(v["msg"].as_str().unwrap().len() > 3, "{v}");
+        assert_eq!(v["result"], Value::Null);
+    }
+    let all = s
+        .call("GET", "/task/getTaskList", &[("taskType", "Lark")], None)
+        .await
+        .unwrap();
+    assert_eq!(
+        all["taskList"].as_array().unwrap().len(),
+        4,
+        "no failed call wrote a task"
+    );
+}
+
+async fn off_by_default(db: TestStore) {
+    let s = start(db, false).await;
+    let (st, v) = s
+        .call("POST", "/task_schedule_cfg/list", &[], None)
+        .await
+        .unwrap_err();
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert_eq!(v["error"]["code"], "route_not_found", "{v}");
+}
+
+macro_rules! all {
+    ($($name:ident),* $(,)?) => {
+        mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(docket_store::testing::TestStore::postgres().await).await; } )* }
+        mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(docket_store::testing::TestStore::sqlite().await).await; } )* }
+        mod mysql { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(docket_store::testing::TestStore::mysql().await).await; } )* }
+    };
+}
+
+all!(lark_worker_end_to_end, off_by_default);
