@@ -44,6 +44,76 @@ pub struct WorkerOptions {
     pub grace: Duration,
     /// After SIGTERM at the task's timeout, how long the command has before SIGKILL.
     pub kill_grace: Duration,
+    /// How often the worker reports its state to the server (`POST /v1/workers/{name}/report`);
+    /// zero: never.
+    pub report_interval: Duration,
+    /// How often a supervisor restarted this worker (shown in its reports).
+    pub restarts: u32,
+}
+
+/// What the worker holds, for its reports.
+#[derive(Default)]
+struct Held {
+    tasks: std::collections::BTreeSet<i64>,
+    stopped: bool,
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}
+
+fn report_of(
+    opts: &WorkerOptions,
+    held: &std::sync::Mutex<Held>,
+    started_at: docket_core::Timestamp,
+) -> docket_core::api::WorkerReport {
+    use docket_core::api::WorkerState;
+    let h = held
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    docket_core::api::WorkerReport {
+        state: if h.stopped {
+            WorkerState::Stop
+        } else if h.tasks.is_empty() {
+            WorkerState::Idle
+        } else {
+            WorkerState::Work
+        },
+        tasks: h.tasks.iter().copied().collect(),
+        queue: Some(opts.queue.clone()),
+        kinds: opts.kinds.clone(),
+        concurrency: u32::try_from(opts.concurrency).ok(),
+        host: hostname(),
+        pid: Some(std::process::id()),
+        restarts: opts.restarts,
+        started_at: Some(started_at),
+        interval: opts.report_interval,
+    }
+}
+
+/// Reports every `report_interval` until `stop` fires (node-daemons' worker states). A report
+/// that fails is logged and the next one tried: the server being away must not stop the work.
+async fn report_loop(
+    client: Client,
+    opts: Arc<WorkerOptions>,
+    held: Arc<std::sync::Mutex<Held>>,
+    started_at: docket_core::Timestamp,
+    stop: CancellationToken,
+) {
+    loop {
+        let r = report_of(&opts, &held, started_at);
+        if let Err(e) = client.worker_report(&opts.name, &r).await {
+            tracing::debug!(error = %e, "worker report failed; the next one follows");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(opts.report_interval) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
 }
 
 /// What happened to one task (for logs and tests).
@@ -74,6 +144,18 @@ pub async fn run(
     }
     let sem = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let opts = Arc::new(opts);
+    let held = Arc::new(std::sync::Mutex::new(Held::default()));
+    let started_at = docket_core::Clock::now(&docket_core::SystemClock);
+    let reporting = CancellationToken::new();
+    let reporter = (!opts.report_interval.is_zero()).then(|| {
+        tokio::spawn(report_loop(
+            client.clone(),
+            opts.clone(),
+            held.clone(),
+            started_at,
+            reporting.clone(),
+        ))
+    });
     let kill = CancellationToken::new();
     let mut running = tokio::task::JoinSet::new();
     let mut backoff = Duration::from_millis(200);
@@ -116,6 +198,12 @@ pub async fn run(
                 None => sem.clone().acquire_owned().await.expect("semaphore open"),
             };
             let (client, opts, kill) = (client.clone(), opts.clone(), kill.clone());
+            let held = held.clone();
+            let id = task.id;
+            held.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .tasks
+                .insert(id);
             let span = tracing::info_span!(
                 "task",
                 task_id = task.id,
@@ -133,6 +221,10 @@ pub async fn run(
                         Ran::Failed(e) => tracing::warn!(error = %e, "failed"),
                         Ran::Abandoned(e) => tracing::warn!(reason = %e, "abandoned"),
                     }
+                    held.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .tasks
+                        .remove(&id);
                     drop(permit);
                 },
                 span,
@@ -155,6 +247,20 @@ pub async fn run(
         );
         kill.cancel();
         while running.join_next().await.is_some() {}
+    }
+    reporting.cancel();
+    if let Some(r) = reporter {
+        let _ = r.await;
+        held.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .stopped = true;
+        // The last word: stopped, nothing in hand (a failed send leaves it to go lost).
+        let last = report_of(&opts, &held, started_at);
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            client.worker_report(&opts.name, &last),
+        )
+        .await;
     }
     fatal.map_or(Ok(()), Err)
 }

@@ -283,6 +283,31 @@ impl Client {
         self.send(req).await
     }
 
+    /// `POST /v1/workers/{name}/report`.
+    ///
+    /// # Errors
+    /// `invalid_request`, auth and transport errors.
+    pub async fn worker_report(
+        &self,
+        name: &str,
+        report: &docket_core::api::WorkerReport,
+    ) -> Result<docket_core::api::WorkerView> {
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/workers/{}/report", Self::seg(name))))
+                .json(report),
+        )
+        .await
+    }
+
+    /// `GET /v1/workers`.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn worker_list(&self) -> Result<docket_core::api::WorkerList> {
+        self.send(self.http.get(self.url("/v1/workers"))).await
+    }
+
     /// `GET /v1/tasks`.
     ///
     /// # Errors

@@ -286,6 +286,118 @@ pub struct NodeList {
     pub nodes: Vec<NodeView>,
 }
 
+/// A worker's state: node-daemons' `STATE_IDLE`, `STATE_WORK`, `STATE_STOP`, and `lost` for a
+/// worker that missed three reports in a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerState {
+    /// Running, no task in hand (between claims).
+    Idle,
+    /// Running tasks.
+    Work,
+    /// Stopped (shut down, or stopping: finishing what it holds).
+    Stop,
+    /// Silent for three report intervals (set by the server; a worker cannot report it).
+    Lost,
+}
+
+/// Most task ids one worker report lists.
+pub const MAX_REPORT_TASKS: usize = 10_000;
+
+/// `POST /v1/workers/{name}/report`: what a worker tells the server every `interval`
+/// (`docket worker` does it on its own).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerReport {
+    /// `idle`, `work` or `stop`.
+    pub state: WorkerState,
+    /// Ids of the tasks in hand (≤ 10,000).
+    #[serde(default)]
+    #[schema(max_items = 10000)]
+    pub tasks: Vec<i64>,
+    /// The queue it works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// The kinds it takes (empty: every kind).
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// Tasks it runs at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Host it runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Its process id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// How often its supervisor restarted it after a crash.
+    #[serde(default)]
+    pub restarts: u32,
+    /// When it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<Timestamp>,
+    /// How often it reports, 100 ms..=1 h; it is `lost` after three intervals of silence.
+    #[serde(with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "5s")]
+    pub interval: Duration,
+}
+
+impl WorkerReport {
+    /// Checks the fields.
+    ///
+    /// # Errors
+    /// A message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.state == WorkerState::Lost {
+            return Err("state must be idle, work or stop (lost is the server's word)".into());
+        }
+        if self.tasks.len() > MAX_REPORT_TASKS {
+            return Err(format!("tasks lists at most {MAX_REPORT_TASKS} ids"));
+        }
+        if self.interval < Duration::from_millis(100) || self.interval > Duration::from_secs(3600) {
+            return Err(format!(
+                "interval must be within 100ms..=1h, got {}",
+                crate::duration::format(self.interval)
+            ));
+        }
+        if let Some(q) = &self.queue {
+            crate::task::check_name("queue", q)?;
+        }
+        for (i, k) in self.kinds.iter().enumerate() {
+            crate::task::check_name(&format!("kinds[{i}]"), k)?;
+        }
+        if let Some(h) = &self.host {
+            crate::task::check_name("host", h)?;
+        }
+        if let Some(t) = self.started_at {
+            crate::time::check("started_at", t)?;
+        }
+        Ok(())
+    }
+}
+
+/// One worker in `GET /v1/workers`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct WorkerView {
+    /// Its name.
+    pub name: String,
+    /// Its state now: the reported one, or `lost`.
+    pub state: WorkerState,
+    /// When it last reported.
+    #[schema(value_type = String, format = DateTime)]
+    pub reported_at: Timestamp,
+    /// Its last report.
+    pub report: WorkerReport,
+}
+
+/// `GET /v1/workers`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct WorkerList {
+    /// Every worker that reported (within the nodes' retention), by name.
+    pub workers: Vec<WorkerView>,
+}
+
 /// `POST /v1/tasks` with several tasks, inserted in one transaction (all or none).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

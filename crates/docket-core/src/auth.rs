@@ -154,6 +154,7 @@ pub fn needed_scope(method: &str, path: &str) -> Option<Scope> {
         ["v1", "tasks", "complete" | "fail"] => Scope::Work,
         ["v1", "tasks", _, "heartbeat" | "complete" | "fail"] => Scope::Work,
         ["v1", "queues", _, "claim"] => Scope::Work,
+        ["v1", "workers", _, "report"] => Scope::Work,
         // asyncflow's routes (`--compat asyncflow`): its config list is a POST that reads.
         ["api", "task_schedule_cfg", "list"] => Scope::Read,
         ["api", "task", "createTask"] => Scope::Enqueue,

@@ -131,6 +131,61 @@ impl Engine {
         }
     }
 
+    /// Records worker `name`'s report (node-daemons' worker states).
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] naming a bad field; store failure.
+    pub async fn worker_report(
+        &self,
+        name: &str,
+        report: &docket_core::api::WorkerReport,
+    ) -> Result<(), StoreError> {
+        docket_core::task::check_name("name", name).map_err(StoreError::Invalid)?;
+        report.validate().map_err(StoreError::Invalid)?;
+        let json = serde_json::to_value(report).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        self.store
+            .worker_report(docket_store::WorkerReportParams {
+                name,
+                report: &json,
+                interval_ms: docket_core::duration::to_ms(report.interval),
+                now: self.clock.now(),
+            })
+            .await
+    }
+
+    /// Every worker's last report, with its state now: a worker silent for three of its
+    /// report intervals is `lost` (as a node is after three missed heartbeats).
+    ///
+    /// # Errors
+    /// Store failure; a stored report that does not decode ([`StoreError::Corrupt`]).
+    pub async fn worker_list(&self) -> Result<Vec<docket_core::api::WorkerView>, StoreError> {
+        let now = self.clock.now();
+        self.store
+            .worker_list()
+            .await?
+            .into_iter()
+            .map(|w| {
+                let report: docket_core::api::WorkerReport = serde_json::from_value(w.report)
+                    .map_err(|e| StoreError::Corrupt(format!("worker {}: report: {e}", w.name)))?;
+                let every = std::time::Duration::from_millis(w.interval_ms.max(1) as u64);
+                let silent = docket_core::time::since(now, w.reported_at);
+                let state = if report.state != docket_core::api::WorkerState::Stop
+                    && silent > every.saturating_mul(3)
+                {
+                    docket_core::api::WorkerState::Lost
+                } else {
+                    report.state
+                };
+                Ok(docket_core::api::WorkerView {
+                    name: w.name,
+                    state,
+                    reported_at: w.reported_at,
+                    report,
+                })
+            })
+            .collect()
+    }
+
     /// The newest `limit` audit entries.
     ///
     /// # Errors

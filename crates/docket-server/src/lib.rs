@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use extract::*;
 pub(crate) use routes::{
     events::*, leases::*, namespaces::*, processes::*, queues::*, schedules::*, system::*,
-    tasks::*, tokens::*,
+    tasks::*, tokens::*, workers::*,
 };
 
 /// What every handler file uses (`use crate::prelude::*`).
@@ -199,6 +199,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/nodes", get(node_list))
         .route("/v1/nodes/{name}/drain", post(node_drain))
         .route("/v1/nodes/{name}/resume", post(node_resume))
+        .route("/v1/workers", get(worker_list))
+        .route("/v1/workers/{name}/report", post(worker_report))
         .route("/v1/schedules", post(schedule_put).get(schedule_list))
         .route(
             "/v1/schedules/{name}",

@@ -41,6 +41,8 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         crate::task_retry,
         crate::task_run_now,
         crate::task_patch,
+        crate::worker_report,
+        crate::worker_list,
         crate::task_heartbeat,
         crate::task_complete,
         crate::task_fail,

@@ -1490,7 +1490,65 @@ async fn stages_run_log_and_updates(n: Node) {
     );
 }
 
+/// Issue 12 item 9: worker reports over HTTP: the list shows the last report, the dashboard
+/// page lists it, a worker silent for three intervals is lost, bad reports are 400s.
+async fn worker_reports_over_http(n: Node) {
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/workers/w%201/report",
+            Some(
+                json!({"state": "work", "tasks": [7, 8], "queue": "q", "interval": "100ms",
+                        "concurrency": 2, "pid": 42}),
+            ),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["name"].as_str(), v["state"].as_str()),
+        (Some("w 1"), Some("work"))
+    );
+    let (_, l) = n.call("GET", "/v1/workers", None).await;
+    assert_eq!(l["workers"][0]["report"]["tasks"], json!([7, 8]));
+    let html = n
+        .http
+        .get(format!("{}/ui/workers", n.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains("w 1") && html.contains("/ui/tasks/7"),
+        "{html}"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (_, l) = n.call("GET", "/v1/workers", None).await;
+    assert_eq!(l["workers"][0]["state"], "lost", "{l}");
+    for body in [
+        json!({"state": "lost", "interval": "5s"}),
+        json!({"state": "idle", "interval": "1ms"}),
+        json!({"state": "idle"}),
+        json!({"state": "nap", "interval": "5s"}),
+        json!({"state": "idle", "interval": "5s", "queue": ""}),
+        json!({"state": "idle", "interval": "5s", "tasks": vec![1; 10_001]}),
+    ] {
+        let (st, v) = n
+            .call("POST", "/v1/workers/w2/report", Some(body.clone()))
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{body}: {v}");
+    }
+    let (_, l) = n.call("GET", "/v1/workers", None).await;
+    assert_eq!(
+        l["workers"].as_array().unwrap().len(),
+        1,
+        "no bad report was kept"
+    );
+}
+
 both!(
+    worker_reports_over_http,
     stages_run_log_and_updates,
     hostile_durations_times_and_nul,
     attempt_timeout_is_enforced,

@@ -858,6 +858,10 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
             };
             (t.replace("{id}", &id.to_string()), body)
         }
+        ("POST", "/v1/workers/{name}/report") => (
+            path("/v1/workers/w1/report"),
+            json!({"state": "idle", "interval": "5s", "queue": "q"}),
+        ),
         // Node b of the pair: this test works through a, so b may be drained.
         (_, t) if t.starts_with("/v1/nodes/{name}") => (t.replace("{name}", "b"), empty),
         ("POST", "/v1/queues/{queue}/claim") => {

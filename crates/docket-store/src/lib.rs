@@ -409,6 +409,8 @@ pub struct AuxPruned {
     pub audit: u64,
     /// Nodes.
     pub nodes: u64,
+    /// Worker reports.
+    pub workers: u64,
 }
 
 /// Result of [`MaintenanceStore::task_promote`].
@@ -741,6 +743,44 @@ pub trait NodeStore: Send + Sync {
     /// # Errors
     /// Database failure.
     async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>>;
+
+    /// Records worker `p.name`'s report (replacing its last one).
+    ///
+    /// # Errors
+    /// Store failure.
+    async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()>;
+
+    /// Every worker's last report, by name.
+    ///
+    /// # Errors
+    /// Store failure.
+    async fn worker_list(&self) -> Result<Vec<WorkerRecord>>;
+}
+
+/// Params of [`NodeStore::worker_report`].
+#[derive(Debug, Clone)]
+pub struct WorkerReportParams<'a> {
+    /// The worker's name.
+    pub name: &'a str,
+    /// What it reported (`docket_core::api::WorkerReport` as JSON).
+    pub report: &'a Value,
+    /// How often it reports, ms.
+    pub interval_ms: i64,
+    /// When.
+    pub now: Timestamp,
+}
+
+/// A worker's last report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRecord {
+    /// The worker's name.
+    pub name: String,
+    /// What it reported.
+    pub report: Value,
+    /// When.
+    pub reported_at: Timestamp,
+    /// How often it reports, ms.
+    pub interval_ms: i64,
 }
 
 /// Namespaces and durable processes (progressor).

@@ -146,7 +146,8 @@ pub enum Command {
         #[command(subcommand)]
         cmd: ProcessCmd,
     },
-    /// Work a queue by running COMMAND once per task (payload on stdin).
+    /// Work a queue by running COMMAND once per task (payload on stdin); `--config FILE` runs
+    /// several named workers under a supervisor; `docket worker list` shows every worker.
     Worker(WorkerArgs),
     /// Measure enqueue/work throughput and pickup latency.
     Bench(crate::bench::BenchArgs),
@@ -591,9 +592,22 @@ pub struct ScheduleAddArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct WorkerArgs {
+    #[command(subcommand)]
+    pub cmd: Option<WorkerCmd>,
     #[command(flatten)]
     pub server: ServerArgs,
+    /// Run the named workers of this TOML file under a supervisor (node-daemons' cluster
+    /// master): README "Worker supervisor".
+    #[arg(long, conflicts_with_all = ["command", "name"])]
+    pub config: Option<std::path::PathBuf>,
+    /// How often the worker reports its state to the server (0s: never).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub report_interval: Duration,
+    /// Set by the supervisor: how often it restarted this worker.
+    #[arg(long, env = "DOCKET_WORKER_RESTARTS", default_value_t = 0, hide = true)]
+    pub restarts: u32,
     /// Queue to work.
     #[arg(long, default_value = "default")]
     pub queue: String,
@@ -624,8 +638,19 @@ pub struct WorkerArgs {
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
     /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "config")]
     pub command: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkerCmd {
+    /// Every worker that reported: state (idle, work, stop, lost), tasks in hand.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

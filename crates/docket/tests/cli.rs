@@ -819,6 +819,146 @@ fn schedule_cfg_from_the_cli(backend: &str) {
     }
 }
 
+/// Issue 12 item 9: `docket worker --config workers.toml` runs the enabled named workers, each
+/// reports its state (`docket worker list`), a worker killed with SIGKILL is restarted (its
+/// report counts the restart), SIGTERM stops them all within shutdown_interval and they report
+/// `stop`; a worker that dies without a word is `lost` after three missed reports.
+fn worker_supervisor_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("workers.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+shutdown_interval = "5s"
+report_interval = "200ms"
+
+[workers.mailer]
+queue = "mail"
+concurrency = 2
+command = ["sh", "-c", "cat > /dev/null; echo sent"]
+
+[workers.resizer]
+queue = "img"
+kinds = ["resize"]
+command = ["sh", "-c", "cat > /dev/null; echo resized"]
+
+[workers.off]
+queue = "never"
+command = ["true"]
+enabled = false
+"#,
+    )
+    .unwrap();
+    let mut sup = Worker(
+        Command::new(BIN)
+            .args(["worker", "--config", cfg.to_str().unwrap()])
+            .env("DOCKET_SERVER", &s.url)
+            .env("DOCKET_LOG", "warn")
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let workers = || -> Vec<Value> {
+        serde_json::from_str::<Value>(&s.ok(&["worker", "list", "--json"]))
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let wait = |what: &str, f: &dyn Fn(&[Value]) -> bool| -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let w = workers();
+            if f(&w) {
+                return w;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {w:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let w = wait("two idle workers", &|w| {
+        w.len() == 2 && w.iter().all(|x| x["state"] == "idle")
+    });
+    assert_eq!(
+        w.iter()
+            .map(|x| x["name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        vec!["mailer", "resizer"],
+        "the disabled worker is not started"
+    );
+    assert_eq!(w[0]["report"]["queue"], "mail");
+    assert_eq!(w[0]["report"]["concurrency"], 2);
+    assert_eq!(w[1]["report"]["kinds"], json!(["resize"]));
+    let a = s.add(&["--kind", "k", "--queue", "mail"]);
+    let b = s.add(&["--kind", "resize", "--queue", "img"]);
+    assert_eq!(
+        s.wait_for(a, "done", |t| t["state"] == "completed")["result"],
+        "sent\n"
+    );
+    assert_eq!(
+        s.wait_for(b, "done", |t| t["state"] == "completed")["worker"],
+        "resizer"
+    );
+    // A crash: the mailer's process is killed; the supervisor starts it again.
+    let pid = w[0]["report"]["pid"].as_u64().unwrap() as u32;
+    signal(pid, Signal::SIGKILL);
+    let w = wait("the mailer restarted", &|w| {
+        w[0]["report"]["restarts"] == 1 && w[0]["state"] == "idle"
+    });
+    assert_ne!(w[0]["report"]["pid"].as_u64(), Some(u64::from(pid)));
+    let c = s.add(&["--kind", "k", "--queue", "mail"]);
+    s.wait_for(c, "done after the restart", |t| t["state"] == "completed");
+    // The table view.
+    let table = s.ok(&["worker", "list"]);
+    assert!(
+        table.contains("mailer") && table.contains("idle"),
+        "{table}"
+    );
+    // SIGTERM stops every worker within shutdown_interval; each says so.
+    let t0 = Instant::now();
+    signal(sup.id(), Signal::SIGTERM);
+    assert!(sup.wait().unwrap().success());
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    let w = workers();
+    assert!(w.iter().all(|x| x["state"] == "stop"), "{w:?}");
+    // A worker that dies without a word goes lost after three missed reports.
+    let mut solo = s.worker(
+        &[
+            "--name",
+            "solo",
+            "--queue",
+            "solo",
+            "--report-interval",
+            "200ms",
+        ],
+        &["true"],
+    );
+    wait("solo reporting", &|w| {
+        w.iter()
+            .any(|x| x["name"] == "solo" && x["state"] == "idle")
+    });
+    signal_group(solo.id(), Signal::SIGKILL);
+    let _ = solo.wait();
+    wait("solo lost", &|w| {
+        w.iter()
+            .any(|x| x["name"] == "solo" && x["state"] == "lost")
+    });
+    // A bad file is refused with every problem listed.
+    std::fs::write(&cfg, "[workers.x]\nqueue = \"\"\ncommand = []\n").unwrap();
+    let o = s.cli(&["worker", "--config", cfg.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("workers.x.queue") && err.contains("workers.x.command"),
+        "{err}"
+    );
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[test] fn $name() { super::$name("pg") } )* }
@@ -828,6 +968,7 @@ macro_rules! both {
 }
 
 both!(
+    worker_supervisor_from_the_cli,
     schedule_cfg_from_the_cli,
     task_set_and_stages_from_the_cli,
     linear_backoff_from_the_cli,

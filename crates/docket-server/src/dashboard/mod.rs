@@ -13,6 +13,7 @@ mod overview;
 mod processes;
 mod schedules;
 mod tasks;
+mod workers;
 
 use audit::*;
 use layout::*;
@@ -20,6 +21,7 @@ use overview::*;
 use processes::*;
 use schedules::*;
 use tasks::*;
+use workers::*;
 
 use crate::actions::{self, TaskAction};
 use crate::auth::{CanAct, Csrf, CSRF_FIELD};
@@ -62,6 +64,7 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/ui/schedules", get(schedules))
         .route("/ui/audit", get(audit))
+        .route("/ui/workers", get(workers))
         .route("/ui/events", get(events))
         .route("/ui/assets/{file}", get(asset))
         .route(

@@ -10,3 +10,4 @@ pub(crate) mod schedules;
 pub(crate) mod system;
 pub(crate) mod tasks;
 pub(crate) mod tokens;
+pub(crate) mod workers;

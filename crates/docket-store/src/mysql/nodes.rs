@@ -80,4 +80,35 @@ impl NodeStore for MySqlStore {
         }
         Ok(Some(moved))
     }
+
+    async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO docket_workers (name, report, reported_at, interval_ms) VALUES (?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE report = VALUES(report), reported_at = VALUES(reported_at), \
+             interval_ms = VALUES(interval_ms)",
+        )
+        .bind(p.name)
+        .bind(p.report.to_string())
+        .bind(dt(p.now))
+        .bind(p.interval_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerRecord>> {
+        let rows = sqlx::query("SELECT * FROM docket_workers ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(WorkerRecord {
+                    name: text(r, "name")?,
+                    report: json(r, "report")?,
+                    reported_at: time(r, "reported_at")?,
+                    interval_ms: r.try_get("interval_ms")?,
+                })
+            })
+            .collect()
+    }
 }

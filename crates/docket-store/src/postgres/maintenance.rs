@@ -100,7 +100,14 @@ impl MaintenanceStore for PgStore {
                 .execute(&self.pool)
                 .await?
                 .rows_affected();
+        // Workers leave with the nodes' retention: a report that old is of a worker gone.
+        let workers = sqlx::query("DELETE FROM docket_workers WHERE reported_at < $1")
+            .bind(cut(p.nodes))
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
         Ok(AuxPruned {
+            workers,
             notifications,
             audit,
             nodes,

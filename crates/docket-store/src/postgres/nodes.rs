@@ -79,4 +79,35 @@ impl NodeStore for PgStore {
         tx.commit().await?;
         Ok(Some(moved))
     }
+
+    async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO docket_workers (name, report, reported_at, interval_ms) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (name) DO UPDATE SET report = excluded.report, \
+             reported_at = excluded.reported_at, interval_ms = excluded.interval_ms",
+        )
+        .bind(p.name)
+        .bind(p.report)
+        .bind(p.now)
+        .bind(p.interval_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerRecord>> {
+        let rows = sqlx::query("SELECT * FROM docket_workers ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(WorkerRecord {
+                    name: r.try_get("name")?,
+                    report: r.try_get("report")?,
+                    reported_at: r.try_get("reported_at")?,
+                    interval_ms: r.try_get("interval_ms")?,
+                })
+            })
+            .collect()
+    }
 }

@@ -102,8 +102,15 @@ impl MaintenanceStore for SqliteStore {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
+        // Workers leave with the nodes' retention: a report that old is of a worker gone.
+        let workers = sqlx::query("DELETE FROM docket_workers WHERE reported_at < ?1")
+            .bind(cut(p.nodes))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         tx.commit().await?;
         Ok(AuxPruned {
+            workers,
             notifications,
             audit,
             nodes,

@@ -83,4 +83,37 @@ impl NodeStore for SqliteStore {
         }
         Ok(Some(moved))
     }
+
+    async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO docket_workers (name, report, reported_at, interval_ms) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (name) DO UPDATE SET report = excluded.report, \
+             reported_at = excluded.reported_at, interval_ms = excluded.interval_ms",
+        )
+        .bind(p.name)
+        .bind(p.report.to_string())
+        .bind(us(p.now))
+        .bind(p.interval_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerRecord>> {
+        let rows = sqlx::query("SELECT * FROM docket_workers ORDER BY name")
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(WorkerRecord {
+                    name: r.try_get("name")?,
+                    report: json(r, "report")?,
+                    reported_at: time(r, "reported_at")?,
+                    interval_ms: r.try_get("interval_ms")?,
+                })
+            })
+            .collect()
+    }
 }

@@ -220,6 +220,7 @@ const CASES: &[Case] = cases![
     queues::queue_settings_round_trip,
     nodes::node_registry,
     nodes::node_drain,
+    nodes::worker_reports,
     processes::process_zombies_simple_repair_and_list,
     tokens::api_tokens,
     schedules::schedules_put_fire_pause_and_delete,

@@ -143,3 +143,50 @@ pub(super) async fn node_drain(b: Bundle) {
     assert_eq!(s.node_drain(drain("b", true, None)).await.unwrap(), Some(2));
     assert_eq!(node_of(t[2].id).await, None);
 }
+
+/// Workers' reports (node-daemons' worker states): the last report per name wins, the list
+/// is by name, and a report older than the nodes' retention is pruned.
+pub(super) async fn worker_reports(b: Bundle) {
+    let s = &*b.store;
+    let report = |state: &str| json!({"state": state, "tasks": [1, 2], "queue": "q"});
+    for (name, at, state) in [
+        ("mailer", t0(), "work"),
+        ("resizer", t0() + secs(1), "idle"),
+        ("mailer", t0() + secs(2), "idle"),
+    ] {
+        s.worker_report(WorkerReportParams {
+            name,
+            report: &report(state),
+            interval_ms: 5000,
+            now: at,
+        })
+        .await
+        .unwrap();
+    }
+    let all = s.worker_list().await.unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|w| (w.name.as_str(), w.report["state"].as_str(), w.reported_at))
+            .collect::<Vec<_>>(),
+        vec![
+            ("mailer", Some("idle"), t0() + secs(2)),
+            ("resizer", Some("idle"), t0() + secs(1))
+        ]
+    );
+    assert_eq!(all[0].interval_ms, 5000);
+    assert_eq!(all[0].report["tasks"], json!([1, 2]));
+    let pruned = s
+        .aux_prune(AuxPruneParams {
+            now: t0() + secs(11) + secs(1) / 2,
+            notifications: Duration::from_secs(86_400),
+            audit: Duration::from_secs(86_400),
+            nodes: Duration::from_secs(10),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(pruned.workers, 1);
+    let left = s.worker_list().await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].name, "mailer");
+}

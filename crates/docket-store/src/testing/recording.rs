@@ -184,6 +184,16 @@ impl NodeStore for Recording {
         self.inner.node_list().await
     }
 
+    async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()> {
+        self.hit("worker_report");
+        self.inner.worker_report(p).await
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerRecord>> {
+        self.hit("worker_list");
+        self.inner.worker_list().await
+    }
+
     async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
         self.hit("node_drain");
         self.inner.node_drain(p).await

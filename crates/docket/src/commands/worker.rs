@@ -1,10 +1,19 @@
-//! `docket worker`: turns a command into a task handler over the HTTP API.
+//! `docket worker`: turns a command into a task handler over the HTTP API; `--config FILE`
+//! supervises several named workers (node-daemons' cluster master); `list` shows them all.
 
 use crate::*;
+use std::collections::BTreeMap;
+use std::path::Path;
 
 pub(crate) async fn worker(a: WorkerArgs) -> Result<()> {
+    if let Some(WorkerCmd::List { server, json }) = a.cmd {
+        return list(server.client()?, json).await;
+    }
     let telemetry = telemetry::init(a.log_format, "info", a.otlp_endpoint.as_deref())?;
-    let r = worker_inner(a).await;
+    let r = match a.config.clone() {
+        Some(path) => supervise(a, &path).await,
+        None => worker_inner(a).await,
+    };
     // The batch exporter's blocking flush must not run on a runtime thread.
     tokio::task::spawn_blocking(move || telemetry.shutdown()).await?;
     r
@@ -25,9 +34,259 @@ pub(crate) async fn worker_inner(a: WorkerArgs) -> Result<()> {
         command: a.command,
         grace: a.grace,
         kill_grace: a.kill_grace,
+        report_interval: a.report_interval,
+        restarts: a.restarts,
     };
     tracing::info!(queue = %opts.queue, concurrency = opts.concurrency, server = %a.server.server, "worker started");
     docket_client::command_worker::run(a.server.client()?, opts, cancel)
         .await
         .map_err(anyhow::Error::msg)
+}
+
+async fn list(c: docket_client::Client, json: bool) -> Result<()> {
+    let l = c.worker_list().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&l.workers)?);
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:<6} {:<16} {:>5} {:>8} {:>8}  TASKS",
+        "NAME", "STATE", "QUEUE", "CONC", "PID", "RESTARTS"
+    );
+    for w in l.workers {
+        println!(
+            "{:<24} {:<6} {:<16} {:>5} {:>8} {:>8}  {}",
+            w.name,
+            format!("{:?}", w.state).to_lowercase(),
+            w.report.queue.unwrap_or_default(),
+            w.report.concurrency.unwrap_or(0),
+            w.report.pid.map(|p| p.to_string()).unwrap_or_default(),
+            w.report.restarts,
+            w.report
+                .tasks
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    Ok(())
+}
+
+/// `workers.toml`: node-daemons' `config.workers` (a map of named workers, each `enabled` or
+/// not) and its `shutdownInterval`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SupervisorConfig {
+    /// On SIGTERM/SIGINT every worker stops claiming and finishes what it holds within this;
+    /// commands still running then are killed (their tasks come back when leases expire).
+    #[serde(
+        default = "default_shutdown",
+        with = "docket_core::duration::serde_str"
+    )]
+    pub shutdown_interval: Duration,
+    /// How often each worker reports its state [5s].
+    #[serde(default, with = "docket_core::duration::serde_opt")]
+    pub report_interval: Option<Duration>,
+    /// The workers, by name.
+    pub workers: BTreeMap<String, WorkerConf>,
+}
+
+fn default_shutdown() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// One named worker.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorkerConf {
+    /// Queue to work.
+    pub queue: String,
+    /// Only these kinds (empty: every kind of the queue).
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// Commands run at once [1].
+    #[serde(default = "one")]
+    pub concurrency: usize,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Started at all [true].
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Lease per task [30s].
+    #[serde(default, with = "docket_core::duration::serde_opt")]
+    pub lease: Option<Duration>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Reads and checks a supervisor config; every problem is listed.
+pub(crate) fn load_config(path: &Path) -> Result<SupervisorConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let c: SupervisorConfig = toml::from_str(&text)
+        .with_context(|| format!("{} is not a valid workers file", path.display()))?;
+    let mut bad = vec![];
+    if c.workers.values().all(|w| !w.enabled) {
+        bad.push("no enabled worker: add [workers.NAME] with enabled = true".to_string());
+    }
+    if c.shutdown_interval.is_zero() || c.shutdown_interval > Duration::from_secs(24 * 3600) {
+        bad.push("shutdown_interval must be within 1ms..=24h".into());
+    }
+    for (name, w) in &c.workers {
+        if let Err(e) = docket_core::task::check_name("worker name", name) {
+            bad.push(e);
+        }
+        if let Err(e) = docket_core::task::check_name(&format!("workers.{name}.queue"), &w.queue) {
+            bad.push(e);
+        }
+        if w.command.is_empty() || w.command[0].is_empty() {
+            bad.push(format!("workers.{name}.command must name a program"));
+        }
+        if !(1..=10_000).contains(&w.concurrency) {
+            bad.push(format!(
+                "workers.{name}.concurrency must be within 1..=10000"
+            ));
+        }
+    }
+    if !bad.is_empty() {
+        bail!(
+            "invalid workers file {}:\n  {}",
+            path.display(),
+            bad.join("\n  ")
+        );
+    }
+    Ok(c)
+}
+
+/// Runs every enabled worker of the file as its own `docket worker` process (a crash of one
+/// leaves the others running), restarts one that dies with backoff (1 s doubling to 60 s; a
+/// worker that ran a minute starts from 1 s again), and on SIGTERM/SIGINT stops them all within
+/// `shutdown_interval` — node-daemons' cluster master.
+async fn supervise(a: WorkerArgs, path: &Path) -> Result<()> {
+    let conf = load_config(path)?;
+    let exe = std::env::current_exe().context("cannot find the docket binary")?;
+    let cancel = CancellationToken::new();
+    on_signal(cancel.clone());
+    let report = conf.report_interval.unwrap_or(a.report_interval);
+    let mut set = tokio::task::JoinSet::new();
+    for (name, w) in conf.workers.into_iter().filter(|(_, w)| w.enabled) {
+        let mut args: Vec<String> = vec![
+            "worker".into(),
+            "--name".into(),
+            name.clone(),
+            "--queue".into(),
+            w.queue.clone(),
+            "--concurrency".into(),
+            w.concurrency.to_string(),
+            "--lease".into(),
+            docket_core::duration::format(w.lease.unwrap_or(a.lease)),
+            "--grace".into(),
+            docket_core::duration::format(conf.shutdown_interval),
+            "--kill-grace".into(),
+            docket_core::duration::format(a.kill_grace),
+            "--report-interval".into(),
+            docket_core::duration::format(report),
+            "--server".into(),
+            a.server.server.clone(),
+        ];
+        for k in &w.kinds {
+            args.push("--kind".into());
+            args.push(k.clone());
+        }
+        args.push("--".into());
+        args.extend(w.command.iter().cloned());
+        let (exe, cancel, token) = (exe.clone(), cancel.clone(), a.server.token.clone());
+        set.spawn(async move { keep_running(&name, &exe, &args, token, cancel).await });
+    }
+    tracing::info!(workers = set.len(), file = %path.display(), "supervisor started");
+    cancel.cancelled().await;
+    tracing::info!(
+        "stopping every worker within {}",
+        docket_core::duration::format(conf.shutdown_interval)
+    );
+    // Each worker has shutdown_interval to finish (its --grace); a little more for it to exit.
+    let all = async { while set.join_next().await.is_some() {} };
+    if tokio::time::timeout(conf.shutdown_interval + Duration::from_secs(5), all)
+        .await
+        .is_err()
+    {
+        tracing::warn!("workers still running after shutdown_interval: killing them");
+        set.shutdown().await;
+    }
+    Ok(())
+}
+
+/// One named worker: started, restarted when it dies, stopped by `cancel`.
+async fn keep_running(
+    name: &str,
+    exe: &Path,
+    args: &[String],
+    token: Option<String>,
+    cancel: CancellationToken,
+) {
+    let mut restarts: u32 = 0;
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let mut cmd = tokio::process::Command::new(exe);
+        cmd.args(args)
+            .env("DOCKET_WORKER_RESTARTS", restarts.to_string())
+            .kill_on_drop(true);
+        if let Some(t) = &token {
+            cmd.env("DOCKET_TOKEN", t);
+        }
+        let started = std::time::Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(worker = name, error = %e, "cannot start the worker");
+                if sleep_or_stop(backoff, &cancel).await {
+                    return;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+                continue;
+            }
+        };
+        tracing::info!(worker = name, pid = child.id(), restarts, "worker started");
+        let status = tokio::select! {
+            s = child.wait() => s,
+            _ = cancel.cancelled() => {
+                if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGTERM,
+                    );
+                }
+                let s = child.wait().await;
+                tracing::info!(worker = name, status = ?s, "worker stopped");
+                return;
+            }
+        };
+        if cancel.is_cancelled() {
+            return;
+        }
+        if started.elapsed() >= Duration::from_secs(60) {
+            backoff = Duration::from_secs(1);
+        }
+        restarts += 1;
+        tracing::warn!(worker = name, status = ?status, restarts, "worker died; restarting in {backoff:?}");
+        if sleep_or_stop(backoff, &cancel).await {
+            return;
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(60));
+    }
+}
+
+/// Sleeps `d`; true when `cancel` fired first.
+async fn sleep_or_stop(d: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => false,
+        _ = cancel.cancelled() => true,
+    }
 }
