@@ -67,6 +67,8 @@ pub struct Output {
     columns: Vec<Column>,
     rows: u64,
     overflow: bool,
+    /// The statement under way is a COPY TO STDOUT that sent data.
+    copied: bool,
 }
 
 impl Output {
@@ -79,6 +81,7 @@ impl Output {
             columns: Vec::new(),
             rows: 0,
             overflow: false,
+            copied: false,
         }
     }
 
@@ -180,10 +183,26 @@ impl ReplySink for Output {
     }
 
     fn command(&mut self, tag: &str, returned_rows: bool) {
-        if !returned_rows && !self.overflow {
+        // A COPY TO STDOUT's tag is not output: its data is (pg_task's work.c).
+        let copy_tag = self.copied && tag.starts_with("COPY");
+        if !(returned_rows || self.overflow || copy_tag) {
             self.push_line(tag);
         }
+        self.copied = false;
         self.columns.clear();
+    }
+
+    fn copy_data(&mut self, data: &[u8]) {
+        if self.overflow {
+            return;
+        }
+        self.any = true;
+        self.copied = true;
+        self.text.push_str(&String::from_utf8_lossy(data));
+        if self.text.len() > OUTPUT_MAX {
+            self.overflow = true;
+            self.text.clear();
+        }
     }
 }
 
@@ -194,6 +213,15 @@ fn push_with_tabs(out: &mut String, s: &str) {
         }
         out.push_str(part);
     }
+}
+
+/// pg_task's error of a statement it refuses itself (a COPY in a local task, dest.c): the
+/// message and the `STATEMENT:` line, as the server would format its own.
+pub fn statement_error(message: &str, input: &str) -> String {
+    let mut out = plain_error(message);
+    out.push_str("\nSTATEMENT:  ");
+    push_with_tabs(&mut out, input);
+    out
 }
 
 /// Formats a server error as pg_task writes it into `error`; `input` adds the `STATEMENT:`

@@ -11,7 +11,7 @@
 //! Each task runs in a session of its own (pg_task's background worker), opened on the table's
 //! database or on `remote`, unless `count`/`live` let one session run several tasks of its group.
 
-use crate::format::{format_error, plain_error, Format, Output};
+use crate::format::{format_error, plain_error, statement_error, Format, Output};
 use crate::target::{quote_ident, sqlx_options, PgTaskConfig};
 use crate::wire::CancelToken;
 use crate::wire::{Session, WireError};
@@ -43,6 +43,30 @@ pub enum PgTaskError {
 /// The columns of pg_task's table, in pg_task's order, with their types, checks and defaults:
 /// an explicit value, else the `pg_task.*` setting of the session, role or database, else
 /// pg_task's default.
+/// The oldest PostgreSQL the table's DDL runs on: 12 (the `hash` column is a stored generated
+/// column; the trigger is dropped and created, not `CREATE OR REPLACE TRIGGER`, which needs 14).
+pub const MIN_SERVER_VERSION: u32 = 120_000;
+
+/// Refuses a server older than [`MIN_SERVER_VERSION`] (`server_version_num`), naming both.
+fn check_version(num: &str) -> Result<(), String> {
+    let v: u32 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("cannot read the server's version {num:?}"))?;
+    if v < MIN_SERVER_VERSION {
+        // server_version_num: major × 10000 + minor from 10 on, else major × 10000 + minor × 100 + patch.
+        let shown = if v >= 100_000 {
+            format!("{}.{}", v / 10_000, v % 10_000)
+        } else {
+            format!("{}.{}", v / 10_000, v % 10_000 / 100)
+        };
+        return Err(format!(
+            "pg_task tables need PostgreSQL 12 or later (this server is {shown}): the hash column is a generated column"
+        ));
+    }
+    Ok(())
+}
+
 fn column_defs(schema: &str) -> Vec<(&'static str, String)> {
     let setting = |name: &str, default: &str, ty: &str| {
         format!(
@@ -350,6 +374,11 @@ pub async fn start(
         .max_connections(4)
         .connect_with(opts.clone())
         .await?;
+    let version: String =
+        sqlx::query_scalar("SELECT pg_catalog.current_setting('server_version_num')")
+            .fetch_one(&pool)
+            .await?;
+    check_version(&version).map_err(PgTaskError::Config)?;
     let oid = bootstrap(&pool, &cfg).await?;
     let db_oid: i64 = sqlx::query_scalar(
         "SELECT oid::int8 FROM pg_catalog.pg_database WHERE datname = current_database()",
@@ -778,10 +807,12 @@ impl Table {
         let mut out = Output::new(task.format.clone());
         let end = s.query(&task.input, &mut out).await?;
         let mut error = end.error.map(|e| format_error(&e, Some(&task.input)));
-        if error.is_none() {
-            if let Some(msg) = end.copy {
-                error = Some(plain_error(msg));
-            }
+        // COPY as pg_task has it: a local task (run in the server by SPI) refuses both
+        // directions with its own error; a remote one (libpq) keeps COPY TO STDOUT's data as
+        // its output and fails COPY FROM STDIN with the server's answer to the refusal.
+        if let (Some(msg), None) = (end.copy, &task.remote) {
+            error = Some(statement_error(msg, &task.input));
+            out = Output::new(task.format.clone());
         }
         match end.status {
             b'T' if error.is_none() => {
@@ -1154,5 +1185,20 @@ impl docket_engine::panels::Panel for TableView {
                 },
             ],
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_before_12_are_refused_by_name() {
+        assert!(check_version("120000").is_ok());
+        assert!(check_version("150004").is_ok());
+        let e = check_version("110022").unwrap_err();
+        assert!(e.contains("PostgreSQL 12") && e.contains("11.22"), "{e}");
+        assert!(check_version("90624").unwrap_err().contains("9.6"));
+        assert!(check_version("x").is_err());
     }
 }

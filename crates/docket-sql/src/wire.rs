@@ -138,7 +138,15 @@ pub trait ReplySink {
     fn row(&mut self, values: &[Option<&str>]);
     /// A statement finished; `returned_rows` tells whether it sent a row description.
     fn command(&mut self, tag: &str, returned_rows: bool);
+    /// Bytes a `COPY … TO STDOUT` sent (kept as they come, as libpq's PQgetCopyData gives
+    /// them); ignored unless a sink wants them.
+    fn copy_data(&mut self, _data: &[u8]) {}
 }
+
+/// pg_task's message for a COPY TO STDOUT in a task it runs itself (dest.c).
+pub const COPY_TO_STDOUT: &str = "COPY TO STDOUT is not supported";
+/// pg_task's message for a COPY FROM STDIN (dest.c; work.c sends it as the COPY's failure).
+pub const COPY_FROM_STDIN: &str = "COPY FROM STDIN is not supported";
 
 /// What a query left behind besides what went to the sink.
 #[derive(Debug, Default)]
@@ -148,7 +156,8 @@ pub struct QueryEnd {
     /// Transaction status after the query: `b'I'` idle, `b'T'` in a transaction, `b'E'` in a
     /// failed transaction.
     pub status: u8,
-    /// The input tried COPY ... TO STDOUT / FROM STDIN, which a task cannot take part in.
+    /// The input ran COPY … TO STDOUT (its data went to the sink's `copy_data`) or tried
+    /// COPY … FROM STDIN (refused with this message): pg_task's message for each.
     pub copy: Option<&'static str>,
 }
 
@@ -538,14 +547,15 @@ impl Session {
                     described = false;
                 }
                 backend::Message::CopyInResponse(_) => {
-                    end.copy = Some("COPY FROM STDIN is not supported");
-                    frontend::copy_fail("COPY FROM STDIN is not supported", &mut self.wbuf)?;
+                    end.copy = Some(COPY_FROM_STDIN);
+                    frontend::copy_fail(COPY_FROM_STDIN, &mut self.wbuf)?;
                     self.flush().await?;
                 }
                 backend::Message::CopyOutResponse(_) => {
-                    end.copy = Some("COPY TO STDOUT is not supported")
+                    end.copy = Some(COPY_TO_STDOUT);
                 }
-                backend::Message::CopyData(_) | backend::Message::CopyDone => {}
+                backend::Message::CopyData(body) => sink.copy_data(body.data()),
+                backend::Message::CopyDone => {}
                 backend::Message::ReadyForQuery(body) => {
                     end.status = body.status();
                     return Ok(end);

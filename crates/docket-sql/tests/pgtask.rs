@@ -118,6 +118,9 @@ async fn result(s: &Served, group: &str) -> (String, Option<String>, Option<Stri
     (r.get(0), r.get(1), r.get(2))
 }
 
+/// A `remote` of the test server (pg_task's libpq path), as an extra column of a case.
+const REMOTE: &str = ", remote => 'host=127.0.0.1 user=postgres'";
+
 #[tokio::test]
 async fn output_and_error_text_byte_for_byte() {
     let s = serve().await;
@@ -150,6 +153,16 @@ async fn output_and_error_text_byte_for_byte() {
         ("position", "SELECT nosuchcolumn".into(), "", "FAIL", None,
          Some("ERROR:  column \"nosuchcolumn\" does not exist at character 8\nSTATEMENT:  SELECT nosuchcolumn".into())),
         ("kept", "SELECT 1 WHERE false".into(), ", \"delete\" => false", "DONE", None, None),
+        // COPY, as pg_task's regression tests have it (expected/local.out, remote.out): a
+        // local task refuses both directions; a remote one keeps COPY TO STDOUT's data and
+        // fails COPY FROM STDIN with the server's answer.
+        ("copyout", "COPY (SELECT 1) TO STDOUT".into(), "", "FAIL", None,
+         Some("ERROR:  COPY TO STDOUT is not supported\nSTATEMENT:  COPY (SELECT 1) TO STDOUT".into())),
+        ("copyin", format!("COPY {t} FROM STDIN"), "", "FAIL", None,
+         Some(format!("ERROR:  COPY FROM STDIN is not supported\nSTATEMENT:  COPY {t} FROM STDIN"))),
+        ("rcopyout", "COPY (SELECT 1) TO STDOUT".into(), REMOTE, "DONE", Some("1\n"), None),
+        ("rcopyin", format!("COPY {t} FROM STDIN"), REMOTE, "FAIL", None,
+         Some(format!("ERROR:  COPY from stdin failed: COPY FROM STDIN is not supported\nCONTEXT:  COPY {}, line 1\nSTATEMENT:  COPY {t} FROM STDIN", t.rsplit('.').next().unwrap().trim_matches('"')))),
     ];
     for (g, input, extra, ..) in &cases {
         let mut cols = vec!["\"group\"".to_string(), "input".into()];
