@@ -12,7 +12,11 @@ case "${1:-}" in
   version) echo "docket $("$BIN" --version | cut -d' ' -f2) (sqlx 0.8.6, $(rustc --version | cut -d' ' -f1-2))" ;;
   variants)
     echo "c10 10 default 3"
-    echo "c24 24 default 3" ;;
+    echo "c24 24 default 3"
+    # Every commit waits for the WAL flush (docket serve --strict-commit): graphile-worker's
+    # durability.
+    echo "c10-strict 10 strict 3"
+    echo "c24-strict 24 strict 3" ;;
   pending-sql) echo "select count(*) from docket_tasks where state not in ('completed','discarded','cancelled')" ;;
   setup) exec "$BIN" bench peer setup ;;
   enqueue) exec "$BIN" bench peer enqueue "$2" ;;

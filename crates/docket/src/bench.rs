@@ -585,19 +585,22 @@ async fn sqlx_drop_schema(s: &docket_store::postgres::PgStore, schema: &str) -> 
     Ok(())
 }
 
-async fn peer_store() -> Result<Arc<dyn Store>> {
+/// The peer harness's store; `strict`: every commit waits for the WAL flush (as `docket serve
+/// --strict-commit`), else claims and completions commit without waiting (the default).
+async fn peer_store(strict: bool) -> Result<Arc<dyn Store>> {
     let url = std::env::var("DATABASE_URL").context("DATABASE_URL is not set")?;
     Ok(docket_store::connect(&ConnectOptions {
         url,
         schema: None,
         max_connections: Some(20),
-        relaxed_commit: true,
+        relaxed_commit: !strict,
     })
     .await?)
 }
 
 async fn peer(p: PeerCmd) -> Result<()> {
-    let store = peer_store().await?;
+    let strict = matches!(&p, PeerCmd::Work { profile, .. } if profile.ends_with("strict"));
+    let store = peer_store(strict).await?;
     match p {
         PeerCmd::Setup => store.migrate().await?,
         PeerCmd::Enqueue { n } => {
@@ -608,9 +611,9 @@ async fn peer(p: PeerCmd) -> Result<()> {
         PeerCmd::Work { n, c, profile } => {
             let engine = engine_for(store.clone());
             let batch = match profile.as_str() {
-                "default" => 1000,
-                "small" => 100,
-                other => bail!("unknown profile {other:?} (default, small)"),
+                "default" | "strict" => 1000,
+                "small" | "small-strict" => 100,
+                other => bail!("unknown profile {other:?} (default, small, strict, small-strict)"),
             };
             let el = work_inproc(&engine, n, c, batch).await?;
             println!("RESULT seconds={:.6}", el.as_secs_f64());

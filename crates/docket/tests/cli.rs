@@ -756,6 +756,49 @@ fn task_set_and_stages_from_the_cli(backend: &str) {
     let shown: Value = serde_json::from_str(&s.ok(&["task", "show", &id.to_string()])).unwrap();
     assert_eq!(shown["stage"], "ship");
     assert_eq!(shown["runs"], serde_json::json!([]));
+    // Worked by `docket worker`: `task show` has the attempt in its run log.
+    let mut w = s.worker(
+        &["--queue", "elsewhere", "--name", "w-log"],
+        &["sh", "-c", "cat > /dev/null; echo done"],
+    );
+    let t = s.wait_for(id, "completed", |t| t["state"] == "completed");
+    signal(w.id(), Signal::SIGTERM);
+    w.wait().unwrap();
+    assert_eq!(t["run_count"], 1);
+    let run = &t["runs"][0];
+    assert_eq!(
+        (
+            run["outcome"].as_str(),
+            run["stage"].as_str(),
+            run["worker"].as_str(),
+            run["attempt"].as_i64()
+        ),
+        (Some("completed"), Some("ship"), Some("w-log"), Some(1)),
+        "{t}"
+    );
+    assert_eq!(run["node"], "cli-test");
+    assert_eq!(run["trace_id"].as_str().map(str::len), Some(32));
+}
+
+/// Issue 12 item 7: `docket serve --compat asyncflow` mounts asyncflow's routes; without the
+/// flag they are not there.
+fn compat_asyncflow_from_the_cli(backend: &str) {
+    let on = serve_with(backend, &["--compat", "asyncflow"]);
+    let v = http::blocking_get(&format!("{}/api/task/getTaskList?limit=5", on.url))
+        .expect("the compat route answers 200");
+    assert_eq!(
+        (v["code"].as_i64(), v["msg"].as_str()),
+        (Some(0), Some("ok")),
+        "{v}"
+    );
+    assert_eq!(v["result"]["taskList"], serde_json::json!([]));
+    let off = serve(backend);
+    assert!(http::blocking_get(&format!("{}/api/task/getTaskList", off.url)).is_none());
+    let o = Command::new(BIN)
+        .args(["serve", "--compat", "nosuch"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
 }
 
 /// Issue 12 item 6: asyncflow's t_schedule_cfg from the CLI, under docket's names and
@@ -968,6 +1011,7 @@ macro_rules! both {
 }
 
 both!(
+    compat_asyncflow_from_the_cli,
     worker_supervisor_from_the_cli,
     schedule_cfg_from_the_cli,
     task_set_and_stages_from_the_cli,
