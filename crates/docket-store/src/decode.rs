@@ -38,6 +38,33 @@ pub(crate) fn runs(row: &str, v: Option<Value>, trace: Option<&str>) -> Result<V
         .collect()
 }
 
+/// Completes a decoded task's run log: the attempt that completed a task is not stored (the
+/// hot path writes no JSON for it) — its entry is the task's own columns (attempt, stage,
+/// attempted_at, finished_at, worker, attempt_node), added here as the last entry.
+pub(crate) fn last_run(t: &mut docket_core::Task) {
+    if t.state != TaskState::Completed {
+        return;
+    }
+    let Some(fin) = t.finished_at else { return };
+    let run = StoredRun {
+        attempt: t.attempt,
+        stage: t.stage.clone(),
+        started_us: t.attempted_at.map(|a| a.timestamp_micros()),
+        finished_us: fin.timestamp_micros(),
+        worker: t.worker.clone(),
+        node: t.attempt_node.clone(),
+        outcome: docket_core::run::RunOutcome::Completed,
+        message: None,
+    };
+    if let Some(r) = run.into_run(t.trace_id.as_deref()) {
+        t.runs.push(r);
+        let keep = docket_core::run::RUN_LOG_KEEP as usize;
+        if t.runs.len() > keep {
+            t.runs.drain(..t.runs.len() - keep);
+        }
+    }
+}
+
 /// A task's `stages_done` (NULL: none).
 pub(crate) fn stages(row: &str, v: Option<Value>) -> Result<Vec<Option<String>>> {
     v.map(|v| serde_json::from_value(v).map_err(|e| corrupt(row, "stages_done", e)))

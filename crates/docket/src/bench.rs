@@ -63,6 +63,11 @@ pub struct BenchArgs {
     /// How many times worse than the baseline fails --compare (noise here is ±20%).
     #[arg(long, default_value_t = 3.0)]
     pub max_drop: f64,
+    /// Before the measured run, put this many finished (completed) tasks in the table —
+    /// enqueued to queues `history-K` and worked through the normal claim/complete path — to see
+    /// what history costs the hot path.
+    #[arg(long, default_value_t = 0)]
+    pub preload_finished: usize,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
@@ -236,6 +241,17 @@ fn start_pool(
 }
 
 async fn work_inproc(engine: &Engine, n: usize, c: usize, claim_batch: usize) -> Result<Duration> {
+    work_queue(engine, "bench", n, c, claim_batch).await
+}
+
+/// Works `n` tasks of `queue` in-process; the time until all are completed.
+async fn work_queue(
+    engine: &Engine,
+    queue: &str,
+    n: usize,
+    c: usize,
+    claim_batch: usize,
+) -> Result<Duration> {
     let done = Arc::new(AtomicUsize::new(0));
     let all = Arc::new(tokio::sync::Notify::new());
     let handler = Noop {
@@ -245,9 +261,9 @@ async fn work_inproc(engine: &Engine, n: usize, c: usize, claim_batch: usize) ->
         starts: None,
     };
     let t = Instant::now();
-    let (stop, h) = start_pool(engine, "bench", c, claim_batch, 2, handler);
+    let (stop, h) = start_pool(engine, queue, c, claim_batch, 2, handler);
     all.notified().await;
-    wait_completed(engine, "bench", n).await?;
+    wait_completed(engine, queue, n).await?;
     let el = t.elapsed();
     stop.cancel();
     h.await?;
@@ -467,8 +483,28 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         a.claim_batch
     );
     let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_message("enqueueing");
     bar.enable_steady_tick(Duration::from_millis(100));
+    if a.preload_finished > 0 {
+        bar.set_message(format!("preloading {} finished tasks", a.preload_finished));
+        let t = Instant::now();
+        // In chunks, so 10M tasks need not sit in memory at once.
+        let mut left = a.preload_finished;
+        let mut chunk = 0;
+        while left > 0 {
+            let n = left.min(500_000);
+            let queue = format!("history-{chunk}");
+            enqueue_all(&engine, n, 5000, 2, &queue).await?;
+            work_queue(&engine, &queue, n, 32, 1000).await?;
+            left -= n;
+            chunk += 1;
+        }
+        bar.println(format!(
+            "preloaded {} finished tasks in {:.1} s",
+            a.preload_finished,
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    bar.set_message("enqueueing");
     let enq = enqueue_all(
         &engine,
         a.tasks,

@@ -156,9 +156,9 @@ impl LeaseStore for MySqlStore {
         // One statement for the completions: each row's result by a CASE on its id.
         for chunk in complete.chunks(500) {
             let sql = format!(
-                "UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL, {}, \
-                 result = CASE id {} END, state = 'completed' WHERE id IN ({})",
-                runs_sql("finished_at", "completed"),
+                "UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL, \
+                 run_count = run_count + 1, result = CASE id {} END, state = 'completed' \
+                 WHERE id IN ({})",
                 "WHEN ? THEN ? ".repeat(chunk.len()),
                 marks(chunk.len())
             );

@@ -134,7 +134,7 @@ fn decode_task(row: &MySqlRow, id: i64) -> Result<Task> {
     let r = format!("task {id}");
     let state = text(row, "state")?;
     let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
-    Ok(Task {
+    let mut t = Task {
         id,
         queue: text(row, "queue")?,
         kind: text(row, "kind")?,
@@ -183,7 +183,9 @@ fn decode_task(row: &MySqlRow, id: i64) -> Result<Task> {
         cancel_requested_at: time_opt(row, "cancel_requested_at")?,
         lease: None,
         inserted: None,
-    })
+    };
+    decode::last_run(&mut t);
+    Ok(t)
 }
 
 fn queue_settings(row: &MySqlRow) -> Result<QueueSettings> {

@@ -41,7 +41,7 @@ fn decode(row: &PgRow) -> Result<Task> {
     let r = format!("task {id}");
     let state: String = row.try_get("state")?;
     let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
-    Ok(Task {
+    let mut t = Task {
         id,
         queue: row.try_get("queue")?,
         kind: row.try_get("kind")?,
@@ -93,7 +93,9 @@ fn decode(row: &PgRow) -> Result<Task> {
         cancel_requested_at: row.try_get("cancel_requested_at")?,
         lease: None,
         inserted: None,
-    })
+    };
+    decode::last_run(&mut t);
+    Ok(t)
 }
 
 fn decode_process(r: &PgRow) -> Result<docket_core::process::Process> {

@@ -85,7 +85,7 @@ fn decode_task(row: &SqliteRow, id: i64) -> Result<Task> {
     let r = format!("task {id}");
     let state: String = row.try_get("state")?;
     let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
-    Ok(Task {
+    let mut t = Task {
         id,
         queue: row.try_get("queue")?,
         kind: row.try_get("kind")?,
@@ -137,7 +137,9 @@ fn decode_task(row: &SqliteRow, id: i64) -> Result<Task> {
         cancel_requested_at: time_opt(row, "cancel_requested_at")?,
         lease: None,
         inserted: None,
-    })
+    };
+    decode::last_run(&mut t);
+    Ok(t)
 }
 
 fn queue_settings(row: &SqliteRow) -> Result<QueueSettings> {

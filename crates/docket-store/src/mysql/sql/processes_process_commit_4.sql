@@ -1,3 +1,3 @@
 UPDATE docket_tasks SET state = 'completed', finished_at = ?, result = ?, lease_expires_at = NULL,
-    {runs:completed:finished_at}
+    run_count = run_count + 1
     WHERE id = ?

@@ -1,5 +1,5 @@
 UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result,
-    lease_expires_at = NULL, {runs:completed:$1}
+    lease_expires_at = NULL, run_count = t.run_count + 1
     FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result)
     WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running'
     AND t.cancel_requested_at IS NULL

@@ -1,3 +1,3 @@
 UPDATE docket_tasks SET state = 'completed', finished_at = $2, result = $3, lease_expires_at = NULL,
-    {runs:completed:$2}
+    run_count = run_count + 1
     WHERE id = $1

@@ -1,5 +1,5 @@
 UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result,
-    lease_expires_at = NULL, {runs:completed:?1}
+    lease_expires_at = NULL, run_count = run_count + 1
     FROM (SELECT value->>'id' AS id, value->>'token' AS token, value->'result' AS result
     FROM json_each(?2)) AS x
     WHERE docket_tasks.id = x.id AND docket_tasks.lease_token = x.token
