@@ -498,11 +498,13 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             left -= n;
             chunk += 1;
         }
-        bar.println(format!(
-            "preloaded {} finished tasks in {:.1} s",
-            a.preload_finished,
-            t.elapsed().as_secs_f64()
-        ));
+        bar.suspend(|| {
+            println!(
+                "preloaded {} finished tasks in {:.1} s",
+                a.preload_finished,
+                t.elapsed().as_secs_f64()
+            )
+        });
     }
     bar.set_message("enqueueing");
     let enq = enqueue_all(
