@@ -118,6 +118,11 @@ impl Node {
         v["tasks"].as_array().unwrap().clone()
     }
 
+    async fn patch(&self, id: i64, body: Value) -> (StatusCode, Value) {
+        self.call("PATCH", &format!("/v1/tasks/{id}"), Some(body))
+            .await
+    }
+
     async fn task(&self, id: i64) -> Value {
         let (st, v) = self.call("GET", &format!("/v1/tasks/{id}"), None).await;
         assert_eq!(st, StatusCode::OK, "{v}");
@@ -1300,25 +1305,13 @@ async fn stages_run_log_and_updates(n: Node) {
     assert_eq!(attempt_trace.len(), 32);
     assert_ne!(Some(attempt_trace.as_str()), got[0]["trace_id"].as_str());
     // A running task: PATCH needs its lease, and then takes only payload/progress.
-    let (st, v) = n
-        .call(
-            "PATCH",
-            &format!("/v1/tasks/{id}"),
-            Some(json!({"progress": 10})),
-        )
-        .await;
+    let (st, v) = n.patch(id, json!({"progress": 10})).await;
     assert_eq!(
         (st, code(&v)),
         (StatusCode::CONFLICT, "invalid_state"),
         "{v}"
     );
-    let (st, v) = n
-        .call(
-            "PATCH",
-            &format!("/v1/tasks/{id}"),
-            Some(json!({"progress": 10, "lease": lease})),
-        )
-        .await;
+    let (st, v) = n.patch(id, json!({"progress": 10, "lease": lease})).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["progress"], json!(10));
     // Bad hand-offs are refused and change nothing.
@@ -1419,9 +1412,7 @@ async fn stages_run_log_and_updates(n: Node) {
             "invalid_request",
         ),
     ] {
-        let (st, v) = n
-            .call("PATCH", &format!("/v1/tasks/{id}"), Some(body.clone()))
-            .await;
+        let (st, v) = n.patch(id, body.clone()).await;
         assert!(st.is_client_error(), "{body}: {st} {v}");
         assert_eq!(code(&v), want, "{body}: {v}");
     }
@@ -1431,13 +1422,7 @@ async fn stages_run_log_and_updates(n: Node) {
     assert_eq!((st, code(&v)), (StatusCode::NOT_FOUND, "not_found"), "{v}");
     // Move it to another queue: it is claimed there, and the last stage finishes it.
     let q2 = format!("{q}-2");
-    let (st, v) = n
-        .call(
-            "PATCH",
-            &format!("/v1/tasks/{id}"),
-            Some(json!({"queue": q2})),
-        )
-        .await;
+    let (st, v) = n.patch(id, json!({"queue": q2})).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     let got = n
         .claim(&q2, json!({"worker": "w", "stages": ["ship"]}))
@@ -1476,13 +1461,7 @@ async fn stages_run_log_and_updates(n: Node) {
         html.contains(&attempt_trace),
         "the attempt's trace id is listed"
     );
-    let (st, v) = n
-        .call(
-            "PATCH",
-            &format!("/v1/tasks/{id}"),
-            Some(json!({"priority": 1})),
-        )
-        .await;
+    let (st, v) = n.patch(id, json!({"priority": 1})).await;
     assert_eq!(
         (st, code(&v)),
         (StatusCode::CONFLICT, "invalid_state"),
