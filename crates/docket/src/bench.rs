@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// How many times worse than the baseline fails --compare (noise here is ±20%).
     #[arg(long, default_value_t = 3.0)]
     pub max_drop: f64,
+    /// HTTP mode: this many docket nodes on the database (each its own pool, engine and
+    /// server, in this process), the workers spread over them.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
     /// Before the measured run, put this many finished (completed) tasks in the table —
     /// enqueued to queues `history-K` and worked through the normal claim/complete path — to see
     /// what history costs the hot path.
@@ -129,47 +133,47 @@ fn noop_tasks(n: usize, queue: &str) -> Vec<NewTask> {
         .collect()
 }
 
-async fn open_fresh(
-    url: Option<&str>,
-) -> Result<(Arc<dyn Store>, Option<tempfile::TempDir>, Option<String>)> {
-    match url {
+/// A fresh store for a bench run, what it was opened with (to open more nodes on it), its
+/// temporary directory (SQLite) and the schema or database to drop afterwards.
+type Fresh = (
+    Arc<dyn Store>,
+    ConnectOptions,
+    Option<tempfile::TempDir>,
+    Option<String>,
+);
+
+async fn open_fresh(url: Option<&str>) -> Result<Fresh> {
+    let (opts, dir, made) = match url {
         None => {
             let dir = tempfile::tempdir()?;
             let url = format!("sqlite://{}", dir.path().join("bench.db").display());
-            let s = docket_store::connect(&ConnectOptions::new(url)).await?;
-            s.migrate().await?;
-            Ok((s, Some(dir), None))
+            (ConnectOptions::new(url), Some(dir), None)
         }
         Some(u) if u.starts_with("postgres") => {
             let schema = format!("docket_bench_{}", std::process::id());
-            let s = docket_store::connect(&ConnectOptions {
+            let opts = ConnectOptions {
                 url: u.into(),
                 schema: Some(schema.clone()),
                 max_connections: Some(20),
                 relaxed_commit: true,
-            })
-            .await?;
-            s.migrate().await?;
-            Ok((s, None, Some(schema)))
+            };
+            (opts, None, Some(schema))
         }
         Some(u) if u.starts_with("mysql://") || u.starts_with("mariadb://") => {
             // A database of its own, dropped at the end (as PostgreSQL's schema).
             let db = format!("docket_bench_{}", uuid::Uuid::new_v4().simple());
             let url = docket_store::mysql::MySqlStore::create_database(u, &db).await?;
-            let s = docket_store::connect(&ConnectOptions {
+            let opts = ConnectOptions {
                 max_connections: Some(20),
                 ..ConnectOptions::new(url)
-            })
-            .await?;
-            s.migrate().await?;
-            Ok((s, None, Some(db)))
+            };
+            (opts, None, Some(db))
         }
-        Some(u) => {
-            let s = docket_store::connect(&ConnectOptions::new(u)).await?;
-            s.migrate().await?;
-            Ok((s, None, None))
-        }
-    }
+        Some(u) => (ConnectOptions::new(u), None, None),
+    };
+    let s = docket_store::connect(&opts).await?;
+    s.migrate().await?;
+    Ok((s, opts, dir, made))
 }
 
 fn engine_for(store: Arc<dyn Store>) -> Engine {
@@ -304,19 +308,25 @@ async fn bench_client(engine: &Engine, addr: &str, auth: bool) -> Result<docket_
     Ok(docket_client::Client::with_token(addr, Some(&token)))
 }
 
+/// Works `n` tasks over HTTP: a server per node, the `c` workers spread over them in turn.
 async fn work_http(
-    engine: &Engine,
+    nodes: &[Engine],
     n: usize,
     c: usize,
     claim_batch: usize,
     auth: bool,
 ) -> Result<Duration> {
-    let (addr, shutdown) = start_server(engine, auth).await?;
+    let engine = &nodes[0];
+    let mut servers = vec![];
+    for e in nodes {
+        servers.push(start_server(e, auth).await?);
+    }
     let done = Arc::new(AtomicUsize::new(0));
     let t = Instant::now();
     let mut hs = vec![];
     for w in 0..c {
-        let client = bench_client(engine, &addr, auth).await?;
+        let addr = &servers[w % servers.len()].0;
+        let client = bench_client(engine, addr, auth).await?;
         let done = done.clone();
         hs.push(tokio::spawn(async move {
             while done.load(Ordering::Relaxed) < n {
@@ -354,7 +364,9 @@ async fn work_http(
     }
     wait_completed(engine, "bench", n).await?;
     let el = t.elapsed();
-    shutdown.cancel();
+    for (_, shutdown) in servers {
+        shutdown.cancel();
+    }
     Ok(el)
 }
 
@@ -467,11 +479,20 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     if a.mode == Mode::PgTask {
         return pg_task_bench(&a).await;
     }
-    let (store, _dir, schema) = open_fresh(a.database.as_deref()).await?;
+    let (store, opts, _dir, schema) = open_fresh(a.database.as_deref()).await?;
     let backend = format!("{:?}", store.backend()).to_lowercase();
     let engine = engine_for(store.clone());
     let cancel = CancellationToken::new();
-    let services = engine.start(cancel.clone()).await?;
+    let mut services = engine.start(cancel.clone()).await?;
+    // More nodes on the same database: each its own store (pool), engine and HTTP server.
+    let mut nodes = vec![engine.clone()];
+    for i in 1..a.nodes.max(1) {
+        let s = docket_store::connect(&opts).await?;
+        let cfg = EngineConfig::new(format!("bench-{i}"), &*s);
+        let e = Engine::new(s, Arc::new(SystemClock), cfg);
+        services.extend(e.start(cancel.clone()).await?);
+        nodes.push(e);
+    }
     println!(
         "docket bench: backend={backend} mode={:?}{} n={} c={} enqueue_batch={}x{} claim_batch={}",
         a.mode,
@@ -520,7 +541,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         Mode::Inproc => work_inproc(&engine, a.tasks, a.concurrency, a.claim_batch).await?,
         Mode::Http | Mode::PgTask => {
             work_http(
-                &engine,
+                &nodes,
                 a.tasks,
                 a.concurrency,
                 a.claim_batch.min(100),
