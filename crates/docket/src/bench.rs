@@ -90,6 +90,27 @@ pub enum BenchSub {
         #[command(subcommand)]
         cmd: PeerCmd,
     },
+    /// Steady churn on PostgreSQL: tasks enqueued and worked at a steady rate for a while,
+    /// optionally with another session holding a snapshot open; every sample prints the task
+    /// table's dead tuples and size and the claim time (p50/p99 of a probe claim every 100 ms).
+    Churn {
+        /// postgres://… (a fresh schema, dropped afterwards).
+        #[arg(long, env = "DOCKET_BENCH_DATABASE_URL")]
+        database: String,
+        /// Tasks per second.
+        #[arg(long, default_value_t = 800)]
+        rate: u32,
+        /// How long, in minutes.
+        #[arg(long, default_value_t = 30)]
+        minutes: u32,
+        /// Seconds between samples.
+        #[arg(long, default_value_t = 60)]
+        sample: u64,
+        /// Hold a REPEATABLE READ snapshot open for the whole run (what a long report or a
+        /// forgotten transaction does), so VACUUM cannot remove dead tuples.
+        #[arg(long)]
+        hold_snapshot: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -473,8 +494,16 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 }
 
 pub async fn run(a: BenchArgs) -> Result<()> {
-    if let Some(BenchSub::Peer { cmd }) = a.sub {
-        return peer(cmd).await;
+    match a.sub {
+        Some(BenchSub::Peer { cmd }) => return peer(cmd).await,
+        Some(BenchSub::Churn {
+            database,
+            rate,
+            minutes,
+            sample,
+            hold_snapshot,
+        }) => return churn(&database, rate, minutes, sample, hold_snapshot).await,
+        None => {}
     }
     if a.mode == Mode::PgTask {
         return pg_task_bench(&a).await;
@@ -862,5 +891,137 @@ fn compare(now: &Numbers, file: &std::path::Path, max_drop: f64) -> Result<()> {
             worse.join("; ")
         );
     }
+    Ok(())
+}
+
+/// `docket bench churn`: see [`BenchSub::Churn`].
+async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> Result<()> {
+    if !url.starts_with("postgres") {
+        bail!("docket bench churn needs --database postgres://…");
+    }
+    let (store, _opts, _dir, schema) = open_fresh(Some(url)).await?;
+    let schema = schema.context("a fresh schema")?;
+    let engine = engine_for(store.clone());
+    let cancel = CancellationToken::new();
+    let services = engine.start(cancel.clone()).await?;
+    let pg = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(url)
+        .await?;
+    // The snapshot: an open REPEATABLE READ transaction that has read something.
+    let mut holder = if hold {
+        let mut c = pg.acquire().await?.detach();
+        sqlx::raw_sql("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1;")
+            .execute(&mut c)
+            .await?;
+        Some(c)
+    } else {
+        None
+    };
+    let done = Arc::new(AtomicUsize::new(0));
+    let handler = Noop {
+        done: done.clone(),
+        target: usize::MAX,
+        all_done: Arc::new(tokio::sync::Notify::new()),
+        starts: None,
+    };
+    let (stop_pool, pool) = start_pool(&engine, "bench", 10, 100, 1, handler);
+    // The producer: rate/10 tasks every 100 ms.
+    let producer = {
+        let engine = engine.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let per = (rate as usize / 10).max(1);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = cancel.cancelled() => return anyhow::Ok(()),
+                }
+                engine.enqueue_many(noop_tasks(per, "bench")).await?;
+            }
+        })
+    };
+    // The probe: one task into its own queue and a timed claim of it, every 100 ms.
+    let claims: Arc<Mutex<Vec<f64>>> = Arc::default();
+    let probe = {
+        let (engine, cancel, claims) = (engine.clone(), cancel.clone(), claims.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = cancel.cancelled() => return anyhow::Ok(()),
+                }
+                engine.enqueue_many(noop_tasks(1, "probe")).await?;
+                let t = Instant::now();
+                let got = engine
+                    .claim("probe", "probe", 1, None, Duration::ZERO, &cancel)
+                    .await?;
+                let ms = t.elapsed().as_secs_f64() * 1000.0;
+                claims.lock().expect("lock").push(ms);
+                let items: Vec<_> = got
+                    .iter()
+                    .map(|t| docket_store::TaskComplete {
+                        id: t.id,
+                        token: t.lease.clone().expect("lease").token,
+                        result: serde_json::Value::Null,
+                        next: None,
+                    })
+                    .collect();
+                engine.complete_many(&items).await?;
+            }
+        })
+    };
+    println!(
+        "docket bench churn: {rate} tasks/s for {minutes} min, snapshot held: {hold}, schema {schema}"
+    );
+    println!(
+        " minute  completed  tasks/s  n_dead_tup  n_live_tup  table MB  claim p50 ms  claim p99 ms"
+    );
+    let start = Instant::now();
+    let end = start + Duration::from_secs(u64::from(minutes) * 60);
+    let mut last = 0usize;
+    let mut last_t = start;
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_secs(sample.max(1)).min(end - Instant::now())).await;
+        let now_done = done.load(Ordering::Relaxed);
+        let row: (Option<i64>, Option<i64>, i64) = sqlx::query_as(
+            "SELECT n_dead_tup, n_live_tup, pg_total_relation_size(format('%I.docket_tasks', $1::text)::regclass) \
+             FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'docket_tasks'",
+        )
+        .bind(&schema)
+        .fetch_one(&pg)
+        .await?;
+        let mut c = std::mem::take(&mut *claims.lock().expect("lock"));
+        c.sort_by(|x, y| x.partial_cmp(y).expect("no NaN"));
+        println!(
+            "{:>7.1}  {:>9}  {:>7.0}  {:>10}  {:>10}  {:>8.1}  {:>12.2}  {:>12.2}",
+            start.elapsed().as_secs_f64() / 60.0,
+            now_done,
+            (now_done - last) as f64 / last_t.elapsed().as_secs_f64(),
+            row.0.unwrap_or(0),
+            row.1.unwrap_or(0),
+            row.2 as f64 / 1_048_576.0,
+            pct(&c, 50.0),
+            pct(&c, 99.0)
+        );
+        last = now_done;
+        last_t = Instant::now();
+    }
+    cancel.cancel();
+    stop_pool.cancel();
+    let _ = pool.await;
+    producer.await??;
+    probe.await??;
+    for h in services {
+        let _ = h.await;
+    }
+    if let Some(c) = holder.as_mut() {
+        sqlx::raw_sql("ROLLBACK").execute(&mut *c).await?;
+    }
+    store.close().await;
+    let s = docket_store::postgres::PgStore::connect(&ConnectOptions::new(url)).await?;
+    sqlx_drop_schema(&s, &schema).await?;
     Ok(())
 }
