@@ -483,9 +483,17 @@ fn claim_sql(table: &str) -> String {
                              ELSE COALESCE(r.n, 0) = 0 AND c.rn = 1 END \
                   ORDER BY c.\"max\" DESC, c.\"id\" LIMIT $3) \
          UPDATE {table} t SET \"state\" = 'TAKE' FROM pick WHERE t.\"id\" = pick.\"id\" \
-         RETURNING t.\"id\", pg_catalog.pg_try_advisory_lock($4, (t.\"id\" & 2147483647)::int4) AS locked"
+         RETURNING t.\"id\", pg_catalog.pg_try_advisory_lock($4, (t.\"id\" & 2147483647)::int4) AS locked, \
+           {LOAD_COLS}"
     )
 }
+
+/// What a claimed task runs with, as `claim_sql` returns it after its id and lock (so a claim
+/// needs no second read).
+const LOAD_COLS: &str = "t.\"input\", t.\"remote\", t.\"hash\", t.\"max\", t.\"count\", \
+    (extract(epoch FROM t.\"live\") * 1000)::int8, t.\"save\", \
+    (extract(epoch FROM t.\"timeout\") * 1000)::int8, t.\"header\", t.\"string\", \
+    t.\"delimiter\"::text, t.\"escape\"::text, t.\"quote\"::text, t.\"null\"";
 
 /// The successor of repeating tasks: every copied column, parent = the task, planned at
 /// now + repeat with `drift`, else on the grid plan + k·repeat (the first point after now).
@@ -624,7 +632,7 @@ impl Table {
             for r in rows {
                 let id: i64 = r.get(0);
                 if r.get::<bool, _>(1) {
-                    claimed.push(id);
+                    claimed.push(self::claimed(&r));
                 } else {
                     // Some other session holds this id's lock (an id 2^31 apart): leave it.
                     sqlx::query(&format!(
@@ -642,7 +650,7 @@ impl Table {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        c.held.extend(claimed.iter().copied());
+        c.held.extend(claimed.iter().map(|t| t.id));
         // pg_task's stop: a task of ours set to STOP while it runs is cancelled.
         let mine: Vec<i64> = c.held.iter().copied().collect();
         if !mine.is_empty() {
@@ -656,12 +664,8 @@ impl Table {
                 self.cancel(id);
             }
         }
-        let mut loaded = Vec::new();
-        for id in claimed {
-            loaded.push(load(&mut c, &table, id).await?);
-        }
         drop(c);
-        for task in loaded {
+        for task in claimed {
             let permit = self
                 .slots
                 .clone()
@@ -851,27 +855,34 @@ impl Table {
     ) -> Result<Option<Claimed>, sqlx::Error> {
         let table = self.table();
         let mut c = self.ctl().await?;
-        let mut tx = c.begin().await?;
-        sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1)")
-            .bind(self.serial_key)
-            .execute(&mut *tx)
+        // One round trip for BEGIN and the table's lock (the key is our own integer).
+        let mut tx = c
+            .begin_with(format!(
+                "BEGIN; SELECT pg_catalog.pg_advisory_xact_lock({})",
+                self.serial_key
+            ))
             .await?;
         let row = if state == "STOP" {
             None
         } else {
+            // The task's session lock goes in the same statement when it ends here.
             sqlx::query(&format!(
                 "UPDATE {table} SET \"state\" = $2::text::{}.state, \"stop\" = CURRENT_TIMESTAMP, \"output\" = $3, \"error\" = $4 \
                  WHERE \"id\" = $1 AND \"state\" IN ('TAKE', 'WORK') \
-                 RETURNING \"delete\", \"max\", \"drift\", \"start\", \"hash\", \"repeat\" > '0 sec'",
+                 RETURNING \"delete\", \"max\", \"drift\", \"start\", \"hash\", \"repeat\" > '0 sec', \
+                   CASE WHEN $5 THEN pg_catalog.pg_advisory_unlock($6, ($1 & 2147483647)::int4) END",
                 quote_ident(&self.cfg.schema)
             ))
             .bind(task.id)
             .bind(state)
             .bind(&output)
             .bind(&error)
+            .bind(release)
+            .bind(self.oid as i32)
             .fetch_optional(&mut *tx)
             .await?
         };
+        let unlocked = row.is_some() && release;
         if let Some(row) = row {
             if row.get::<bool, _>(5) {
                 sqlx::query(&repeat_sql(&table))
@@ -916,7 +927,7 @@ impl Table {
             if let Some(r) = rows.first() {
                 let id: i64 = r.get(0);
                 if r.get::<bool, _>(1) {
-                    next = Some(id);
+                    next = Some(claimed(r));
                 } else {
                     sqlx::query(&format!(
                         "UPDATE {table} SET \"state\" = 'PLAN' WHERE \"id\" = $1"
@@ -927,7 +938,7 @@ impl Table {
                 }
             }
         }
-        if release {
+        if release && !unlocked {
             sqlx::query("SELECT pg_catalog.pg_advisory_unlock($1, ($2 & 2147483647)::int4)")
                 .bind(self.oid as i32)
                 .bind(task.id)
@@ -938,13 +949,10 @@ impl Table {
         if release {
             c.held.remove(&task.id);
         }
-        match next {
-            Some(id) => {
-                c.held.insert(id);
-                Ok(Some(load(&mut c, &table, id).await?))
-            }
-            None => Ok(None),
+        if let Some(n) = &next {
+            c.held.insert(n.id);
         }
+        Ok(next)
     }
 
     /// Lets go of `id` without recording anything: the reset will put it back to PLAN.
@@ -979,36 +987,28 @@ fn one_char(s: String) -> Option<char> {
     s.chars().next()
 }
 
-async fn load(c: &mut PgConnection, table: &str, id: i64) -> Result<Claimed, sqlx::Error> {
-    let r = sqlx::query(&format!(
-        "SELECT \"input\", \"remote\", \"hash\", \"max\", \"count\", \
-           (extract(epoch FROM \"live\") * 1000)::int8, \"save\", \
-           (extract(epoch FROM \"timeout\") * 1000)::int8, \"header\", \"string\", \
-           \"delimiter\"::text, \"escape\"::text, \"quote\"::text, \"null\" \
-         FROM {table} WHERE \"id\" = $1"
-    ))
-    .bind(id)
-    .fetch_one(&mut *c)
-    .await?;
-    Ok(Claimed {
-        id,
-        input: r.get(0),
-        remote: r.get(1),
-        hash: r.get(2),
-        max: r.get(3),
-        count: r.get(4),
-        live: Duration::from_millis(r.get::<i64, _>(5).max(0) as u64),
-        save: r.get(6),
-        timeout_ms: r.get(7),
+/// A claimed task from a row of `claim_sql` (`id`, `locked`, then [`LOAD_COLS`]).
+fn claimed(r: &sqlx::postgres::PgRow) -> Claimed {
+    let at = |i: usize| i + 2;
+    Claimed {
+        id: r.get(0),
+        input: r.get(at(0)),
+        remote: r.get(at(1)),
+        hash: r.get(at(2)),
+        max: r.get(at(3)),
+        count: r.get(at(4)),
+        live: Duration::from_millis(r.get::<i64, _>(at(5)).max(0) as u64),
+        save: r.get(at(6)),
+        timeout_ms: r.get(at(7)),
         format: Format {
-            header: r.get(8),
-            string: r.get(9),
-            delimiter: one_char(r.get(10)),
-            escape: one_char(r.get(11)),
-            quote: one_char(r.get(12)),
-            null: r.get(13),
+            header: r.get(at(8)),
+            string: r.get(at(9)),
+            delimiter: one_char(r.get(at(10))),
+            escape: one_char(r.get(at(11))),
+            quote: one_char(r.get(at(12))),
+            null: r.get(at(13)),
         },
-    })
+    }
 }
 
 /// A read-only look at a pg_task table, for the dashboard: counts by state, the next planned
