@@ -8,7 +8,25 @@ use sqlx::Row;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-const URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=postgres";
+/// The PostgreSQL the tests run on: 127.0.0.1 at `DOCKET_TEST_PGTASK_PORT` (default 5432;
+/// `scripts/pg-versions.sh` runs them on other versions).
+fn port() -> u16 {
+    std::env::var("DOCKET_TEST_PGTASK_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(5432)
+}
+
+fn url() -> String {
+    format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        port()
+    )
+}
+
+fn sqlx_url() -> String {
+    format!("postgres://postgres@127.0.0.1:{}/postgres", port())
+}
 
 struct Served {
     db: PgPool,
@@ -68,10 +86,10 @@ async fn serve_with(nodes: usize, edit: impl Fn(&mut PgTaskConfig)) -> Served {
     let schema = format!("pgt_{}", uuid::Uuid::new_v4().simple());
     let db = PgPoolOptions::new()
         .max_connections(4)
-        .connect("postgres://postgres@127.0.0.1:5432/postgres")
+        .connect(&sqlx_url())
         .await
-        .expect("PostgreSQL at 127.0.0.1:5432 (scripts/test.sh starts it)");
-    let mut cfg = PgTaskConfig::new(URL);
+        .expect("PostgreSQL at 127.0.0.1 (scripts/test.sh starts it)");
+    let mut cfg = PgTaskConfig::new(url());
     cfg.schema = schema.clone();
     cfg.sleep = Duration::from_millis(200);
     edit(&mut cfg);
@@ -119,12 +137,16 @@ async fn result(s: &Served, group: &str) -> (String, Option<String>, Option<Stri
 }
 
 /// A `remote` of the test server (pg_task's libpq path), as an extra column of a case.
-const REMOTE: &str = ", remote => 'host=127.0.0.1 user=postgres'";
+fn remote() -> String {
+    format!(", remote => 'host=127.0.0.1 port={} user=postgres'", port())
+}
 
 #[tokio::test]
 async fn output_and_error_text_byte_for_byte() {
     let s = serve().await;
     let t = s.t();
+    let remote = remote();
+    let remote = remote.as_str();
     // (group, input, extra columns, state, output, error)
     let cases: Vec<Case> = vec![
         ("err", "SELECT 1/0 AS a".into(), "", "FAIL", None,
@@ -160,8 +182,8 @@ async fn output_and_error_text_byte_for_byte() {
          Some("ERROR:  COPY TO STDOUT is not supported\nSTATEMENT:  COPY (SELECT 1) TO STDOUT".into())),
         ("copyin", format!("COPY {t} FROM STDIN"), "", "FAIL", None,
          Some(format!("ERROR:  COPY FROM STDIN is not supported\nSTATEMENT:  COPY {t} FROM STDIN"))),
-        ("rcopyout", "COPY (SELECT 1) TO STDOUT".into(), REMOTE, "DONE", Some("1\n"), None),
-        ("rcopyin", format!("COPY {t} FROM STDIN"), REMOTE, "FAIL", None,
+        ("rcopyout", "COPY (SELECT 1) TO STDOUT".into(), remote, "DONE", Some("1\n"), None),
+        ("rcopyin", format!("COPY {t} FROM STDIN"), remote, "FAIL", None,
          Some(format!("ERROR:  COPY from stdin failed: COPY FROM STDIN is not supported\nCONTEXT:  COPY {}, line 1\nSTATEMENT:  COPY {t} FROM STDIN", t.rsplit('.').next().unwrap().trim_matches('"')))),
     ];
     for (g, input, extra, ..) in &cases {
@@ -414,12 +436,13 @@ async fn remote_parent_and_session_settings() {
     let s = serve().await;
     let t = s.t();
     let schema = &s.schema;
+    let port = port();
     s.exec(&format!(
         "INSERT INTO {t} (\"group\", input, remote) VALUES \
-         ('remote', 'SELECT current_database() AS d', 'host=127.0.0.1 user=postgres dbname=template1'), \
+         ('remote', 'SELECT current_database() AS d', 'host=127.0.0.1 port={port} user=postgres dbname=template1'), \
          ('badremote', 'SELECT 1', 'host=127.0.0.1 port=notaport'), \
          ('deadremote', 'SELECT 1', 'host=127.0.0.1 port=1 connect_timeout=5'), \
-         ('norole', 'SELECT 1', 'host=127.0.0.1 user=no_such_role_docket dbname=postgres')"
+         ('norole', 'SELECT 1', 'host=127.0.0.1 port={port} user=no_such_role_docket dbname=postgres')"
     ))
     .await;
     s.exec(&format!(
@@ -697,7 +720,7 @@ async fn plan_delays_larger_max_goes_first_and_live_reuses_the_session() {
 async fn an_idle_table_is_not_polled_in_a_busy_loop() {
     let admin = PgPoolOptions::new()
         .max_connections(1)
-        .connect("postgres://postgres@127.0.0.1:5432/postgres")
+        .connect(&sqlx_url())
         .await
         .unwrap();
     let dbname = format!("pgt_idle_{}", uuid::Uuid::new_v4().simple());
@@ -706,7 +729,8 @@ async fn an_idle_table_is_not_polled_in_a_busy_loop() {
         .await
         .unwrap();
     let mut cfg = PgTaskConfig::new(format!(
-        "host=127.0.0.1 port=5432 user=postgres dbname={dbname}"
+        "host=127.0.0.1 port={} user=postgres dbname={dbname}",
+        port()
     ));
     cfg.sleep = Duration::from_millis(500);
     let cancel = CancellationToken::new();
