@@ -74,4 +74,7 @@ class Handler(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8081
-    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    # Port 0 takes a free port and says which (tests: no race with another test for a port).
+    print(f"PORT {server.server_address[1]}", flush=True)
+    server.serve_forever()

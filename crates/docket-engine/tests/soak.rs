@@ -47,20 +47,7 @@ async fn soak_two_nodes() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
-    let mut processor = std::process::Command::new("python3")
-        .arg(script)
-        .arg(port.to_string())
-        .spawn()
-        .unwrap();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut processor, port) = spawn_processor();
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
     let stop = CancellationToken::new();
     let (a, store) = node(&schema, "soak-a", &stop).await;
@@ -166,4 +153,27 @@ async fn soak_two_nodes() {
     let _ = processor.kill();
     let _ = processor.wait();
     let _: Value = json!(null);
+}
+
+/// Starts `examples/processor.py` on a port of its own choosing (it prints `PORT n` once it
+/// listens), so no other test can take the port in between.
+fn spawn_processor() -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
+    let mut child = std::process::Command::new("python3")
+        .arg(script)
+        .arg("0")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().expect("piped"))
+        .read_line(&mut line)
+        .expect("the processor says its port");
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("processor said {line:?}"));
+    (child, port)
 }

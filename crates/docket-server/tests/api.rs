@@ -1872,23 +1872,31 @@ async fn two_pg_nodes_share_work() {
 }
 
 fn start_processor() -> (std::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (child, port) = spawn_processor();
+    (child, format!("http://127.0.0.1:{port}/"))
+}
+
+/// Starts `examples/processor.py` on a port of its own choosing (it prints `PORT n` once it
+/// listens), so no other test can take the port in between.
+fn spawn_processor() -> (std::process::Child, u16) {
+    use std::io::BufRead;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
-    let child = std::process::Command::new("python3")
+    let mut child = std::process::Command::new("python3")
         .arg(script)
-        .arg(port.to_string())
+        .arg("0")
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("python3");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "processor did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child, format!("http://127.0.0.1:{port}/"))
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().expect("piped"))
+        .read_line(&mut line)
+        .expect("the processor says its port");
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("processor said {line:?}"));
+    (child, port)
 }
 
 async fn processes_over_http(n: Node) {

@@ -1155,19 +1155,8 @@ fn serving_the_network_without_auth_is_refused() {
 
 fn processes_from_the_cli(backend: &str) {
     let s = serve(backend);
-    let port = free_port();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
-    let p = Command::new("python3")
-        .arg(script)
-        .arg(port.to_string())
-        .spawn()
-        .unwrap();
+    let (p, port) = spawn_processor();
     let _p = Killed(p);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(50));
-    }
     s.ok(&[
         "namespace",
         "put",
@@ -1241,19 +1230,8 @@ mod processes {
 #[test]
 fn serve_reads_a_config_file() {
     let dir = tempfile::tempdir().unwrap();
-    let proc_port = free_port();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
-    let p = Command::new("python3")
-        .arg(script)
-        .arg(proc_port.to_string())
-        .spawn()
-        .unwrap();
+    let (p, proc_port) = spawn_processor();
     let _p = Killed(p);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", proc_port)).is_err() {
-        assert!(Instant::now() < deadline, "processor did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let port = free_port();
     let cfg = dir.path().join("docket.toml");
     std::fs::write(
@@ -2063,4 +2041,27 @@ fn bench_compares_with_a_baseline() {
         err.contains("worked tasks/s is") && err.contains("worse"),
         "{err}"
     );
+}
+
+/// Starts `examples/processor.py` on a port of its own choosing (it prints `PORT n` once it
+/// listens), so no other test can take the port in between.
+fn spawn_processor() -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
+    let mut child = std::process::Command::new("python3")
+        .arg(script)
+        .arg("0")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().expect("piped"))
+        .read_line(&mut line)
+        .expect("the processor says its port");
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("processor said {line:?}"));
+    (child, port)
 }
