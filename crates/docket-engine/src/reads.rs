@@ -135,22 +135,31 @@ impl Engine {
     ///
     /// # Errors
     /// [`StoreError::Invalid`] naming a bad field; store failure.
+    /// Returns the worker as `GET /v1/workers` lists it now (its report just stored).
     pub async fn worker_report(
         &self,
         name: &str,
         report: &docket_core::api::WorkerReport,
-    ) -> Result<(), StoreError> {
+    ) -> Result<docket_core::api::WorkerView, StoreError> {
         docket_core::task::check_name("name", name).map_err(StoreError::Invalid)?;
         report.validate().map_err(StoreError::Invalid)?;
         let json = serde_json::to_value(report).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let now = self.clock.now();
         self.store
             .worker_report(docket_store::WorkerReportParams {
                 name,
                 report: &json,
                 interval_ms: docket_core::duration::to_ms(report.interval),
-                now: self.clock.now(),
+                now,
             })
-            .await
+            .await?;
+        Ok(docket_core::api::WorkerView {
+            name: name.to_string(),
+            state: report.state,
+            // As a later read returns it: databases keep microseconds.
+            reported_at: chrono::SubsecRound::trunc_subsecs(now, 6),
+            report: report.clone(),
+        })
     }
 
     /// Every worker's last report, with its state now: a worker silent for three of its

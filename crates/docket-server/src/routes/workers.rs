@@ -23,15 +23,8 @@ pub(crate) async fn worker_report(
     if let Some(q) = &r.queue {
         auth::check_queue(caller.as_ref().map(|c| &c.0), q)?;
     }
-    s.engine.worker_report(&name, &r).await?;
-    let view = s
-        .engine
-        .worker_list()
-        .await?
-        .into_iter()
-        .find(|w| w.name == name)
-        .ok_or_else(|| ApiError::not_found(format!("worker {name} not found")))?;
-    Ok(Json(view))
+    // The view of what was just stored: a report does not read every worker back.
+    Ok(Json(s.engine.worker_report(&name, &r).await?))
 }
 
 #[utoipa::path(
