@@ -141,7 +141,7 @@ impl Engine {
             .store
             .task_update(docket_store::TaskUpdateParams {
                 id,
-                rule: Box::new(move |t, token| {
+                rule: std::sync::Arc::new(move |t, token| {
                     patch
                         .apply(t, token, if_match.as_deref(), now)
                         .map_err(patch_error)

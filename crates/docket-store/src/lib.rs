@@ -1070,7 +1070,7 @@ pub struct TaskRetryParams {
 /// The rule of [`TaskStore::task_update`]: the task as stored and its lease token (running
 /// tasks) → the task to write, or why not.
 pub type TaskUpdateRule =
-    Box<dyn FnOnce(&Task, Option<&str>) -> std::result::Result<Task, StoreError> + Send>;
+    Arc<dyn Fn(&Task, Option<&str>) -> std::result::Result<Task, StoreError> + Send + Sync>;
 
 /// Params of [`TaskStore::task_update`].
 pub struct TaskUpdateParams {
@@ -1078,6 +1078,15 @@ pub struct TaskUpdateParams {
     pub id: i64,
     /// The change (the engine's rule; the store only applies it).
     pub rule: TaskUpdateRule,
+}
+
+impl Clone for TaskUpdateParams {
+    fn clone(&self) -> Self {
+        TaskUpdateParams {
+            id: self.id,
+            rule: Arc::clone(&self.rule),
+        }
+    }
 }
 
 impl std::fmt::Debug for TaskUpdateParams {

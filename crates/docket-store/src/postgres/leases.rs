@@ -5,6 +5,9 @@ use super::*;
 #[async_trait]
 impl LeaseStore for PgStore {
     async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
         if p.limit <= 0 {
             return Ok(vec![]);
         }
@@ -97,9 +100,14 @@ impl LeaseStore for PgStore {
         }
         sort_claim_order(&mut out);
         Ok(out)
+        })
+        .await
     }
 
     async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
         let Some(token) = parse_token(&p.token) else {
             return match self.task_get(p.id).await? {
                 None => Err(StoreError::NotFound(format!("task {}", p.id))),
@@ -161,155 +169,162 @@ impl LeaseStore for PgStore {
             LeaseOutcome::Cancelled => StoreError::Cancelled,
             _ => StoreError::LeaseLost,
         })
+        })
+        .await
     }
 
     async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let TaskCompleteManyParams {
-            items,
-            now,
-            fail_rule,
-        } = p;
-        if items.is_empty() {
-            return Ok(vec![]);
-        }
-        let mut ids = Vec::with_capacity(items.len());
-        let mut tokens = Vec::with_capacity(items.len());
-        let mut results = Vec::with_capacity(items.len());
-        for it in items.iter().filter(|it| it.next.is_none()) {
-            ids.push(it.id);
-            // A malformed token can never match: the nil uuid is never issued.
-            tokens.push(parse_token(&it.token).unwrap_or(uuid::Uuid::nil()));
-            results.push(it.result.clone());
-        }
-        let mut tx = self.begin_relaxed().await?;
-        // `frees`: finishing it lets another task of its key or limited queue start, so the
-        // queue's claimers are woken (on every node) instead of waiting for a poll.
-        type Done = (i64, Timestamp, String, bool, String, Option<Timestamp>);
-        let mut done: Vec<(TaskState, Done)> = if ids.is_empty() {
-            vec![]
-        } else {
-            sqlx::query_as::<_, Done>(sql_runs!("sql/leases_task_complete_many.sql"))
-                .bind(now)
-                .bind(&ids)
-                .bind(&tokens)
-                .bind(&results)
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(|d| (TaskState::Completed, d))
-                .collect()
-        };
-        for it in items {
-            let Some(n) = &it.next else { continue };
-            let token = parse_token(&it.token).unwrap_or(uuid::Uuid::nil());
-            let d: Option<Done> = sqlx::query_as(sql_runs!("sql/leases_task_next_stage.sql"))
-                .bind(it.id)
-                .bind(token)
-                .bind(n.state.as_str())
-                .bind(n.run_at)
-                .bind(&n.stage)
-                .bind(&n.payload)
-                .bind(n.priority)
-                .bind(&it.result)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some(mut d) = d {
-                // Back to waiting: an available task wakes its queue's claimers.
-                d.3 |= n.state == TaskState::Available;
-                done.push((n.state, d));
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let TaskCompleteManyParams {
+                items,
+                now,
+                fail_rule,
+            } = p;
+            if items.is_empty() {
+                return Ok(vec![]);
             }
-        }
-        let mut freed: Vec<String> = done
-            .iter()
-            .filter(|r| r.1 .3)
-            .map(|r| r.1 .2.clone())
-            .collect();
-        freed.sort();
-        freed.dedup();
-        self.notify(&mut tx, &freed).await?;
-        let done: HashMap<i64, (TaskState, Timestamp, TaskLabels)> = done
-            .into_iter()
-            .map(|(state, r)| {
-                (
-                    r.0,
-                    (
-                        state,
-                        r.1,
-                        TaskLabels {
-                            queue: r.2,
-                            kind: r.4,
-                            attempted_at: r.5,
-                        },
-                    ),
-                )
-            })
-            .collect();
-        let mut out = Vec::with_capacity(items.len());
-        if done.len() == items.len() {
-            tx.commit().await?;
-            for it in items {
-                let (state, run_at, labels) = done[&it.id].clone();
-                out.push(LeaseOutcome::Ok {
-                    state,
-                    run_at,
-                    labels,
-                });
+            let mut ids = Vec::with_capacity(items.len());
+            let mut tokens = Vec::with_capacity(items.len());
+            let mut results = Vec::with_capacity(items.len());
+            for it in items.iter().filter(|it| it.next.is_none()) {
+                ids.push(it.id);
+                // A malformed token can never match: the nil uuid is never issued.
+                tokens.push(parse_token(&it.token).unwrap_or(uuid::Uuid::nil()));
+                results.push(it.result.clone());
             }
-            return Ok(out);
-        }
-        let missing: Vec<i64> = items
-            .iter()
-            .map(|i| i.id)
-            .filter(|i| !done.contains_key(i))
-            .collect();
-        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) FOR UPDATE");
-        let rows = sqlx::query(&sql).bind(&missing).fetch_all(&mut *tx).await?;
-        let mut timed_out = vec![];
-        let rows: HashMap<i64, PgRow> = rows
-            .into_iter()
-            .map(|r| (r.get::<i64, _>("id"), r))
-            .collect();
-        for it in items {
-            if let Some((state, run_at, labels)) = done.get(&it.id) {
-                out.push(LeaseOutcome::Ok {
-                    state: *state,
-                    run_at: *run_at,
-                    labels: labels.clone(),
-                });
-                continue;
-            }
-            let Some(row) = rows.get(&it.id) else {
-                out.push(LeaseOutcome::NotFound);
-                continue;
-            };
-            let state: String = row.try_get("state")?;
-            let requested: Option<Timestamp> = row.try_get("cancel_requested_at")?;
-            let held = token_of(row)?.as_deref() == Some(it.token.as_str());
-            if held && state == "running" && requested.is_some() {
-                // The work was done, but a cancel won: keep its result, end it cancelled.
-                sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
-                    .bind(it.id)
-                    .bind(now)
-                    .bind(&it.result)
-                    .execute(&mut *tx)
-                    .await?;
-                out.push(LeaseOutcome::Cancelled);
-            } else if held && state == "running" {
-                // Held, running, not cancelled, yet not updated: past its deadline.
-                let t = decode(row)?;
-                let d = fail_rule(&t, now, None, false);
-                let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
-                timed_out.push((t, d, e));
-                out.push(LeaseOutcome::TimedOut);
+            let mut tx = self.begin_relaxed().await?;
+            // `frees`: finishing it lets another task of its key or limited queue start, so the
+            // queue's claimers are woken (on every node) instead of waiting for a poll.
+            type Done = (i64, Timestamp, String, bool, String, Option<Timestamp>);
+            let mut done: Vec<(TaskState, Done)> = if ids.is_empty() {
+                vec![]
             } else {
-                out.push(lease_refusal(row, &it.token)?);
+                sqlx::query_as::<_, Done>(sql_runs!("sql/leases_task_complete_many.sql"))
+                    .bind(now)
+                    .bind(&ids)
+                    .bind(&tokens)
+                    .bind(&results)
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .into_iter()
+                    .map(|d| (TaskState::Completed, d))
+                    .collect()
+            };
+            for it in items {
+                let Some(n) = &it.next else { continue };
+                let token = parse_token(&it.token).unwrap_or(uuid::Uuid::nil());
+                let d: Option<Done> = sqlx::query_as(sql_runs!("sql/leases_task_next_stage.sql"))
+                    .bind(it.id)
+                    .bind(token)
+                    .bind(n.state.as_str())
+                    .bind(n.run_at)
+                    .bind(&n.stage)
+                    .bind(&n.payload)
+                    .bind(n.priority)
+                    .bind(&it.result)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if let Some(mut d) = d {
+                    // Back to waiting: an available task wakes its queue's claimers.
+                    d.3 |= n.state == TaskState::Available;
+                    done.push((n.state, d));
+                }
             }
-        }
-        Self::apply_failures(&mut tx, &timed_out, now).await?;
-        self.notify_freed(&mut tx, &timed_out).await?;
-        tx.commit().await?;
-        Ok(out)
+            let mut freed: Vec<String> = done
+                .iter()
+                .filter(|r| r.1 .3)
+                .map(|r| r.1 .2.clone())
+                .collect();
+            freed.sort();
+            freed.dedup();
+            self.notify(&mut tx, &freed).await?;
+            let done: HashMap<i64, (TaskState, Timestamp, TaskLabels)> = done
+                .into_iter()
+                .map(|(state, r)| {
+                    (
+                        r.0,
+                        (
+                            state,
+                            r.1,
+                            TaskLabels {
+                                queue: r.2,
+                                kind: r.4,
+                                attempted_at: r.5,
+                            },
+                        ),
+                    )
+                })
+                .collect();
+            let mut out = Vec::with_capacity(items.len());
+            if done.len() == items.len() {
+                tx.commit().await?;
+                for it in items {
+                    let (state, run_at, labels) = done[&it.id].clone();
+                    out.push(LeaseOutcome::Ok {
+                        state,
+                        run_at,
+                        labels,
+                    });
+                }
+                return Ok(out);
+            }
+            let missing: Vec<i64> = items
+                .iter()
+                .map(|i| i.id)
+                .filter(|i| !done.contains_key(i))
+                .collect();
+            let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) FOR UPDATE");
+            let rows = sqlx::query(&sql).bind(&missing).fetch_all(&mut *tx).await?;
+            let mut timed_out = vec![];
+            let rows: HashMap<i64, PgRow> = rows
+                .into_iter()
+                .map(|r| (r.get::<i64, _>("id"), r))
+                .collect();
+            for it in items {
+                if let Some((state, run_at, labels)) = done.get(&it.id) {
+                    out.push(LeaseOutcome::Ok {
+                        state: *state,
+                        run_at: *run_at,
+                        labels: labels.clone(),
+                    });
+                    continue;
+                }
+                let Some(row) = rows.get(&it.id) else {
+                    out.push(LeaseOutcome::NotFound);
+                    continue;
+                };
+                let state: String = row.try_get("state")?;
+                let requested: Option<Timestamp> = row.try_get("cancel_requested_at")?;
+                let held = token_of(row)?.as_deref() == Some(it.token.as_str());
+                if held && state == "running" && requested.is_some() {
+                    // The work was done, but a cancel won: keep its result, end it cancelled.
+                    sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
+                        .bind(it.id)
+                        .bind(now)
+                        .bind(&it.result)
+                        .execute(&mut *tx)
+                        .await?;
+                    out.push(LeaseOutcome::Cancelled);
+                } else if held && state == "running" {
+                    // Held, running, not cancelled, yet not updated: past its deadline.
+                    let t = decode(row)?;
+                    let d = fail_rule(&t, now, None, false);
+                    let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
+                    timed_out.push((t, d, e));
+                    out.push(LeaseOutcome::TimedOut);
+                } else {
+                    out.push(lease_refusal(row, &it.token)?);
+                }
+            }
+            Self::apply_failures(&mut tx, &timed_out, now).await?;
+            self.notify_freed(&mut tx, &timed_out).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await
     }
 
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
@@ -323,46 +338,52 @@ impl LeaseStore for PgStore {
     }
 
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let TaskFailManyParams {
-            items,
-            worker,
-            now,
-            fail_rule,
-        } = p;
-        if items.is_empty() {
-            return Ok(vec![]);
-        }
-        let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
-        let mut tx = self.pool.begin().await?;
-        let sql =
-            format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE");
-        let rows = sqlx::query(&sql).bind(&ids).fetch_all(&mut *tx).await?;
-        let rows: HashMap<i64, PgRow> = rows
-            .into_iter()
-            .map(|r| (r.get::<i64, _>("id"), r))
-            .collect();
-        let mut apply = vec![];
-        let mut out = Vec::with_capacity(items.len());
-        let mut touched = std::collections::HashSet::new();
-        for it in items {
-            let Some(row) = rows.get(&it.id) else {
-                out.push(LeaseOutcome::NotFound);
-                continue;
-            };
-            let t = decode(row)?;
-            let held = token_of(row)?.as_deref() == Some(it.token.as_str());
-            if !held || t.state != TaskState::Running || !touched.insert(it.id) {
-                out.push(lease_refusal(row, &it.token)?);
-                continue;
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let TaskFailManyParams {
+                items,
+                worker,
+                now,
+                fail_rule,
+            } = p;
+            if items.is_empty() {
+                return Ok(vec![]);
             }
-            let d = fail_rule(&t, now, it.retry_in, it.permanent);
-            out.push(outcome_for(&d, &t));
-            let e = error_entry(&t, &it.error, worker, now);
-            apply.push((t, d, e));
-        }
-        Self::apply_failures(&mut tx, &apply, now).await?;
-        self.notify_freed(&mut tx, &apply).await?;
-        tx.commit().await?;
-        Ok(out)
+            let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
+            let mut tx = self.pool.begin().await?;
+            let sql = format!(
+                "SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE"
+            );
+            let rows = sqlx::query(&sql).bind(&ids).fetch_all(&mut *tx).await?;
+            let rows: HashMap<i64, PgRow> = rows
+                .into_iter()
+                .map(|r| (r.get::<i64, _>("id"), r))
+                .collect();
+            let mut apply = vec![];
+            let mut out = Vec::with_capacity(items.len());
+            let mut touched = std::collections::HashSet::new();
+            for it in items {
+                let Some(row) = rows.get(&it.id) else {
+                    out.push(LeaseOutcome::NotFound);
+                    continue;
+                };
+                let t = decode(row)?;
+                let held = token_of(row)?.as_deref() == Some(it.token.as_str());
+                if !held || t.state != TaskState::Running || !touched.insert(it.id) {
+                    out.push(lease_refusal(row, &it.token)?);
+                    continue;
+                }
+                let d = fail_rule(&t, now, it.retry_in, it.permanent);
+                out.push(outcome_for(&d, &t));
+                let e = error_entry(&t, &it.error, worker, now);
+                apply.push((t, d, e));
+            }
+            Self::apply_failures(&mut tx, &apply, now).await?;
+            self.notify_freed(&mut tx, &apply).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await
     }
 }

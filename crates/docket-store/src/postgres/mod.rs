@@ -160,6 +160,32 @@ fn queue_times(row: &PgRow) -> Result<crate::QueueTimes> {
     Ok((row.try_get("created_at")?, row.try_get("updated_at")?))
 }
 
+/// How many times [`again`] runs an operation before handing its serialization failure on.
+const MOVED_ROW_TRIES: u32 = 10;
+
+/// Runs `op` again when PostgreSQL refused it with a serialization failure or deadlock (SQLSTATE
+/// class 40). Since migration 0020 a task that finishes moves from `docket_tasks_live` to
+/// `docket_tasks_done` (and back on a retry); a statement that locks or updates a row another
+/// transaction moved after the statement's snapshot fails with 40001 ("tuple to be locked was
+/// already moved to another partition due to concurrent update") where one table would have
+/// re-read the row. Each try is one transaction, rolled back whole on the error, so going again
+/// is safe, and the next try finds the row where it is now. Up to [`MOVED_ROW_TRIES`] tries.
+async fn again<T, F, Fut>(mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 1;
+    loop {
+        match op().await {
+            Err(e) if e.db_kind() == Some(DbErrorKind::Retryable) && tries < MOVED_ROW_TRIES => {
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Locks `key` for the rest of the transaction: serialises concurrency-limit checks of one key
 /// across every node without holding row locks on other tasks.
 async fn lock_key(tx: &mut Transaction<'_, Postgres>, key: &str) -> Result<()> {

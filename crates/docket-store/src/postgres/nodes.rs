@@ -46,8 +46,11 @@ impl NodeStore for PgStore {
     }
 
     async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
-        let mut tx = self.pool.begin().await?;
-        let found = sqlx::query(
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let mut tx = self.pool.begin().await?;
+            let found = sqlx::query(
             "UPDATE docket_nodes SET draining_at = CASE WHEN $2 THEN COALESCE(draining_at, $3) END \
              WHERE name = $1",
         )
@@ -57,27 +60,29 @@ impl NodeStore for PgStore {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        if found == 0 {
-            return Ok(None);
-        }
-        let mut moved = 0;
-        if p.drain {
-            let mut queues: Vec<String> = sqlx::query_scalar(
-                "UPDATE docket_tasks SET node = $2 WHERE node = $1 \
+            if found == 0 {
+                return Ok(None);
+            }
+            let mut moved = 0;
+            if p.drain {
+                let mut queues: Vec<String> = sqlx::query_scalar(
+                    "UPDATE docket_tasks SET node = $2 WHERE node = $1 \
                  AND state IN ('scheduled', 'available', 'retryable') RETURNING queue",
-            )
-            .bind(p.name)
-            .bind(p.to)
-            .fetch_all(&mut *tx)
-            .await?;
-            moved = queues.len() as u64;
-            queues.sort();
-            queues.dedup();
-            // Claimers on every node look at these queues again.
-            self.notify(&mut tx, &queues).await?;
-        }
-        tx.commit().await?;
-        Ok(Some(moved))
+                )
+                .bind(p.name)
+                .bind(p.to)
+                .fetch_all(&mut *tx)
+                .await?;
+                moved = queues.len() as u64;
+                queues.sort();
+                queues.dedup();
+                // Claimers on every node look at these queues again.
+                self.notify(&mut tx, &queues).await?;
+            }
+            tx.commit().await?;
+            Ok(Some(moved))
+        })
+        .await
     }
 
     async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()> {

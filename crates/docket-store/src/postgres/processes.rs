@@ -60,33 +60,38 @@ impl ProcessStore for PgStore {
     }
 
     async fn process_enqueue(&self, p: ProcessEnqueueParams<'_>) -> Result<Task> {
-        let ProcessEnqueueParams {
-            namespace,
-            id,
-            task,
-            require,
-            now,
-        } = p;
-        let mut tx = self.pool.begin().await?;
-        // FOR SHARE: a concurrent status change (which locks FOR UPDATE) waits for us, and then
-        // sees — and cancels — the task we enqueue.
-        let status: Option<String> = sqlx::query_scalar(
-            "SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2 FOR SHARE",
-        )
-        .bind(namespace)
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        match status {
-            None => return Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
-            Some(st) if st != require.as_str() => {
-                return Err(StoreError::InvalidState(format!("process is {st}")));
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let ProcessEnqueueParams {
+                namespace,
+                id,
+                task,
+                require,
+                now,
+            } = p;
+            let mut tx = self.pool.begin().await?;
+            // FOR SHARE: a concurrent status change (which locks FOR UPDATE) waits for us, and then
+            // sees — and cancels — the task we enqueue.
+            let status: Option<String> = sqlx::query_scalar(
+                "SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2 FOR SHARE",
+            )
+            .bind(namespace)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match status {
+                None => return Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+                Some(st) if st != require.as_str() => {
+                    return Err(StoreError::InvalidState(format!("process is {st}")));
+                }
+                Some(_) => {}
             }
-            Some(_) => {}
-        }
-        let t = self.insert_one(&mut tx, task, now).await?;
-        tx.commit().await?;
-        Ok(t)
+            let t = self.insert_one(&mut tx, task, now).await?;
+            tx.commit().await?;
+            Ok(t)
+        })
+        .await
     }
 
     async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>> {
@@ -143,6 +148,9 @@ impl ProcessStore for PgStore {
     }
 
     async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
+        let c = &c;
+        again(|| async move {
+            let c = c.clone();
         let mut tx = self.pool.begin().await?;
         let key = docket_core::process::key_of(&c.namespace, &c.id);
         let row = sqlx::query(
@@ -221,90 +229,102 @@ impl ProcessStore for PgStore {
         self.notify_done(&mut tx, &[c.task_id]).await?;
         tx.commit().await?;
         Ok(())
+        })
+        .await
     }
 
     async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome> {
-        let mut tx = self.pool.begin().await?;
-        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
-        let Some(row) = sqlx::query(&sql)
-            .bind(f.fail.id)
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
-            return Ok(LeaseOutcome::NotFound);
-        };
-        let t = decode(&row)?;
-        let held = token_of(&row)?.as_deref() == Some(f.fail.token.as_str());
-        if !held || t.state != TaskState::Running {
-            return lease_refusal(&row, &f.fail.token);
-        }
-        let d = (f.fail_rule)(&t, f.now, f.fail.retry_in, f.fail.permanent);
-        let outcome = outcome_for(&d, &t);
-        let e = error_entry(&t, &f.fail.error, None, f.now);
-        let queue = t.queue.clone();
-        let gave_up = matches!(d, FailDecision::Discard);
-        Self::apply_failures(&mut tx, &[(t, d, e)], f.now).await?;
-        sqlx::query("UPDATE docket_tasks SET result = $2 WHERE id = $1")
-            .bind(f.fail.id)
-            .bind(serde_json::json!({"error": f.error_value}))
-            .execute(&mut *tx)
-            .await?;
-        if let (true, ProcessBreak::Break { corrupted }) = (gave_up, f.on_give_up) {
-            let corrupted_by = corrupted.then_some(f.fail.id);
-            self.break_process(
-                &mut tx,
-                &f.namespace,
-                &f.id,
-                &f.fail.error,
-                f.fail.id,
-                corrupted_by,
-                f.now,
-            )
-            .await?;
-        }
-        self.notify(&mut tx, &[queue]).await?;
-        self.notify_done(&mut tx, &[f.fail.id]).await?;
-        tx.commit().await?;
-        Ok(outcome)
+        let f = &f;
+        again(|| async move {
+            let f = f.clone();
+            let mut tx = self.pool.begin().await?;
+            let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
+            let Some(row) = sqlx::query(&sql)
+                .bind(f.fail.id)
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
+                return Ok(LeaseOutcome::NotFound);
+            };
+            let t = decode(&row)?;
+            let held = token_of(&row)?.as_deref() == Some(f.fail.token.as_str());
+            if !held || t.state != TaskState::Running {
+                return lease_refusal(&row, &f.fail.token);
+            }
+            let d = (f.fail_rule)(&t, f.now, f.fail.retry_in, f.fail.permanent);
+            let outcome = outcome_for(&d, &t);
+            let e = error_entry(&t, &f.fail.error, None, f.now);
+            let queue = t.queue.clone();
+            let gave_up = matches!(d, FailDecision::Discard);
+            Self::apply_failures(&mut tx, &[(t, d, e)], f.now).await?;
+            sqlx::query("UPDATE docket_tasks SET result = $2 WHERE id = $1")
+                .bind(f.fail.id)
+                .bind(serde_json::json!({"error": f.error_value}))
+                .execute(&mut *tx)
+                .await?;
+            if let (true, ProcessBreak::Break { corrupted }) = (gave_up, f.on_give_up) {
+                let corrupted_by = corrupted.then_some(f.fail.id);
+                self.break_process(
+                    &mut tx,
+                    &f.namespace,
+                    &f.id,
+                    &f.fail.error,
+                    f.fail.id,
+                    corrupted_by,
+                    f.now,
+                )
+                .await?;
+            }
+            self.notify(&mut tx, &[queue]).await?;
+            self.notify_done(&mut tx, &[f.fail.id]).await?;
+            tx.commit().await?;
+            Ok(outcome)
+        })
+        .await
     }
 
     async fn process_remove(&self, p: ProcessRemoveParams<'_>) -> Result<()> {
-        let ProcessRemoveParams {
-            task_id,
-            token,
-            namespace,
-            id,
-            now: _now,
-        } = p;
-        let mut tx = self.pool.begin().await?;
-        let row =
-            sqlx::query("SELECT state, lease_token FROM docket_tasks WHERE id = $1 FOR UPDATE")
-                .bind(task_id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
-        let state: String = row.try_get("state")?;
-        if state != "running" || token_of(&row)?.as_deref() != Some(token) {
-            return Err(StoreError::LeaseLost);
-        }
-        sqlx::query("DELETE FROM docket_events WHERE namespace = $1 AND process_id = $2")
-            .bind(namespace)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("DELETE FROM docket_processes WHERE namespace = $1 AND id = $2")
-            .bind(namespace)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = $1")
-            .bind(docket_core::process::key_of(namespace, id))
-            .execute(&mut *tx)
-            .await?;
-        self.publish(&mut tx, namespace, id, &[Notice::Removed], _now)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let ProcessRemoveParams {
+                task_id,
+                token,
+                namespace,
+                id,
+                now: _now,
+            } = p;
+            let mut tx = self.pool.begin().await?;
+            let row =
+                sqlx::query("SELECT state, lease_token FROM docket_tasks WHERE id = $1 FOR UPDATE")
+                    .bind(task_id)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
+            let state: String = row.try_get("state")?;
+            if state != "running" || token_of(&row)?.as_deref() != Some(token) {
+                return Err(StoreError::LeaseLost);
+            }
+            sqlx::query("DELETE FROM docket_events WHERE namespace = $1 AND process_id = $2")
+                .bind(namespace)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM docket_processes WHERE namespace = $1 AND id = $2")
+                .bind(namespace)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = $1")
+                .bind(docket_core::process::key_of(namespace, id))
+                .execute(&mut *tx)
+                .await?;
+            self.publish(&mut tx, namespace, id, &[Notice::Removed], _now)
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn process_import(&self, p: ProcessImport) -> Result<()> {
@@ -361,38 +381,43 @@ impl ProcessStore for PgStore {
     }
 
     async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
-        let ProcessSimpleRepairParams { namespace, id, now } = p;
-        let mut tx = self.pool.begin().await?;
-        let r = sqlx::query(include_str!("sql/processes_process_simple_repair.sql"))
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let ProcessSimpleRepairParams { namespace, id, now } = p;
+            let mut tx = self.pool.begin().await?;
+            let r = sqlx::query(include_str!("sql/processes_process_simple_repair.sql"))
+                .bind(namespace)
+                .bind(id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            if r.rows_affected() == 1 {
+                self.publish(
+                    &mut tx,
+                    namespace,
+                    id,
+                    &[Notice::Repaired { simple: true }],
+                    now,
+                )
+                .await?;
+                tx.commit().await?;
+                return Ok(());
+            }
+            drop(tx);
+            let st: Option<String> = sqlx::query_scalar(
+                "SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2",
+            )
             .bind(namespace)
             .bind(id)
-            .bind(now)
-            .execute(&mut *tx)
+            .fetch_optional(&self.pool)
             .await?;
-        if r.rows_affected() == 1 {
-            self.publish(
-                &mut tx,
-                namespace,
-                id,
-                &[Notice::Repaired { simple: true }],
-                now,
-            )
-            .await?;
-            tx.commit().await?;
-            return Ok(());
-        }
-        drop(tx);
-        let st: Option<String> = sqlx::query_scalar(
-            "SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2",
-        )
-        .bind(namespace)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        match st {
-            None => Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
-            Some(st) => Err(StoreError::InvalidState(format!("process is {st}"))),
-        }
+            match st {
+                None => Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
+                Some(st) => Err(StoreError::InvalidState(format!("process is {st}"))),
+            }
+        })
+        .await
     }
 
     async fn process_list(
@@ -416,51 +441,57 @@ impl ProcessStore for PgStore {
     }
 
     async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {
-        let ProcessCollectZombiesParams {
-            now,
-            limit,
-            fail_rule,
-            on_give_up,
-            detail,
-        } = p;
-        let mut tx = self.pool.begin().await?;
-        let sql = format!(
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let ProcessCollectZombiesParams {
+                now,
+                limit,
+                fail_rule,
+                on_give_up,
+                detail,
+            } = p;
+            let mut tx = self.pool.begin().await?;
+            let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
                AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         );
-        let rows = sqlx::query(&sql)
-            .bind(now)
-            .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut queues = vec![];
-        let mut failed = Vec::with_capacity(rows.len());
-        let mut zombies = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let t = decode(r)?;
-            let Some(docket_core::ProcessRef {
-                namespace: ns,
-                id: pid,
-            }) = t.process.clone()
-            else {
-                continue;
-            };
-            let d = fail_rule(&t, now, None, false);
-            if let (FailDecision::Discard, ProcessBreak::Break { corrupted }) = (&d, on_give_up) {
-                zombies.push((ns, pid, t.id, corrupted.then_some(t.id)));
+            let rows = sqlx::query(&sql)
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut queues = vec![];
+            let mut failed = Vec::with_capacity(rows.len());
+            let mut zombies = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let t = decode(r)?;
+                let Some(docket_core::ProcessRef {
+                    namespace: ns,
+                    id: pid,
+                }) = t.process.clone()
+                else {
+                    continue;
+                };
+                let d = fail_rule(&t, now, None, false);
+                if let (FailDecision::Discard, ProcessBreak::Break { corrupted }) = (&d, on_give_up)
+                {
+                    zombies.push((ns, pid, t.id, corrupted.then_some(t.id)));
+                }
+                let e = error_entry(&t, &detail, None, now);
+                queues.push(t.queue.clone());
+                failed.push((t, d, e));
             }
-            let e = error_entry(&t, &detail, None, now);
-            queues.push(t.queue.clone());
-            failed.push((t, d, e));
-        }
-        Self::apply_failures(&mut tx, &failed, now).await?;
-        self.break_zombies(&mut tx, &zombies, &detail, now).await?;
-        queues.sort();
-        queues.dedup();
-        self.notify(&mut tx, &queues).await?;
-        let ids: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>("id")).collect();
-        self.notify_done(&mut tx, &ids).await?;
-        tx.commit().await?;
-        Ok(rows.len() as u64)
+            Self::apply_failures(&mut tx, &failed, now).await?;
+            self.break_zombies(&mut tx, &zombies, &detail, now).await?;
+            queues.sort();
+            queues.dedup();
+            self.notify(&mut tx, &queues).await?;
+            let ids: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>("id")).collect();
+            self.notify_done(&mut tx, &ids).await?;
+            tx.commit().await?;
+            Ok(rows.len() as u64)
+        })
+        .await
     }
 }

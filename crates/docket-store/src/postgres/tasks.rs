@@ -124,6 +124,9 @@ impl TaskStore for PgStore {
     }
 
     async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
         let TaskCancelParams { id, now } = p;
         let sql = format!(
             "UPDATE docket_tasks SET \
@@ -149,35 +152,42 @@ impl TaskStore for PgStore {
                 t.state
             ))),
         }
+        })
+        .await
     }
 
     async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
-        let TaskRetryParams { id, now } = p;
-        let mut tx = self.pool.begin().await?;
-        let sql = format!(
-            "UPDATE docket_tasks SET state = 'available', run_at = $2, finished_at = NULL, \
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let TaskRetryParams { id, now } = p;
+            let mut tx = self.pool.begin().await?;
+            let sql = format!(
+                "UPDATE docket_tasks SET state = 'available', run_at = $2, finished_at = NULL, \
                cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempt + 1) \
              WHERE id = $1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else {
-            drop(tx);
-            return match self.task_get(id).await? {
-                None => Err(StoreError::NotFound(format!("task {id}"))),
-                Some(t) => Err(StoreError::InvalidState(format!(
-                    "task {id} is {}; only discarded or cancelled tasks can be retried",
-                    t.state
-                ))),
+            );
+            let row = sqlx::query(&sql)
+                .bind(id)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(row) = row else {
+                drop(tx);
+                return match self.task_get(id).await? {
+                    None => Err(StoreError::NotFound(format!("task {id}"))),
+                    Some(t) => Err(StoreError::InvalidState(format!(
+                        "task {id} is {}; only discarded or cancelled tasks can be retried",
+                        t.state
+                    ))),
+                };
             };
-        };
-        let t = decode(&row)?;
-        self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
-        tx.commit().await?;
-        Ok(t)
+            let t = decode(&row)?;
+            self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
+            tx.commit().await?;
+            Ok(t)
+        })
+        .await
     }
 
     async fn task_next_due(&self) -> Result<Option<Timestamp>> {
@@ -200,67 +210,77 @@ impl TaskStore for PgStore {
     }
 
     async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
-        let TaskRunNowParams { id, now } = p;
-        let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(&format!(
-            "UPDATE docket_tasks SET state = 'available', run_at = $2 \
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let TaskRunNowParams { id, now } = p;
+            let mut tx = self.pool.begin().await?;
+            let row = sqlx::query(&format!(
+                "UPDATE docket_tasks SET state = 'available', run_at = $2 \
              WHERE id = $1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
-        ))
-        .bind(id)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(r) = &row {
-            let queue: String = r.try_get("queue")?;
-            self.notify(&mut tx, &[queue]).await?;
-        }
-        tx.commit().await?;
-        match row {
-            Some(r) => Ok(decode(&r)?),
-            None => match self.task_get(id).await? {
-                None => Err(StoreError::NotFound(format!("task {id}"))),
-                Some(t) => Err(StoreError::InvalidState(format!(
-                    "task {id} is {}; only scheduled or retryable tasks can run now",
-                    t.state.as_str()
-                ))),
-            },
-        }
+            ))
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(r) = &row {
+                let queue: String = r.try_get("queue")?;
+                self.notify(&mut tx, &[queue]).await?;
+            }
+            tx.commit().await?;
+            match row {
+                Some(r) => Ok(decode(&r)?),
+                None => match self.task_get(id).await? {
+                    None => Err(StoreError::NotFound(format!("task {id}"))),
+                    Some(t) => Err(StoreError::InvalidState(format!(
+                        "task {id} is {}; only scheduled or retryable tasks can run now",
+                        t.state.as_str()
+                    ))),
+                },
+            }
+        })
+        .await
     }
 
     async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {
-        let mut tx = self.pool.begin().await?;
-        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
-        let Some(row) = sqlx::query(&sql)
-            .bind(p.id)
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
-            return Err(StoreError::NotFound(format!("task {}", p.id)));
-        };
-        let n = (p.rule)(&decode(&row)?, token_of(&row)?.as_deref())?;
-        let sql = format!(
-            "UPDATE docket_tasks SET queue = $2, priority = $3, run_at = $4, state = $5, \
+        let p = &p;
+        again(|| async move {
+            let p = p.clone();
+            let mut tx = self.pool.begin().await?;
+            let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
+            let Some(row) = sqlx::query(&sql)
+                .bind(p.id)
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
+                return Err(StoreError::NotFound(format!("task {}", p.id)));
+            };
+            let n = (p.rule)(&decode(&row)?, token_of(&row)?.as_deref())?;
+            let sql = format!(
+                "UPDATE docket_tasks SET queue = $2, priority = $3, run_at = $4, state = $5, \
                payload = $6, node = $7, max_attempts = $8, stage = $9, progress = $10 \
              WHERE id = $1 RETURNING {COLS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(p.id)
-            .bind(&n.queue)
-            .bind(n.priority)
-            .bind(n.run_at)
-            .bind(n.state.as_str())
-            .bind(&n.payload)
-            .bind(&n.node)
-            .bind(n.max_attempts)
-            .bind(&n.stage)
-            .bind(&n.progress)
-            .fetch_one(&mut *tx)
-            .await?;
-        if n.state == TaskState::Available {
-            self.notify(&mut tx, std::slice::from_ref(&n.queue)).await?;
-        }
-        tx.commit().await?;
-        decode(&row)
+            );
+            let row = sqlx::query(&sql)
+                .bind(p.id)
+                .bind(&n.queue)
+                .bind(n.priority)
+                .bind(n.run_at)
+                .bind(n.state.as_str())
+                .bind(&n.payload)
+                .bind(&n.node)
+                .bind(n.max_attempts)
+                .bind(&n.stage)
+                .bind(&n.progress)
+                .fetch_one(&mut *tx)
+                .await?;
+            if n.state == TaskState::Available {
+                self.notify(&mut tx, std::slice::from_ref(&n.queue)).await?;
+            }
+            tx.commit().await?;
+            decode(&row)
+        })
+        .await
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {

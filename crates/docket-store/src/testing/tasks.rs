@@ -635,7 +635,7 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
     let t = s
         .task_update(TaskUpdateParams {
             id,
-            rule: Box::new(|t, token| {
+            rule: std::sync::Arc::new(|t, token| {
                 assert_eq!(token, None, "a waiting task has no lease");
                 let mut n = t.clone();
                 n.queue = "other".into();
@@ -689,7 +689,7 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
     let e = s
         .task_update(TaskUpdateParams {
             id,
-            rule: Box::new(move |_, token| {
+            rule: std::sync::Arc::new(move |_, token| {
                 *seen2.lock().unwrap() = token.map(str::to_string);
                 Err(StoreError::InvalidState("no".into()))
             }),
@@ -707,7 +707,7 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
     let e = s
         .task_update(TaskUpdateParams {
             id: id + 1000,
-            rule: Box::new(|t, _| Ok(t.clone())),
+            rule: std::sync::Arc::new(|t, _| Ok(t.clone())),
         })
         .await
         .unwrap_err();
