@@ -9,7 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use docket_core::{NewTask, SystemClock, Task};
 use docket_engine::worker::{Handler, Outcome, WorkerConfig, WorkerPool};
 use docket_engine::{Engine, EngineConfig};
-use docket_store::{ConnectOptions, Store};
+use docket_store::{Backend, ConnectOptions, Store};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,6 +72,12 @@ pub struct BenchArgs {
     /// what history costs the hot path.
     #[arg(long, default_value_t = 0)]
     pub preload_finished: usize,
+    /// PostgreSQL: before the measured run, `VACUUM (ANALYZE)` the task tables and `CHECKPOINT`
+    /// — the state a database that gathered its history over days is in, rather than the
+    /// aftermath of a preload burst (autovacuum working through it, every page's first write
+    /// after a checkpoint logged whole).
+    #[arg(long)]
+    pub settle: bool,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
@@ -234,14 +240,33 @@ async fn enqueue_all(
     Ok(t.elapsed())
 }
 
-async fn wait_completed(engine: &Engine, queue: &str, n: usize) -> Result<()> {
+/// Waits until no task of `queue` is unfinished (every completion committed). The wait asks only for unfinished tasks — on PostgreSQL the live partition —
+/// because counting the queue's completed tasks reads its whole history, which would make the
+/// measurement grow with `--preload-finished` for the bench's own sake.
+async fn wait_completed(engine: &Engine, queue: &str) -> Result<()> {
+    use docket_core::TaskState as S;
     loop {
-        let q = engine.queue_get(queue).await?;
-        if q.counts[&docket_core::TaskState::Completed] as usize >= n {
-            return Ok(());
+        let open = engine
+            .task_list(docket_store::TaskListParams {
+                queue: Some(queue.into()),
+                states: vec![S::Scheduled, S::Available, S::Running, S::Retryable],
+                limit: 1,
+                ..Default::default()
+            })
+            .await?;
+        if open.is_empty() {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    Ok(())
+}
+
+/// After the clock stopped: `n` tasks of `queue` completed.
+async fn check_completed(engine: &Engine, queue: &str, n: usize) -> Result<()> {
+    let done = engine.queue_get(queue).await?.counts[&docket_core::TaskState::Completed] as usize;
+    anyhow::ensure!(done >= n, "{done} of {n} tasks of {queue} completed");
+    Ok(())
 }
 
 /// Starts an in-process pool on `queue`; returns its stop token and handle.
@@ -288,10 +313,11 @@ async fn work_queue(
     let t = Instant::now();
     let (stop, h) = start_pool(engine, queue, c, claim_batch, 2, handler);
     all.notified().await;
-    wait_completed(engine, queue, n).await?;
+    wait_completed(engine, queue).await?;
     let el = t.elapsed();
     stop.cancel();
     h.await?;
+    check_completed(engine, queue, n).await?;
     Ok(el)
 }
 
@@ -383,11 +409,12 @@ async fn work_http(
     for h in hs {
         h.await??;
     }
-    wait_completed(engine, "bench", n).await?;
+    wait_completed(engine, "bench").await?;
     let el = t.elapsed();
     for (_, shutdown) in servers {
         shutdown.cancel();
     }
+    check_completed(engine, "bench", n).await?;
     Ok(el)
 }
 
@@ -555,6 +582,24 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                 t.elapsed().as_secs_f64()
             )
         });
+    }
+    if a.settle {
+        if let (Some(schema), Backend::Postgres) = (&schema, store.backend()) {
+            bar.set_message("settling: VACUUM (ANALYZE), CHECKPOINT");
+            let t = Instant::now();
+            let pg = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&opts.url)
+                .await?;
+            // One statement each: a multi-statement string runs as one transaction, and
+            // VACUUM refuses to run inside one.
+            sqlx::raw_sql(&format!("VACUUM (ANALYZE) \"{schema}\".docket_tasks"))
+                .execute(&pg)
+                .await?;
+            sqlx::raw_sql("CHECKPOINT").execute(&pg).await?;
+            pg.close().await;
+            bar.suspend(|| println!("settled in {:.1} s", t.elapsed().as_secs_f64()));
+        }
     }
     bar.set_message("enqueueing");
     let enq = enqueue_all(
@@ -977,7 +1022,7 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
         "docket bench churn: {rate} tasks/s for {minutes} min, snapshot held: {hold}, schema {schema}"
     );
     println!(
-        " minute  completed  tasks/s  n_dead_tup  n_live_tup  table MB  claim p50 ms  claim p99 ms"
+        " minute  completed  tasks/s  hot dead  hot live  hot MB  all dead  all MB  claim p50 ms  claim p99 ms"
     );
     let start = Instant::now();
     let end = start + Duration::from_secs(u64::from(minutes) * 60);
@@ -986,9 +1031,15 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_secs(sample.max(1)).min(end - Instant::now())).await;
         let now_done = done.load(Ordering::Relaxed);
-        let row: (Option<i64>, Option<i64>, i64) = sqlx::query_as(
-            "SELECT n_dead_tup, n_live_tup, pg_total_relation_size(format('%I.docket_tasks', $1::text)::regclass) \
-             FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'docket_tasks'",
+        // The hot table is docket_tasks_live (unfinished tasks, migration 0020); "all" adds
+        // the finished tasks' partition.
+        let row: (i64, i64, i64, i64, i64) = sqlx::query_as(
+            "SELECT COALESCE(sum(n_dead_tup) FILTER (WHERE relname = 'docket_tasks_live'), 0)::int8, \
+               COALESCE(sum(n_live_tup) FILTER (WHERE relname = 'docket_tasks_live'), 0)::int8, \
+               COALESCE(sum(pg_total_relation_size(relid)) FILTER (WHERE relname = 'docket_tasks_live'), 0)::int8, \
+               COALESCE(sum(n_dead_tup), 0)::int8, COALESCE(sum(pg_total_relation_size(relid)), 0)::int8 \
+             FROM pg_stat_user_tables WHERE schemaname = $1 \
+               AND relname IN ('docket_tasks', 'docket_tasks_live', 'docket_tasks_done')",
         )
         .bind(&schema)
         .fetch_one(&pg)
@@ -996,13 +1047,15 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
         let mut c = std::mem::take(&mut *claims.lock().expect("lock"));
         c.sort_by(|x, y| x.partial_cmp(y).expect("no NaN"));
         println!(
-            "{:>7.1}  {:>9}  {:>7.0}  {:>10}  {:>10}  {:>8.1}  {:>12.2}  {:>12.2}",
+            "{:>7.1}  {:>9}  {:>7.0}  {:>8}  {:>8}  {:>6.1}  {:>8}  {:>6.1}  {:>12.2}  {:>12.2}",
             start.elapsed().as_secs_f64() / 60.0,
             now_done,
             (now_done - last) as f64 / last_t.elapsed().as_secs_f64(),
-            row.0.unwrap_or(0),
-            row.1.unwrap_or(0),
+            row.0,
+            row.1,
             row.2 as f64 / 1_048_576.0,
+            row.3,
+            row.4 as f64 / 1_048_576.0,
             pct(&c, 50.0),
             pct(&c, 99.0)
         );
