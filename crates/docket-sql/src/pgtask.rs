@@ -316,6 +316,22 @@ struct Table {
     wake: Notify,
     slots: Arc<Semaphore>,
     app: String,
+    /// Ends of tasks waiting for the control session; whoever takes the session next records
+    /// all of them in one transaction (see [`Table::finish`]).
+    ends: std::sync::Mutex<Vec<End>>,
+}
+
+/// One task's end on its way to the control session.
+struct End {
+    id: i64,
+    hash: i32,
+    max: i32,
+    output: Option<String>,
+    error: Option<String>,
+    state: &'static str,
+    /// Take the next task of the group for the same session.
+    more: bool,
+    reply: tokio::sync::oneshot::Sender<Result<Option<Claimed>, String>>,
 }
 
 /// The control session and the tasks whose locks it holds (to take them again after a
@@ -407,6 +423,7 @@ pub async fn start(
         cancels: std::sync::Mutex::new(HashMap::new()),
         wake: Notify::new(),
         slots,
+        ends: std::sync::Mutex::new(Vec::new()),
     });
     tracing::info!(table = %t.name, oid, "pg_task table ready");
     Ok(tokio::spawn(async move {
@@ -710,10 +727,7 @@ impl Table {
                             WireError::Refused(se) => format_error(se, None),
                             other => plain_error(&other.to_string()),
                         };
-                        if let Err(e) = self
-                            .finish(&task, None, Some(error), "FAIL", false, true)
-                            .await
-                        {
+                        if let Err(e) = self.finish(&task, None, Some(error), "FAIL", false).await {
                             tracing::warn!(table = %self.name, id = task.id, error = %e, "pg_task could not record a failure; the reset will run the task again");
                             self.check_control().await;
                             self.release(task.id).await;
@@ -748,7 +762,7 @@ impl Table {
                 } else {
                     processed < task.count || started.elapsed() < task.live
                 };
-            match self.finish(&task, output, error, state, more, true).await {
+            match self.finish(&task, output, error, state, more).await {
                 Ok(Some(next)) => {
                     if !next_same_session(&task, &next) {
                         // A group shares `remote`, so this does not happen; be safe.
@@ -829,7 +843,8 @@ impl Table {
             b'T' | b'E' => s.execute("ROLLBACK").await?,
             _ => {}
         }
-        s.execute("SET statement_timeout = DEFAULT").await?;
+        // statement_timeout stays as the task set it: every task sets its own before it runs,
+        // and a session is closed or reused only for tasks — one round trip fewer per task.
         let output = match out.finish() {
             Ok(o) => o,
             Err(m) => {
@@ -843,18 +858,82 @@ impl Table {
 
     /// Records the end of `task` (state, stop, output, error), inserts its repeat, deletes it
     /// when `delete` and it left nothing, puts off its pause group, releases its lock, and —
-    /// with `more` — takes the next task of its group, all in one transaction.
+    /// with `more` — takes the next task of its group. Ends are recorded in batches: the table
+    /// has one control session (it holds the tasks' session locks, as pg_task's worker does),
+    /// so one end at a time capped a table at ~750 tasks/s however many sessions ran tasks. An
+    /// end queues itself, then waits for the session; whoever gets it records every queued end
+    /// in one transaction and answers the others.
     async fn finish(
         &self,
         task: &Claimed,
         output: Option<String>,
         error: Option<String>,
-        state: &str,
+        state: &'static str,
         more: bool,
-        release: bool,
     ) -> Result<Option<Claimed>, sqlx::Error> {
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        self.ends.lock().expect("not poisoned").push(End {
+            id: task.id,
+            hash: task.hash,
+            max: task.max,
+            output,
+            error,
+            state,
+            more,
+            reply,
+        });
+        let mut c = match self.ctl().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Not recorded: take it back out so that no later batch records it after the
+                // caller has let the task go.
+                self.ends
+                    .lock()
+                    .expect("not poisoned")
+                    .retain(|x| x.id != task.id);
+                return Err(e);
+            }
+        };
+        if let Ok(r) = answer.try_recv() {
+            return r.map_err(sqlx::Error::Protocol);
+        }
+        let batch = std::mem::take(&mut *self.ends.lock().expect("not poisoned"));
+        match self.finish_batch(&mut c, &batch).await {
+            Ok(nexts) => {
+                let mut orphans = vec![];
+                for (end, next) in batch.into_iter().zip(nexts) {
+                    if let Err(Ok(Some(n))) = end.reply.send(Ok(next)) {
+                        orphans.push(n.id);
+                    }
+                }
+                if !orphans.is_empty() {
+                    // Its session is gone (the caller was cancelled): back to PLAN, unlocked.
+                    self.let_go(&mut c, &orphans).await;
+                }
+            }
+            Err(e) => {
+                let m = e.to_string();
+                for end in batch {
+                    let _ = end.reply.send(Err(m.clone()));
+                }
+            }
+        }
+        drop(c);
+        match answer.await {
+            Ok(r) => r.map_err(sqlx::Error::Protocol),
+            Err(_) => Err(sqlx::Error::Protocol(
+                "the end was not recorded (no batch took it)".into(),
+            )),
+        }
+    }
+
+    /// One transaction for `ends`: returns, per end, the next task of its group it takes.
+    async fn finish_batch(
+        &self,
+        c: &mut Control,
+        ends: &[End],
+    ) -> Result<Vec<Option<Claimed>>, sqlx::Error> {
         let table = self.table();
-        let mut c = self.ctl().await?;
         // One round trip for BEGIN and the table's lock (the key is our own integer).
         let mut tx = c
             .begin_with(format!(
@@ -862,97 +941,138 @@ impl Table {
                 self.serial_key
             ))
             .await?;
-        let row = if state == "STOP" {
-            None
-        } else {
-            // The task's session lock goes in the same statement when it ends here.
-            sqlx::query(&format!(
-                "UPDATE {table} SET \"state\" = $2::text::{}.state, \"stop\" = CURRENT_TIMESTAMP, \"output\" = $3, \"error\" = $4 \
-                 WHERE \"id\" = $1 AND \"state\" IN ('TAKE', 'WORK') \
-                 RETURNING \"delete\", \"max\", \"drift\", \"start\", \"hash\", \"repeat\" > '0 sec', \
-                   CASE WHEN $5 THEN pg_catalog.pg_advisory_unlock($6, ($1 & 2147483647)::int4) END",
+        let mut unlocked = HashSet::new();
+        let recorded: Vec<&End> = ends.iter().filter(|e| e.state != "STOP").collect();
+        if !recorded.is_empty() {
+            // The task's session lock goes in the same statement.
+            let rows = sqlx::query(&format!(
+                "UPDATE {table} t SET \"state\" = x.state::{}.state, \"stop\" = CURRENT_TIMESTAMP, \
+                   \"output\" = x.output, \"error\" = x.error \
+                 FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[]) AS x(id, state, output, error) \
+                 WHERE t.\"id\" = x.id AND t.\"state\" IN ('TAKE', 'WORK') \
+                 RETURNING t.\"id\", t.\"delete\", t.\"max\", t.\"drift\", t.\"start\", t.\"hash\", \
+                   t.\"repeat\" > '0 sec', pg_catalog.pg_advisory_unlock($5, (t.\"id\" & 2147483647)::int4)",
                 quote_ident(&self.cfg.schema)
             ))
-            .bind(task.id)
-            .bind(state)
-            .bind(&output)
-            .bind(&error)
-            .bind(release)
+            .bind(recorded.iter().map(|e| e.id).collect::<Vec<_>>())
+            .bind(recorded.iter().map(|e| e.state).collect::<Vec<_>>())
+            .bind(recorded.iter().map(|e| e.output.clone()).collect::<Vec<_>>())
+            .bind(recorded.iter().map(|e| e.error.clone()).collect::<Vec<_>>())
             .bind(self.oid as i32)
-            .fetch_optional(&mut *tx)
-            .await?
-        };
-        let unlocked = row.is_some() && release;
-        if let Some(row) = row {
-            if row.get::<bool, _>(5) {
+            .fetch_all(&mut *tx)
+            .await?;
+            let by_id: HashMap<i64, &End> = recorded.iter().map(|e| (e.id, *e)).collect();
+            let (mut repeats, mut deletes) = (vec![], vec![]);
+            for row in &rows {
+                let id: i64 = row.get(0);
+                unlocked.insert(id);
+                if row.get::<bool, _>(6) {
+                    repeats.push(id);
+                }
+                let e = by_id[&id];
+                if row.get::<bool, _>(1) && e.output.is_none() && e.error.is_none() {
+                    deletes.push(id);
+                }
+            }
+            if !repeats.is_empty() {
                 sqlx::query(&repeat_sql(&table))
-                    .bind(vec![task.id])
+                    .bind(&repeats)
                     .execute(&mut *tx)
                     .await?;
             }
-            let delete: bool = row.get(0);
-            if delete && output.is_none() && error.is_none() {
-                sqlx::query(&format!("DELETE FROM {table} WHERE \"id\" = $1"))
-                    .bind(task.id)
+            if !deletes.is_empty() {
+                sqlx::query(&format!("DELETE FROM {table} WHERE \"id\" = ANY($1)"))
+                    .bind(&deletes)
                     .execute(&mut *tx)
                     .await?;
             }
-            let max: i32 = row.get(1);
-            if max < 0 {
+            for row in rows.iter().filter(|r| r.get::<i32, _>(2) < 0) {
                 // Anti-parallel group: the next task starts |max| ms after this one — after its
                 // end with drift, else on the grid of its start.
-                let drift: bool = row.get(2);
+                let max: i32 = row.get(2);
+                let drift: bool = row.get(3);
                 sqlx::query(&format!(
                     "WITH n AS (SELECT CASE WHEN $2 THEN CURRENT_TIMESTAMP + $3 * interval '1 ms' \
                        ELSE COALESCE($4, CURRENT_TIMESTAMP) + $3 * interval '1 ms' * (floor(extract(epoch FROM CURRENT_TIMESTAMP - COALESCE($4, CURRENT_TIMESTAMP)) * 1000 / $3) + 1) END AS at) \
                      UPDATE {table} SET \"plan\" = n.at FROM n WHERE \"hash\" = $1 AND \"state\" = 'PLAN' AND \"max\" < 0 AND \"plan\" < n.at"
                 ))
-                .bind(row.get::<i32, _>(4))
+                .bind(row.get::<i32, _>(5))
                 .bind(drift)
                 .bind(f64::from(max.unsigned_abs()))
-                .bind(row.get::<Option<chrono::DateTime<chrono::Utc>>, _>(3))
+                .bind(row.get::<Option<chrono::DateTime<chrono::Utc>>, _>(4))
                 .execute(&mut *tx)
                 .await?;
             }
         }
-        let mut next = None;
-        if more {
+        // The next tasks: one claim per group for all of its sessions that go on.
+        let mut nexts: Vec<Option<Claimed>> = ends.iter().map(|_| None).collect();
+        let mut groups: std::collections::BTreeMap<(i32, i32), Vec<usize>> = Default::default();
+        for (i, e) in ends.iter().enumerate().filter(|(_, e)| e.more) {
+            groups.entry((e.hash, e.max)).or_default().push(i);
+        }
+        for ((hash, max), want) in groups {
             let rows = sqlx::query(&claim_sql(&table))
-                .bind(Some(task.hash))
-                .bind(Some(task.max))
-                .bind(1_i64)
+                .bind(Some(hash))
+                .bind(Some(max))
+                .bind(want.len() as i64)
                 .bind(self.oid as i32)
                 .fetch_all(&mut *tx)
                 .await?;
-            if let Some(r) = rows.first() {
+            let mut want = want.into_iter();
+            for r in rows {
                 let id: i64 = r.get(0);
-                if r.get::<bool, _>(1) {
-                    next = Some(claimed(r));
-                } else {
-                    sqlx::query(&format!(
-                        "UPDATE {table} SET \"state\" = 'PLAN' WHERE \"id\" = $1"
-                    ))
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
+                match (r.get::<bool, _>(1), want.next()) {
+                    (true, Some(i)) => nexts[i] = Some(claimed(&r)),
+                    _ => {
+                        sqlx::query(&format!(
+                            "UPDATE {table} SET \"state\" = 'PLAN' WHERE \"id\" = $1"
+                        ))
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
                 }
             }
         }
-        if release && !unlocked {
-            sqlx::query("SELECT pg_catalog.pg_advisory_unlock($1, ($2 & 2147483647)::int4)")
-                .bind(self.oid as i32)
-                .bind(task.id)
-                .execute(&mut *tx)
-                .await?;
+        let rest: Vec<i64> = ends
+            .iter()
+            .map(|e| e.id)
+            .filter(|id| !unlocked.contains(id))
+            .collect();
+        if !rest.is_empty() {
+            sqlx::query(
+                "SELECT pg_catalog.pg_advisory_unlock($1, (id & 2147483647)::int4) FROM unnest($2::int8[]) AS id",
+            )
+            .bind(self.oid as i32)
+            .bind(&rest)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
-        if release {
-            c.held.remove(&task.id);
+        for e in ends {
+            c.held.remove(&e.id);
         }
-        if let Some(n) = &next {
-            c.held.insert(n.id);
+        c.held.extend(nexts.iter().flatten().map(|n| n.id));
+        Ok(nexts)
+    }
+
+    /// Puts claimed tasks nobody will run back to PLAN and lets their locks go.
+    async fn let_go(&self, c: &mut Control, ids: &[i64]) {
+        let table = self.table();
+        let r = sqlx::query(&format!(
+            "WITH b AS (UPDATE {table} SET \"state\" = 'PLAN' WHERE \"id\" = ANY($2) AND \"state\" = 'TAKE' RETURNING \"id\") \
+             SELECT pg_catalog.pg_advisory_unlock($1, (id & 2147483647)::int4) FROM unnest($2::int8[]) AS id"
+        ))
+        .bind(self.oid as i32)
+        .bind(ids)
+        .execute(&mut **c)
+        .await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "pg_task could not let claimed tasks go; the reset will");
         }
-        Ok(next)
+        for id in ids {
+            c.held.remove(id);
+        }
     }
 
     /// Lets go of `id` without recording anything: the reset will put it back to PLAN.

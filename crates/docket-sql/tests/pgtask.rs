@@ -574,6 +574,53 @@ async fn two_nodes_never_run_a_task_twice() {
     s.stop().await;
 }
 
+/// Ends are recorded in batches (every session's end that queued while the control session
+/// was busy, in one transaction): with eight sessions reusing their connections on two nodes,
+/// every task still ends once with its own output or error, the next task of the group goes to
+/// each session that asked, `count` and `max` hold, and nothing is left taken.
+#[tokio::test]
+async fn batched_ends_keep_every_result_and_the_group_limits() {
+    let s = serve_with(2, |c| c.sleep = Duration::from_millis(50)).await;
+    let t = s.t();
+    let schema = &s.schema;
+    s.exec(&format!("CREATE TABLE {schema}.ran (id int8 PRIMARY KEY)"))
+        .await;
+    s.exec(&format!(
+        "INSERT INTO {t} (\"group\", input, max, count) SELECT 'many', \
+           CASE WHEN g % 10 = 0 THEN 'SELECT 1/0' \
+           ELSE 'INSERT INTO {schema}.ran VALUES (current_setting(''pg_task.id'')::int8)' END, 7, 40 \
+         FROM generate_series(1, 400) g"
+    ))
+    .await;
+    s.settled("many", Duration::from_secs(120)).await;
+    let (done, failed, ran, wrong): (i64, i64, i64, i64) = sqlx::query_as(&format!(
+        "SELECT count(*) FILTER (WHERE state = 'DONE' AND output = 'INSERT 0 1' AND error IS NULL), \
+           count(*) FILTER (WHERE state = 'FAIL' AND input = 'SELECT 1/0' AND error LIKE '%division by zero%'), \
+           (SELECT count(*) FROM {schema}.ran r JOIN {t} x ON x.id = r.id AND x.state = 'DONE'), \
+           count(*) FILTER (WHERE state NOT IN ('DONE', 'FAIL')) \
+         FROM {t} WHERE \"group\" = 'many'"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!((done, failed, ran, wrong), (360, 40, 360, 0));
+    let most: i64 = sqlx::query_scalar(&format!(
+        "SELECT max(n) FROM (SELECT count(*) AS n FROM {t} WHERE \"group\" = 'many' GROUP BY pid) p"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert!(most <= 40, "count 40: a session ran {most}");
+    let overlap: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {t} a WHERE \"group\" = 'many' AND (SELECT count(*) FROM {t} b WHERE b.\"group\" = 'many' AND b.start <= a.start AND b.stop > a.start) > 8"
+    ))
+    .fetch_one(&s.db)
+    .await
+    .unwrap();
+    assert_eq!(overlap, 0, "max 7 allows 8 at once across both nodes");
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn stop_cancels_a_running_task() {
     let s = serve().await;
