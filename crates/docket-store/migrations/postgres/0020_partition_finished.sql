@@ -14,10 +14,11 @@
 ALTER TABLE docket_tasks RENAME TO docket_tasks_old;
 
 CREATE SEQUENCE docket_tasks_seq;
--- The old identity's position, not max(id): ids of pruned tasks are never handed out again.
+-- The old identity's next value, not max(id) + 1: ids of pruned tasks are never handed out
+-- again (and a fresh database still starts at 1).
 SELECT setval('docket_tasks_seq', GREATEST(
-    (SELECT COALESCE(max(id), 0) FROM docket_tasks_old),
-    (SELECT last_value FROM docket_tasks_id_seq)) + 1, false);
+    (SELECT COALESCE(max(id), 0) + 1 FROM docket_tasks_old),
+    (SELECT last_value + CASE WHEN is_called THEN 1 ELSE 0 END FROM docket_tasks_id_seq)), false);
 
 CREATE TABLE docket_tasks (LIKE docket_tasks_old INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
     PARTITION BY LIST (state);
