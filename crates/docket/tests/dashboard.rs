@@ -21,14 +21,6 @@ impl Drop for Killed {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn wait_port(port: u16, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -259,7 +251,17 @@ async fn start(db: &[&str], args: &[&str], env: &[(&str, &str)]) -> (Killed, Kil
             "{bin} is missing: scripts/test.sh installs Debian's chromium and chromium-driver"
         );
     }
-    let port = free_port();
+    // Both ports reserved at once: two reservations made one after the other can return the same port (the
+    // first reservation is released before the second is made), and chromedriver then took the
+    // server's port (seen once in CI: "cannot listen on 127.0.0.1:43877: Address already in use").
+    let (port, driver_port) = {
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").unwrap();
+        (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        )
+    };
     let server = Killed(
         Command::new(BIN)
             .arg("serve")
@@ -271,7 +273,6 @@ async fn start(db: &[&str], args: &[&str], env: &[(&str, &str)]) -> (Killed, Kil
             .spawn()
             .unwrap(),
     );
-    let driver_port = free_port();
     let driver = Killed(
         Command::new("/usr/bin/chromedriver")
             .arg(format!("--port={driver_port}"))
