@@ -70,6 +70,13 @@ pub struct EngineConfig {
     pub rescue_interval: Duration,
     /// How often the pruner runs.
     pub prune_interval: Duration,
+    /// How often the ring of task slots turns (PostgreSQL, migration 0021): each turn empties
+    /// the slot filled four turns ago by TRUNCATE, so dead tuples live about 4 × this long even
+    /// while a snapshot is held open [1 s].
+    pub rotate_interval: Duration,
+    /// Longest wait for the lock a turn needs on the slot it empties; claims queue behind the
+    /// waiting lock, so this bounds the pause a turn can cause [100 ms].
+    pub rotate_lock_timeout: Duration,
     /// Rows per pruning batch (small, so pruning never stalls claiming).
     pub prune_batch: i64,
     /// Node heartbeat period; a node silent for 3 periods is shown as `lost`.
@@ -106,6 +113,8 @@ impl EngineConfig {
             },
             rescue_interval: Duration::from_secs(1),
             prune_interval: Duration::from_secs(60),
+            rotate_interval: Duration::from_secs(1),
+            rotate_lock_timeout: Duration::from_millis(100),
             prune_batch: 1000,
             heartbeat_interval: Duration::from_secs(5),
             retention_completed: docket_core::queue::DEFAULT_RETENTION_COMPLETED,
@@ -137,6 +146,8 @@ pub struct Engine {
     /// This node is drained: it claims nothing (set by a drain through this node at once, by
     /// the heartbeat job from the node registry otherwise).
     draining: Arc<std::sync::atomic::AtomicBool>,
+    /// What the last turns of the ring ran into (see [`maintenance::rotate`]).
+    ring: Arc<std::sync::Mutex<maintenance::RingState>>,
 }
 
 impl Engine {
@@ -150,6 +161,7 @@ impl Engine {
             last_pass: Arc::default(),
             kinds: kinds::KindHooks::default(),
             draining: Arc::default(),
+            ring: Arc::default(),
         }
     }
 

@@ -66,6 +66,12 @@ pub const TASKS_RESCUED: &str = "docket_tasks_rescued_total";
 /// by `step` (`heartbeat`, `schedule`, `promote`, `rescue`, `prune`, `next_due`) and `error`
 /// (`store` or `panic`).
 pub const MAINTENANCE_ERRORS: &str = "docket_maintenance_errors_total";
+/// Turns of the ring of task slots (PostgreSQL) tried by this node, by `outcome` (`turned`,
+/// `truncated`: turned and emptied a slot, `full`: waiting for a backlog in the slot to drain,
+/// `blocked`: its lock was not granted in time).
+pub const RING_TURNS: &str = "docket_ring_turns_total";
+/// Tasks the ring's turns moved to the fixed slot 0 (still running or waiting after three turns).
+pub const RING_MOVED: &str = "docket_ring_moved_total";
 /// Unix time (s) of this node's last maintenance pass that finished.
 pub const MAINTENANCE_LAST_PASS: &str = "docket_maintenance_last_pass_timestamp_seconds";
 /// Connections closed at accept because `max_connections` were open.
@@ -217,6 +223,14 @@ fn describe() {
         "Running tasks whose lease expired, rescued by this node, by queue and kind"
     );
     describe_counter!(TASKS_CLAIMED, "Tasks claimed, by queue");
+    describe_counter!(
+        RING_TURNS,
+        "Turns of the ring of task slots by this node, by outcome (turned, truncated, full, blocked)"
+    );
+    describe_counter!(
+        RING_MOVED,
+        "Tasks moved to the fixed slot 0 by turns of the ring (PostgreSQL)"
+    );
     describe_counter!(
         TASK_HEARTBEATS,
         "Heartbeats (in-process and HTTP), by queue and outcome"

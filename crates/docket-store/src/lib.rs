@@ -664,6 +664,17 @@ pub trait MaintenanceStore: Send + Sync {
     /// # Errors
     /// Database failure.
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned>;
+
+    /// Turns the ring of slots that unfinished tasks live in (PostgreSQL, migration 0021): the
+    /// tasks left in the next slot move to the fixed slot 0, the next slot is truncated (its dead
+    /// tuples go with it, whatever snapshots are open) and becomes the one new tasks go into.
+    /// Does nothing when the last turn is younger than `every` or another node is turning it.
+    /// SQLite and MySQL have no slots: [`Rotation::Unsupported`].
+    ///
+    /// # Errors
+    /// Database failure. A lock not granted within `lock_timeout` is not an error but
+    /// [`Rotation::Blocked`].
+    async fn task_rotate(&self, p: TaskRotateParams) -> Result<Rotation>;
 }
 
 /// Queues: settings, counts, pause.
@@ -1148,6 +1159,48 @@ pub struct TaskRescueParams {
     pub limit: i64,
     /// How a failed attempt ends (the engine's rule; the store only applies it).
     pub fail_rule: docket_core::task::FailRule,
+}
+
+/// Params of [`MaintenanceStore::task_rotate`].
+#[derive(Debug, Clone)]
+pub struct TaskRotateParams {
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// Turns only when the last turn is at least this old (every node runs the job, one turns).
+    pub every: Duration,
+    /// Longest wait for the exclusive lock on the slot to truncate. Claims queue behind a
+    /// waiting lock, so this bounds the stall a turn can cause.
+    pub lock_timeout: Duration,
+    /// Tasks moved per statement before the lock is taken (what is left is moved under it).
+    pub batch: i64,
+    /// Turns only when at most this many tasks are left in the slot to empty; otherwise
+    /// answers [`Rotation::Full`] and moves nothing (a backlog drains from its oldest slot
+    /// instead of being copied).
+    pub most_moved: i64,
+}
+
+/// What [`MaintenanceStore::task_rotate`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rotation {
+    /// The backend has no slots (SQLite, MySQL).
+    Unsupported,
+    /// Not due yet, or another node is turning the ring.
+    NotDue,
+    /// The ring turned.
+    Turned {
+        /// The slot new tasks now go into (1..=4).
+        slot: i16,
+        /// Tasks moved from it to slot 0 (running, waiting or not yet claimed after three turns).
+        moved: u64,
+        /// Whether it had to be truncated (an unused slot is not).
+        truncated: bool,
+    },
+    /// More than `most_moved` tasks are left in the slot to empty; nothing changed.
+    Full,
+    /// The slot's lock was not granted within `lock_timeout` (a transaction that read
+    /// `docket_tasks` is still open): the slot was not truncated and the ring did not turn (the
+    /// tasks left in it may have moved to slot 0 already).
+    Blocked,
 }
 
 /// Params of [`MaintenanceStore::task_expire`].

@@ -1,13 +1,16 @@
 //! PostgreSQL keeps finished tasks out of the hot table (migration 0020): `docket_tasks` is
 //! partitioned by state into `docket_tasks_live` and `docket_tasks_done`. Checked here on a real
 //! PostgreSQL: where rows land as they move through their states, and that a call waiting for a
-//! row that another transaction moves between partitions goes again instead of failing.
+//! row that another transaction moves between partitions goes again instead of failing. And
+//! the ring of slots of the live partition (migration 0021): a turn frees a slot's space while
+//! a snapshot is held open, loses no task, and gives way to a transaction that read the table.
 
 use docket_core::{NewTask, TaskDefaults, TaskState};
 use docket_store::testing::TestStore;
 use docket_store::{
-    LeaseOutcome, Store, StoreError, TaskCancelParams, TaskClaimParams, TaskComplete,
-    TaskCompleteManyParams, TaskInsertManyParams, TaskRetryParams, TaskUpdateParams,
+    LeaseOutcome, Rotation, Store, StoreError, TaskCancelParams, TaskClaimParams, TaskComplete,
+    TaskCompleteManyParams, TaskInsertManyParams, TaskRetryParams, TaskRotateParams,
+    TaskUpdateParams,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -15,7 +18,7 @@ use std::time::Duration;
 async fn raw(t: &TestStore) -> sqlx::PgPool {
     let schema = t.schema.clone().expect("a PostgreSQL schema");
     sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
+        .max_connections(3)
         .after_connect(move |c, _| {
             let schema = schema.clone();
             Box::pin(async move {
@@ -76,8 +79,11 @@ async fn finished_tasks_move_to_their_own_partition_and_back() {
     let s = &*t.store;
     let pool = raw(&t).await;
     let ids = insert(s, 3).await;
+    // A fresh database hands out ids from 1 (0020's sequence continues the old identity).
+    assert_eq!(ids, vec![1, 2, 3]);
+    // Available when inserted: the current ring slot (0021), 1 on a fresh database.
     for id in &ids {
-        assert_eq!(partition_of(&pool, *id).await, "docket_tasks_live");
+        assert_eq!(partition_of(&pool, *id).await, "docket_tasks_live_1");
     }
     let c = claim(s, 1).await;
     assert_eq!(c[0].id, ids[0]);
@@ -103,7 +109,7 @@ async fn finished_tasks_move_to_their_own_partition_and_back() {
     .await
     .unwrap();
     assert_eq!(partition_of(&pool, ids[1]).await, "docket_tasks_done");
-    assert_eq!(partition_of(&pool, ids[2]).await, "docket_tasks_live");
+    assert_eq!(partition_of(&pool, ids[2]).await, "docket_tasks_live_1");
     // Read back through the one table name, whichever partition holds the row.
     let done = s.task_get(ids[0]).await.unwrap().unwrap();
     assert_eq!(
@@ -119,7 +125,7 @@ async fn finished_tasks_move_to_their_own_partition_and_back() {
         .await
         .unwrap();
     assert_eq!(back.state, TaskState::Available);
-    assert_eq!(partition_of(&pool, ids[1]).await, "docket_tasks_live");
+    assert_eq!(partition_of(&pool, ids[1]).await, "docket_tasks_live_1");
     let mut got: Vec<i64> = claim(s, 10).await.iter().map(|t| t.id).collect();
     got.sort_unstable();
     assert_eq!(got, vec![ids[1], ids[2]]);
@@ -208,4 +214,130 @@ async fn a_call_waiting_for_a_row_moved_meanwhile_goes_again() {
     );
     let t1 = s.task_get(ids[1]).await.unwrap().unwrap();
     assert_eq!(t1.state, TaskState::Discarded);
+}
+
+async fn turn(s: &dyn Store, lock_timeout_ms: u64) -> Rotation {
+    s.task_rotate(TaskRotateParams {
+        now: chrono::Utc::now(),
+        every: Duration::ZERO,
+        lock_timeout: Duration::from_millis(lock_timeout_ms),
+        batch: 1000,
+        most_moved: i64::MAX,
+    })
+    .await
+    .unwrap()
+}
+
+async fn ring_bytes(pool: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT sum(pg_relation_size(relid))::int8 FROM pg_partition_tree('docket_tasks_live') \
+         WHERE isleaf AND relid::text <> 'docket_tasks_live_0'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// The point of the ring: while another transaction holds an old snapshot (VACUUM could free
+/// nothing), four turns empty the slot the finished tasks left their dead rows in; the tasks
+/// still waiting move to slot 0 and keep their state.
+#[tokio::test]
+async fn turning_the_ring_frees_its_slots_under_a_held_snapshot() {
+    let t = TestStore::postgres().await;
+    let s = &*t.store;
+    let pool = raw(&t).await;
+    let mut snapshot = pool.begin().await.unwrap();
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *snapshot)
+        .await
+        .unwrap();
+    sqlx::query("SELECT 1")
+        .execute(&mut *snapshot)
+        .await
+        .unwrap();
+
+    let ids = insert(s, 300).await;
+    let got = claim(s, 200).await;
+    let items: Vec<TaskComplete> = got
+        .iter()
+        .map(|c| TaskComplete {
+            id: c.id,
+            token: c.lease.as_ref().unwrap().token.clone(),
+            result: json!("ok"),
+            next: None,
+        })
+        .collect();
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &items,
+        now: chrono::Utc::now(),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let before = ring_bytes(&pool).await;
+    assert!(before > 0);
+    let mut moved = 0;
+    for want in [2, 3, 4, 1] {
+        match turn(s, 5000).await {
+            Rotation::Turned { slot, moved: m, .. } => {
+                assert_eq!(slot, want);
+                moved += m;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(moved, 100, "the 100 tasks never claimed");
+    assert_eq!(ring_bytes(&pool).await, 0, "was {before} bytes");
+    for id in &ids[200..] {
+        assert_eq!(partition_of(&pool, *id).await, "docket_tasks_live_0");
+    }
+    let done: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM docket_tasks WHERE state = 'completed'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(done, 200);
+    assert_eq!(claim(s, 1000).await.len(), 100);
+    snapshot.rollback().await.unwrap();
+}
+
+/// TRUNCATE needs the slot to itself. A transaction that read `docket_tasks` (and holds its
+/// lock until it ends) makes the turn give up after `lock_timeout`: the slot is not truncated and
+/// the ring does not turn; once the reader ends, the turn goes through.
+#[tokio::test]
+async fn a_turn_gives_way_to_an_open_reader() {
+    let t = TestStore::postgres().await;
+    let s = &*t.store;
+    let pool = raw(&t).await;
+    let id = insert(s, 1).await[0];
+    for want in [2, 3, 4] {
+        assert!(
+            matches!(turn(s, 5000).await, Rotation::Turned { slot, truncated: false, .. } if slot == want)
+        );
+    }
+    let mut reader = pool.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM docket_tasks")
+        .execute(&mut *reader)
+        .await
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    assert_eq!(turn(s, 200).await, Rotation::Blocked);
+    assert!(t0.elapsed() >= Duration::from_millis(200));
+    // The task left in the slot moved before the lock was asked for (row locks only).
+    assert_eq!(partition_of(&pool, id).await, "docket_tasks_live_0");
+    let current: i16 = sqlx::query_scalar("SELECT current FROM docket_task_slots")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(current, 4);
+    reader.commit().await.unwrap();
+    assert_eq!(
+        turn(s, 5000).await,
+        Rotation::Turned {
+            slot: 1,
+            moved: 0,
+            truncated: true
+        }
+    );
+    assert_eq!(claim(s, 10).await[0].id, id);
 }

@@ -953,6 +953,14 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
         .max_connections(2)
         .connect(url)
         .await?;
+    // pg_stat's n_dead_tup is a running count that TRUNCATE does not always reset (pending
+    // counts of other sessions land after it), so the ring's slots are also counted by a scan
+    // (pgstattuple, a contrib extension shipped with PostgreSQL) when it can be installed.
+    let scan = sqlx::query("CREATE EXTENSION IF NOT EXISTS pgstattuple SCHEMA public")
+        .execute(&pg)
+        .await
+        .map_err(|e| println!("pgstattuple not available ({e}): no scanned dead tuples"))
+        .is_ok();
     // The snapshot: an open REPEATABLE READ transaction that has read something.
     let mut holder = if hold {
         let mut c = pg.acquire().await?.detach();
@@ -1022,7 +1030,7 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
         "docket bench churn: {rate} tasks/s for {minutes} min, snapshot held: {hold}, schema {schema}"
     );
     println!(
-        " minute  completed  tasks/s  hot dead  hot live  hot MB  all dead  all MB  claim p50 ms  claim p99 ms"
+        " minute  completed  tasks/s  hot dead  slot0 dead  scanned dead  hot live  hot MB  all dead  all MB  claim p50 ms  claim p99 ms"
     );
     let start = Instant::now();
     let end = start + Duration::from_secs(u64::from(minutes) * 60);
@@ -1031,27 +1039,43 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_secs(sample.max(1)).min(end - Instant::now())).await;
         let now_done = done.load(Ordering::Relaxed);
-        // The hot table is docket_tasks_live (unfinished tasks, migration 0020); "all" adds
-        // the finished tasks' partition.
-        let row: (i64, i64, i64, i64, i64) = sqlx::query_as(
-            "SELECT COALESCE(sum(n_dead_tup) FILTER (WHERE relname = 'docket_tasks_live'), 0)::int8, \
-               COALESCE(sum(n_live_tup) FILTER (WHERE relname = 'docket_tasks_live'), 0)::int8, \
-               COALESCE(sum(pg_total_relation_size(relid)) FILTER (WHERE relname = 'docket_tasks_live'), 0)::int8, \
-               COALESCE(sum(n_dead_tup), 0)::int8, COALESCE(sum(pg_total_relation_size(relid)), 0)::int8 \
-             FROM pg_stat_user_tables WHERE schemaname = $1 \
-               AND relname IN ('docket_tasks', 'docket_tasks_live', 'docket_tasks_done')",
+        // The hot table is docket_tasks_live (unfinished tasks, migration 0020), since 0021
+        // its leaves: slot 0 and the ring docket_tasks_live_1..4; "all" adds the finished
+        // tasks' partition.
+        let row: (i64, i64, i64, i64, i64, i64) = sqlx::query_as(
+            "SELECT COALESCE(sum(n_dead_tup) FILTER (WHERE relname LIKE 'docket\\_tasks\\_live\\_%'), 0)::int8, \
+               COALESCE(sum(n_live_tup) FILTER (WHERE relname LIKE 'docket\\_tasks\\_live\\_%'), 0)::int8, \
+               COALESCE(sum(pg_total_relation_size(relid)) FILTER (WHERE relname LIKE 'docket\\_tasks\\_live\\_%'), 0)::int8, \
+               COALESCE(sum(n_dead_tup), 0)::int8, COALESCE(sum(pg_total_relation_size(relid)), 0)::int8, \
+               COALESCE(sum(n_dead_tup) FILTER (WHERE relname = 'docket_tasks_live_0'), 0)::int8 \
+             FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE 'docket\\_tasks%'",
         )
         .bind(&schema)
         .fetch_one(&pg)
         .await?;
+        let scanned: Option<i64> = if scan {
+            sqlx::query_scalar(
+                "SELECT COALESCE(sum((public.pgstattuple(c.oid)).dead_tuple_count), 0)::int8 \
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname LIKE 'docket\\_tasks\\_live\\_%'",
+            )
+            .bind(&schema)
+            .fetch_one(&pg)
+            .await
+            .ok()
+        } else {
+            None
+        };
         let mut c = std::mem::take(&mut *claims.lock().expect("lock"));
         c.sort_by(|x, y| x.partial_cmp(y).expect("no NaN"));
         println!(
-            "{:>7.1}  {:>9}  {:>7.0}  {:>8}  {:>8}  {:>6.1}  {:>8}  {:>6.1}  {:>12.2}  {:>12.2}",
+            "{:>7.1}  {:>9}  {:>7.0}  {:>8}  {:>10}  {:>12}  {:>8}  {:>6.1}  {:>8}  {:>6.1}  {:>12.2}  {:>12.2}",
             start.elapsed().as_secs_f64() / 60.0,
             now_done,
             (now_done - last) as f64 / last_t.elapsed().as_secs_f64(),
             row.0,
+            row.5,
+            scanned.map_or_else(|| "-".to_string(), |n| n.to_string()),
             row.1,
             row.2 as f64 / 1_048_576.0,
             row.3,

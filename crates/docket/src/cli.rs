@@ -177,6 +177,10 @@ pub struct ServeArgs {
     /// How often expired leases are rescued.
     #[arg(long, value_parser = parse_duration)]
     pub rescue_interval: Option<Duration>,
+    /// PostgreSQL: how often the ring of task slots turns; dead tuples of finished tasks live
+    /// about four turns, even while a snapshot is held open [1s].
+    #[arg(long, value_parser = parse_duration)]
+    pub rotate_interval: Option<Duration>,
     /// Delivered process notifications are deleted after this [7d].
     #[arg(long, value_parser = parse_duration)]
     pub retention_notifications: Option<Duration>,

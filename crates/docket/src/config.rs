@@ -27,6 +27,8 @@ pub(crate) struct FileConfig {
     #[serde(default, with = "docket_core::duration::serde_opt")]
     rescue_interval: Option<Duration>,
     #[serde(default, with = "docket_core::duration::serde_opt")]
+    rotate_interval: Option<Duration>,
+    #[serde(default, with = "docket_core::duration::serde_opt")]
     retention_notifications: Option<Duration>,
     #[serde(default, with = "docket_core::duration::serde_opt")]
     retention_audit: Option<Duration>,
@@ -80,6 +82,7 @@ pub(crate) struct ServeConfig {
     pub grace: Duration,
     pub poll_interval: Option<Duration>,
     pub rescue_interval: Option<Duration>,
+    pub rotate_interval: Option<Duration>,
     pub retention_notifications: Option<Duration>,
     pub retention_audit: Option<Duration>,
     pub retention_nodes: Option<Duration>,
@@ -164,6 +167,7 @@ impl ServeConfig {
             grace: a.grace.or(f.grace).unwrap_or(Duration::from_secs(30)),
             poll_interval: a.poll_interval.or(f.poll_interval),
             rescue_interval: a.rescue_interval.or(f.rescue_interval),
+            rotate_interval: a.rotate_interval.or(f.rotate_interval),
             retention_notifications: a.retention_notifications.or(f.retention_notifications),
             retention_audit: a.retention_audit.or(f.retention_audit),
             retention_nodes: a.retention_nodes.or(f.retention_nodes),
@@ -225,6 +229,7 @@ impl ServeConfig {
         for (name, d) in [
             ("poll_interval", self.poll_interval),
             ("rescue_interval", self.rescue_interval),
+            ("rotate_interval", self.rotate_interval),
         ] {
             if d.is_some_and(|d| d.is_zero()) {
                 bad.push(format!("{name} must be longer than 0"));

@@ -1,7 +1,7 @@
 //! The services every node runs (node-daemons' Manager, without a master), one small job per
 //! file: [`heartbeat`] the node registry, fire due [`schedule`](crate::schedule)s, [`promote`]
 //! due tasks, collect [`zombies`], [`rescue`] expired leases, [`expire`] tasks past
-//! `expires_at`, [`prune`] old ones. Each works in small `SKIP LOCKED` batches, so any number of
+//! `expires_at`, [`prune`] old ones, [`rotate`] the ring of task slots. Each works in small `SKIP LOCKED` batches, so any number of
 //! nodes can run it at once; [`run`] drives them, each on its own period.
 
 mod expire;
@@ -9,6 +9,7 @@ mod heartbeat;
 mod promote;
 mod prune;
 mod rescue;
+mod rotate;
 mod zombies;
 
 pub use expire::expire;
@@ -16,6 +17,8 @@ pub use heartbeat::heartbeat;
 pub use promote::promote;
 pub use prune::{prune, prune_aux};
 pub use rescue::rescue;
+pub use rotate::rotate;
+pub(crate) use rotate::RingState;
 pub use zombies::zombies;
 
 use crate::Engine;
@@ -55,6 +58,7 @@ pub async fn pass(engine: &Engine, now: Timestamp) -> Result<Pass, StoreError> {
     let pruned = prune(engine, now).await?;
     let aux_pruned = prune_aux(engine, now).await?;
     let scheduled = crate::schedule::fire_due(engine, now).await?;
+    rotate(engine, now).await?;
     Ok(Pass {
         aux_pruned,
         scheduled,
@@ -76,10 +80,11 @@ enum Job {
     Expire,
     Prune,
     PruneAux,
+    Rotate,
 }
 
 impl Job {
-    const ALL: [Job; 8] = [
+    const ALL: [Job; 9] = [
         Job::Heartbeat,
         Job::Schedule,
         Job::Promote,
@@ -88,6 +93,7 @@ impl Job {
         Job::Expire,
         Job::Prune,
         Job::PruneAux,
+        Job::Rotate,
     ];
 
     fn name(self) -> &'static str {
@@ -100,6 +106,7 @@ impl Job {
             Job::Expire => "expire",
             Job::Prune => "prune",
             Job::PruneAux => "prune_aux",
+            Job::Rotate => "rotate",
         }
     }
 
@@ -112,6 +119,7 @@ impl Job {
             Job::Zombies | Job::Rescue | Job::Expire => Some((Duration::ZERO, c.rescue_interval)),
             // Pruning waits a little after start: a starting node has more urgent work.
             Job::Prune | Job::PruneAux => Some((Duration::from_secs(5), c.prune_interval)),
+            Job::Rotate => Some((Duration::ZERO, c.rotate_interval)),
         }
     }
 
@@ -131,6 +139,7 @@ impl Job {
                 }
                 n
             }
+            Job::Rotate => rotate(engine, now).await?,
             Job::PruneAux => {
                 let n = prune_aux(engine, now).await?;
                 if n > 0 {

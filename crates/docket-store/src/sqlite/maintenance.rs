@@ -116,4 +116,9 @@ impl MaintenanceStore for SqliteStore {
             nodes,
         })
     }
+
+    async fn task_rotate(&self, _p: TaskRotateParams) -> Result<Rotation> {
+        // One table here: the ring of slots is PostgreSQL's (migration 0021).
+        Ok(Rotation::Unsupported)
+    }
 }

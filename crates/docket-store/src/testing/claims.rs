@@ -1141,3 +1141,99 @@ async fn promote(s: &dyn Store, now: Timestamp) {
         .await
         .unwrap();
 }
+
+/// The ring of slots (PostgreSQL's migration 0021): whatever a turn moves or truncates, every
+/// task keeps its state, its lease and its unique key. Elsewhere the call does nothing.
+pub(super) async fn tasks_survive_the_ring_turning(b: Bundle) {
+    let s = &*b.store;
+    let turn = |now: Timestamp, every: Duration| TaskRotateParams {
+        now,
+        every,
+        lock_timeout: Duration::from_secs(5),
+        batch: 2,
+        most_moved: i64::MAX,
+    };
+    let full = |now: Timestamp| TaskRotateParams {
+        most_moved: 5,
+        ..turn(now, Duration::ZERO)
+    };
+    let mut keyed = nt("keyed");
+    keyed.unique_key = Some("ring-1".into());
+    let mut later = nt("later");
+    later.run_at = Some(t0() + secs(60));
+    let mut v = vec![nt("running"), keyed.clone(), later];
+    v.extend((0..5).map(|i| nt(&format!("waiting{i}"))));
+    let ids: Vec<i64> = insert(s, v, t0()).await.iter().map(|t| t.id).collect();
+    let mut running = claim(s, "default", 1, t0()).await;
+    assert_eq!(running[0].kind, "running");
+    let running = running.remove(0);
+    let pg = s.backend() == Backend::Postgres;
+    // Four turns come back to the slot the tasks went into: it is emptied into slot 0 (in
+    // batches of 2, then the rest under the lock) and truncated.
+    let mut moved = 0;
+    for i in 1..=4 {
+        if i == 4 && pg {
+            // Six tasks are left in the slot to empty: more than 5 wait for the backlog to drain.
+            let r = s.task_rotate(full(t0() + secs(i))).await.unwrap();
+            assert_eq!(r, Rotation::Full);
+        }
+        let r = s
+            .task_rotate(turn(t0() + secs(i), Duration::ZERO))
+            .await
+            .unwrap();
+        match r {
+            Rotation::Turned { slot, moved: m, .. } => {
+                assert!(pg, "{r:?}");
+                assert_eq!(slot, ((i as i16) % 4) + 1, "turn {i}");
+                moved += m;
+            }
+            other => {
+                assert!(!pg, "{other:?}");
+                assert_eq!(other, Rotation::Unsupported);
+            }
+        }
+    }
+    if pg {
+        // The running task and the five waiting ones were in the ring; the unique and the
+        // scheduled task were never there.
+        assert_eq!(moved, 6);
+        // A turn younger than `every` is not due.
+        let r = s.task_rotate(turn(t0() + secs(5), Duration::from_secs(60)));
+        assert_eq!(r.await.unwrap(), Rotation::NotDue);
+    }
+    for id in &ids {
+        assert!(s.task_get(*id).await.unwrap().is_some(), "task {id} lost");
+    }
+    // The lease still holds; the key is still taken.
+    let again = insert(s, vec![keyed], t0()).await;
+    assert_eq!((again[0].id, again[0].inserted), (ids[1], Some(false)));
+    let out = s
+        .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
+            items: &[done(&running, json!("after the turns"))],
+            now: t0() + secs(5),
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            out[0],
+            LeaseOutcome::Ok {
+                state: TaskState::Completed,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    let got = claim(s, "default", 10, t0() + secs(5)).await;
+    assert_eq!(got.len(), 6, "keyed and the five waiting: {got:?}");
+    s.task_promote(TaskPromoteParams {
+        now: t0() + secs(61),
+        limit: 10,
+    })
+    .await
+    .unwrap();
+    let late = claim(s, "default", 10, t0() + secs(61)).await;
+    assert_eq!(late.len(), 1);
+    assert_eq!(late[0].kind, "later");
+}

@@ -217,6 +217,7 @@ const CASES: &[Case] = cases![
     claims::linear_backoff,
     claims::run_log_of_every_attempt,
     claims::stages_hand_the_task_on,
+    claims::tasks_survive_the_ring_turning,
     queues::queue_settings_round_trip,
     nodes::node_registry,
     nodes::node_drain,

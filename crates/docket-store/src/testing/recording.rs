@@ -129,6 +129,11 @@ impl MaintenanceStore for Recording {
         self.hit("aux_prune");
         self.inner.aux_prune(p).await
     }
+
+    async fn task_rotate(&self, p: TaskRotateParams) -> Result<Rotation> {
+        self.hit("task_rotate");
+        self.inner.task_rotate(p).await
+    }
 }
 
 #[async_trait]

@@ -48,6 +48,9 @@ pub(crate) async fn serve_inner(args: ServeArgs) -> Result<()> {
     if let Some(r) = a.rescue_interval {
         config.rescue_interval = r;
     }
+    if let Some(r) = a.rotate_interval {
+        config.rotate_interval = r;
+    }
     if let Some(d) = a.retention_notifications {
         config.retention_notifications = d;
     }

@@ -2,10 +2,13 @@ WITH ins AS (
     INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, created_at,
-    namespace, process_id, backoff_kind, user_id, stage)
+    namespace, process_id, backoff_kind, user_id, stage, slot)
     SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc,
     bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, $18,
-    ns, pid, bk, uid, stg
+    ns, pid, bk, uid, stg,
+    -- Migration 0021: the current ring slot for what can run now, slot 0 for the rest.
+    CASE WHEN unique_key IS NULL AND state = 'available'
+    THEN (SELECT current FROM docket_task_slots) ELSE 0 END
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[],
     $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[],
     $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[],
