@@ -900,6 +900,35 @@ async fn drain_moves_tasks_and_stops_claiming(db: Db) {
     node2.close().await;
 }
 
+/// The maintenance job `rotate` turns the ring of task slots (PostgreSQL) once per
+/// `rotate_interval` of the engine's clock, and a task the fourth turn finds still waiting
+/// moves to slot 0, claimable as before. Elsewhere it does nothing.
+async fn rotate_turns_the_ring_every_interval(db: Db) {
+    let t0 = chrono::Utc.with_ymd_and_hms(2030, 6, 1, 0, 0, 0).unwrap();
+    let clock = ManualClock::new(t0);
+    let e = engine(&db, Arc::new(clock.clone()));
+    let pg = db.store.backend() == docket_store::Backend::Postgres;
+    let got = e
+        .enqueue_many(vec![NewTask::new("waits", json!(1))])
+        .await
+        .unwrap();
+    let mut moved = vec![];
+    for _ in 0..4 {
+        moved.push(maintenance::rotate(&e, clock.now()).await.unwrap());
+        // Not due again before the interval has passed.
+        assert_eq!(maintenance::rotate(&e, clock.now()).await.unwrap(), 0);
+        clock.advance(Duration::from_secs(1));
+    }
+    assert_eq!(moved, if pg { vec![0, 0, 0, 1] } else { vec![0; 4] });
+    let never = CancellationToken::new();
+    let c = e
+        .claim("default", "w", 5, None, Duration::ZERO, &never)
+        .await
+        .unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].id, got[0].id);
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
@@ -923,4 +952,5 @@ both!(
     other_nodes_find_work,
     schedule_interval_sets_the_poll,
     drain_moves_tasks_and_stops_claiming,
+    rotate_turns_the_ring_every_interval,
 );

@@ -25,6 +25,20 @@ pub(crate) struct RingState {
     full_since: Option<std::time::Instant>,
 }
 
+impl RingState {
+    /// How many tasks the next turn may move out of the slot it empties at `t`; `None`: no try
+    /// yet (backing off after refused locks).
+    fn most_moved(&self, t: std::time::Instant) -> Option<i64> {
+        if self.wait_until.is_some_and(|w| t < w) {
+            return None;
+        }
+        Some(match self.full_since {
+            Some(since) if t.saturating_duration_since(since) >= MOST_WAIT => i64::MAX,
+            _ => MOST_MOVED,
+        })
+    }
+}
+
 /// Turns the ring when a turn is due (any node may; the store lets one through). Returns the
 /// tasks moved to the fixed slot. When the lock on the slot to empty is not granted within
 /// [`EngineConfig::rotate_lock_timeout`](crate::EngineConfig::rotate_lock_timeout) — a
@@ -42,13 +56,9 @@ pub async fn rotate(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> 
             .ring
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let t = std::time::Instant::now();
-        if s.wait_until.is_some_and(|w| t < w) {
-            return Ok(0);
-        }
-        match s.full_since {
-            Some(since) if t.duration_since(since) >= MOST_WAIT => i64::MAX,
-            _ => MOST_MOVED,
+        match s.most_moved(std::time::Instant::now()) {
+            Some(n) => n,
+            None => return Ok(0),
         }
     };
     let r = engine
@@ -103,5 +113,34 @@ pub async fn rotate(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> 
             Ok(0)
         }
         Rotation::NotDue | Rotation::Unsupported => Ok(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_backlog_waits_a_minute_then_moves_and_a_refused_lock_backs_off() {
+        let t = Instant::now() + Duration::from_secs(3600);
+        let fresh = RingState::default();
+        assert_eq!(fresh.most_moved(t), Some(MOST_MOVED));
+        let full = |ago: u64| RingState {
+            full_since: Some(t - Duration::from_secs(ago)),
+            ..RingState::default()
+        };
+        assert_eq!(full(59).most_moved(t), Some(MOST_MOVED));
+        assert_eq!(full(60).most_moved(t), Some(i64::MAX));
+        let blocked = RingState {
+            blocked: 3,
+            wait_until: Some(t + Duration::from_secs(1)),
+            full_since: None,
+        };
+        assert_eq!(blocked.most_moved(t), None);
+        assert_eq!(
+            blocked.most_moved(t + Duration::from_secs(1)),
+            Some(MOST_MOVED)
+        );
     }
 }
