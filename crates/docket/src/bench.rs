@@ -205,7 +205,13 @@ async fn open_fresh(url: Option<&str>) -> Result<Fresh> {
 }
 
 fn engine_for(store: Arc<dyn Store>) -> Engine {
-    let cfg = EngineConfig::new("bench", &*store);
+    let mut cfg = EngineConfig::new("bench", &*store);
+    if let Some(d) = std::env::var("DOCKET_BENCH_ROTATE_INTERVAL")
+        .ok()
+        .and_then(|v| docket_core::duration::parse(&v).ok())
+    {
+        cfg.rotate_interval = d;
+    }
     Engine::new(store, Arc::new(SystemClock), cfg)
 }
 
