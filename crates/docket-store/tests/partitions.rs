@@ -341,3 +341,26 @@ async fn a_turn_gives_way_to_an_open_reader() {
     );
     assert_eq!(claim(s, 10).await[0].id, id);
 }
+
+/// A deleted ring row (by hand) loses nothing: inserts fall back to slot 0, the next turn puts
+/// the row back, and the ring goes on.
+#[tokio::test]
+async fn a_deleted_ring_row_is_put_back() {
+    let t = TestStore::postgres().await;
+    let s = &*t.store;
+    let pool = raw(&t).await;
+    sqlx::query("DELETE FROM docket_task_slots")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let id = insert(s, 1).await[0];
+    assert_eq!(partition_of(&pool, id).await, "docket_tasks_live_0");
+    assert_eq!(turn(s, 5000).await, Rotation::NotDue);
+    assert!(matches!(
+        turn(s, 5000).await,
+        Rotation::Turned { slot: 2, .. }
+    ));
+    let next = insert(s, 1).await[0];
+    assert_eq!(partition_of(&pool, next).await, "docket_tasks_live_2");
+    assert_eq!(claim(s, 10).await.len(), 2);
+}

@@ -136,10 +136,19 @@ impl MaintenanceStore for PgStore {
     }
 
     async fn task_rotate(&self, p: TaskRotateParams) -> Result<Rotation> {
-        let (current, rotated_at): (i16, Option<Timestamp>) =
+        let row: Option<(i16, Option<Timestamp>)> =
             sqlx::query_as("SELECT current, rotated_at FROM docket_task_slots")
-                .fetch_one(&self.pool)
+                .fetch_optional(&self.pool)
                 .await?;
+        let Some((current, rotated_at)) = row else {
+            // Deleted by hand: inserts fall back to slot 0 meanwhile; the ring starts again.
+            sqlx::query(
+                "INSERT INTO docket_task_slots (current) VALUES (1) ON CONFLICT DO NOTHING",
+            )
+            .execute(&self.pool)
+            .await?;
+            return Ok(Rotation::NotDue);
+        };
         if rotated_at.is_some_and(|t| p.now < docket_core::time::add(t, p.every)) {
             return Ok(Rotation::NotDue);
         }

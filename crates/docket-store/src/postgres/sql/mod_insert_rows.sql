@@ -8,7 +8,7 @@ WITH ins AS (
     ns, pid, bk, uid, stg,
     -- Migration 0021: the current ring slot for what can run now, slot 0 for the rest.
     CASE WHEN unique_key IS NULL AND state = 'available'
-    THEN (SELECT current FROM docket_task_slots) ELSE 0 END
+    THEN COALESCE((SELECT current FROM docket_task_slots), 0) ELSE 0 END
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[],
     $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[],
     $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[],
