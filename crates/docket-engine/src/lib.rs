@@ -72,7 +72,8 @@ pub struct EngineConfig {
     pub prune_interval: Duration,
     /// How often the ring of task slots turns (PostgreSQL, migration 0021): each turn empties
     /// the slot filled four turns ago by TRUNCATE, so dead tuples live about 4 × this long even
-    /// while a snapshot is held open [1 s].
+    /// while a snapshot is held open [1 s]. On MySQL/MariaDB (migration 0004) the same job
+    /// moves finished tasks from `docket_tasks` to `docket_tasks_done` this often.
     pub rotate_interval: Duration,
     /// Longest wait for the lock a turn needs on the slot it empties; claims queue behind the
     /// waiting lock, so this bounds the pause a turn can cause [100 ms].

@@ -1182,7 +1182,8 @@ pub struct TaskRotateParams {
 /// What [`MaintenanceStore::task_rotate`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rotation {
-    /// The backend has no slots (SQLite, MySQL).
+    /// The backend has neither slots nor a finished-tasks table (SQLite: partial indexes keep
+    /// finished tasks out of the hot indexes).
     Unsupported,
     /// Not due yet, or another node is turning the ring.
     NotDue,
@@ -1197,6 +1198,13 @@ pub enum Rotation {
     },
     /// More than `most_moved` tasks are left in the slot to empty; nothing changed.
     Full,
+    /// MySQL/MariaDB (migration 0004): no ring; the finished tasks found in `docket_tasks`
+    /// were moved to `docket_tasks_done`, in `batch`-row transactions until none was left
+    /// (at most 100 batches a call).
+    Archived {
+        /// Tasks moved.
+        moved: u64,
+    },
     /// The slot's lock was not granted within `lock_timeout` (a transaction that read
     /// `docket_tasks` is still open): the slot was not truncated and the ring did not turn (the
     /// tasks left in it may have moved to slot 0 already).

@@ -178,7 +178,8 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_duration)]
     pub rescue_interval: Option<Duration>,
     /// PostgreSQL: how often the ring of task slots turns; dead tuples of finished tasks live
-    /// about four turns, even while a snapshot is held open [1s].
+    /// about four turns, even while a snapshot is held open. MySQL/MariaDB: how often finished
+    /// tasks move to docket_tasks_done [1s].
     #[arg(long, value_parser = parse_duration)]
     pub rotate_interval: Option<Duration>,
     /// Delivered process notifications are deleted after this [7d].

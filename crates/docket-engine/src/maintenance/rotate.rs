@@ -1,6 +1,8 @@
 //! Rotate (PgQ's table rotation, migration 0021): the ring of slots unfinished tasks live in
 //! turns, and the slot filled four turns ago is emptied by TRUNCATE — the one way to free dead
 //! tuples while another transaction holds an old snapshot open, which VACUUM must wait out.
+//! On MySQL/MariaDB (migration 0004) the same job moves finished tasks from `docket_tasks` to
+//! `docket_tasks_done`, which keeps them out of the hot table's indexes (no partial indexes).
 
 use super::*;
 use docket_store::Rotation;
@@ -111,6 +113,11 @@ pub async fn rotate(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> 
                  (see pg_stat_activity); dead tuples of finished tasks stay until it ends"
             );
             Ok(0)
+        }
+        Rotation::Archived { moved } => {
+            ::metrics::counter!(crate::metrics::RING_TURNS, "outcome" => "archived").increment(1);
+            ::metrics::counter!(crate::metrics::RING_MOVED).increment(moved);
+            Ok(moved)
         }
         Rotation::NotDue | Rotation::Unsupported => Ok(0),
     }

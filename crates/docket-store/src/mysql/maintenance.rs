@@ -117,23 +117,37 @@ impl MaintenanceStore for MySqlStore {
     async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
         let mut tx = self.begin().await?;
         let cut = |d: Duration| docket_core::time::sub(p.now, d);
-        // Per-queue retention is read first, so the select compares each row with a bound time.
-        let ids: Vec<i64> = sqlx::query_scalar(include_str!("sql/maintenance_task_prune.sql"))
-            .bind(dt(cut(p.retention_completed)))
-            .bind(dt(p.now))
-            .bind(dt(cut(p.retention_failed)))
-            .bind(dt(p.now))
-            .bind(p.limit)
-            .fetch_all(&mut *tx)
+        let mut n = 0;
+        // docket_tasks_done (0004), then what `rotate` has not moved there yet.
+        for table in ["docket_tasks_done", "docket_tasks"] {
+            let left = p.limit - n as i64;
+            if left <= 0 {
+                break;
+            }
+            // Per-queue retention is read first, so the select compares each row with a bound
+            // time.
+            let sql = include_str!("sql/maintenance_task_prune.sql")
+                .replace("FROM docket_tasks t", &format!("FROM {table} t"));
+            let ids: Vec<i64> = sqlx::query_scalar(&sql)
+                .bind(dt(cut(p.retention_completed)))
+                .bind(dt(p.now))
+                .bind(dt(cut(p.retention_failed)))
+                .bind(dt(p.now))
+                .bind(left)
+                .fetch_all(&mut *tx)
+                .await?;
+            // Unlocked select (a locking one would lock the joined queue rows too): a task
+            // retried since is no longer finished and stays.
+            n += by_ids(
+                &mut tx,
+                &format!(
+                    "DELETE FROM {table} WHERE id IN (IDS) \
+                     AND state IN ('completed','discarded','cancelled')"
+                ),
+                &ids,
+            )
             .await?;
-        // Unlocked select (a locking one would lock the joined queue rows too): a task retried
-        // since is no longer finished and stays.
-        let n = by_ids(
-            &mut tx,
-            "DELETE FROM docket_tasks WHERE id IN (IDS) AND state IN ('completed','discarded','cancelled')",
-            &ids,
-        )
-        .await?;
+        }
         tx.commit().await?;
         Ok(n)
     }
@@ -179,8 +193,32 @@ impl MaintenanceStore for MySqlStore {
         })
     }
 
-    async fn task_rotate(&self, _p: TaskRotateParams) -> Result<Rotation> {
-        // One table here: the ring of slots is PostgreSQL's (migration 0021).
-        Ok(Rotation::Unsupported)
+    async fn task_rotate(&self, p: TaskRotateParams) -> Result<Rotation> {
+        // No ring here (PostgreSQL's 0021): finished tasks move to docket_tasks_done (0004).
+        // Every node may run it at once; SKIP LOCKED gives each its own rows.
+        let batch = p.batch.max(1);
+        let mut moved = 0u64;
+        for _ in 0..100 {
+            let mut tx = self.begin().await?;
+            let ids: Vec<i64> = sqlx::query_scalar(
+                "SELECT id FROM docket_tasks WHERE state IN ('completed','discarded','cancelled') \
+                 LIMIT ? FOR UPDATE SKIP LOCKED",
+            )
+            .bind(batch)
+            .fetch_all(&mut *tx)
+            .await?;
+            let sql = format!(
+                "INSERT INTO docket_tasks_done ({COLS}) SELECT {COLS} FROM docket_tasks \
+                 WHERE id IN (IDS)"
+            );
+            by_ids(&mut tx, &sql, &ids).await?;
+            by_ids(&mut tx, "DELETE FROM docket_tasks WHERE id IN (IDS)", &ids).await?;
+            tx.commit().await?;
+            moved += ids.len() as u64;
+            if (ids.len() as i64) < batch {
+                break;
+            }
+        }
+        Ok(Rotation::Archived { moved })
     }
 }

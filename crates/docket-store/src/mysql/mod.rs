@@ -591,19 +591,62 @@ impl MySqlStore {
         Self::publish(tx, namespace, id, &[failed], now).await
     }
 
-    /// A task and its lease token; `lock` takes the row lock (`FOR UPDATE`).
+    /// A task and its lease token; `lock` takes the row lock (`FOR UPDATE`). A locked read
+    /// of a task in `docket_tasks_done` first moves it back to `docket_tasks` (0004), so the
+    /// caller's statements on `docket_tasks` reach it; `rotate` moves it out again once it
+    /// is (still) finished.
     async fn get_in(
         tx: &mut Transaction<'_, MySql>,
         id: i64,
         lock: bool,
     ) -> Result<Option<(Task, Option<String>)>> {
+        if lock {
+            Self::unarchive(tx, &[id]).await?;
+        }
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE id = ?{}",
             if lock { " FOR UPDATE" } else { "" }
         );
-        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+        let mut row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+        if row.is_none() && !lock {
+            let sql = format!("SELECT {COLS} FROM docket_tasks_done WHERE id = ?");
+            row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+        }
         row.map(|r| Ok((decode(&r)?, text_opt(&r, "lease_token")?)))
             .transpose()
+    }
+
+    /// Moves these tasks, where they are in `docket_tasks_done`, back to `docket_tasks`
+    /// (locking them there), for a change to a finished task: retry, cancel, update.
+    pub(super) async fn unarchive(tx: &mut Transaction<'_, MySql>, ids: &[i64]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let m = marks(ids.len());
+        let sql = format!("SELECT id FROM docket_tasks_done WHERE id IN ({m}) FOR UPDATE");
+        let mut q = sqlx::query_scalar::<_, i64>(&sql);
+        for id in ids {
+            q = q.bind(id);
+        }
+        let found = q.fetch_all(&mut **tx).await?;
+        if found.is_empty() {
+            return Ok(());
+        }
+        let m = marks(found.len());
+        for sql in [
+            format!(
+                "INSERT INTO docket_tasks ({COLS}) SELECT {COLS} FROM docket_tasks_done \
+                 WHERE id IN ({m})"
+            ),
+            format!("DELETE FROM docket_tasks_done WHERE id IN ({m})"),
+        ] {
+            let mut q = sqlx::query(&sql);
+            for id in &found {
+                q = q.bind(id);
+            }
+            q.execute(&mut **tx).await?;
+        }
+        Ok(())
     }
 
     /// Tasks by id with their lease tokens, locked, in id order.
@@ -614,6 +657,7 @@ impl MySqlStore {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
+        Self::unarchive(tx, ids).await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE id IN ({}) ORDER BY id FOR UPDATE",
             marks(ids.len())
@@ -622,7 +666,20 @@ impl MySqlStore {
         for id in ids {
             q = q.bind(id);
         }
-        let rows = q.fetch_all(&mut **tx).await?;
+        let mut rows = q.fetch_all(&mut **tx).await?;
+        if rows.len() < ids.len() {
+            // Finished and moved to docket_tasks_done: read (unlocked) for the refusal the
+            // caller answers; nothing changes a finished task there.
+            let sql = format!(
+                "SELECT {COLS} FROM docket_tasks_done WHERE id IN ({})",
+                marks(ids.len())
+            );
+            let mut q = sqlx::query(&sql);
+            for id in ids {
+                q = q.bind(id);
+            }
+            rows.extend(q.fetch_all(&mut **tx).await?);
+        }
         rows.iter()
             .map(|r| {
                 let t = decode(r)?;
@@ -636,6 +693,8 @@ impl MySqlStore {
         queue: Option<&str>,
     ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
         let rows = sqlx::query(include_str!("sql/mod_counts.sql"))
+            .bind(queue)
+            .bind(queue)
             .bind(queue)
             .bind(queue)
             .fetch_all(&self.pool)

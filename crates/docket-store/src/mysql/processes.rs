@@ -297,10 +297,15 @@ impl ProcessStore for MySqlStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = ?")
-            .bind(docket_core::process::key_of(namespace, id))
-            .execute(&mut *tx)
-            .await?;
+        for sql in [
+            "DELETE FROM docket_tasks WHERE concurrency_key = ?",
+            "DELETE FROM docket_tasks_done WHERE concurrency_key = ?",
+        ] {
+            sqlx::query(sql)
+                .bind(docket_core::process::key_of(namespace, id))
+                .execute(&mut *tx)
+                .await?;
+        }
         Self::publish(&mut tx, namespace, id, &[Notice::Removed], now).await?;
         tx.commit().await?;
         self.wake_queues([&t.queue]);

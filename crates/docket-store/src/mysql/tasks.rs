@@ -74,8 +74,13 @@ impl TaskStore for MySqlStore {
     }
 
     async fn task_get(&self, id: i64) -> Result<Option<Task>> {
-        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ?");
+        // Both tables in one statement (one read view): a task moving between them is seen once.
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE id = ? \
+             UNION ALL SELECT {COLS} FROM docket_tasks_done WHERE id = ? LIMIT 1"
+        );
         let row = sqlx::query(&sql)
+            .bind(id)
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -93,32 +98,42 @@ impl TaskStore for MySqlStore {
         } else {
             format!("AND state IN ({}) ", marks(p.states.len()))
         };
+        // The hot table and docket_tasks_done (0004), each cut to the page before the union.
+        let one = |table: &str| {
+            format!(
+                "(SELECT {COLS} FROM {table} WHERE (? IS NULL OR queue = ?) {states}\
+                 AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?) \
+                 AND (? IS NULL OR concurrency_key = ?) \
+                 AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0) \
+                 AND (? IS NULL OR user_id = ?) \
+                 ORDER BY id {order} LIMIT ?)"
+            )
+        };
         let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE (? IS NULL OR queue = ?) {states}\
-             AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?) \
-             AND (? IS NULL OR concurrency_key = ?) \
-             AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0) \
-             AND (? IS NULL OR user_id = ?) \
-             ORDER BY id {order} LIMIT ?"
+            "{} UNION ALL {} ORDER BY id {order} LIMIT ?",
+            one("docket_tasks"),
+            one("docket_tasks_done")
         );
-        let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.queue);
-        for s in &p.states {
-            q = q.bind(s.as_str());
+        let mut q = sqlx::query(&sql);
+        for _ in 0..2 {
+            q = q.bind(&p.queue).bind(&p.queue);
+            for s in &p.states {
+                q = q.bind(s.as_str());
+            }
+            q = q
+                .bind(&p.kind)
+                .bind(&p.kind)
+                .bind(p.after)
+                .bind(p.after)
+                .bind(&p.concurrency_key)
+                .bind(&p.concurrency_key)
+                .bind(&p.text)
+                .bind(&p.text)
+                .bind(&p.user_id)
+                .bind(&p.user_id)
+                .bind(p.limit);
         }
-        let rows = q
-            .bind(&p.kind)
-            .bind(&p.kind)
-            .bind(p.after)
-            .bind(p.after)
-            .bind(&p.concurrency_key)
-            .bind(&p.concurrency_key)
-            .bind(&p.text)
-            .bind(&p.text)
-            .bind(&p.user_id)
-            .bind(&p.user_id)
-            .bind(p.limit)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = q.bind(p.limit).fetch_all(&self.pool).await?;
         rows.iter().map(decode).collect()
     }
 
@@ -169,6 +184,7 @@ impl TaskStore for MySqlStore {
     async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
         let TaskRetryParams { id, now } = p;
         let mut tx = self.begin().await?;
+        Self::unarchive(&mut tx, &[id]).await?;
         let r = sqlx::query(include_str!("sql/tasks_task_retry.sql"))
             .bind(dt(now))
             .bind(id)
@@ -208,9 +224,12 @@ impl TaskStore for MySqlStore {
 
     async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
         let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1"
+            "(SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1) \
+             UNION ALL (SELECT {COLS} FROM docket_tasks_done WHERE unique_key = ? \
+             ORDER BY id DESC LIMIT 1) ORDER BY id DESC LIMIT 1"
         );
         let row = sqlx::query(&sql)
+            .bind(key)
             .bind(key)
             .fetch_optional(&self.pool)
             .await?;
@@ -274,6 +293,7 @@ impl TaskStore for MySqlStore {
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         let rows = sqlx::query(include_str!("sql/tasks_task_throughput.sql"))
+            .bind(dt(since))
             .bind(dt(since))
             .fetch_all(&self.pool)
             .await?;

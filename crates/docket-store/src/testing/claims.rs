@@ -1189,7 +1189,12 @@ pub(super) async fn tasks_survive_the_ring_turning(b: Bundle) {
             }
             other => {
                 assert!(!pg, "{other:?}");
-                assert_eq!(other, Rotation::Unsupported);
+                let want = match s.backend() {
+                    // Nothing finished yet to move to docket_tasks_done.
+                    Backend::MySql => Rotation::Archived { moved: 0 },
+                    _ => Rotation::Unsupported,
+                };
+                assert_eq!(other, want);
             }
         }
     }

@@ -203,6 +203,7 @@ const CASES: &[Case] = cases![
     tasks::dashboard_reads_and_operator_actions,
     tasks::user_task_lists,
     tasks::task_update_under_lock,
+    tasks::finished_tasks_leave_the_hot_table,
     claims::claim_order_priority_run_at_id,
     claims::claim_by_kinds,
     claims::claim_skips_what_it_must,
@@ -275,6 +276,7 @@ where
         let store: Arc<dyn Store> = Arc::new(recording::Recording {
             inner: t.store.clone(),
             seen: seen.clone(),
+            archive: t.store.backend() == Backend::MySql,
         });
         eprintln!("conformance: {name} on {:?}", t.store.backend());
         case(Bundle {

@@ -713,3 +713,155 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
         .unwrap_err();
     assert!(matches!(e, StoreError::NotFound(_)), "{e:?}");
 }
+
+/// Finished tasks leave the hot table (MySQL: `rotate` moves them to `docket_tasks_done`,
+/// migration 0004; PostgreSQL: the UPDATE that finishes a task moves it to the done partition,
+/// 0020). Wherever they are, every read finds them and every change to one still works.
+pub(super) async fn finished_tasks_leave_the_hot_table(b: Bundle) {
+    let s = &*b.store;
+    let mut keyed = nt("keyed");
+    keyed.unique_key = Some("archive-1".into());
+    let ids: Vec<i64> = insert(s, vec![keyed.clone(), nt("b"), nt("c"), nt("d")], t0())
+        .await
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    let got = claim(s, "default", 4, t0()).await;
+    assert_eq!(got.len(), 4);
+    let by_id = |id: i64| got.iter().find(|t| t.id == id).unwrap();
+    let items: Vec<TaskComplete> = ids[..3]
+        .iter()
+        .map(|id| done(by_id(*id), json!({"n": id})))
+        .collect();
+    let out = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &items,
+            now: t0() + secs(1),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert!(out
+        .iter()
+        .all(|o| state_run_at(o).0 == TaskState::Completed));
+    s.task_fail_many(TaskFailManyParams {
+        items: &[TaskFail {
+            permanent: true,
+            ..fail(by_id(ids[3]), "gave up")
+        }],
+        worker: None,
+        now: t0() + secs(1),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let rotate = || {
+        s.task_rotate(TaskRotateParams {
+            now: t0() + secs(2),
+            every: Duration::ZERO,
+            lock_timeout: Duration::from_secs(5),
+            batch: 2,
+            most_moved: i64::MAX,
+        })
+    };
+    let r = rotate().await.unwrap();
+    match s.backend() {
+        // In batches of 2 until none is left; the next call finds nothing. (The conformance
+        // suite's store archives before every other call, so what is moved here is what the
+        // last call finished: the discarded task.)
+        Backend::MySql => {
+            assert_eq!(r, Rotation::Archived { moved: 1 });
+            assert_eq!(rotate().await.unwrap(), Rotation::Archived { moved: 0 });
+        }
+        Backend::Sqlite => assert_eq!(r, Rotation::Unsupported),
+        Backend::Postgres => {}
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let t = s
+            .task_get(*id)
+            .await
+            .unwrap()
+            .expect("a finished task is found");
+        let want = if i < 3 {
+            TaskState::Completed
+        } else {
+            TaskState::Discarded
+        };
+        assert_eq!(t.state, want);
+        if i < 3 {
+            assert_eq!(t.result, Some(json!({"n": id})));
+        }
+    }
+    // Lists page through them in id order, either way, filtered by state.
+    let list = |states: Vec<TaskState>, after: Option<i64>, descending: bool| {
+        s.task_list(TaskListParams {
+            states,
+            after,
+            descending,
+            limit: 2,
+            ..Default::default()
+        })
+    };
+    let page = list(vec![TaskState::Completed], None, false).await.unwrap();
+    assert_eq!(page.iter().map(|t| t.id).collect::<Vec<_>>(), ids[..2]);
+    let page = list(vec![TaskState::Completed], Some(ids[1]), false)
+        .await
+        .unwrap();
+    assert_eq!(page.iter().map(|t| t.id).collect::<Vec<_>>(), ids[2..3]);
+    let page = list(vec![], None, true).await.unwrap();
+    assert_eq!(
+        page.iter().map(|t| t.id).collect::<Vec<_>>(),
+        [ids[3], ids[2]]
+    );
+    // The idempotency key answers with the finished task, and is free for a new one.
+    let k = s
+        .task_find_by_unique_key("archive-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(k.id, ids[0]);
+    let again = insert(s, vec![keyed], t0() + secs(3)).await;
+    assert_eq!(again[0].inserted, Some(true));
+    assert_ne!(again[0].id, ids[0]);
+    // A second completion of a finished task is refused as before, not "not found".
+    let out = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &items[..1],
+            now: t0() + secs(3),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert_eq!(out[0], LeaseOutcome::LeaseLost);
+    // The per-minute throughput counts them.
+    let tp = s.task_throughput(t0() - secs(60)).await.unwrap();
+    let (c, f) = tp
+        .iter()
+        .fold((0, 0), |(c, f), m| (c + m.completed, f + m.failed));
+    assert_eq!((c, f), (3, 1));
+    // A discarded task retried by hand comes back to work.
+    let r = s
+        .task_retry(TaskRetryParams {
+            id: ids[3],
+            now: t0() + secs(4),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.state, TaskState::Available);
+    let back = claim(s, "default", 10, t0() + secs(4)).await;
+    assert!(back.iter().any(|t| t.id == ids[3]), "{back:?}");
+    // Retention prunes them wherever they are.
+    let pruned = s
+        .task_prune(TaskPruneParams {
+            now: t0() + secs(3600 * 48),
+            retention_completed: Duration::from_secs(3600),
+            retention_failed: Duration::from_secs(3600),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(pruned, 3);
+    for id in &ids[..3] {
+        assert!(s.task_get(*id).await.unwrap().is_none(), "task {id} pruned");
+    }
+}
