@@ -225,11 +225,12 @@ fn describe() {
     describe_counter!(TASKS_CLAIMED, "Tasks claimed, by queue");
     describe_counter!(
         RING_TURNS,
-        "Turns of the ring of task slots by this node, by outcome (turned, truncated, full, blocked)"
+        "Runs of the rotate job by this node, by outcome (PostgreSQL's ring of task slots: turned, \
+         truncated, full, blocked; MySQL: archived)"
     );
     describe_counter!(
         RING_MOVED,
-        "Tasks moved to the fixed slot 0 by turns of the ring (PostgreSQL)"
+        "Tasks moved by the rotate job: to slot 0 (PostgreSQL) or to docket_tasks_done (MySQL)"
     );
     describe_counter!(
         TASK_HEARTBEATS,
