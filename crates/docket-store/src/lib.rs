@@ -1587,7 +1587,7 @@ pub struct ConnectOptions {
     /// Pool size; default 10 (PostgreSQL) / 4 readers + 1 writer (SQLite).
     pub max_connections: Option<u32>,
     /// PostgreSQL: commit claims and completions without waiting for the WAL flush (see
-    /// `PgStore::begin_relaxed`); default true. Enqueues always wait for durability.
+    /// `PgStore::begin_hot`); default true. Enqueues always wait for durability.
     pub relaxed_commit: bool,
 }
 

@@ -11,7 +11,7 @@ impl LeaseStore for PgStore {
         if p.limit <= 0 {
             return Ok(vec![]);
         }
-        let mut tx = self.begin_relaxed().await?;
+        let mut tx = self.begin_hot().await?;
         let cands = sqlx::query(include_str!("sql/leases_task_claim.sql"))
             .bind(&p.queue)
             .bind(&p.node)
@@ -194,7 +194,7 @@ impl LeaseStore for PgStore {
                 tokens.push(parse_token(&it.token).unwrap_or(uuid::Uuid::nil()));
                 results.push(it.result.clone());
             }
-            let mut tx = self.begin_relaxed().await?;
+            let mut tx = self.begin_hot().await?;
             // `frees`: finishing it lets another task of its key or limited queue start, so the
             // queue's claimers are woken (on every node) instead of waiting for a poll.
             type Done = (i64, Timestamp, String, bool, String, Option<Timestamp>);

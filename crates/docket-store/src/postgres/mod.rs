@@ -28,6 +28,26 @@ pub const DONE_CHANNEL: &str = "docket_done";
 
 use crate::TASK_COLS as COLS;
 
+/// Planner settings of the hot path's transactions (claims and completions), which address
+/// tasks by the claim index's order or by id. The ring's slots (0021) have autovacuum, and so
+/// auto-analyze, off, and are truncated every turn: the planner never knows how many tasks a
+/// slot holds, and plans made when a slot was nearly empty (cached, or after a manual
+/// `ANALYZE` saw it empty) read a whole slot where an index finds the rows. Measured: a claim
+/// that sorted all 50,000 waiting tasks to take 1,000 (28 ms instead of 0.8 ms; `docket bench
+/// --preload-finished 1000000 --settle` at 30–35k tasks/s instead of 57–59k), and a claim
+/// `UPDATE … id = ANY(…)` that scanned a slot still full of a burst's dead rows (37–90 ms
+/// each; 1M right after the preload at 20–43k instead of 54–57k). Without Sort and sequential
+/// scans the plans are the ordered Merge Append of the slots' claim indexes and primary-key
+/// lookups, whatever the statistics say.
+pub const HOT_PATH_SETTINGS: &str = hot_path_settings!();
+
+macro_rules! hot_path_settings {
+    () => {
+        "SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off"
+    };
+}
+use hot_path_settings;
+
 /// A PostgreSQL store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
@@ -243,18 +263,22 @@ impl PgStore {
         &self.pool
     }
 
-    /// A transaction whose commit does not wait for the WAL flush (`synchronous_commit = off`),
-    /// for claims and completions only. A PostgreSQL crash can forget the last few hundred ms
+    /// A claim's or completion's transaction: its commit does not wait for the WAL flush
+    /// (`synchronous_commit = off`) unless the store is strict. A PostgreSQL crash can forget the last few hundred ms
     /// of them: a forgotten claim leaves the task available, a forgotten completion leaves it
     /// running until its lease expires and the rescuer retries it. Either way the task runs
     /// again — within the at-least-once guarantee — and nothing is lost. Inserts always wait.
-    async fn begin_relaxed(&self) -> Result<Transaction<'static, Postgres>> {
+    /// The planner runs with [`HOT_PATH_SETTINGS`] either way.
+    async fn begin_hot(&self) -> Result<Transaction<'static, Postgres>> {
         let mut tx = self.pool.begin().await?;
-        if self.relaxed_commit {
-            sqlx::query("SET LOCAL synchronous_commit = off")
-                .execute(&mut *tx)
-                .await?;
-        }
+        let sql: &'static str = if self.relaxed_commit {
+            concat!("SET LOCAL synchronous_commit = off; ", hot_path_settings!())
+        } else {
+            HOT_PATH_SETTINGS
+        };
+        // One round trip: a string without arguments goes as a simple query, several
+        // statements allowed.
+        sqlx::Executor::execute(&mut *tx, sql).await?;
         Ok(tx)
     }
 
