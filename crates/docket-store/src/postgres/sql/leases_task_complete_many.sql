@@ -1,7 +1,13 @@
 UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result,
     lease_expires_at = NULL, run_count = t.run_count + 1
     FROM unnest($2::bigint[], $3::uuid[], $4::jsonb[]) AS x(id, token, result)
-    WHERE t.id = x.id AND t.lease_token = x.token AND t.state = 'running'
+    -- `(state = 'running') IS TRUE`, not `state = 'running'`: the planner cannot prove the
+    -- lease index's predicate from it, so it finds each row by id. With the plain form, and
+    -- the ring's slots believed nearly empty (they have no statistics), it scanned every
+    -- running task of every slot for each id (auto_explain: up to 225 ms a batch, 3,000,000
+    -- rows filtered for 1,000 completions). The IN list keeps the finished partition pruned.
+    WHERE t.id = x.id AND t.lease_token = x.token
+    AND t.state IN ('scheduled', 'available', 'running', 'retryable') AND (t.state = 'running') IS TRUE
     AND t.cancel_requested_at IS NULL
     AND (t.namespace IS NOT NULL OR $1 < t.attempted_at + t.timeout_ms * interval '1 millisecond')
     RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS (
