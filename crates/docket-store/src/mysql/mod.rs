@@ -657,7 +657,6 @@ impl MySqlStore {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        Self::unarchive(tx, ids).await?;
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE id IN ({}) ORDER BY id FOR UPDATE",
             marks(ids.len())
