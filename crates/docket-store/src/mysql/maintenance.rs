@@ -200,13 +200,31 @@ impl MaintenanceStore for MySqlStore {
         let mut moved = 0u64;
         for _ in 0..100 {
             let mut tx = self.begin().await?;
-            let ids: Vec<i64> = sqlx::query_scalar(
+            // Found without locks, then locked by primary key: a locking scan may lock (and
+            // at READ COMMITTED release again) rows it does not keep — on a small table it is a
+            // scan of the whole table — and a claim's SKIP LOCKED would skip available tasks
+            // meanwhile (seen: a claim of 2 waiting tasks answered none).
+            let found: Vec<i64> = sqlx::query_scalar(
                 "SELECT id FROM docket_tasks WHERE state IN ('completed','discarded','cancelled') \
-                 LIMIT ? FOR UPDATE SKIP LOCKED",
+                 LIMIT ?",
             )
             .bind(batch)
             .fetch_all(&mut *tx)
             .await?;
+            let ids: Vec<i64> = if found.is_empty() {
+                vec![]
+            } else {
+                let sql = format!(
+                    "SELECT id FROM docket_tasks WHERE id IN ({}) \
+                     AND state IN ('completed','discarded','cancelled') FOR UPDATE SKIP LOCKED",
+                    marks(found.len())
+                );
+                let mut q = sqlx::query_scalar(&sql);
+                for id in &found {
+                    q = q.bind(id);
+                }
+                q.fetch_all(&mut *tx).await?
+            };
             let sql = format!(
                 "INSERT INTO docket_tasks_done ({COLS}) SELECT {COLS} FROM docket_tasks \
                  WHERE id IN (IDS)"
@@ -215,7 +233,8 @@ impl MaintenanceStore for MySqlStore {
             by_ids(&mut tx, "DELETE FROM docket_tasks WHERE id IN (IDS)", &ids).await?;
             tx.commit().await?;
             moved += ids.len() as u64;
-            if (ids.len() as i64) < batch {
+            // The last ones, or all of a full batch held by another node's move.
+            if (found.len() as i64) < batch || ids.is_empty() {
                 break;
             }
         }
