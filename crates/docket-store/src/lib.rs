@@ -841,8 +841,10 @@ pub trait ProcessStore: Send + Sync {
     /// Database failure.
     async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome>;
 
-    /// Runs a `remove` task: deletes the process, its events and its other tasks; completes the
-    /// task.
+    /// Runs a `remove` task: deletes the process, its events and its unfinished tasks (the
+    /// `remove` task among them); its finished tasks stay, detached from the process
+    /// (`concurrency_key` and `unique_key` cleared), until the retention prune, so a caller
+    /// still reads the answer of a request that finished just before (any node).
     ///
     /// # Errors
     /// [`StoreError::LeaseLost`].

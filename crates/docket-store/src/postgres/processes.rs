@@ -315,10 +315,12 @@ impl ProcessStore for PgStore {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = $1")
-                .bind(docket_core::process::key_of(namespace, id))
-                .execute(&mut *tx)
-                .await?;
+            for sql in [REMOVE_UNFINISHED_PG, DETACH_FINISHED_PG] {
+                sqlx::query(sql)
+                    .bind(docket_core::process::key_of(namespace, id))
+                    .execute(&mut *tx)
+                    .await?;
+            }
             self.publish(&mut tx, namespace, id, &[Notice::Removed], _now)
                 .await?;
             tx.commit().await?;
@@ -495,3 +497,11 @@ impl ProcessStore for PgStore {
         .await
     }
 }
+
+/// A removed process's unfinished tasks (timers, queued requests, the `remove` task itself) go.
+const REMOVE_UNFINISHED_PG: &str = "DELETE FROM docket_tasks WHERE concurrency_key = $1 AND state NOT IN ('completed', 'discarded', 'cancelled')";
+/// Its finished tasks stay, detached from the process id (a caller on any node still reads its
+/// answer; a new process of the same id starts with a clean trace and idempotency keys), until the
+/// retention prune takes them like any finished task.
+const DETACH_FINISHED_PG: &str =
+    "UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL WHERE concurrency_key = $1";

@@ -282,10 +282,16 @@ impl ProcessStore for SqliteStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM docket_tasks WHERE concurrency_key = ?1")
-            .bind(docket_core::process::key_of(namespace, id))
-            .execute(&mut *tx)
-            .await?;
+        // Finished tasks stay, detached, until the retention prune: see the PostgreSQL store.
+        for sql in [
+            "DELETE FROM docket_tasks WHERE concurrency_key = ?1 AND state NOT IN ('completed', 'discarded', 'cancelled')",
+            "UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL WHERE concurrency_key = ?1",
+        ] {
+            sqlx::query(sql)
+                .bind(docket_core::process::key_of(namespace, id))
+                .execute(&mut *tx)
+                .await?;
+        }
         Self::publish(&mut tx, namespace, id, &[Notice::Removed], _now).await?;
         tx.commit().await?;
         self.wake_queues([&t.queue]);

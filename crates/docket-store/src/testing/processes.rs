@@ -590,7 +590,32 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
             .collect::<Vec<_>>()
     );
 
-    // Remove: the process, its events and its other tasks go; only under the lease.
+    // A call that finished just before the remove, with an idempotency key: its caller may not
+    // have read the answer yet when the remove commits.
+    let answered = s
+        .process_enqueue(ProcessEnqueueParams {
+            namespace: "ns",
+            id: "p2",
+            task: ResolvedTask {
+                unique_key: Some("ns:p2:idem".into()),
+                ..task("call", "p2", None)
+            },
+            require: ProcessStatus::Running,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    let claimed = claim(s, "process:ns", 1, t0() + secs(4)).await;
+    assert_eq!(claimed[0].id, answered.id);
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(&claimed[0], json!({"answer": 42}))],
+        now: t0() + secs(4),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+
+    // Remove: the process, its events and its unfinished tasks go; only under the lease.
     let remove = s
         .process_enqueue(ProcessEnqueueParams {
             namespace: "ns",
@@ -640,10 +665,30 @@ pub(super) async fn process_commit_fail_import_and_remove(b: Bundle) {
         })
         .await
         .unwrap();
-    assert!(
-        left.iter().all(|t| t.id == remove.id),
-        "only the remove task itself stays: {left:?}"
+    assert!(left.is_empty(), "nothing left under the process: {left:?}");
+    // The finished call stays readable with its answer, detached from the process (so a new
+    // process of the same id starts clean); the unfinished timer is gone.
+    let kept = s.task_get(answered.id).await.unwrap().expect("answer kept");
+    assert_eq!(
+        (
+            kept.state,
+            kept.result,
+            kept.concurrency_key,
+            kept.unique_key
+        ),
+        (
+            TaskState::Completed,
+            Some(json!({"answer": 42})),
+            None,
+            None
+        )
     );
+    assert!(s
+        .task_find_by_unique_key("ns:p2:idem")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(s.task_get(remove.id).await.unwrap().is_none());
     assert!(s
         .process_get(ProcessGetParams {
             namespace: "ns",
