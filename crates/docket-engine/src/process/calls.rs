@@ -61,7 +61,7 @@ impl ProcessService {
     /// # Errors
     /// See [`ProcessError`].
     pub async fn init(&self, ns: &str, id: &str, req: Request) -> Result<Value, ProcessError> {
-        let cfg = self.config(ns)?;
+        let cfg = self.config(ns).await?;
         process::check_process_id(id).map_err(ProcessError::Invalid)?;
         if let Some(t) = self.earlier(ns, id, &req).await? {
             return self.answer(ns, t.id, &cfg).await;
@@ -113,7 +113,7 @@ impl ProcessService {
         require: ProcessStatus,
         req: Request,
     ) -> Result<Value, ProcessError> {
-        let cfg = self.config(ns)?;
+        let cfg = self.config(ns).await?;
         if let Some(t) = self.earlier(ns, id, &req).await? {
             return self.answer(ns, t.id, &cfg).await;
         }
@@ -197,7 +197,7 @@ impl ProcessService {
         id: &str,
         spec: process::ProcessImportSpec,
     ) -> Result<Process, ProcessError> {
-        let cfg = self.config(ns)?;
+        let cfg = self.config(ns).await?;
         process::check_process_id(id).map_err(ProcessError::Invalid)?;
         let now = chrono::SubsecRound::trunc_subsecs(self.engine.clock.now(), 6);
         let timer = match &spec.timer {

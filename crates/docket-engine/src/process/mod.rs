@@ -30,6 +30,11 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+/// How long a node serves its copy of a namespace's settings before reading the store again
+/// (an update made on another node is seen within this bound; a name not known here is read
+/// at once).
+pub const NAMESPACE_FRESH: Duration = Duration::from_secs(1);
+
 /// Errors of process operations (each has a stable API code).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -97,6 +102,8 @@ pub struct ProcessService {
     engine: Engine,
     http: reqwest::Client,
     namespaces: Arc<RwLock<HashMap<String, NamespaceConfig>>>,
+    /// When this node last read every namespace from the store (None: never).
+    loaded: Arc<RwLock<Option<std::time::Instant>>>,
     processors: Arc<RwLock<HashMap<String, Arc<dyn Processor>>>>,
     started: Arc<RwLock<std::collections::HashSet<String>>>,
     cancel: CancellationToken,
@@ -117,6 +124,7 @@ impl ProcessService {
             engine,
             http: outbound_client(None),
             namespaces: Arc::default(),
+            loaded: Arc::default(),
             processors: Arc::default(),
             started: Arc::default(),
             cancel,
@@ -157,12 +165,29 @@ impl ProcessService {
     }
 
     async fn refresh(&self) -> Result<(), StoreError> {
+        let at = std::time::Instant::now();
         for n in self.engine.store.namespace_list().await? {
             let name = n.name;
             match serde_json::from_value::<NamespaceConfig>(n.config) {
                 Ok(cfg) => self.install(&name, cfg),
                 Err(e) => tracing::warn!(namespace = %name, error = %e, "bad namespace config"),
             }
+        }
+        *self.loaded.write().expect("lock") = Some(at);
+        Ok(())
+    }
+
+    /// Re-reads the namespaces when this node's copy is older than [`NAMESPACE_FRESH`], so a
+    /// namespace put on another node is known here at once on a miss and an update is served
+    /// stale for at most that long.
+    async fn fresh(&self) -> Result<(), StoreError> {
+        let stale = self
+            .loaded
+            .read()
+            .expect("lock")
+            .is_none_or(|at| at.elapsed() >= NAMESPACE_FRESH);
+        if stale {
+            self.refresh().await?;
         }
         Ok(())
     }
@@ -216,8 +241,25 @@ impl ProcessService {
         Ok(())
     }
 
-    /// Every namespace known here.
-    pub fn namespaces(&self) -> Vec<(String, NamespaceConfig)> {
+    /// Every namespace, as the store has it at most [`NAMESPACE_FRESH`] ago.
+    ///
+    /// # Errors
+    /// Store errors of the re-read.
+    pub async fn namespaces(&self) -> Result<Vec<(String, NamespaceConfig)>, ProcessError> {
+        self.fresh().await?;
+        Ok(self.cached_namespaces())
+    }
+
+    /// One namespace, as the store has it at most [`NAMESPACE_FRESH`] ago; a name this node has
+    /// not seen is read from the store at once (a namespace put on another node is found).
+    ///
+    /// # Errors
+    /// [`ProcessError::NamespaceNotFound`], store errors.
+    pub async fn namespace(&self, ns: &str) -> Result<NamespaceConfig, ProcessError> {
+        self.config(ns).await
+    }
+
+    fn cached_namespaces(&self) -> Vec<(String, NamespaceConfig)> {
         let mut v: Vec<_> = self
             .namespaces
             .read()
@@ -229,7 +271,31 @@ impl ProcessService {
         v
     }
 
-    fn config(&self, ns: &str) -> Result<NamespaceConfig, ProcessError> {
+    async fn config(&self, ns: &str) -> Result<NamespaceConfig, ProcessError> {
+        let known = self.namespaces.read().expect("lock").contains_key(ns);
+        if known {
+            self.fresh().await?;
+        } else {
+            self.refresh().await?;
+        }
+        self.cached_config(ns)
+    }
+
+    /// [`ProcessService::config`], or this node's copy when the store cannot be read: a
+    /// runner goes on with what it knows rather than stop on a database hiccup.
+    async fn config_or_cached(&self, ns: &str) -> Result<NamespaceConfig, ProcessError> {
+        match self.config(ns).await {
+            Err(ProcessError::Store(e)) => {
+                tracing::warn!(namespace = %ns, error = %e, "reading namespaces failed; using this node's copy");
+                self.cached_config(ns)
+            }
+            r => r,
+        }
+    }
+
+    /// This node's copy, without a read: for the runner's loop, which re-reads through
+    /// [`ProcessService::config`] before each claim.
+    fn cached_config(&self, ns: &str) -> Result<NamespaceConfig, ProcessError> {
         self.namespaces
             .read()
             .expect("lock")

@@ -8,7 +8,7 @@ impl ProcessService {
     pub(super) async fn run(self, ns: String) {
         let queue = process::queue_of(&ns);
         let worker = format!("{}/process", self.engine.config.node);
-        let Ok(size) = self.config(&ns).map(|c| c.worker_pool_size) else {
+        let Ok(size) = self.cached_config(&ns).map(|c| c.worker_pool_size) else {
             return;
         };
         let sem = Arc::new(Semaphore::new(size));
@@ -17,7 +17,7 @@ impl ProcessService {
                 p = sem.clone().acquire_owned() => p.expect("semaphore open"),
                 _ = self.cancel.cancelled() => return,
             };
-            let lease = match self.config(&ns) {
+            let lease = match self.config_or_cached(&ns).await {
                 Ok(c) => c.lease(),
                 Err(_) => return,
             };
@@ -86,7 +86,7 @@ impl ProcessService {
 
     /// Runs one task of a process.
     pub(super) async fn step(&self, ns: &str, t: Task) -> Result<(), StoreError> {
-        let cfg = match self.config(ns) {
+        let cfg = match self.config_or_cached(ns).await {
             Ok(c) => c,
             Err(_) => return Ok(()),
         };

@@ -10,7 +10,11 @@ impl ProcessService {
         let owner = self.engine.config.node.clone();
         let mut backoff = Duration::from_millis(200);
         loop {
-            let url = self.config(&ns).ok().and_then(|c| c.webhook.map(|w| w.url));
+            let url = self
+                .config(&ns)
+                .await
+                .ok()
+                .and_then(|c| c.webhook.map(|w| w.url));
             let pause = match url {
                 None => Duration::from_secs(1),
                 Some(url) => match self.deliver_once(&ns, &sink, &owner, &url).await {

@@ -13,6 +13,8 @@ pub(super) async fn processes(State(s): State<AppState>, Query(f): Query<Process
     let namespaces: Vec<String> = s
         .processes
         .namespaces()
+        .await
+        .map_err(fail)?
         .into_iter()
         .map(|(n, _)| n)
         .collect();

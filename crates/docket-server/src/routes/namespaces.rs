@@ -44,6 +44,7 @@ pub(crate) async fn namespace_list(State(s): State<AppState>) -> ApiResult<Json<
     let namespaces = s
         .processes
         .namespaces()
+        .await?
         .into_iter()
         .map(|(name, config)| NamespaceView { name, config })
         .collect();
@@ -62,12 +63,8 @@ pub(crate) async fn namespace_get(
     Path(ns): Path<String>,
 ) -> ApiResult<Json<NamespaceView>> {
     check_name("namespace", &ns)?;
-    s.processes
-        .namespaces()
-        .into_iter()
-        .find(|(n, _)| *n == ns)
-        .map(|(name, config)| Json(NamespaceView { name, config }))
-        .ok_or_else(|| ProcessError::NamespaceNotFound(ns).into())
+    let config = s.processes.namespace(&ns).await?;
+    Ok(Json(NamespaceView { name: ns, config }))
 }
 
 #[utoipa::path(
