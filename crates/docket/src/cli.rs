@@ -78,11 +78,21 @@ pub enum Command {
         #[command(flatten)]
         db: DbArgs,
     },
-    /// Create, list and revoke API tokens (in the database directly: works before any token
-    /// exists).
+    /// Create, list and revoke API tokens: through a server (--server/DOCKET_SERVER, with an
+    /// admin token), or in a database directly (--database/DOCKET_DATABASE_URL: works before any
+    /// token exists). One of the two must be given.
     Token {
         #[command(flatten)]
         db: DbArgs,
+        /// URL of a running `docket serve` to manage tokens through (`/v1/tokens`).
+        #[arg(long, env = "DOCKET_SERVER", global = true)]
+        server: Option<String>,
+        /// API token (needs the `admin` scope) sent to --server.
+        #[arg(long, env = "DOCKET_TOKEN", global = true, hide_env_values = true)]
+        token: Option<String>,
+        /// PEM file of CA certificates to trust for an `https://` server (besides the system's).
+        #[arg(long, env = "DOCKET_CA_FILE", global = true)]
+        ca_file: Option<std::path::PathBuf>,
         #[command(subcommand)]
         cmd: TokenCmd,
     },

@@ -97,14 +97,42 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve(a) => serve(a).await,
         Command::Migrate { db } => {
             init_logs(LogFormat::Text, "warn");
+            if db.database.is_none() {
+                anyhow::bail!(
+                    "say which database to migrate: --database URL (or DOCKET_DATABASE_URL)"
+                );
+            }
             let store = docket_store::connect(&connect_opts(&db)).await?;
             store.migrate().await?;
             println!("migrated {}", connect_opts(&db).url);
             Ok(())
         }
-        Command::Token { db, cmd } => {
+        Command::Token {
+            db,
+            server,
+            token,
+            ca_file,
+            cmd,
+        } => {
             init_logs(LogFormat::Text, "warn");
-            token_cmd(&db, cmd).await
+            match (server, &db.database) {
+                (Some(_), Some(_)) => anyhow::bail!(
+                    "both a server (--server/DOCKET_SERVER) and a database (--database/DOCKET_DATABASE_URL) are given: token commands use one, unset the other"
+                ),
+                (Some(server), None) => {
+                    let c = cli::ServerArgs {
+                        server,
+                        token,
+                        ca_file,
+                    }
+                    .client()?;
+                    token_http_cmd(&c, cmd).await
+                }
+                (None, Some(_)) => token_cmd(&db, cmd).await,
+                (None, None) => anyhow::bail!(
+                    "say where the tokens are: --server URL (a running docket serve, with an admin --token) or --database URL"
+                ),
+            }
         }
         Command::Task { server, cmd } => task_cmd(server.client()?, cmd).await,
         Command::Queue { server, cmd } => queue_cmd(server.client()?, cmd).await,
