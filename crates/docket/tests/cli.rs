@@ -484,6 +484,85 @@ fn serve_refuses_unknown_database() {
     }
 }
 
+/// Issue 21 item 2: three `docket serve` started at the same moment on a fresh database all come
+/// up (migrations are serialised across processes: MariaDB ignored sqlx's lock and one node died
+/// with 1062 on _sqlx_migrations) and agree on the schema (a later `docket migrate` finds every
+/// migration applied with its checksum; a task added through one is seen through the others).
+fn nodes_started_together_agree_on_the_schema(backend: &str) {
+    for round in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let db: Vec<String> = match backend {
+            "mysql" => {
+                let url = docket_store::testing::TestStore::mysql_url();
+                let server = url
+                    .rsplit_once('/')
+                    .map_or(url.as_str(), |x| x.0)
+                    .to_string();
+                vec![
+                    "--database".into(),
+                    format!("{server}/cli_{}", uuid::Uuid::new_v4().simple()),
+                ]
+            }
+            _ => db_args(backend, &dir),
+        };
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let mut nodes: Vec<Worker> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| {
+                let mut c = Command::new(BIN);
+                c.arg("serve")
+                    .args(&db)
+                    .args(["--listen", &format!("127.0.0.1:{port}")])
+                    .args(["--node", &format!("n{i}")])
+                    .env("DOCKET_LOG", "warn")
+                    .current_dir(dir.path())
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(dir.path().join(format!("n{i}.err"))).unwrap())
+                    .process_group(0);
+                Worker(c.spawn().unwrap())
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for (i, port) in ports.iter().enumerate() {
+            while http::blocking_get(&format!("http://127.0.0.1:{port}/healthz")).is_none() {
+                if let Some(st) = nodes[i].0.try_wait().unwrap() {
+                    let err = std::fs::read_to_string(dir.path().join(format!("n{i}.err")));
+                    panic!("round {round}: node n{i} exited: {st}: {err:?}");
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "round {round}: node n{i} did not start"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let o = Command::new(BIN).arg("migrate").args(&db).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let add = Command::new(BIN)
+            .args(["task", "add", "--kind", "k", "--json"])
+            .env("DOCKET_SERVER", format!("http://127.0.0.1:{}", ports[0]))
+            .output()
+            .unwrap();
+        assert!(
+            add.status.success(),
+            "{}",
+            String::from_utf8_lossy(&add.stderr)
+        );
+        let id = serde_json::from_slice::<Value>(&add.stdout).unwrap()["id"].clone();
+        for port in &ports[1..] {
+            let t = http::blocking_get(&format!("http://127.0.0.1:{port}/v1/tasks/{id}"))
+                .expect("the task through another node");
+            assert_eq!(t["id"], id);
+        }
+        for (i, n) in nodes.iter_mut().enumerate() {
+            assert!(n.0.try_wait().unwrap().is_none(), "every node still runs");
+            let err = std::fs::read_to_string(dir.path().join(format!("n{i}.err"))).unwrap();
+            assert!(!err.contains("panicked"), "round {round}, n{i}: {err}");
+        }
+    }
+}
+
 /// Issue 12: `docket worker --kind K` (repeatable) claims only those kinds; other tasks wait.
 fn worker_claims_only_its_kinds(backend: &str) {
     let s = serve(backend);
@@ -1026,7 +1105,8 @@ both!(
     killed_worker_loses_nothing,
     serve_shuts_down_gracefully,
     bulk_file_and_cli_errors,
-    tokens_from_the_cli
+    tokens_from_the_cli,
+    nodes_started_together_agree_on_the_schema,
 );
 
 /// Auth required: `docket token create/list/revoke` on the database, DOCKET_TOKEN for the CLI and
@@ -1131,6 +1211,75 @@ fn tokens_from_the_cli(backend: &str) {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("revoked"));
     assert!(!token_cmd(&["revoke", "ci"]).status.success());
+
+    // With a server given, token commands go through /v1/tokens (issue 21 item 3: they used to
+    // create ./docket.db and print a token the server refused). Run from an empty directory,
+    // with no database named anywhere: nothing may appear there.
+    let cwd = tempfile::tempdir().unwrap();
+    let root = token_cmd(&["create", "root", "--scope", "admin"]);
+    let root = String::from_utf8(root.stdout).unwrap().trim().to_string();
+    let via = |token: Option<&str>, args: &[&str]| {
+        let mut c = Command::new(BIN);
+        c.arg("token")
+            .args(args)
+            .current_dir(cwd.path())
+            .env("DOCKET_SERVER", &s.url)
+            .env_remove("DOCKET_TOKEN")
+            .env_remove("DOCKET_DATABASE_URL");
+        if let Some(t) = token {
+            c.env("DOCKET_TOKEN", t);
+        }
+        c.output().unwrap()
+    };
+    let o = via(Some(&root), &["create", "remote", "--scope", "read"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let remote = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    let o = as_token(Some(&remote), &["task", "list"]);
+    assert!(
+        o.status.success(),
+        "the server takes the token it made: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = via(Some(&root), &["list"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(o.status.success() && text.contains("remote"), "{text}");
+    assert!(!text.contains(&remote), "{text}");
+    // A token without admin: the server's refusal, one line, exit 1.
+    let o = via(Some(&remote), &["create", "x", "--scope", "read"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("forbidden"));
+    let o = via(Some(&root), &["revoke", "remote"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        as_token(Some(&remote), &["task", "list"]).status.code(),
+        Some(1)
+    );
+    let o = via(Some(&root), &["revoke", "remote"]);
+    assert_eq!(o.status.code(), Some(1));
+    // Neither a server nor a database: refused in one line; migrate needs a database too.
+    for args in [&["token", "list"][..], &["migrate"][..]] {
+        let o = Command::new(BIN)
+            .args(args)
+            .current_dir(cwd.path())
+            .env_remove("DOCKET_SERVER")
+            .env_remove("DOCKET_DATABASE_URL")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    // A SQLite file that is not there is not created by a token command.
+    let o = Command::new(BIN)
+        .args(["token", "list", "--database", "sqlite://nothere.db"])
+        .current_dir(cwd.path())
+        .env_remove("DOCKET_SERVER")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no database"));
+    let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(left.is_empty(), "no file made: {left:?}");
 }
 
 /// A non-loopback listen with auth off is refused unless forced by a flag that says the risk.

@@ -748,7 +748,23 @@ impl Store for MySqlStore {
     }
 
     async fn migrate(&self) -> Result<()> {
-        sqlx::migrate!("./migrations/mysql").run(&self.pool).await?;
+        // sqlx's own lock asks GET_LOCK(name, -1), which MariaDB answers with NULL and no lock:
+        // nodes started together on a fresh database then each applied 0001 (1062 on
+        // _sqlx_migrations). Our lock, on the connection that migrates, with a finite wait.
+        let mut conn = self.pool.acquire().await?;
+        let got: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
+            .fetch_one(&mut *conn)
+            .await?;
+        if got != Some(1) {
+            return Err(StoreError::Migrate(
+                "another node held the migration lock for 10 minutes".into(),
+            ));
+        }
+        let mut m = sqlx::migrate!("./migrations/mysql");
+        m.set_locking(false);
+        let r = m.run_direct(&mut *conn).await;
+        sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
+        r?;
         Ok(())
     }
 
@@ -765,6 +781,10 @@ impl Store for MySqlStore {
         self.pool.close().await;
     }
 }
+
+/// The migration lock of this database (a name of at most 64 characters, as MySQL asks).
+const MIGRATE_LOCK: &str = "SELECT GET_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())), 600)";
+const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())))";
 
 const SCHEDULE_COLS: &str =
     "spec, paused, next_run_at, last_run_at, last_task_id, created_at, updated_at";

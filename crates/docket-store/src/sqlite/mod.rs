@@ -35,6 +35,35 @@ pub struct SqliteStore {
     /// Queues whose claimers should look again (a slot was freed, a task was retried or came
     /// due). SQLite has no LISTEN: this is the in-process equivalent, fed after each commit.
     wake: crate::shared::LocalWake,
+    /// The database file (empty or `:memory:` for an in-memory database).
+    file: std::path::PathBuf,
+}
+
+/// An exclusive `flock` on the database file (created empty when `create` and missing: an
+/// empty file is an empty SQLite database); `None` for an in-memory database.
+async fn file_lock(
+    path: &std::path::Path,
+    create: bool,
+) -> Result<Option<nix::fcntl::Flock<std::fs::File>>> {
+    let s = path.as_os_str();
+    if s.is_empty() || s == ":memory:" || (!create && !path.exists()) {
+        return Ok(None);
+    }
+    let path = path.to_path_buf();
+    let lock = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(&path)?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| std::io::Error::from(e))
+    })
+    .await
+    .map_err(|e| StoreError::Migrate(format!("database file lock: {e}")))?
+    .map_err(|e| StoreError::Migrate(format!("database file lock: {e}")))?;
+    Ok(Some(lock))
 }
 
 fn us(t: Timestamp) -> i64 {
@@ -206,6 +235,10 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        let file = base.get_filename().to_path_buf();
+        // Opening runs PRAGMAs that a migration in another process can break (sqlx's worker
+        // panics on a statement whose columns changed under it): open under the migration lock.
+        let lock = file_lock(&file, true).await?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(base.clone())
@@ -214,12 +247,28 @@ impl SqliteStore {
             .max_connections(opts.max_connections.unwrap_or(4))
             .connect_with(base.read_only(false))
             .await?;
+        drop(lock);
         let wake = crate::shared::LocalWake::default();
         Ok(SqliteStore {
             writer,
             reader,
             wake,
+            file,
         })
+    }
+
+    /// Holds an exclusive `flock` on the database file while `f` runs: processes migrating
+    /// the same file take turns (SQLite has no lock to take before a migration, and sqlx's is a
+    /// no-op). `flock` locks are apart from the POSIX locks SQLite itself takes, so readers and
+    /// writers are not held up. An in-memory database has nothing to lock.
+    async fn with_file_lock<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let lock = file_lock(&self.file, false).await?;
+        let r = f.await;
+        drop(lock);
+        r
     }
 
     fn wake_queues<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
@@ -402,10 +451,13 @@ impl Store for SqliteStore {
     }
 
     async fn migrate(&self) -> Result<()> {
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&self.writer)
-            .await?;
-        Ok(())
+        self.with_file_lock(async {
+            sqlx::migrate!("./migrations/sqlite")
+                .run(&self.writer)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     fn pool_connections(&self) -> PoolStats {
