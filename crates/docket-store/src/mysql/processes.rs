@@ -300,8 +300,8 @@ impl ProcessStore for MySqlStore {
         for sql in [
             "DELETE FROM docket_tasks WHERE concurrency_key = ? AND state NOT IN ('completed', 'discarded', 'cancelled')",
             // Finished tasks stay, detached, until the retention prune: see the PostgreSQL store.
-            "UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL WHERE concurrency_key = ?",
-            "UPDATE docket_tasks_done SET concurrency_key = NULL, unique_key = NULL WHERE concurrency_key = ?",
+            "UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL, namespace = NULL, process_id = NULL WHERE concurrency_key = ?",
+            "UPDATE docket_tasks_done SET concurrency_key = NULL, unique_key = NULL, namespace = NULL, process_id = NULL WHERE concurrency_key = ?",
         ] {
             sqlx::query(sql)
                 .bind(docket_core::process::key_of(namespace, id))

@@ -500,8 +500,8 @@ impl ProcessStore for PgStore {
 
 /// A removed process's unfinished tasks (timers, queued requests, the `remove` task itself) go.
 const REMOVE_UNFINISHED_PG: &str = "DELETE FROM docket_tasks WHERE concurrency_key = $1 AND state NOT IN ('completed', 'discarded', 'cancelled')";
-/// Its finished tasks stay, detached from the process id (a caller on any node still reads its
-/// answer; a new process of the same id starts with a clean trace and idempotency keys), until the
-/// retention prune takes them like any finished task.
+/// Its finished tasks stay, detached from the process (a caller on any node still reads its
+/// answer; a new process of the same id starts with a clean trace and idempotency keys), as
+/// plain finished tasks that the retention prune takes like any other.
 const DETACH_FINISHED_PG: &str =
-    "UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL WHERE concurrency_key = $1";
+    "UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL, namespace = NULL, process_id = NULL WHERE concurrency_key = $1";

@@ -285,7 +285,7 @@ impl ProcessStore for SqliteStore {
         // Finished tasks stay, detached, until the retention prune: see the PostgreSQL store.
         for sql in [
             "DELETE FROM docket_tasks WHERE concurrency_key = ?1 AND state NOT IN ('completed', 'discarded', 'cancelled')",
-            "UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL WHERE concurrency_key = ?1",
+            "UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL, namespace = NULL, process_id = NULL WHERE concurrency_key = ?1",
         ] {
             sqlx::query(sql)
                 .bind(docket_core::process::key_of(namespace, id))
