@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 struct Env {
     svc: ProcessService,
+    gates: Arc<Gates>,
     store: Arc<dyn Store>,
     url: String,
     stop: CancellationToken,
@@ -73,8 +74,11 @@ async fn env(backend: &str) -> Env {
     let svc = ProcessService::new(engine, stop.clone());
     svc.start().await.unwrap();
     let (child, url) = processor();
+    let gates = Arc::new(Gates::default());
+    svc.register_processor("scripted", Arc::new(Scripted(gates.clone())));
     let e = Env {
         svc,
+        gates,
         store,
         url,
         stop,
@@ -83,6 +87,155 @@ async fn env(backend: &str) -> Env {
     };
     e.ns("ns", RetryPolicy::default()).await;
     e
+}
+
+/// Steps a test holds open: a step whose script says `"gate": NAME` tells [`Gates::entered`]
+/// it is running, then waits for [`Gates::release`]. Tests order what they check by these
+/// events instead of by sleeps against windows (issue 21 item 24).
+#[derive(Default)]
+struct Gates {
+    entered: std::sync::Mutex<std::collections::HashSet<String>>,
+    changed: tokio::sync::Notify,
+    open: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
+}
+
+impl Gates {
+    fn gate(&self, name: &str) -> Arc<tokio::sync::Semaphore> {
+        self.open
+            .lock()
+            .unwrap()
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(0)))
+            .clone()
+    }
+
+    async fn pass(&self, name: &str) {
+        self.entered.lock().unwrap().insert(name.to_string());
+        self.changed.notify_waiters();
+        self.gate(name).acquire().await.unwrap().forget();
+    }
+
+    /// Waits (up to 20 s) until a step reached gate `name`.
+    async fn entered(&self, name: &str) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let n = self.changed.notified();
+            if self.entered.lock().unwrap().contains(name) {
+                return;
+            }
+            tokio::select! {
+                _ = n => {}
+                _ = tokio::time::sleep_until(deadline) => panic!("no step reached gate {name}"),
+            }
+        }
+    }
+
+    fn release(&self, name: &str) {
+        self.gate(name).add_permits(1);
+    }
+}
+
+/// examples/processor.py's script, in process (namespace `g`, processor `inproc:scripted`),
+/// plus `"gate": NAME`.
+struct Scripted(Arc<Gates>);
+
+#[async_trait::async_trait]
+impl docket_engine::process::Processor for Scripted {
+    async fn process(
+        &self,
+        req: docket_core::process::ProcessorRequest,
+    ) -> docket_core::process::ProcessorReply {
+        use docket_core::process::ProcessorReply;
+        let mut aux = req.process.aux_state.clone();
+        let step = if req.task_type == "timeout" {
+            let steps = aux["timeouts"].as_array().cloned().unwrap_or_default();
+            aux["timeouts"] = json!(steps.iter().skip(1).cloned().collect::<Vec<_>>());
+            steps.first().cloned().unwrap_or(json!({}))
+        } else {
+            if let Some(a) = req.args.get("aux_state") {
+                aux = a.clone();
+            }
+            req.args.clone()
+        };
+        if let Some(g) = step["gate"].as_str() {
+            self.0.pass(g).await;
+        }
+        let events: Vec<Value> = step["events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| json!({"payload": p, "metadata": {"by": req.task_type}}))
+            .collect();
+        let mut out = json!({"events": events, "aux_state": aux, "response": "ok"});
+        if let Some(t) = step.get("timer") {
+            out["action"] = json!({"timeout": t});
+        }
+        ProcessorReply::Ok(serde_json::from_value(out).expect("a processor result"))
+    }
+}
+
+impl Env {
+    /// Namespace `g` on the in-process scripted processor (see [`Scripted`]).
+    async fn gated(&self) {
+        let cfg: NamespaceConfig =
+            serde_json::from_value(json!({"processor": {"url": "inproc:scripted"}})).unwrap();
+        self.svc.namespace_put("g", cfg).await.unwrap();
+    }
+
+    async fn g_request(&self, kind: &str, id: &str, args: Value) -> Result<Value, ProcessError> {
+        let req = Request {
+            args,
+            ..Default::default()
+        };
+        match kind {
+            "init" => self.svc.init("g", id, req).await,
+            _ => self.svc.call("g", id, req).await,
+        }
+    }
+
+    /// Events of process `id` of namespace `g` once there are at least `n`.
+    async fn g_events(&self, id: &str, n: usize) -> Vec<docket_core::process::Event> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, ev) = self
+                .svc
+                .get("g", id, HistoryRange::default())
+                .await
+                .unwrap();
+            if ev.len() >= n {
+                return ev;
+            }
+            assert!(Instant::now() < deadline, "only {ev:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Tasks of namespace `g` of `kind`, once there are at least `n`.
+    async fn g_tasks(&self, kind: &str, n: usize) -> Vec<docket_core::Task> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let t = self
+                .store
+                .task_list(TaskListParams {
+                    queue: Some("process:g".into()),
+                    kind: Some(kind.into()),
+                    limit: 1000,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            if t.len() >= n {
+                return t;
+            }
+            assert!(Instant::now() < deadline, "only {t:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn payloads_of(ev: &[docket_core::process::Event]) -> Vec<Value> {
+    ev.iter().map(|e| e.payload.clone()).collect()
 }
 
 impl Env {
@@ -212,70 +365,116 @@ async fn timers_chained_from_init(e: Env) {
 }
 
 async fn call_blocks_due_timer(e: Env) {
-    e.init("p", json!({"events": ["init"], "timer": "500ms", "aux_state": {"timeouts": [{"events": ["timer"]}]}}))
+    e.gated().await;
+    e.g_request("init", "p", json!({"events": ["init"], "timer": "2s", "aux_state": {"timeouts": [{"events": ["timer"]}]}}))
         .await
         .unwrap();
-    // The call runs 2 s; the timer comes due meanwhile and fires right after it.
-    let t = Instant::now();
-    e.call("p", json!({"events": ["call"], "sleep": 2}))
-        .await
-        .unwrap();
-    assert!(t.elapsed() >= Duration::from_secs(2));
-    assert_eq!(
-        e.wait_events("p", 3).await,
-        vec![json!("init"), json!("call"), json!("timer")]
-    );
-    // A short call leaves a future timer to fire at its time.
-    e.call("p", json!({"events": ["c2"], "timer": "1s", "aux_state": {"timeouts": [{"events": ["later"]}]}})).await.unwrap();
-    e.call("p", json!({"events": ["c3"]})).await.unwrap();
-    assert_eq!(
-        e.payloads("p").await.len(),
-        5,
-        "the timer has not fired yet"
-    );
-    assert_eq!(e.wait_events("p", 6).await[5], json!("later"));
-}
-
-async fn ten_concurrent_calls_run_one_by_one(e: Env) {
-    e.init("p", json!({})).await.unwrap();
-    // A long call holds the process; ten calls arrive meanwhile and queue behind it.
+    let timer = e.g_tasks("timeout", 1).await.remove(0);
+    // A call holds the process past the timer's due time: the timer waits for it.
     let svc = e.svc.clone();
-    let busy = tokio::spawn(async move {
+    let call = tokio::spawn(async move {
         svc.call(
-            "ns",
+            "g",
             "p",
             Request {
-                args: json!({"events": ["busy"], "sleep": 1}),
+                args: json!({"events": ["call"], "gate": "call"}),
                 ..Default::default()
             },
         )
         .await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    e.gates.entered("call").await;
+    let due = (timer.run_at - chrono::Utc::now())
+        .to_std()
+        .unwrap_or_default();
+    tokio::time::sleep(due + Duration::from_millis(500)).await;
+    assert_eq!(
+        payloads_of(&e.g_events("p", 1).await),
+        vec![json!("init")],
+        "the due timer waits while the call runs"
+    );
+    e.gates.release("call");
+    call.await.unwrap().unwrap();
+    assert_eq!(
+        payloads_of(&e.g_events("p", 3).await),
+        vec![json!("init"), json!("call"), json!("timer")]
+    );
+    // A short call leaves a future timer to fire at its time, not before.
+    e.g_request("call", "p", json!({"events": ["c2"], "timer": "1s", "aux_state": {"timeouts": [{"events": ["later"]}]}}))
+        .await
+        .unwrap();
+    let later = e
+        .g_tasks("timeout", 2)
+        .await
+        .into_iter()
+        .max_by_key(|t| t.id)
+        .unwrap();
+    e.g_request("call", "p", json!({"events": ["c3"]}))
+        .await
+        .unwrap();
+    let ev = e.g_events("p", 6).await;
+    assert_eq!(
+        payloads_of(&ev),
+        vec![
+            json!("init"),
+            json!("call"),
+            json!("timer"),
+            json!("c2"),
+            json!("c3"),
+            json!("later")
+        ]
+    );
+    assert!(
+        ev[5].timestamp >= later.run_at,
+        "fired at {}, due at {}",
+        ev[5].timestamp,
+        later.run_at
+    );
+}
+
+async fn ten_concurrent_calls_run_one_by_one(e: Env) {
+    e.gated().await;
+    e.g_request("init", "p", json!({})).await.unwrap();
+    // A call holds the process; ten calls arrive meanwhile and queue behind it.
+    let svc = e.svc.clone();
+    let busy = tokio::spawn(async move {
+        svc.call(
+            "g",
+            "p",
+            Request {
+                args: json!({"events": ["busy"], "gate": "busy"}),
+                ..Default::default()
+            },
+        )
+        .await
+    });
+    e.gates.entered("busy").await;
     let mut hs = vec![];
     for i in 0..10 {
         let svc = e.svc.clone();
         hs.push(tokio::spawn(async move {
             svc.call(
-                "ns",
+                "g",
                 "p",
                 Request {
-                    args: json!({"events": [i], "sleep": 0.05}),
+                    args: json!({"events": [i]}),
                     ..Default::default()
                 },
             )
             .await
         }));
     }
+    e.g_tasks("call", 11).await;
+    e.gates.release("busy");
     busy.await.unwrap().unwrap();
     for h in hs {
         h.await.unwrap().unwrap();
     }
-    let got = e.payloads("p").await;
+    let got = payloads_of(&e.g_events("p", 11).await);
     assert_eq!(got.len(), 11);
     assert_eq!(got[0], json!("busy"));
     // FIFO: the queued calls ran one at a time in arrival order (run_at, then id).
-    let mut calls = e.tasks("call").await;
+    let mut calls = e.g_tasks("call", 11).await;
     calls.sort_by_key(|t| (t.run_at, t.id));
     let queued: Vec<Value> = calls
         .iter()
@@ -718,18 +917,34 @@ async fn webhook_gets_every_notification_in_order(e: Env) {
 }
 
 async fn call_during_running_timeout_runs_before_next_timer(e: Env) {
-    let steps = json!([{"events": ["t1"], "sleep": 1, "timer": "0s"}, {"events": ["t2"]}]);
-    e.init(
+    e.gated().await;
+    let steps = json!([{"events": ["t1"], "gate": "t1", "timer": "0s"}, {"events": ["t2"]}]);
+    e.g_request(
+        "init",
         "p",
         json!({"timer": "0s", "aux_state": {"timeouts": steps}}),
     )
     .await
     .unwrap();
-    // t1 is running (it sleeps 1 s); the call arrives meanwhile and is queued.
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    e.call("p", json!({"events": ["call"]})).await.unwrap();
+    // t1 is running; the call arrives meanwhile and is queued; t1 ends and sets the next timer.
+    e.gates.entered("t1").await;
+    let svc = e.svc.clone();
+    let call = tokio::spawn(async move {
+        svc.call(
+            "g",
+            "p",
+            Request {
+                args: json!({"events": ["call"]}),
+                ..Default::default()
+            },
+        )
+        .await
+    });
+    e.g_tasks("call", 1).await;
+    e.gates.release("t1");
+    call.await.unwrap().unwrap();
     assert_eq!(
-        e.wait_events("p", 3).await,
+        payloads_of(&e.g_events("p", 3).await),
         vec![json!("t1"), json!("call"), json!("t2")]
     );
 }

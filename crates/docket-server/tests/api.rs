@@ -36,11 +36,21 @@ async fn start(
     poll: Duration,
     dir: Option<tempfile::TempDir>,
 ) -> Node {
+    start_clocked(store, name, poll, dir, Arc::new(SystemClock)).await
+}
+
+async fn start_clocked(
+    store: Arc<dyn Store>,
+    name: &str,
+    poll: Duration,
+    dir: Option<tempfile::TempDir>,
+    clock: Arc<dyn docket_core::Clock>,
+) -> Node {
     store.migrate().await.unwrap();
     let mut cfg = EngineConfig::new(name, &*store);
     cfg.rescue_interval = Duration::from_millis(100);
     cfg.poll_interval = poll;
-    let engine = Engine::new(store.clone(), Arc::new(SystemClock), cfg);
+    let engine = Engine::new(store.clone(), clock, cfg);
     let stop = CancellationToken::new();
     engine.start(stop.clone()).await.unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1199,7 +1209,20 @@ async fn hostile_durations_times_and_nul(n: Node) {
 /// Issue 9: `timeout` is how long one attempt may run. The lease never outlives it, a
 /// heartbeat or completion past it is refused with 409 `timed_out` and the attempt fails with
 /// `timeout`; a silent worker is rescued with `timeout` at the deadline.
-async fn attempt_timeout_is_enforced(n: Node) {
+async fn attempt_timeout_is_enforced(first: Node) {
+    // The test moves time itself: a node on a manual clock, on the same database. The given
+    // node stops, so no rescuer on real time races the checks below (on a loaded machine the
+    // 1 s deadline used to pass before the first heartbeat).
+    first.stop.cancel();
+    let clock = docket_core::ManualClock::new(chrono::Utc::now());
+    let n = start_clocked(
+        first.store.clone(),
+        "clocked",
+        Duration::from_secs(1),
+        None,
+        Arc::new(clock.clone()),
+    )
+    .await;
     let q = format!("to{}", uuid::Uuid::new_v4().simple());
     let spec = json!({"kind": "k", "queue": q, "timeout": "1s", "max_attempts": 3, "backoff": {"initial": "1h", "jitter": 0.0}});
     let (_, a) = n.call("POST", "/v1/tasks", Some(spec.clone())).await;
@@ -1235,7 +1258,7 @@ async fn attempt_timeout_is_enforced(n: Node) {
                 .unwrap()
                 .max(got[1]["lease"]["expires_at"].as_str().unwrap())
     );
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    clock.advance(Duration::from_millis(1300));
     let (st, v) = n
         .call(
             "POST",
@@ -1266,6 +1289,12 @@ async fn attempt_timeout_is_enforced(n: Node) {
     let (_, c) = n.call("POST", "/v1/tasks", Some(spec)).await;
     let got = n.claim(&q, json!({"worker": "w", "lease": "1h"})).await;
     assert_eq!(got[0]["id"], c["id"]);
+    let t = n.task(c["id"].as_i64().unwrap()).await;
+    assert_eq!(
+        t["state"], "running",
+        "not rescued before its deadline: {t}"
+    );
+    clock.advance(Duration::from_millis(1300));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let t = n.task(c["id"].as_i64().unwrap()).await;

@@ -45,13 +45,17 @@ impl docket_engine::kinds::KindHook for NeedsSqlScope {
 }
 
 async fn node(store: Arc<dyn Store>, name: &str) -> Node {
+    node_clocked(store, name, Arc::new(SystemClock)).await
+}
+
+async fn node_clocked(
+    store: Arc<dyn Store>,
+    name: &str,
+    clock: Arc<dyn docket_core::Clock>,
+) -> Node {
     store.migrate().await.unwrap();
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(SystemClock),
-        EngineConfig::new(name, &*store),
-    )
-    .with_kind_hook(Arc::new(NeedsSqlScope));
+    let engine = Engine::new(store.clone(), clock, EngineConfig::new(name, &*store))
+        .with_kind_hook(Arc::new(NeedsSqlScope));
     let stop = CancellationToken::new();
     engine.start(stop.clone()).await.unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -133,7 +137,7 @@ async fn token(n: &Node, admin: &str, body: Value) -> String {
     v["token"].as_str().unwrap().to_string()
 }
 
-async fn tokens_scopes_and_revocation((a, b, _dir): (Node, Node, TestStore)) {
+async fn tokens_scopes_and_revocation((a, b, db): (Node, Node, TestStore)) {
     let root = admin(&a).await;
     // Open routes, and everything else refused without a token.
     assert_eq!(
@@ -373,19 +377,31 @@ async fn tokens_scopes_and_revocation((a, b, _dir): (Node, Node, TestStore)) {
     let (st, _) = call(&a, Some(&root), "DELETE", "/v1/tokens/reader", None).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
 
-    // Expiry.
+    // Expiry, on a node whose clock the test moves (no window to hit on a loaded machine). Its
+    // clock starts 10 s behind: a token it makes for 1 s is live there and already past on b,
+    // which reads the same stored expiry against its own (real) clock.
+    let clock = docket_core::ManualClock::new(
+        chrono::Utc::now() - chrono::TimeDelta::try_seconds(10).unwrap(),
+    );
+    let c = node_clocked(db.another_node().await, "c", Arc::new(clock.clone())).await;
     let brief = token(
-        &a,
+        &c,
         &root,
         json!({"name": "brief", "scopes": ["read"], "expires_in": "1s"}),
     )
     .await;
     assert_eq!(
-        call(&a, Some(&brief), "GET", "/v1/tasks", None).await.0,
+        call(&c, Some(&brief), "GET", "/v1/tasks", None).await.0,
         StatusCode::OK
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
     let (st, v) = call(&b, Some(&brief), "GET", "/v1/tasks", None).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("expired"),
+        "{v}"
+    );
+    clock.advance(Duration::from_millis(1500));
+    let (st, v) = call(&c, Some(&brief), "GET", "/v1/tasks", None).await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
     assert!(
         v["error"]["message"].as_str().unwrap().contains("expired"),
@@ -641,7 +657,111 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
     let (_, t) = call(&a, Some(&reader), "GET", &format!("/v1/tasks/{oid}"), None).await;
     assert_eq!(t["payload"]["card"], "4111-1111");
     let (_, page) = call(&a, Some(&reader), "GET", "/v1/tasks?queue=secret", None).await;
+    let listed = page["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == hid)
+        .unwrap_or_else(|| panic!("the masked task is listed: {page}"));
+    assert_eq!(listed["payload"], json!("***"), "{page}");
     assert!(!page.to_string().contains("4111"), "{page}");
+    // Progress a worker reports on a masked task: masked for readers too.
+    let (_, second) = add("secret").await;
+    let (_, c) = call(
+        &a,
+        Some(&worker),
+        "POST",
+        "/v1/queues/secret/claim",
+        Some(json!({"worker": "x"})),
+    )
+    .await;
+    assert_eq!(c["tasks"][0]["id"], second["id"]);
+    let lease2 = c["tasks"][0]["lease"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (st, v) = call(
+        &a,
+        Some(&worker),
+        "POST",
+        &format!("/v1/tasks/{}/heartbeat", second["id"]),
+        Some(json!({"lease": lease2, "progress": {"last4": "4111"}})),
+    )
+    .await;
+    assert!(st.is_success(), "{st} {v}");
+    let (_, t) = call(
+        &a,
+        Some(&reader),
+        "GET",
+        &format!("/v1/tasks/{}", second["id"]),
+        None,
+    )
+    .await;
+    assert_eq!(t["progress"], json!("***"), "{t}");
+    let (_, t) = call(
+        &a,
+        Some(&root),
+        "GET",
+        &format!("/v1/tasks/{}", second["id"]),
+        None,
+    )
+    .await;
+    assert_eq!(t["progress"]["last4"], "4111", "{t}");
+    // A process's steps live in queue process:<ns>: masking it masks the process's trace.
+    let processor = axum::Router::new().route(
+        "/",
+        axum::routing::post(|| async { axum::Json(json!({"response": "ok"})) }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://127.0.0.1:{}/", l.local_addr().unwrap().port());
+    tokio::spawn(async move { axum::serve(l, processor).await });
+    let (st, _) = call(
+        &a,
+        Some(&root),
+        "PUT",
+        "/v1/namespaces/pay",
+        Some(json!({"processor": {"url": url}})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, _) = call(
+        &a,
+        Some(&root),
+        "PUT",
+        "/v1/queues/process:pay",
+        Some(json!({"mask_payload": true})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, v) = call(
+        &a,
+        Some(&root),
+        "POST",
+        "/v1/namespaces/pay/processes",
+        Some(json!({"id": "p1", "args": {"card": "4111-1111"}})),
+    )
+    .await;
+    assert!(st.is_success(), "{st} {v}");
+    let (st, tr) = call(
+        &a,
+        Some(&reader),
+        "GET",
+        "/v1/namespaces/pay/processes/p1/trace",
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{tr}");
+    assert_eq!(tr["tasks"][0]["payload"], json!("***"), "{tr}");
+    assert!(!tr.to_string().contains("4111"), "{tr}");
+    let (_, tr) = call(
+        &a,
+        Some(&root),
+        "GET",
+        "/v1/namespaces/pay/processes/p1/trace",
+        None,
+    )
+    .await;
+    assert!(tr.to_string().contains("4111"), "an admin sees it: {tr}");
     // An admin sees it all through the API; the dashboard masks for everyone.
     let (_, t) = call(&a, Some(&root), "GET", &format!("/v1/tasks/{hid}"), None).await;
     assert_eq!(t["result"]["auth"], "ok-4111");

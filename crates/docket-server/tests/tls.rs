@@ -29,6 +29,10 @@ fn pki() -> (String, String, String) {
 }
 
 fn client(ca_pem: Option<&str>) -> reqwest::Client {
+    builder(ca_pem).build().unwrap()
+}
+
+fn builder(ca_pem: Option<&str>) -> reqwest::ClientBuilder {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     if let Some(pem) = ca_pem {
@@ -46,8 +50,6 @@ fn client(ca_pem: Option<&str>) -> reqwest::Client {
     reqwest::Client::builder()
         .use_preconfigured_tls(tls)
         .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,6 +103,20 @@ async fn https_with_reload_and_secure_cookie() {
         .send()
         .await
         .is_err());
+    // Trusting the CA but reaching the server under a name its certificate does not carry:
+    // refused too (the client checks the host name, not only the chain).
+    let wrong = builder(Some(&ca1))
+        .resolve("docket.invalid", ([127, 0, 0, 1], port).into())
+        .build()
+        .unwrap()
+        .get(format!("https://docket.invalid:{port}/healthz"))
+        .send()
+        .await;
+    let err = wrong.expect_err("a certificate for another name is refused");
+    assert!(
+        format!("{err:?}").contains("NotValidForName"),
+        "the refusal names the host check: {err:?}"
+    );
     let plain = reqwest::Client::new()
         .get(format!("http://127.0.0.1:{port}/healthz"))
         .send()

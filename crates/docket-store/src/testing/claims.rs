@@ -833,7 +833,7 @@ pub(super) async fn linear_backoff(b: Bundle) {
     let mut n = nt("lin");
     n.max_attempts = Some(5);
     n.backoff = Some(
-        serde_json::from_value(json!({"kind": "linear", "step": "30s", "max": "50s", "jitter": 0}))
+        serde_json::from_value(json!({"kind": "linear", "step": "10s", "max": "35s", "jitter": 0}))
             .unwrap(),
     );
     let t = insert(s, vec![n], t0()).await.remove(0);
@@ -841,7 +841,8 @@ pub(super) async fn linear_backoff(b: Bundle) {
     assert_eq!(stored.backoff.kind, docket_core::BackoffKind::Linear);
     assert_eq!(stored.backoff, t.backoff);
     let mut now = t0();
-    for want in [30, 50] {
+    // attempt × step, capped: 10, 20, 30, 35 (doubling would give 10, 20, 35, 35).
+    for want in [10, 20, 30, 35] {
         if now > t0() {
             s.task_promote(TaskPromoteParams { now, limit: 10 })
                 .await
