@@ -283,7 +283,11 @@ pub struct NamespaceConfig {
     #[serde(default = "default_scan", with = "crate::duration::serde_str")]
     #[schema(value_type = String, example = "30s")]
     pub task_scan_timeout: Duration,
-    /// Kept for progressor compatibility [3 s]; docket wakes call workers at once instead.
+    /// How often, at most, a runner with nothing to do looks for calls and timers that no
+    /// wake-up announced [3 s] (progressor's call scan). Enqueues on the same node and
+    /// PostgreSQL's notifications wake runners at once; this bounds the wait for a call
+    /// enqueued through another node where the database cannot notify (MySQL, SQLite); the
+    /// node's `poll_interval` applies when shorter.
     #[serde(default = "default_call_scan", with = "crate::duration::serde_str")]
     #[schema(value_type = String, example = "30s")]
     pub call_scan_timeout: Duration,
@@ -330,6 +334,13 @@ impl NamespaceConfig {
         }
         crate::duration::check_timeout("process_step_timeout", self.process_step_timeout)?;
         crate::duration::check_timeout("task_scan_timeout", self.task_scan_timeout)?;
+        // At least 10 ms: each runner of each node reads the database at this cadence when idle.
+        crate::duration::check_range(
+            "call_scan_timeout",
+            self.call_scan_timeout,
+            Duration::from_millis(10),
+            crate::duration::MAX_TIMEOUT,
+        )?;
         Ok(())
     }
 

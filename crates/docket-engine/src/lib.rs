@@ -366,6 +366,28 @@ impl Engine {
         wait: Duration,
         cancel: &CancellationToken,
     ) -> Result<Vec<Task>, StoreError> {
+        self.claim_polling(
+            queue, worker, kinds, stages, limit, lease, wait, None, cancel,
+        )
+        .await
+    }
+
+    /// [`Engine::claim_where`] whose idle wait looks at the database at least every `poll`
+    /// (None: the queue's `schedule_interval`, else `poll_interval`); a process namespace's
+    /// runner passes its `call_scan_timeout` (progressor scans calls on their own cadence).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn claim_polling(
+        &self,
+        queue: &str,
+        worker: &str,
+        kinds: Option<&[String]>,
+        stages: Option<&[String]>,
+        limit: i64,
+        lease: Option<Duration>,
+        wait: Duration,
+        poll: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Task>, StoreError> {
         let kinds = kinds.map(<[String]>::to_vec);
         let stages = stages.map(<[String]>::to_vec);
         let deadline = tokio::time::Instant::now() + wait;
@@ -418,7 +440,10 @@ impl Engine {
             }
             let every = match every {
                 Some(e) => e,
-                None => *every.insert(self.poll_interval_of(queue).await),
+                None => {
+                    let queue_poll = self.poll_interval_of(queue).await;
+                    *every.insert(poll.map_or(queue_poll, |p| p.min(queue_poll)))
+                }
             };
             let nap = (deadline - now).min(every);
             tokio::select! {

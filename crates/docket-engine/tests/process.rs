@@ -567,6 +567,14 @@ async fn failing_call_breaks_and_repair_fixes(e: Env) {
     let p = e.wait_status("p", ProcessStatus::Error).await;
     assert_eq!(p.detail.as_deref(), Some("boom"));
     assert_eq!(p.previous_status, Some(ProcessStatus::Running));
+    // progressor's error_and_stop (init/call/repair) breaks the process with corrupted_by
+    // undefined; only a timer that will not be retried names itself (error_and_retry; see
+    // timer_retries_then_repair_reruns_it). Issue 21 item 15, checked against
+    // valitydev/progressor src/prg_worker.erl.
+    assert_eq!(
+        p.corrupted_by, None,
+        "a failed call is not corrupted_by: {p:?}"
+    );
     let timers = e.tasks("timeout").await;
     assert_eq!(
         timers[0].state,
@@ -1081,6 +1089,144 @@ impl Drop for Killed {
     }
 }
 
+/// worker_pool_size (progressor): with no free worker on the node, a task of the namespace
+/// stays waiting until one is free (issue 21 item 14).
+async fn worker_pool_size_bounds_running_steps(e: Env) {
+    let cfg: NamespaceConfig = serde_json::from_value(
+        json!({"processor": {"url": "inproc:scripted"}, "worker_pool_size": 1}),
+    )
+    .unwrap();
+    e.svc.namespace_put("one", cfg).await.unwrap();
+    let req = |args: Value| Request {
+        args,
+        ..Default::default()
+    };
+    let svc = e.svc.clone();
+    let first = tokio::spawn(async move { svc.init("one", "a", req(json!({"gate": "a"}))).await });
+    e.gates.entered("a").await;
+    let svc = e.svc.clone();
+    let second = tokio::spawn(async move { svc.init("one", "b", req(json!({}))).await });
+    let list = || async {
+        e.store
+            .task_list(TaskListParams {
+                queue: Some("process:one".into()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while list().await.len() < 2 {
+        assert!(Instant::now() < deadline, "b's init was not enqueued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The one worker is held by a's init: b's waits, however long a takes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let tasks = list().await;
+    let b = tasks
+        .iter()
+        .find(|t| t.process.as_ref().is_some_and(|p| p.id == "b"))
+        .unwrap();
+    assert_eq!(b.state, TaskState::Available, "no free worker: {b:?}");
+    e.gates.release("a");
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+    let tasks = list().await;
+    let (a, b) = (
+        tasks
+            .iter()
+            .find(|t| t.process.as_ref().is_some_and(|p| p.id == "a"))
+            .unwrap(),
+        tasks
+            .iter()
+            .find(|t| t.process.as_ref().is_some_and(|p| p.id == "b"))
+            .unwrap(),
+    );
+    assert!(
+        b.attempted_at.unwrap() >= a.finished_at.unwrap(),
+        "b ran only once a's worker was free: {a:?} {b:?}"
+    );
+}
+
+/// call_scan_timeout (progressor's call scan): a node whose runner no wake-up reaches still
+/// takes a call enqueued through another node within that bound, whatever its poll_interval
+/// (issue 21 item 13). Node b is drained (its runner claims nothing); node a's poll_interval
+/// is 60 s, and nothing wakes it on MySQL or SQLite (PostgreSQL's notification does).
+async fn call_scan_timeout_bounds_an_unannounced_call(backend: &str) {
+    let db = match backend {
+        "pg" => TestStore::postgres().await,
+        "mysql" => TestStore::mysql().await,
+        _ => TestStore::sqlite().await,
+    };
+    let stop = CancellationToken::new();
+    let engine = |store: Arc<dyn Store>, name: &str| {
+        let mut cfg = EngineConfig::new(name, &*store);
+        cfg.poll_interval = Duration::from_secs(60);
+        Engine::new(store, Arc::new(SystemClock), cfg)
+    };
+    let a = engine(db.store.clone(), "a");
+    a.start(stop.clone()).await.unwrap();
+    let runner = ProcessService::new(a, stop.clone());
+    runner.register_processor("scripted", Arc::new(Scripted(Arc::default())));
+    runner.start().await.unwrap();
+    let cfg: NamespaceConfig = serde_json::from_value(
+        json!({"processor": {"url": "inproc:scripted"}, "call_scan_timeout": "200ms"}),
+    )
+    .unwrap();
+    runner.namespace_put("scan", cfg).await.unwrap();
+    let b = engine(db.another_node().await, "b");
+    b.start(stop.clone()).await.unwrap();
+    // The drain needs b's row, which its first heartbeat writes.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b
+        .node_drain("test", "b", true, None)
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "node b never registered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let caller = ProcessService::new(b, stop.clone());
+    // Let a's runner settle into its idle wait before b enqueues.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (i, kind) in ["init", "call", "call"].iter().enumerate() {
+        let t0 = Instant::now();
+        let req = Request {
+            args: json!({"events": [i]}),
+            ..Default::default()
+        };
+        let r = match *kind {
+            "init" => caller.init("scan", "p", req).await,
+            _ => caller.call("scan", "p", req).await,
+        };
+        assert!(r.is_ok(), "{kind}: {r:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{kind} waited {:?} (poll_interval 60 s, call_scan_timeout 200 ms)",
+            t0.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_scan_timeout_on_sqlite() {
+    call_scan_timeout_bounds_an_unannounced_call("sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_scan_timeout_on_mysql() {
+    call_scan_timeout_bounds_an_unannounced_call("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_scan_timeout_on_pg() {
+    call_scan_timeout_bounds_an_unannounced_call("pg").await;
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::env("pg").await).await; } )* }
@@ -1090,6 +1236,7 @@ macro_rules! both {
 }
 
 both!(
+    worker_pool_size_bounds_running_steps,
     timers_chained_from_init,
     call_blocks_due_timer,
     ten_concurrent_calls_run_one_by_one,

@@ -17,20 +17,26 @@ impl ProcessService {
                 p = sem.clone().acquire_owned() => p.expect("semaphore open"),
                 _ = self.cancel.cancelled() => return,
             };
-            let lease = match self.config_or_cached(&ns).await {
-                Ok(c) => c.lease(),
+            let (lease, call_scan) = match self.config_or_cached(&ns).await {
+                Ok(c) => (c.lease(), c.call_scan_timeout),
                 Err(_) => return,
             };
             let free = sem.available_permits() + 1;
             let scan = std::time::Instant::now();
+            // Woken at once by this node's enqueues and PostgreSQL's notifications; without a
+            // wake (another node on MySQL or SQLite) the claim looks again every
+            // call_scan_timeout (progressor's call scan), or sooner at the queue's poll interval.
             let claimed = self
                 .engine
-                .claim(
+                .claim_polling(
                     &queue,
                     &worker,
+                    None,
+                    None,
                     free as i64,
                     Some(lease),
                     Duration::from_secs(30),
+                    Some(call_scan),
                     &self.cancel,
                 )
                 .await;
