@@ -26,9 +26,6 @@ use tokio_util::sync::CancellationToken;
 /// NOTIFY channel of the wake-up trigger; the payload is the table's oid.
 pub const CHANNEL: &str = "docket_pg_task";
 
-/// Claims per look at the table when `run` is unlimited.
-const CLAIM_BATCH: i64 = 100;
-
 /// Errors of starting a pg_task table.
 #[derive(Debug, thiserror::Error)]
 pub enum PgTaskError {
@@ -233,15 +230,24 @@ pub async fn bootstrap(pool: &PgPool, cfg: &PgTaskConfig) -> Result<u32, sqlx::E
             .execute(&mut *tx)
             .await?;
     } else {
-        let missing: Vec<String> = defs
+        // A table made by hand or by an older pg_task: add what it lacks, keep what it has
+        // (columns of its own, rows). Generated columns go last, in a statement of their own:
+        // `hash` reads `group` and `remote`, which one ALTER cannot add and use at once.
+        let missing: Vec<&(&str, String)> = defs
             .iter()
             .filter(|(n, _)| !existing.iter().any(|e| e == n))
-            .map(|(n, d)| format!("ADD COLUMN {} {d}", quote_ident(n)))
             .collect();
-        if !missing.is_empty() {
-            sqlx::query(&format!("ALTER TABLE {table} {}", missing.join(", ")))
-                .execute(&mut *tx)
-                .await?;
+        for generated in [false, true] {
+            let adds: Vec<String> = missing
+                .iter()
+                .filter(|(_, d)| d.contains("GENERATED") == generated)
+                .map(|(n, d)| format!("ADD COLUMN {} {d}", quote_ident(n)))
+                .collect();
+            if !adds.is_empty() {
+                sqlx::query(&format!("ALTER TABLE {table} {}", adds.join(", ")))
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
     }
     let ix = |suffix: &str| quote_ident(&format!("{}_{suffix}", cfg.table));
@@ -307,6 +313,10 @@ struct Table {
     db_oid: u32,
     /// Key of the transaction lock every look at the table takes.
     serial_key: i64,
+    /// Most rows one look takes (pg_task.limit).
+    limit: usize,
+    /// Rows one claim statement takes (pg_task.fetch).
+    fetch: usize,
     pool: PgPool,
     /// Holds the session locks of this node's tasks (and runs the looks at the table).
     control: Mutex<Control>,
@@ -401,6 +411,41 @@ pub async fn start(
     )
     .fetch_one(&pool)
     .await?;
+    // pg_task.limit and pg_task.fetch: an explicit option, else the setting of docket's
+    // session (ALTER DATABASE/ROLE … SET pg_task.limit), else pg_task's default.
+    let setting = |name: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Option<String>>(
+                "SELECT NULLIF(pg_catalog.current_setting($1, true), '')",
+            )
+            .bind(name)
+            .fetch_one(&pool)
+            .await
+        }
+    };
+    let read = |v: Option<String>, name: &str, min: usize| -> Result<Option<usize>, PgTaskError> {
+        v.map(|v| {
+            v.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n >= min)
+                .ok_or_else(|| {
+                    PgTaskError::Config(format!("{name} = {v:?}: not a number of at least {min}"))
+                })
+        })
+        .transpose()
+    };
+    let limit = match cfg.limit {
+        Some(l) => l,
+        None => read(setting("pg_task.limit").await?, "pg_task.limit", 0)?
+            .unwrap_or(crate::target::DEFAULT_LIMIT),
+    };
+    let fetch = match cfg.fetch {
+        Some(f) => f,
+        None => read(setting("pg_task.fetch").await?, "pg_task.fetch", 1)?
+            .unwrap_or(crate::target::DEFAULT_FETCH),
+    };
     let opts = opts.application_name(&format!("docket control {}", cfg.name()));
     let control = PgConnection::connect_with(&opts).await?;
     let mut listener = PgListener::connect_with(&pool).await?;
@@ -424,6 +469,8 @@ pub async fn start(
         wake: Notify::new(),
         slots,
         ends: std::sync::Mutex::new(Vec::new()),
+        limit,
+        fetch,
     });
     tracing::info!(table = %t.name, oid, "pg_task table ready");
     Ok(tokio::spawn(async move {
@@ -489,6 +536,10 @@ pub async fn start(
 
 /// The claim: PLAN tasks that are due, group limits respected (`max` ≥ 0: max+1 at once;
 /// negative: one at once), larger `max` first, then by id; taken to TAKE with this node's lock.
+/// `$5` true: the next tasks for sessions that go on (`count`/`live`), which keep the slot they
+/// hold, so no limit is counted — pg_task's task.c takes a going-on session's next task of its
+/// group (`max` at least its own) without one; counting it let a session lose its slot to a
+/// task of larger `max` still running (regression group 9 ran in three sessions, not two).
 fn claim_sql(table: &str) -> String {
     format!(
         "WITH running AS (SELECT \"hash\", count(*) AS n FROM {table} WHERE \"state\" IN ('TAKE', 'WORK') GROUP BY \"hash\"), \
@@ -496,7 +547,8 @@ fn claim_sql(table: &str) -> String {
                   FROM {table} WHERE \"state\" = 'PLAN' AND \"plan\" <= CURRENT_TIMESTAMP \
                   AND ($1::int4 IS NULL OR \"hash\" = $1) AND ($2::int4 IS NULL OR \"max\" >= $2)), \
          pick AS (SELECT c.\"id\" FROM cand c LEFT JOIN running r USING (\"hash\") \
-                  WHERE CASE WHEN c.\"max\" >= 0 THEN COALESCE(r.n, 0) + c.rn <= c.\"max\"::int8 + 1 \
+                  WHERE CASE WHEN $5 THEN true \
+                             WHEN c.\"max\" >= 0 THEN COALESCE(r.n, 0) + c.rn <= c.\"max\"::int8 + 1 \
                              ELSE COALESCE(r.n, 0) = 0 AND c.rn = 1 END \
                   ORDER BY c.\"max\" DESC, c.\"id\" LIMIT $3) \
          UPDATE {table} t SET \"state\" = 'TAKE' FROM pick WHERE t.\"id\" = pick.\"id\" \
@@ -617,7 +669,7 @@ impl Table {
         running: &mut tokio::task::JoinSet<()>,
     ) -> Result<Duration, sqlx::Error> {
         let table = self.table();
-        let free = self.slots.available_permits().min(CLAIM_BATCH as usize);
+        let free = self.slots.available_permits().min(self.limit);
         let mut c = self.ctl().await?;
         let mut tx = c.begin().await?;
         sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock($1)")
@@ -638,14 +690,19 @@ impl Table {
                 .await?;
         }
         let mut claimed = Vec::new();
-        if free > 0 {
+        let mut left = free;
+        while left > 0 {
+            let want = left.min(self.fetch);
             let rows = sqlx::query(&claim_sql(&table))
                 .bind(None::<i32>)
                 .bind(None::<i32>)
-                .bind(free as i64)
+                .bind(want as i64)
                 .bind(self.oid as i32)
+                .bind(false)
                 .fetch_all(&mut *tx)
                 .await?;
+            left -= rows.len().min(left);
+            let short = rows.len() < want;
             for r in rows {
                 let id: i64 = r.get(0);
                 if r.get::<bool, _>(1) {
@@ -660,6 +717,9 @@ impl Table {
                     .await?;
                 }
             }
+            if short {
+                break;
+            }
         }
         let next: Option<f64> = sqlx::query_scalar(&format!(
             "SELECT extract(epoch FROM min(\"plan\") - CURRENT_TIMESTAMP)::float8 FROM {table} WHERE \"state\" = 'PLAN'"
@@ -668,6 +728,7 @@ impl Table {
         .await?;
         tx.commit().await?;
         c.held.extend(claimed.iter().map(|t| t.id));
+        let took = claimed.len();
         // pg_task's stop: a task of ours set to STOP while it runs is cancelled.
         let mine: Vec<i64> = c.held.iter().copied().collect();
         if !mine.is_empty() {
@@ -697,7 +758,11 @@ impl Table {
         }
         Ok(match next {
             Some(s) if s > 0.0 => Duration::from_secs_f64(s.min(86_400.0)),
-            Some(_) => Duration::ZERO,
+            // Due tasks left after a look that took some (limit, fetch): look again at once.
+            Some(_) if took > 0 => Duration::ZERO,
+            // Due tasks none of which may run (their groups are full, limit 0): a task's end
+            // or an insert wakes the loop; until then, look every `sleep`, not in a busy loop.
+            Some(_) => self.cfg.sleep,
             None => self.cfg.sleep,
         })
     }
@@ -1016,6 +1081,7 @@ impl Table {
                 .bind(Some(max))
                 .bind(want.len() as i64)
                 .bind(self.oid as i32)
+                .bind(true)
                 .fetch_all(&mut *tx)
                 .await?;
             let mut want = want.into_iter();

@@ -37,7 +37,21 @@ pub struct PgTaskConfig {
     /// Most tasks of this table this node runs at once [unlimited].
     #[serde(default)]
     pub run: Option<usize>,
+    /// Most task rows one look at the table takes (pg_task.limit) [the `pg_task.limit` setting
+    /// of docket's session on the table's database — database or role level — else 1000]; 0
+    /// takes none.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Task rows one claim statement takes; a look runs statements of this many until `limit`
+    /// or the free slots are taken (pg_task.fetch) [the `pg_task.fetch` setting, else 100].
+    #[serde(default)]
+    pub fetch: Option<usize>,
 }
+
+/// pg_task's defaults of `limit` and `fetch` (init.c).
+pub const DEFAULT_LIMIT: usize = 1000;
+/// See [`DEFAULT_LIMIT`].
+pub const DEFAULT_FETCH: usize = 100;
 
 fn default_schema() -> String {
     "public".into()
@@ -88,6 +102,8 @@ impl PgTaskConfig {
             sleep: default_sleep(),
             reset: default_reset(),
             run: None,
+            limit: None,
+            fetch: None,
         }
     }
 
@@ -116,6 +132,20 @@ impl PgTaskConfig {
                             .map_err(|_| format!("run must be a positive number, not {v:?}"))?,
                     )
                 }
+                "limit" => {
+                    cfg.limit =
+                        Some(v.parse().map_err(|_| {
+                            format!("limit must be a number (0 or more), not {v:?}")
+                        })?)
+                }
+                "fetch" => {
+                    cfg.fetch = Some(
+                        v.parse()
+                            .map_err(|_| format!("fetch must be a positive number, not {v:?}"))?,
+                    )
+                }
+                "data" | "database" => cfg.database = Some(v.to_string()),
+                "user" => cfg.user = Some(v.to_string()),
                 _ => rest.push(pair),
             }
         }
@@ -141,19 +171,28 @@ impl PgTaskConfig {
         if self.run == Some(0) {
             return Err("run must be at least 1".into());
         }
+        if self.fetch == Some(0) {
+            return Err("fetch must be at least 1".into());
+        }
+        if self.database.as_deref() == Some("") || self.user.as_deref() == Some("") {
+            return Err("data and user must not be empty".into());
+        }
         Ok(())
     }
 
-    /// The connection settings, with `database` and `user` applied.
+    /// The connection settings, with `database` and `user` applied. As in pg_task.json, each
+    /// stands in for the other when only one is given (`COALESCE(user, data)` and
+    /// `COALESCE(data, user)` in pg_task's conf.c): `{"data": "shop"}` connects as role `shop`
+    /// to database `shop`. With neither, the URL's own database and user.
     ///
     /// # Errors
     /// The URL does not parse.
     pub fn connection(&self) -> Result<crate::wire::ConnInfo, WireError> {
         let mut c = crate::wire::with_env_password(parse_conninfo(&self.url)?);
-        if let Some(d) = &self.database {
+        if let Some(d) = self.database.as_ref().or(self.user.as_ref()) {
             c.dbname(d);
         }
-        if let Some(u) = &self.user {
+        if let Some(u) = self.user.as_ref().or(self.database.as_ref()) {
             c.user(u);
         }
         Ok(c)
@@ -250,6 +289,42 @@ mod tests {
         assert_eq!(f.pg_task[0].reset, Duration::from_secs(2));
         assert_eq!(f.pg_task[1].database.as_deref(), Some("d"));
         assert_eq!(f.pg_task[1].table, "task");
+    }
+
+    #[test]
+    fn data_and_user_stand_in_for_each_other() {
+        let mut c = PgTaskConfig::new("postgres://me@h/urldb");
+        let conn = c.connection().unwrap();
+        assert_eq!(
+            (conn.get_dbname(), conn.get_user()),
+            (Some("urldb"), Some("me"))
+        );
+        c.database = Some("shop".into());
+        let conn = c.connection().unwrap();
+        assert_eq!(
+            (conn.get_dbname(), conn.get_user()),
+            (Some("shop"), Some("shop"))
+        );
+        c.user = Some("clerk".into());
+        let conn = c.connection().unwrap();
+        assert_eq!(
+            (conn.get_dbname(), conn.get_user()),
+            (Some("shop"), Some("clerk"))
+        );
+        c.database = None;
+        let conn = c.connection().unwrap();
+        assert_eq!(
+            (conn.get_dbname(), conn.get_user()),
+            (Some("clerk"), Some("clerk"))
+        );
+        let f = PgTaskConfig::from_flag("postgres://h/x?limit=5&fetch=2&data=d").unwrap();
+        assert_eq!(
+            (f.limit, f.fetch, f.database.as_deref()),
+            (Some(5), Some(2), Some("d"))
+        );
+        assert!(PgTaskConfig::from_flag("postgres://h/x?fetch=0").is_err());
+        assert!(PgTaskConfig::from_flag("postgres://h/x?limit=-1").is_err());
+        assert!(PgTaskConfig::from_flag("postgres://h/x?user=").is_err());
     }
 
     fn toml_like<T: serde::de::DeserializeOwned>(json: &str) -> T {
