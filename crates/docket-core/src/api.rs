@@ -62,6 +62,7 @@ pub struct ClaimResponse {
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     /// The lease token of the claim.
+    #[schema(min_length = 1)]
     pub lease: String,
     /// Progress to record (any JSON, ≤ 1 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +86,7 @@ pub struct CompleteRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<i64>,
     /// The lease token of the claim.
+    #[schema(min_length = 1)]
     pub lease: String,
     /// What the attempt returned (any JSON, ≤ 1 MiB).
     #[serde(default)]
@@ -178,6 +180,7 @@ pub struct FailRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<i64>,
     /// The lease token of the claim.
+    #[schema(min_length = 1)]
     pub lease: String,
     /// What went wrong (kept in the task's `errors`).
     pub error: String,

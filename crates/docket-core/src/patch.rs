@@ -39,19 +39,40 @@ pub struct TaskPatch {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")]
     pub node: Option<Option<String>>,
     /// Move to this queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub queue: Option<String>,
     /// New attempt budget (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<i32>,
     /// Move to this stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub stage: Option<String>,
-    /// The lease of a running task (only payload and progress may change then).
+    /// New retry policy (replaces the whole policy; asyncflow's `maxRetryInterval` is its `max`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<crate::Backoff>,
+    /// Attempts counted as made (asyncflow's `crtRetryNum`): a waiting task's next claim makes
+    /// attempt `attempt + 1`, so it must leave one within `max_attempts`; a running task's is
+    /// the attempt in hand (1..=`max_attempts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    pub attempt: Option<i32>,
+    /// The lease of a running task: with it, `payload`, `progress`, `priority`, `run_at`,
+    /// `max_attempts`, `backoff` and `attempt` may change (not `queue`, `node`, `stage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
     pub lease: Option<String>,
     /// Apply only if the task is still at this version (its `ETag`); the `If-Match` header
     /// does the same.
@@ -107,8 +128,18 @@ impl TaskPatch {
             && self.queue.is_none()
             && self.max_attempts.is_none()
             && self.stage.is_none()
+            && self.backoff.is_none()
+            && self.attempt.is_none()
         {
-            return Err(bad("nothing to change: give at least one of priority, run_at, run_in, payload, progress, node, queue, max_attempts, stage".into()));
+            return Err(bad("nothing to change: give at least one of priority, run_at, run_in, payload, progress, node, queue, max_attempts, stage, backoff, attempt".into()));
+        }
+        if let Some(b) = &self.backoff {
+            b.validate().map_err(bad)?;
+        }
+        if let Some(a) = self.attempt {
+            if a < 0 {
+                return Err(bad(format!("attempt must be at least 0, got {a}")));
+            }
         }
         if self.run_at.is_some() && self.run_in.is_some() {
             return Err(bad("give run_at or run_in, not both".into()));
@@ -193,16 +224,9 @@ impl TaskPatch {
                 if token != Some(lease.as_str()) {
                     return Err(PatchError::LeaseLost);
                 }
-                if self.priority.is_some()
-                    || self.run_at.is_some()
-                    || self.run_in.is_some()
-                    || self.node.is_some()
-                    || self.queue.is_some()
-                    || self.max_attempts.is_some()
-                    || self.stage.is_some()
-                {
+                if self.node.is_some() || self.queue.is_some() || self.stage.is_some() {
                     return Err(PatchError::State(format!(
-                        "task {} is running: only payload and progress can change until it finishes",
+                        "task {} is running: its queue, node and stage cannot change until it finishes (a stage is handed on by completing it with next_stage)",
                         t.id
                     )));
                 }
@@ -237,6 +261,26 @@ impl TaskPatch {
         if let Some(s) = &self.stage {
             n.stage = Some(s.clone());
         }
+        if let Some(b) = self.backoff {
+            n.backoff = b;
+        }
+        if let Some(a) = self.attempt {
+            n.attempt = a;
+        }
+        let running = t.state == TaskState::Running;
+        let counted = self.attempt.is_some() || self.max_attempts.is_some();
+        if running && counted && !(1..=n.max_attempts).contains(&n.attempt) {
+            return Err(PatchError::Invalid(format!(
+                "attempt {} of a running task must be within 1..={} (max_attempts)",
+                n.attempt, n.max_attempts
+            )));
+        }
+        if !running && counted && n.attempt >= n.max_attempts {
+            return Err(PatchError::Invalid(format!(
+                "attempt {} leaves no attempt within max_attempts {}",
+                n.attempt, n.max_attempts
+            )));
+        }
         let run_at = match (self.run_at, self.run_in) {
             (Some(at), _) => Some(at),
             (None, Some(d)) => Some(crate::time::add(now, d)),
@@ -245,6 +289,11 @@ impl TaskPatch {
         if let Some(at) = run_at {
             use chrono::SubsecRound;
             n.run_at = at.trunc_subsecs(6);
+            if running {
+                // The attempt in hand runs on; what is shown is the time it was due (asyncflow's
+                // orderTime on a held task). A retry sets its own time.
+                return Ok(n);
+            }
             n.state = if n.run_at <= now {
                 TaskState::Available
             } else if t.state == TaskState::Retryable {
@@ -326,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn running_needs_its_lease_and_changes_only_payload_and_progress() {
+    fn running_needs_its_lease_and_keeps_its_queue_node_and_stage() {
         let t = task(TaskState::Running);
         let now = t.created_at;
         let p = TaskPatch {
@@ -350,18 +399,74 @@ mod tests {
             no_lease.apply(&t, Some("tok"), None, now),
             Err(PatchError::State(_))
         ));
-        let prio = TaskPatch {
+        // With its lease a running task takes new retry settings and priority (asyncflow's
+        // setTask on a held task), not a new queue, node or stage.
+        let retry = TaskPatch {
             priority: Some(1),
+            max_attempts: Some(50),
+            attempt: Some(8),
+            backoff: Some(crate::Backoff {
+                max: Duration::from_secs(88),
+                ..Default::default()
+            }),
+            lease: Some("tok".into()),
+            ..Default::default()
+        };
+        let n = retry.apply(&t, Some("tok"), None, now).unwrap();
+        assert_eq!(
+            (
+                n.state,
+                n.priority,
+                n.max_attempts,
+                n.attempt,
+                n.backoff.max
+            ),
+            (TaskState::Running, 1, 50, 8, Duration::from_secs(88))
+        );
+        let queue = TaskPatch {
+            queue: Some("q2".into()),
             lease: Some("tok".into()),
             ..Default::default()
         };
         assert!(matches!(
-            prio.apply(&t, Some("tok"), None, now),
+            queue.apply(&t, Some("tok"), None, now),
             Err(PatchError::State(_))
+        ));
+        let zero = TaskPatch {
+            attempt: Some(0),
+            lease: Some("tok".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            zero.apply(&t, Some("tok"), None, now),
+            Err(PatchError::Invalid(_))
         ));
         assert!(matches!(
             no_lease.apply(&task(TaskState::Completed), None, None, now),
             Err(PatchError::State(_))
+        ));
+    }
+
+    #[test]
+    fn attempts_must_leave_one_to_run() {
+        let t = task(TaskState::Available);
+        let now = t.created_at;
+        let p = |attempt, max| TaskPatch {
+            attempt: Some(attempt),
+            max_attempts: max,
+            ..Default::default()
+        };
+        assert_eq!(
+            p(7, Some(10)).apply(&t, None, None, now).unwrap().attempt,
+            7
+        );
+        assert!(matches!(
+            p(10, Some(10)).apply(&t, None, None, now),
+            Err(PatchError::Invalid(_))
+        ));
+        assert!(matches!(
+            p(-1, None).validate(),
+            Err(PatchError::Invalid(_))
         ));
     }
 

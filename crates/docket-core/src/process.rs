@@ -257,7 +257,8 @@ impl RetryPolicy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessorRef {
-    /// URL docket POSTs [`ProcessorRequest`]s to.
+    /// URL docket POSTs [`ProcessorRequest`]s to (`http://`, `https://` or `inproc:NAME`).
+    #[schema(min_length = 1)]
     pub url: String,
 }
 

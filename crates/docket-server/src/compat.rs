@@ -116,10 +116,33 @@ fn secs(d: std::time::Duration) -> u64 {
     d.as_secs()
 }
 
-/// `taskContext`: asyncflow sends and reads a string. A string that is JSON is stored as that
-/// JSON (docket's payload), any other string as a JSON string; it is given back the same way.
+/// `taskContext`: asyncflow sends and reads a string, and gets it back byte for byte. A string
+/// that is JSON written as docket writes it (compact, keys sorted) is stored as that JSON, so
+/// docket's own API and workers see the object; any other string — other spacing or key
+/// order, a JSON string literal, not JSON — is stored as a JSON string holding the text.
 fn context_in(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
+    match serde_json::from_str::<Value>(s) {
+        Ok(v) if !v.is_string() && serde_json::to_string(&v).is_ok_and(|t| t == s) => v,
+        _ => Value::String(s.to_string()),
+    }
+}
+
+/// asyncflow's retry (seed 002, `max_retry_interval`): 1 s after the first failure, then
+/// doubling — 2 s, 4 s, 8 s — up to the cap, with no jitter; a queue's own `backoff` (its
+/// t_schedule_cfg `retry_interval`) replaces it, jitter and all.
+const ASYNCFLOW_BACKOFF: docket_core::Backoff = docket_core::Backoff {
+    kind: docket_core::BackoffKind::Exponential,
+    initial: std::time::Duration::from_secs(1),
+    coefficient: 2.0,
+    max: std::time::Duration::from_secs(3600),
+    jitter: 0.0,
+};
+
+/// `b` capped at `maxRetryInterval` seconds (its first delay too, when it is smaller).
+fn capped(mut b: docket_core::Backoff, secs: u64) -> docket_core::Backoff {
+    b.max = std::time::Duration::from_secs(secs).min(docket_core::duration::MAX);
+    b.initial = b.initial.min(b.max);
+    b
 }
 
 fn context_out(v: &Value) -> String {
@@ -309,12 +332,15 @@ async fn create_task(
     if let Some(o) = d.order_time {
         t.run_at = Some(order_time(o)?);
     }
-    if let Some(m) = d.max_retry_interval.filter(|m| *m > 0) {
-        let q = s.engine.queue_settings(std::slice::from_ref(&kind)).await?;
-        let mut b = q.get(&kind).and_then(|q| q.backoff).unwrap_or_default();
-        b.max = std::time::Duration::from_secs(m).min(docket_core::duration::MAX);
-        t.backoff = Some(b);
-    }
+    let q = s.engine.queue_settings(std::slice::from_ref(&kind)).await?;
+    let b = q
+        .get(&kind)
+        .and_then(|q| q.backoff)
+        .unwrap_or(ASYNCFLOW_BACKOFF);
+    t.backoff = Some(match d.max_retry_interval.filter(|m| *m > 0) {
+        Some(m) => capped(b, m),
+        None => b,
+    });
     check_size("taskContext", &t.payload)?;
     let task = s.engine.enqueue_many(vec![t]).await?.remove(0);
     ok(json!({"taskId": task.id.to_string()}))
@@ -440,11 +466,32 @@ struct SetBody {
     order_time: Option<i64>,
     priority: Option<i32>,
     max_retry_num: Option<i32>,
-    // Sent by asyncflow workers; docket counts attempts itself.
-    #[allow(dead_code)]
-    crt_retry_num: Option<i64>,
-    #[allow(dead_code)]
-    max_retry_interval: Option<i64>,
+    crt_retry_num: Option<i32>,
+    max_retry_interval: Option<u64>,
+}
+
+impl SetBody {
+    /// The retry fields as a patch of task `t`: `maxRetryNum`, `maxRetryInterval` (the
+    /// backoff's cap) and `crtRetryNum` (retries made: a held task's attempt in hand is one
+    /// more). Zero or absent fields change nothing, as in asyncflow.
+    fn retry_patch(&self, t: &Task) -> TaskPatch {
+        let held = t.state == TaskState::Running;
+        TaskPatch {
+            max_attempts: self.max_retry_num.filter(|m| *m > 0),
+            backoff: self
+                .max_retry_interval
+                .filter(|m| *m > 0)
+                .map(|m| capped(t.backoff, m)),
+            attempt: self.crt_retry_num.filter(|c| *c >= 0).map(|c| {
+                if held {
+                    c.saturating_add(1)
+                } else {
+                    c
+                }
+            }),
+            ..Default::default()
+        }
+    }
 }
 
 /// The error message a worker put in its scheduleLog (`LastData.ErrMsg`), if any.
@@ -458,11 +505,13 @@ fn err_msg(log: Option<&str>) -> Option<String> {
 
 /// `POST /api/task/setTask`: a worker reports on a held task, or anyone changes a waiting one.
 ///
-/// A running task: `status` 3 completes it; 1 with a new `taskStage` hands it on to that stage
+/// A running task: `maxRetryNum`, `maxRetryInterval` and `crtRetryNum` change it first (under
+/// its lease); then `status` 3 completes it; 1 with a new `taskStage` hands it on to that stage
 /// (`taskContext` its new payload, `priority`, `orderTime` its start); 1 with the same stage
 /// fails the attempt to be retried (at `orderTime` when given, else by the backoff); 4 fails it
-/// for good; 2 (or none) records `taskContext`. A waiting task: `taskStage`, `taskContext`,
-/// `priority`, `orderTime`, `maxRetryNum` change it (PATCH); `status` 4 cancels it.
+/// for good; 2 (or none) records `taskContext`, `priority` and `orderTime`. A waiting task:
+/// `taskStage`, `taskContext`, `priority`, `orderTime` and the retry fields change it (PATCH);
+/// `status` 4 cancels it.
 async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> CompatResult {
     let b: SetBody = parse_body(body)?;
     let id = match &b.task_id {
@@ -491,6 +540,18 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
                 "the task is no longer running",
             ))
         })?;
+        // The retry fields (and, for status 2 or none, context, priority and order time) go
+        // first, so a retry below counts them.
+        let mut patch = b.retry_patch(&t);
+        if matches!(b.status, None | Some(2)) {
+            patch.payload = context.clone();
+            patch.priority = b.priority;
+            patch.run_at = run_at;
+        }
+        if patch != TaskPatch::default() && b.status != Some(3) {
+            patch.lease = Some(token.clone());
+            s.engine.task_update(WORKER, id, patch, None).await?;
+        }
         let outcome = match b.status {
             Some(3) => s
                 .engine
@@ -544,17 +605,7 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
                     .await?
                     .remove(0)
             }
-            _ => {
-                if context.is_some() {
-                    let patch = TaskPatch {
-                        payload: context,
-                        lease: Some(token),
-                        ..Default::default()
-                    };
-                    s.engine.task_update(WORKER, id, patch, None).await?;
-                }
-                return ok(Value::Null);
-            }
+            _ => return ok(Value::Null),
         };
         return match outcome {
             docket_store::LeaseOutcome::Ok { .. } => ok(Value::Null),
@@ -594,8 +645,7 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
         payload: context,
         priority: b.priority,
         run_at,
-        max_attempts: b.max_retry_num.filter(|m| *m > 0),
-        ..Default::default()
+        ..b.retry_patch(&t)
     };
     if patch == TaskPatch::default() {
         return ok(Value::Null);

@@ -396,6 +396,214 @@ async fn lark_worker_end_to_end(db: TestStore) {
     );
 }
 
+/// The task as docket's own API shows it (times and the retry policy to check against).
+async fn v1_task(s: &Server, id: &str) -> Value {
+    s.http
+        .get(format!("{}/v1/tasks/{id}", s.base.trim_end_matches("/api")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn create(s: &Server, data: Value) -> String {
+    s.call(
+        "POST",
+        "/task/createTask",
+        &[],
+        Some(json!({"taskData": data})),
+    )
+    .await
+    .unwrap()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// setTask honours the retry fields, orderTime and priority on a held task and on a waiting
+/// one (issue 21 item 6: a held task kept maxRetryNum 25, maxRetryInterval 3600, crtRetryNum 0).
+async fn set_task_takes_every_field(db: TestStore) {
+    let s = start(db, true).await;
+    let id = create(
+        &s,
+        json!({"taskType": "Fields", "taskStage": "one", "taskContext": "{}"}),
+    )
+    .await;
+    let held = s
+        .call(
+            "POST",
+            "/task/hold_task",
+            &[("taskType", "Fields"), ("limit", "1")],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(held["taskList"][0]["taskId"], id.as_str());
+    let order = 1_900_000_000_000_i64;
+    s.call("POST", "/task/setTask", &[], Some(json!({
+        "taskId": id, "taskStage": "one", "status": 2, "taskContext": "{\"step\":1}",
+        "orderTime": order, "priority": 34, "crtRetryNum": 7, "maxRetryNum": 50, "maxRetryInterval": 88,
+    })))
+    .await
+    .unwrap();
+    let t = s.get_task(&id).await;
+    assert_eq!(
+        (
+            &t["status"],
+            &t["maxRetryNum"],
+            &t["maxRetryInterval"],
+            &t["crtRetryNum"],
+            &t["orderTime"],
+            &t["priority"],
+            &t["taskContext"]
+        ),
+        (
+            &json!(2),
+            &json!(50),
+            &json!(88),
+            &json!(7),
+            &json!(order),
+            &json!(34),
+            &json!("{\"step\":1}")
+        ),
+        "held: {t}"
+    );
+    // A retry counts them: the attempt in hand is the 8th of 50, so it is retried.
+    s.call(
+        "POST",
+        "/task/setTask",
+        &[],
+        Some(json!({"taskId": id, "taskStage": "one", "status": 1})),
+    )
+    .await
+    .unwrap();
+    let t = s.get_task(&id).await;
+    assert_eq!(
+        (&t["status"], &t["crtRetryNum"]),
+        (&json!(1), &json!(8)),
+        "retried: {t}"
+    );
+    // A waiting task.
+    s.call("POST", "/task/setTask", &[], Some(json!({
+        "taskId": id, "orderTime": order, "priority": 5, "crtRetryNum": 3, "maxRetryNum": 9, "maxRetryInterval": 77,
+    })))
+    .await
+    .unwrap();
+    let t = s.get_task(&id).await;
+    assert_eq!(
+        (
+            &t["status"],
+            &t["maxRetryNum"],
+            &t["maxRetryInterval"],
+            &t["crtRetryNum"],
+            &t["orderTime"],
+            &t["priority"]
+        ),
+        (
+            &json!(1),
+            &json!(9),
+            &json!(77),
+            &json!(3),
+            &json!(order),
+            &json!(5)
+        ),
+        "waiting: {t}"
+    );
+    // Worst values are refused with a clear error and change nothing.
+    let (st, v) = s
+        .call(
+            "POST",
+            "/task/setTask",
+            &[],
+            Some(json!({"taskId": id, "crtRetryNum": 9})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(s.get_task(&id).await["crtRetryNum"], 3);
+}
+
+/// taskContext and scheduleLog-free contexts come back byte for byte (issue 21 item 7): other
+/// spacing and key order, a JSON string literal and plain text; docket's own API sees an object
+/// when the text is JSON as docket writes it.
+async fn task_context_round_trips(db: TestStore) {
+    let s = start(db, true).await;
+    for ctx in [
+        "{\"ReqBody\": {\"Msg\": \"hi\", \"FromAddr\": \"fish\"}, \"UserId\": \"\"}",
+        "{\"b\":1,\"a\":2}",
+        "\"just a string\"",
+        "not json at all",
+        "",
+        "{\"a\":1,\"b\":[1,2]}",
+    ] {
+        let id = create(&s, json!({"taskType": "Ctx", "taskContext": ctx})).await;
+        assert_eq!(s.get_task(&id).await["taskContext"], ctx, "created");
+        s.call(
+            "POST",
+            "/task/setTask",
+            &[],
+            Some(json!({"taskId": id, "taskContext": ctx, "priority": 1})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(s.get_task(&id).await["taskContext"], ctx, "set");
+    }
+    let id = create(
+        &s,
+        json!({"taskType": "Ctx", "taskContext": "{\"a\":1,\"b\":[1,2]}"}),
+    )
+    .await;
+    assert_eq!(
+        v1_task(&s, &id).await["payload"],
+        json!({"a": 1, "b": [1, 2]})
+    );
+}
+
+/// Retries double as asyncflow's do — 1 s, 2 s, 4 s, 8 s, then the cap — with no jitter
+/// (issue 21 item 9; seed 002's max_retry_interval example with the cap at 10).
+async fn retries_follow_asyncflows_formula(db: TestStore) {
+    let s = start(db, true).await;
+    let id = create(&s, json!({"taskType": "Retry", "taskContext": "{}", "maxRetryNum": 10, "maxRetryInterval": 10})).await;
+    for n in 1..=6u32 {
+        let held = s
+            .call(
+                "POST",
+                "/task/hold_task",
+                &[("taskType", "Retry"), ("limit", "1")],
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(held["taskList"][0]["taskId"], id.as_str(), "attempt {n}");
+        s.call(
+            "POST",
+            "/task/setTask",
+            &[],
+            Some(json!({"taskId": id, "status": 1})),
+        )
+        .await
+        .unwrap();
+        let t = v1_task(&s, &id).await;
+        let at = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+        let failed = at(&t["errors"][(n - 1) as usize]["at"]);
+        // The failure time has nanoseconds, run_at microseconds: compare to the millisecond.
+        let delay = ((at(&t["run_at"]) - failed).num_microseconds().unwrap() + 500) / 1000;
+        let want = (1000_i64 << (n - 1)).min(10_000);
+        assert_eq!(delay, want, "after failure {n}: {t}");
+        // Due again at once, as if the delay had passed.
+        s.call(
+            "POST",
+            "/task/setTask",
+            &[],
+            Some(json!({"taskId": id, "orderTime": chrono::Utc::now().timestamp_millis()})),
+        )
+        .await
+        .unwrap();
+    }
+}
+
 async fn off_by_default(db: TestStore) {
     let s = start(db, false).await;
     let (st, v) = s
@@ -414,4 +622,10 @@ macro_rules! all {
     };
 }
 
-all!(lark_worker_end_to_end, off_by_default);
+all!(
+    lark_worker_end_to_end,
+    off_by_default,
+    set_task_takes_every_field,
+    task_context_round_trips,
+    retries_follow_asyncflows_formula,
+);

@@ -251,7 +251,7 @@ async fn drain(
     post, path = "/v1/nodes/{name}/drain",
     tag = "status",
     params(("name" = String, Path, min_length = 1, max_length = 256, description = "node name")),
-    request_body(content = DrainRequest, description = "optional"),
+    request_body(content = Option<DrainRequest>, description = "optional: an empty body drains to any node"),
     responses((status = 200, description = "drained", body = DrainAnswer), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
     summary = "Drain a node (node-daemons' move tasks to another node): it claims nothing, its running tasks finish, its waiting tasks pinned to it move to `to` (or to any node)"
 )]

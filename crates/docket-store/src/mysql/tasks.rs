@@ -265,22 +265,25 @@ impl TaskStore for MySqlStore {
             return Err(StoreError::NotFound(format!("task {}", p.id)));
         };
         let n = (p.rule)(&t, token.as_deref())?;
-        sqlx::query(
-            "UPDATE docket_tasks SET queue = ?, priority = ?, run_at = ?, state = ?, \
-               payload = ?, node = ?, max_attempts = ?, stage = ?, progress = ? WHERE id = ?",
-        )
-        .bind(&n.queue)
-        .bind(n.priority)
-        .bind(dt(n.run_at))
-        .bind(n.state.as_str())
-        .bind(n.payload.to_string())
-        .bind(&n.node)
-        .bind(n.max_attempts)
-        .bind(&n.stage)
-        .bind(n.progress.as_ref().map(Value::to_string))
-        .bind(p.id)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(include_str!("sql/tasks_task_update.sql"))
+            .bind(&n.queue)
+            .bind(n.priority)
+            .bind(dt(n.run_at))
+            .bind(n.state.as_str())
+            .bind(n.payload.to_string())
+            .bind(&n.node)
+            .bind(n.max_attempts)
+            .bind(&n.stage)
+            .bind(n.progress.as_ref().map(Value::to_string))
+            .bind(n.attempt)
+            .bind(n.backoff.kind.as_str())
+            .bind(docket_core::duration::to_ms(n.backoff.initial))
+            .bind(n.backoff.coefficient)
+            .bind(docket_core::duration::to_ms(n.backoff.max))
+            .bind(n.backoff.jitter)
+            .bind(p.id)
+            .execute(&mut *tx)
+            .await?;
         let (t, _) = Self::get_in(&mut tx, p.id, false)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("task {}", p.id)))?;

@@ -195,11 +195,7 @@ impl TaskStore for SqliteStore {
             return Err(StoreError::NotFound(format!("task {}", p.id)));
         };
         let n = (p.rule)(&t, token.as_deref())?;
-        let sql = format!(
-            "UPDATE docket_tasks SET queue = ?2, priority = ?3, run_at = ?4, state = ?5, \
-               payload = ?6, node = ?7, max_attempts = ?8, stage = ?9, progress = ?10 \
-             WHERE id = ?1 RETURNING {COLS}"
-        );
+        let sql = include_str!("sql/tasks_task_update.sql").replace("{COLS}", COLS);
         let row = sqlx::query(&sql)
             .bind(p.id)
             .bind(&n.queue)
@@ -211,6 +207,12 @@ impl TaskStore for SqliteStore {
             .bind(n.max_attempts)
             .bind(&n.stage)
             .bind(n.progress.as_ref().map(Value::to_string))
+            .bind(n.attempt)
+            .bind(n.backoff.kind.as_str())
+            .bind(docket_core::duration::to_ms(n.backoff.initial))
+            .bind(n.backoff.coefficient)
+            .bind(docket_core::duration::to_ms(n.backoff.max))
+            .bind(n.backoff.jitter)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -647,6 +647,14 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
                 n.max_attempts = 4;
                 n.stage = Some("two".into());
                 n.progress = Some(json!(10));
+                n.attempt = 2;
+                n.backoff = docket_core::Backoff {
+                    kind: docket_core::BackoffKind::Linear,
+                    initial: Duration::from_secs(3),
+                    coefficient: 1.5,
+                    max: Duration::from_secs(88),
+                    jitter: 0.0,
+                };
                 Ok(n)
             }),
         })
@@ -676,7 +684,22 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
         (t.payload, t.progress),
         (json!({"new": true}), Some(json!(10)))
     );
-    assert_eq!(s.task_get(id).await.unwrap().unwrap().queue, "other");
+    let stored = s.task_get(id).await.unwrap().unwrap();
+    assert_eq!(stored.queue, "other");
+    assert_eq!(
+        (stored.attempt, stored.backoff),
+        (
+            2,
+            docket_core::Backoff {
+                kind: docket_core::BackoffKind::Linear,
+                initial: Duration::from_secs(3),
+                coefficient: 1.5,
+                max: Duration::from_secs(88),
+                jitter: 0.0,
+            }
+        ),
+        "attempt and the whole retry policy are stored"
+    );
     assert_eq!(s.task_lease_token(id).await.unwrap(), None, "not running");
     let held = claim(s, "other", 1, t0() + secs(2)).await.remove(0);
     let token = held.lease.clone().unwrap().token;
