@@ -9,7 +9,9 @@
 //! the unique key `schedule:NAME:OCCURRENCE` (RFC 3339).
 //!
 //! Repeat follows pg_task's `repeat`/`drift` (seed 004): on the grid `start + k·every` by
-//! default, or `every` after the moment it fired with `drift`.
+//! default, or `every` after the moment it fired with `drift`, or — `after_end` — `every` after
+//! the previous run's task finished (node-daemons' worker sleeps after a run ends): such a
+//! schedule fires nothing while its last task is unfinished.
 
 use crate::task::NewTask;
 use crate::Timestamp;
@@ -47,6 +49,11 @@ pub struct ScheduleSpec {
     /// grid of `start_at` (pg_task's `drift`) [false].
     #[serde(default)]
     pub drift: bool,
+    /// With `every`: the next run is `every` after the previous run's task finished
+    /// (completed, discarded or cancelled), and none starts while it is unfinished
+    /// (node-daemons' worker sleeps after its run ends) [false].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_end: bool,
     /// Cron expression: 5 fields (minute hour day-of-month month day-of-week), or 6 with
     /// seconds first; `@hourly`-style aliases; croner's `L`, `#`, `W`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,8 +92,11 @@ impl ScheduleSpec {
             (Some(_), None) if self.timezone.is_some() => {
                 return Err("timezone applies to cron only".into())
             }
-            (None, Some(_)) if self.drift || self.start_at.is_some() => {
-                return Err("drift and start_at apply to every only".into())
+            (None, Some(_)) if self.drift || self.start_at.is_some() || self.after_end => {
+                return Err("drift, after_end and start_at apply to every only".into())
+            }
+            (Some(_), None) if self.drift && self.after_end => {
+                return Err("give drift or after_end, not both".into())
             }
             _ => {}
         }
@@ -138,7 +148,9 @@ impl ScheduleSpec {
     pub fn next_after(&self, fired: Timestamp, now: Timestamp) -> Result<Timestamp, String> {
         match self.every {
             Some(every) => {
-                if self.drift {
+                if self.drift || self.after_end {
+                    // after_end: a lower bound — the run cannot end before it starts; when it
+                    // comes, `after_end_step` looks at the run.
                     return Ok(crate::time::add(now, every));
                 }
                 // Whole steps of the grid past `now`, in µs (saturating: `every` is at most
@@ -182,6 +194,52 @@ impl ScheduleSpec {
     }
 }
 
+/// Where an `after_end` schedule's last run is, as the engine read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastRun {
+    /// No task to wait for: never fired, or its task is gone (pruned, deleted).
+    None,
+    /// Its task has not finished.
+    Unfinished,
+    /// Its task finished then.
+    Finished(Timestamp),
+}
+
+/// What a due `after_end` schedule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterEndStep {
+    /// Fire now.
+    Fire,
+    /// Look again then (its run is unfinished, or ended less than `every` ago).
+    WaitUntil(Timestamp),
+}
+
+/// While an `after_end` schedule's run is unfinished, it looks again this often at most.
+pub const AFTER_END_POLL: Duration = Duration::from_secs(1);
+
+impl ScheduleSpec {
+    /// The step of a due `after_end` schedule at `now`: fire once its last run finished
+    /// `every` ago; else wait until then, or look again within [`AFTER_END_POLL`] (or `every`,
+    /// if shorter) while the run is unfinished.
+    pub fn after_end_step(&self, last: LastRun, now: Timestamp) -> AfterEndStep {
+        let every = self.every.unwrap_or(MIN_EVERY);
+        match last {
+            LastRun::None => AfterEndStep::Fire,
+            LastRun::Unfinished => {
+                AfterEndStep::WaitUntil(crate::time::add(now, every.min(AFTER_END_POLL)))
+            }
+            LastRun::Finished(f) => {
+                let due = crate::time::add(f, every);
+                if due <= now {
+                    AfterEndStep::Fire
+                } else {
+                    AfterEndStep::WaitUntil(due)
+                }
+            }
+        }
+    }
+}
+
 /// A stored schedule: JSON shape of `GET /v1/schedules/{name}`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Schedule {
@@ -222,6 +280,7 @@ mod tests {
             task: NewTask::new("k", serde_json::Value::Null),
             every: every.map(Duration::from_secs),
             drift: false,
+            after_end: false,
             cron: cron.map(String::from),
             timezone: None,
             start_at: None,
@@ -247,6 +306,40 @@ mod tests {
             d.next_after(at(10, 0, 0), at(10, 5, 30)).unwrap(),
             at(10, 6, 30)
         );
+    }
+
+    #[test]
+    fn after_end_counts_from_the_end_of_the_last_run() {
+        let s = ScheduleSpec {
+            after_end: true,
+            ..spec(Some(60), None)
+        };
+        assert!(s.validate().is_ok());
+        let now = at(10, 0, 0);
+        assert_eq!(s.after_end_step(LastRun::None, now), AfterEndStep::Fire);
+        assert_eq!(
+            s.after_end_step(LastRun::Unfinished, now),
+            AfterEndStep::WaitUntil(at(10, 0, 1))
+        );
+        assert_eq!(
+            s.after_end_step(LastRun::Finished(at(9, 59, 30)), now),
+            AfterEndStep::WaitUntil(at(10, 0, 30))
+        );
+        assert_eq!(
+            s.after_end_step(LastRun::Finished(at(9, 59, 0)), now),
+            AfterEndStep::Fire
+        );
+        assert_eq!(s.next_after(at(9, 0, 0), now).unwrap(), at(10, 1, 0));
+        let both = ScheduleSpec {
+            drift: true,
+            ..s.clone()
+        };
+        assert!(both.validate().unwrap_err().contains("not both"));
+        let cron = ScheduleSpec {
+            after_end: true,
+            ..spec(None, Some("* * * * *"))
+        };
+        assert!(cron.validate().unwrap_err().contains("every only"));
     }
 
     #[test]

@@ -57,6 +57,14 @@ pub struct NewTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Timestamp>,
+    /// `expires_at` this long after the enqueue (humantime), instead of `expires_at`.
+    #[serde(
+        default,
+        with = "crate::duration::serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>, example = "1h")]
+    pub expires_in: Option<Duration>,
     /// Attempts before the task is discarded; default: the queue's, else 25.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
@@ -284,6 +292,9 @@ impl NewTask {
         if let Some(t) = &self.trace_id {
             check_trace_id(t)?;
         }
+        if self.expires_at.is_some() && self.expires_in.is_some() {
+            return Err("give expires_at or expires_in, not both".into());
+        }
         if self.run_at.is_some() && self.run_in.is_some() {
             return Err("give run_at or run_in, not both".into());
         }
@@ -322,7 +333,14 @@ impl NewTask {
         };
         // Databases keep microseconds: answer with what a later read will return.
         let run_at = run_at.trunc_subsecs(6);
-        if let Some(e) = self.expires_at {
+        let expires_at = self.expires_at.or_else(|| {
+            self.expires_in
+                .map(|d| crate::time::add(now, d).trunc_subsecs(6))
+        });
+        if let (Some(e), Some(_)) = (expires_at, self.expires_in) {
+            crate::time::check("expires_in", e)?;
+        }
+        if let Some(e) = expires_at {
             if e <= run_at {
                 return Err(format!(
                     "expires_at ({e}) must be after run_at ({run_at}): the task could never start"
@@ -346,7 +364,7 @@ impl NewTask {
             priority: self.priority.unwrap_or(0),
             state,
             run_at,
-            expires_at: self.expires_at.map(|t| t.trunc_subsecs(6)),
+            expires_at: expires_at.map(|t| t.trunc_subsecs(6)),
             max_attempts: self
                 .max_attempts
                 .or(q.max_attempts)

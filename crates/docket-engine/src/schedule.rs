@@ -3,6 +3,7 @@
 //! `next_run_at` makes each occurrence fire once whatever the number of nodes.
 
 use crate::{Engine, EngineError};
+use docket_core::schedule::{AfterEndStep, LastRun};
 use docket_core::{Schedule, ScheduleSpec, Timestamp};
 use docket_store::ScheduleFired;
 use docket_store::{ScheduleFireParams, StoreError};
@@ -89,6 +90,30 @@ pub async fn fire_due(engine: &Engine, now: Timestamp) -> Result<u64, StoreError
         .await?
     {
         let name = s.spec.name.clone();
+        if s.spec.after_end {
+            let last = match s.last_task_id {
+                None => LastRun::None,
+                Some(id) => match engine.store.task_get(id).await? {
+                    None => LastRun::None,
+                    Some(t) if t.state.is_finished() => {
+                        LastRun::Finished(t.finished_at.unwrap_or(now))
+                    }
+                    Some(_) => LastRun::Unfinished,
+                },
+            };
+            if let AfterEndStep::WaitUntil(at) = s.spec.after_end_step(last, now) {
+                engine
+                    .store
+                    .schedule_defer(docket_store::ScheduleDeferParams {
+                        name: &name,
+                        occurrence: s.next_run_at,
+                        next_run_at: at,
+                        now,
+                    })
+                    .await?;
+                continue;
+            }
+        }
         let next = match s.spec.next_after(s.next_run_at, now) {
             Ok(n) => n,
             Err(e) => {

@@ -405,6 +405,7 @@ async fn schedules_fire_each_occurrence_once(db: Db) {
         task: NewTask::new("tick", json!({"n": 1})),
         every: Some(Duration::from_secs(60)),
         drift: false,
+        after_end: false,
         cron: None,
         timezone: None,
         start_at: None,
@@ -783,6 +784,55 @@ async fn other_nodes_find_work(db: Db) {
 /// found within the queue's 100 ms on SQLite and MySQL (no cross-process wake-up there), and a
 /// queue without the setting is not found within a second. PostgreSQL's NOTIFY wakes at once
 /// either way, so there only the pick-up is checked.
+/// A schedule with `after_end` fires `every` after its last run's task finished, and nothing
+/// while that task is unfinished (issue 21 item 12; node-daemons' worker sleeps after a run).
+async fn schedule_after_end_waits_for_the_run(db: Db) {
+    use docket_engine::schedule::fire_due;
+    let t0 = chrono::Utc.with_ymd_and_hms(2030, 6, 1, 0, 0, 0).unwrap();
+    let clock = ManualClock::new(t0);
+    let e = engine(&db, Arc::new(clock.clone()));
+    let spec: docket_core::ScheduleSpec = serde_json::from_value(json!({
+        "name": "sleepy", "every": "60s", "after_end": true, "task": {"kind": "nap", "queue": "naps"},
+    }))
+    .unwrap();
+    e.schedule_put(spec).await.unwrap();
+    let fire = || fire_due(&e, clock.now());
+    assert_eq!(fire().await.unwrap(), 1, "the first run at once");
+    // 5 minutes on, the run is still unfinished: nothing fires, however long it takes.
+    for _ in 0..5 {
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(fire().await.unwrap(), 0);
+    }
+    let stop = tokio_util::sync::CancellationToken::new();
+    let got = e
+        .claim("naps", "w", 1, None, Duration::ZERO, &stop)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    clock.advance(Duration::from_secs(30));
+    let ended = clock.now();
+    e.complete_many(&[docket_store::TaskComplete {
+        id: got[0].id,
+        token: got[0].lease.as_ref().unwrap().token.clone(),
+        result: json!(null),
+        next: None,
+    }])
+    .await
+    .unwrap();
+    // 59 s after the end: not yet; the schedule waits for end + every.
+    clock.advance(Duration::from_secs(59));
+    assert_eq!(fire().await.unwrap(), 0);
+    let s = db.store.schedule_get("sleepy").await.unwrap().unwrap();
+    assert_eq!(
+        s.next_run_at,
+        docket_core::time::add(ended, Duration::from_secs(60)),
+        "it waits for the end of the run plus every"
+    );
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(fire().await.unwrap(), 1, "every after the run ended");
+    assert_eq!(fire().await.unwrap(), 0);
+}
+
 async fn schedule_interval_sets_the_poll(db: Db) {
     let node2 = db._db.another_node().await;
     let engines = [("n1", db.store.clone()), ("n2", node2.clone())].map(|(name, store)| {
@@ -945,6 +995,7 @@ both!(
     shutdown_finishes_claimed_work,
     maintenance_with_manual_clock,
     schedules_fire_each_occurrence_once,
+    schedule_after_end_waits_for_the_run,
     token_last_use_is_written_once_a_minute,
     engine_fail_rule_decides,
     two_nodes_claim_each_task_once,

@@ -972,6 +972,14 @@ pub trait ScheduleStore: Send + Sync {
     /// # Errors
     /// Database failure.
     async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<ScheduleFired>;
+
+    /// Moves an unpaused schedule's `next_run_at` from `p.occurrence` to `p.next_run_at`
+    /// without firing (a schedule that counts from the end of its last run waits for it).
+    /// `false` when the schedule changed, was paused or fired meanwhile.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn schedule_defer(&self, p: ScheduleDeferParams<'_>) -> Result<bool>;
 }
 
 /// The audit log of operator actions.
@@ -1575,6 +1583,19 @@ pub struct ScheduleFireParams {
     pub next_run_at: Timestamp,
     /// The task to insert.
     pub task: ResolvedTask,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Params of [`ScheduleStore::schedule_defer`].
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleDeferParams<'a> {
+    /// Schedule name.
+    pub name: &'a str,
+    /// The `next_run_at` read.
+    pub occurrence: Timestamp,
+    /// Where it moves.
+    pub next_run_at: Timestamp,
     /// Now.
     pub now: Timestamp,
 }

@@ -335,6 +335,12 @@ pub struct TaskAddArgs {
     /// Start after (e.g. 5m).
     #[arg(long, value_parser = parse_duration)]
     pub run_in: Option<Duration>,
+    /// Not started by then (RFC 3339): discarded (node-daemons' finish_at).
+    #[arg(long, conflicts_with = "expires_in")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Not started within this long of the enqueue (e.g. 1h): discarded.
+    #[arg(long, value_parser = parse_duration)]
+    pub expires_in: Option<Duration>,
     /// Attempts allowed.
     #[arg(long)]
     pub max_attempts: Option<i32>,
@@ -377,7 +383,7 @@ pub struct TaskAddArgs {
 #[derive(Subcommand, Debug)]
 pub enum TaskCmd {
     /// Enqueue a task (or many with --file).
-    Add(TaskAddArgs),
+    Add(Box<TaskAddArgs>),
     /// List tasks.
     List {
         #[arg(long)]
@@ -591,8 +597,12 @@ pub struct ScheduleAddArgs {
     #[arg(long, value_parser = parse_duration, required_unless_present = "cron")]
     pub every: Option<Duration>,
     /// With --every: the next run is the interval after the moment it fired, not on the grid.
-    #[arg(long, requires = "every")]
+    #[arg(long, requires = "every", conflicts_with = "after_end")]
     pub drift: bool,
+    /// With --every: the next run is the interval after the previous run's task finished, and
+    /// none starts while it is unfinished (node-daemons' worker sleeps after a run).
+    #[arg(long, requires = "every")]
+    pub after_end: bool,
     /// First occurrence and grid origin of --every (RFC 3339) [now].
     #[arg(long, requires = "every")]
     pub start_at: Option<chrono::DateTime<chrono::Utc>>,

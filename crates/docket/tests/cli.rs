@@ -563,6 +563,74 @@ fn nodes_started_together_agree_on_the_schema(backend: &str) {
     }
 }
 
+/// Issue 21 item 12: `docket task add --expires-in/--expires-at` (a task not started in time is
+/// discarded) and `docket schedule add --after-end`.
+fn expiry_and_after_end_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let id = s.add(&["--kind", "late", "--queue", "nobody", "--expires-in", "1s"]);
+    let t = s.task(id);
+    let at = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+    let window = at(&t["expires_at"]) - at(&t["created_at"]);
+    assert!(
+        (999..=1001).contains(&window.num_milliseconds()),
+        "expires 1 s after the enqueue: {t}"
+    );
+    // Nobody works queue `nobody`: past its expiry the task is discarded, never run.
+    let t = s.wait_for(id, "expiry", |t| t["state"] == "discarded");
+    assert_eq!(t["attempt"], 0, "{t}");
+    let id = s.add(&["--kind", "k", "--expires-at", "2999-01-01T00:00:00Z"]);
+    assert_eq!(s.task(id)["expires_at"], "2999-01-01T00:00:00Z");
+    let o = s.cli(&[
+        "task",
+        "add",
+        "--kind",
+        "k",
+        "--expires-in",
+        "1h",
+        "--expires-at",
+        "2999-01-01T00:00:00Z",
+    ]);
+    assert!(!o.status.success());
+    let o = s.cli(&[
+        "task",
+        "add",
+        "--kind",
+        "k",
+        "--run-in",
+        "1h",
+        "--expires-in",
+        "1m",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("could never start"));
+    // A schedule counted from the end of its last run.
+    let out = s.ok(&[
+        "schedule",
+        "add",
+        "sleepy",
+        "--every",
+        "1h",
+        "--after-end",
+        "--kind",
+        "nap",
+        "--json",
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["after_end"], true, "{v}");
+    let o = s.cli(&[
+        "schedule",
+        "add",
+        "both",
+        "--every",
+        "1h",
+        "--after-end",
+        "--drift",
+        "--kind",
+        "nap",
+    ]);
+    assert!(!o.status.success());
+}
+
 /// Issue 12: `docket worker --kind K` (repeatable) claims only those kinds; other tasks wait.
 fn worker_claims_only_its_kinds(backend: &str) {
     let s = serve(backend);
@@ -1107,6 +1175,7 @@ both!(
     bulk_file_and_cli_errors,
     tokens_from_the_cli,
     nodes_started_together_agree_on_the_schema,
+    expiry_and_after_end_from_the_cli,
 );
 
 /// Auth required: `docket token create/list/revoke` on the database, DOCKET_TOKEN for the CLI and

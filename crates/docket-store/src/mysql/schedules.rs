@@ -148,4 +148,15 @@ impl ScheduleStore for MySqlStore {
             ScheduleFired::Enqueued(Box::new(t))
         }))
     }
+
+    async fn schedule_defer(&self, p: ScheduleDeferParams<'_>) -> Result<bool> {
+        let r = sqlx::query(include_str!("sql/schedules_schedule_defer.sql"))
+            .bind(dt(p.next_run_at))
+            .bind(dt(p.now))
+            .bind(p.name)
+            .bind(dt(p.occurrence))
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
 }

@@ -121,4 +121,15 @@ impl ScheduleStore for PgStore {
             ScheduleFired::Enqueued(Box::new(t))
         }))
     }
+
+    async fn schedule_defer(&self, p: ScheduleDeferParams<'_>) -> Result<bool> {
+        let r = sqlx::query(include_str!("sql/schedules_schedule_defer.sql"))
+            .bind(p.name)
+            .bind(p.occurrence)
+            .bind(p.next_run_at)
+            .bind(p.now)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
 }

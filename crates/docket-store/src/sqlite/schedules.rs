@@ -127,4 +127,15 @@ impl ScheduleStore for SqliteStore {
             ScheduleFired::Enqueued(Box::new(t))
         }))
     }
+
+    async fn schedule_defer(&self, p: ScheduleDeferParams<'_>) -> Result<bool> {
+        let r = sqlx::query(include_str!("sql/schedules_schedule_defer.sql"))
+            .bind(p.name)
+            .bind(us(p.occurrence))
+            .bind(us(p.next_run_at))
+            .bind(us(p.now))
+            .execute(&self.writer)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
 }

@@ -366,6 +366,11 @@ impl ScheduleStore for Recording {
         self.hit("schedule_fire").await;
         self.inner.schedule_fire(p).await
     }
+
+    async fn schedule_defer(&self, p: ScheduleDeferParams<'_>) -> Result<bool> {
+        self.hit("schedule_defer").await;
+        self.inner.schedule_defer(p).await
+    }
 }
 
 #[async_trait]

@@ -47,6 +47,30 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
         vec!["a", "b"]
     );
     assert_eq!(s.schedule_next_due().await.unwrap(), Some(t0() + secs(30)));
+    // Defer: only from the occurrence read; fires nothing; a paused schedule does not move.
+    let defer = |from: i64, to: i64| ScheduleDeferParams {
+        name: "b",
+        occurrence: t0() + secs(from),
+        next_run_at: t0() + secs(to),
+        now: t0(),
+    };
+    assert!(
+        !s.schedule_defer(defer(31, 45)).await.unwrap(),
+        "stale occurrence"
+    );
+    assert!(s.schedule_defer(defer(30, 45)).await.unwrap());
+    assert_eq!(
+        s.schedule_get("b").await.unwrap().unwrap().next_run_at,
+        t0() + secs(45)
+    );
+    assert!(s.schedule_defer(defer(45, 30)).await.unwrap(), "and back");
+    assert!(!s
+        .schedule_defer(ScheduleDeferParams {
+            name: "nope",
+            ..defer(30, 40)
+        })
+        .await
+        .unwrap());
     assert!(s
         .schedule_due(ScheduleDueParams {
             now: t0() + secs(29),
@@ -160,6 +184,17 @@ pub(super) async fn schedules_put_fire_pause_and_delete(b: Bundle) {
         .await
         .unwrap();
     assert!(a2.paused, "replacing keeps paused");
+    assert!(
+        !s.schedule_defer(ScheduleDeferParams {
+            name: "a",
+            occurrence: a2.next_run_at,
+            next_run_at: t0() + secs(500),
+            now: t0(),
+        })
+        .await
+        .unwrap(),
+        "a paused schedule is not deferred"
+    );
     assert_eq!(a2.spec.every, Some(Duration::from_secs(120)));
     assert!(s
         .schedule_due(ScheduleDueParams {

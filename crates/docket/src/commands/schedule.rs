@@ -60,6 +60,7 @@ pub(crate) async fn schedule_cmd(c: Client, cmd: ScheduleCmd) -> Result<()> {
                 task: spec_from_args(&a.task)?,
                 every: a.every,
                 drift: a.drift,
+                after_end: a.after_end,
                 cron: a.cron,
                 timezone: a.timezone,
                 start_at: a.start_at,

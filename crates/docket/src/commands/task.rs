@@ -4,7 +4,7 @@ use crate::*;
 
 pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
     match cmd {
-        TaskCmd::Add(a) => task_add(&c, a).await,
+        TaskCmd::Add(a) => task_add(&c, *a).await,
         TaskCmd::List {
             queue,
             state,
@@ -127,6 +127,8 @@ pub(crate) fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
         priority: a.priority,
         run_at: a.run_at,
         run_in: a.run_in,
+        expires_at: a.expires_at,
+        expires_in: a.expires_in,
         max_attempts: a.max_attempts,
         timeout: a.timeout,
         backoff,
