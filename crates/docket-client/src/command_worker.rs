@@ -1,10 +1,15 @@
 //! `docket worker -- COMMAND ARGS...`: claims tasks over HTTP and runs COMMAND once per task.
 //!
-//! Contract with the command: the task's payload JSON on stdin; `DOCKET_TASK_ID`,
-//! `DOCKET_TASK_ATTEMPT`, `DOCKET_TASK_KIND`, `DOCKET_QUEUE` in the environment. Exit 0 completes
-//! the task with stdout as its result (JSON when it parses, else a string); any other exit fails
-//! the attempt with the tail of stderr (it is retried per the task's backoff). The worker
-//! heartbeats every lease/3 while the command runs; a `cancelled` answer kills the command.
+//! Contract with the command: the task's payload JSON on stdin; in the environment
+//! `DOCKET_TASK_ID`, `DOCKET_TASK_ATTEMPT`, `DOCKET_TASK_MAX_ATTEMPTS`, `DOCKET_TASK_KIND`,
+//! `DOCKET_TASK_STAGE` (empty for a single-stage task), `DOCKET_QUEUE`, `DOCKET_TRACE_ID`,
+//! `DOCKET_WORKER` (this worker's name) and `DOCKET_CONTROL`, a file the command may append
+//! JSON lines to (see [`crate::control`]: progress, the next stage, a retry delay, a permanent
+//! failure, an error message). Exit 0 completes the task with stdout as its result (JSON when it
+//! parses, else a string), or hands it to its next stage; any other exit fails the attempt with
+//! the tail of stderr (it is retried per the task's backoff, or the control file's
+//! `retry_in`/`permanent`). The worker heartbeats every lease/3 while the command runs, carrying
+//! new progress; a `cancelled` answer kills the command.
 //!
 //! The command runs in its own process group, so everything it starts goes with it: at the
 //! task's `timeout` the group gets SIGTERM, then SIGKILL after [`WorkerOptions::kill_grace`],
@@ -32,6 +37,8 @@ pub struct WorkerOptions {
     pub queue: String,
     /// Only tasks of these kinds (empty: every kind of the queue).
     pub kinds: Vec<String>,
+    /// Only tasks at these stages (empty: any stage).
+    pub stages: Vec<String>,
     /// Commands run at once.
     pub concurrency: usize,
     /// Lease per claim; heartbeats every lease/3 extend it.
@@ -167,7 +174,7 @@ pub async fn run(
         };
         let free = sem.available_permits() + 1;
         let claim = tokio::select! {
-            r = client.claim(&opts.queue, &opts.name, &opts.kinds, free, opts.lease, Duration::from_secs(10)) => r,
+            r = client.claim_stages(&opts.queue, &opts.name, &opts.kinds, &opts.stages, free, opts.lease, Duration::from_secs(10)) => r,
             _ = cancel.cancelled() => break,
         };
         let tasks = match claim {
@@ -265,6 +272,46 @@ pub async fn run(
     fatal.map_or(Ok(()), Err)
 }
 
+/// The control file of one attempt (see [`crate::control`]): made empty and private before the
+/// command starts, removed when the attempt is over.
+struct ControlFile(std::path::PathBuf);
+
+impl ControlFile {
+    fn create(task: i64, attempt: i32) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "docket-control-{}-{task}-{attempt}-{:x}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        if let Err(e) = o.open(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot create the control file; the command may create it");
+        }
+        ControlFile(path)
+    }
+}
+
+impl Drop for ControlFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A few random bits for a file name, without a dependency for it.
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
 /// Kills the command's whole process group when dropped (the command may have started
 /// children, e.g. `sh -c`); `kill_on_drop` alone reaches only the direct child.
 struct Group(Option<u32>);
@@ -342,15 +389,20 @@ async fn run_one(
     // Local deadlines: the attempt's timeout, and the lease (moved on by each heartbeat).
     let deadline = started + task.timeout;
     let mut lease_until = started + opts.lease.min(task.timeout);
+    let control = ControlFile::create(task.id, task.attempt);
     let mut cmd = tokio::process::Command::new(&opts.command[0]);
     #[cfg(unix)]
     cmd.process_group(0);
     cmd.args(&opts.command[1..])
         .env("DOCKET_TASK_ID", task.id.to_string())
         .env("DOCKET_TASK_ATTEMPT", task.attempt.to_string())
+        .env("DOCKET_TASK_MAX_ATTEMPTS", task.max_attempts.to_string())
         .env("DOCKET_TASK_KIND", &task.kind)
+        .env("DOCKET_TASK_STAGE", task.stage.as_deref().unwrap_or(""))
         .env("DOCKET_QUEUE", &task.queue)
         .env("DOCKET_TRACE_ID", task.trace_id.as_deref().unwrap_or(""))
+        .env("DOCKET_WORKER", &opts.name)
+        .env("DOCKET_CONTROL", &control.0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -378,12 +430,25 @@ async fn run_one(
     let every = (opts.lease / 3).max(Duration::from_millis(100));
     let timeout = tokio::time::sleep_until(deadline.into());
     tokio::pin!(timeout);
+    // Progress the server has; a heartbeat carries what the control file says when it differs.
+    let mut sent: Option<Value> = None;
     let out = loop {
         tokio::select! {
             o = &mut output => break o,
             _ = tokio::time::sleep(every) => {
-                match client.heartbeat(task.id, &lease, None).await {
-                    Ok(_) => lease_until = std::time::Instant::now() + opts.lease.min(task.timeout),
+                // A control file that does not parse yet is judged at the end.
+                let progress = crate::control::read(&control.0)
+                    .await
+                    .ok()
+                    .and_then(|c| c.progress)
+                    .filter(|p| sent.as_ref() != Some(p));
+                match client.heartbeat(task.id, &lease, progress.clone()).await {
+                    Ok(_) => {
+                        lease_until = std::time::Instant::now() + opts.lease.min(task.timeout);
+                        if progress.is_some() {
+                            sent = progress;
+                        }
+                    }
                     Err(ClientError::Api { code, .. })
                         if code == "cancelled" || code == "lease_lost" || code == "timed_out" =>
                     {
@@ -423,11 +488,42 @@ async fn run_one(
             return Ran::Failed(msg);
         }
     };
+    let said = match crate::control::read(&control.0).await {
+        Ok(c) => c,
+        Err(msg) => {
+            // What the command asked for cannot be known: fail the attempt, saying why.
+            return match report(task.id, lease_until, || {
+                client.fail(task.id, &lease, &msg, &opts.name, None, false)
+            })
+            .await
+            {
+                Ok(_) => Ran::Failed(msg),
+                Err(e) => Ran::Abandoned(e.to_string()),
+            };
+        }
+    };
+    if said.progress.is_some() && said.progress != sent {
+        // The last progress goes to the server even when the command was quicker than a
+        // heartbeat (best effort: the result below matters more).
+        let _ = client
+            .heartbeat(task.id, &lease, said.progress.clone())
+            .await;
+    }
     if out.status.success() {
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let result = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
+        let body = docket_core::api::CompleteRequest {
+            id: None,
+            lease: lease.clone(),
+            result,
+            next_stage: said.next.as_ref().map(|n| n.stage.clone()),
+            payload: said.next.as_ref().and_then(|n| n.payload.clone()),
+            priority: said.next.as_ref().and_then(|n| n.priority),
+            run_at: None,
+            run_in: said.next.as_ref().and_then(|n| n.run_in),
+        };
         match report(task.id, lease_until, || {
-            client.complete(task.id, &lease, result.clone())
+            client.complete_with(task.id, &body)
         })
         .await
         {
@@ -440,13 +536,20 @@ async fn run_one(
             None => "killed by a signal".to_string(),
         };
         let err = tail(&out.stderr);
-        let msg = if err.is_empty() {
-            status
-        } else {
-            format!("{status}: {err}")
+        let msg = match said.error {
+            Some(m) => m,
+            None if err.is_empty() => status,
+            None => format!("{status}: {err}"),
         };
         match report(task.id, lease_until, || {
-            client.fail(task.id, &lease, &msg, &opts.name, None, false)
+            client.fail(
+                task.id,
+                &lease,
+                &msg,
+                &opts.name,
+                said.retry_in,
+                said.permanent,
+            )
         })
         .await
         {

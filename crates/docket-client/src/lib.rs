@@ -2,6 +2,7 @@
 //! task ([`command_worker`]).
 
 pub mod command_worker;
+pub mod control;
 
 use docket_core::{NewTask, QueueSettings, QueueStats, Task};
 use serde::de::DeserializeOwned;
@@ -374,13 +375,33 @@ impl Client {
         lease: Duration,
         wait: Duration,
     ) -> Result<Vec<Task>> {
+        self.claim_stages(queue, worker, kinds, &[], limit, lease, wait)
+            .await
+    }
+
+    /// [`Client::claim`] of only the tasks at one of `stages` (empty: any stage; asyncflow's
+    /// task_stage).
+    ///
+    /// # Errors
+    /// `unauthenticated`, `forbidden`, `invalid_request`, transport errors.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn claim_stages(
+        &self,
+        queue: &str,
+        worker: &str,
+        kinds: &[String],
+        stages: &[String],
+        limit: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Task>> {
         let body = ClaimRequest {
             kinds: (!kinds.is_empty()).then(|| kinds.to_vec()),
+            stages: (!stages.is_empty()).then(|| stages.to_vec()),
             worker: worker.to_string(),
             limit: Some(i64::try_from(limit).unwrap_or(i64::MAX)),
             lease: Some(lease),
             wait: Some(wait),
-            ..Default::default()
         };
         let r: ClaimResponse = self
             .send(

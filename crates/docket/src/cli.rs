@@ -640,6 +640,10 @@ pub struct WorkerArgs {
     /// kinds wait for a worker that takes them.
     #[arg(long = "kind")]
     pub kinds: Vec<String>,
+    /// Only tasks at this stage (repeatable); default any stage (asyncflow's task_stage). The
+    /// command learns it from `DOCKET_TASK_STAGE`.
+    #[arg(long = "stage")]
+    pub stages: Vec<String>,
     /// Commands run at once.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,

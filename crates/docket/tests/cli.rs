@@ -254,6 +254,94 @@ fn worker_runs_commands(backend: &str) {
     w.wait().unwrap();
 }
 
+/// The command's side of `docket worker` (issue 21 item 10): DOCKET_WORKER and
+/// DOCKET_TASK_STAGE in, and JSON lines in $DOCKET_CONTROL out — the next stage with a new
+/// payload, a retry delay, a permanent failure, an error message, progress while it runs; a
+/// bad line fails the attempt naming it. `--stage` claims only that stage.
+fn worker_control_protocol(backend: &str) {
+    let s = serve(backend);
+    // The command's script is its payload's "do": each case says what to write.
+    let script = r#"
+        do=$(cat)
+        case "$do" in
+          *handoff*) [ "$DOCKET_TASK_STAGE" = a ] && echo '{"next_stage": "b", "payload": {"do": "handoff, now at b"}}' >> "$DOCKET_CONTROL"
+                     echo '{"stage": "'"$DOCKET_TASK_STAGE"'", "worker": "'"$DOCKET_WORKER"'", "max": '"$DOCKET_TASK_MAX_ATTEMPTS"'}' ;;
+          *later*) echo '{"retry_in": "1h", "error": "smtp down"}' >> "$DOCKET_CONTROL"; exit 1 ;;
+          *never*) echo '{"permanent": true}' >> "$DOCKET_CONTROL"; exit 1 ;;
+          *slow*) echo '{"progress": {"pct": 50}}' >> "$DOCKET_CONTROL"; sleep 2; echo '{"progress": {"pct": 100}}' >> "$DOCKET_CONTROL" ;;
+          *garbled*) echo 'this is not json' >> "$DOCKET_CONTROL" ;;
+          *) echo '"plain"' ;;
+        esac"#;
+    let add = |payload: &str, extra: &[&str]| {
+        let mut a = vec!["--kind", "ctl", "--payload", payload];
+        a.extend_from_slice(extra);
+        s.add(&a)
+    };
+    let handoff = add(r#""handoff""#, &["--stage", "a", "--max-attempts", "4"]);
+    // Only stage a is worked first: the task waits at b until a worker takes stage b.
+    let mut wa = s.worker(&["--stage", "a", "--name", "wa"], &["sh", "-c", script]);
+    let t = s.wait_for(handoff, "stage b", |t| t["stage"] == "b");
+    assert_eq!(t["state"], "available", "{t}");
+    assert_eq!(t["stages_done"], json!(["a"]));
+    assert_eq!(t["payload"], json!({"do": "handoff, now at b"}));
+    assert_eq!(t["result"], json!({"stage": "a", "worker": "wa", "max": 4}));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        s.task(handoff)["state"],
+        "available",
+        "a stage-a worker leaves stage b"
+    );
+    let pids = vec![wa.id()];
+    signal(wa.id(), Signal::SIGTERM);
+    wa.wait().unwrap();
+    let later = add(r#""later""#, &[]);
+    let never = add(r#""never""#, &["--max-attempts", "5"]);
+    let slow = add(r#""slow""#, &[]);
+    let garbled = add(r#""garbled""#, &["--max-attempts", "1"]);
+    let mut w = s.worker(
+        &["--name", "wb", "--concurrency", "4", "--lease", "900ms"],
+        &["sh", "-c", script],
+    );
+    let t = s.wait_for(handoff, "completed at b", |t| t["state"] == "completed");
+    assert_eq!(t["result"]["stage"], "b");
+    let t = s.wait_for(later, "retryable", |t| t["state"] == "retryable");
+    assert_eq!(t["errors"][0]["message"], "smtp down", "{t}");
+    let at = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+    let delay = at(&t["run_at"]) - at(&t["errors"][0]["at"]);
+    assert!(
+        (3599..=3601).contains(&delay.num_seconds()),
+        "retry_in 1h, not the backoff: {t}"
+    );
+    let t = s.wait_for(never, "discarded", |t| t["state"] == "discarded");
+    assert_eq!(t["attempt"], 1, "permanent: no second attempt of 5: {t}");
+    // Progress is seen while the command runs (a heartbeat every lease/3 carries it).
+    let t = s.wait_for(slow, "progress", |t| t["progress"] == json!({"pct": 50}));
+    assert_eq!(t["state"], "running", "{t}");
+    let t = s.wait_for(slow, "completed", |t| t["state"] == "completed");
+    assert_eq!(
+        t["progress"],
+        json!({"pct": 100}),
+        "the last progress is kept: {t}"
+    );
+    let t = s.wait_for(garbled, "discarded", |t| t["state"] == "discarded");
+    let msg = t["errors"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("control file line 1"), "{msg}");
+    let pids = [pids, vec![w.id()]].concat();
+    signal(w.id(), Signal::SIGTERM);
+    assert!(w.wait().unwrap().success());
+    // The control files (named docket-control-<worker pid>-…) are gone.
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().to_string();
+            pids.iter()
+                .any(|p| n.starts_with(&format!("docket-control-{p}-")))
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// Issue 9: names go into URL paths percent-encoded: a queue named `a/b c?` is its own queue
 /// for `task add`, `queue pause/show` and `docket worker`.
 fn odd_queue_names_reach_their_own_routes(backend: &str) {
@@ -1176,6 +1264,7 @@ both!(
     tokens_from_the_cli,
     nodes_started_together_agree_on_the_schema,
     expiry_and_after_end_from_the_cli,
+    worker_control_protocol,
 );
 
 /// Auth required: `docket token create/list/revoke` on the database, DOCKET_TOKEN for the CLI and

@@ -28,6 +28,7 @@ pub(crate) async fn worker_inner(a: WorkerArgs) -> Result<()> {
     let opts = docket_client::command_worker::WorkerOptions {
         queue: a.queue,
         kinds: a.kinds,
+        stages: a.stages,
         concurrency: a.concurrency,
         lease: a.lease,
         name,
@@ -105,6 +106,9 @@ pub(crate) struct WorkerConf {
     /// Only these kinds (empty: every kind of the queue).
     #[serde(default)]
     pub kinds: Vec<String>,
+    /// Only tasks at these stages (empty: any stage).
+    #[serde(default)]
+    pub stages: Vec<String>,
     /// Commands run at once [1].
     #[serde(default = "one")]
     pub concurrency: usize,
@@ -199,6 +203,10 @@ async fn supervise(a: WorkerArgs, path: &Path) -> Result<()> {
         for k in &w.kinds {
             args.push("--kind".into());
             args.push(k.clone());
+        }
+        for s in &w.stages {
+            args.push("--stage".into());
+            args.push(s.clone());
         }
         args.push("--".into());
         args.extend(w.command.iter().cloned());
