@@ -14,6 +14,7 @@
 #   scripts/api-fuzz.sh             # 60 s per backend
 #   FUZZ_BACKENDS="sqlite mysql" scripts/api-fuzz.sh   # some of sqlite, postgres, mysql
 #   FUZZ_SECONDS=600 FUZZ_RANDOM=1 scripts/api-fuzz.sh   # longer, and a fresh seed each run
+#   FUZZ_EXAMPLES=500 …             # examples per operation in the fuzzing phase [schemathesis: 100]
 # CI uses schemathesis's deterministic mode, so a run finds the same cases every time.
 # DOCKET_TEST_PG_URL points at PostgreSQL (default postgres://postgres@127.0.0.1:5432/postgres),
 # DOCKET_TEST_MYSQL_URL at MySQL/MariaDB (default mysql://root@127.0.0.1:3306/test; the run uses a
@@ -65,6 +66,9 @@ if [ -n "${FUZZ_RANDOM:-}" ]; then
   MODE=(--seed "$RANDOM$RANDOM")
 else
   MODE=(--generation-deterministic)
+fi
+if [ -n "${FUZZ_EXAMPLES:-}" ]; then
+  MODE+=(--max-examples "$FUZZ_EXAMPLES")
 fi
 
 fuzz() { # backend-name database-args...

@@ -1197,6 +1197,72 @@ enabled = false
         table.contains("mailer") && table.contains("idle"),
         "{table}"
     );
+    // SIGHUP re-reads the file (issue 21 item 11): the resizer is removed (it stops and says
+    // so), the mailer changes (a new process with the new concurrency), a packer is added, and
+    // a worker that did not change keeps its process. A file that does not load changes nothing.
+    let pid_of = |w: &[Value], name: &str| {
+        w.iter()
+            .find(|x| x["name"] == name)
+            .and_then(|x| x["report"]["pid"].as_u64())
+    };
+    let before = workers();
+    let mailer_pid = pid_of(&before, "mailer");
+    std::fs::write(
+        &cfg,
+        r#"
+shutdown_interval = "5s"
+report_interval = "200ms"
+
+[workers.mailer]
+queue = "mail"
+concurrency = 3
+command = ["sh", "-c", "cat > /dev/null; echo sent"]
+
+[workers.packer]
+queue = "pack"
+command = ["sh", "-c", "cat > /dev/null; echo packed"]
+"#,
+    )
+    .unwrap();
+    signal(sup.id(), Signal::SIGHUP);
+    let w = wait("the reload", &|w| {
+        let by = |n: &str| {
+            w.iter()
+                .find(|x| x["name"] == n)
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        by("resizer")["state"] == "stop"
+            && by("packer")["state"] == "idle"
+            && by("mailer")["report"]["concurrency"] == 3
+            && by("mailer")["state"] == "idle"
+    });
+    assert_ne!(
+        pid_of(&w, "mailer"),
+        mailer_pid,
+        "the changed worker is a new process"
+    );
+    let p = s.add(&["--kind", "k", "--queue", "pack"]);
+    assert_eq!(
+        s.wait_for(p, "packed", |t| t["state"] == "completed")["result"],
+        "packed
+"
+    );
+    // Unchanged this time: the packer keeps its process; a broken file keeps everything.
+    let packer_pid = pid_of(&w, "packer");
+    signal(sup.id(), Signal::SIGHUP);
+    std::thread::sleep(Duration::from_millis(800));
+    std::fs::write(&cfg, "[workers.x]\nqueue = \"\"\n").unwrap();
+    signal(sup.id(), Signal::SIGHUP);
+    std::thread::sleep(Duration::from_millis(800));
+    let w = workers();
+    assert_eq!(pid_of(&w, "packer"), packer_pid, "not touched: {w:?}");
+    assert!(
+        sup.0.try_wait().unwrap().is_none(),
+        "a bad file does not stop the supervisor"
+    );
+    let q = s.add(&["--kind", "k", "--queue", "pack"]);
+    s.wait_for(q, "still packing", |t| t["state"] == "completed");
     // SIGTERM stops every worker within shutdown_interval; each says so.
     let t0 = Instant::now();
     signal(sup.id(), Signal::SIGTERM);

@@ -169,64 +169,156 @@ pub(crate) fn load_config(path: &Path) -> Result<SupervisorConfig> {
     Ok(c)
 }
 
+/// The `docket worker` arguments of one named worker of the file.
+fn worker_args(name: &str, w: &WorkerConf, conf: &SupervisorConfig, a: &WorkerArgs) -> Vec<String> {
+    let report = conf.report_interval.unwrap_or(a.report_interval);
+    let mut args: Vec<String> = vec![
+        "worker".into(),
+        "--name".into(),
+        name.to_string(),
+        "--queue".into(),
+        w.queue.clone(),
+        "--concurrency".into(),
+        w.concurrency.to_string(),
+        "--lease".into(),
+        docket_core::duration::format(w.lease.unwrap_or(a.lease)),
+        "--grace".into(),
+        docket_core::duration::format(conf.shutdown_interval),
+        "--kill-grace".into(),
+        docket_core::duration::format(a.kill_grace),
+        "--report-interval".into(),
+        docket_core::duration::format(report),
+        "--server".into(),
+        a.server.server.clone(),
+    ];
+    for k in &w.kinds {
+        args.push("--kind".into());
+        args.push(k.clone());
+    }
+    for s in &w.stages {
+        args.push("--stage".into());
+        args.push(s.clone());
+    }
+    args.push("--".into());
+    args.extend(w.command.iter().cloned());
+    args
+}
+
+/// The enabled workers of a file, by name, with their arguments.
+fn wanted(conf: &SupervisorConfig, a: &WorkerArgs) -> BTreeMap<String, Vec<String>> {
+    conf.workers
+        .iter()
+        .filter(|(_, w)| w.enabled)
+        .map(|(n, w)| (n.clone(), worker_args(n, w, conf, a)))
+        .collect()
+}
+
+/// A running named worker: its arguments and the token that stops it.
+struct Running {
+    args: Vec<String>,
+    stop: CancellationToken,
+    done: tokio::task::JoinHandle<()>,
+}
+
 /// Runs every enabled worker of the file as its own `docket worker` process (a crash of one
 /// leaves the others running), restarts one that dies with backoff (1 s doubling to 60 s; a
 /// worker that ran a minute starts from 1 s again), and on SIGTERM/SIGINT stops them all within
-/// `shutdown_interval` — node-daemons' cluster master.
+/// `shutdown_interval` — node-daemons' cluster master. SIGHUP re-reads the file (node-daemons'
+/// planned hot reload): added workers start, removed or disabled ones stop as on SIGTERM (they
+/// finish what they hold), changed ones stop and start again with the new settings, the rest
+/// are not touched. A file that no longer loads is reported and the running set kept.
 async fn supervise(a: WorkerArgs, path: &Path) -> Result<()> {
-    let conf = load_config(path)?;
+    let mut conf = load_config(path)?;
     let exe = std::env::current_exe().context("cannot find the docket binary")?;
     let cancel = CancellationToken::new();
     on_signal(cancel.clone());
-    let report = conf.report_interval.unwrap_or(a.report_interval);
-    let mut set = tokio::task::JoinSet::new();
-    for (name, w) in conf.workers.into_iter().filter(|(_, w)| w.enabled) {
-        let mut args: Vec<String> = vec![
-            "worker".into(),
-            "--name".into(),
-            name.clone(),
-            "--queue".into(),
-            w.queue.clone(),
-            "--concurrency".into(),
-            w.concurrency.to_string(),
-            "--lease".into(),
-            docket_core::duration::format(w.lease.unwrap_or(a.lease)),
-            "--grace".into(),
-            docket_core::duration::format(conf.shutdown_interval),
-            "--kill-grace".into(),
-            docket_core::duration::format(a.kill_grace),
-            "--report-interval".into(),
-            docket_core::duration::format(report),
-            "--server".into(),
-            a.server.server.clone(),
-        ];
-        for k in &w.kinds {
-            args.push("--kind".into());
-            args.push(k.clone());
-        }
-        for s in &w.stages {
-            args.push("--stage".into());
-            args.push(s.clone());
-        }
-        args.push("--".into());
-        args.extend(w.command.iter().cloned());
-        let (exe, cancel, token) = (exe.clone(), cancel.clone(), a.server.token.clone());
-        set.spawn(async move { keep_running(&name, &exe, &args, token, cancel).await });
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot listen for SIGHUP")?;
+    let token = a.server.token.clone();
+    let start = |name: String, args: Vec<String>, after: Option<tokio::task::JoinHandle<()>>| {
+        let stop = cancel.child_token();
+        let (exe, token, s) = (exe.clone(), token.clone(), stop.clone());
+        let a2 = args.clone();
+        let done = tokio::spawn(async move {
+            // A changed worker starts once its old process has stopped (one name, one process).
+            if let Some(old) = after {
+                let _ = old.await;
+            }
+            keep_running(&name, &exe, &a2, token, s).await;
+        });
+        Running { args, stop, done }
+    };
+    let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    for (name, args) in wanted(&conf, &a) {
+        running.insert(name.clone(), start(name, args, None));
     }
-    tracing::info!(workers = set.len(), file = %path.display(), "supervisor started");
-    cancel.cancelled().await;
+    tracing::info!(workers = running.len(), file = %path.display(), "supervisor started");
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = hup.recv() => {}
+        }
+        let new = match load_config(path) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "SIGHUP: the workers file does not load; keeping the running workers");
+                continue;
+            }
+        };
+        let want = wanted(&new, &a);
+        let (mut started, mut stopped, mut restarted) = (0, 0, 0);
+        let names: Vec<String> = running.keys().cloned().collect();
+        for name in names {
+            match want.get(&name) {
+                Some(args) if *args == running[&name].args => {}
+                Some(args) => {
+                    let old = running.remove(&name).expect("listed");
+                    old.stop.cancel();
+                    running.insert(name.clone(), start(name, args.clone(), Some(old.done)));
+                    restarted += 1;
+                }
+                None => {
+                    let old = running.remove(&name).expect("listed");
+                    old.stop.cancel();
+                    stopped += 1;
+                    tokio::spawn(async move {
+                        let _ = old.done.await;
+                    });
+                }
+            }
+        }
+        for (name, args) in want {
+            if !running.contains_key(&name) {
+                running.insert(name.clone(), start(name, args, None));
+                started += 1;
+            }
+        }
+        conf = new;
+        tracing::info!(
+            started,
+            stopped,
+            restarted,
+            workers = running.len(),
+            "SIGHUP: workers file re-read"
+        );
+    }
     tracing::info!(
         "stopping every worker within {}",
         docket_core::duration::format(conf.shutdown_interval)
     );
     // Each worker has shutdown_interval to finish (its --grace); a little more for it to exit.
-    let all = async { while set.join_next().await.is_some() {} };
+    let handles: Vec<_> = running.into_values().map(|r| r.done).collect();
+    let aborts: Vec<_> = handles.iter().map(|h| h.abort_handle()).collect();
+    let all = futures::future::join_all(handles);
     if tokio::time::timeout(conf.shutdown_interval + Duration::from_secs(5), all)
         .await
         .is_err()
     {
         tracing::warn!("workers still running after shutdown_interval: killing them");
-        set.shutdown().await;
+        // Dropping a worker's task drops its child, which kill_on_drop kills.
+        for h in aborts {
+            h.abort();
+        }
     }
     Ok(())
 }
