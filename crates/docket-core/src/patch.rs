@@ -206,6 +206,8 @@ impl TaskPatch {
             }
         }
         let mut n = t.clone();
+        // The edit's time, which the store keeps as the task's edited_at (see Task::touch).
+        n.updated_at = now;
         match t.state {
             TaskState::Completed | TaskState::Discarded | TaskState::Cancelled => {
                 return Err(PatchError::State(format!(

@@ -428,6 +428,7 @@ impl ResolvedTask {
             worker: None,
             lease_expires_at: None,
             cancel_requested_at: None,
+            updated_at: created_at.trunc_subsecs(6),
             lease: None,
             inserted: Some(true),
         }
@@ -568,6 +569,12 @@ pub struct Task {
     /// Set when a running task was asked to cancel; it stops at its next heartbeat/complete.
     #[schema(value_type = Option<String>, format = DateTime)]
     pub cancel_requested_at: Option<Timestamp>,
+    /// When the task last changed: the latest of its enqueue, the start and end of its
+    /// attempts, a cancel request, and an edit (PATCH, retry, run now, progress) — see
+    /// [`Task::touch`] (node-daemons' `updated_at`, asyncflow's `modify_time`).
+    #[serde(default = "crate::time::min")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
     /// The lease, only in claim answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
@@ -608,6 +615,26 @@ pub fn standard_fail_rule(
 }
 
 impl Task {
+    /// Sets `updated_at`: the latest of `created_at`, `attempted_at`, `finished_at`,
+    /// `cancel_requested_at`, the last failure and run-log entry, and `edited_at` (the last
+    /// PATCH, retry, run-now or progress report, which the stores keep). Called by every
+    /// backend's row decoding, so the rule is written once.
+    pub fn touch(&mut self, edited_at: Option<Timestamp>) {
+        self.updated_at = [
+            Some(self.created_at),
+            self.attempted_at,
+            self.finished_at,
+            self.cancel_requested_at,
+            self.errors.last().map(|e| e.at),
+            self.runs.last().map(|r| r.finished_at),
+            edited_at,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(self.created_at);
+    }
+
     /// Decides the fate of the current attempt's failure: discarded when `permanent`, when the
     /// attempts are spent, or when the retry would start after `expires_at`; else retried after
     /// `retry_in` if the worker asked for it, else after the backoff.
@@ -727,6 +754,7 @@ mod tests {
             worker: None,
             lease_expires_at: None,
             cancel_requested_at: None,
+            updated_at: t0(),
             lease: None,
             inserted: None,
         }

@@ -189,7 +189,7 @@ fn task_data(t: &Task) -> Value {
         "scheduleLog": schedule_log(t),
         "taskContext": context_out(&t.payload),
         "createTime": ms(t.created_at),
-        "modifyTime": ms(t.finished_at.or(t.attempted_at).unwrap_or(t.created_at).max(t.created_at)),
+        "modifyTime": ms(t.updated_at),
     })
 }
 

@@ -485,7 +485,9 @@ async fn set_task_takes_every_field(db: TestStore) {
         (&json!(1), &json!(8)),
         "retried: {t}"
     );
-    // A waiting task.
+    // A waiting task; an edit moves modifyTime (issue 21 item 8).
+    let before = s.get_task(&id).await["modifyTime"].as_i64().unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
     s.call("POST", "/task/setTask", &[], Some(json!({
         "taskId": id, "orderTime": order, "priority": 5, "crtRetryNum": 3, "maxRetryNum": 9, "maxRetryInterval": 77,
     })))
@@ -510,6 +512,18 @@ async fn set_task_takes_every_field(db: TestStore) {
             &json!(5)
         ),
         "waiting: {t}"
+    );
+    assert!(
+        t["modifyTime"].as_i64().unwrap() > before,
+        "modifyTime moved: {t}"
+    );
+    let updated = v1_task(&s, &id).await["updated_at"].clone();
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(updated.as_str().unwrap())
+            .unwrap()
+            .timestamp_millis(),
+        t["modifyTime"].as_i64().unwrap(),
+        "modifyTime is updated_at"
     );
     // Worst values are refused with a clear error and change nothing.
     let (st, v) = s

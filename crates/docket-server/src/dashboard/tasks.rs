@@ -190,6 +190,7 @@ pub(super) async fn task(
                 dt { "created" } dd { (ts(t.created_at)) }
                 dt { "attempted" } dd { (opt(t.attempted_at)) }
                 dt { "finished" } dd { (opt(t.finished_at)) }
+                dt { "updated" } dd { (ts(t.updated_at)) }
                 dt { "lease expires" } dd { (opt(t.lease_expires_at)) }
                 dt { "cancel requested" } dd { (opt(t.cancel_requested_at)) }
                 @if let Some(name) = &schedule {

@@ -67,6 +67,8 @@ impl LeaseStore for MySqlStore {
             })
             .unwrap_or(t.timeout);
         sqlx::query(include_str!("sql/leases_task_heartbeat_2.sql"))
+            .bind(progress.clone())
+            .bind(dt(p.now))
             .bind(progress)
             .bind(p.lease.map(ms))
             .bind(dt(lease_until(&t, p.now, lease)))

@@ -281,6 +281,7 @@ impl TaskStore for MySqlStore {
             .bind(n.backoff.coefficient)
             .bind(docket_core::duration::to_ms(n.backoff.max))
             .bind(n.backoff.jitter)
+            .bind(dt(n.updated_at))
             .bind(p.id)
             .execute(&mut *tx)
             .await?;

@@ -117,6 +117,7 @@ impl LeaseStore for PgStore {
         let mut tx = self.pool.begin().await?;
         let sql = format!(
             "UPDATE docket_tasks SET progress = COALESCE($3, progress), \
+               edited_at = CASE WHEN $3 IS NULL THEN edited_at ELSE $5 END, \
                lease_ms = COALESCE($4, lease_ms), \
                lease_expires_at = CASE WHEN namespace IS NOT NULL \
                  THEN $5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond' \

@@ -111,10 +111,12 @@ fn decode(row: &PgRow) -> Result<Task> {
         worker: row.try_get("worker")?,
         lease_expires_at: row.try_get("lease_expires_at")?,
         cancel_requested_at: row.try_get("cancel_requested_at")?,
+        updated_at: docket_core::time::min(),
         lease: None,
         inserted: None,
     };
     decode::last_run(&mut t);
+    t.touch(row.try_get("edited_at")?);
     Ok(t)
 }
 

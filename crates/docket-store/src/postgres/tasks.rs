@@ -163,7 +163,7 @@ impl TaskStore for PgStore {
             let TaskRetryParams { id, now } = p;
             let mut tx = self.pool.begin().await?;
             let sql = format!(
-                "UPDATE docket_tasks SET state = 'available', run_at = $2, finished_at = NULL, \
+                "UPDATE docket_tasks SET state = 'available', run_at = $2, edited_at = $2, finished_at = NULL, \
                cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempt + 1) \
              WHERE id = $1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
             );
@@ -216,7 +216,7 @@ impl TaskStore for PgStore {
             let TaskRunNowParams { id, now } = p;
             let mut tx = self.pool.begin().await?;
             let row = sqlx::query(&format!(
-                "UPDATE docket_tasks SET state = 'available', run_at = $2 \
+                "UPDATE docket_tasks SET state = 'available', run_at = $2, edited_at = $2 \
              WHERE id = $1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
             ))
             .bind(id)
@@ -274,6 +274,7 @@ impl TaskStore for PgStore {
                 .bind(n.backoff.coefficient)
                 .bind(docket_core::duration::to_ms(n.backoff.max))
                 .bind(n.backoff.jitter)
+                .bind(n.updated_at)
                 .fetch_one(&mut *tx)
                 .await?;
             if n.state == TaskState::Available {

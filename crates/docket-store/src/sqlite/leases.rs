@@ -133,6 +133,7 @@ impl LeaseStore for SqliteStore {
         // lease is the zombie window).
         let sql = format!(
             "UPDATE docket_tasks SET progress = COALESCE(?2, progress), lease_ms = COALESCE(?3, lease_ms), \
+               edited_at = CASE WHEN ?2 IS NULL THEN edited_at ELSE ?4 END, \
                lease_expires_at = CASE WHEN namespace IS NOT NULL \
                  THEN ?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000 \
                  ELSE min(?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000, attempted_at + timeout_ms * 1000) END \

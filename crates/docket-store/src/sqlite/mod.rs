@@ -164,10 +164,12 @@ fn decode_task(row: &SqliteRow, id: i64) -> Result<Task> {
         worker: row.try_get("worker")?,
         lease_expires_at: time_opt(row, "lease_expires_at")?,
         cancel_requested_at: time_opt(row, "cancel_requested_at")?,
+        updated_at: docket_core::time::min(),
         lease: None,
         inserted: None,
     };
     decode::last_run(&mut t);
+    t.touch(time_opt(row, "edited_at")?);
     Ok(t)
 }
 

@@ -116,7 +116,7 @@ impl TaskStore for SqliteStore {
     async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
         let TaskRetryParams { id, now } = p;
         let sql = format!(
-            "UPDATE docket_tasks SET state = 'available', run_at = ?2, finished_at = NULL, \
+            "UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2, finished_at = NULL, \
                cancel_requested_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
              WHERE id = ?1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
         );
@@ -165,7 +165,7 @@ impl TaskStore for SqliteStore {
         let TaskRunNowParams { id, now } = p;
         let mut tx = self.begin().await?;
         let row = sqlx::query(&format!(
-            "UPDATE docket_tasks SET state = 'available', run_at = ?2 \
+            "UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2 \
              WHERE id = ?1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
         ))
         .bind(id)
@@ -213,6 +213,7 @@ impl TaskStore for SqliteStore {
             .bind(n.backoff.coefficient)
             .bind(docket_core::duration::to_ms(n.backoff.max))
             .bind(n.backoff.jitter)
+            .bind(us(n.updated_at))
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -648,6 +648,7 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
                 n.stage = Some("two".into());
                 n.progress = Some(json!(10));
                 n.attempt = 2;
+                n.updated_at = t0() + secs(5);
                 n.backoff = docket_core::Backoff {
                     kind: docket_core::BackoffKind::Linear,
                     initial: Duration::from_secs(3),
@@ -700,9 +701,35 @@ pub(super) async fn task_update_under_lock(b: Bundle) {
         ),
         "attempt and the whole retry policy are stored"
     );
+    assert_eq!(stored.updated_at, t0() + secs(5), "the edit's time is kept");
     assert_eq!(s.task_lease_token(id).await.unwrap(), None, "not running");
     let held = claim(s, "other", 1, t0() + secs(2)).await.remove(0);
     let token = held.lease.clone().unwrap().token;
+    assert_eq!(
+        held.updated_at,
+        t0() + secs(5),
+        "an earlier claim does not move it back"
+    );
+    // A heartbeat without progress changes nothing a user sees; with progress it is an edit.
+    let beat = |progress: Option<serde_json::Value>, at: i64| TaskHeartbeatParams {
+        id,
+        token: token.clone(),
+        progress,
+        lease: None,
+        now: t0() + secs(at),
+        fail_rule: docket_core::task::standard_fail_rule,
+    };
+    assert_eq!(
+        s.task_heartbeat(beat(None, 6)).await.unwrap().updated_at,
+        t0() + secs(5)
+    );
+    assert_eq!(
+        s.task_heartbeat(beat(Some(json!(42)), 7))
+            .await
+            .unwrap()
+            .updated_at,
+        t0() + secs(7)
+    );
     assert_eq!(
         s.task_lease_token(id).await.unwrap().as_deref(),
         Some(token.as_str())

@@ -1,2 +1,3 @@
-UPDATE docket_tasks SET progress = COALESCE(?, progress), lease_ms = COALESCE(?, lease_ms),
+UPDATE docket_tasks SET edited_at = IF(? IS NULL, edited_at, ?),
+    progress = COALESCE(?, progress), lease_ms = COALESCE(?, lease_ms),
     lease_expires_at = ? WHERE id = ?

@@ -2,5 +2,5 @@
 UPDATE docket_tasks SET queue = ?, priority = ?, run_at = ?, state = ?,
     payload = ?, node = ?, max_attempts = ?, stage = ?, progress = ?,
     attempt = ?, backoff_kind = ?, backoff_initial_ms = ?, backoff_coefficient = ?,
-    backoff_max_ms = ?, backoff_jitter = ?
+    backoff_max_ms = ?, backoff_jitter = ?, edited_at = ?
 WHERE id = ?
