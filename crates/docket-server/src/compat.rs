@@ -152,7 +152,8 @@ fn context_out(v: &Value) -> String {
     }
 }
 
-/// asyncflow's `scheduleLog`: the last attempt and up to 5 before it, from the run log.
+/// asyncflow's `scheduleLog` before a worker sent one: the last attempt and up to 5 before it,
+/// from the run log.
 fn schedule_log(t: &Task) -> String {
     let entry = |r: &docket_core::run::TaskRun| {
         json!({
@@ -186,7 +187,11 @@ fn task_data(t: &Task) -> Value {
         "maxRetryNum": t.max_attempts,
         "maxRetryInterval": secs(t.backoff.max),
         "orderTime": ms(t.run_at),
-        "scheduleLog": schedule_log(t),
+        "scheduleLog": match &t.progress {
+            // What the worker last sent, byte for byte (asyncflow keeps the worker's string).
+            Some(Value::String(log)) => log.clone(),
+            _ => schedule_log(t),
+        },
         "taskContext": context_out(&t.payload),
         "createTime": ms(t.created_at),
         "modifyTime": ms(t.updated_at),
@@ -542,13 +547,29 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
         })?;
         // The retry fields (and, for status 2 or none, context, priority and order time) go
         // first, so a retry below counts them.
-        let mut patch = b.retry_patch(&t);
+        let mut patch = if b.status == Some(3) {
+            TaskPatch::default()
+        } else {
+            b.retry_patch(&t)
+        };
         if matches!(b.status, None | Some(2)) {
             patch.payload = context.clone();
             patch.priority = b.priority;
             patch.run_at = run_at;
         }
-        if patch != TaskPatch::default() && b.status != Some(3) {
+        // The worker's scheduleLog is its report on the task: kept as the task's progress and
+        // answered byte for byte. An attempt's end reported without one lets docket's log of
+        // that attempt show (a string kept from an earlier attempt would hide it).
+        patch.progress = match &b.schedule_log {
+            Some(log) => Some(Value::String(log.clone())),
+            None if matches!(b.status, Some(1 | 3 | 4))
+                && matches!(t.progress, Some(Value::String(_))) =>
+            {
+                Some(Value::Null)
+            }
+            None => None,
+        };
+        if patch != TaskPatch::default() {
             patch.lease = Some(token.clone());
             s.engine.task_update(WORKER, id, patch, None).await?;
         }
@@ -645,6 +666,7 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
         payload: context,
         priority: b.priority,
         run_at,
+        progress: b.schedule_log.clone().map(Value::String),
         ..b.retry_patch(&t)
     };
     if patch == TaskPatch::default() {

@@ -573,6 +573,47 @@ async fn task_context_round_trips(db: TestStore) {
         v1_task(&s, &id).await["payload"],
         json!({"a": 1, "b": [1, 2]})
     );
+    // scheduleLog: docket's own until a worker sends one, then the worker's, byte for byte —
+    // on a waiting task and on a held one, up to the end.
+    assert_eq!(s.get_task(&id).await["scheduleLog"], "{}");
+    let log = r#"{"LastData": {"TraceId": "t-1", "ErrMsg": "", "Cost": "3ms"}, "Mine": true}"#;
+    s.call(
+        "POST",
+        "/task/setTask",
+        &[],
+        Some(json!({"taskId": id, "scheduleLog": log})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.get_task(&id).await["scheduleLog"], log);
+    let held = s
+        .call(
+            "POST",
+            "/task/hold_task",
+            &[("taskType", "Ctx"), ("limit", "100")],
+            None,
+        )
+        .await
+        .unwrap();
+    let mine = held["taskList"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["taskId"] == id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(mine["scheduleLog"], log, "a held task shows it too");
+    let log2 = r#"{"LastData":{"ErrMsg":"done"},  "HistoryDatas":[]}"#;
+    s.call(
+        "POST",
+        "/task/setTask",
+        &[],
+        Some(json!({"taskId": id, "status": 3, "scheduleLog": log2})),
+    )
+    .await
+    .unwrap();
+    let t = s.get_task(&id).await;
+    assert_eq!((&t["status"], &t["scheduleLog"]), (&json!(3), &json!(log2)));
 }
 
 /// Retries double as asyncflow's do — 1 s, 2 s, 4 s, 8 s, then the cap — with no jitter
