@@ -39,22 +39,24 @@ pub struct SqliteStore {
     file: std::path::PathBuf,
 }
 
-/// An exclusive `flock` on the database file (created empty when `create` and missing: an
-/// empty file is an empty SQLite database); `None` for an in-memory database.
-async fn file_lock(
-    path: &std::path::Path,
-    create: bool,
-) -> Result<Option<nix::fcntl::Flock<std::fs::File>>> {
+/// An exclusive `flock` on `FILE.lock` beside the database file `FILE` (created when missing);
+/// `None` for an in-memory database. Never the database file itself: closing any descriptor of
+/// a file drops every POSIX lock the process holds on it, SQLite's own included, and another
+/// process could then take the database for unused (seen here: "database disk image is
+/// malformed" after a lock on the file itself was let go).
+async fn file_lock(path: &std::path::Path) -> Result<Option<nix::fcntl::Flock<std::fs::File>>> {
     let s = path.as_os_str();
-    if s.is_empty() || s == ":memory:" || (!create && !path.exists()) {
+    if s.is_empty() || s == ":memory:" {
         return Ok(None);
     }
-    let path = path.to_path_buf();
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let path = std::path::PathBuf::from(lock_path);
     let lock = tokio::task::spawn_blocking(move || {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .create(create)
+            .create(true)
             .truncate(false)
             .open(&path)?;
         nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
@@ -240,7 +242,7 @@ impl SqliteStore {
         let file = base.get_filename().to_path_buf();
         // Opening runs PRAGMAs that a migration in another process can break (sqlx's worker
         // panics on a statement whose columns changed under it): open under the migration lock.
-        let lock = file_lock(&file, true).await?;
+        let lock = file_lock(&file).await?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(base.clone())
@@ -259,15 +261,15 @@ impl SqliteStore {
         })
     }
 
-    /// Holds an exclusive `flock` on the database file while `f` runs: processes migrating
-    /// the same file take turns (SQLite has no lock to take before a migration, and sqlx's is a
-    /// no-op). `flock` locks are apart from the POSIX locks SQLite itself takes, so readers and
-    /// writers are not held up. An in-memory database has nothing to lock.
+    /// Holds an exclusive `flock` on `FILE.lock` while `f` runs: processes migrating the same
+    /// database take turns (SQLite has no lock to take before a migration, and sqlx's is a
+    /// no-op). Readers and writers of the database are not held up. An in-memory database has
+    /// nothing to lock.
     async fn with_file_lock<T>(
         &self,
         f: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
-        let lock = file_lock(&self.file, false).await?;
+        let lock = file_lock(&self.file).await?;
         let r = f.await;
         drop(lock);
         r
