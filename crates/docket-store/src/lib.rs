@@ -1572,6 +1572,20 @@ pub struct TokenRecord {
     pub last_used_at: Option<Timestamp>,
 }
 
+impl From<TokenRecord> for docket_core::api::TokenView {
+    fn from(t: TokenRecord) -> Self {
+        docket_core::api::TokenView {
+            name: t.name,
+            scopes: t.scopes,
+            queues: t.queues,
+            created_at: t.created_at,
+            expires_at: t.expires_at,
+            revoked_at: t.revoked_at,
+            last_used_at: t.last_used_at,
+        }
+    }
+}
+
 /// Parameters of [`ScheduleStore::schedule_fire`].
 #[derive(Debug, Clone)]
 pub struct ScheduleFireParams {

@@ -3,15 +3,7 @@
 use crate::prelude::*;
 
 pub(crate) fn token_view(t: docket_store::TokenRecord) -> docket_core::api::TokenView {
-    docket_core::api::TokenView {
-        name: t.name,
-        scopes: t.scopes,
-        queues: t.queues,
-        created_at: t.created_at,
-        expires_at: t.expires_at,
-        revoked_at: t.revoked_at,
-        last_used_at: t.last_used_at,
-    }
+    t.into()
 }
 
 #[utoipa::path(

@@ -177,15 +177,7 @@ pub(crate) async fn token_cmd(db: &cli::DbArgs, cmd: cli::TokenCmd) -> Result<()
 }
 
 fn view(t: docket_store::TokenRecord) -> TokenView {
-    TokenView {
-        name: t.name,
-        scopes: t.scopes,
-        queues: t.queues,
-        created_at: t.created_at,
-        expires_at: t.expires_at,
-        revoked_at: t.revoked_at,
-        last_used_at: t.last_used_at,
-    }
+    t.into()
 }
 
 #[cfg(test)]
