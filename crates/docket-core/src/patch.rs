@@ -8,6 +8,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
+/// Largest `attempt` a patch may set: far beyond any retry budget, and far enough from
+/// `i32::MAX` that the claims and retries after it (`attempt + 1`) cannot overflow.
+pub const MAX_ATTEMPT: i32 = 1_000_000;
+
 /// The JSON body of `PATCH /v1/tasks/{id}`: every field optional, at least one change.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -67,7 +71,7 @@ pub struct TaskPatch {
     /// attempt `attempt + 1`, so it must leave one within `max_attempts`; a running task's is
     /// the attempt in hand (1..=`max_attempts`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0)]
+    #[schema(minimum = 0, maximum = 1_000_000)]
     pub attempt: Option<i32>,
     /// The lease of a running task: with it, `payload`, `progress`, `priority`, `run_at`,
     /// `max_attempts`, `backoff` and `attempt` may change (not `queue`, `node`, `stage`).
@@ -137,8 +141,10 @@ impl TaskPatch {
             b.validate().map_err(bad)?;
         }
         if let Some(a) = self.attempt {
-            if a < 0 {
-                return Err(bad(format!("attempt must be at least 0, got {a}")));
+            if !(0..=MAX_ATTEMPT).contains(&a) {
+                return Err(bad(format!(
+                    "attempt must be within 0..={MAX_ATTEMPT}, got {a}"
+                )));
             }
         }
         if self.run_at.is_some() && self.run_in.is_some() {
@@ -468,6 +474,10 @@ mod tests {
         ));
         assert!(matches!(
             p(-1, None).validate(),
+            Err(PatchError::Invalid(_))
+        ));
+        assert!(matches!(
+            p(MAX_ATTEMPT + 1, Some(i32::MAX)).validate(),
             Err(PatchError::Invalid(_))
         ));
     }
