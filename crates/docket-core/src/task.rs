@@ -131,6 +131,10 @@ pub struct NewTask {
         pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
     )]
     pub stage: Option<String>,
+    /// The task's progress from the start (any JSON), as a heartbeat with `progress` would set
+    /// it; asyncflow's createTask takes a `scheduleLog` this way. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Value>,
 }
 
 /// Server-wide defaults under the queue settings.
@@ -194,6 +198,8 @@ pub struct ResolvedTask {
     pub process: Option<ProcessRef>,
     /// The stage it starts at.
     pub stage: Option<String>,
+    /// Progress from the start.
+    pub progress: Option<Value>,
 }
 
 /// Which durable process a task belongs to.
@@ -320,6 +326,9 @@ impl NewTask {
         if has_nul(&self.payload) {
             return Err("payload must not contain NUL characters (\\u0000)".into());
         }
+        if self.progress.as_ref().is_some_and(has_nul) {
+            return Err("progress must not contain NUL characters (\\u0000)".into());
+        }
         if let Some(t) = self.run_at {
             crate::time::check("run_at", t)?;
         }
@@ -387,6 +396,7 @@ impl NewTask {
             ),
             process: None,
             stage: self.stage,
+            progress: self.progress,
         })
     }
 }
@@ -421,7 +431,7 @@ impl ResolvedTask {
             run_count: 0,
             result: None,
             errors: vec![],
-            progress: None,
+            progress: self.progress,
             created_at: created_at.trunc_subsecs(6),
             attempted_at: None,
             finished_at: None,

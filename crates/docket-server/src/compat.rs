@@ -298,6 +298,7 @@ struct CreateData {
     max_retry_num: Option<i32>,
     max_retry_interval: Option<u64>,
     order_time: Option<i64>,
+    schedule_log: Option<String>,
 }
 
 fn order_time(ms: i64) -> Result<Timestamp, CompatError> {
@@ -337,6 +338,8 @@ async fn create_task(
     if let Some(o) = d.order_time {
         t.run_at = Some(order_time(o)?);
     }
+    // Kept as the task's progress, answered byte for byte until a worker sends its own.
+    t.progress = d.schedule_log.filter(|l| !l.is_empty()).map(Value::String);
     let q = s.engine.queue_settings(std::slice::from_ref(&kind)).await?;
     let b = q
         .get(&kind)
@@ -347,6 +350,9 @@ async fn create_task(
         None => b,
     });
     check_size("taskContext", &t.payload)?;
+    if let Some(p) = &t.progress {
+        check_size("scheduleLog", p)?;
+    }
     let task = s.engine.enqueue_many(vec![t]).await?.remove(0);
     ok(json!({"taskId": task.id.to_string()}))
 }

@@ -614,6 +614,26 @@ async fn task_context_round_trips(db: TestStore) {
     .unwrap();
     let t = s.get_task(&id).await;
     assert_eq!((&t["status"], &t["scheduleLog"]), (&json!(3), &json!(log2)));
+    // A scheduleLog given to createTask comes back byte for byte, in getTask, a list and a
+    // hold, and the /v1 task shows it as its progress.
+    let log0 = r#"{"LastData":{"TraceId":"from-create"} , "x": [1,2]}"#;
+    let id = create(
+        &s,
+        json!({"taskType": "CtxLog", "taskContext": "{}", "scheduleLog": log0}),
+    )
+    .await;
+    assert_eq!(s.get_task(&id).await["scheduleLog"], log0, "created");
+    assert_eq!(v1_task(&s, &id).await["progress"], json!(log0));
+    let held = s
+        .call(
+            "POST",
+            "/task/hold_task",
+            &[("taskType", "CtxLog"), ("limit", "1")],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(held["taskList"][0]["scheduleLog"], log0, "held");
 }
 
 /// Retries double as asyncflow's do — 1 s, 2 s, 4 s, 8 s, then the cap — with no jitter

@@ -48,6 +48,9 @@ pub(crate) async fn task_add(
         })?;
         auth::check_kind_scope(&s.engine, caller.as_ref().map(|c| &c.0), &[&t])?;
         check_size("payload", &t.payload)?;
+        if let Some(p) = &t.progress {
+            check_size("progress", p)?;
+        }
         if t.trace_id.is_none() {
             t.trace_id = trace.clone();
         }

@@ -442,6 +442,7 @@ impl MySqlStore {
             .bind(t.backoff.kind.as_str())
             .bind(&t.user_id)
             .bind(&t.stage)
+            .bind(t.progress.as_ref().map(Value::to_string))
             .execute(&mut **tx)
             .await;
         match r {
@@ -462,12 +463,13 @@ impl MySqlStore {
         if tasks.is_empty() {
             return Ok(vec![]);
         }
-        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')";
+        let row =
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')";
         let sql = format!(
             "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
                max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
                timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id, \
-               namespace, process_id, backoff_kind, user_id, stage, errors) VALUES {}",
+               namespace, process_id, backoff_kind, user_id, stage, progress, errors) VALUES {}",
             vec![row; tasks.len()].join(", ")
         );
         let mut q = sqlx::query(&sql);
@@ -496,7 +498,8 @@ impl MySqlStore {
                 .bind(t.process.as_ref().map(|p| &p.id))
                 .bind(t.backoff.kind.as_str())
                 .bind(&t.user_id)
-                .bind(&t.stage);
+                .bind(&t.stage)
+                .bind(t.progress.as_ref().map(Value::to_string));
         }
         let r = q.execute(&mut **tx).await?;
         let first = r.last_insert_id() as i64;

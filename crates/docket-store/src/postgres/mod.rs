@@ -608,6 +608,7 @@ impl PgStore {
                 .bind(col!(|t| t.backoff.kind.as_str()))
                 .bind(col!(|t| t.user_id.clone()))
                 .bind(col!(|t| t.stage.clone()))
+                .bind(col!(|t| t.progress.clone()))
                 .fetch_all(&mut *conn)
                 .await?;
         Ok(rows)

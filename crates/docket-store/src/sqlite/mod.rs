@@ -310,6 +310,7 @@ impl SqliteStore {
             .bind(t.backoff.kind.as_str())
             .bind(&t.user_id)
             .bind(&t.stage)
+            .bind(t.progress.as_ref().map(Value::to_string))
             .fetch_optional(&mut **tx)
             .await
             .map_err(StoreError::from)

@@ -17,6 +17,7 @@ pub(super) async fn insert_get_and_defaults(b: Bundle) {
     .unwrap();
     let mut n = nt("send");
     n.queue = Some("mail".into());
+    n.progress = Some(json!("queued \u{e9}"));
     let mut later = nt("later");
     later.run_at = Some(t0() + secs(60));
     later.priority = Some(5);
@@ -35,6 +36,8 @@ pub(super) async fn insert_get_and_defaults(b: Bundle) {
     assert_eq!(back.payload, json!({"k": "send"}));
     assert_eq!(back.queue, "mail");
     assert_eq!(back.created_at, t0());
+    assert_eq!(back.progress, Some(json!("queued \u{e9}")));
+    assert_eq!(got[1].progress, None);
     assert!(s.task_get(999_999).await.unwrap().is_none());
     let list = s
         .task_list(TaskListParams {
@@ -63,6 +66,7 @@ pub(super) async fn insert_get_and_defaults(b: Bundle) {
     n.run_in = Some(Duration::from_nanos(1_001));
     n.expires_at = Some(odd + secs(100));
     n.unique_key = Some("exact".into());
+    n.progress = Some(json!({"step": 1, "of": [2]}));
     let ins = insert(s, vec![n], odd).await.remove(0);
     let mut read = s.task_get(ins.id).await.unwrap().unwrap();
     read.inserted = Some(true);
