@@ -386,9 +386,20 @@ async fn run_one(
 ) -> Ran {
     let lease = task.lease.clone().map(|l| l.token).unwrap_or_default();
     let started = std::time::Instant::now();
-    // Local deadlines: the attempt's timeout, and the lease (moved on by each heartbeat).
-    let deadline = started + task.timeout;
-    let mut lease_until = started + opts.lease.min(task.timeout);
+    // Local deadlines: the attempt's (`docket_core::lease::deadline`, less its start: the
+    // budget, counted on this machine's monotonic clock from receipt, as the two machines'
+    // clocks may differ), and the lease, never past it (moved on by each heartbeat).
+    let budget = task
+        .attempted_at
+        .and_then(|a| docket_core::lease::deadline(&task).map(|d| docket_core::time::since(d, a)));
+    let deadline = budget.map(|b| started + b);
+    let lease_from = |now: std::time::Instant| {
+        now + docket_core::lease::lease_span(
+            opts.lease,
+            deadline.map(|d| d.saturating_duration_since(now)),
+        )
+    };
+    let mut lease_until = lease_from(started);
     let control = ControlFile::create(task.id, task.attempt);
     let mut cmd = tokio::process::Command::new(&opts.command[0]);
     #[cfg(unix)]
@@ -428,7 +439,12 @@ async fn run_one(
     let output = child.wait_with_output();
     tokio::pin!(output);
     let every = (opts.lease / 3).max(Duration::from_millis(100));
-    let timeout = tokio::time::sleep_until(deadline.into());
+    let timeout = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d.into()).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::pin!(timeout);
     // Progress the server has; a heartbeat carries what the control file says when it differs.
     let mut sent: Option<Value> = None;
@@ -444,7 +460,7 @@ async fn run_one(
                     .filter(|p| sent.as_ref() != Some(p));
                 match client.heartbeat(task.id, &lease, progress.clone()).await {
                     Ok(_) => {
-                        lease_until = std::time::Instant::now() + opts.lease.min(task.timeout);
+                        lease_until = lease_from(std::time::Instant::now());
                         if progress.is_some() {
                             sent = progress;
                         }
@@ -467,7 +483,7 @@ async fn run_one(
                 drop(group);
                 let msg = "timeout".to_string();
                 // The server may have failed the attempt itself already (409 timed_out).
-                let _ = report(task.id, started + task.timeout + opts.lease, || {
+                let _ = report(task.id, deadline.unwrap_or(started) + opts.lease, || {
                     client.fail(task.id, &lease, &msg, &opts.name, None, false)
                 })
                 .await;

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod backoff;
 pub mod clock;
 pub mod duration;
+pub mod lease;
 pub mod patch;
 pub mod process;
 pub mod queue;

@@ -298,9 +298,16 @@ async fn run_with_heartbeat(engine: &Engine, h: &dyn Handler, task: &Task) -> Ou
     let every = (ttl / 2).max(Duration::from_millis(50));
     // A handler that enforces the timeout itself (a `sql` task's statement timeout) gets a
     // moment to report its own error first; its failure is still accepted past the deadline.
-    let deadline = docket_core::time::add(task.attempted_at.unwrap_or(now), task.timeout);
-    let timeout =
-        tokio::time::sleep(docket_core::time::since(deadline, now) + HANDLER_TIMEOUT_GRACE);
+    let deadline = docket_core::lease::deadline(task);
+    let timeout = async {
+        match deadline {
+            Some(d) => {
+                tokio::time::sleep(docket_core::time::since(d, now) + HANDLER_TIMEOUT_GRACE).await
+            }
+            // A process step: its step timeout is the process engine's.
+            None => std::future::pending().await,
+        }
+    };
     tokio::pin!(timeout);
     let work = std::panic::AssertUnwindSafe(h.run(task)).catch_unwind();
     tokio::pin!(work);

@@ -7,9 +7,7 @@
 //! backend.
 
 use async_trait::async_trait;
-use docket_core::run::RunOutcome;
 use docket_core::task::ResolvedTask;
-use docket_core::FailDecision;
 use docket_core::{QueueSettings, QueueStats, Schedule, ScheduleSpec, Task, TaskState, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -293,51 +291,7 @@ pub struct TaskFail {
     pub permanent: bool,
 }
 
-/// What happened to one item of a complete/fail batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum LeaseOutcome {
-    /// Applied; the task is now in `state`, next start `run_at`.
-    Ok {
-        /// New state.
-        state: TaskState,
-        /// Next start (retryable) or the old run_at.
-        run_at: Timestamp,
-        /// The task's queue, kind and attempt start (for metrics; not part of the API answer).
-        #[serde(skip)]
-        labels: TaskLabels,
-    },
-    /// The lease is stale; nothing changed.
-    LeaseLost,
-    /// A cancel was requested: the task is now cancelled.
-    Cancelled,
-    /// The attempt ran past its timeout: it was failed with `timeout` instead.
-    TimedOut,
-    /// No such task.
-    NotFound,
-}
-
-/// Which task an outcome is about: enough to label metrics without another read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TaskLabels {
-    /// Queue.
-    pub queue: String,
-    /// Kind.
-    pub kind: String,
-    /// When the attempt started.
-    pub attempted_at: Option<Timestamp>,
-}
-
-impl TaskLabels {
-    /// The labels of `t`.
-    pub fn of(t: &Task) -> Self {
-        TaskLabels {
-            queue: t.queue.clone(),
-            kind: t.kind.clone(),
-            attempted_at: t.attempted_at,
-        }
-    }
-}
+pub use docket_core::lease::{Failure, LeaseOutcome, TaskLabels};
 
 /// What a [`NotificationStore::listen`] subscription delivers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -638,13 +592,23 @@ pub trait MaintenanceStore: Send + Sync {
     /// Database failure.
     async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted>;
 
-    /// Rescues running tasks whose lease expired: the attempt fails with "lease expired" and is
-    /// retried or discarded as by [`LeaseStore::task_fail_many`]. Returns the rescued tasks'
-    /// labels (queue, kind, attempt start).
+    /// Running tasks whose lease ran out before `now`, oldest lease first (River's
+    /// `JobGetStuck`): what the rescuer decides about. Process steps are not listed (their
+    /// expired leases are zombies: [`ProcessStore::process_collect_zombies`]). Reads without
+    /// locking: the rescue applies each decision only if the task is still as read.
     ///
     /// # Errors
     /// Database failure.
-    async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>>;
+    async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>>;
+
+    /// Applies the rescuer's failures (River's `JobRescueMany`), each only while its task is
+    /// still running the same attempt with its lease expired at `now` — a task completed,
+    /// heartbeated or rescued by another node meanwhile is left alone. Returns the labels of
+    /// the tasks it changed.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_rescue_many(&self, p: TaskRescueManyParams) -> Result<Vec<TaskLabels>>;
 
     /// Discards tasks not started before their expires_at. Returns how many.
     ///
@@ -1160,15 +1124,22 @@ pub struct TaskPromoteParams {
     pub limit: i64,
 }
 
-/// Params of [`MaintenanceStore::task_rescue`].
+/// Params of [`MaintenanceStore::task_rescue_list`].
 #[derive(Debug, Clone)]
-pub struct TaskRescueParams {
+pub struct TaskRescueListParams {
     /// The current time (the engine's clock).
     pub now: Timestamp,
-    /// Most rows to touch (or return).
+    /// Most rows to return.
     pub limit: i64,
-    /// How a failed attempt ends (the engine's rule; the store only applies it).
-    pub fail_rule: docket_core::task::FailRule,
+}
+
+/// Params of [`MaintenanceStore::task_rescue_many`].
+#[derive(Debug, Clone)]
+pub struct TaskRescueManyParams {
+    /// What each rescued attempt writes ([`Failure::rescue`]).
+    pub items: Vec<Failure>,
+    /// The time the leases were found expired at.
+    pub now: Timestamp,
 }
 
 /// Params of [`MaintenanceStore::task_rotate`].
@@ -1669,11 +1640,55 @@ pub(crate) const TASK_COLS: &str =
     cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
     stages_done, runs, run_count, attempt_node, edited_at";
 
-/// A task a claim may take: its id and concurrency key with the key's limit (default 1).
+/// A task a claim may take: its id and concurrency key with the key's limit (default 1), and
+/// what its lease depends on (its timeout, whether it is a process step).
 #[derive(Debug, Clone)]
 pub(crate) struct ClaimCandidate {
     pub id: i64,
     pub key: Option<(String, i32)>,
+    pub timeout_ms: i64,
+    pub process: bool,
+}
+
+impl ClaimCandidate {
+    /// The lease a claim at `now` asking for `lease` gives it ([`docket_core::lease::claim_lease`]).
+    pub(crate) fn lease(
+        &self,
+        now: Timestamp,
+        lease: Option<Duration>,
+    ) -> docket_core::lease::ClaimLease {
+        let timeout = Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0));
+        docket_core::lease::claim_lease(now, lease, timeout, self.process)
+    }
+}
+
+/// What a claim writes, as columns: ids, lease lengths (ms), lease ends and deadlines of the
+/// picked candidates, in order.
+pub(crate) struct ClaimColumns {
+    pub ids: Vec<i64>,
+    pub lease_ms: Vec<i64>,
+    pub expires_at: Vec<Timestamp>,
+    pub deadline_at: Vec<Option<Timestamp>>,
+}
+
+impl ClaimColumns {
+    /// The leases of `picked` for a claim at `now` asking for `lease`.
+    pub(crate) fn of(picked: &[&ClaimCandidate], now: Timestamp, lease: Option<Duration>) -> Self {
+        let mut c = ClaimColumns {
+            ids: Vec::with_capacity(picked.len()),
+            lease_ms: Vec::with_capacity(picked.len()),
+            expires_at: Vec::with_capacity(picked.len()),
+            deadline_at: Vec::with_capacity(picked.len()),
+        };
+        for p in picked {
+            let l = p.lease(now, lease);
+            c.ids.push(p.id);
+            c.lease_ms.push(l.lease_ms);
+            c.expires_at.push(l.expires_at);
+            c.deadline_at.push(l.deadline_at);
+        }
+        c
+    }
 }
 
 /// The distinct concurrency keys among `cands`, sorted (so claimers lock them in one order
@@ -1693,7 +1708,7 @@ pub(crate) fn claim_pick(
     cands: &[ClaimCandidate],
     room: usize,
     mut key_room: HashMap<String, i64>,
-) -> Vec<i64> {
+) -> Vec<&ClaimCandidate> {
     let mut ids = Vec::with_capacity(cands.len().min(room));
     for c in cands {
         if ids.len() >= room {
@@ -1706,7 +1721,7 @@ pub(crate) fn claim_pick(
             }
             *left -= 1;
         }
-        ids.push(c.id);
+        ids.push(c);
     }
     ids
 }
@@ -1720,75 +1735,6 @@ pub(crate) fn sort_claim_order(tasks: &mut [Task]) {
             .then(a.run_at.cmp(&b.run_at))
             .then(a.id.cmp(&b.id))
     });
-}
-
-/// The message of an attempt failed by the store for running past `attempted_at + timeout`.
-pub const TIMEOUT_MESSAGE: &str = "timeout";
-/// The message of an attempt whose lease ran out (rescued).
-pub const LOST_MESSAGE: &str = "lease expired";
-
-/// Whether a running task's attempt is past its deadline (`attempted_at + timeout`) at `now`.
-/// Process tasks are exempt: their step timeout is enforced by the process engine and their
-/// lease is progressor's zombie window, longer than the step.
-pub fn past_deadline(t: &Task, now: Timestamp) -> bool {
-    t.process.is_none()
-        && t.attempted_at
-            .is_some_and(|a| now >= docket_core::time::add(a, t.timeout))
-}
-
-/// What a failed attempt appends: its `errors` entry and its run log entry.
-#[derive(Debug, Clone)]
-pub(crate) struct FailEntry {
-    /// The `errors` entry (a [`docket_core::TaskError`]).
-    pub error: Value,
-    /// The run log entry.
-    pub run: docket_core::run::StoredRun,
-}
-
-impl FailEntry {
-    /// The run log entry as stored, once the decision is known (a cancel ends it `cancelled`).
-    pub(crate) fn run_json(&self, d: &FailDecision) -> String {
-        let mut run = self.run.clone();
-        if matches!(d, FailDecision::Cancel) {
-            run.outcome = RunOutcome::Cancelled;
-        }
-        serde_json::to_string(&run).unwrap_or_default()
-    }
-}
-
-/// The entries of a failed attempt of `task` (its row as locked): the outcome is `timeout` or
-/// `lost` for the store's own messages, else `failed`.
-pub(crate) fn error_entry(
-    task: &Task,
-    message: &str,
-    worker: Option<&str>,
-    now: Timestamp,
-) -> FailEntry {
-    let worker = worker.map(str::to_string).or_else(|| task.worker.clone());
-    let outcome = match message {
-        TIMEOUT_MESSAGE => RunOutcome::Timeout,
-        LOST_MESSAGE => RunOutcome::Lost,
-        _ => RunOutcome::Failed,
-    };
-    FailEntry {
-        error: serde_json::json!({
-            "attempt": task.attempt,
-            "at": now,
-            "worker": worker,
-            "message": message,
-            "duration_ms": task.attempted_at.map(|a| docket_core::duration::to_ms(docket_core::time::since(now, a))),
-        }),
-        run: docket_core::run::StoredRun {
-            attempt: task.attempt,
-            stage: task.stage.clone(),
-            started_us: task.attempted_at.map(|a| a.timestamp_micros()),
-            finished_us: now.timestamp_micros(),
-            worker,
-            node: task.attempt_node.clone(),
-            outcome,
-            message: Some(message.to_string()),
-        },
-    }
 }
 
 /// A queue settings row's created_at and updated_at.
@@ -1849,6 +1795,11 @@ mod tests {
         let c = |id, key: Option<&str>| ClaimCandidate {
             id,
             key: key.map(|k| (k.to_string(), 2)),
+            timeout_ms: 1000,
+            process: false,
+        };
+        let claim_pick = |c, room, kr| -> Vec<i64> {
+            claim_pick(c, room, kr).into_iter().map(|c| c.id).collect()
         };
         let cands = vec![
             c(1, Some("a")),

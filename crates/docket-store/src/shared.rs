@@ -1,36 +1,8 @@
-//! What the backends share that does not depend on the SQL dialect: how a fail decision or a
-//! refused lease reads as a [`LeaseOutcome`], and the in-process wake-ups of the backends
-//! without LISTEN/NOTIFY (SQLite, MySQL).
+//! What the backends share that does not depend on the SQL dialect: the in-process wake-ups
+//! of the backends without LISTEN/NOTIFY (SQLite, MySQL) and the run-log fragment expansion.
+//! The rules every backend applies (deadline, lease, failure) are `docket_core::lease`.
 
-use crate::{LeaseOutcome, TaskLabels, Wake};
-use docket_core::{FailDecision, Task, TaskState};
-
-/// The outcome of a failed attempt the fail rule decided `d` for.
-pub(crate) fn outcome_for(d: &FailDecision, t: &Task) -> LeaseOutcome {
-    match d {
-        FailDecision::Retry { run_at } => LeaseOutcome::Ok {
-            state: TaskState::Retryable,
-            run_at: *run_at,
-            labels: TaskLabels::of(t),
-        },
-        FailDecision::Discard => LeaseOutcome::Ok {
-            state: TaskState::Discarded,
-            run_at: t.run_at,
-            labels: TaskLabels::of(t),
-        },
-        FailDecision::Cancel => LeaseOutcome::Cancelled,
-    }
-}
-
-/// Why a lease call on `t` was refused: `Cancelled` when this lease held it and it was
-/// cancelled, else the lease is lost.
-pub(crate) fn lease_refusal(state: TaskState, held: bool) -> LeaseOutcome {
-    if held && state == TaskState::Cancelled {
-        LeaseOutcome::Cancelled
-    } else {
-        LeaseOutcome::LeaseLost
-    }
-}
+use crate::Wake;
 
 /// Wake-ups within one process: what a backend without LISTEN/NOTIFY sends after each commit
 /// (other processes' changes are found by polling).

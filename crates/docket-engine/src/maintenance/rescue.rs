@@ -10,21 +10,30 @@ use super::*;
 pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
     let mut rescued = 0;
     loop {
+        // River's rescuer: read the stuck tasks, decide here (the fail rule, and `timeout`
+        // against `lease expired` by the deadline), let the store apply each decision while
+        // the task is still as read.
+        let stuck = engine
+            .store
+            .task_rescue_list(docket_store::TaskRescueListParams { now, limit: BATCH })
+            .await?;
+        let found = stuck.len() as i64;
+        let items = stuck
+            .iter()
+            .map(|t| docket_core::lease::Failure::rescue(t, engine.config.fail_rule, now))
+            .collect();
         let labels = engine
             .store
-            .task_rescue(docket_store::TaskRescueParams {
-                fail_rule: engine.config.fail_rule,
-                now,
-                limit: BATCH,
-            })
+            .task_rescue_many(docket_store::TaskRescueManyParams { items, now })
             .await?;
         for l in &labels {
             ::metrics::counter!(crate::metrics::TASKS_RESCUED, "queue" => l.queue.clone(), "kind" => l.kind.clone())
                 .increment(1);
         }
-        let n = labels.len() as u64;
-        rescued += n;
-        if (n as i64) < BATCH {
+        rescued += labels.len() as u64;
+        // A short batch is the last; a full one that another node took first leaves nothing
+        // more for this pass either.
+        if found < BATCH || labels.is_empty() {
             break;
         }
     }

@@ -21,66 +21,60 @@ impl LeaseStore for MySqlStore {
 
     async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
         let mut tx = self.begin().await?;
-        let Some((t, token)) = Self::get_in(&mut tx, p.id, true).await? else {
+        let Some((t, nonce)) = Self::get_in(&mut tx, p.id, true).await? else {
             return Err(StoreError::NotFound(format!("task {}", p.id)));
         };
-        let held = token.as_deref() == Some(p.token.as_str());
-        if !held || t.state != TaskState::Running {
-            tx.commit().await?;
-            return Err(match crate::shared::lease_refusal(t.state, held) {
-                LeaseOutcome::Cancelled => StoreError::Cancelled,
-                _ => StoreError::LeaseLost,
-            });
-        }
         let progress = p.progress.as_ref().map(|v| v.to_string());
-        if t.cancel_requested_at.is_some() {
-            sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
-                .bind(dt(p.now))
-                .bind(progress)
-                .bind(p.id)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            self.wake_queues([&t.queue]);
-            return Err(StoreError::Cancelled);
+        match lease::check(&t, nonce, &p.token, p.now) {
+            LeaseCheck::Held => {
+                let kept: Option<i64> =
+                    sqlx::query_scalar("SELECT lease_ms FROM docket_tasks WHERE id = ?")
+                        .bind(p.id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let l = lease::renew(&t, kept, p.lease, p.now);
+                sqlx::query(include_str!("sql/leases_task_heartbeat_2.sql"))
+                    .bind(progress.clone())
+                    .bind(dt(p.now))
+                    .bind(progress)
+                    .bind(l.lease_ms)
+                    .bind(dt(l.expires_at))
+                    .bind(p.id)
+                    .execute(&mut *tx)
+                    .await?;
+                let t = Self::get_in(&mut tx, p.id, false)
+                    .await?
+                    .map(|x| x.0)
+                    .ok_or_else(|| StoreError::NotFound(format!("task {}", p.id)))?;
+                tx.commit().await?;
+                Ok(t)
+            }
+            LeaseCheck::CancelRequested => {
+                sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
+                    .bind(dt(p.now))
+                    .bind(progress)
+                    .bind(p.id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                self.wake_queues([&t.queue]);
+                Err(StoreError::Cancelled)
+            }
+            LeaseCheck::PastDeadline => {
+                let f = Failure::timed_out(&t, p.fail_rule, p.now);
+                Self::apply_failures(&mut tx, std::slice::from_ref(&f), None).await?;
+                tx.commit().await?;
+                self.wake_queues([&t.queue]);
+                Err(StoreError::TimedOut)
+            }
+            check @ (LeaseCheck::Cancelled | LeaseCheck::Lost) => {
+                tx.commit().await?;
+                Err(match check {
+                    LeaseCheck::Cancelled => StoreError::Cancelled,
+                    _ => StoreError::LeaseLost,
+                })
+            }
         }
-        if past_deadline(&t, p.now) {
-            let queue = t.queue.clone();
-            let d = (p.fail_rule)(&t, p.now, None, false);
-            let e = error_entry(&t, TIMEOUT_MESSAGE, None, p.now);
-            Self::apply_failures(&mut tx, &[(t, d, e)], p.now).await?;
-            tx.commit().await?;
-            self.wake_queues([&queue]);
-            return Err(StoreError::TimedOut);
-        }
-        let lease_ms: Option<i64> =
-            sqlx::query_scalar("SELECT lease_ms FROM docket_tasks WHERE id = ?")
-                .bind(p.id)
-                .fetch_one(&mut *tx)
-                .await?;
-        let lease = p
-            .lease
-            .or_else(|| {
-                lease_ms
-                    .and_then(|m| u64::try_from(m).ok())
-                    .map(Duration::from_millis)
-            })
-            .unwrap_or(t.timeout);
-        sqlx::query(include_str!("sql/leases_task_heartbeat_2.sql"))
-            .bind(progress.clone())
-            .bind(dt(p.now))
-            .bind(progress)
-            .bind(p.lease.map(ms))
-            .bind(dt(lease_until(&t, p.now, lease)))
-            .bind(p.id)
-            .execute(&mut *tx)
-            .await?;
-        let t = Self::get_in(&mut tx, p.id, false)
-            .await?
-            .map(|x| x.0)
-            .ok_or_else(|| StoreError::NotFound(format!("task {}", p.id)))?;
-        tx.commit().await?;
-        Ok(t)
     }
 
     async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
@@ -103,23 +97,27 @@ impl LeaseStore for MySqlStore {
         let mut cancelled: Vec<&TaskComplete> = vec![];
         let mut timed_out = vec![];
         let mut freed: Vec<String> = vec![];
+        let mut touched = std::collections::HashSet::new();
         for it in items {
-            let Some((t, token)) = rows.get(&it.id) else {
+            let Some((t, nonce)) = rows.get(&it.id) else {
                 out.push(LeaseOutcome::NotFound);
                 continue;
             };
-            let held = token.as_deref() == Some(it.token.as_str());
-            if !held || t.state != TaskState::Running {
-                out.push(crate::shared::lease_refusal(t.state, held));
-            } else if t.cancel_requested_at.is_some() {
+            let check = lease::check(t, *nonce, &it.token, now);
+            // The same id twice in one batch: the second finds it finished already.
+            if check != LeaseCheck::Lost && !touched.insert(it.id) {
+                out.push(LeaseOutcome::LeaseLost);
+                continue;
+            }
+            if check == LeaseCheck::CancelRequested {
                 cancelled.push(it);
                 freed.push(t.queue.clone());
                 out.push(LeaseOutcome::Cancelled);
-            } else if past_deadline(t, now) {
-                let d = fail_rule(t, now, None, false);
-                let e = error_entry(t, TIMEOUT_MESSAGE, None, now);
-                timed_out.push((t.clone(), d, e));
+            } else if check == LeaseCheck::PastDeadline {
+                timed_out.push(Failure::timed_out(t, fail_rule, now));
                 out.push(LeaseOutcome::TimedOut);
+            } else if check != LeaseCheck::Held {
+                out.push(check.refusal());
             } else if let Some(n) = &it.next {
                 if t.concurrency_key.is_some() || n.state == TaskState::Available {
                     freed.push(t.queue.clone());
@@ -181,7 +179,7 @@ impl LeaseStore for MySqlStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        Self::apply_failures(&mut tx, &timed_out, now).await?;
+        Self::apply_failures(&mut tx, &timed_out, None).await?;
         // A queue with a concurrency limit has a slot free now.
         let queues: Vec<&String> = complete
             .iter()
@@ -203,16 +201,15 @@ impl LeaseStore for MySqlStore {
         }
         tx.commit().await?;
         self.wake_queues(&freed);
-        self.wake_queues(timed_out.iter().map(|(t, _, _)| &t.queue));
+        self.wake_queues(timed_out.iter().map(|f| &f.labels.queue));
         Ok(out)
     }
 
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
         const SQL: &str = "SELECT lease_token FROM docket_tasks WHERE id = ? AND state = 'running'";
         let row = sqlx::query(SQL).bind(id).fetch_optional(&self.pool).await?;
-        row.map(|r| text_opt(&r, "lease_token"))
-            .transpose()
-            .map(Option::flatten)
+        let nonce = row.map(|r| nonce_of(&r)).transpose()?.flatten();
+        Ok(lease::token_string(nonce, id))
     }
 
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
@@ -233,28 +230,28 @@ impl LeaseStore for MySqlStore {
         let mut out = Vec::with_capacity(items.len());
         let mut freed = vec![];
         for it in items {
-            let Some((t, token)) = rows.get(&it.id) else {
+            let Some((t, nonce)) = rows.get(&it.id) else {
                 out.push(LeaseOutcome::NotFound);
                 continue;
             };
-            let held = token.as_deref() == Some(it.token.as_str());
-            if !held || t.state != TaskState::Running {
-                out.push(crate::shared::lease_refusal(t.state, held));
+            // A worker's failure is taken past the deadline too (it is the same end); a cancel
+            // requested meanwhile is the fail rule's to apply.
+            let check = lease::check(t, *nonce, &it.token, now);
+            if !matches!(
+                check,
+                LeaseCheck::Held | LeaseCheck::PastDeadline | LeaseCheck::CancelRequested
+            ) {
+                out.push(check.refusal());
                 continue;
             }
             let d = fail_rule(t, now, it.retry_in, it.permanent);
-            out.push(outcome_for(&d, t));
-            let e = error_entry(t, &it.error, worker, now);
+            let f = Failure::new(t, d, &it.error, worker, now);
+            out.push(f.outcome());
             freed.push(t.queue.clone());
-            let state = match d {
-                FailDecision::Retry { .. } => TaskState::Retryable,
-                FailDecision::Discard => TaskState::Discarded,
-                FailDecision::Cancel => TaskState::Cancelled,
-            };
-            Self::apply_failures(&mut tx, &[(t.clone(), d, e)], now).await?;
+            Self::apply_failures(&mut tx, std::slice::from_ref(&f), None).await?;
             // The same id twice in one batch: the second finds it no longer running.
             if let Some((t, _)) = rows.get_mut(&it.id) {
-                t.state = state;
+                t.state = f.state;
             }
         }
         tx.commit().await?;
@@ -304,7 +301,8 @@ impl MySqlStore {
             None => String::new(),
         };
         let sql = format!(
-            "SELECT t.id, t.concurrency_key, t.concurrency_limit FROM docket_tasks t \
+            "SELECT t.id, t.concurrency_key, t.concurrency_limit, t.timeout_ms, \
+               t.namespace IS NOT NULL AS process FROM docket_tasks t \
              WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}{stages}\
                AND (t.expires_at IS NULL OR t.expires_at > ?) \
                AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
@@ -329,12 +327,14 @@ impl MySqlStore {
                 Ok(ClaimCandidate {
                     id: r.try_get("id")?,
                     key: key.map(|k| (k, limit.unwrap_or(1))),
+                    timeout_ms: r.try_get("timeout_ms")?,
+                    process: r.try_get::<i64, _>("process")? != 0,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let keys = claim_keys(&cands);
-        let ids: Vec<i64> = if queue_limit.is_none() && keys.is_empty() {
-            cands.iter().map(|c| c.id).collect()
+        let picked: Vec<&ClaimCandidate> = if queue_limit.is_none() && keys.is_empty() {
+            cands.iter().collect()
         } else {
             // Serialise on the queue and on each key (lock rows, in key order), then count what
             // runs now: READ COMMITTED makes each count see every claim committed before this
@@ -363,35 +363,34 @@ impl MySqlStore {
             }
             claim_pick(&cands, room, key_room)
         };
-        if ids.is_empty() {
+        if picked.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);
         }
-        // The lease token: 128 random bits of this claim and the task id (unique per task,
-        // unguessable). The lease ends at `now + lease`, never past the attempt's deadline
-        // (process tasks excepted: their lease is the zombie window).
-        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        // Each task's lease by `docket_core::lease::claim_lease`, by a CASE on its id.
+        let c = ClaimColumns::of(&picked, p.now, p.lease);
+        let ids = &c.ids;
+        let nonce = LeaseToken::new_nonce();
+        let case = "WHEN ? THEN ? ".repeat(ids.len());
         let sql = format!(
             "UPDATE docket_tasks SET attempt = attempt + 1, attempted_at = ?, worker = ?, \
-               lease_token = CONCAT(?, LPAD(HEX(id), 16, '0')), lease_ms = COALESCE(?, timeout_ms), \
-               lease_expires_at = COALESCE(TIMESTAMPADD(MICROSECOND, 1000 * \
-                 CASE WHEN namespace IS NOT NULL THEN COALESCE(?, timeout_ms) \
-                 ELSE LEAST(COALESCE(?, timeout_ms), timeout_ms) END, ?), '9999-12-31 23:59:59.999999'), \
+               lease_token = ?, lease_ms = CASE id {case}END, lease_expires_at = CASE id {case}END, \
                cancel_requested_at = NULL, state = 'running', attempt_node = ? \
              WHERE id IN ({})",
             marks(ids.len())
         );
-        let lease = p.lease.map(ms);
         let mut q = sqlx::query(&sql)
             .bind(dt(p.now))
             .bind(&p.worker)
-            .bind(&nonce)
-            .bind(lease)
-            .bind(lease)
-            .bind(lease)
-            .bind(dt(p.now))
-            .bind(&p.node);
-        for id in &ids {
+            .bind(lease::nonce_hex(nonce));
+        for (id, ms) in ids.iter().zip(&c.lease_ms) {
+            q = q.bind(id).bind(ms);
+        }
+        for (id, at) in ids.iter().zip(&c.expires_at) {
+            q = q.bind(id).bind(dt(*at));
+        }
+        q = q.bind(&p.node);
+        for id in ids {
             q = q.bind(id);
         }
         q.execute(&mut *tx).await?;
@@ -400,7 +399,7 @@ impl MySqlStore {
             marks(ids.len())
         );
         let mut q = sqlx::query(&sql);
-        for id in &ids {
+        for id in ids {
             q = q.bind(id);
         }
         let rows = q.fetch_all(&mut *tx).await?;
@@ -409,7 +408,7 @@ impl MySqlStore {
         for r in &rows {
             let mut t = decode(r)?;
             t.lease = Some(Lease {
-                token: text_opt(r, "lease_token")?.unwrap_or_default(),
+                token: LeaseToken { nonce, id: t.id }.to_string(),
                 expires_at: t.lease_expires_at.unwrap_or(p.now),
                 trace_id: None,
             });

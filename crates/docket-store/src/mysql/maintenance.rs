@@ -49,38 +49,26 @@ impl MaintenanceStore for MySqlStore {
         Ok(Promoted { count, queues: qs })
     }
 
-    async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>> {
-        let TaskRescueParams {
-            now,
-            limit,
-            fail_rule,
-        } = p;
-        let mut tx = self.begin().await?;
+    async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>> {
         let sql = format!(
             "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
-               AND namespace IS NULL ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED"
+               AND namespace IS NULL ORDER BY lease_expires_at LIMIT ?"
         );
         let rows = sqlx::query(&sql)
-            .bind(dt(now))
-            .bind(limit)
-            .fetch_all(&mut *tx)
+            .bind(dt(p.now))
+            .bind(p.limit)
+            .fetch_all(&self.pool)
             .await?;
-        let mut apply = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let t = decode(r)?;
-            let d = fail_rule(&t, now, None, false);
-            let why = if past_deadline(&t, now) {
-                TIMEOUT_MESSAGE
-            } else {
-                LOST_MESSAGE
-            };
-            let e = error_entry(&t, why, None, now);
-            apply.push((t, d, e));
-        }
-        Self::apply_failures(&mut tx, &apply, now).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn task_rescue_many(&self, p: TaskRescueManyParams) -> Result<Vec<TaskLabels>> {
+        let mut tx = self.begin().await?;
+        let done = Self::apply_failures(&mut tx, &p.items, Some(p.now)).await?;
         tx.commit().await?;
-        self.wake_queues(apply.iter().map(|(t, _, _)| &t.queue));
-        Ok(apply.iter().map(|(t, _, _)| TaskLabels::of(t)).collect())
+        let rescued: Vec<&Failure> = p.items.iter().filter(|f| done.contains(&f.id)).collect();
+        self.wake_queues(rescued.iter().map(|f| &f.labels.queue));
+        Ok(rescued.into_iter().map(|f| f.labels.clone()).collect())
     }
 
     async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {

@@ -20,8 +20,8 @@ mod tasks;
 mod tokens;
 
 use crate::decode;
-use crate::shared::outcome_for;
 use crate::*;
+use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
 use docket_core::{Backoff, FailDecision, Lease};
@@ -233,16 +233,6 @@ fn decode_process(r: &MySqlRow) -> Result<docket_core::process::Process> {
         created_at: time(r, "created_at")?,
         last_event_id: r.try_get("last_event_id")?,
     })
-}
-
-/// The lease a claim or heartbeat gives: `lease` (else the task's timeout), never past the
-/// attempt's deadline — except for process tasks, whose lease is progressor's zombie window.
-fn lease_until(t: &Task, now: Timestamp, lease: Duration) -> Timestamp {
-    let until = docket_core::time::add(now, lease);
-    match (t.process.is_some(), t.attempted_at) {
-        (false, Some(a)) => until.min(docket_core::time::add(a, t.timeout)),
-        _ => until,
-    }
 }
 
 /// Parses `VERSION()`: MariaDB's "10.11.19-MariaDB-0+deb12u1", MySQL's "8.0.36".
@@ -604,7 +594,7 @@ impl MySqlStore {
         tx: &mut Transaction<'_, MySql>,
         id: i64,
         lock: bool,
-    ) -> Result<Option<(Task, Option<String>)>> {
+    ) -> Result<Option<(Task, Option<u128>)>> {
         if lock {
             Self::unarchive(tx, &[id]).await?;
         }
@@ -617,8 +607,7 @@ impl MySqlStore {
             let sql = format!("SELECT {COLS} FROM docket_tasks_done WHERE id = ?");
             row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
         }
-        row.map(|r| Ok((decode(&r)?, text_opt(&r, "lease_token")?)))
-            .transpose()
+        row.map(|r| Ok((decode(&r)?, nonce_of(&r)?))).transpose()
     }
 
     /// Moves these tasks, where they are in `docket_tasks_done`, back to `docket_tasks`
@@ -654,11 +643,11 @@ impl MySqlStore {
         Ok(())
     }
 
-    /// Tasks by id with their lease tokens, locked, in id order.
+    /// Tasks by id with their lease nonces, locked, in id order.
     async fn get_many_locked(
         tx: &mut Transaction<'_, MySql>,
         ids: &[i64],
-    ) -> Result<HashMap<i64, (Task, Option<String>)>> {
+    ) -> Result<HashMap<i64, (Task, Option<u128>)>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -687,7 +676,7 @@ impl MySqlStore {
         rows.iter()
             .map(|r| {
                 let t = decode(r)?;
-                Ok((t.id, (t, text_opt(r, "lease_token")?)))
+                Ok((t.id, (t, nonce_of(r)?)))
             })
             .collect()
     }
@@ -715,31 +704,43 @@ impl MySqlStore {
         Ok(out)
     }
 
-    /// Applies fail decisions (retry at, discard, cancel) with each attempt's error entry.
+    /// Writes failures (`docket_core::lease::Failure`). With `rescue_at`, each only while its
+    /// task still runs the same attempt with its lease expired at that time (the rescue reads
+    /// without locking). Returns the ids written.
     async fn apply_failures(
         tx: &mut Transaction<'_, MySql>,
-        items: &[(Task, FailDecision, FailEntry)],
-        now: Timestamp,
-    ) -> Result<()> {
-        for (t, d, e) in items {
-            let (st, run_at, fin) = match d {
-                FailDecision::Retry { run_at } => (TaskState::Retryable, *run_at, None),
-                FailDecision::Discard => (TaskState::Discarded, t.run_at, Some(now)),
-                FailDecision::Cancel => (TaskState::Cancelled, t.run_at, Some(now)),
-            };
-            sqlx::query(include_str!("sql/mod_apply_failures.sql"))
-                .bind(st.as_str())
-                .bind(dt(run_at))
-                .bind(dt(fin))
-                .bind(e.error.to_string())
+        items: &[Failure],
+        rescue_at: Option<Timestamp>,
+    ) -> Result<Vec<i64>> {
+        let mut done = Vec::with_capacity(items.len());
+        for f in items {
+            let r = sqlx::query(include_str!("sql/mod_apply_failures.sql"))
+                .bind(f.state.as_str())
+                .bind(dt(f.run_at))
+                .bind(dt(f.finished_at))
+                .bind(f.error_json().to_string())
                 .bind(docket_core::run::RUN_LOG_KEEP)
-                .bind(e.run_json(d))
-                .bind(t.id)
+                .bind(f.run_json())
+                .bind(f.id)
+                .bind(dt(rescue_at))
+                .bind(f.attempt)
+                .bind(dt(rescue_at))
                 .execute(&mut **tx)
                 .await?;
+            if r.rows_affected() > 0 {
+                done.push(f.id);
+            }
         }
-        Ok(())
+        Ok(done)
     }
+}
+
+/// The nonce a task's `lease_token` column holds (32 hex digits; see
+/// [`docket_core::lease::LeaseToken`]); a value of another form holds nothing.
+fn nonce_of(row: &MySqlRow) -> Result<Option<u128>> {
+    Ok(text_opt(row, "lease_token")?
+        .as_deref()
+        .and_then(docket_core::lease::nonce_from_hex))
 }
 
 #[async_trait]

@@ -261,10 +261,10 @@ impl TaskStore for MySqlStore {
 
     async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {
         let mut tx = self.begin().await?;
-        let Some((t, token)) = Self::get_in(&mut tx, p.id, true).await? else {
+        let Some((t, nonce)) = Self::get_in(&mut tx, p.id, true).await? else {
             return Err(StoreError::NotFound(format!("task {}", p.id)));
         };
-        let n = (p.rule)(&t, token.as_deref())?;
+        let n = (p.rule)(&t, lease::token_string(nonce, t.id).as_deref())?;
         sqlx::query(include_str!("sql/tasks_task_update.sql"))
             .bind(&n.queue)
             .bind(n.priority)

@@ -1,6 +1,20 @@
-//! PostgreSQL: claims and the calls made under a lease: heartbeat, complete, fail.
+//! PostgreSQL: claims and the calls made under a lease: heartbeat, complete, fail. Which call
+//! applies and what it writes is `docket_core::lease`'s; this file locks, fetches and writes.
 
 use super::*;
+use docket_core::lease::{self, LeaseToken};
+
+/// A candidate row of the claim's first statement.
+fn candidate(r: &PgRow) -> Result<ClaimCandidate> {
+    let key = r.try_get::<Option<String>, _>("concurrency_key")?;
+    let limit: Option<i32> = r.try_get("concurrency_limit")?;
+    Ok(ClaimCandidate {
+        id: r.try_get("id")?,
+        key: key.map(|k| (k, limit.unwrap_or(1))),
+        timeout_ms: r.try_get("timeout_ms")?,
+        process: r.try_get("process")?,
+    })
+}
 
 #[async_trait]
 impl LeaseStore for PgStore {
@@ -8,98 +22,93 @@ impl LeaseStore for PgStore {
         let p = &p;
         again(|| async move {
             let p = p.clone();
-        if p.limit <= 0 {
-            return Ok(vec![]);
-        }
-        let mut tx = self.begin_hot().await?;
-        let cands = sqlx::query(include_str!("sql/leases_task_claim.sql"))
-            .bind(&p.queue)
-            .bind(&p.node)
-            .bind(p.now)
-            .bind(p.limit)
-            .bind(&p.kinds)
-            .bind(&p.stages)
-            .fetch_all(&mut *tx)
-            .await?;
-        if cands.is_empty() {
-            tx.commit().await?;
-            return Ok(vec![]);
-        }
-        let queue_limit: Option<i32> = cands[0].try_get("queue_limit")?;
-        let cands = cands
-            .iter()
-            .map(|r| {
-                let key = r.try_get::<Option<String>, _>("concurrency_key")?;
-                let limit: Option<i32> = r.try_get("concurrency_limit")?;
-                Ok(ClaimCandidate {
-                    id: r.try_get("id")?,
-                    key: key.map(|k| (k, limit.unwrap_or(1))),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let keys = claim_keys(&cands);
-        let ids = if queue_limit.is_none() && keys.is_empty() {
-            cands.iter().map(|c| c.id).collect()
-        } else {
-            // Slow path: serialise on the queue and on each key (advisory locks, in key
-            // order), then count what runs now.
-            let mut room = usize::MAX;
-            if let Some(limit) = queue_limit {
-                lock_key(&mut tx, &format!("docket-queue:{}", p.queue)).await?;
-                let running: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND queue = $1",
-                )
+            if p.limit <= 0 {
+                return Ok(vec![]);
+            }
+            let mut tx = self.begin_hot().await?;
+            let rows = sqlx::query(include_str!("sql/leases_task_claim.sql"))
                 .bind(&p.queue)
-                .fetch_one(&mut *tx)
+                .bind(&p.node)
+                .bind(p.now)
+                .bind(p.limit)
+                .bind(&p.kinds)
+                .bind(&p.stages)
+                .fetch_all(&mut *tx)
                 .await?;
-                room = (limit as i64 - running).max(0) as usize;
+            if rows.is_empty() {
+                tx.commit().await?;
+                return Ok(vec![]);
             }
-            let mut key_room: HashMap<String, i64> = HashMap::new();
-            for (k, l) in &keys {
-                lock_key(&mut tx, &format!("docket-key:{k}")).await?;
-                let running: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND concurrency_key = $1",
-                )
-                .bind(k)
-                .fetch_one(&mut *tx)
+            let queue_limit: Option<i32> = rows[0].try_get("queue_limit")?;
+            let cands = rows.iter().map(candidate).collect::<Result<Vec<_>>>()?;
+            let keys = claim_keys(&cands);
+            let picked = if queue_limit.is_none() && keys.is_empty() {
+                cands.iter().collect()
+            } else {
+                // Slow path: serialise on the queue and on each key (advisory locks, in key
+                // order), then count what runs now.
+                let mut room = usize::MAX;
+                if let Some(limit) = queue_limit {
+                    lock_key(&mut tx, &format!("docket-queue:{}", p.queue)).await?;
+                    let running: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND queue = $1",
+                    )
+                    .bind(&p.queue)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    room = (limit as i64 - running).max(0) as usize;
+                }
+                let mut key_room: HashMap<String, i64> = HashMap::new();
+                for (k, l) in &keys {
+                    lock_key(&mut tx, &format!("docket-key:{k}")).await?;
+                    let running: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM docket_tasks WHERE state = 'running' AND concurrency_key = $1",
+                    )
+                    .bind(k)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    key_room.insert(k.clone(), *l as i64 - running);
+                }
+                claim_pick(&cands, room, key_room)
+            };
+            if picked.is_empty() {
+                tx.commit().await?;
+                return Ok(vec![]);
+            }
+            let cols = ClaimColumns::of(&picked, p.now, p.lease);
+            let nonce = LeaseToken::new_nonce();
+            let sql = format!(
+                "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2, \
+                   worker = $3, lease_token = $4, lease_ms = x.lease_ms_, lease_expires_at = x.expires_, \
+                   deadline_at = x.deadline_, cancel_requested_at = NULL, attempt_node = $5 \
+                 FROM unnest($1::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[]) \
+                   AS x(id_, lease_ms_, expires_, deadline_) \
+                 WHERE id = x.id_ AND id = ANY($1) RETURNING {COLS}"
+            );
+            let rows = sqlx::query(&sql)
+                .bind(&cols.ids)
+                .bind(p.now)
+                .bind(&p.worker)
+                .bind(uuid::Uuid::from_u128(nonce))
+                .bind(&p.node)
+                .bind(&cols.lease_ms)
+                .bind(&cols.expires_at)
+                .bind(&cols.deadline_at)
+                .fetch_all(&mut *tx)
                 .await?;
-                key_room.insert(k.clone(), *l as i64 - running);
-            }
-            claim_pick(&cands, room, key_room)
-        };
-        if ids.is_empty() {
             tx.commit().await?;
-            return Ok(vec![]);
-        }
-        let sql = format!(
-            "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2, \
-               worker = $3, lease_token = gen_random_uuid(), lease_ms = COALESCE($4, timeout_ms), \
-               lease_expires_at = $2 + (CASE WHEN namespace IS NOT NULL THEN COALESCE($4, timeout_ms) \
-                 ELSE LEAST(COALESCE($4, timeout_ms), timeout_ms) END) * interval '1 millisecond', \
-               cancel_requested_at = NULL, attempt_node = $5 \
-             WHERE id = ANY($1) RETURNING {COLS}"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(&ids)
-            .bind(p.now)
-            .bind(&p.worker)
-            .bind(p.lease.map(ms))
-            .bind(&p.node)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let mut t = decode(r)?;
-            t.lease = Some(Lease {
-                token: token_of(r)?.unwrap_or_default(),
-                expires_at: t.lease_expires_at.unwrap_or(p.now),
-                trace_id: None,
-            });
-            out.push(t);
-        }
-        sort_claim_order(&mut out);
-        Ok(out)
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let mut t = decode(r)?;
+                t.lease = Some(Lease {
+                    token: LeaseToken { nonce, id: t.id }.to_string(),
+                    expires_at: t.lease_expires_at.unwrap_or(p.now),
+                    trace_id: None,
+                });
+                out.push(t);
+            }
+            sort_claim_order(&mut out);
+            Ok(out)
         })
         .await
     }
@@ -108,68 +117,55 @@ impl LeaseStore for PgStore {
         let p = &p;
         again(|| async move {
             let p = p.clone();
-        let Some(token) = parse_token(&p.token) else {
-            return match self.task_get(p.id).await? {
-                None => Err(StoreError::NotFound(format!("task {}", p.id))),
-                Some(_) => Err(StoreError::LeaseLost),
-            };
-        };
-        let mut tx = self.pool.begin().await?;
-        let sql = format!(
-            "UPDATE docket_tasks SET progress = COALESCE($3, progress), \
-               edited_at = CASE WHEN $3 IS NULL THEN edited_at ELSE $5 END, \
-               lease_ms = COALESCE($4, lease_ms), \
-               lease_expires_at = CASE WHEN namespace IS NOT NULL \
-                 THEN $5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond' \
-                 ELSE LEAST($5 + COALESCE($4, lease_ms, timeout_ms) * interval '1 millisecond', \
-                   attempted_at + timeout_ms * interval '1 millisecond') END \
-             WHERE id = $1 AND lease_token = $2 AND state = 'running' AND cancel_requested_at IS NULL \
-               AND (namespace IS NOT NULL OR $5 < attempted_at + timeout_ms * interval '1 millisecond') \
-             RETURNING {COLS}"
-        );
-        if let Some(row) = sqlx::query(&sql)
-            .bind(p.id)
-            .bind(token)
-            .bind(&p.progress)
-            .bind(p.lease.map(ms))
-            .bind(p.now)
-            .fetch_optional(&mut *tx)
-            .await?
-        {
-            tx.commit().await?;
-            return decode(&row);
-        }
-        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
-        let Some(row) = sqlx::query(&sql)
-            .bind(p.id)
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
-            return Err(StoreError::NotFound(format!("task {}", p.id)));
-        };
-        let t = decode(&row)?;
-        let held = token_of(&row)?.as_deref() == Some(p.token.as_str());
-        if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
-            sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
+            let mut tx = self.pool.begin().await?;
+            let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
+            let Some(row) = sqlx::query(&sql)
                 .bind(p.id)
-                .bind(p.now)
-                .bind(&p.progress)
-                .execute(&mut *tx)
-                .await?;
-            self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
-            tx.commit().await?;
-            return Err(StoreError::Cancelled);
-        }
-        if held && t.state == TaskState::Running && past_deadline(&t, p.now) {
-            self.fail_timed_out(&mut tx, t, p.now, p.fail_rule).await?;
-            tx.commit().await?;
-            return Err(StoreError::TimedOut);
-        }
-        tx.commit().await?;
-        Err(match lease_refusal(&row, &p.token)? {
-            LeaseOutcome::Cancelled => StoreError::Cancelled,
-            _ => StoreError::LeaseLost,
-        })
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
+                return Err(StoreError::NotFound(format!("task {}", p.id)));
+            };
+            let t = decode(&row)?;
+            match lease::check(&t, nonce_of(&row)?, &p.token, p.now) {
+                LeaseCheck::Held => {
+                    let l = lease::renew(&t, row.try_get("lease_ms")?, p.lease, p.now);
+                    let sql = format!(
+                        "UPDATE docket_tasks SET progress = COALESCE($2, progress), \
+                           edited_at = CASE WHEN $2 IS NULL THEN edited_at ELSE $3 END, \
+                           lease_ms = $4, lease_expires_at = $5 WHERE id = $1 RETURNING {COLS}"
+                    );
+                    let row = sqlx::query(&sql)
+                        .bind(p.id)
+                        .bind(&p.progress)
+                        .bind(p.now)
+                        .bind(l.lease_ms)
+                        .bind(l.expires_at)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    decode(&row)
+                }
+                LeaseCheck::CancelRequested => {
+                    sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
+                        .bind(p.id)
+                        .bind(p.now)
+                        .bind(&p.progress)
+                        .execute(&mut *tx)
+                        .await?;
+                    self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
+                    tx.commit().await?;
+                    Err(StoreError::Cancelled)
+                }
+                LeaseCheck::PastDeadline => {
+                    let f = [Failure::timed_out(&t, p.fail_rule, p.now)];
+                    self.fail_locked(&mut tx, &f).await?;
+                    tx.commit().await?;
+                    Err(StoreError::TimedOut)
+                }
+                LeaseCheck::Cancelled => Err(StoreError::Cancelled),
+                LeaseCheck::Lost => Err(StoreError::LeaseLost),
+            }
         })
         .await
     }
@@ -186,16 +182,22 @@ impl LeaseStore for PgStore {
             if items.is_empty() {
                 return Ok(vec![]);
             }
+            // A malformed token, or one of another task, can never match: nil is never issued.
+            let nonce = |it: &TaskComplete| {
+                uuid::Uuid::from_u128(LeaseToken::nonce_for(&it.token, it.id).unwrap_or(0))
+            };
             let mut ids = Vec::with_capacity(items.len());
             let mut tokens = Vec::with_capacity(items.len());
             let mut results = Vec::with_capacity(items.len());
             for it in items.iter().filter(|it| it.next.is_none()) {
                 ids.push(it.id);
-                // A malformed token can never match: the nil uuid is never issued.
-                tokens.push(parse_token(&it.token).unwrap_or(uuid::Uuid::nil()));
+                tokens.push(nonce(it));
                 results.push(it.result.clone());
             }
             let mut tx = self.begin_hot().await?;
+            // Fast path: one statement completes every item that `lease::check` would find
+            // `Held` (the same conditions, on the deadline the claim stored). What it leaves is
+            // locked and read below.
             // `frees`: finishing it lets another task of its key or limited queue start, so the
             // queue's claimers are woken (on every node) instead of waiting for a poll.
             type Done = (i64, Timestamp, String, bool, String, Option<Timestamp>);
@@ -215,10 +217,9 @@ impl LeaseStore for PgStore {
             };
             for it in items {
                 let Some(n) = &it.next else { continue };
-                let token = parse_token(&it.token).unwrap_or(uuid::Uuid::nil());
                 let d: Option<Done> = sqlx::query_as(sql_runs!("sql/leases_task_next_stage.sql"))
                     .bind(it.id)
-                    .bind(token)
+                    .bind(nonce(it))
                     .bind(n.state.as_str())
                     .bind(n.run_at)
                     .bind(&n.stage)
@@ -242,35 +243,25 @@ impl LeaseStore for PgStore {
             freed.sort();
             freed.dedup();
             self.notify(&mut tx, &freed).await?;
-            let done: HashMap<i64, (TaskState, Timestamp, TaskLabels)> = done
+            let done: HashMap<i64, LeaseOutcome> = done
                 .into_iter()
                 .map(|(state, r)| {
-                    (
-                        r.0,
-                        (
-                            state,
-                            r.1,
-                            TaskLabels {
-                                queue: r.2,
-                                kind: r.4,
-                                attempted_at: r.5,
-                            },
-                        ),
-                    )
+                    let labels = TaskLabels {
+                        queue: r.2,
+                        kind: r.4,
+                        attempted_at: r.5,
+                    };
+                    let ok = LeaseOutcome::Ok {
+                        state,
+                        run_at: r.1,
+                        labels,
+                    };
+                    (r.0, ok)
                 })
                 .collect();
-            let mut out = Vec::with_capacity(items.len());
             if done.len() == items.len() {
                 tx.commit().await?;
-                for it in items {
-                    let (state, run_at, labels) = done[&it.id].clone();
-                    out.push(LeaseOutcome::Ok {
-                        state,
-                        run_at,
-                        labels,
-                    });
-                }
-                return Ok(out);
+                return Ok(items.iter().map(|it| done[&it.id].clone()).collect());
             }
             let missing: Vec<i64> = items
                 .iter()
@@ -279,49 +270,44 @@ impl LeaseStore for PgStore {
                 .collect();
             let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) FOR UPDATE");
             let rows = sqlx::query(&sql).bind(&missing).fetch_all(&mut *tx).await?;
-            let mut timed_out = vec![];
             let rows: HashMap<i64, PgRow> = rows
                 .into_iter()
                 .map(|r| (r.get::<i64, _>("id"), r))
                 .collect();
+            let mut timed_out = vec![];
+            let mut out = Vec::with_capacity(items.len());
             for it in items {
-                if let Some((state, run_at, labels)) = done.get(&it.id) {
-                    out.push(LeaseOutcome::Ok {
-                        state: *state,
-                        run_at: *run_at,
-                        labels: labels.clone(),
-                    });
+                if let Some(o) = done.get(&it.id) {
+                    out.push(o.clone());
                     continue;
                 }
                 let Some(row) = rows.get(&it.id) else {
                     out.push(LeaseOutcome::NotFound);
                     continue;
                 };
-                let state: String = row.try_get("state")?;
-                let requested: Option<Timestamp> = row.try_get("cancel_requested_at")?;
-                let held = token_of(row)?.as_deref() == Some(it.token.as_str());
-                if held && state == "running" && requested.is_some() {
-                    // The work was done, but a cancel won: keep its result, end it cancelled.
-                    sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
-                        .bind(it.id)
-                        .bind(now)
-                        .bind(&it.result)
-                        .execute(&mut *tx)
-                        .await?;
-                    out.push(LeaseOutcome::Cancelled);
-                } else if held && state == "running" {
-                    // Held, running, not cancelled, yet not updated: past its deadline.
-                    let t = decode(row)?;
-                    let d = fail_rule(&t, now, None, false);
-                    let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
-                    timed_out.push((t, d, e));
-                    out.push(LeaseOutcome::TimedOut);
-                } else {
-                    out.push(lease_refusal(row, &it.token)?);
+                let t = decode(row)?;
+                let check = lease::check(&t, nonce_of(row)?, &it.token, now);
+                match check {
+                    LeaseCheck::CancelRequested => {
+                        // The work was done, but a cancel won: keep its result, end it cancelled.
+                        sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
+                            .bind(it.id)
+                            .bind(now)
+                            .bind(&it.result)
+                            .execute(&mut *tx)
+                            .await?;
+                        self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
+                    }
+                    LeaseCheck::PastDeadline => {
+                        timed_out.push(Failure::timed_out(&t, fail_rule, now))
+                    }
+                    // The fast path took every held item; one seen again in the same call
+                    // (a duplicate id) finds it completed.
+                    LeaseCheck::Held | LeaseCheck::Cancelled | LeaseCheck::Lost => {}
                 }
+                out.push(check.refusal());
             }
-            Self::apply_failures(&mut tx, &timed_out, now).await?;
-            self.notify_freed(&mut tx, &timed_out).await?;
+            self.fail_locked(&mut tx, &timed_out).await?;
             tx.commit().await?;
             Ok(out)
         })
@@ -335,7 +321,13 @@ impl LeaseStore for PgStore {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(t.flatten().map(|u| u.to_string()))
+        Ok(t.flatten().map(|u| {
+            LeaseToken {
+                nonce: u.as_u128(),
+                id,
+            }
+            .to_string()
+        }))
     }
 
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
@@ -370,18 +362,28 @@ impl LeaseStore for PgStore {
                     continue;
                 };
                 let t = decode(row)?;
-                let held = token_of(row)?.as_deref() == Some(it.token.as_str());
-                if !held || t.state != TaskState::Running || !touched.insert(it.id) {
-                    out.push(lease_refusal(row, &it.token)?);
+                // A worker's failure is taken past the deadline too (it is the same end); a
+                // cancel requested meanwhile is the fail rule's to apply.
+                let check = lease::check(&t, nonce_of(row)?, &it.token, now);
+                let applies = matches!(
+                    check,
+                    LeaseCheck::Held | LeaseCheck::PastDeadline | LeaseCheck::CancelRequested
+                );
+                if !applies {
+                    out.push(check.refusal());
+                    continue;
+                }
+                // The same id twice in one batch: the second finds it failed already.
+                if !touched.insert(it.id) {
+                    out.push(LeaseOutcome::LeaseLost);
                     continue;
                 }
                 let d = fail_rule(&t, now, it.retry_in, it.permanent);
-                out.push(outcome_for(&d, &t));
-                let e = error_entry(&t, &it.error, worker, now);
-                apply.push((t, d, e));
+                let f = Failure::new(&t, d, &it.error, worker, now);
+                out.push(f.outcome());
+                apply.push(f);
             }
-            Self::apply_failures(&mut tx, &apply, now).await?;
-            self.notify_freed(&mut tx, &apply).await?;
+            self.fail_locked(&mut tx, &apply).await?;
             tx.commit().await?;
             Ok(out)
         })

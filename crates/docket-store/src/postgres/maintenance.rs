@@ -28,42 +28,29 @@ impl MaintenanceStore for PgStore {
         .await
     }
 
-    async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>> {
+    async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>> {
+        let sql = format!(
+            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
+               AND namespace IS NULL ORDER BY lease_expires_at LIMIT $2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(p.now)
+            .bind(p.limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn task_rescue_many(&self, p: TaskRescueManyParams) -> Result<Vec<TaskLabels>> {
         let p = &p;
         again(|| async move {
-            let p = p.clone();
-            let TaskRescueParams {
-                now,
-                limit,
-                fail_rule,
-            } = p;
             let mut tx = self.pool.begin().await?;
-            let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
-               AND namespace IS NULL \
-             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
-        );
-            let rows = sqlx::query(&sql)
-                .bind(now)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-            let mut apply = Vec::with_capacity(rows.len());
-            for r in &rows {
-                let t = decode(r)?;
-                let d = fail_rule(&t, now, None, false);
-                let why = if past_deadline(&t, now) {
-                    TIMEOUT_MESSAGE
-                } else {
-                    LOST_MESSAGE
-                };
-                let e = error_entry(&t, why, None, now);
-                apply.push((t, d, e));
-            }
-            Self::apply_failures(&mut tx, &apply, now).await?;
-            self.notify_freed(&mut tx, &apply).await?;
+            let done = Self::apply_failures(&mut tx, &p.items, Some(p.now)).await?;
+            let rescued: Vec<&Failure> = p.items.iter().filter(|f| done.contains(&f.id)).collect();
+            let qs: Vec<String> = rescued.iter().map(|f| f.labels.queue.clone()).collect();
+            self.notify(&mut tx, &qs).await?;
             tx.commit().await?;
-            Ok(apply.iter().map(|(t, _, _)| TaskLabels::of(t)).collect())
+            Ok(rescued.into_iter().map(|f| f.labels.clone()).collect())
         })
         .await
     }

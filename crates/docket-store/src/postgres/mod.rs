@@ -13,10 +13,10 @@ mod tasks;
 mod tokens;
 
 use crate::decode;
-use crate::shared::outcome_for;
 use crate::*;
+use docket_core::lease::{Failure, LeaseCheck};
 use docket_core::process::Notice;
-use docket_core::{Backoff, Lease};
+use docket_core::{Backoff, FailDecision, Lease};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
 use std::str::FromStr;
@@ -145,14 +145,17 @@ fn decode_process(r: &PgRow) -> Result<docket_core::process::Process> {
     })
 }
 
-fn token_of(row: &PgRow) -> Result<Option<String>> {
+/// The nonce a task's `lease_token` column holds (a uuid here; see [`docket_core::lease::LeaseToken`]).
+fn nonce_of(row: &PgRow) -> Result<Option<u128>> {
     Ok(row
         .try_get::<Option<uuid::Uuid>, _>("lease_token")?
-        .map(|u| u.to_string()))
+        .map(|u| u.as_u128()))
 }
 
-fn parse_token(t: &str) -> Option<uuid::Uuid> {
-    uuid::Uuid::parse_str(t).ok()
+/// The token a running task's row answers to (what its holder was given).
+fn token_of(row: &PgRow) -> Result<Option<String>> {
+    let id: i64 = row.try_get("id")?;
+    Ok(nonce_of(row)?.map(|nonce| docket_core::lease::LeaseToken { nonce, id }.to_string()))
 }
 
 fn ms(d: Duration) -> i64 {
@@ -282,18 +285,6 @@ impl PgStore {
         // statements allowed.
         sqlx::Executor::execute(&mut *tx, sql).await?;
         Ok(tx)
-    }
-
-    /// Failed attempts free their key's and queue's slot: wake those queues.
-    async fn notify_freed(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        items: &[(Task, FailDecision, FailEntry)],
-    ) -> Result<()> {
-        let mut qs: Vec<String> = items.iter().map(|(t, _, _)| t.queue.clone()).collect();
-        qs.sort();
-        qs.dedup();
-        self.notify(tx, &qs).await
     }
 
     /// Writes notifications of one process in the current transaction. The advisory lock makes
@@ -462,74 +453,63 @@ impl PgStore {
         Ok(out)
     }
 
-    /// Fails a held attempt that ran past its deadline (row locked in `tx`).
-    async fn fail_timed_out(
+    /// Writes failures of attempts whose rows `tx` holds locked, and wakes their queues (a
+    /// failed attempt frees its key's and queue's slot).
+    async fn fail_locked(
         &self,
         tx: &mut Transaction<'_, Postgres>,
-        t: Task,
-        now: Timestamp,
-        fail_rule: docket_core::task::FailRule,
-    ) -> Result<()> {
-        let d = fail_rule(&t, now, None, false);
-        let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
-        let apply = [(t, d, e)];
-        Self::apply_failures(tx, &apply, now).await?;
-        self.notify_freed(tx, &apply).await
-    }
-
-    /// Applies fail decisions to rows locked in `tx`.
-    async fn apply_failures(
-        tx: &mut Transaction<'_, Postgres>,
-        items: &[(Task, FailDecision, FailEntry)],
-        now: Timestamp,
+        items: &[docket_core::lease::Failure],
     ) -> Result<()> {
         if items.is_empty() {
             return Ok(());
         }
+        Self::apply_failures(tx, items, None).await?;
+        let qs: Vec<String> = items.iter().map(|f| f.labels.queue.clone()).collect();
+        self.notify(tx, &qs).await
+    }
+
+    /// Writes failures (`docket_core::lease::Failure`) in one statement. With `rescue_at`, each
+    /// only while its task still runs the same attempt with its lease expired at that time
+    /// (the rescue reads without locking). Returns the ids written.
+    async fn apply_failures(
+        tx: &mut Transaction<'_, Postgres>,
+        items: &[docket_core::lease::Failure],
+        rescue_at: Option<Timestamp>,
+    ) -> Result<Vec<i64>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
         let mut ids = Vec::with_capacity(items.len());
+        let mut attempts = Vec::with_capacity(items.len());
         let mut states = Vec::with_capacity(items.len());
         let mut run_ats = Vec::with_capacity(items.len());
-        let mut finished: Vec<Option<Timestamp>> = Vec::with_capacity(items.len());
+        let mut finished = Vec::with_capacity(items.len());
         let mut errs = Vec::with_capacity(items.len());
         let mut runs = Vec::with_capacity(items.len());
-        for (t, d, e) in items {
-            ids.push(t.id);
-            let (st, run_at, fin) = match d {
-                FailDecision::Retry { run_at } => (TaskState::Retryable, *run_at, None),
-                FailDecision::Discard => (TaskState::Discarded, t.run_at, Some(now)),
-                FailDecision::Cancel => (TaskState::Cancelled, t.run_at, Some(now)),
-            };
-            states.push(st.as_str().to_string());
-            run_ats.push(run_at);
-            finished.push(fin);
-            errs.push(e.error.clone());
-            runs.push(e.run_json(d));
+        for f in items {
+            ids.push(f.id);
+            attempts.push(f.attempt);
+            states.push(f.state.as_str());
+            run_ats.push(f.run_at);
+            finished.push(f.finished_at);
+            errs.push(f.error_json());
+            runs.push(f.run_json());
         }
-        sqlx::query(include_str!("sql/mod_apply_failures.sql"))
-            .bind(&ids)
-            .bind(&states)
-            .bind(&run_ats)
-            .bind(&finished)
-            .bind(&errs)
-            .bind(&runs)
-            .bind(docket_core::run::RUN_LOG_KEEP)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
+        Ok(
+            sqlx::query_scalar(include_str!("sql/mod_apply_failures.sql"))
+                .bind(&ids)
+                .bind(&states)
+                .bind(&run_ats)
+                .bind(&finished)
+                .bind(&errs)
+                .bind(&runs)
+                .bind(docket_core::run::RUN_LOG_KEEP)
+                .bind(&attempts)
+                .bind(rescue_at)
+                .fetch_all(&mut **tx)
+                .await?,
+        )
     }
-}
-
-use docket_core::FailDecision;
-
-/// Why a lease-checked change did not apply to a row: cancelled (the token was the last lease
-/// and the task got cancelled) or lost.
-fn lease_refusal(row: &PgRow, token: &str) -> Result<LeaseOutcome> {
-    let state: String = row.try_get("state")?;
-    let held = token_of(row)?.as_deref() == Some(token);
-    Ok(crate::shared::lease_refusal(
-        decode::state("task", &state)?,
-        held,
-    ))
 }
 
 #[async_trait]

@@ -154,7 +154,7 @@ impl ProcessStore for PgStore {
         let mut tx = self.pool.begin().await?;
         let key = docket_core::process::key_of(&c.namespace, &c.id);
         let row = sqlx::query(
-            "SELECT state, lease_token, queue FROM docket_tasks WHERE id = $1 FOR UPDATE",
+            "SELECT id, state, lease_token, queue FROM docket_tasks WHERE id = $1 FOR UPDATE",
         )
         .bind(c.task_id)
         .fetch_optional(&mut *tx)
@@ -247,16 +247,16 @@ impl ProcessStore for PgStore {
                 return Ok(LeaseOutcome::NotFound);
             };
             let t = decode(&row)?;
-            let held = token_of(&row)?.as_deref() == Some(f.fail.token.as_str());
-            if !held || t.state != TaskState::Running {
-                return lease_refusal(&row, &f.fail.token);
+            let check = docket_core::lease::check(&t, nonce_of(&row)?, &f.fail.token, f.now);
+            if matches!(check, LeaseCheck::Cancelled | LeaseCheck::Lost) {
+                return Ok(check.refusal());
             }
             let d = (f.fail_rule)(&t, f.now, f.fail.retry_in, f.fail.permanent);
-            let outcome = outcome_for(&d, &t);
-            let e = error_entry(&t, &f.fail.error, None, f.now);
+            let failure = Failure::new(&t, d, &f.fail.error, None, f.now);
+            let outcome = failure.outcome();
             let queue = t.queue.clone();
             let gave_up = matches!(d, FailDecision::Discard);
-            Self::apply_failures(&mut tx, &[(t, d, e)], f.now).await?;
+            Self::apply_failures(&mut tx, &[failure], None).await?;
             sqlx::query("UPDATE docket_tasks SET result = $2 WHERE id = $1")
                 .bind(f.fail.id)
                 .bind(serde_json::json!({"error": f.error_value}))
@@ -295,12 +295,13 @@ impl ProcessStore for PgStore {
                 now: _now,
             } = p;
             let mut tx = self.pool.begin().await?;
-            let row =
-                sqlx::query("SELECT state, lease_token FROM docket_tasks WHERE id = $1 FOR UPDATE")
-                    .bind(task_id)
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
+            let row = sqlx::query(
+                "SELECT id, state, lease_token FROM docket_tasks WHERE id = $1 FOR UPDATE",
+            )
+            .bind(task_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
             let state: String = row.try_get("state")?;
             if state != "running" || token_of(&row)?.as_deref() != Some(token) {
                 return Err(StoreError::LeaseLost);
@@ -480,11 +481,10 @@ impl ProcessStore for PgStore {
                 {
                     zombies.push((ns, pid, t.id, corrupted.then_some(t.id)));
                 }
-                let e = error_entry(&t, &detail, None, now);
                 queues.push(t.queue.clone());
-                failed.push((t, d, e));
+                failed.push(Failure::new(&t, d, &detail, None, now));
             }
-            Self::apply_failures(&mut tx, &failed, now).await?;
+            Self::apply_failures(&mut tx, &failed, None).await?;
             self.break_zombies(&mut tx, &zombies, &detail, now).await?;
             queues.sort();
             queues.dedup();

@@ -33,6 +33,8 @@ impl LeaseStore for SqliteStore {
                 Ok(ClaimCandidate {
                     id: r.try_get("id")?,
                     key: key.map(|k| (k, limit.unwrap_or(1))),
+                    timeout_ms: r.try_get("timeout_ms")?,
+                    process: r.try_get("process")?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -56,25 +58,38 @@ impl LeaseStore for SqliteStore {
             .await?;
             key_room.insert(k, l as i64 - running);
         }
-        let ids = claim_pick(&cands, room, key_room);
-        if ids.is_empty() {
+        let picked = claim_pick(&cands, room, key_room);
+        if picked.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);
         }
+        // Each task's lease by `docket_core::lease::claim_lease`, as one JSON array of
+        // [id, lease_ms, lease_expires_at µs, deadline_at µs].
+        let c = ClaimColumns::of(&picked, p.now, p.lease);
+        let leases: Vec<Value> = (0..c.ids.len())
+            .map(|i| {
+                serde_json::json!([
+                    c.ids[i],
+                    c.lease_ms[i],
+                    us(c.expires_at[i]),
+                    c.deadline_at[i].map(us)
+                ])
+            })
+            .collect();
+        let nonce = LeaseToken::new_nonce();
         let sql = format!(
             "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2, \
-               worker = ?3, lease_token = lower(hex(randomblob(16))), \
-               lease_ms = COALESCE(?4, timeout_ms), \
-               lease_expires_at = ?2 + (CASE WHEN namespace IS NOT NULL THEN COALESCE(?4, timeout_ms) \
-                 ELSE min(COALESCE(?4, timeout_ms), timeout_ms) END) * 1000, cancel_requested_at = NULL, \
-               attempt_node = ?5 \
-             WHERE id IN (SELECT value FROM json_each(?1)) RETURNING {COLS}"
+               worker = ?3, lease_token = ?4, lease_ms = x.lease_ms_, lease_expires_at = x.expires_, \
+               deadline_at = x.deadline_, cancel_requested_at = NULL, attempt_node = ?5 \
+             FROM (SELECT value->>0 AS id_, value->>1 AS lease_ms_, value->>2 AS expires_, \
+               value->>3 AS deadline_ FROM json_each(?1)) AS x \
+             WHERE docket_tasks.id = x.id_ RETURNING {COLS}"
         );
         let rows = sqlx::query(&sql)
-            .bind(ids_json(&ids))
+            .bind(Value::Array(leases).to_string())
             .bind(us(p.now))
             .bind(&p.worker)
-            .bind(p.lease.map(ms))
+            .bind(lease::nonce_hex(nonce))
             .bind(&p.node)
             .fetch_all(&mut *tx)
             .await?;
@@ -83,9 +98,7 @@ impl LeaseStore for SqliteStore {
         for r in &rows {
             let mut t = decode(r)?;
             t.lease = Some(Lease {
-                token: r
-                    .try_get::<Option<String>, _>("lease_token")?
-                    .unwrap_or_default(),
+                token: LeaseToken { nonce, id: t.id }.to_string(),
                 expires_at: t.lease_expires_at.unwrap_or(p.now),
                 trace_id: None,
             });
@@ -97,57 +110,50 @@ impl LeaseStore for SqliteStore {
 
     async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
         let mut tx = self.begin().await?;
-        let Some((t, token)) = Self::get_in(&mut tx, p.id).await? else {
+        let Some((t, nonce, kept)) = Self::get_row_in(&mut tx, p.id).await? else {
             return Err(StoreError::NotFound(format!("task {}", p.id)));
         };
-        let held = token.as_deref() == Some(p.token.as_str());
-        if !held || t.state != TaskState::Running {
-            tx.commit().await?;
-            return Err(match crate::shared::lease_refusal(t.state, held) {
-                LeaseOutcome::Cancelled => StoreError::Cancelled,
-                _ => StoreError::LeaseLost,
-            });
-        }
         let progress = p.progress.as_ref().map(|v| v.to_string());
-        if t.cancel_requested_at.is_some() {
-            sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
-                .bind(p.id)
-                .bind(us(p.now))
-                .bind(progress)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            self.wake_queues([&t.queue]);
-            return Err(StoreError::Cancelled);
+        match lease::check(&t, nonce, &p.token, p.now) {
+            LeaseCheck::Held => {
+                let l = lease::renew(&t, kept, p.lease, p.now);
+                let sql = format!(
+                    "UPDATE docket_tasks SET progress = COALESCE(?2, progress), \
+                       edited_at = CASE WHEN ?2 IS NULL THEN edited_at ELSE ?3 END, \
+                       lease_ms = ?4, lease_expires_at = ?5 WHERE id = ?1 RETURNING {COLS}"
+                );
+                let row = sqlx::query(&sql)
+                    .bind(p.id)
+                    .bind(progress)
+                    .bind(us(p.now))
+                    .bind(l.lease_ms)
+                    .bind(us(l.expires_at))
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                decode(&row)
+            }
+            LeaseCheck::CancelRequested => {
+                sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
+                    .bind(p.id)
+                    .bind(us(p.now))
+                    .bind(progress)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                self.wake_queues([&t.queue]);
+                Err(StoreError::Cancelled)
+            }
+            LeaseCheck::PastDeadline => {
+                let f = Failure::timed_out(&t, p.fail_rule, p.now);
+                Self::apply_failures(&mut tx, std::slice::from_ref(&f), None).await?;
+                tx.commit().await?;
+                self.wake_queues([&t.queue]);
+                Err(StoreError::TimedOut)
+            }
+            LeaseCheck::Cancelled => Err(StoreError::Cancelled),
+            LeaseCheck::Lost => Err(StoreError::LeaseLost),
         }
-        if past_deadline(&t, p.now) {
-            let queue = t.queue.clone();
-            let d = (p.fail_rule)(&t, p.now, None, false);
-            let e = error_entry(&t, TIMEOUT_MESSAGE, None, p.now);
-            Self::apply_failures(&mut tx, &[(t, d, e)], p.now).await?;
-            tx.commit().await?;
-            self.wake_queues([&queue]);
-            return Err(StoreError::TimedOut);
-        }
-        // The lease never reaches past the attempt's deadline (process tasks excepted: their
-        // lease is the zombie window).
-        let sql = format!(
-            "UPDATE docket_tasks SET progress = COALESCE(?2, progress), lease_ms = COALESCE(?3, lease_ms), \
-               edited_at = CASE WHEN ?2 IS NULL THEN edited_at ELSE ?4 END, \
-               lease_expires_at = CASE WHEN namespace IS NOT NULL \
-                 THEN ?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000 \
-                 ELSE min(?4 + COALESCE(?3, lease_ms, timeout_ms) * 1000, attempted_at + timeout_ms * 1000) END \
-             WHERE id = ?1 RETURNING {COLS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(p.id)
-            .bind(progress)
-            .bind(p.lease.map(ms))
-            .bind(us(p.now))
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        decode(&row)
     }
 
     async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
@@ -164,7 +170,11 @@ impl LeaseStore for SqliteStore {
         let batch: Vec<Value> = items
             .iter()
             .filter(|it| it.next.is_none())
-            .map(|it| serde_json::json!({"id": it.id, "token": it.token, "result": it.result}))
+            .map(|it| {
+                // A malformed token, or one of another task, matches no stored nonce.
+                let nonce = LeaseToken::nonce_for(&it.token, it.id).map(lease::nonce_hex);
+                serde_json::json!({"id": it.id, "token": nonce, "result": it.result})
+            })
             .collect();
         type Done = (i64, i64, String, bool, String, Option<i64>);
         let mut done: Vec<(TaskState, Done)> =
@@ -180,7 +190,7 @@ impl LeaseStore for SqliteStore {
             let Some(n) = &it.next else { continue };
             let d: Option<Done> = sqlx::query_as(sql_runs!("sql/leases_task_next_stage.sql"))
                 .bind(it.id)
-                .bind(&it.token)
+                .bind(LeaseToken::nonce_for(&it.token, it.id).map(lease::nonce_hex))
                 .bind(n.state.as_str())
                 .bind(us(n.run_at))
                 .bind(&n.stage)
@@ -196,7 +206,7 @@ impl LeaseStore for SqliteStore {
                 done.push((n.state, d));
             }
         }
-        let freed: Vec<String> = done
+        let mut freed: Vec<String> = done
             .iter()
             .filter(|r| r.1 .3)
             .map(|r| r.1 .2.clone())
@@ -229,33 +239,32 @@ impl LeaseStore for SqliteStore {
                 });
                 continue;
             }
-            let Some((t, token)) = Self::get_in(&mut tx, it.id).await? else {
+            let Some((t, nonce)) = Self::get_in(&mut tx, it.id).await? else {
                 out.push(LeaseOutcome::NotFound);
                 continue;
             };
-            let held = token.as_deref() == Some(it.token.as_str());
-            if held && t.state == TaskState::Running && t.cancel_requested_at.is_some() {
-                sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
-                    .bind(it.id)
-                    .bind(us(now))
-                    .bind(it.result.to_string())
-                    .execute(&mut *tx)
-                    .await?;
-                out.push(LeaseOutcome::Cancelled);
-            } else if held && t.state == TaskState::Running {
-                // Held, running, not cancelled, yet not updated: past its deadline.
-                let d = fail_rule(&t, now, None, false);
-                let e = error_entry(&t, TIMEOUT_MESSAGE, None, now);
-                timed_out.push((t, d, e));
-                out.push(LeaseOutcome::TimedOut);
-            } else {
-                out.push(crate::shared::lease_refusal(t.state, held));
+            let check = lease::check(&t, nonce, &it.token, now);
+            match check {
+                LeaseCheck::CancelRequested => {
+                    // The work was done, but a cancel won: keep its result, end it cancelled.
+                    sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
+                        .bind(it.id)
+                        .bind(us(now))
+                        .bind(it.result.to_string())
+                        .execute(&mut *tx)
+                        .await?;
+                    freed.push(t.queue.clone());
+                }
+                LeaseCheck::PastDeadline => timed_out.push(Failure::timed_out(&t, fail_rule, now)),
+                // The statement took every held item; a duplicate id finds it completed.
+                LeaseCheck::Held | LeaseCheck::Cancelled | LeaseCheck::Lost => {}
             }
+            out.push(check.refusal());
         }
-        Self::apply_failures(&mut tx, &timed_out, now).await?;
+        Self::apply_failures(&mut tx, &timed_out, None).await?;
         tx.commit().await?;
         self.wake_queues(&freed);
-        self.wake_queues(timed_out.iter().map(|(t, _, _)| &t.queue));
+        self.wake_queues(timed_out.iter().map(|f| &f.labels.queue));
         Ok(out)
     }
 
@@ -266,7 +275,8 @@ impl LeaseStore for SqliteStore {
             .bind(id)
             .fetch_optional(&self.reader)
             .await?;
-        Ok(t.flatten())
+        let nonce = t.flatten().as_deref().and_then(lease::nonce_from_hex);
+        Ok(lease::token_string(nonce, id))
     }
 
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
@@ -283,20 +293,26 @@ impl LeaseStore for SqliteStore {
         let mut out = Vec::with_capacity(items.len());
         let mut freed = vec![];
         for it in items {
-            let Some((t, token)) = Self::get_in(&mut tx, it.id).await? else {
+            let Some((t, nonce)) = Self::get_in(&mut tx, it.id).await? else {
                 out.push(LeaseOutcome::NotFound);
                 continue;
             };
-            let held = token.as_deref() == Some(it.token.as_str());
-            if !held || t.state != TaskState::Running {
-                out.push(crate::shared::lease_refusal(t.state, held));
+            // A worker's failure is taken past the deadline too (it is the same end); a cancel
+            // requested meanwhile is the fail rule's to apply. A second item of the same id
+            // finds the task failed already.
+            let check = lease::check(&t, nonce, &it.token, now);
+            if !matches!(
+                check,
+                LeaseCheck::Held | LeaseCheck::PastDeadline | LeaseCheck::CancelRequested
+            ) {
+                out.push(check.refusal());
                 continue;
             }
             let d = fail_rule(&t, now, it.retry_in, it.permanent);
-            out.push(outcome_for(&d, &t));
-            let e = error_entry(&t, &it.error, worker, now);
+            let f = Failure::new(&t, d, &it.error, worker, now);
+            out.push(f.outcome());
             freed.push(t.queue.clone());
-            Self::apply_failures(&mut tx, &[(t, d, e)], now).await?;
+            Self::apply_failures(&mut tx, std::slice::from_ref(&f), None).await?;
         }
         tx.commit().await?;
         self.wake_queues(&freed);

@@ -14,8 +14,8 @@ mod tasks;
 mod tokens;
 
 use crate::decode;
-use crate::shared::outcome_for;
 use crate::*;
+use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
 use docket_core::{Backoff, FailDecision, Lease};
@@ -223,10 +223,6 @@ fn decode_process(r: &SqliteRow) -> Result<docket_core::process::Process> {
     })
 }
 
-fn ids_json(ids: &[i64]) -> String {
-    serde_json::to_string(ids).expect("ids serialise")
-}
-
 impl SqliteStore {
     /// Opens (creating) the database file.
     ///
@@ -389,13 +385,25 @@ impl SqliteStore {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
+    /// A task in `tx` (the writer lock makes it locked) with the nonce its `lease_token`
+    /// column holds.
     async fn get_in(
         tx: &mut Transaction<'_, Sqlite>,
         id: i64,
-    ) -> Result<Option<(Task, Option<String>)>> {
+    ) -> Result<Option<(Task, Option<u128>)>> {
+        Ok(Self::get_row_in(tx, id)
+            .await?
+            .map(|(t, nonce, _)| (t, nonce)))
+    }
+
+    /// [`Self::get_in`] with the lease length the claim kept (`lease_ms`).
+    async fn get_row_in(
+        tx: &mut Transaction<'_, Sqlite>,
+        id: i64,
+    ) -> Result<Option<(Task, Option<u128>, Option<i64>)>> {
         let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ?");
         let row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
-        row.map(|r| Ok((decode(&r)?, r.try_get("lease_token")?)))
+        row.map(|r| Ok((decode(&r)?, nonce_of(&r)?, r.try_get("lease_ms")?)))
             .transpose()
     }
 
@@ -419,30 +427,41 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// Writes failures (`docket_core::lease::Failure`). With `rescue_at`, each only while its
+    /// task still runs the same attempt with its lease expired at that time (the rescue reads
+    /// without locking). Returns the ids written.
     async fn apply_failures(
         tx: &mut Transaction<'_, Sqlite>,
-        items: &[(Task, FailDecision, FailEntry)],
-        now: Timestamp,
-    ) -> Result<()> {
-        for (t, d, e) in items {
-            let (st, run_at, fin) = match d {
-                FailDecision::Retry { run_at } => (TaskState::Retryable, *run_at, None),
-                FailDecision::Discard => (TaskState::Discarded, t.run_at, Some(us(now))),
-                FailDecision::Cancel => (TaskState::Cancelled, t.run_at, Some(us(now))),
-            };
-            sqlx::query(include_str!("sql/mod_apply_failures.sql"))
-                .bind(t.id)
-                .bind(st.as_str())
-                .bind(us(run_at))
-                .bind(fin)
-                .bind(e.error.to_string())
-                .bind(e.run_json(d))
+        items: &[Failure],
+        rescue_at: Option<Timestamp>,
+    ) -> Result<Vec<i64>> {
+        let mut done = Vec::with_capacity(items.len());
+        for f in items {
+            let id: Option<i64> = sqlx::query_scalar(include_str!("sql/mod_apply_failures.sql"))
+                .bind(f.id)
+                .bind(f.state.as_str())
+                .bind(us(f.run_at))
+                .bind(f.finished_at.map(us))
+                .bind(f.error_json().to_string())
+                .bind(f.run_json())
                 .bind(docket_core::run::RUN_LOG_KEEP)
-                .execute(&mut **tx)
+                .bind(f.attempt)
+                .bind(rescue_at.map(us))
+                .fetch_optional(&mut **tx)
                 .await?;
+            done.extend(id);
         }
-        Ok(())
+        Ok(done)
     }
+}
+
+/// The nonce a task's `lease_token` column holds (32 hex digits; see
+/// [`docket_core::lease::LeaseToken`]); a value of another form holds nothing.
+fn nonce_of(row: &SqliteRow) -> Result<Option<u128>> {
+    Ok(row
+        .try_get::<Option<String>, _>("lease_token")?
+        .as_deref()
+        .and_then(docket_core::lease::nonce_from_hex))
 }
 
 #[async_trait]

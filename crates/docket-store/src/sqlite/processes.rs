@@ -155,10 +155,10 @@ impl ProcessStore for SqliteStore {
     async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
         let mut tx = self.begin().await?;
         let key = docket_core::process::key_of(&c.namespace, &c.id);
-        let (t, token) = Self::get_in(&mut tx, c.task_id)
+        let (t, nonce) = Self::get_in(&mut tx, c.task_id)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("task {}", c.task_id)))?;
-        if t.state != TaskState::Running || token.as_deref() != Some(c.token.as_str()) {
+        if t.state != TaskState::Running || !lease::holds(nonce, &c.token, t.id) {
             return Err(StoreError::LeaseLost);
         }
         let (last, was): (i64, String) = sqlx::query_as(
@@ -221,19 +221,19 @@ impl ProcessStore for SqliteStore {
 
     async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome> {
         let mut tx = self.begin().await?;
-        let Some((t, token)) = Self::get_in(&mut tx, f.fail.id).await? else {
+        let Some((t, nonce)) = Self::get_in(&mut tx, f.fail.id).await? else {
             return Ok(LeaseOutcome::NotFound);
         };
-        let held = token.as_deref() == Some(f.fail.token.as_str());
-        if !held || t.state != TaskState::Running {
-            return Ok(crate::shared::lease_refusal(t.state, held));
+        let check = lease::check(&t, nonce, &f.fail.token, f.now);
+        if matches!(check, LeaseCheck::Cancelled | LeaseCheck::Lost) {
+            return Ok(check.refusal());
         }
         let d = (f.fail_rule)(&t, f.now, f.fail.retry_in, f.fail.permanent);
-        let outcome = outcome_for(&d, &t);
-        let e = error_entry(&t, &f.fail.error, None, f.now);
+        let failure = Failure::new(&t, d, &f.fail.error, None, f.now);
+        let outcome = failure.outcome();
         let queue = t.queue.clone();
         let gave_up = matches!(d, FailDecision::Discard);
-        Self::apply_failures(&mut tx, &[(t, d, e)], f.now).await?;
+        Self::apply_failures(&mut tx, &[failure], None).await?;
         sqlx::query("UPDATE docket_tasks SET result = ?2 WHERE id = ?1")
             .bind(f.fail.id)
             .bind(serde_json::json!({"error": f.error_value}).to_string())
@@ -266,10 +266,10 @@ impl ProcessStore for SqliteStore {
             now: _now,
         } = p;
         let mut tx = self.begin().await?;
-        let (t, tok) = Self::get_in(&mut tx, task_id)
+        let (t, nonce) = Self::get_in(&mut tx, task_id)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))?;
-        if t.state != TaskState::Running || tok.as_deref() != Some(token) {
+        if t.state != TaskState::Running || !lease::holds(nonce, token, t.id) {
             return Err(StoreError::LeaseLost);
         }
         sqlx::query("DELETE FROM docket_events WHERE namespace = ?1 AND process_id = ?2")
@@ -435,8 +435,8 @@ impl ProcessStore for SqliteStore {
             };
             let d = fail_rule(&t, now, None, false);
             let gave_up = matches!(d, FailDecision::Discard);
-            let e = error_entry(&t, &detail, None, now);
-            Self::apply_failures(&mut tx, &[(t.clone(), d, e)], now).await?;
+            let f = Failure::new(&t, d, &detail, None, now);
+            Self::apply_failures(&mut tx, &[f], None).await?;
             if let (true, ProcessBreak::Break { corrupted }) = (gave_up, on_give_up) {
                 let by = corrupted.then_some(t.id);
                 Self::break_process(&mut tx, &ns, &pid, &detail, t.id, by, now).await?;

@@ -392,11 +392,12 @@ pub(super) async fn leases_heartbeats_and_stale_tokens(b: Bundle) {
     // The lease expires, the task is rescued and claimed again; the old lease can never
     // overwrite the new attempt's result.
     assert_eq!(
-        s.task_rescue(TaskRescueParams {
-            fail_rule: docket_core::task::standard_fail_rule,
-            now: t0() + secs(161),
-            limit: 100
-        })
+        rescue(
+            s,
+            docket_core::task::standard_fail_rule,
+            t0() + secs(161),
+            100
+        )
         .await
         .unwrap()
         .len(),
@@ -538,18 +539,126 @@ pub(super) async fn attempt_deadline(b: Bundle) {
         .unwrap();
     assert_eq!(third.len(), 1);
     assert_eq!(
-        s.task_rescue(TaskRescueParams {
-            fail_rule: docket_core::task::standard_fail_rule,
-            now: t0() + secs(3),
-            limit: 10
-        })
-        .await
-        .unwrap()
-        .len(),
+        rescue(s, docket_core::task::standard_fail_rule, t0() + secs(3), 10)
+            .await
+            .unwrap()
+            .len(),
         1
     );
     let r = s.task_get(third[0].id).await.unwrap().unwrap();
     assert_eq!(r.errors[0].message, "lease expired");
+}
+
+/// The rescuer reads without locking and decides; the store applies a decision only while the
+/// task is as it was read (River's JobGetStuck / JobRescueMany): one heartbeated, completed,
+/// re-claimed or rescued by another node meanwhile is left alone, so two nodes rescuing the
+/// same batch fail each attempt once.
+pub(super) async fn rescue_applies_only_what_it_read(b: Bundle) {
+    let s = &*b.store;
+    let mut tasks = vec![];
+    for k in ["beat", "done", "again", "twice"] {
+        let mut n = nt(k);
+        n.timeout = Some(Duration::from_secs(60));
+        tasks.push(n);
+    }
+    insert(s, tasks, t0()).await;
+    let mut lease = claim(s, "default", 4, t0()).await;
+    lease.sort_by_key(|t| t.id);
+    // Leases of 5 s, within the 60 s timeout: expired at 6 s, the deadline still far.
+    for t in &lease {
+        s.task_heartbeat(TaskHeartbeatParams {
+            id: t.id,
+            token: t.lease.as_ref().unwrap().token.clone(),
+            progress: None,
+            lease: Some(Duration::from_secs(5)),
+            now: t0(),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    }
+    let now = t0() + secs(6);
+    let stuck = s
+        .task_rescue_list(TaskRescueListParams { now, limit: 10 })
+        .await
+        .unwrap();
+    assert_eq!(stuck.len(), 4);
+    let plan: Vec<docket_core::lease::Failure> = stuck
+        .iter()
+        .map(|t| docket_core::lease::Failure::rescue(t, docket_core::task::standard_fail_rule, now))
+        .collect();
+    assert!(plan.iter().all(|f| f.error.message == "lease expired"));
+    // Meanwhile: "beat" renews its lease, "done" completes (a completion within the deadline is
+    // taken after the lease ran out), "again" is rescued and claimed again (another node).
+    let (beat, done_, again_) = (&lease[0], &lease[1], &lease[2]);
+    s.task_heartbeat(TaskHeartbeatParams {
+        id: beat.id,
+        token: beat.lease.as_ref().unwrap().token.clone(),
+        progress: None,
+        lease: Some(Duration::from_secs(30)),
+        now,
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let o = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(done_, json!(1))],
+            now,
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        o[0],
+        LeaseOutcome::Ok {
+            state: TaskState::Completed,
+            ..
+        }
+    ));
+    let first = s
+        .task_rescue_many(TaskRescueManyParams {
+            items: vec![plan[2].clone()],
+            now,
+        })
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    s.task_promote(TaskPromoteParams {
+        now: t0() + secs(3600),
+        limit: 10,
+    })
+    .await
+    .unwrap();
+    let re = claim(s, "default", 1, t0() + secs(3600)).await;
+    assert_eq!(re[0].id, again_.id);
+    // The whole plan now: only "twice" is still as read.
+    let applied = s
+        .task_rescue_many(TaskRescueManyParams {
+            items: plan.clone(),
+            now,
+        })
+        .await
+        .unwrap();
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    assert_eq!(applied[0].kind, "twice");
+    // A second node applying the same plan changes nothing.
+    assert!(s
+        .task_rescue_many(TaskRescueManyParams { items: plan, now })
+        .await
+        .unwrap()
+        .is_empty());
+    let get = |id| async move { s.task_get(id).await.unwrap().unwrap() };
+    assert_eq!(get(beat.id).await.state, TaskState::Running);
+    assert_eq!(get(done_.id).await.state, TaskState::Completed);
+    let a = get(again_.id).await;
+    assert_eq!(
+        (a.state, a.attempt, a.errors.len()),
+        (TaskState::Running, 2, 1)
+    );
+    let t = get(lease[3].id).await;
+    assert_eq!((t.state, t.errors.len()), (TaskState::Retryable, 1));
+    assert_eq!(t.errors[0].message, "lease expired");
 }
 
 pub(super) async fn rescue_retries_then_discards(b: Bundle) {
@@ -566,11 +675,12 @@ pub(super) async fn rescue_retries_then_discards(b: Bundle) {
     let t = claim(s, "default", 1, t0()).await.remove(0);
     assert_eq!(t.lease.unwrap().expires_at, t0() + secs(10));
     assert_eq!(
-        s.task_rescue(TaskRescueParams {
-            fail_rule: docket_core::task::standard_fail_rule,
-            now: t0() + secs(10),
-            limit: 100
-        })
+        rescue(
+            s,
+            docket_core::task::standard_fail_rule,
+            t0() + secs(10),
+            100
+        )
         .await
         .unwrap()
         .len(),
@@ -578,11 +688,12 @@ pub(super) async fn rescue_retries_then_discards(b: Bundle) {
         "not yet expired"
     );
     assert_eq!(
-        s.task_rescue(TaskRescueParams {
-            fail_rule: docket_core::task::standard_fail_rule,
-            now: t0() + secs(11),
-            limit: 100
-        })
+        rescue(
+            s,
+            docket_core::task::standard_fail_rule,
+            t0() + secs(11),
+            100
+        )
         .await
         .unwrap()
         .len(),
@@ -619,11 +730,12 @@ pub(super) async fn rescue_retries_then_discards(b: Bundle) {
     );
     claim(s, "default", 1, t0() + secs(16)).await.remove(0);
     assert_eq!(
-        s.task_rescue(TaskRescueParams {
-            fail_rule: docket_core::task::standard_fail_rule,
-            now: t0() + secs(100),
-            limit: 100
-        })
+        rescue(
+            s,
+            docket_core::task::standard_fail_rule,
+            t0() + secs(100),
+            100
+        )
         .await
         .unwrap()
         .len(),
@@ -812,13 +924,7 @@ pub(super) async fn fail_rule_is_the_callers(b: Bundle) {
         .await
         .unwrap()
         .remove(0);
-    s.task_rescue(TaskRescueParams {
-        fail_rule: hour_later,
-        now: t0() + secs(5),
-        limit: 10,
-    })
-    .await
-    .unwrap();
+    rescue(s, hour_later, t0() + secs(5), 10).await.unwrap();
     let got = s.task_get(t.id).await.unwrap().unwrap();
     assert_eq!(
         (got.state, got.run_at),
@@ -916,13 +1022,9 @@ pub(super) async fn run_log_of_every_attempt(b: Bundle) {
     promote(s, now).await;
     claim(s, "default", 1, now).await.remove(0);
     now += secs(3);
-    s.task_rescue(TaskRescueParams {
-        fail_rule: docket_core::task::standard_fail_rule,
-        now: now + secs(8),
-        limit: 10,
-    })
-    .await
-    .unwrap();
+    rescue(s, docket_core::task::standard_fail_rule, now + secs(8), 10)
+        .await
+        .unwrap();
     let r = s.task_get(id).await.unwrap().unwrap();
     assert_eq!(r.runs[1].outcome, RunOutcome::Timeout, "{:?}", r.runs);
     for _ in 0..RUN_LOG_KEEP {

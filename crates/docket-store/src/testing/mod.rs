@@ -213,6 +213,7 @@ const CASES: &[Case] = cases![
     claims::leases_heartbeats_and_stale_tokens,
     claims::attempt_deadline,
     claims::rescue_retries_then_discards,
+    claims::rescue_applies_only_what_it_read,
     claims::fail_rules,
     claims::fail_rule_is_the_callers,
     claims::linear_backoff,
@@ -367,6 +368,25 @@ fn fail(t: &docket_core::Task, msg: &str) -> TaskFail {
         retry_in: None,
         permanent: false,
     }
+}
+
+/// A rescue as the engine's rescuer runs it: list the expired leases, decide each with
+/// [`docket_core::lease::Failure::rescue`] and `rule`, apply.
+async fn rescue(
+    s: &dyn Store,
+    rule: docket_core::task::FailRule,
+    now: Timestamp,
+    limit: i64,
+) -> Result<Vec<TaskLabels>> {
+    let stuck = s
+        .task_rescue_list(TaskRescueListParams { now, limit })
+        .await?;
+    let items = stuck
+        .iter()
+        .map(|t| docket_core::lease::Failure::rescue(t, rule, now))
+        .collect();
+    s.task_rescue_many(TaskRescueManyParams { items, now })
+        .await
 }
 
 fn state_run_at(o: &LeaseOutcome) -> (TaskState, docket_core::Timestamp) {

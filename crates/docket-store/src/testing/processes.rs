@@ -89,11 +89,12 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     assert_eq!(c.iter().map(|t| t.id).collect::<Vec<_>>(), vec![init.id]);
     // Its node dies: past the lease, the generic rescuer leaves it to zombie collection.
     assert_eq!(
-        s.task_rescue(TaskRescueParams {
-            fail_rule: docket_core::task::standard_fail_rule,
-            now: t0() + secs(11),
-            limit: 100
-        })
+        rescue(
+            s,
+            docket_core::task::standard_fail_rule,
+            t0() + secs(11),
+            100
+        )
         .await
         .unwrap()
         .len(),

@@ -136,9 +136,14 @@ impl MaintenanceStore for Recording {
         self.inner.task_promote(p).await
     }
 
-    async fn task_rescue(&self, p: TaskRescueParams) -> Result<Vec<TaskLabels>> {
-        self.hit("task_rescue").await;
-        self.inner.task_rescue(p).await
+    async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>> {
+        self.hit("task_rescue_list").await;
+        self.inner.task_rescue_list(p).await
+    }
+
+    async fn task_rescue_many(&self, p: TaskRescueManyParams) -> Result<Vec<TaskLabels>> {
+        self.hit("task_rescue_many").await;
+        self.inner.task_rescue_many(p).await
     }
 
     async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {

@@ -9,7 +9,8 @@ UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.resu
     WHERE t.id = x.id AND t.lease_token = x.token
     AND t.state IN ('scheduled', 'available', 'running', 'retryable') AND (t.state = 'running') IS TRUE
     AND t.cancel_requested_at IS NULL
-    AND (t.namespace IS NOT NULL OR $1 < t.attempted_at + t.timeout_ms * interval '1 millisecond')
+    -- Within the deadline the claim wrote (docket_core::lease::deadline_of; none for steps).
+    AND (t.deadline_at IS NULL OR $1 < t.deadline_at)
     RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS (
     SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     t.kind, t.attempted_at

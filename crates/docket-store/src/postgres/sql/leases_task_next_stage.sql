@@ -4,7 +4,7 @@ UPDATE docket_tasks t SET state = $3, run_at = $4, stage = $5, payload = COALESC
     {runs:completed:$9}
     WHERE t.id = $1 AND t.lease_token = $2 AND t.state = 'running'
     AND t.cancel_requested_at IS NULL
-    AND (t.namespace IS NOT NULL OR $9 < t.attempted_at + t.timeout_ms * interval '1 millisecond')
+    AND (t.deadline_at IS NULL OR $9 < t.deadline_at)
     RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS (
     SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     t.kind, t.attempted_at

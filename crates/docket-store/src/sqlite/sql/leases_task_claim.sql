@@ -1,4 +1,5 @@
-SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit
+SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit,
+    t.timeout_ms, t.namespace IS NOT NULL AS process
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = ?1
     AND (t.node IS NULL OR t.node = ?2)

@@ -3,7 +3,7 @@ UPDATE docket_tasks SET state = ?3, run_at = ?4, stage = ?5, payload = COALESCE(
     stages_done = json_insert(COALESCE(stages_done, '[]'), '$[#]', stage),
     {runs:completed:?9}
     WHERE id = ?1 AND lease_token = ?2 AND state = 'running' AND cancel_requested_at IS NULL
-    AND (namespace IS NOT NULL OR ?9 < attempted_at + timeout_ms * 1000)
+    AND (deadline_at IS NULL OR ?9 < deadline_at)
     RETURNING id, run_at, queue, (concurrency_key IS NOT NULL OR EXISTS (SELECT 1
     FROM docket_queues q WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     kind, attempted_at
