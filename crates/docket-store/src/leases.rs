@@ -1,0 +1,277 @@
+//! Claims and the calls made under a lease: heartbeat, complete, fail ([`LeaseStore`]), and the
+//! claim's room counting, written once for every backend. What a lease-checked call does is
+//! `docket_core::lease`'s.
+
+use crate::*;
+use async_trait::async_trait;
+use docket_core::{Task, Timestamp};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Params of [`LeaseStore::task_claim`].
+#[derive(Debug, Clone)]
+pub struct TaskClaimParams {
+    /// Queue to claim from.
+    pub queue: String,
+    /// Who claims (recorded in `worker` and in error entries).
+    pub worker: String,
+    /// Name of the claiming node: tasks with another `node` are skipped.
+    pub node: String,
+    /// At most this many.
+    pub limit: i64,
+    /// Lease duration; default each task's timeout.
+    pub lease: Option<Duration>,
+    /// Only tasks of these kinds (asyncflow's hold by task type); None: any kind.
+    pub kinds: Option<Vec<String>>,
+    /// Only tasks at these stages (asyncflow's task_stage); None: any stage.
+    pub stages: Option<Vec<String>>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Params of [`LeaseStore::task_heartbeat`].
+#[derive(Debug, Clone)]
+pub struct TaskHeartbeatParams {
+    /// Task id.
+    pub id: i64,
+    /// Lease token from the claim.
+    pub token: String,
+    /// New progress, if any.
+    pub progress: Option<Value>,
+    /// New lease duration; default the attempt's lease duration.
+    pub lease: Option<Duration>,
+    /// Now.
+    pub now: Timestamp,
+    /// How a failed attempt ends (the engine's rule; the store only applies it).
+    pub fail_rule: docket_core::task::FailRule,
+}
+
+/// One item of [`LeaseStore::task_complete_many`].
+#[derive(Debug, Clone)]
+pub struct TaskComplete {
+    /// Task id.
+    pub id: i64,
+    /// Lease token.
+    pub token: String,
+    /// Result to store.
+    pub result: Value,
+    /// Hand the task on to this stage instead of finishing it.
+    pub next: Option<NextStage>,
+}
+
+pub use docket_core::task::NextStage;
+
+/// One item of [`LeaseStore::task_fail_many`].
+#[derive(Debug, Clone)]
+pub struct TaskFail {
+    /// Task id.
+    pub id: i64,
+    /// Lease token.
+    pub token: String,
+    /// Error message (kept in `errors`).
+    pub error: String,
+    /// Retry after this delay instead of the backoff.
+    pub retry_in: Option<Duration>,
+    /// Do not retry.
+    pub permanent: bool,
+}
+
+pub use docket_core::lease::{Failure, LeaseOutcome, TaskLabels};
+
+/// Claims and the calls made under a lease: heartbeat, complete, fail.
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
+    /// Claims up to `limit` available tasks of a queue in claim order (priority desc, run_at,
+    /// id), skipping tasks for other nodes, expired ones, keys at their concurrency limit, and
+    /// everything in a paused queue or beyond the queue's concurrency limit. Each returned task
+    /// is `running` with a fresh lease in `lease`.
+    ///
+    /// # Errors
+    /// Database failure; nothing is claimed then.
+    async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>>;
+
+    /// Extends a lease and records progress.
+    ///
+    /// # Errors
+    /// [`StoreError::LeaseLost`] for a stale token, [`StoreError::Cancelled`] when a cancel was
+    /// requested (the task is then cancelled), [`StoreError::NotFound`].
+    async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task>;
+
+    /// Completes many tasks in one statement. One outcome per item, in order.
+    ///
+    /// # Errors
+    /// Database failure (then nothing changed).
+    async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>>;
+
+    /// Fails many attempts: each is retried after its backoff (or `retry_in`), or discarded when
+    /// permanent, out of attempts or past expiry. One outcome per item, in order.
+    ///
+    /// # Errors
+    /// Database failure (then nothing changed).
+    async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>>;
+
+    /// The lease token of task `id` while it runs (None otherwise): for protocols without
+    /// leases (asyncflow's compat routes, whose workers name a held task by its id alone).
+    ///
+    /// # Errors
+    /// Store failure.
+    async fn task_lease_token(&self, id: i64) -> Result<Option<String>>;
+}
+
+/// Params of [`LeaseStore::task_complete_many`].
+#[derive(Debug, Clone)]
+pub struct TaskCompleteManyParams<'a> {
+    /// The leases and what to record, one per task.
+    pub items: &'a [TaskComplete],
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// How a failed attempt ends (the engine's rule; the store only applies it).
+    pub fail_rule: docket_core::task::FailRule,
+}
+
+/// Params of [`LeaseStore::task_fail_many`].
+#[derive(Debug, Clone)]
+pub struct TaskFailManyParams<'a> {
+    /// The leases and what to record, one per task.
+    pub items: &'a [TaskFail],
+    /// The worker reporting, when it is not the lease's own.
+    pub worker: Option<&'a str>,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// How a failed attempt ends (the engine's rule; the store only applies it).
+    pub fail_rule: docket_core::task::FailRule,
+}
+
+/// A task a claim may take: its id and concurrency key with the key's limit (default 1), and
+/// what its lease depends on (its timeout, whether it is a process step).
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimCandidate {
+    pub id: i64,
+    pub key: Option<(String, i32)>,
+    pub timeout_ms: i64,
+    pub process: bool,
+}
+
+impl ClaimCandidate {
+    /// The lease a claim at `now` asking for `lease` gives it ([`docket_core::lease::claim_lease`]).
+    pub(crate) fn lease(
+        &self,
+        now: Timestamp,
+        lease: Option<Duration>,
+    ) -> docket_core::lease::ClaimLease {
+        let timeout = Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0));
+        docket_core::lease::claim_lease(now, lease, timeout, self.process)
+    }
+}
+
+/// What a claim writes, as columns: ids, lease lengths (ms), lease ends and deadlines of the
+/// picked candidates, in order.
+pub(crate) struct ClaimColumns {
+    pub ids: Vec<i64>,
+    pub lease_ms: Vec<i64>,
+    pub expires_at: Vec<Timestamp>,
+    pub deadline_at: Vec<Option<Timestamp>>,
+}
+
+impl ClaimColumns {
+    /// The leases of `picked` for a claim at `now` asking for `lease`.
+    pub(crate) fn of(picked: &[&ClaimCandidate], now: Timestamp, lease: Option<Duration>) -> Self {
+        let mut c = ClaimColumns {
+            ids: Vec::with_capacity(picked.len()),
+            lease_ms: Vec::with_capacity(picked.len()),
+            expires_at: Vec::with_capacity(picked.len()),
+            deadline_at: Vec::with_capacity(picked.len()),
+        };
+        for p in picked {
+            let l = p.lease(now, lease);
+            c.ids.push(p.id);
+            c.lease_ms.push(l.lease_ms);
+            c.expires_at.push(l.expires_at);
+            c.deadline_at.push(l.deadline_at);
+        }
+        c
+    }
+}
+
+/// The distinct concurrency keys among `cands`, sorted (so claimers lock them in one order
+/// and never wait on each other in opposite orders), each with its limit.
+pub(crate) fn claim_keys(cands: &[ClaimCandidate]) -> Vec<(String, i32)> {
+    let mut keys: Vec<(String, i32)> = cands.iter().filter_map(|c| c.key.clone()).collect();
+    keys.sort();
+    keys.dedup_by(|a, b| a.0 == b.0);
+    keys
+}
+
+/// Which candidates (in claim order) a claim takes: at most `room` (the queue's free slots),
+/// and of each key at most the slots `key_room` counts as free (running tasks of the key
+/// subtracted from its limit). The same rule on every backend; each backend counts `room`
+/// and `key_room` under its own locks.
+pub(crate) fn claim_pick(
+    cands: &[ClaimCandidate],
+    room: usize,
+    mut key_room: HashMap<String, i64>,
+) -> Vec<&ClaimCandidate> {
+    let mut ids = Vec::with_capacity(cands.len().min(room));
+    for c in cands {
+        if ids.len() >= room {
+            break;
+        }
+        if let Some((k, _)) = &c.key {
+            let left = key_room.entry(k.clone()).or_insert(0);
+            if *left <= 0 {
+                continue;
+            }
+            *left -= 1;
+        }
+        ids.push(c);
+    }
+    ids
+}
+
+/// Orders claimed tasks as the claim did (priority desc, attempt asc, run_at asc, id asc).
+pub(crate) fn sort_claim_order(tasks: &mut [Task]) {
+    tasks.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.attempt.cmp(&b.attempt))
+            .then(a.run_at.cmp(&b.run_at))
+            .then(a.id.cmp(&b.id))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claim_pick_keeps_queue_and_key_room() {
+        let c = |id, key: Option<&str>| ClaimCandidate {
+            id,
+            key: key.map(|k| (k.to_string(), 2)),
+            timeout_ms: 1000,
+            process: false,
+        };
+        let claim_pick = |c, room, kr| -> Vec<i64> {
+            claim_pick(c, room, kr).into_iter().map(|c| c.id).collect()
+        };
+        let cands = vec![
+            c(1, Some("a")),
+            c(2, Some("a")),
+            c(3, Some("a")),
+            c(4, None),
+            c(5, Some("b")),
+            c(6, None),
+        ];
+        assert_eq!(claim_keys(&cands), vec![("a".into(), 2), ("b".into(), 2)]);
+        let room = |a, b| HashMap::from([("a".to_string(), a), ("b".to_string(), b)]);
+        assert_eq!(
+            claim_pick(&cands, usize::MAX, room(2, 2)),
+            vec![1, 2, 4, 5, 6]
+        );
+        assert_eq!(claim_pick(&cands, 3, room(2, 2)), vec![1, 2, 4]);
+        // A key already full (or over: a limit lowered while tasks run) takes nothing.
+        assert_eq!(claim_pick(&cands, usize::MAX, room(0, -1)), vec![4, 6]);
+        assert_eq!(claim_pick(&cands, 0, room(2, 2)), Vec::<i64>::new());
+    }
+}

@@ -1,0 +1,112 @@
+//! Process notifications, webhook sinks and wake-ups ([`NotificationStore`]).
+
+use crate::*;
+use async_trait::async_trait;
+use docket_core::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What a [`NotificationStore::listen`] subscription delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// Look at this queue again (a task became available or a slot was freed).
+    Queue(String),
+    /// This task finished (process steps: wakes the synchronous caller waiting for it).
+    Task(i64),
+    /// Notifications may have been lost: look at everything.
+    All,
+}
+
+/// One published notification (`GET /v1/events`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Notification {
+    /// Position in the stream (resume after it).
+    pub seq: i64,
+    /// Namespace.
+    pub namespace: String,
+    /// Process id.
+    pub process_id: String,
+    /// `event`, `created`, `failed`, `repaired` or `removed`.
+    pub kind: String,
+    /// The event's id (kind `event`).
+    pub event_id: Option<i64>,
+    /// The event (kind `event`: `{"event_id", "timestamp", "metadata", "payload"}`), or details
+    /// (kind `failed`: `{"detail"}`).
+    pub data: Value,
+    /// When it was written.
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+}
+
+/// Wake-ups, process notifications and their delivery cursors (sinks).
+#[async_trait]
+pub trait NotificationStore: Send + Sync {
+    /// Subscribes to "look again" notifications: a task became available, a finished attempt
+    /// freed a concurrency slot ([`Wake::Queue`]), or a process step finished ([`Wake::Task`]). PostgreSQL
+    /// delivers every process's notifications (LISTEN/NOTIFY); SQLite only this process's, so
+    /// other processes' changes are seen by polling. `None` where there is nothing to listen to.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>>;
+
+    /// Notifications after `after`, oldest first, optionally of one namespace.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn notification_list(&self, p: NotificationListParams<'_>) -> Result<Vec<Notification>>;
+
+    /// The seq of the newest notification (0 when there is none): where a live tail starts.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn notification_last_seq(&self) -> Result<i64>;
+
+    /// Leases sink `name` to `owner` until `until` when it is free, expired or already theirs
+    /// (creating its cursor at 0); returns the cursor (deliver notifications after it).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>>;
+
+    /// Moves sink `name`'s cursor to `seq` if `owner` still holds it; false otherwise.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool>;
+}
+
+/// Params of [`NotificationStore::notification_list`].
+#[derive(Debug, Clone)]
+pub struct NotificationListParams<'a> {
+    /// The process's namespace.
+    pub namespace: Option<&'a str>,
+    /// Start after this (keyset paging).
+    pub after: i64,
+    /// Most rows to touch (or return).
+    pub limit: i64,
+}
+
+/// Params of [`NotificationStore::sink_lease`].
+#[derive(Debug, Clone)]
+pub struct SinkLeaseParams<'a> {
+    /// The sink (e.g. `webhook:NS`).
+    pub name: &'a str,
+    /// Who holds (or asks for) the sink's lease.
+    pub owner: &'a str,
+    /// The lease's end.
+    pub until: Timestamp,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`NotificationStore::sink_advance`].
+#[derive(Debug, Clone)]
+pub struct SinkAdvanceParams<'a> {
+    /// The sink (e.g. `webhook:NS`).
+    pub name: &'a str,
+    /// Who holds (or asks for) the sink's lease.
+    pub owner: &'a str,
+    /// The seq delivered up to.
+    pub seq: i64,
+}

@@ -1,0 +1,190 @@
+//! Tasks: insert, read, list, and the operator changes of one task ([`TaskStore`]), with the
+//! column list every backend decodes a task from.
+
+use crate::*;
+use async_trait::async_trait;
+use docket_core::task::ResolvedTask;
+use docket_core::{Task, TaskState, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Params of [`TaskStore::task_insert_many`].
+#[derive(Debug, Clone)]
+pub struct TaskInsertManyParams {
+    /// Tasks with every default resolved.
+    pub tasks: Vec<ResolvedTask>,
+    /// created_at of all of them.
+    pub now: Timestamp,
+}
+
+/// Params of [`TaskStore::task_list`]: filters combine with AND; keyset paging by id.
+#[derive(Debug, Clone, Default)]
+pub struct TaskListParams {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only these states (empty: any state).
+    pub states: Vec<TaskState>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only this concurrency key (a process's tasks: `<namespace>:<id>`).
+    pub concurrency_key: Option<String>,
+    /// Only this user's tasks.
+    pub user_id: Option<String>,
+    /// Only ids greater than this (ascending order) or smaller (descending).
+    pub after: Option<i64>,
+    /// Newest first.
+    pub descending: bool,
+    /// At most this many.
+    pub limit: i64,
+    /// Only tasks whose payload or errors contain this text (case-insensitive).
+    pub text: Option<String>,
+}
+
+/// Finished tasks in one minute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Throughput {
+    /// Start of the minute.
+    #[schema(value_type = String, format = DateTime)]
+    pub minute: Timestamp,
+    /// Tasks completed.
+    pub completed: i64,
+    /// Tasks discarded (failed for good).
+    pub failed: i64,
+}
+
+/// Tasks: insert, read, list, and the operator changes of one task.
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Inserts tasks in one transaction (PostgreSQL: one statement). Returns one task per input,
+    /// in input order, with `inserted: false` where a unique_key matched an unfinished task.
+    ///
+    /// # Errors
+    /// Database failure; nothing is inserted then.
+    async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>>;
+
+    /// One task by id.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_get(&self, id: i64) -> Result<Option<Task>>;
+
+    /// Tasks matching the filters, by id.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>>;
+
+    /// Cancels a task that is not finished. A running task keeps running until its next
+    /// heartbeat/complete/fail, which then cancel it; the answer shows `cancel_requested_at`.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for completed/discarded tasks.
+    async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task>;
+
+    /// Makes a discarded or cancelled task available again now (one more attempt if spent).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states;
+    /// [`StoreError::Conflict`] when an unfinished task took its unique_key meanwhile.
+    async fn task_retry(&self, p: TaskRetryParams) -> Result<Task>;
+
+    /// The earliest run_at of scheduled/retryable tasks.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_next_due(&self) -> Result<Option<Timestamp>>;
+
+    /// The newest task with this unique key, in any state.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>>;
+
+    /// Makes a scheduled or retryable task available now (the dashboard's "run now").
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::InvalidState`] for other states.
+    async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task>;
+
+    /// Finished tasks per minute since `since` (completed and discarded), oldest first;
+    /// minutes without any are left out.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>>;
+
+    /// Changes a task by `p.rule`, applied to the row as stored while it is locked (so no
+    /// claim or finish races the change): writes back its queue, priority, run_at, state,
+    /// payload, node, max_attempts, stage and progress, wakes its queue when it is available.
+    /// Returns the task as stored after.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; whatever the rule returns; store failure.
+    async fn task_update(&self, p: TaskUpdateParams) -> Result<Task>;
+}
+
+/// Params of [`TaskStore::task_cancel`].
+#[derive(Debug, Clone)]
+pub struct TaskCancelParams {
+    /// The task's id.
+    pub id: i64,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`TaskStore::task_retry`].
+#[derive(Debug, Clone)]
+pub struct TaskRetryParams {
+    /// The task's id.
+    pub id: i64,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// The rule of [`TaskStore::task_update`]: the task as stored and its lease token (running
+/// tasks) → the task to write, or why not.
+pub type TaskUpdateRule =
+    Arc<dyn Fn(&Task, Option<&str>) -> std::result::Result<Task, StoreError> + Send + Sync>;
+
+/// Params of [`TaskStore::task_update`].
+pub struct TaskUpdateParams {
+    /// The task's id.
+    pub id: i64,
+    /// The change (the engine's rule; the store only applies it).
+    pub rule: TaskUpdateRule,
+}
+
+impl Clone for TaskUpdateParams {
+    fn clone(&self) -> Self {
+        TaskUpdateParams {
+            id: self.id,
+            rule: Arc::clone(&self.rule),
+        }
+    }
+}
+
+impl std::fmt::Debug for TaskUpdateParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskUpdateParams")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Params of [`TaskStore::task_run_now`].
+#[derive(Debug, Clone)]
+pub struct TaskRunNowParams {
+    /// The task's id.
+    pub id: i64,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Every column of `docket_tasks` a [`Task`] is decoded from (the same on every backend).
+pub(crate) const TASK_COLS: &str =
+    "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
+    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
+    created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
+    cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
+    stages_done, runs, run_count, attempt_node, edited_at";
