@@ -33,6 +33,7 @@ mod processes;
 mod queues;
 mod schedules;
 mod shared;
+mod sql;
 pub mod sqlite;
 mod tasks;
 #[cfg(feature = "testing")]
@@ -50,7 +51,7 @@ pub use processes::*;
 pub use queues::*;
 pub(crate) use queues::{empty_counts, merge_queues, QueueTimes};
 pub use schedules::*;
-pub(crate) use tasks::TASK_COLS;
+pub(crate) use sql::sql;
 pub use tasks::*;
 pub(crate) use tokens::decode_grant;
 pub use tokens::*;

@@ -179,12 +179,3 @@ pub struct TaskRunNowParams {
     /// The current time (the engine's clock).
     pub now: Timestamp,
 }
-
-/// Every column of `docket_tasks` a [`Task`] is decoded from (the same on every backend).
-pub(crate) const TASK_COLS: &str =
-    "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
-    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
-    created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
-    cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
-    stages_done, runs, run_count, attempt_node, edited_at";

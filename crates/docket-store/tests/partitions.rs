@@ -371,7 +371,7 @@ async fn claim_plan(pool: &sqlx::PgPool, settings: &str) -> String {
     sqlx::raw_sql(settings).execute(&mut *tx).await.unwrap();
     let sql = format!(
         "EXPLAIN (FORMAT JSON) {}",
-        include_str!("../src/postgres/sql/leases_task_claim.sql")
+        docket_store::postgres::statement("leases", "claim_candidates")
     );
     let plan: serde_json::Value = sqlx::query_scalar(&sql)
         .bind("default")

@@ -33,7 +33,7 @@ impl LeaseStore for MySqlStore {
                         .fetch_one(&mut *tx)
                         .await?;
                 let l = lease::renew(&t, kept, p.lease, p.now);
-                sqlx::query(include_str!("sql/leases_task_heartbeat_2.sql"))
+                sqlx::query(sql!(leases, heartbeat))
                     .bind(progress.clone())
                     .bind(dt(p.now))
                     .bind(progress)
@@ -50,7 +50,7 @@ impl LeaseStore for MySqlStore {
                 Ok(t)
             }
             LeaseCheck::CancelRequested => {
-                sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
+                sqlx::query(sql!(leases, heartbeat_cancelled))
                     .bind(dt(p.now))
                     .bind(progress)
                     .bind(p.id)
@@ -141,7 +141,7 @@ impl LeaseStore for MySqlStore {
             }
         }
         for (it, n, _) in &staged {
-            sqlx::query(sql_runs!("sql/leases_task_next_stage.sql"))
+            sqlx::query(sql!(leases, complete_to_next_stage))
                 .bind(it.result.to_string())
                 .bind(dt(now))
                 .bind(&n.stage)
@@ -172,7 +172,7 @@ impl LeaseStore for MySqlStore {
             q.execute(&mut *tx).await?;
         }
         for it in cancelled {
-            sqlx::query(sql_runs!("sql/leases_task_complete_many.sql"))
+            sqlx::query(sql!(leases, complete_cancelled))
                 .bind(dt(now))
                 .bind(it.result.to_string())
                 .bind(it.id)

@@ -23,7 +23,7 @@ impl MaintenanceStore for MySqlStore {
     async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
         let TaskPromoteParams { now, limit } = p;
         let mut tx = self.begin().await?;
-        let rows = sqlx::query(include_str!("sql/maintenance_task_promote.sql"))
+        let rows = sqlx::query(sql!(maintenance, promotable))
             .bind(dt(now))
             .bind(dt(now))
             .bind(limit)
@@ -74,7 +74,7 @@ impl MaintenanceStore for MySqlStore {
     async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
         let TaskExpireParams { now, limit } = p;
         let mut tx = self.begin().await?;
-        let ids: Vec<i64> = sqlx::query_scalar(include_str!("sql/maintenance_task_expire.sql"))
+        let ids: Vec<i64> = sqlx::query_scalar(sql!(maintenance, expirable))
             .bind(dt(now))
             .bind(limit)
             .fetch_all(&mut *tx)
@@ -114,7 +114,7 @@ impl MaintenanceStore for MySqlStore {
             }
             // Per-queue retention is read first, so the select compares each row with a bound
             // time.
-            let sql = include_str!("sql/maintenance_task_prune.sql")
+            let sql = sql!(maintenance, prunable)
                 .replace("FROM docket_tasks t", &format!("FROM {table} t"));
             let ids: Vec<i64> = sqlx::query_scalar(&sql)
                 .bind(dt(cut(p.retention_completed)))
@@ -143,7 +143,7 @@ impl MaintenanceStore for MySqlStore {
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
         let cut = |d: Duration| docket_core::time::sub(p.now, d);
         let mut tx = self.begin().await?;
-        let seqs: Vec<i64> = sqlx::query_scalar(include_str!("sql/maintenance_aux_prune.sql"))
+        let seqs: Vec<i64> = sqlx::query_scalar(sql!(maintenance, prunable_notifications))
             .bind(dt(cut(p.notifications)))
             .bind(p.limit)
             .fetch_all(&mut *tx)

@@ -30,7 +30,7 @@ use sqlx::Connection as _;
 use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};
 use std::str::FromStr;
 
-use crate::TASK_COLS as COLS;
+use crate::sql::{SCHEDULE_COLS, TASK_COLS as COLS, TOKEN_COLS};
 
 /// The oldest servers with `SKIP LOCKED`, JSON_TABLE and CHECK constraints.
 const MIN_MYSQL: (u32, u32) = (8, 0);
@@ -320,7 +320,7 @@ impl MySqlStore {
             })
             .connect_with(base)
             .await?;
-        let r = sqlx::query(include_str!("sql/mod_connect.sql"))
+        let r = sqlx::query(sql!(tasks, id_settings))
             .fetch_one(&pool)
             .await?;
         let (mode, inc): (i64, i64) = (r.try_get("m")?, r.try_get("i")?);
@@ -407,7 +407,7 @@ impl MySqlStore {
         t: &ResolvedTask,
         now: Timestamp,
     ) -> Result<Option<i64>> {
-        let r = sqlx::query(include_str!("sql/mod_insert_row.sql"))
+        let r = sqlx::query(sql!(tasks, insert))
             .bind(&t.queue)
             .bind(&t.kind)
             .bind(t.payload.to_string())
@@ -540,7 +540,7 @@ impl MySqlStore {
         }
         Self::lock(tx, "docket-notifications").await?;
         for n in notices {
-            sqlx::query(include_str!("sql/mod_publish.sql"))
+            sqlx::query(sql!(notifications, publish))
                 .bind(namespace)
                 .bind(id)
                 .bind(n.kind())
@@ -566,7 +566,7 @@ impl MySqlStore {
         now: Timestamp,
     ) -> Result<()> {
         // MySQL assigns left to right, so the status test comes before status changes.
-        sqlx::query(include_str!("sql/mod_break_process.sql"))
+        sqlx::query(sql!(processes, break_process))
             .bind(dt(now))
             .bind(detail)
             .bind(corrupted_by)
@@ -574,7 +574,7 @@ impl MySqlStore {
             .bind(id)
             .execute(&mut **tx)
             .await?;
-        sqlx::query(include_str!("sql/mod_break_process_2.sql"))
+        sqlx::query(sql!(processes, cancel_waiting))
             .bind(dt(now))
             .bind(docket_core::process::key_of(namespace, id))
             .execute(&mut **tx)
@@ -685,7 +685,7 @@ impl MySqlStore {
         &self,
         queue: Option<&str>,
     ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
-        let rows = sqlx::query(include_str!("sql/mod_counts.sql"))
+        let rows = sqlx::query(sql!(queues, counts))
             .bind(queue)
             .bind(queue)
             .bind(queue)
@@ -714,7 +714,7 @@ impl MySqlStore {
     ) -> Result<Vec<i64>> {
         let mut done = Vec::with_capacity(items.len());
         for f in items {
-            let r = sqlx::query(include_str!("sql/mod_apply_failures.sql"))
+            let r = sqlx::query(sql!(leases, fail))
                 .bind(f.state.as_str())
                 .bind(dt(f.run_at))
                 .bind(dt(f.finished_at))
@@ -792,9 +792,6 @@ impl Store for MySqlStore {
 const MIGRATE_LOCK: &str = "SELECT GET_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())), 600)";
 const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())))";
 
-const SCHEDULE_COLS: &str =
-    "spec, paused, next_run_at, last_run_at, last_task_id, created_at, updated_at";
-
 fn decode_schedule(r: &MySqlRow) -> Result<Schedule> {
     let spec = text(r, "spec")?;
     Ok(Schedule {
@@ -808,9 +805,6 @@ fn decode_schedule(r: &MySqlRow) -> Result<Schedule> {
         updated_at: time(r, "updated_at")?,
     })
 }
-
-const TOKEN_COLS: &str =
-    "id, name, hash, scopes, queues, created_at, expires_at, revoked_at, last_used_at";
 
 fn decode_token(r: &MySqlRow) -> Result<TokenRecord> {
     let id: i64 = r.try_get("id")?;
@@ -833,32 +827,7 @@ fn decode_token(r: &MySqlRow) -> Result<TokenRecord> {
     })
 }
 
-/// MySQL's run log append (see [`crate::shared::expand_runs`]). MySQL evaluates SET
-/// assignments left to right on the new values: a marker goes after `finished_at = ?` (its
-/// usual `now`) and before anything that changes `attempt` or `stage`.
-pub(crate) fn runs_sql(now: &str, outcome: &str) -> String {
-    format!(
-        "runs = JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(runs, '[]')) >= {keep} \
-           THEN JSON_REMOVE(runs, '$[0]') ELSE COALESCE(runs, JSON_ARRAY()) END, '$', \
-           JSON_OBJECT('attempt', attempt, 'stage', stage, \
-           'started_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', attempted_at), \
-           'finished_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {now}), \
-           'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')), \
-         run_count = run_count + 1",
-        keep = docket_core::run::RUN_LOG_KEEP
-    )
-}
-
-/// A statement of `sql/` with its run log markers expanded, built once.
-macro_rules! sql_runs {
-    ($file:literal) => {{
-        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-            crate::shared::expand_runs(include_str!($file), crate::mysql::runs_sql)
-        });
-        SQL.as_str()
-    }};
-}
-pub(crate) use sql_runs;
+crate::sql::statements!("mysql": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,7 @@ impl NotificationStore for MySqlStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(include_str!("sql/notifications_notification_list.sql"))
+        let rows = sqlx::query(sql!(notifications, list))
             .bind(after)
             .bind(namespace)
             .bind(namespace)
@@ -59,7 +59,7 @@ impl NotificationStore for MySqlStore {
         .bind(name)
         .execute(&mut *tx)
         .await?;
-        let r = sqlx::query(include_str!("sql/notifications_sink_lease.sql"))
+        let r = sqlx::query(sql!(notifications, sink_lease))
             .bind(owner)
             .bind(dt(until))
             .bind(name)

@@ -6,7 +6,7 @@ use super::*;
 impl ProcessStore for MySqlStore {
     async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
         let NamespacePutParams { name, config, now } = p;
-        sqlx::query(include_str!("sql/processes_namespace_put.sql"))
+        sqlx::query(sql!(processes, namespace_put))
             .bind(name)
             .bind(config.to_string())
             .bind(dt(now))
@@ -43,7 +43,7 @@ impl ProcessStore for MySqlStore {
             now,
         } = p;
         let mut tx = self.begin().await?;
-        let created = sqlx::query(include_str!("sql/processes_process_create.sql"))
+        let created = sqlx::query(sql!(processes, create))
             .bind(namespace)
             .bind(id)
             .bind(dt(now))
@@ -168,7 +168,7 @@ impl ProcessStore for MySqlStore {
         if t.state != TaskState::Running || !lease::holds(nonce, &c.token, t.id) {
             return Err(StoreError::LeaseLost);
         }
-        let r = sqlx::query(include_str!("sql/processes_process_commit.sql"))
+        let r = sqlx::query(sql!(processes, lock_process))
             .bind(&c.namespace)
             .bind(&c.id)
             .fetch_optional(&mut *tx)
@@ -179,7 +179,7 @@ impl ProcessStore for MySqlStore {
         let n = c.events.len() as i64;
         for (i, e) in c.events.iter().enumerate() {
             let meta = docket_core::process::event_metadata(&e.metadata);
-            sqlx::query(include_str!("sql/processes_process_commit_2.sql"))
+            sqlx::query(sql!(processes, append_event))
                 .bind(&c.namespace)
                 .bind(&c.id)
                 .bind(last + 1 + i as i64)
@@ -191,7 +191,7 @@ impl ProcessStore for MySqlStore {
                 .await?;
         }
         // MySQL assigns left to right: every test of `status` comes before status changes.
-        sqlx::query(include_str!("sql/processes_process_commit_3.sql"))
+        sqlx::query(sql!(processes, commit_status))
             .bind(dt(c.now))
             .bind(c.aux_state.as_ref().map(|v| v.to_string()))
             .bind(c.metadata.as_ref().map(|v| v.to_string()))
@@ -221,7 +221,7 @@ impl ProcessStore for MySqlStore {
             queues.push(t.queue.clone());
             Self::insert_one(&mut tx, t, c.now).await?;
         }
-        sqlx::query(sql_runs!("sql/processes_process_commit_4.sql"))
+        sqlx::query(sql!(processes, complete_step))
             .bind(dt(c.now))
             .bind(c.response.to_string())
             .bind(c.task_id)
@@ -317,7 +317,7 @@ impl ProcessStore for MySqlStore {
     async fn process_import(&self, p: ProcessImport) -> Result<()> {
         let pr = &p.process;
         let mut tx = self.begin().await?;
-        let created = sqlx::query(include_str!("sql/processes_process_import.sql"))
+        let created = sqlx::query(sql!(processes, import))
             .bind(&pr.namespace)
             .bind(&pr.id)
             .bind(pr.status.as_str())
@@ -340,7 +340,7 @@ impl ProcessStore for MySqlStore {
             r => r?,
         };
         for e in &p.history {
-            sqlx::query(include_str!("sql/processes_process_import_2.sql"))
+            sqlx::query(sql!(processes, import_event))
                 .bind(&pr.namespace)
                 .bind(&pr.id)
                 .bind(e.event_id)
@@ -372,7 +372,7 @@ impl ProcessStore for MySqlStore {
     async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
         let ProcessSimpleRepairParams { namespace, id, now } = p;
         let mut tx = self.begin().await?;
-        let r = sqlx::query(include_str!("sql/processes_process_simple_repair.sql"))
+        let r = sqlx::query(sql!(processes, simple_repair))
             .bind(dt(now))
             .bind(namespace)
             .bind(id)
@@ -414,7 +414,7 @@ impl ProcessStore for MySqlStore {
             limit,
         } = p;
         let status = status.map(|s| s.as_str());
-        let rows = sqlx::query(include_str!("sql/processes_process_list.sql"))
+        let rows = sqlx::query(sql!(processes, list))
             .bind(namespace)
             .bind(status)
             .bind(status)

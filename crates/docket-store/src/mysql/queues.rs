@@ -76,7 +76,7 @@ impl QueueStore for MySqlStore {
             .backoff
             .map(|b| serde_json::to_string(&b).expect("backoff serialises"));
         let mut tx = self.begin().await?;
-        sqlx::query(include_str!("sql/queues_queue_put.sql"))
+        sqlx::query(sql!(queues, put))
             .bind(name)
             .bind(s.paused)
             .bind(s.concurrency_limit)

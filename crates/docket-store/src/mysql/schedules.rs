@@ -23,7 +23,7 @@ impl ScheduleStore for MySqlStore {
             now,
         } = p;
         let mut tx = self.begin().await?;
-        sqlx::query(include_str!("sql/schedules_schedule_put.sql"))
+        sqlx::query(sql!(schedules, put))
             .bind(&spec.name)
             .bind(serde_json::to_string(spec).map_err(|e| StoreError::Invalid(e.to_string()))?)
             .bind(dt(next_run_at))
@@ -73,7 +73,7 @@ impl ScheduleStore for MySqlStore {
             now,
         } = p;
         let mut tx = self.begin().await?;
-        let r = sqlx::query(include_str!("sql/schedules_schedule_pause.sql"))
+        let r = sqlx::query(sql!(schedules, pause))
             .bind(paused)
             .bind(dt(next_run_at))
             .bind(dt(now))
@@ -115,7 +115,7 @@ impl ScheduleStore for MySqlStore {
         let mut tx = self.begin().await?;
         // Moving next_run_at from this occurrence is the claim: of two nodes firing the same
         // occurrence, the second's update waits for the first's row lock, then matches nothing.
-        let moved = sqlx::query(include_str!("sql/schedules_schedule_fire.sql"))
+        let moved = sqlx::query(sql!(schedules, fire))
             .bind(dt(p.next_run_at))
             .bind(dt(p.now))
             .bind(dt(p.now))
@@ -150,7 +150,7 @@ impl ScheduleStore for MySqlStore {
     }
 
     async fn schedule_defer(&self, p: ScheduleDeferParams<'_>) -> Result<bool> {
-        let r = sqlx::query(include_str!("sql/schedules_schedule_defer.sql"))
+        let r = sqlx::query(sql!(schedules, defer))
             .bind(dt(p.next_run_at))
             .bind(dt(p.now))
             .bind(p.name)

@@ -150,7 +150,7 @@ impl TaskStore for MySqlStore {
             }
             TaskState::Running => {
                 // The worker learns of it at its next heartbeat or completion.
-                sqlx::query(include_str!("sql/tasks_task_cancel.sql"))
+                sqlx::query(sql!(tasks, request_cancel))
                     .bind(dt(now))
                     .bind(id)
                     .execute(&mut *tx)
@@ -185,7 +185,7 @@ impl TaskStore for MySqlStore {
         let TaskRetryParams { id, now } = p;
         let mut tx = self.begin().await?;
         Self::unarchive(&mut tx, &[id]).await?;
-        let r = sqlx::query(include_str!("sql/tasks_task_retry.sql"))
+        let r = sqlx::query(sql!(tasks, retry))
             .bind(dt(now))
             .bind(id)
             .execute(&mut *tx)
@@ -239,7 +239,7 @@ impl TaskStore for MySqlStore {
     async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
         let TaskRunNowParams { id, now } = p;
         let mut tx = self.begin().await?;
-        let r = sqlx::query(include_str!("sql/tasks_task_run_now.sql"))
+        let r = sqlx::query(sql!(tasks, run_now))
             .bind(dt(now))
             .bind(id)
             .execute(&mut *tx)
@@ -265,7 +265,7 @@ impl TaskStore for MySqlStore {
             return Err(StoreError::NotFound(format!("task {}", p.id)));
         };
         let n = (p.rule)(&t, lease::token_string(nonce, t.id).as_deref())?;
-        sqlx::query(include_str!("sql/tasks_task_update.sql"))
+        sqlx::query(sql!(tasks, update))
             .bind(&n.queue)
             .bind(n.priority)
             .bind(dt(n.run_at))
@@ -296,7 +296,7 @@ impl TaskStore for MySqlStore {
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        let rows = sqlx::query(include_str!("sql/tasks_task_throughput.sql"))
+        let rows = sqlx::query(sql!(tasks, throughput))
             .bind(dt(since))
             .bind(dt(since))
             .fetch_all(&self.pool)

@@ -6,7 +6,7 @@ use super::*;
 impl TokenStore for MySqlStore {
     async fn token_create(&self, p: TokenCreate) -> Result<TokenRecord> {
         let mut tx = self.begin().await?;
-        let id = sqlx::query(include_str!("sql/tokens_token_create.sql"))
+        let id = sqlx::query(sql!(tokens, create))
             .bind(&p.name)
             .bind(&p.hash)
             .bind(serde_json::to_string(&p.scopes).expect("scopes serialise"))

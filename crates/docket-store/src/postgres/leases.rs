@@ -26,7 +26,7 @@ impl LeaseStore for PgStore {
                 return Ok(vec![]);
             }
             let mut tx = self.begin_hot().await?;
-            let rows = sqlx::query(include_str!("sql/leases_task_claim.sql"))
+            let rows = sqlx::query(sql!(leases, claim_candidates))
                 .bind(&p.queue)
                 .bind(&p.node)
                 .bind(p.now)
@@ -147,7 +147,7 @@ impl LeaseStore for PgStore {
                     decode(&row)
                 }
                 LeaseCheck::CancelRequested => {
-                    sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
+                    sqlx::query(sql!(leases, heartbeat_cancelled))
                         .bind(p.id)
                         .bind(p.now)
                         .bind(&p.progress)
@@ -204,7 +204,7 @@ impl LeaseStore for PgStore {
             let mut done: Vec<(TaskState, Done)> = if ids.is_empty() {
                 vec![]
             } else {
-                sqlx::query_as::<_, Done>(sql_runs!("sql/leases_task_complete_many.sql"))
+                sqlx::query_as::<_, Done>(sql!(leases, complete_held))
                     .bind(now)
                     .bind(&ids)
                     .bind(&tokens)
@@ -217,7 +217,7 @@ impl LeaseStore for PgStore {
             };
             for it in items {
                 let Some(n) = &it.next else { continue };
-                let d: Option<Done> = sqlx::query_as(sql_runs!("sql/leases_task_next_stage.sql"))
+                let d: Option<Done> = sqlx::query_as(sql!(leases, complete_to_next_stage))
                     .bind(it.id)
                     .bind(nonce(it))
                     .bind(n.state.as_str())
@@ -290,7 +290,7 @@ impl LeaseStore for PgStore {
                 match check {
                     LeaseCheck::CancelRequested => {
                         // The work was done, but a cancel won: keep its result, end it cancelled.
-                        sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
+                        sqlx::query(sql!(leases, complete_cancelled))
                             .bind(it.id)
                             .bind(now)
                             .bind(&it.result)

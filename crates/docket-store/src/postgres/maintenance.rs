@@ -11,12 +11,11 @@ impl MaintenanceStore for PgStore {
             let p = p.clone();
             let TaskPromoteParams { now, limit } = p;
             let mut tx = self.pool.begin().await?;
-            let queues: Vec<String> =
-                sqlx::query_scalar(include_str!("sql/maintenance_task_promote.sql"))
-                    .bind(now)
-                    .bind(limit)
-                    .fetch_all(&mut *tx)
-                    .await?;
+            let queues: Vec<String> = sqlx::query_scalar(sql!(maintenance, promote))
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
             let count = queues.len() as u64;
             let mut qs = queues;
             qs.sort();
@@ -60,7 +59,7 @@ impl MaintenanceStore for PgStore {
         again(|| async move {
             let p = p.clone();
             let TaskExpireParams { now, limit } = p;
-            let r = sqlx::query(include_str!("sql/maintenance_task_expire.sql"))
+            let r = sqlx::query(sql!(maintenance, expire))
                 .bind(now)
                 .bind(limit)
                 .execute(&self.pool)
@@ -76,7 +75,7 @@ impl MaintenanceStore for PgStore {
             let p = p.clone();
             // Queues with their own retention are pruned by their own cutoffs; the rest by the
             // defaults. One statement, one small batch: it never holds many rows locked.
-            let r = sqlx::query(include_str!("sql/maintenance_task_prune.sql"))
+            let r = sqlx::query(sql!(maintenance, prune))
                 .bind(p.now)
                 .bind(ms(p.retention_completed))
                 .bind(ms(p.retention_failed))
@@ -90,13 +89,13 @@ impl MaintenanceStore for PgStore {
 
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
         let cut = |d: Duration| docket_core::time::sub(p.now, d);
-        let notifications = sqlx::query(include_str!("sql/maintenance_aux_prune.sql"))
+        let notifications = sqlx::query(sql!(maintenance, prune_notifications))
             .bind(cut(p.notifications))
             .bind(p.limit)
             .execute(&self.pool)
             .await?
             .rows_affected();
-        let audit = sqlx::query(include_str!("sql/maintenance_aux_prune_2.sql"))
+        let audit = sqlx::query(sql!(maintenance, prune_audit))
             .bind(cut(p.audit))
             .bind(p.limit)
             .execute(&self.pool)

@@ -26,7 +26,7 @@ pub const CHANNEL: &str = "docket_available";
 /// The channel of finished process steps; payload `schema|task id`.
 pub const DONE_CHANNEL: &str = "docket_done";
 
-use crate::TASK_COLS as COLS;
+use crate::sql::{SCHEDULE_COLS, TASK_COLS as COLS, TOKEN_COLS};
 
 /// Planner settings of the hot path's transactions (claims and completions), which address
 /// tasks by the claim index's order or by id. The ring's slots (0021) have autovacuum, and so
@@ -306,7 +306,7 @@ impl PgStore {
         let kinds: Vec<&str> = notices.iter().map(Notice::kind).collect();
         let ids: Vec<Option<i64>> = notices.iter().map(Notice::event_id).collect();
         let data: Vec<Value> = notices.iter().map(Notice::data).collect();
-        sqlx::query(include_str!("sql/mod_publish.sql"))
+        sqlx::query(sql!(notifications, publish))
             .bind(namespace)
             .bind(id)
             .bind(now)
@@ -331,7 +331,7 @@ impl PgStore {
         corrupted_by: Option<i64>,
         now: Timestamp,
     ) -> Result<()> {
-        sqlx::query(include_str!("sql/mod_break_process.sql"))
+        sqlx::query(sql!(processes, break_process))
             .bind(namespace)
             .bind(id)
             .bind(now)
@@ -339,7 +339,7 @@ impl PgStore {
             .bind(corrupted_by)
             .execute(&mut **tx)
             .await?;
-        sqlx::query(include_str!("sql/mod_break_process_2.sql"))
+        sqlx::query(sql!(processes, cancel_waiting))
             .bind(docket_core::process::key_of(namespace, id))
             .bind(now)
             .execute(&mut **tx)
@@ -381,7 +381,7 @@ impl PgStore {
                 .data()
             })
             .collect();
-        sqlx::query(include_str!("sql/mod_break_zombies.sql"))
+        sqlx::query(sql!(processes, break_many))
             .bind(&ns)
             .bind(&ids)
             .bind(now)
@@ -389,7 +389,7 @@ impl PgStore {
             .bind(&corrupted)
             .execute(&mut **tx)
             .await?;
-        sqlx::query(include_str!("sql/mod_break_zombies_2.sql"))
+        sqlx::query(sql!(processes, cancel_waiting_many))
             .bind(&keys)
             .bind(now)
             .execute(&mut **tx)
@@ -397,7 +397,7 @@ impl PgStore {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
             .execute(&mut **tx)
             .await?;
-        sqlx::query(include_str!("sql/mod_break_zombies_3.sql"))
+        sqlx::query(sql!(notifications, publish_failed_many))
             .bind(&ns)
             .bind(&ids)
             .bind(&data)
@@ -437,7 +437,7 @@ impl PgStore {
         &self,
         queue: Option<&str>,
     ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
-        let rows = sqlx::query(include_str!("sql/mod_counts.sql"))
+        let rows = sqlx::query(sql!(queues, counts))
             .bind(queue)
             .fetch_all(&self.pool)
             .await?;
@@ -495,20 +495,18 @@ impl PgStore {
             errs.push(f.error_json());
             runs.push(f.run_json());
         }
-        Ok(
-            sqlx::query_scalar(include_str!("sql/mod_apply_failures.sql"))
-                .bind(&ids)
-                .bind(&states)
-                .bind(&run_ats)
-                .bind(&finished)
-                .bind(&errs)
-                .bind(&runs)
-                .bind(docket_core::run::RUN_LOG_KEEP)
-                .bind(&attempts)
-                .bind(rescue_at)
-                .fetch_all(&mut **tx)
-                .await?,
-        )
+        Ok(sqlx::query_scalar(sql!(leases, fail))
+            .bind(&ids)
+            .bind(&states)
+            .bind(&run_ats)
+            .bind(&finished)
+            .bind(&errs)
+            .bind(&runs)
+            .bind(docket_core::run::RUN_LOG_KEEP)
+            .bind(&attempts)
+            .bind(rescue_at)
+            .fetch_all(&mut **tx)
+            .await?)
     }
 }
 
@@ -560,37 +558,36 @@ impl PgStore {
         // One statement: insert, then notify each queue that got available tasks (the scalar
         // subquery forces the notify CTE to run once). Only ids come back; everything else is
         // what we sent.
-        let rows: Vec<(i64, Option<String>)> =
-            sqlx::query_as(include_str!("sql/mod_insert_rows.sql"))
-                .bind(col!(|t| t.queue.clone()))
-                .bind(col!(|t| t.kind.clone()))
-                .bind(payloads)
-                .bind(col!(|t| t.priority))
-                .bind(col!(|t| t.state.as_str()))
-                .bind(col!(|t| t.run_at))
-                .bind(col!(|t| t.expires_at))
-                .bind(col!(|t| t.max_attempts))
-                .bind(col!(|t| ms(t.backoff.initial)))
-                .bind(col!(|t| t.backoff.coefficient))
-                .bind(col!(|t| ms(t.backoff.max)))
-                .bind(col!(|t| t.backoff.jitter))
-                .bind(col!(|t| t.timeout_ms))
-                .bind(col!(|t| t.unique_key.clone()))
-                .bind(col!(|t| t.concurrency_key.clone()))
-                .bind(col!(|t| t.concurrency_limit))
-                .bind(col!(|t| t.node.clone()))
-                .bind(now)
-                .bind(CHANNEL)
-                .bind(&self.schema)
-                .bind(col!(|t| t.trace_id.clone()))
-                .bind(col!(|t| t.process.as_ref().map(|p| p.namespace.clone())))
-                .bind(col!(|t| t.process.as_ref().map(|p| p.id.clone())))
-                .bind(col!(|t| t.backoff.kind.as_str()))
-                .bind(col!(|t| t.user_id.clone()))
-                .bind(col!(|t| t.stage.clone()))
-                .bind(col!(|t| t.progress.clone()))
-                .fetch_all(&mut *conn)
-                .await?;
+        let rows: Vec<(i64, Option<String>)> = sqlx::query_as(sql!(tasks, insert))
+            .bind(col!(|t| t.queue.clone()))
+            .bind(col!(|t| t.kind.clone()))
+            .bind(payloads)
+            .bind(col!(|t| t.priority))
+            .bind(col!(|t| t.state.as_str()))
+            .bind(col!(|t| t.run_at))
+            .bind(col!(|t| t.expires_at))
+            .bind(col!(|t| t.max_attempts))
+            .bind(col!(|t| ms(t.backoff.initial)))
+            .bind(col!(|t| t.backoff.coefficient))
+            .bind(col!(|t| ms(t.backoff.max)))
+            .bind(col!(|t| t.backoff.jitter))
+            .bind(col!(|t| t.timeout_ms))
+            .bind(col!(|t| t.unique_key.clone()))
+            .bind(col!(|t| t.concurrency_key.clone()))
+            .bind(col!(|t| t.concurrency_limit))
+            .bind(col!(|t| t.node.clone()))
+            .bind(now)
+            .bind(CHANNEL)
+            .bind(&self.schema)
+            .bind(col!(|t| t.trace_id.clone()))
+            .bind(col!(|t| t.process.as_ref().map(|p| p.namespace.clone())))
+            .bind(col!(|t| t.process.as_ref().map(|p| p.id.clone())))
+            .bind(col!(|t| t.backoff.kind.as_str()))
+            .bind(col!(|t| t.user_id.clone()))
+            .bind(col!(|t| t.stage.clone()))
+            .bind(col!(|t| t.progress.clone()))
+            .fetch_all(&mut *conn)
+            .await?;
         Ok(rows)
     }
 
@@ -636,9 +633,6 @@ impl PgStore {
     }
 }
 
-const SCHEDULE_COLS: &str =
-    "spec, paused, next_run_at, last_run_at, last_task_id, created_at, updated_at";
-
 fn decode_schedule(r: &PgRow) -> Result<Schedule> {
     let spec: sqlx::types::Json<ScheduleSpec> = r.try_get("spec")?;
     Ok(Schedule {
@@ -651,9 +645,6 @@ fn decode_schedule(r: &PgRow) -> Result<Schedule> {
         updated_at: r.try_get("updated_at")?,
     })
 }
-
-const TOKEN_COLS: &str =
-    "id, name, hash, scopes, queues, created_at, expires_at, revoked_at, last_used_at";
 
 fn decode_token(r: &sqlx::postgres::PgRow) -> Result<TokenRecord> {
     let id: i64 = r.try_get("id")?;
@@ -675,26 +666,13 @@ fn decode_token(r: &sqlx::postgres::PgRow) -> Result<TokenRecord> {
     })
 }
 
-/// PostgreSQL's run log append (see [`crate::shared::expand_runs`]).
-pub(crate) fn runs_sql(now: &str, outcome: &str) -> String {
-    format!(
-        "runs = (CASE WHEN jsonb_array_length(COALESCE(runs, '[]')) >= {keep} THEN runs - 0 \
-           ELSE COALESCE(runs, '[]') END) || jsonb_build_array(jsonb_build_object('attempt', attempt, \
-           'stage', stage, 'started_us', (extract(epoch FROM attempted_at) * 1000000)::bigint, \
-           'finished_us', (extract(epoch FROM {now}::timestamptz) * 1000000)::bigint, \
-           'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')), \
-         run_count = run_count + 1",
-        keep = docket_core::run::RUN_LOG_KEEP
-    )
+/// The text of one of this backend's statements (`sql/<noun>.sql`, `-- name: <name>`) as the
+/// store runs it, for tools and tests (an `EXPLAIN`).
+///
+/// # Panics
+/// When there is no such statement.
+pub fn statement(noun: &str, name: &str) -> &'static str {
+    STATEMENTS.get(noun, name)
 }
 
-/// A statement of `sql/` with its run log markers expanded, built once.
-macro_rules! sql_runs {
-    ($file:literal) => {{
-        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-            crate::shared::expand_runs(include_str!($file), crate::postgres::runs_sql)
-        });
-        SQL.as_str()
-    }};
-}
-pub(crate) use sql_runs;
+crate::sql::statements!("postgres": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks);

@@ -5,7 +5,7 @@ use super::*;
 #[async_trait]
 impl NodeStore for PgStore {
     async fn node_heartbeat(&self, n: &NodeRecord) -> Result<()> {
-        sqlx::query(include_str!("sql/nodes_node_heartbeat.sql"))
+        sqlx::query(sql!(nodes, heartbeat))
             .bind(&n.name)
             .bind(n.started_at)
             .bind(n.heartbeat_at)

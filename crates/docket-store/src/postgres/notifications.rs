@@ -58,7 +58,7 @@ impl NotificationStore for PgStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(include_str!("sql/notifications_notification_list.sql"))
+        let rows = sqlx::query(sql!(notifications, list))
             .bind(after)
             .bind(namespace)
             .bind(limit)
@@ -98,15 +98,13 @@ impl NotificationStore for PgStore {
             .bind(name)
             .execute(&self.pool)
             .await?;
-        Ok(
-            sqlx::query_scalar(include_str!("sql/notifications_sink_lease.sql"))
-                .bind(name)
-                .bind(owner)
-                .bind(until)
-                .bind(now)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        Ok(sqlx::query_scalar(sql!(notifications, sink_lease))
+            .bind(name)
+            .bind(owner)
+            .bind(until)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?)
     }
 
     async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool> {

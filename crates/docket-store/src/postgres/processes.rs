@@ -6,7 +6,7 @@ use super::*;
 impl ProcessStore for PgStore {
     async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
         let NamespacePutParams { name, config, now } = p;
-        sqlx::query(include_str!("sql/processes_namespace_put.sql"))
+        sqlx::query(sql!(processes, namespace_put))
             .bind(name)
             .bind(config)
             .bind(now)
@@ -34,13 +34,12 @@ impl ProcessStore for PgStore {
             now,
         } = p;
         let mut tx = self.pool.begin().await?;
-        let created: Option<String> =
-            sqlx::query_scalar(include_str!("sql/processes_process_create.sql"))
-                .bind(namespace)
-                .bind(id)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let created: Option<String> = sqlx::query_scalar(sql!(processes, create))
+            .bind(namespace)
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
         if created.is_none() {
             return Err(StoreError::Conflict(format!(
                 "process {namespace}/{id} exists"
@@ -182,7 +181,7 @@ impl ProcessStore for PgStore {
                 .map(|e| docket_core::process::event_metadata(&e.metadata))
                 .collect();
             let payloads: Vec<Value> = c.events.iter().map(|e| e.payload.clone()).collect();
-            sqlx::query(include_str!("sql/processes_process_commit.sql"))
+            sqlx::query(sql!(processes, append_events))
                 .bind(&c.namespace)
                 .bind(&c.id)
                 .bind(c.task_id)
@@ -193,7 +192,7 @@ impl ProcessStore for PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        sqlx::query(include_str!("sql/processes_process_commit_2.sql"))
+        sqlx::query(sql!(processes, commit_status))
             .bind(&c.namespace)
             .bind(&c.id)
             .bind(c.now)
@@ -203,7 +202,7 @@ impl ProcessStore for PgStore {
             .execute(&mut *tx)
             .await?;
         if !c.cancel_kinds.is_empty() {
-            sqlx::query(include_str!("sql/processes_process_commit_3.sql"))
+            sqlx::query(sql!(processes, cancel_timers))
                 .bind(&key)
                 .bind(c.now)
                 .bind(&c.cancel_kinds)
@@ -216,7 +215,7 @@ impl ProcessStore for PgStore {
         for t in c.also {
             self.insert_one(&mut tx, t, c.now).await?;
         }
-        sqlx::query(sql_runs!("sql/processes_process_commit_4.sql"))
+        sqlx::query(sql!(processes, complete_step))
             .bind(c.task_id)
             .bind(c.now)
             .bind(&c.response)
@@ -333,20 +332,19 @@ impl ProcessStore for PgStore {
     async fn process_import(&self, p: ProcessImport) -> Result<()> {
         let pr = &p.process;
         let mut tx = self.pool.begin().await?;
-        let created: Option<String> =
-            sqlx::query_scalar(include_str!("sql/processes_process_import.sql"))
-                .bind(&pr.namespace)
-                .bind(&pr.id)
-                .bind(pr.status.as_str())
-                .bind(pr.previous_status.map(|s| s.as_str()))
-                .bind(pr.status_changed_at)
-                .bind(&pr.detail)
-                .bind(&pr.aux_state)
-                .bind(&pr.metadata)
-                .bind(pr.created_at)
-                .bind(p.history.len() as i64)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let created: Option<String> = sqlx::query_scalar(sql!(processes, import))
+            .bind(&pr.namespace)
+            .bind(&pr.id)
+            .bind(pr.status.as_str())
+            .bind(pr.previous_status.map(|s| s.as_str()))
+            .bind(pr.status_changed_at)
+            .bind(&pr.detail)
+            .bind(&pr.aux_state)
+            .bind(&pr.metadata)
+            .bind(pr.created_at)
+            .bind(p.history.len() as i64)
+            .fetch_optional(&mut *tx)
+            .await?;
         if created.is_none() {
             return Err(StoreError::Conflict(format!(
                 "process {}/{} exists",
@@ -358,7 +356,7 @@ impl ProcessStore for PgStore {
             let times: Vec<Timestamp> = p.history.iter().map(|e| e.timestamp).collect();
             let metas: Vec<Value> = p.history.iter().map(|e| e.metadata.clone()).collect();
             let payloads: Vec<Value> = p.history.iter().map(|e| e.payload.clone()).collect();
-            sqlx::query(include_str!("sql/processes_process_import_2.sql"))
+            sqlx::query(sql!(processes, import_events))
                 .bind(&pr.namespace)
                 .bind(&pr.id)
                 .bind(&ids)
@@ -389,7 +387,7 @@ impl ProcessStore for PgStore {
             let p = p.clone();
             let ProcessSimpleRepairParams { namespace, id, now } = p;
             let mut tx = self.pool.begin().await?;
-            let r = sqlx::query(include_str!("sql/processes_process_simple_repair.sql"))
+            let r = sqlx::query(sql!(processes, simple_repair))
                 .bind(namespace)
                 .bind(id)
                 .bind(now)
@@ -433,7 +431,7 @@ impl ProcessStore for PgStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(include_str!("sql/processes_process_list.sql"))
+        let rows = sqlx::query(sql!(processes, list))
             .bind(namespace)
             .bind(status.map(|s| s.as_str()))
             .bind(after)

@@ -73,7 +73,7 @@ impl QueueStore for PgStore {
         let backoff = s
             .backoff
             .map(|b| serde_json::to_value(b).expect("backoff serialises"));
-        sqlx::query(include_str!("sql/queues_queue_put.sql"))
+        sqlx::query(sql!(queues, put))
             .bind(name)
             .bind(s.paused)
             .bind(s.concurrency_limit)

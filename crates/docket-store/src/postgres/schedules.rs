@@ -94,7 +94,7 @@ impl ScheduleStore for PgStore {
 
     async fn schedule_fire(&self, p: ScheduleFireParams) -> Result<ScheduleFired> {
         let mut tx = self.pool.begin().await?;
-        let moved = sqlx::query(include_str!("sql/schedules_schedule_fire.sql"))
+        let moved = sqlx::query(sql!(schedules, fire))
             .bind(&p.name)
             .bind(p.occurrence)
             .bind(p.next_run_at)
@@ -123,7 +123,7 @@ impl ScheduleStore for PgStore {
     }
 
     async fn schedule_defer(&self, p: ScheduleDeferParams<'_>) -> Result<bool> {
-        let r = sqlx::query(include_str!("sql/schedules_schedule_defer.sql"))
+        let r = sqlx::query(sql!(schedules, defer))
             .bind(p.name)
             .bind(p.occurrence)
             .bind(p.next_run_at)

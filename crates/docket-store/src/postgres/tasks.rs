@@ -256,7 +256,7 @@ impl TaskStore for PgStore {
                 return Err(StoreError::NotFound(format!("task {}", p.id)));
             };
             let n = (p.rule)(&decode(&row)?, token_of(&row)?.as_deref())?;
-            let sql = include_str!("sql/tasks_task_update.sql").replace("{COLS}", COLS);
+            let sql = sql!(tasks, update);
             let row = sqlx::query(&sql)
                 .bind(p.id)
                 .bind(&n.queue)
@@ -287,11 +287,10 @@ impl TaskStore for PgStore {
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        let rows: Vec<(Timestamp, i64, i64)> =
-            sqlx::query_as(include_str!("sql/tasks_task_throughput.sql"))
-                .bind(since)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows: Vec<(Timestamp, i64, i64)> = sqlx::query_as(sql!(tasks, throughput))
+            .bind(since)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows
             .into_iter()
             .map(|(minute, completed, failed)| Throughput {

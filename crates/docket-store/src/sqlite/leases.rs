@@ -11,7 +11,7 @@ impl LeaseStore for SqliteStore {
         let mut tx = self.begin().await?;
         // The writer lock is held for the whole transaction, so the counts below cannot change
         // under us: no row or advisory locks are needed on SQLite.
-        let cands = sqlx::query(include_str!("sql/leases_task_claim.sql"))
+        let cands = sqlx::query(sql!(leases, claim_candidates))
             .bind(&p.queue)
             .bind(&p.node)
             .bind(us(p.now))
@@ -134,7 +134,7 @@ impl LeaseStore for SqliteStore {
                 decode(&row)
             }
             LeaseCheck::CancelRequested => {
-                sqlx::query(sql_runs!("sql/leases_task_heartbeat.sql"))
+                sqlx::query(sql!(leases, heartbeat_cancelled))
                     .bind(p.id)
                     .bind(us(p.now))
                     .bind(progress)
@@ -178,7 +178,7 @@ impl LeaseStore for SqliteStore {
             .collect();
         type Done = (i64, i64, String, bool, String, Option<i64>);
         let mut done: Vec<(TaskState, Done)> =
-            sqlx::query_as::<_, Done>(sql_runs!("sql/leases_task_complete_many.sql"))
+            sqlx::query_as::<_, Done>(sql!(leases, complete_held))
                 .bind(us(now))
                 .bind(Value::Array(batch).to_string())
                 .fetch_all(&mut *tx)
@@ -188,7 +188,7 @@ impl LeaseStore for SqliteStore {
                 .collect();
         for it in items {
             let Some(n) = &it.next else { continue };
-            let d: Option<Done> = sqlx::query_as(sql_runs!("sql/leases_task_next_stage.sql"))
+            let d: Option<Done> = sqlx::query_as(sql!(leases, complete_to_next_stage))
                 .bind(it.id)
                 .bind(LeaseToken::nonce_for(&it.token, it.id).map(lease::nonce_hex))
                 .bind(n.state.as_str())
@@ -247,7 +247,7 @@ impl LeaseStore for SqliteStore {
             match check {
                 LeaseCheck::CancelRequested => {
                     // The work was done, but a cancel won: keep its result, end it cancelled.
-                    sqlx::query(sql_runs!("sql/leases_task_complete_many_2.sql"))
+                    sqlx::query(sql!(leases, complete_cancelled))
                         .bind(it.id)
                         .bind(us(now))
                         .bind(it.result.to_string())

@@ -7,12 +7,11 @@ impl MaintenanceStore for SqliteStore {
     async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
         let TaskPromoteParams { now, limit } = p;
         let mut tx = self.begin().await?;
-        let queues: Vec<String> =
-            sqlx::query_scalar(include_str!("sql/maintenance_task_promote.sql"))
-                .bind(us(now))
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
+        let queues: Vec<String> = sqlx::query_scalar(sql!(maintenance, promote))
+            .bind(us(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         let count = queues.len() as u64;
         let mut qs = queues;
@@ -46,7 +45,7 @@ impl MaintenanceStore for SqliteStore {
     async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
         let TaskExpireParams { now, limit } = p;
         let mut tx = self.begin().await?;
-        let r = sqlx::query(include_str!("sql/maintenance_task_expire.sql"))
+        let r = sqlx::query(sql!(maintenance, expire))
             .bind(us(now))
             .bind(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
             .bind(limit)
@@ -58,7 +57,7 @@ impl MaintenanceStore for SqliteStore {
 
     async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
         let mut tx = self.begin().await?;
-        let r = sqlx::query(include_str!("sql/maintenance_task_prune.sql"))
+        let r = sqlx::query(sql!(maintenance, prune))
             .bind(us(p.now))
             .bind(ms(p.retention_completed))
             .bind(ms(p.retention_failed))
@@ -72,13 +71,13 @@ impl MaintenanceStore for SqliteStore {
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
         let cut = |d: Duration| us(docket_core::time::sub(p.now, d));
         let mut tx = self.begin().await?;
-        let notifications = sqlx::query(include_str!("sql/maintenance_aux_prune.sql"))
+        let notifications = sqlx::query(sql!(maintenance, prune_notifications))
             .bind(cut(p.notifications))
             .bind(p.limit)
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        let audit = sqlx::query(include_str!("sql/maintenance_aux_prune_2.sql"))
+        let audit = sqlx::query(sql!(maintenance, prune_audit))
             .bind(cut(p.audit))
             .bind(p.limit)
             .execute(&mut *tx)

@@ -25,7 +25,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use std::str::FromStr;
 
-use crate::TASK_COLS as COLS;
+use crate::sql::{SCHEDULE_COLS, TASK_COLS as COLS, TOKEN_COLS};
 
 /// A SQLite store.
 #[derive(Debug, Clone)]
@@ -281,7 +281,7 @@ impl SqliteStore {
         t: &ResolvedTask,
         now: Timestamp,
     ) -> Result<Option<i64>> {
-        sqlx::query_scalar(include_str!("sql/mod_insert_row.sql"))
+        sqlx::query_scalar(sql!(tasks, insert))
             .bind(&t.queue)
             .bind(&t.kind)
             .bind(t.payload.to_string())
@@ -336,7 +336,7 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<()> {
         for n in notices {
-            sqlx::query(include_str!("sql/mod_publish.sql"))
+            sqlx::query(sql!(notifications, publish))
                 .bind(namespace)
                 .bind(id)
                 .bind(n.kind())
@@ -361,7 +361,7 @@ impl SqliteStore {
         corrupted_by: Option<i64>,
         now: Timestamp,
     ) -> Result<()> {
-        sqlx::query(include_str!("sql/mod_break_process.sql"))
+        sqlx::query(sql!(processes, break_process))
             .bind(namespace)
             .bind(id)
             .bind(us(now))
@@ -369,7 +369,7 @@ impl SqliteStore {
             .bind(corrupted_by)
             .execute(&mut **tx)
             .await?;
-        sqlx::query(include_str!("sql/mod_break_process_2.sql"))
+        sqlx::query(sql!(processes, cancel_waiting))
             .bind(docket_core::process::key_of(namespace, id))
             .bind(us(now))
             .execute(&mut **tx)
@@ -411,7 +411,7 @@ impl SqliteStore {
         &self,
         queue: Option<&str>,
     ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
-        let rows = sqlx::query(include_str!("sql/mod_counts.sql"))
+        let rows = sqlx::query(sql!(queues, counts))
             .bind(queue)
             .fetch_all(&self.reader)
             .await?;
@@ -437,7 +437,7 @@ impl SqliteStore {
     ) -> Result<Vec<i64>> {
         let mut done = Vec::with_capacity(items.len());
         for f in items {
-            let id: Option<i64> = sqlx::query_scalar(include_str!("sql/mod_apply_failures.sql"))
+            let id: Option<i64> = sqlx::query_scalar(sql!(leases, fail))
                 .bind(f.id)
                 .bind(f.state.as_str())
                 .bind(us(f.run_at))
@@ -499,9 +499,6 @@ impl Store for SqliteStore {
     }
 }
 
-const SCHEDULE_COLS: &str =
-    "spec, paused, next_run_at, last_run_at, last_task_id, created_at, updated_at";
-
 fn decode_schedule(r: &sqlx::sqlite::SqliteRow) -> Result<Schedule> {
     let spec: String = r.try_get("spec")?;
     Ok(Schedule {
@@ -515,9 +512,6 @@ fn decode_schedule(r: &sqlx::sqlite::SqliteRow) -> Result<Schedule> {
         updated_at: time(r, "updated_at")?,
     })
 }
-
-const TOKEN_COLS: &str =
-    "id, name, hash, scopes, queues, created_at, expires_at, revoked_at, last_used_at";
 
 fn decode_token(r: &SqliteRow) -> Result<TokenRecord> {
     let id: i64 = r.try_get("id")?;
@@ -540,25 +534,4 @@ fn decode_token(r: &SqliteRow) -> Result<TokenRecord> {
     })
 }
 
-/// SQLite's run log append (see [`crate::shared::expand_runs`]); times are µs already.
-pub(crate) fn runs_sql(now: &str, outcome: &str) -> String {
-    format!(
-        "runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= {keep} \
-           THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]', \
-           json_object('attempt', attempt, 'stage', stage, 'started_us', attempted_at, \
-           'finished_us', {now}, 'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')), \
-         run_count = run_count + 1",
-        keep = docket_core::run::RUN_LOG_KEEP
-    )
-}
-
-/// A statement of `sql/` with its run log markers expanded, built once.
-macro_rules! sql_runs {
-    ($file:literal) => {{
-        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-            crate::shared::expand_runs(include_str!($file), crate::sqlite::runs_sql)
-        });
-        SQL.as_str()
-    }};
-}
-pub(crate) use sql_runs;
+crate::sql::statements!("sqlite": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks);

@@ -6,7 +6,7 @@ use super::*;
 impl NodeStore for SqliteStore {
     async fn node_heartbeat(&self, n: &NodeRecord) -> Result<()> {
         let mut tx = self.begin().await?;
-        sqlx::query(include_str!("sql/nodes_node_heartbeat.sql"))
+        sqlx::query(sql!(nodes, heartbeat))
             .bind(&n.name)
             .bind(us(n.started_at))
             .bind(us(n.heartbeat_at))

@@ -15,7 +15,7 @@ impl NotificationStore for SqliteStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(include_str!("sql/notifications_notification_list.sql"))
+        let rows = sqlx::query(sql!(notifications, list))
             .bind(after)
             .bind(namespace)
             .bind(limit)
@@ -56,7 +56,7 @@ impl NotificationStore for SqliteStore {
             .bind(name)
             .execute(&mut *tx)
             .await?;
-        let seq: Option<i64> = sqlx::query_scalar(include_str!("sql/notifications_sink_lease.sql"))
+        let seq: Option<i64> = sqlx::query_scalar(sql!(notifications, sink_lease))
             .bind(name)
             .bind(owner)
             .bind(us(until))

@@ -7,7 +7,7 @@ impl ProcessStore for SqliteStore {
     async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
         let NamespacePutParams { name, config, now } = p;
         let mut tx = self.begin().await?;
-        sqlx::query(include_str!("sql/processes_namespace_put.sql"))
+        sqlx::query(sql!(processes, namespace_put))
             .bind(name)
             .bind(config.to_string())
             .bind(us(now))
@@ -42,13 +42,12 @@ impl ProcessStore for SqliteStore {
             now,
         } = p;
         let mut tx = self.begin().await?;
-        let created: Option<String> =
-            sqlx::query_scalar(include_str!("sql/processes_process_create.sql"))
-                .bind(namespace)
-                .bind(id)
-                .bind(us(now))
-                .fetch_optional(&mut *tx)
-                .await?;
+        let created: Option<String> = sqlx::query_scalar(sql!(processes, create))
+            .bind(namespace)
+            .bind(id)
+            .bind(us(now))
+            .fetch_optional(&mut *tx)
+            .await?;
         if created.is_none() {
             return Err(StoreError::Conflict(format!(
                 "process {namespace}/{id} exists"
@@ -172,7 +171,7 @@ impl ProcessStore for SqliteStore {
         let n = c.events.len() as i64;
         for (i, e) in c.events.iter().enumerate() {
             let meta = docket_core::process::event_metadata(&e.metadata);
-            sqlx::query(include_str!("sql/processes_process_commit.sql"))
+            sqlx::query(sql!(processes, append_events))
                 .bind(&c.namespace)
                 .bind(&c.id)
                 .bind(last + 1 + i as i64)
@@ -183,7 +182,7 @@ impl ProcessStore for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        sqlx::query(include_str!("sql/processes_process_commit_2.sql"))
+        sqlx::query(sql!(processes, commit_status))
             .bind(&c.namespace)
             .bind(&c.id)
             .bind(us(c.now))
@@ -193,7 +192,7 @@ impl ProcessStore for SqliteStore {
             .execute(&mut *tx)
             .await?;
         if !c.cancel_kinds.is_empty() {
-            sqlx::query(include_str!("sql/processes_process_commit_3.sql"))
+            sqlx::query(sql!(processes, cancel_timers))
                 .bind(&key)
                 .bind(us(c.now))
                 .bind(serde_json::json!(c.cancel_kinds).to_string())
@@ -206,7 +205,7 @@ impl ProcessStore for SqliteStore {
         for t in c.also {
             Self::insert_one(&mut tx, t, c.now).await?;
         }
-        sqlx::query(sql_runs!("sql/processes_process_commit_4.sql"))
+        sqlx::query(sql!(processes, complete_step))
             .bind(c.task_id)
             .bind(us(c.now))
             .bind(c.response.to_string())
@@ -301,20 +300,19 @@ impl ProcessStore for SqliteStore {
     async fn process_import(&self, p: ProcessImport) -> Result<()> {
         let pr = &p.process;
         let mut tx = self.begin().await?;
-        let created: Option<String> =
-            sqlx::query_scalar(include_str!("sql/processes_process_import.sql"))
-                .bind(&pr.namespace)
-                .bind(&pr.id)
-                .bind(pr.status.as_str())
-                .bind(pr.previous_status.map(|s| s.as_str()))
-                .bind(us(pr.status_changed_at))
-                .bind(&pr.detail)
-                .bind(pr.aux_state.to_string())
-                .bind(pr.metadata.to_string())
-                .bind(us(pr.created_at))
-                .bind(p.history.len() as i64)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let created: Option<String> = sqlx::query_scalar(sql!(processes, import))
+            .bind(&pr.namespace)
+            .bind(&pr.id)
+            .bind(pr.status.as_str())
+            .bind(pr.previous_status.map(|s| s.as_str()))
+            .bind(us(pr.status_changed_at))
+            .bind(&pr.detail)
+            .bind(pr.aux_state.to_string())
+            .bind(pr.metadata.to_string())
+            .bind(us(pr.created_at))
+            .bind(p.history.len() as i64)
+            .fetch_optional(&mut *tx)
+            .await?;
         if created.is_none() {
             return Err(StoreError::Conflict(format!(
                 "process {}/{} exists",
@@ -322,7 +320,7 @@ impl ProcessStore for SqliteStore {
             )));
         }
         for e in &p.history {
-            sqlx::query(include_str!("sql/processes_process_import_2.sql"))
+            sqlx::query(sql!(processes, import_events))
                 .bind(&pr.namespace)
                 .bind(&pr.id)
                 .bind(e.event_id)
@@ -354,7 +352,7 @@ impl ProcessStore for SqliteStore {
     async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
         let ProcessSimpleRepairParams { namespace, id, now } = p;
         let mut tx = self.begin().await?;
-        let r = sqlx::query(include_str!("sql/processes_process_simple_repair.sql"))
+        let r = sqlx::query(sql!(processes, simple_repair))
             .bind(namespace)
             .bind(id)
             .bind(us(now))
@@ -395,7 +393,7 @@ impl ProcessStore for SqliteStore {
             after,
             limit,
         } = p;
-        let rows = sqlx::query(include_str!("sql/processes_process_list.sql"))
+        let rows = sqlx::query(sql!(processes, list))
             .bind(namespace)
             .bind(status.map(|s| s.as_str()))
             .bind(after)

@@ -77,7 +77,7 @@ impl QueueStore for SqliteStore {
             .backoff
             .map(|b| serde_json::to_string(&b).expect("backoff serialises"));
         let mut tx = self.begin().await?;
-        sqlx::query(include_str!("sql/queues_queue_put.sql"))
+        sqlx::query(sql!(queues, put))
             .bind(name)
             .bind(s.paused as i64)
             .bind(s.concurrency_limit)

@@ -195,7 +195,7 @@ impl TaskStore for SqliteStore {
             return Err(StoreError::NotFound(format!("task {}", p.id)));
         };
         let n = (p.rule)(&t, lease::token_string(nonce, t.id).as_deref())?;
-        let sql = include_str!("sql/tasks_task_update.sql").replace("{COLS}", COLS);
+        let sql = sql!(tasks, update);
         let row = sqlx::query(&sql)
             .bind(p.id)
             .bind(&n.queue)
@@ -225,11 +225,10 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        let rows: Vec<(i64, i64, i64)> =
-            sqlx::query_as(include_str!("sql/tasks_task_throughput.sql"))
-                .bind(us(since))
-                .fetch_all(&self.reader)
-                .await?;
+        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(sql!(tasks, throughput))
+            .bind(us(since))
+            .fetch_all(&self.reader)
+            .await?;
         rows.into_iter()
             .map(|(m, completed, failed)| {
                 Ok(Throughput {

@@ -1,0 +1,12 @@
+-- The run-log entry of the attempt the row holds, ended at {now} with {outcome}; the
+-- oldest entry goes once the log holds {keep} (docket_core::run::StoredRun's shape). MySQL
+-- evaluates SET assignments left to right on the new values: a marker goes after
+-- `finished_at = ?` (its usual {now}) and before anything that changes `attempt` or `stage`.
+-- name: runs
+runs = JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(runs, '[]')) >= {keep}
+    THEN JSON_REMOVE(runs, '$[0]') ELSE COALESCE(runs, JSON_ARRAY()) END, '$',
+    JSON_OBJECT('attempt', attempt, 'stage', stage,
+    'started_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', attempted_at),
+    'finished_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {now}),
+    'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')),
+    run_count = run_count + 1

@@ -1,0 +1,27 @@
+-- name: prunable_notifications
+SELECT n.seq FROM docket_notifications n
+    LEFT JOIN docket_sinks s ON s.name = CONCAT('webhook:', n.namespace)
+    WHERE n.created_at < ? AND (s.name IS NULL OR n.seq <= s.seq)
+    ORDER BY n.seq LIMIT ?
+
+-- name: expirable
+SELECT id FROM docket_tasks WHERE expires_at <= ?
+    AND state IN ('scheduled','available','retryable') LIMIT ? FOR UPDATE SKIP LOCKED
+
+-- name: promotable
+SELECT id, queue FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= ?
+    AND (expires_at IS NULL OR expires_at > ?) ORDER BY run_at LIMIT ? FOR UPDATE SKIP LOCKED
+
+-- name: prunable
+SELECT t.id FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
+    WHERE t.state IN ('completed','discarded','cancelled') AND t.finished_at <
+    CASE WHEN t.state = 'completed' THEN
+    CASE WHEN q.retention_completed_ms IS NULL THEN ?
+    ELSE COALESCE(TIMESTAMPADD(MICROSECOND, -1000 * q.retention_completed_ms, ?), '1000-01-01') END
+    ELSE
+    CASE WHEN q.retention_failed_ms IS NULL THEN ?
+    ELSE COALESCE(TIMESTAMPADD(MICROSECOND, -1000 * q.retention_failed_ms, ?), '1000-01-01') END
+    END
+    AND NOT (t.namespace IS NOT NULL AND EXISTS (SELECT 1 FROM docket_processes pr
+    WHERE pr.namespace = t.namespace AND pr.id = t.process_id))
+    LIMIT ?

@@ -1,2 +1,0 @@
-SELECT id FROM docket_tasks WHERE expires_at <= ?
-    AND state IN ('scheduled','available','retryable') LIMIT ? FOR UPDATE SKIP LOCKED

@@ -1,5 +1,0 @@
-INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
-    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
-    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
-    namespace, process_id, backoff_kind, user_id, stage, progress, errors)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')

@@ -1,2 +1,0 @@
-INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at)
-    VALUES (?, ?, ?, ?, ?, ?)

@@ -1,2 +1,0 @@
-SELECT * FROM docket_notifications WHERE seq > ? AND (? IS NULL OR namespace = ?)
-    ORDER BY seq LIMIT ?

@@ -1,0 +1,59 @@
+-- name: break_process
+UPDATE docket_processes SET
+    previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END,
+    status_changed_at = CASE WHEN status <> 'error' THEN ? ELSE status_changed_at END,
+    status = 'error', detail = ?, corrupted_by = COALESCE(?, corrupted_by)
+    WHERE namespace = ? AND id = ?
+
+-- name: cancel_waiting
+UPDATE docket_tasks SET state = 'cancelled', finished_at = ? WHERE concurrency_key = ?
+    AND state IN ('scheduled', 'available', 'retryable')
+
+-- name: namespace_put
+INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?, ?, ?)
+    ON DUPLICATE KEY UPDATE config = VALUES(config), updated_at = VALUES(updated_at)
+
+-- name: lock_process
+SELECT last_event_id, status FROM docket_processes WHERE namespace = ? AND id = ?
+    FOR UPDATE
+
+-- name: append_event
+INSERT INTO docket_events (namespace, process_id, event_id, task_id, `timestamp`, metadata, payload)
+    VALUES (?, ?, ?, ?, ?, ?, ?)
+
+-- name: commit_status
+UPDATE docket_processes SET
+    previous_status = CASE WHEN status <> 'running' THEN status ELSE previous_status END,
+    status_changed_at = CASE WHEN status <> 'running' THEN ? ELSE status_changed_at END,
+    detail = CASE WHEN status = 'error' THEN NULL ELSE detail END,
+    corrupted_by = CASE WHEN status = 'error' THEN NULL ELSE corrupted_by END,
+    status = 'running', aux_state = COALESCE(?, aux_state), metadata = COALESCE(?, metadata),
+    last_event_id = last_event_id + ?
+    WHERE namespace = ? AND id = ?
+
+-- name: complete_step
+UPDATE docket_tasks SET state = 'completed', finished_at = ?, result = ?, lease_expires_at = NULL,
+    run_count = run_count + 1
+    WHERE id = ?
+
+-- name: create
+INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at,
+    aux_state, metadata) VALUES (?, ?, 'init', ?, ?, 'null', '{}')
+
+-- name: import
+INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail,
+    aux_state, metadata, corrupted_by, created_at, last_event_id)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)
+
+-- name: import_event
+INSERT INTO docket_events (namespace, process_id, event_id, task_id, `timestamp`, metadata, payload)
+    VALUES (?, ?, ?, NULL, ?, ?, ?)
+
+-- name: list
+SELECT * FROM docket_processes WHERE namespace = ? AND (? IS NULL OR status = ?)
+    AND (? IS NULL OR id > ?) ORDER BY id LIMIT ?
+
+-- name: simple_repair
+UPDATE docket_processes SET previous_status = status, status_changed_at = ?,
+    detail = NULL, corrupted_by = NULL, status = 'running'
+    WHERE namespace = ? AND id = ? AND status = 'error'

@@ -1,2 +1,0 @@
-SELECT last_event_id, status FROM docket_processes WHERE namespace = ? AND id = ?
-    FOR UPDATE

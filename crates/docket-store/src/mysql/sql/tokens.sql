@@ -1,0 +1,3 @@
+-- name: create
+INSERT INTO docket_tokens (name, hash, scopes, queues, created_at, expires_at)
+    VALUES (?, ?, ?, ?, ?, ?)

@@ -1,2 +1,0 @@
-INSERT INTO docket_tokens (name, hash, scopes, queues, created_at, expires_at)
-    VALUES (?, ?, ?, ?, ?, ?)

@@ -1,0 +1,9 @@
+-- The run-log entry of the attempt the row holds, ended at {now} with {outcome}; the
+-- oldest entry goes once the log holds {keep} (docket_core::run::StoredRun's shape).
+-- name: runs
+runs = (CASE WHEN jsonb_array_length(COALESCE(runs, '[]')) >= {keep} THEN runs - 0
+    ELSE COALESCE(runs, '[]') END) || jsonb_build_array(jsonb_build_object('attempt', attempt,
+    'stage', stage, 'started_us', (extract(epoch FROM attempted_at) * 1000000)::bigint,
+    'finished_us', (extract(epoch FROM {now}::timestamptz) * 1000000)::bigint,
+    'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')),
+    run_count = run_count + 1

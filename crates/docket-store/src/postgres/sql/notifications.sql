@@ -1,0 +1,17 @@
+-- name: publish_failed_many
+INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at)
+    SELECT ns, id, 'failed', NULL, d, $4 FROM unnest($1::text[], $2::text[], $3::jsonb[])
+    WITH ORDINALITY AS x(ns, id, d, o) ORDER BY o
+
+-- name: publish
+INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at)
+    SELECT $1, $2, k, e, d, $3 FROM unnest($4::text[], $5::bigint[], $6::jsonb[])
+    WITH ORDINALITY AS x(k, e, d, o) ORDER BY o
+
+-- name: list
+SELECT * FROM docket_notifications WHERE seq > $1 AND ($2::text IS NULL OR namespace = $2)
+    ORDER BY seq LIMIT $3
+
+-- name: sink_lease
+UPDATE docket_sinks SET owner = $2, lease_until = $3 WHERE name = $1
+    AND (owner IS NULL OR owner = $2 OR lease_until < $4) RETURNING seq

@@ -1,0 +1,70 @@
+-- name: break_process
+UPDATE docket_processes SET
+    previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END,
+    status_changed_at = CASE WHEN status <> 'error' THEN $3 ELSE status_changed_at END,
+    status = 'error', detail = $4, corrupted_by = COALESCE($5, corrupted_by)
+    WHERE namespace = $1 AND id = $2
+
+-- name: cancel_waiting
+UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1
+    AND state IN ('scheduled', 'available', 'retryable')
+
+-- name: break_many
+UPDATE docket_processes p SET
+    previous_status = CASE WHEN p.status <> 'error' THEN p.status ELSE p.previous_status END,
+    status_changed_at = CASE WHEN p.status <> 'error' THEN $3 ELSE p.status_changed_at END,
+    status = 'error', detail = $4, corrupted_by = COALESCE(x.by, p.corrupted_by)
+    FROM unnest($1::text[], $2::text[], $5::bigint[]) AS x(ns, id, by)
+    WHERE p.namespace = x.ns AND p.id = x.id
+
+-- name: cancel_waiting_many
+UPDATE docket_tasks SET state = 'cancelled', finished_at = $2
+    WHERE concurrency_key = ANY($1) AND state IN ('scheduled', 'available', 'retryable')
+
+-- name: namespace_put
+INSERT INTO docket_namespaces (name, config, updated_at) VALUES ($1, $2, $3)
+    ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
+
+-- name: append_events
+INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
+    SELECT $1, $2, e, $3, $4, m, p FROM unnest($5::bigint[], $6::jsonb[], $7::jsonb[]) AS x(e, m, p)
+
+-- name: commit_status
+UPDATE docket_processes SET
+    previous_status = CASE WHEN status <> 'running' THEN status ELSE previous_status END,
+    status_changed_at = CASE WHEN status <> 'running' THEN $3 ELSE status_changed_at END,
+    detail = CASE WHEN status = 'error' THEN NULL ELSE detail END,
+    corrupted_by = CASE WHEN status = 'error' THEN NULL ELSE corrupted_by END,
+    status = 'running', aux_state = COALESCE($4, aux_state), metadata = COALESCE($5, metadata),
+    last_event_id = last_event_id + $6
+    WHERE namespace = $1 AND id = $2
+
+-- name: cancel_timers
+UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1
+    AND kind = ANY($3) AND state IN ('scheduled', 'available', 'retryable')
+
+-- name: complete_step
+UPDATE docket_tasks SET state = 'completed', finished_at = $2, result = $3, lease_expires_at = NULL,
+    run_count = run_count + 1
+    WHERE id = $1
+
+-- name: create
+INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at)
+    VALUES ($1, $2, 'init', $3, $3) ON CONFLICT DO NOTHING RETURNING id
+
+-- name: import
+INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail,
+    aux_state, metadata, corrupted_by, created_at, last_event_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10) ON CONFLICT DO NOTHING RETURNING id
+
+-- name: import_events
+INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
+    SELECT $1, $2, e, NULL, t, m, p FROM unnest($3::bigint[], $4::timestamptz[], $5::jsonb[], $6::jsonb[]) AS x(e, t, m, p)
+
+-- name: list
+SELECT * FROM docket_processes WHERE namespace = $1 AND ($2::text IS NULL OR status = $2)
+    AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4
+
+-- name: simple_repair
+UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = $3,
+    detail = NULL, corrupted_by = NULL WHERE namespace = $1 AND id = $2 AND status = 'error'

@@ -1,0 +1,16 @@
+-- name: counts
+SELECT queue, state, count(*) AS n FROM docket_tasks
+    WHERE ($1::text IS NULL OR queue = $1) GROUP BY queue, state
+
+-- name: put
+INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff,
+    timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload, schedule_limit,
+    schedule_interval_ms, created_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $9)
+    ON CONFLICT (name) DO UPDATE SET paused = excluded.paused,
+    concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts,
+    backoff = excluded.backoff, timeout_ms = excluded.timeout_ms,
+    retention_completed_ms = excluded.retention_completed_ms,
+    retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at,
+    mask_payload = excluded.mask_payload, schedule_limit = excluded.schedule_limit,
+    schedule_interval_ms = excluded.schedule_interval_ms

@@ -1,0 +1,38 @@
+-- name: insert
+WITH ins AS (
+    INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
+    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
+    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, created_at,
+    namespace, process_id, backoff_kind, user_id, stage, progress, slot)
+    SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc,
+    bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, $18,
+    ns, pid, bk, uid, stg, prog,
+    -- Migration 0021: the current ring slot for what can run now, slot 0 for the rest.
+    CASE WHEN unique_key IS NULL AND state = 'available'
+    THEN COALESCE((SELECT current FROM docket_task_slots), 0) ELSE 0 END
+    FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[],
+    $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[],
+    $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[],
+    $17::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::jsonb[]) WITH ORDINALITY AS x(queue, kind,
+    payload, priority, state, run_at, expires_at, max_attempts, bi, bc, bm, bj, timeout_ms,
+    unique_key, concurrency_key, concurrency_limit, node, trace_id, ns, pid, bk, uid, stg, prog, ord)
+    ORDER BY ord
+    ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state),
+    note AS (SELECT pg_notify($19, $20 || '|' || q) IS NULL
+    FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'available') s
+    UNION ALL SELECT set_config('docket.woken', 'on', true) IS NULL)
+    SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM note) >= 0
+
+-- name: throughput
+SELECT date_trunc('minute', finished_at) AS m,
+    count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'discarded')
+    FROM docket_tasks WHERE finished_at >= $1 AND state IN ('completed', 'discarded')
+    GROUP BY m ORDER BY m
+
+-- name: update
+-- A task's changeable columns as the engine's patch rule left them ($1 the id).
+UPDATE docket_tasks SET queue = $2, priority = $3, run_at = $4, state = $5,
+    payload = $6, node = $7, max_attempts = $8, stage = $9, progress = $10,
+    attempt = $11, backoff_kind = $12, backoff_initial_ms = $13, backoff_coefficient = $14,
+    backoff_max_ms = $15, backoff_jitter = $16, edited_at = $17
+WHERE id = $1 RETURNING {COLS}

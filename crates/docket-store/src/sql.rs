@@ -1,0 +1,263 @@
+//! Where each backend's SQL lives and how it is loaded.
+//!
+//! Every statement longer than a line is in `src/<backend>/sql/<noun>.sql` — the same nouns as
+//! the store's traits (`tasks.sql` for [`crate::TaskStore`], `leases.sql` for
+//! [`crate::LeaseStore`], …) — under a line `-- name: <what it does>`. Code names it with
+//! `sql!(noun, name)`, e.g. `sql!(leases, claim_candidates)`, which is the statement's text
+//! (`&'static str`). So the SQL behind a store method on a backend is in the file of the
+//! method's noun, in the backend's `sql/` folder; `grep -n "name: claim" src/*/sql/leases.sql`
+//! shows it on the three.
+//!
+//! A backend's files are read once, when its first statement is used, and three markers are
+//! expanded then:
+//! - `{COLS}`, `{SCHEDULE_COLS}`, `{TOKEN_COLS}`: the column lists a task, a schedule and a token
+//!   are decoded from (the same on every backend, [`TASK_COLS`] and the others below);
+//! - `{runs:OUTCOME:NOW}`: the assignments that append the run-log entry of the attempt the row
+//!   holds, ended at the SQL expression `NOW` with `OUTCOME`, and count it — the backend's
+//!   `fragments.sql` statement `runs`, with `{outcome}`, `{now}` and `{keep}`
+//!   ([`docket_core::run::RUN_LOG_KEEP`]) filled in.
+//!
+//! Statements sized at run time (an `IN (…)` of a batch's length) keep a `{…}` slot in the file
+//! that the code fills (`{ids}`: the placeholders of the batch).
+//!
+//! Tests check that every `sql!` in a backend's code names a statement of its files and that
+//! every statement is used.
+
+use std::collections::HashMap;
+
+/// Every column of `docket_tasks` a [`docket_core::Task`] is decoded from (every backend).
+pub(crate) const TASK_COLS: &str =
+    "id, queue, kind, payload, priority, state, run_at, expires_at, attempt, \
+    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
+    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
+    created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
+    cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
+    stages_done, runs, run_count, attempt_node, edited_at";
+
+/// The columns a [`docket_core::Schedule`] is decoded from.
+pub(crate) const SCHEDULE_COLS: &str =
+    "spec, paused, next_run_at, last_run_at, last_task_id, created_at, updated_at";
+
+/// The columns a [`crate::TokenRecord`] is decoded from.
+pub(crate) const TOKEN_COLS: &str =
+    "id, name, hash, scopes, queues, created_at, expires_at, revoked_at, last_used_at";
+
+/// One backend's statements, by (noun, name).
+#[derive(Debug)]
+pub(crate) struct Statements {
+    backend: &'static str,
+    by_noun: HashMap<&'static str, HashMap<&'static str, String>>,
+}
+
+impl Statements {
+    /// Parses `files` (noun, text) of `backend` and expands their markers.
+    ///
+    /// # Panics
+    /// On a malformed file (a statement before any `-- name:`, a name given twice, an unknown
+    /// marker): the files are part of the binary, so this is a bug a test catches.
+    pub(crate) fn load(backend: &'static str, files: &[(&'static str, &'static str)]) -> Self {
+        let mut raw: HashMap<(&'static str, &'static str), String> = HashMap::new();
+        for (noun, text) in files {
+            for (name, body) in split(backend, noun, text) {
+                let prev = raw.insert((noun, name), body);
+                assert!(prev.is_none(), "{backend}: {noun}.sql names {name} twice");
+            }
+        }
+        let runs = raw.get(&("fragments", "runs")).cloned().unwrap_or_default();
+        let mut by_noun: HashMap<&'static str, HashMap<&'static str, String>> = HashMap::new();
+        for ((noun, name), v) in raw {
+            let v = expand(&v, &runs);
+            assert!(
+                !v.contains("{runs:") && !v.contains("{COLS}"),
+                "{backend}: {noun}.sql {name} keeps a marker"
+            );
+            by_noun.entry(noun).or_default().insert(name, v);
+        }
+        Statements { backend, by_noun }
+    }
+
+    /// The statement `name` of `noun.sql`.
+    ///
+    /// # Panics
+    /// When there is none (a test checks every name used).
+    pub(crate) fn get(&self, noun: &str, name: &str) -> &str {
+        match self.by_noun.get(noun).and_then(|n| n.get(name)) {
+            Some(s) => s,
+            None => panic!("{}: no statement {name} in sql/{noun}.sql", self.backend),
+        }
+    }
+
+    /// Every (noun, name) loaded.
+    #[cfg(test)]
+    pub(crate) fn names(&self) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+        self.by_noun
+            .iter()
+            .flat_map(|(noun, n)| n.keys().map(move |name| (*noun, *name)))
+    }
+}
+
+/// The statements of one file: `(name, text)`, the text without its `-- name:` line, trimmed.
+fn split(backend: &str, noun: &str, text: &'static str) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = vec![];
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("-- name: ") {
+            out.push((name.trim(), String::new()));
+            continue;
+        }
+        match out.last_mut() {
+            Some((_, body)) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            None => assert!(
+                line.trim().is_empty() || line.starts_with("--"),
+                "{backend}: {noun}.sql has SQL before its first `-- name:`"
+            ),
+        }
+    }
+    for (_, body) in &mut out {
+        let t = body.trim().trim_end_matches(';').trim_end().to_string();
+        *body = t;
+    }
+    out
+}
+
+/// Expands the column lists and the run-log markers of one statement.
+fn expand(sql: &str, runs: &str) -> String {
+    let sql = sql
+        .replace("{COLS}", TASK_COLS)
+        .replace("{SCHEDULE_COLS}", SCHEDULE_COLS)
+        .replace("{TOKEN_COLS}", TOKEN_COLS);
+    let mut out = String::with_capacity(sql.len() + 512);
+    let mut rest = sql.as_str();
+    while let Some(i) = rest.find("{runs:") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 6..];
+        let end = tail.find('}').expect("a {runs:…} marker is closed");
+        let (outcome, now) = tail[..end]
+            .split_once(':')
+            .expect("a {runs:OUTCOME:NOW} marker names the time");
+        out.push_str(
+            &runs
+                .replace("{outcome}", outcome)
+                .replace("{now}", now)
+                .replace("{keep}", &docket_core::run::RUN_LOG_KEEP.to_string()),
+        );
+        rest = &tail[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The text of statement `name` of `noun.sql` of the backend whose `STATEMENTS` is in scope.
+macro_rules! sql {
+    ($noun:ident, $name:ident) => {
+        STATEMENTS.get(stringify!($noun), stringify!($name))
+    };
+}
+pub(crate) use sql;
+
+/// Declares a backend's `STATEMENTS`, loaded from its `sql/<noun>.sql` files on first use.
+macro_rules! statements {
+    ($backend:literal: $($noun:ident),* $(,)?) => {
+        /// This backend's statements (see [`crate::sql`]).
+        pub(crate) static STATEMENTS: std::sync::LazyLock<crate::sql::Statements> =
+            std::sync::LazyLock::new(|| {
+                crate::sql::Statements::load(
+                    $backend,
+                    &[$((stringify!($noun), include_str!(concat!("sql/", stringify!($noun), ".sql")))),*],
+                )
+            });
+
+        #[cfg(test)]
+        mod statements_used {
+            /// Every `sql!(noun, name)` in this backend's code names a statement, and every
+            /// statement is named somewhere.
+            #[test]
+            fn every_statement_is_known_and_used() {
+                let code: &[&str] = &[
+                    include_str!("mod.rs"),
+                    include_str!("audit.rs"),
+                    include_str!("leases.rs"),
+                    include_str!("maintenance.rs"),
+                    include_str!("nodes.rs"),
+                    include_str!("notifications.rs"),
+                    include_str!("processes.rs"),
+                    include_str!("queues.rs"),
+                    include_str!("schedules.rs"),
+                    include_str!("tasks.rs"),
+                    include_str!("tokens.rs"),
+                ];
+                crate::sql::check_used(&super::STATEMENTS, code);
+            }
+        }
+    };
+}
+pub(crate) use statements;
+
+/// The check behind `statements!`'s test: the `sql!(noun, name)` calls in `code` and the
+/// statements of `s` are the same set (`fragments` excepted).
+#[cfg(test)]
+pub(crate) fn check_used(s: &Statements, code: &[&str]) {
+    let mut used = std::collections::BTreeSet::new();
+    for src in code {
+        let mut rest = *src;
+        while let Some(i) = rest.find("sql!(") {
+            rest = &rest[i + 5..];
+            let end = rest.find(')').expect("sql!( is closed");
+            let args: Vec<&str> = rest[..end].split(',').map(str::trim).collect();
+            if let [noun, name] = args[..] {
+                used.insert((noun.to_string(), name.to_string()));
+            }
+        }
+    }
+    for (noun, name) in &used {
+        let _ = s.get(noun, name);
+    }
+    let unused: Vec<_> = s
+        .names()
+        .filter(|(noun, _)| *noun != "fragments")
+        .filter(|(noun, name)| !used.contains(&(noun.to_string(), name.to_string())))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "{}: statements never used: {unused:?}",
+        s.backend
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_split_by_name_and_markers_expand() {
+        let s = Statements::load(
+            "test",
+            &[
+                (
+                    "fragments",
+                    "-- name: runs\nR({now},{outcome},{keep})\n",
+                ),
+                (
+                    "tasks",
+                    "-- a file comment\n-- name: one\nSELECT 1;\n\n-- name: two\n-- why\nUPDATE t SET a = 1, {runs:completed:$2} WHERE x\n",
+                ),
+            ],
+        );
+        assert_eq!(s.get("tasks", "one"), "SELECT 1");
+        assert_eq!(
+            s.get("tasks", "two"),
+            format!(
+                "-- why\nUPDATE t SET a = 1, R($2,completed,{}) WHERE x",
+                docket_core::run::RUN_LOG_KEEP
+            )
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "no statement three")]
+    fn an_unknown_name_is_a_clear_panic() {
+        Statements::load("test", &[("tasks", "-- name: one\nSELECT 1\n")]).get("tasks", "three");
+    }
+}

@@ -1,0 +1,8 @@
+-- The run-log entry of the attempt the row holds, ended at {now} with {outcome}; the
+-- oldest entry goes once the log holds {keep} (docket_core::run::StoredRun's shape).
+-- name: runs
+runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= {keep}
+    THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]',
+    json_object('attempt', attempt, 'stage', stage, 'started_us', attempted_at,
+    'finished_us', {now}, 'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')),
+    run_count = run_count + 1

@@ -1,0 +1,59 @@
+-- name: claim_candidates
+SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit,
+    t.timeout_ms, t.namespace IS NOT NULL AS process
+    FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
+    WHERE t.state = 'available' AND t.queue = ?1
+    AND (t.node IS NULL OR t.node = ?2)
+    AND (?5 IS NULL OR t.kind IN (SELECT value FROM json_each(?5)))
+    AND (?6 IS NULL OR t.stage IN (SELECT value FROM json_each(?6)))
+    AND (t.expires_at IS NULL OR t.expires_at > ?3)
+    AND (q.paused IS NULL OR q.paused = 0)
+    AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
+    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
+    < t.concurrency_limit)
+    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    LIMIT min(?4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = ?1), ?4))
+
+-- name: complete_held
+UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result,
+    lease_expires_at = NULL, run_count = run_count + 1
+    FROM (SELECT value->>'id' AS id, value->>'token' AS token, value->'result' AS result
+    FROM json_each(?2)) AS x
+    WHERE docket_tasks.id = x.id AND docket_tasks.lease_token = x.token
+    AND docket_tasks.state = 'running' AND docket_tasks.cancel_requested_at IS NULL
+    -- Within the deadline the claim wrote (docket_core::lease::deadline_of; none for steps).
+    AND (docket_tasks.deadline_at IS NULL OR ?1 < docket_tasks.deadline_at)
+    RETURNING docket_tasks.id, docket_tasks.run_at, docket_tasks.queue,
+    (docket_tasks.concurrency_key IS NOT NULL OR EXISTS (SELECT 1 FROM docket_queues q
+    WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
+    docket_tasks.kind, docket_tasks.attempted_at
+
+-- name: complete_cancelled
+UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, result = ?3,
+    lease_expires_at = NULL, {runs:cancelled:?2} WHERE id = ?1
+
+-- name: heartbeat_cancelled
+UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2,
+    lease_expires_at = NULL, progress = COALESCE(?3, progress), {runs:cancelled:?2} WHERE id = ?1
+
+-- name: complete_to_next_stage
+UPDATE docket_tasks SET state = ?3, run_at = ?4, stage = ?5, payload = COALESCE(?6, payload),
+    priority = COALESCE(?7, priority), result = ?8, attempt = 0, lease_expires_at = NULL,
+    stages_done = json_insert(COALESCE(stages_done, '[]'), '$[#]', stage),
+    {runs:completed:?9}
+    WHERE id = ?1 AND lease_token = ?2 AND state = 'running' AND cancel_requested_at IS NULL
+    AND (deadline_at IS NULL OR ?9 < deadline_at)
+    RETURNING id, run_at, queue, (concurrency_key IS NOT NULL OR EXISTS (SELECT 1
+    FROM docket_queues q WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
+    kind, attempted_at
+
+-- name: fail
+UPDATE docket_tasks SET state = ?2, run_at = ?3, finished_at = ?4,
+    errors = json_insert(errors, '$[#]', json(?5)), lease_expires_at = NULL,
+    runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= ?7
+        THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]', json(?6)),
+    run_count = run_count + 1
+    WHERE id = ?1
+    -- A rescue (?9): only a task still running the attempt it read, its lease still expired.
+    AND (?9 IS NULL OR (state = 'running' AND attempt = ?8 AND lease_expires_at < ?9))
+    RETURNING id

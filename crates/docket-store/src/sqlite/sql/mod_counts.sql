@@ -1,2 +1,0 @@
-SELECT queue, state, count(*) AS n FROM docket_tasks
-    WHERE (?1 IS NULL OR queue = ?1) GROUP BY queue, state
