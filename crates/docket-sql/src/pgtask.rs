@@ -176,6 +176,23 @@ fn column_defs(schema: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The statements run on a task table (`sql/pgtask.sql`), by name.
+static STATEMENTS: std::sync::LazyLock<HashMap<&'static str, String>> =
+    std::sync::LazyLock::new(|| {
+        docket_core::sqlfile::statements(include_str!("sql/pgtask.sql"))
+            .expect("sql/pgtask.sql parses")
+            .into_iter()
+            .collect()
+    });
+
+/// Statement `name` of `sql/pgtask.sql` with its slots filled (`{copied}` always).
+fn sql(name: &str, with: &[(&str, &str)]) -> String {
+    let s = STATEMENTS
+        .get(name)
+        .unwrap_or_else(|| panic!("no statement {name} in sql/pgtask.sql"));
+    docket_core::sqlfile::fill(&docket_core::sqlfile::fill(s, with), &[("copied", COPIED)])
+}
+
 /// The columns a repeat copies into its successor.
 const COPIED: &str = "\"active\", \"live\", \"repeat\", \"timeout\", \"count\", \"max\", \"delete\", \"drift\", \"header\", \"string\", \"save\", \"delimiter\", \"escape\", \"quote\", \"data\", \"group\", \"input\", \"null\", \"remote\"";
 
@@ -212,15 +229,11 @@ pub async fn bootstrap(pool: &PgPool, cfg: &PgTaskConfig) -> Result<u32, sqlx::E
     let mut tx = pool.begin().await?;
     sqlx::query(lock).execute(&mut *tx).await?;
     let defs = column_defs(&cfg.schema);
-    let existing: Vec<String> = sqlx::query_scalar(
-        "SELECT a.attname::text FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
-         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-         WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
-    )
-    .bind(&cfg.schema)
-    .bind(&cfg.table)
-    .fetch_all(&mut *tx)
-    .await?;
+    let existing: Vec<String> = sqlx::query_scalar(&sql("columns", &[]))
+        .bind(&cfg.schema)
+        .bind(&cfg.table)
+        .fetch_all(&mut *tx)
+        .await?;
     if existing.is_empty() {
         let cols: Vec<String> = defs
             .iter()
@@ -271,14 +284,9 @@ pub async fn bootstrap(pool: &PgPool, cfg: &PgTaskConfig) -> Result<u32, sqlx::E
         .await?;
     }
     let func = format!("{schema}.{}", ix("docket_wake"));
-    sqlx::query(&format!(
-        // docket's own control sessions do not wake themselves: a statement trigger fires even
-        // for an UPDATE of no rows, so each empty look at the table would wake the next one (a
-        // busy loop of ~2,450 commits/s on an idle table). Their own changes are seen by the
-        // loop, which sleeps until the next plan.
-        "CREATE OR REPLACE FUNCTION {func}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-         IF pg_catalog.current_setting('application_name') NOT LIKE 'docket control %' THEN \
-         PERFORM pg_catalog.pg_notify('{CHANNEL}', TG_RELID::text); END IF; RETURN NULL; END $$"
+    sqlx::query(&sql(
+        "wake_function",
+        &[("func", &func), ("channel", CHANNEL)],
     ))
     .execute(&mut *tx)
     .await?;
@@ -289,10 +297,13 @@ pub async fn bootstrap(pool: &PgPool, cfg: &PgTaskConfig) -> Result<u32, sqlx::E
     ))
     .execute(&mut *tx)
     .await?;
-    sqlx::query(&format!(
-        "CREATE TRIGGER {} AFTER INSERT OR UPDATE OF \"plan\", \"state\" ON {table} \
-         FOR EACH STATEMENT EXECUTE FUNCTION {func}()",
-        ix("docket_wake")
+    sqlx::query(&sql(
+        "wake_trigger",
+        &[
+            ("trigger", &ix("docket_wake")),
+            ("table", &table),
+            ("func", &func),
+        ],
     ))
     .execute(&mut *tx)
     .await?;
@@ -534,47 +545,6 @@ pub async fn start(
     }))
 }
 
-/// The claim: PLAN tasks that are due, group limits respected (`max` ≥ 0: max+1 at once;
-/// negative: one at once), larger `max` first, then by id; taken to TAKE with this node's lock.
-/// `$5` true: the next tasks for sessions that go on (`count`/`live`), which keep the slot they
-/// hold, so no limit is counted — pg_task's task.c takes a going-on session's next task of its
-/// group (`max` at least its own) without one; counting it let a session lose its slot to a
-/// task of larger `max` still running (regression group 9 ran in three sessions, not two).
-fn claim_sql(table: &str) -> String {
-    format!(
-        "WITH running AS (SELECT \"hash\", count(*) AS n FROM {table} WHERE \"state\" IN ('TAKE', 'WORK') GROUP BY \"hash\"), \
-         cand AS (SELECT \"id\", \"hash\", \"max\", row_number() OVER (PARTITION BY \"hash\" ORDER BY \"max\" DESC, \"id\") AS rn \
-                  FROM {table} WHERE \"state\" = 'PLAN' AND \"plan\" <= CURRENT_TIMESTAMP \
-                  AND ($1::int4 IS NULL OR \"hash\" = $1) AND ($2::int4 IS NULL OR \"max\" >= $2)), \
-         pick AS (SELECT c.\"id\" FROM cand c LEFT JOIN running r USING (\"hash\") \
-                  WHERE CASE WHEN $5 THEN true \
-                             WHEN c.\"max\" >= 0 THEN COALESCE(r.n, 0) + c.rn <= c.\"max\"::int8 + 1 \
-                             ELSE COALESCE(r.n, 0) = 0 AND c.rn = 1 END \
-                  ORDER BY c.\"max\" DESC, c.\"id\" LIMIT $3) \
-         UPDATE {table} t SET \"state\" = 'TAKE' FROM pick WHERE t.\"id\" = pick.\"id\" \
-         RETURNING t.\"id\", pg_catalog.pg_try_advisory_lock($4, (t.\"id\" & 2147483647)::int4) AS locked, \
-           {LOAD_COLS}"
-    )
-}
-
-/// What a claimed task runs with, as `claim_sql` returns it after its id and lock (so a claim
-/// needs no second read).
-const LOAD_COLS: &str = "t.\"input\", t.\"remote\", t.\"hash\", t.\"max\", t.\"count\", \
-    (extract(epoch FROM t.\"live\") * 1000)::int8, t.\"save\", \
-    (extract(epoch FROM t.\"timeout\") * 1000)::int8, t.\"header\", t.\"string\", \
-    t.\"delimiter\"::text, t.\"escape\"::text, t.\"quote\"::text, t.\"null\"";
-
-/// The successor of repeating tasks: every copied column, parent = the task, planned at
-/// now + repeat with `drift`, else on the grid plan + k·repeat (the first point after now).
-fn repeat_sql(table: &str) -> String {
-    format!(
-        "INSERT INTO {table} (\"parent\", \"plan\", {COPIED}) \
-         SELECT \"id\", CASE WHEN \"drift\" THEN CURRENT_TIMESTAMP + \"repeat\" \
-           ELSE \"plan\" + \"repeat\" * (floor(extract(epoch FROM CURRENT_TIMESTAMP - \"plan\") / extract(epoch FROM \"repeat\")) + 1) END, \
-           {COPIED} FROM {table} WHERE \"id\" = ANY($1) AND \"repeat\" > '0 sec'"
-    )
-}
-
 impl Table {
     fn table(&self) -> String {
         format!(
@@ -644,16 +614,11 @@ impl Table {
             .bind(self.serial_key)
             .execute(&mut *tx)
             .await?;
-        let ids: Vec<i64> = sqlx::query_scalar(&format!(
-            "UPDATE {table} t SET \"state\" = 'PLAN', \"start\" = NULL, \"stop\" = NULL, \"pid\" = NULL \
-             WHERE \"state\" IN ('TAKE', 'WORK') AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l \
-               WHERE l.locktype = 'advisory' AND l.database = $1::int8::oid AND l.classid = $2::int8::oid \
-               AND l.objid = (t.\"id\" & 2147483647)::oid AND l.objsubid = 2 AND l.granted) RETURNING \"id\""
-        ))
-        .bind(i64::from(self.db_oid))
-        .bind(i64::from(self.oid))
-        .fetch_all(&mut *tx)
-        .await?;
+        let ids: Vec<i64> = sqlx::query_scalar(&sql("reset", &[("table", &table)]))
+            .bind(i64::from(self.db_oid))
+            .bind(i64::from(self.oid))
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         if !ids.is_empty() {
             tracing::warn!(table = %self.name, ?ids, "pg_task tasks reset to PLAN: their connection died");
@@ -676,15 +641,12 @@ impl Table {
             .bind(self.serial_key)
             .execute(&mut *tx)
             .await?;
-        let gone: Vec<i64> = sqlx::query_scalar(&format!(
-            "UPDATE {table} SET \"state\" = 'GONE', \"stop\" = CURRENT_TIMESTAMP, \"error\" = $1 \
-             WHERE \"state\" = 'PLAN' AND \"plan\" + \"active\" <= CURRENT_TIMESTAMP RETURNING \"id\""
-        ))
-        .bind(plain_error("task not active"))
-        .fetch_all(&mut *tx)
-        .await?;
+        let gone: Vec<i64> = sqlx::query_scalar(&sql("gone", &[("table", &table)]))
+            .bind(plain_error("task not active"))
+            .fetch_all(&mut *tx)
+            .await?;
         if !gone.is_empty() {
-            sqlx::query(&repeat_sql(&table))
+            sqlx::query(&sql("repeat", &[("table", &table)]))
                 .bind(&gone)
                 .execute(&mut *tx)
                 .await?;
@@ -693,7 +655,7 @@ impl Table {
         let mut left = free;
         while left > 0 {
             let want = left.min(self.fetch);
-            let rows = sqlx::query(&claim_sql(&table))
+            let rows = sqlx::query(&sql("claim", &[("table", &table)]))
                 .bind(None::<i32>)
                 .bind(None::<i32>)
                 .bind(want as i64)
@@ -865,14 +827,12 @@ impl Table {
         task: &Claimed,
     ) -> Result<(Option<String>, Option<String>, &'static str), WireError> {
         let table = self.table();
-        let marked = sqlx::query(&format!(
-            "UPDATE {table} SET \"state\" = 'WORK', \"start\" = CURRENT_TIMESTAMP, \"pid\" = $2 WHERE \"id\" = $1 AND \"state\" = 'TAKE'"
-        ))
-        .bind(task.id)
-        .bind(s.pid())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| WireError::Protocol(e.to_string()))?;
+        let marked = sqlx::query(&sql("start", &[("table", &table)]))
+            .bind(task.id)
+            .bind(s.pid())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| WireError::Protocol(e.to_string()))?;
         if marked.rows_affected() == 0 {
             // Stopped (or reset) meanwhile: nothing to run.
             return Ok((None, None, "STOP"));
@@ -1010,18 +970,21 @@ impl Table {
         let recorded: Vec<&End> = ends.iter().filter(|e| e.state != "STOP").collect();
         if !recorded.is_empty() {
             // The task's session lock goes in the same statement.
-            let rows = sqlx::query(&format!(
-                "UPDATE {table} t SET \"state\" = x.state::{}.state, \"stop\" = CURRENT_TIMESTAMP, \
-                   \"output\" = x.output, \"error\" = x.error \
-                 FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[]) AS x(id, state, output, error) \
-                 WHERE t.\"id\" = x.id AND t.\"state\" IN ('TAKE', 'WORK') \
-                 RETURNING t.\"id\", t.\"delete\", t.\"max\", t.\"drift\", t.\"start\", t.\"hash\", \
-                   t.\"repeat\" > '0 sec', pg_catalog.pg_advisory_unlock($5, (t.\"id\" & 2147483647)::int4)",
-                quote_ident(&self.cfg.schema)
+            let rows = sqlx::query(&sql(
+                "record_ends",
+                &[
+                    ("table", &table),
+                    ("schema", &quote_ident(&self.cfg.schema)),
+                ],
             ))
             .bind(recorded.iter().map(|e| e.id).collect::<Vec<_>>())
             .bind(recorded.iter().map(|e| e.state).collect::<Vec<_>>())
-            .bind(recorded.iter().map(|e| e.output.clone()).collect::<Vec<_>>())
+            .bind(
+                recorded
+                    .iter()
+                    .map(|e| e.output.clone())
+                    .collect::<Vec<_>>(),
+            )
             .bind(recorded.iter().map(|e| e.error.clone()).collect::<Vec<_>>())
             .bind(self.oid as i32)
             .fetch_all(&mut *tx)
@@ -1040,13 +1003,13 @@ impl Table {
                 }
             }
             if !repeats.is_empty() {
-                sqlx::query(&repeat_sql(&table))
+                sqlx::query(&sql("repeat", &[("table", &table)]))
                     .bind(&repeats)
                     .execute(&mut *tx)
                     .await?;
             }
             if !deletes.is_empty() {
-                sqlx::query(&format!("DELETE FROM {table} WHERE \"id\" = ANY($1)"))
+                sqlx::query(&sql("delete", &[("table", &table)]))
                     .bind(&deletes)
                     .execute(&mut *tx)
                     .await?;
@@ -1056,17 +1019,13 @@ impl Table {
                 // end with drift, else on the grid of its start.
                 let max: i32 = row.get(2);
                 let drift: bool = row.get(3);
-                sqlx::query(&format!(
-                    "WITH n AS (SELECT CASE WHEN $2 THEN CURRENT_TIMESTAMP + $3 * interval '1 ms' \
-                       ELSE COALESCE($4, CURRENT_TIMESTAMP) + $3 * interval '1 ms' * (floor(extract(epoch FROM CURRENT_TIMESTAMP - COALESCE($4, CURRENT_TIMESTAMP)) * 1000 / $3) + 1) END AS at) \
-                     UPDATE {table} SET \"plan\" = n.at FROM n WHERE \"hash\" = $1 AND \"state\" = 'PLAN' AND \"max\" < 0 AND \"plan\" < n.at"
-                ))
-                .bind(row.get::<i32, _>(5))
-                .bind(drift)
-                .bind(f64::from(max.unsigned_abs()))
-                .bind(row.get::<Option<chrono::DateTime<chrono::Utc>>, _>(4))
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(&sql("pause_group", &[("table", &table)]))
+                    .bind(row.get::<i32, _>(5))
+                    .bind(drift)
+                    .bind(f64::from(max.unsigned_abs()))
+                    .bind(row.get::<Option<chrono::DateTime<chrono::Utc>>, _>(4))
+                    .execute(&mut *tx)
+                    .await?;
             }
         }
         // The next tasks: one claim per group for all of its sessions that go on.
@@ -1076,7 +1035,7 @@ impl Table {
             groups.entry((e.hash, e.max)).or_default().push(i);
         }
         for ((hash, max), want) in groups {
-            let rows = sqlx::query(&claim_sql(&table))
+            let rows = sqlx::query(&sql("claim", &[("table", &table)]))
                 .bind(Some(hash))
                 .bind(Some(max))
                 .bind(want.len() as i64)
@@ -1125,14 +1084,11 @@ impl Table {
     /// Puts claimed tasks nobody will run back to PLAN and lets their locks go.
     async fn let_go(&self, c: &mut Control, ids: &[i64]) {
         let table = self.table();
-        let r = sqlx::query(&format!(
-            "WITH b AS (UPDATE {table} SET \"state\" = 'PLAN' WHERE \"id\" = ANY($2) AND \"state\" = 'TAKE' RETURNING \"id\") \
-             SELECT pg_catalog.pg_advisory_unlock($1, (id & 2147483647)::int4) FROM unnest($2::int8[]) AS id"
-        ))
-        .bind(self.oid as i32)
-        .bind(ids)
-        .execute(&mut **c)
-        .await;
+        let r = sqlx::query(&sql("let_go", &[("table", &table)]))
+            .bind(self.oid as i32)
+            .bind(ids)
+            .execute(&mut **c)
+            .await;
         if let Err(e) = r {
             tracing::warn!(error = %e, "pg_task could not let claimed tasks go; the reset will");
         }
@@ -1173,7 +1129,7 @@ fn one_char(s: String) -> Option<char> {
     s.chars().next()
 }
 
-/// A claimed task from a row of `claim_sql` (`id`, `locked`, then [`LOAD_COLS`]).
+/// A claimed task from a row of the `claim` statement (`id`, `locked`, then what it runs with).
 fn claimed(r: &sqlx::postgres::PgRow) -> Claimed {
     let at = |i: usize| i + 2;
     Claimed {
@@ -1269,15 +1225,13 @@ impl TableView {
     /// The database failed.
     pub async fn summary(&self, rows: i64) -> Result<TableSummary, sqlx::Error> {
         let t = &self.table;
-        let counts: Vec<(String, i64)> = sqlx::query_as(&format!(
-            "SELECT \"state\"::text, count(*) FROM {t} GROUP BY 1 ORDER BY 1"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
+        let counts: Vec<(String, i64)> = sqlx::query_as(&sql("counts", &[("table", t)]))
+            .fetch_all(&self.pool)
+            .await?;
         let brief = |order: &str, filter: &str| {
-            format!(
-                "SELECT \"id\", \"group\", left(\"input\", 200), \"state\"::text, \"plan\", \"stop\", split_part(\"error\", E'\\n', 1) \
-                 FROM {t} WHERE {filter} ORDER BY {order} LIMIT $1"
+            sql(
+                "brief",
+                &[("table", t), ("filter", filter), ("order", order)],
             )
         };
         let decode = |r: sqlx::postgres::PgRow| RowBrief {

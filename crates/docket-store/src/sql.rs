@@ -58,9 +58,10 @@ impl Statements {
     pub(crate) fn load(backend: &'static str, files: &[(&'static str, &'static str)]) -> Self {
         let mut raw: HashMap<(&'static str, &'static str), String> = HashMap::new();
         for (noun, text) in files {
-            for (name, body) in split(backend, noun, text) {
-                let prev = raw.insert((noun, name), body);
-                assert!(prev.is_none(), "{backend}: {noun}.sql names {name} twice");
+            let parsed = docket_core::sqlfile::statements(text)
+                .unwrap_or_else(|e| panic!("{backend}: sql/{noun}.sql: {e}"));
+            for (name, body) in parsed {
+                raw.insert((noun, name), body);
             }
         }
         let runs = raw.get(&("fragments", "runs")).cloned().unwrap_or_default();
@@ -96,32 +97,6 @@ impl Statements {
     }
 }
 
-/// The statements of one file: `(name, text)`, the text without its `-- name:` line, trimmed.
-fn split(backend: &str, noun: &str, text: &'static str) -> Vec<(&'static str, String)> {
-    let mut out: Vec<(&'static str, String)> = vec![];
-    for line in text.lines() {
-        if let Some(name) = line.strip_prefix("-- name: ") {
-            out.push((name.trim(), String::new()));
-            continue;
-        }
-        match out.last_mut() {
-            Some((_, body)) => {
-                body.push_str(line);
-                body.push('\n');
-            }
-            None => assert!(
-                line.trim().is_empty() || line.starts_with("--"),
-                "{backend}: {noun}.sql has SQL before its first `-- name:`"
-            ),
-        }
-    }
-    for (_, body) in &mut out {
-        let t = body.trim().trim_end_matches(';').trim_end().to_string();
-        *body = t;
-    }
-    out
-}
-
 /// Expands the column lists and the run-log markers of one statement.
 fn expand(sql: &str, runs: &str) -> String {
     let sql = sql
@@ -148,6 +123,8 @@ fn expand(sql: &str, runs: &str) -> String {
     out.push_str(rest);
     out
 }
+
+pub(crate) use docket_core::sqlfile::fill;
 
 /// The text of statement `name` of `noun.sql` of the backend whose `STATEMENTS` is in scope.
 macro_rules! sql {

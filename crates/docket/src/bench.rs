@@ -17,6 +17,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// The statements of `bench.sql`, by name.
+static STATEMENTS: std::sync::LazyLock<std::collections::HashMap<&'static str, String>> =
+    std::sync::LazyLock::new(|| {
+        docket_core::sqlfile::statements(include_str!("bench.sql"))
+            .expect("bench.sql parses")
+            .into_iter()
+            .collect()
+    });
+
+fn sql(name: &str) -> &'static str {
+    STATEMENTS
+        .get(name)
+        .unwrap_or_else(|| panic!("no statement {name} in bench.sql"))
+}
+
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[command(subcommand)]
@@ -622,13 +637,10 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             // (the history list length falls to a few entries when it is done); 10 min at most.
             let mut history = i64::MAX;
             while history > 1000 && t.elapsed() < Duration::from_secs(600) {
-                history = sqlx::query_scalar(
-                    "SELECT CAST(count AS SIGNED) FROM information_schema.INNODB_METRICS \
-                     WHERE name = 'trx_rseg_history_len'",
-                )
-                .fetch_optional(&my)
-                .await?
-                .unwrap_or(0);
+                history = sqlx::query_scalar(sql("mysql_history_length"))
+                    .fetch_optional(&my)
+                    .await?
+                    .unwrap_or(0);
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             // PostgreSQL's CHECKPOINT: the preload's dirty pages written out, as the page
@@ -864,9 +876,9 @@ async fn pg_task_bench(a: &BenchArgs) -> Result<()> {
     ] {
         let group = format!("g{count}");
         let started = Instant::now();
-        sqlx::query(&format!(
-            "INSERT INTO {t} (\"group\", input, max, count, \"delete\") \
-             SELECT $1, 'SELECT 1', $2, $3, false FROM generate_series(1, $4)"
+        sqlx::query(&docket_core::sqlfile::fill(
+            sql("pgtask_insert"),
+            &[("table", &t)],
         ))
         .bind(&group)
         .bind(a.concurrency.saturating_sub(1) as i32)
@@ -1097,30 +1109,16 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_secs(sample.max(1)).min(end - Instant::now())).await;
         let now_done = done.load(Ordering::Relaxed);
-        // The hot table is docket_tasks_live (unfinished tasks, migration 0020), since 0021
-        // its leaves: slot 0 and the ring docket_tasks_live_1..4; "all" adds the finished
-        // tasks' partition.
-        let row: (i64, i64, i64, i64, i64, i64) = sqlx::query_as(
-            "SELECT COALESCE(sum(n_dead_tup) FILTER (WHERE relname LIKE 'docket\\_tasks\\_live\\_%'), 0)::int8, \
-               COALESCE(sum(n_live_tup) FILTER (WHERE relname LIKE 'docket\\_tasks\\_live\\_%'), 0)::int8, \
-               COALESCE(sum(pg_total_relation_size(relid)) FILTER (WHERE relname LIKE 'docket\\_tasks\\_live\\_%'), 0)::int8, \
-               COALESCE(sum(n_dead_tup), 0)::int8, COALESCE(sum(pg_total_relation_size(relid)), 0)::int8, \
-               COALESCE(sum(n_dead_tup) FILTER (WHERE relname = 'docket_tasks_live_0'), 0)::int8 \
-             FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE 'docket\\_tasks%'",
-        )
-        .bind(&schema)
-        .fetch_one(&pg)
-        .await?;
-        let scanned: Option<i64> = if scan {
-            sqlx::query_scalar(
-                "SELECT COALESCE(sum((public.pgstattuple(c.oid)).dead_tuple_count), 0)::int8 \
-                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                 WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname LIKE 'docket\\_tasks\\_live\\_%'",
-            )
+        let row: (i64, i64, i64, i64, i64, i64) = sqlx::query_as(sql("pg_churn_stats"))
             .bind(&schema)
             .fetch_one(&pg)
-            .await
-            .ok()
+            .await?;
+        let scanned: Option<i64> = if scan {
+            sqlx::query_scalar(sql("pg_dead_tuples_scanned"))
+                .bind(&schema)
+                .fetch_one(&pg)
+                .await
+                .ok()
         } else {
             None
         };

@@ -155,12 +155,12 @@ impl LeaseStore for MySqlStore {
         }
         // One statement for the completions: each row's result by a CASE on its id.
         for chunk in complete.chunks(500) {
-            let sql = format!(
-                "UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL, \
-                 run_count = run_count + 1, result = CASE id {} END, state = 'completed' \
-                 WHERE id IN ({})",
-                "WHEN ? THEN ? ".repeat(chunk.len()),
-                marks(chunk.len())
+            let sql = fill(
+                sql!(leases, complete_held),
+                &[
+                    ("results", &"WHEN ? THEN ? ".repeat(chunk.len())),
+                    ("ids", &marks(chunk.len())),
+                ],
             );
             let mut q = sqlx::query(&sql).bind(dt(now));
             for (it, _) in chunk {
@@ -300,15 +300,9 @@ impl MySqlStore {
             Some(k) => format!("AND t.stage IN ({}) ", marks(k.len())),
             None => String::new(),
         };
-        let sql = format!(
-            "SELECT t.id, t.concurrency_key, t.concurrency_limit, t.timeout_ms, \
-               t.namespace IS NOT NULL AS process FROM docket_tasks t \
-             WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}{stages}\
-               AND (t.expires_at IS NULL OR t.expires_at > ?) \
-               AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r \
-                    WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running') \
-                    < COALESCE(t.concurrency_limit, 1)) \
-             ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT ? FOR UPDATE SKIP LOCKED"
+        let sql = fill(
+            sql!(leases, claim_candidates),
+            &[("kinds", &kinds), ("stages", &stages)],
         );
         let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.node);
         for k in p.kinds.iter().flatten().chain(p.stages.iter().flatten()) {
@@ -371,13 +365,12 @@ impl MySqlStore {
         let c = ClaimColumns::of(&picked, p.now, p.lease);
         let ids = &c.ids;
         let nonce = LeaseToken::new_nonce();
-        let case = "WHEN ? THEN ? ".repeat(ids.len());
-        let sql = format!(
-            "UPDATE docket_tasks SET attempt = attempt + 1, attempted_at = ?, worker = ?, \
-               lease_token = ?, lease_ms = CASE id {case}END, lease_expires_at = CASE id {case}END, \
-               cancel_requested_at = NULL, state = 'running', attempt_node = ? \
-             WHERE id IN ({})",
-            marks(ids.len())
+        let sql = fill(
+            sql!(leases, claim),
+            &[
+                ("leases", &"WHEN ? THEN ? ".repeat(ids.len())),
+                ("ids", &marks(ids.len())),
+            ],
         );
         let mut q = sqlx::query(&sql)
             .bind(dt(p.now))
@@ -394,10 +387,7 @@ impl MySqlStore {
             q = q.bind(id);
         }
         q.execute(&mut *tx).await?;
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE id IN ({})",
-            marks(ids.len())
-        );
+        let sql = fill(sql!(tasks, get_many), &[("ids", &marks(ids.len()))]);
         let mut q = sqlx::query(&sql);
         for id in ids {
             q = q.bind(id);

@@ -5,12 +5,12 @@
 
 use super::*;
 
-/// Binds `ids` to `sql`'s `IN (…)` and runs it.
+/// Fills `sql`'s `{ids}` with `ids`' placeholders, binds them and runs it.
 async fn by_ids(tx: &mut Transaction<'_, MySql>, sql: &str, ids: &[i64]) -> Result<u64> {
     if ids.is_empty() {
         return Ok(0);
     }
-    let sql = sql.replace("(IDS)", &format!("({})", marks(ids.len())));
+    let sql = fill(sql, &[("ids", &marks(ids.len()))]);
     let mut q = sqlx::query(&sql);
     for id in ids {
         q = q.bind(id);
@@ -37,7 +37,7 @@ impl MaintenanceStore for MySqlStore {
         }
         by_ids(
             &mut tx,
-            "UPDATE docket_tasks SET state = 'available' WHERE id IN (IDS)",
+            "UPDATE docket_tasks SET state = 'available' WHERE id IN ({ids})",
             &ids,
         )
         .await?;
@@ -50,11 +50,8 @@ impl MaintenanceStore for MySqlStore {
     }
 
     async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>> {
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
-               AND namespace IS NULL ORDER BY lease_expires_at LIMIT ?"
-        );
-        let rows = sqlx::query(&sql)
+        let sql = sql!(maintenance, rescue_list);
+        let rows = sqlx::query(sql)
             .bind(dt(p.now))
             .bind(p.limit)
             .fetch_all(&self.pool)
@@ -82,14 +79,7 @@ impl MaintenanceStore for MySqlStore {
         let n = if ids.is_empty() {
             0
         } else {
-            let sql = format!(
-                "UPDATE docket_tasks SET finished_at = ?, \
-                   errors = JSON_ARRAY_APPEND(errors, '$', JSON_OBJECT('attempt', attempt, 'at', ?, \
-                     'worker', NULL, 'message', 'expired: not started before expires_at')), \
-                   state = 'discarded' \
-                 WHERE id IN ({})",
-                marks(ids.len())
-            );
+            let sql = fill(sql!(maintenance, expire), &[("ids", &marks(ids.len()))]);
             let mut q = sqlx::query(&sql)
                 .bind(dt(now))
                 .bind(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
@@ -128,10 +118,7 @@ impl MaintenanceStore for MySqlStore {
             // retried since is no longer finished and stays.
             n += by_ids(
                 &mut tx,
-                &format!(
-                    "DELETE FROM {table} WHERE id IN (IDS) \
-                     AND state IN ('completed','discarded','cancelled')"
-                ),
+                &fill(sql!(maintenance, prune), &[("table", table)]),
                 &ids,
             )
             .await?;
@@ -150,7 +137,7 @@ impl MaintenanceStore for MySqlStore {
             .await?;
         let notifications = by_ids(
             &mut tx,
-            "DELETE FROM docket_notifications WHERE seq IN (IDS)",
+            "DELETE FROM docket_notifications WHERE seq IN ({ids})",
             &seqs,
         )
         .await?;
@@ -192,20 +179,16 @@ impl MaintenanceStore for MySqlStore {
             // at READ COMMITTED release again) rows it does not keep — on a small table it is a
             // scan of the whole table — and a claim's SKIP LOCKED would skip available tasks
             // meanwhile (seen: a claim of 2 waiting tasks answered none).
-            let found: Vec<i64> = sqlx::query_scalar(
-                "SELECT id FROM docket_tasks WHERE state IN ('completed','discarded','cancelled') \
-                 LIMIT ?",
-            )
-            .bind(batch)
-            .fetch_all(&mut *tx)
-            .await?;
+            let found: Vec<i64> = sqlx::query_scalar(sql!(maintenance, finished))
+                .bind(batch)
+                .fetch_all(&mut *tx)
+                .await?;
             let ids: Vec<i64> = if found.is_empty() {
                 vec![]
             } else {
-                let sql = format!(
-                    "SELECT id FROM docket_tasks WHERE id IN ({}) \
-                     AND state IN ('completed','discarded','cancelled') FOR UPDATE SKIP LOCKED",
-                    marks(found.len())
+                let sql = fill(
+                    sql!(maintenance, lock_finished),
+                    &[("ids", &marks(found.len()))],
                 );
                 let mut q = sqlx::query_scalar(&sql);
                 for id in &found {
@@ -213,12 +196,14 @@ impl MaintenanceStore for MySqlStore {
                 }
                 q.fetch_all(&mut *tx).await?
             };
-            let sql = format!(
-                "INSERT INTO docket_tasks_done ({COLS}) SELECT {COLS} FROM docket_tasks \
-                 WHERE id IN (IDS)"
-            );
-            by_ids(&mut tx, &sql, &ids).await?;
-            by_ids(&mut tx, "DELETE FROM docket_tasks WHERE id IN (IDS)", &ids).await?;
+            let sql = sql!(maintenance, archive);
+            by_ids(&mut tx, sql, &ids).await?;
+            by_ids(
+                &mut tx,
+                "DELETE FROM docket_tasks WHERE id IN ({ids})",
+                &ids,
+            )
+            .await?;
             tx.commit().await?;
             moved += ids.len() as u64;
             // The last ones, or all of a full batch held by another node's move.

@@ -30,7 +30,7 @@ use sqlx::Connection as _;
 use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};
 use std::str::FromStr;
 
-use crate::sql::{SCHEDULE_COLS, TASK_COLS as COLS, TOKEN_COLS};
+use crate::sql::fill;
 
 /// The oldest servers with `SKIP LOCKED`, JSON_TABLE and CHECK constraints.
 const MIN_MYSQL: (u32, u32) = (8, 0);
@@ -453,14 +453,12 @@ impl MySqlStore {
         if tasks.is_empty() {
             return Ok(vec![]);
         }
-        let row =
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')";
-        let sql = format!(
-            "INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at, \
-               max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter, \
-               timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id, \
-               namespace, process_id, backoff_kind, user_id, stage, progress, errors) VALUES {}",
-            vec![row; tasks.len()].join(", ")
+        let sql = fill(
+            sql!(tasks, insert_many),
+            &[(
+                "rows",
+                &vec![sql!(tasks, insert_values); tasks.len()].join(", "),
+            )],
         );
         let mut q = sqlx::query(&sql);
         for t in tasks {
@@ -598,14 +596,17 @@ impl MySqlStore {
         if lock {
             Self::unarchive(tx, &[id]).await?;
         }
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE id = ?{}",
-            if lock { " FOR UPDATE" } else { "" }
-        );
-        let mut row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+        let sql = if lock {
+            sql!(tasks, lock)
+        } else {
+            sql!(tasks, get_live)
+        };
+        let mut row = sqlx::query(sql).bind(id).fetch_optional(&mut **tx).await?;
         if row.is_none() && !lock {
-            let sql = format!("SELECT {COLS} FROM docket_tasks_done WHERE id = ?");
-            row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+            row = sqlx::query(sql!(tasks, get_done))
+                .bind(id)
+                .fetch_optional(&mut **tx)
+                .await?;
         }
         row.map(|r| Ok((decode(&r)?, nonce_of(&r)?))).transpose()
     }
@@ -616,8 +617,7 @@ impl MySqlStore {
         if ids.is_empty() {
             return Ok(());
         }
-        let m = marks(ids.len());
-        let sql = format!("SELECT id FROM docket_tasks_done WHERE id IN ({m}) FOR UPDATE");
+        let sql = fill(sql!(tasks, lock_done), &[("ids", &marks(ids.len()))]);
         let mut q = sqlx::query_scalar::<_, i64>(&sql);
         for id in ids {
             q = q.bind(id);
@@ -627,13 +627,8 @@ impl MySqlStore {
             return Ok(());
         }
         let m = marks(found.len());
-        for sql in [
-            format!(
-                "INSERT INTO docket_tasks ({COLS}) SELECT {COLS} FROM docket_tasks_done \
-                 WHERE id IN ({m})"
-            ),
-            format!("DELETE FROM docket_tasks_done WHERE id IN ({m})"),
-        ] {
+        for sql in [sql!(tasks, unarchive), sql!(tasks, delete_done)] {
+            let sql = fill(sql, &[("ids", &m)]);
             let mut q = sqlx::query(&sql);
             for id in &found {
                 q = q.bind(id);
@@ -651,10 +646,7 @@ impl MySqlStore {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE id IN ({}) ORDER BY id FOR UPDATE",
-            marks(ids.len())
-        );
+        let sql = fill(sql!(tasks, lock_many), &[("ids", &marks(ids.len()))]);
         let mut q = sqlx::query(&sql);
         for id in ids {
             q = q.bind(id);
@@ -663,10 +655,7 @@ impl MySqlStore {
         if rows.len() < ids.len() {
             // Finished and moved to docket_tasks_done: read (unlocked) for the refusal the
             // caller answers; nothing changes a finished task there.
-            let sql = format!(
-                "SELECT {COLS} FROM docket_tasks_done WHERE id IN ({})",
-                marks(ids.len())
-            );
+            let sql = fill(sql!(tasks, get_many_done), &[("ids", &marks(ids.len()))]);
             let mut q = sqlx::query(&sql);
             for id in ids {
                 q = q.bind(id);

@@ -49,30 +49,24 @@ impl NodeStore for MySqlStore {
         let mut tx = self.begin().await?;
         // MySQL's affected rows count matched rows (FOUND_ROWS), so a node already drained is
         // found too.
-        let found = sqlx::query(
-            "UPDATE docket_nodes SET draining_at = CASE WHEN ? THEN COALESCE(draining_at, ?) END \
-             WHERE name = ?",
-        )
-        .bind(p.drain)
-        .bind(dt(p.now))
-        .bind(p.name)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let found = sqlx::query(sql!(nodes, drain))
+            .bind(p.drain)
+            .bind(dt(p.now))
+            .bind(p.name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         if found == 0 {
             return Ok(None);
         }
         let mut moved = 0;
         if p.drain {
-            moved = sqlx::query(
-                "UPDATE docket_tasks SET node = ? WHERE node = ? \
-                 AND state IN ('scheduled', 'available', 'retryable')",
-            )
-            .bind(p.to)
-            .bind(p.name)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            moved = sqlx::query(sql!(nodes, hand_over_tasks))
+                .bind(p.to)
+                .bind(p.name)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
         }
         tx.commit().await?;
         if p.drain {
@@ -82,17 +76,13 @@ impl NodeStore for MySqlStore {
     }
 
     async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO docket_workers (name, report, reported_at, interval_ms) VALUES (?, ?, ?, ?) \
-             ON DUPLICATE KEY UPDATE report = VALUES(report), reported_at = VALUES(reported_at), \
-             interval_ms = VALUES(interval_ms)",
-        )
-        .bind(p.name)
-        .bind(p.report.to_string())
-        .bind(dt(p.now))
-        .bind(p.interval_ms)
-        .execute(&self.pool)
-        .await?;
+        sqlx::query(sql!(nodes, worker_report))
+            .bind(p.name)
+            .bind(p.report.to_string())
+            .bind(dt(p.now))
+            .bind(p.interval_ms)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

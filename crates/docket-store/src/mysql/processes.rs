@@ -125,12 +125,10 @@ impl ProcessStore for MySqlStore {
         let offset = range.offset.filter(|o| *o > 0);
         let sql = match range.direction {
             Direction::Forward => {
-                "SELECT * FROM docket_events WHERE namespace = ? AND process_id = ? \
-                 AND (? IS NULL OR event_id > ?) ORDER BY event_id LIMIT ?"
+                sql!(processes, events_after)
             }
             Direction::Backward => {
-                "SELECT * FROM docket_events WHERE namespace = ? AND process_id = ? \
-                 AND (? IS NULL OR event_id < ?) ORDER BY event_id DESC LIMIT ?"
+                sql!(processes, events_before)
             }
         };
         let rows = sqlx::query(sql)
@@ -201,10 +199,9 @@ impl ProcessStore for MySqlStore {
             .execute(&mut *tx)
             .await?;
         if !c.cancel_kinds.is_empty() {
-            let sql = format!(
-                "UPDATE docket_tasks SET state = 'cancelled', finished_at = ? WHERE concurrency_key = ? \
-                 AND kind IN ({}) AND state IN ('scheduled', 'available', 'retryable')",
-                marks(c.cancel_kinds.len())
+            let sql = fill(
+                sql!(processes, cancel_timers),
+                &[("kinds", &marks(c.cancel_kinds.len()))],
             );
             let mut q = sqlx::query(&sql).bind(dt(c.now)).bind(&key);
             for k in &c.cancel_kinds {
@@ -435,11 +432,8 @@ impl ProcessStore for MySqlStore {
             detail,
         } = p;
         let mut tx = self.begin().await?;
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
-               AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED"
-        );
-        let rows = sqlx::query(&sql)
+        let sql = sql!(processes, zombies);
+        let rows = sqlx::query(sql)
             .bind(dt(now))
             .bind(limit)
             .fetch_all(&mut *tx)

@@ -4,12 +4,10 @@ use super::*;
 
 impl MySqlStore {
     async fn schedule_in(tx: &mut Transaction<'_, MySql>, name: &str) -> Result<Option<Schedule>> {
-        let row = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = ?"
-        ))
-        .bind(name)
-        .fetch_optional(&mut **tx)
-        .await?;
+        let row = sqlx::query(sql!(schedules, get))
+            .bind(name)
+            .fetch_optional(&mut **tx)
+            .await?;
         row.as_ref().map(decode_schedule).transpose()
     }
 }
@@ -39,21 +37,17 @@ impl ScheduleStore for MySqlStore {
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>> {
-        let row = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = ?"
-        ))
-        .bind(name)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(sql!(schedules, get))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(decode_schedule).transpose()
     }
 
     async fn schedule_list(&self) -> Result<Vec<Schedule>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql!(schedules, list))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(decode_schedule).collect()
     }
 
@@ -91,14 +85,11 @@ impl ScheduleStore for MySqlStore {
 
     async fn schedule_due(&self, p: ScheduleDueParams) -> Result<Vec<Schedule>> {
         let ScheduleDueParams { now, limit } = p;
-        let rows = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE paused = FALSE AND next_run_at <= ? \
-             ORDER BY next_run_at LIMIT ?"
-        ))
-        .bind(dt(now))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql!(schedules, due))
+            .bind(dt(now))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(decode_schedule).collect()
     }
 

@@ -9,7 +9,7 @@ impl TaskStore for MySqlStore {
             return Ok(vec![]);
         }
         let mut tx = self.begin().await?;
-        let existing = format!("SELECT {COLS} FROM docket_tasks WHERE unique_active = ?");
+        let existing = sql!(tasks, unfinished_by_unique_key);
         let now = p.now;
         let mut ids: Vec<Option<i64>> = Vec::with_capacity(p.tasks.len());
         let mut held: HashMap<usize, Task> = HashMap::new();
@@ -39,7 +39,7 @@ impl TaskStore for MySqlStore {
             match Self::insert_row(&mut tx, t, now).await? {
                 Some(id) => ids.push(Some(id)),
                 None => {
-                    let r = sqlx::query(&existing)
+                    let r = sqlx::query(existing)
                         .bind(&t.unique_key)
                         .fetch_optional(&mut *tx)
                         .await?
@@ -75,11 +75,8 @@ impl TaskStore for MySqlStore {
 
     async fn task_get(&self, id: i64) -> Result<Option<Task>> {
         // Both tables in one statement (one read view): a task moving between them is seen once.
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE id = ? \
-             UNION ALL SELECT {COLS} FROM docket_tasks_done WHERE id = ? LIMIT 1"
-        );
-        let row = sqlx::query(&sql)
+        let sql = sql!(tasks, get);
+        let row = sqlx::query(sql)
             .bind(id)
             .bind(id)
             .fetch_optional(&self.pool)
@@ -98,21 +95,9 @@ impl TaskStore for MySqlStore {
         } else {
             format!("AND state IN ({}) ", marks(p.states.len()))
         };
-        // The hot table and docket_tasks_done (0004), each cut to the page before the union.
-        let one = |table: &str| {
-            format!(
-                "(SELECT {COLS} FROM {table} WHERE (? IS NULL OR queue = ?) {states}\
-                 AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?) \
-                 AND (? IS NULL OR concurrency_key = ?) \
-                 AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0) \
-                 AND (? IS NULL OR user_id = ?) \
-                 ORDER BY id {order} LIMIT ?)"
-            )
-        };
-        let sql = format!(
-            "{} UNION ALL {} ORDER BY id {order} LIMIT ?",
-            one("docket_tasks"),
-            one("docket_tasks_done")
+        let sql = fill(
+            sql!(tasks, list),
+            &[("states", &states), ("cmp", cmp), ("order", order)],
         );
         let mut q = sqlx::query(&sql);
         for _ in 0..2 {
@@ -223,12 +208,8 @@ impl TaskStore for MySqlStore {
     }
 
     async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
-        let sql = format!(
-            "(SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1) \
-             UNION ALL (SELECT {COLS} FROM docket_tasks_done WHERE unique_key = ? \
-             ORDER BY id DESC LIMIT 1) ORDER BY id DESC LIMIT 1"
-        );
-        let row = sqlx::query(&sql)
+        let sql = sql!(tasks, by_unique_key);
+        let row = sqlx::query(sql)
             .bind(key)
             .bind(key)
             .fetch_optional(&self.pool)

@@ -16,33 +16,27 @@ impl TokenStore for MySqlStore {
             .execute(&mut *tx)
             .await?
             .last_insert_id();
-        let row = sqlx::query(&format!(
-            "SELECT {TOKEN_COLS} FROM docket_tokens WHERE id = ?"
-        ))
-        .bind(id as i64)
-        .fetch_one(&mut *tx)
-        .await?;
+        let row = sqlx::query(sql!(tokens, get))
+            .bind(id as i64)
+            .fetch_one(&mut *tx)
+            .await?;
         let t = decode_token(&row)?;
         tx.commit().await?;
         Ok(t)
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {TOKEN_COLS} FROM docket_tokens WHERE hash = ?"
-        ))
-        .bind(hash)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(sql!(tokens, by_hash))
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(decode_token).transpose()
     }
 
     async fn token_list(&self) -> Result<Vec<TokenRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TOKEN_COLS} FROM docket_tokens ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql!(tokens, list))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(decode_token).collect()
     }
 

@@ -77,15 +77,8 @@ impl LeaseStore for PgStore {
             }
             let cols = ClaimColumns::of(&picked, p.now, p.lease);
             let nonce = LeaseToken::new_nonce();
-            let sql = format!(
-                "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2, \
-                   worker = $3, lease_token = $4, lease_ms = x.lease_ms_, lease_expires_at = x.expires_, \
-                   deadline_at = x.deadline_, cancel_requested_at = NULL, attempt_node = $5 \
-                 FROM unnest($1::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[]) \
-                   AS x(id_, lease_ms_, expires_, deadline_) \
-                 WHERE id = x.id_ AND id = ANY($1) RETURNING {COLS}"
-            );
-            let rows = sqlx::query(&sql)
+            let sql = sql!(leases, claim);
+            let rows = sqlx::query(sql)
                 .bind(&cols.ids)
                 .bind(p.now)
                 .bind(&p.worker)
@@ -118,24 +111,16 @@ impl LeaseStore for PgStore {
         again(|| async move {
             let p = p.clone();
             let mut tx = self.pool.begin().await?;
-            let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
-            let Some(row) = sqlx::query(&sql)
-                .bind(p.id)
-                .fetch_optional(&mut *tx)
-                .await?
-            else {
+            let sql = sql!(tasks, lock);
+            let Some(row) = sqlx::query(sql).bind(p.id).fetch_optional(&mut *tx).await? else {
                 return Err(StoreError::NotFound(format!("task {}", p.id)));
             };
             let t = decode(&row)?;
             match lease::check(&t, nonce_of(&row)?, &p.token, p.now) {
                 LeaseCheck::Held => {
                     let l = lease::renew(&t, row.try_get("lease_ms")?, p.lease, p.now);
-                    let sql = format!(
-                        "UPDATE docket_tasks SET progress = COALESCE($2, progress), \
-                           edited_at = CASE WHEN $2 IS NULL THEN edited_at ELSE $3 END, \
-                           lease_ms = $4, lease_expires_at = $5 WHERE id = $1 RETURNING {COLS}"
-                    );
-                    let row = sqlx::query(&sql)
+                    let sql = sql!(leases, heartbeat);
+                    let row = sqlx::query(sql)
                         .bind(p.id)
                         .bind(&p.progress)
                         .bind(p.now)
@@ -268,8 +253,8 @@ impl LeaseStore for PgStore {
                 .map(|i| i.id)
                 .filter(|i| !done.contains_key(i))
                 .collect();
-            let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) FOR UPDATE");
-            let rows = sqlx::query(&sql).bind(&missing).fetch_all(&mut *tx).await?;
+            let sql = sql!(tasks, lock_many);
+            let rows = sqlx::query(sql).bind(&missing).fetch_all(&mut *tx).await?;
             let rows: HashMap<i64, PgRow> = rows
                 .into_iter()
                 .map(|r| (r.get::<i64, _>("id"), r))
@@ -345,10 +330,8 @@ impl LeaseStore for PgStore {
             }
             let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
             let mut tx = self.pool.begin().await?;
-            let sql = format!(
-                "SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE"
-            );
-            let rows = sqlx::query(&sql).bind(&ids).fetch_all(&mut *tx).await?;
+            let sql = sql!(tasks, lock_many);
+            let rows = sqlx::query(sql).bind(&ids).fetch_all(&mut *tx).await?;
             let rows: HashMap<i64, PgRow> = rows
                 .into_iter()
                 .map(|r| (r.get::<i64, _>("id"), r))

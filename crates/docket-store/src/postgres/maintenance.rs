@@ -28,11 +28,8 @@ impl MaintenanceStore for PgStore {
     }
 
     async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>> {
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
-               AND namespace IS NULL ORDER BY lease_expires_at LIMIT $2"
-        );
-        let rows = sqlx::query(&sql)
+        let sql = sql!(maintenance, rescue_list);
+        let rows = sqlx::query(sql)
             .bind(p.now)
             .bind(p.limit)
             .fetch_all(&self.pool)
@@ -156,10 +153,7 @@ impl MaintenanceStore for PgStore {
         let mut moved = 0;
         loop {
             let n = again(|| async {
-                let sql = format!(
-                    "UPDATE docket_tasks_live SET slot = 0 WHERE slot = $1 AND id IN \
-                     (SELECT id FROM {leaf} LIMIT $2 FOR UPDATE SKIP LOCKED)"
-                );
+                let sql = crate::sql::fill(sql!(maintenance, ring_move_batch), &[("leaf", &leaf)]);
                 Ok(sqlx::query(&sql)
                     .bind(next)
                     .bind(p.batch)

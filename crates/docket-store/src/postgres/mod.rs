@@ -26,8 +26,6 @@ pub const CHANNEL: &str = "docket_available";
 /// The channel of finished process steps; payload `schema|task id`.
 pub const DONE_CHANNEL: &str = "docket_done";
 
-use crate::sql::{SCHEDULE_COLS, TASK_COLS as COLS, TOKEN_COLS};
-
 /// Planner settings of the hot path's transactions (claims and completions), which address
 /// tasks by the claim index's order or by id. The ring's slots (0021) have autovacuum, and so
 /// auto-analyze, off, and are truncated every turn: the planner never knows how many tasks a
@@ -675,4 +673,4 @@ pub fn statement(noun: &str, name: &str) -> &'static str {
     STATEMENTS.get(noun, name)
 }
 
-crate::sql::statements!("postgres": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks);
+crate::sql::statements!("postgres": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);

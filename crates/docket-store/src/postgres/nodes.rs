@@ -50,29 +50,23 @@ impl NodeStore for PgStore {
         again(|| async move {
             let p = p.clone();
             let mut tx = self.pool.begin().await?;
-            let found = sqlx::query(
-            "UPDATE docket_nodes SET draining_at = CASE WHEN $2 THEN COALESCE(draining_at, $3) END \
-             WHERE name = $1",
-        )
-        .bind(p.name)
-        .bind(p.drain)
-        .bind(p.now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+            let found = sqlx::query(sql!(nodes, drain))
+                .bind(p.name)
+                .bind(p.drain)
+                .bind(p.now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
             if found == 0 {
                 return Ok(None);
             }
             let mut moved = 0;
             if p.drain {
-                let mut queues: Vec<String> = sqlx::query_scalar(
-                    "UPDATE docket_tasks SET node = $2 WHERE node = $1 \
-                 AND state IN ('scheduled', 'available', 'retryable') RETURNING queue",
-                )
-                .bind(p.name)
-                .bind(p.to)
-                .fetch_all(&mut *tx)
-                .await?;
+                let mut queues: Vec<String> = sqlx::query_scalar(sql!(nodes, hand_over_tasks))
+                    .bind(p.name)
+                    .bind(p.to)
+                    .fetch_all(&mut *tx)
+                    .await?;
                 moved = queues.len() as u64;
                 queues.sort();
                 queues.dedup();
@@ -86,17 +80,13 @@ impl NodeStore for PgStore {
     }
 
     async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO docket_workers (name, report, reported_at, interval_ms) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (name) DO UPDATE SET report = excluded.report, \
-             reported_at = excluded.reported_at, interval_ms = excluded.interval_ms",
-        )
-        .bind(p.name)
-        .bind(p.report)
-        .bind(p.now)
-        .bind(p.interval_ms)
-        .execute(&self.pool)
-        .await?;
+        sqlx::query(sql!(nodes, worker_report))
+            .bind(p.name)
+            .bind(p.report)
+            .bind(p.now)
+            .bind(p.interval_ms)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

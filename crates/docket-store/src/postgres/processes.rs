@@ -113,12 +113,10 @@ impl ProcessStore for PgStore {
         let offset = range.offset.filter(|o| *o > 0);
         let sql = match range.direction {
             Direction::Forward => {
-                "SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2 \
-                 AND ($3::bigint IS NULL OR event_id > $3) ORDER BY event_id LIMIT $4"
+                sql!(processes, events_after)
             }
             Direction::Backward => {
-                "SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2 \
-                 AND ($3::bigint IS NULL OR event_id < $3) ORDER BY event_id DESC LIMIT $4"
+                sql!(processes, events_before)
             }
         };
         let rows = sqlx::query(sql)
@@ -237,8 +235,8 @@ impl ProcessStore for PgStore {
         again(|| async move {
             let f = f.clone();
             let mut tx = self.pool.begin().await?;
-            let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
-            let Some(row) = sqlx::query(&sql)
+            let sql = sql!(tasks, lock);
+            let Some(row) = sqlx::query(sql)
                 .bind(f.fail.id)
                 .fetch_optional(&mut *tx)
                 .await?
@@ -453,11 +451,8 @@ impl ProcessStore for PgStore {
                 detail,
             } = p;
             let mut tx = self.pool.begin().await?;
-            let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1 \
-               AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
-        );
-            let rows = sqlx::query(&sql)
+            let sql = sql!(processes, zombies);
+            let rows = sqlx::query(sql)
                 .bind(now)
                 .bind(limit)
                 .fetch_all(&mut *tx)

@@ -10,36 +10,28 @@ impl ScheduleStore for PgStore {
             next_run_at,
             now,
         } = p;
-        let row = sqlx::query(&format!(
-            "INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $4) ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, \
-             next_run_at = EXCLUDED.next_run_at, updated_at = EXCLUDED.updated_at RETURNING {SCHEDULE_COLS}"
-        ))
-        .bind(&spec.name)
-        .bind(sqlx::types::Json(spec))
-        .bind(next_run_at)
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await?;
+        let row = sqlx::query(sql!(schedules, put))
+            .bind(&spec.name)
+            .bind(sqlx::types::Json(spec))
+            .bind(next_run_at)
+            .bind(now)
+            .fetch_one(&self.pool)
+            .await?;
         decode_schedule(&row)
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>> {
-        let row = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = $1"
-        ))
-        .bind(name)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(sql!(schedules, get))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(decode_schedule).transpose()
     }
 
     async fn schedule_list(&self) -> Result<Vec<Schedule>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql!(schedules, list))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(decode_schedule).collect()
     }
 
@@ -58,29 +50,23 @@ impl ScheduleStore for PgStore {
             next_run_at,
             now,
         } = p;
-        let row = sqlx::query(&format!(
-            "UPDATE docket_schedules SET paused = $2, next_run_at = COALESCE($3, next_run_at), \
-             updated_at = $4 WHERE name = $1 RETURNING {SCHEDULE_COLS}"
-        ))
-        .bind(name)
-        .bind(paused)
-        .bind(next_run_at)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(sql!(schedules, pause))
+            .bind(name)
+            .bind(paused)
+            .bind(next_run_at)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(decode_schedule).transpose()
     }
 
     async fn schedule_due(&self, p: ScheduleDueParams) -> Result<Vec<Schedule>> {
         let ScheduleDueParams { now, limit } = p;
-        let rows = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE NOT paused AND next_run_at <= $1 \
-             ORDER BY next_run_at LIMIT $2"
-        ))
-        .bind(now)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql!(schedules, due))
+            .bind(now)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(decode_schedule).collect()
     }
 

@@ -59,11 +59,8 @@ impl TaskStore for PgStore {
                     let mut existing = match first_of_key.get(&k) {
                         Some(t) => t.clone(),
                         None => {
-                            let sql = format!(
-                                "SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 AND state IN \
-                                 ('scheduled','available','running','retryable')"
-                            );
-                            let row = sqlx::query(&sql)
+                            let sql = sql!(tasks, unfinished_by_unique_key);
+                            let row = sqlx::query(sql)
                                 .bind(&k)
                                 .fetch_optional(&self.pool)
                                 .await?
@@ -84,11 +81,8 @@ impl TaskStore for PgStore {
     }
 
     async fn task_get(&self, id: i64) -> Result<Option<Task>> {
-        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1");
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let sql = sql!(tasks, get);
+        let row = sqlx::query(sql).bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(decode).transpose()
     }
 
@@ -98,14 +92,7 @@ impl TaskStore for PgStore {
         } else {
             (">", "ASC")
         };
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1) \
-             AND ($2::text[] IS NULL OR state = ANY($2)) AND ($3::text IS NULL OR kind = $3) \
-             AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6) \
-             AND ($7::text IS NULL OR strpos(lower(payload::text || ' ' || COALESCE(errors::text, '')), lower($7)) > 0) \
-             AND ($8::text IS NULL OR user_id = $8) \
-             ORDER BY id {order} LIMIT $5"
-        );
+        let sql = crate::sql::fill(sql!(tasks, list), &[("cmp", cmp), ("order", order)]);
         let rows = sqlx::query(&sql)
             .bind(&p.queue)
             .bind(
@@ -127,31 +114,24 @@ impl TaskStore for PgStore {
         let p = &p;
         again(|| async move {
             let p = p.clone();
-        let TaskCancelParams { id, now } = p;
-        let sql = format!(
-            "UPDATE docket_tasks SET \
-               state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, \
-               finished_at = CASE WHEN state = 'running' THEN finished_at ELSE $2 END, \
-               cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, $2) \
-                 ELSE cancel_requested_at END \
-             WHERE id = $1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}"
-        );
-        if let Some(r) = sqlx::query(&sql)
-            .bind(id)
-            .bind(now)
-            .fetch_optional(&self.pool)
-            .await?
-        {
-            return decode(&r);
-        }
-        match self.task_get(id).await? {
-            None => Err(StoreError::NotFound(format!("task {id}"))),
-            Some(t) if t.state == TaskState::Cancelled => Ok(t),
-            Some(t) => Err(StoreError::InvalidState(format!(
-                "task {id} is {} and cannot be cancelled",
-                t.state
-            ))),
-        }
+            let TaskCancelParams { id, now } = p;
+            let sql = sql!(tasks, cancel);
+            if let Some(r) = sqlx::query(sql)
+                .bind(id)
+                .bind(now)
+                .fetch_optional(&self.pool)
+                .await?
+            {
+                return decode(&r);
+            }
+            match self.task_get(id).await? {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) if t.state == TaskState::Cancelled => Ok(t),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {} and cannot be cancelled",
+                    t.state
+                ))),
+            }
         })
         .await
     }
@@ -162,12 +142,8 @@ impl TaskStore for PgStore {
             let p = p.clone();
             let TaskRetryParams { id, now } = p;
             let mut tx = self.pool.begin().await?;
-            let sql = format!(
-                "UPDATE docket_tasks SET state = 'available', run_at = $2, edited_at = $2, finished_at = NULL, \
-               cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempt + 1) \
-             WHERE id = $1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
-            );
-            let row = sqlx::query(&sql)
+            let sql = sql!(tasks, retry);
+            let row = sqlx::query(sql)
                 .bind(id)
                 .bind(now)
                 .fetch_optional(&mut *tx)
@@ -199,10 +175,8 @@ impl TaskStore for PgStore {
     }
 
     async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 ORDER BY id DESC LIMIT 1"
-        );
-        let row = sqlx::query(&sql)
+        let sql = sql!(tasks, by_unique_key);
+        let row = sqlx::query(sql)
             .bind(key)
             .fetch_optional(&self.pool)
             .await?;
@@ -215,14 +189,11 @@ impl TaskStore for PgStore {
             let p = p.clone();
             let TaskRunNowParams { id, now } = p;
             let mut tx = self.pool.begin().await?;
-            let row = sqlx::query(&format!(
-                "UPDATE docket_tasks SET state = 'available', run_at = $2, edited_at = $2 \
-             WHERE id = $1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
-            ))
-            .bind(id)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let row = sqlx::query(sql!(tasks, run_now))
+                .bind(id)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
             if let Some(r) = &row {
                 let queue: String = r.try_get("queue")?;
                 self.notify(&mut tx, &[queue]).await?;
@@ -247,17 +218,13 @@ impl TaskStore for PgStore {
         again(|| async move {
             let p = p.clone();
             let mut tx = self.pool.begin().await?;
-            let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE");
-            let Some(row) = sqlx::query(&sql)
-                .bind(p.id)
-                .fetch_optional(&mut *tx)
-                .await?
-            else {
+            let sql = sql!(tasks, lock);
+            let Some(row) = sqlx::query(sql).bind(p.id).fetch_optional(&mut *tx).await? else {
                 return Err(StoreError::NotFound(format!("task {}", p.id)));
             };
             let n = (p.rule)(&decode(&row)?, token_of(&row)?.as_deref())?;
             let sql = sql!(tasks, update);
-            let row = sqlx::query(&sql)
+            let row = sqlx::query(sql)
                 .bind(p.id)
                 .bind(&n.queue)
                 .bind(n.priority)

@@ -5,37 +5,30 @@ use super::*;
 #[async_trait]
 impl TokenStore for PgStore {
     async fn token_create(&self, p: TokenCreate) -> Result<TokenRecord> {
-        let row = sqlx::query(&format!(
-            "INSERT INTO docket_tokens (name, hash, scopes, queues, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING {TOKEN_COLS}"
-        ))
-        .bind(&p.name)
-        .bind(&p.hash)
-        .bind(serde_json::to_value(&p.scopes).expect("scopes serialise"))
-        .bind(serde_json::to_value(&p.queues).expect("queues serialise"))
-        .bind(p.now)
-        .bind(p.expires_at)
-        .fetch_one(&self.pool)
-        .await?;
+        let row = sqlx::query(sql!(tokens, create))
+            .bind(&p.name)
+            .bind(&p.hash)
+            .bind(serde_json::to_value(&p.scopes).expect("scopes serialise"))
+            .bind(serde_json::to_value(&p.queues).expect("queues serialise"))
+            .bind(p.now)
+            .bind(p.expires_at)
+            .fetch_one(&self.pool)
+            .await?;
         decode_token(&row)
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {TOKEN_COLS} FROM docket_tokens WHERE hash = $1"
-        ))
-        .bind(hash)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(sql!(tokens, by_hash))
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(decode_token).transpose()
     }
 
     async fn token_list(&self) -> Result<Vec<TokenRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TOKEN_COLS} FROM docket_tokens ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql!(tokens, list))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(decode_token).collect()
     }
 

@@ -77,15 +77,8 @@ impl LeaseStore for SqliteStore {
             })
             .collect();
         let nonce = LeaseToken::new_nonce();
-        let sql = format!(
-            "UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2, \
-               worker = ?3, lease_token = ?4, lease_ms = x.lease_ms_, lease_expires_at = x.expires_, \
-               deadline_at = x.deadline_, cancel_requested_at = NULL, attempt_node = ?5 \
-             FROM (SELECT value->>0 AS id_, value->>1 AS lease_ms_, value->>2 AS expires_, \
-               value->>3 AS deadline_ FROM json_each(?1)) AS x \
-             WHERE docket_tasks.id = x.id_ RETURNING {COLS}"
-        );
-        let rows = sqlx::query(&sql)
+        let sql = sql!(leases, claim);
+        let rows = sqlx::query(sql)
             .bind(Value::Array(leases).to_string())
             .bind(us(p.now))
             .bind(&p.worker)
@@ -117,12 +110,8 @@ impl LeaseStore for SqliteStore {
         match lease::check(&t, nonce, &p.token, p.now) {
             LeaseCheck::Held => {
                 let l = lease::renew(&t, kept, p.lease, p.now);
-                let sql = format!(
-                    "UPDATE docket_tasks SET progress = COALESCE(?2, progress), \
-                       edited_at = CASE WHEN ?2 IS NULL THEN edited_at ELSE ?3 END, \
-                       lease_ms = ?4, lease_expires_at = ?5 WHERE id = ?1 RETURNING {COLS}"
-                );
-                let row = sqlx::query(&sql)
+                let sql = sql!(leases, heartbeat);
+                let row = sqlx::query(sql)
                     .bind(p.id)
                     .bind(progress)
                     .bind(us(p.now))

@@ -21,11 +21,8 @@ impl MaintenanceStore for SqliteStore {
     }
 
     async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>> {
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
-               AND namespace IS NULL ORDER BY lease_expires_at LIMIT ?"
-        );
-        let rows = sqlx::query(&sql)
+        let sql = sql!(maintenance, rescue_list);
+        let rows = sqlx::query(sql)
             .bind(us(p.now))
             .bind(p.limit)
             .fetch_all(&self.reader)

@@ -25,8 +25,6 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use std::str::FromStr;
 
-use crate::sql::{SCHEDULE_COLS, TASK_COLS as COLS, TOKEN_COLS};
-
 /// A SQLite store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -401,8 +399,8 @@ impl SqliteStore {
         tx: &mut Transaction<'_, Sqlite>,
         id: i64,
     ) -> Result<Option<(Task, Option<u128>, Option<i64>)>> {
-        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ?");
-        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut **tx).await?;
+        let sql = sql!(tasks, get);
+        let row = sqlx::query(sql).bind(id).fetch_optional(&mut **tx).await?;
         row.map(|r| Ok((decode(&r)?, nonce_of(&r)?, r.try_get("lease_ms")?)))
             .transpose()
     }
@@ -534,4 +532,4 @@ fn decode_token(r: &SqliteRow) -> Result<TokenRecord> {
     })
 }
 
-crate::sql::statements!("sqlite": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks);
+crate::sql::statements!("sqlite": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);

@@ -51,30 +51,24 @@ impl NodeStore for SqliteStore {
 
     async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
         let mut tx = self.begin().await?;
-        let found = sqlx::query(
-            "UPDATE docket_nodes SET draining_at = CASE WHEN ?2 THEN COALESCE(draining_at, ?3) END \
-             WHERE name = ?1",
-        )
-        .bind(p.name)
-        .bind(p.drain)
-        .bind(us(p.now))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let found = sqlx::query(sql!(nodes, drain))
+            .bind(p.name)
+            .bind(p.drain)
+            .bind(us(p.now))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         if found == 0 {
             return Ok(None);
         }
         let mut moved = 0;
         if p.drain {
-            moved = sqlx::query(
-                "UPDATE docket_tasks SET node = ?2 WHERE node = ?1 \
-                 AND state IN ('scheduled', 'available', 'retryable')",
-            )
-            .bind(p.name)
-            .bind(p.to)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            moved = sqlx::query(sql!(nodes, hand_over_tasks))
+                .bind(p.name)
+                .bind(p.to)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
         }
         tx.commit().await?;
         if p.drain {
@@ -86,17 +80,13 @@ impl NodeStore for SqliteStore {
 
     async fn worker_report(&self, p: WorkerReportParams<'_>) -> Result<()> {
         let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO docket_workers (name, report, reported_at, interval_ms) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (name) DO UPDATE SET report = excluded.report, \
-             reported_at = excluded.reported_at, interval_ms = excluded.interval_ms",
-        )
-        .bind(p.name)
-        .bind(p.report.to_string())
-        .bind(us(p.now))
-        .bind(p.interval_ms)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(sql!(nodes, worker_report))
+            .bind(p.name)
+            .bind(p.report.to_string())
+            .bind(us(p.now))
+            .bind(p.interval_ms)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(())
     }

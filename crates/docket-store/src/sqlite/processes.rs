@@ -118,12 +118,10 @@ impl ProcessStore for SqliteStore {
         let offset = range.offset.filter(|o| *o > 0);
         let sql = match range.direction {
             Direction::Forward => {
-                "SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2 \
-                 AND (?3 IS NULL OR event_id > ?3) ORDER BY event_id LIMIT ?4"
+                sql!(processes, events_after)
             }
             Direction::Backward => {
-                "SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2 \
-                 AND (?3 IS NULL OR event_id < ?3) ORDER BY event_id DESC LIMIT ?4"
+                sql!(processes, events_before)
             }
         };
         let rows = sqlx::query(sql)
@@ -412,11 +410,8 @@ impl ProcessStore for SqliteStore {
             detail,
         } = p;
         let mut tx = self.begin().await?;
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ? \
-               AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT ?"
-        );
-        let rows = sqlx::query(&sql)
+        let sql = sql!(processes, zombies);
+        let rows = sqlx::query(sql)
             .bind(us(now))
             .bind(limit)
             .fetch_all(&mut *tx)

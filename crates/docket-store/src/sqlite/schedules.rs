@@ -11,38 +11,30 @@ impl ScheduleStore for SqliteStore {
             now,
         } = p;
         let mut tx = self.begin().await?;
-        let row = sqlx::query(&format!(
-            "INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, \
-             next_run_at = excluded.next_run_at, updated_at = excluded.updated_at RETURNING {SCHEDULE_COLS}"
-        ))
-        .bind(&spec.name)
-        .bind(serde_json::to_string(spec).map_err(|e| StoreError::Invalid(e.to_string()))?)
-        .bind(us(next_run_at))
-        .bind(us(now))
-        .fetch_one(&mut *tx)
-        .await?;
+        let row = sqlx::query(sql!(schedules, put))
+            .bind(&spec.name)
+            .bind(serde_json::to_string(spec).map_err(|e| StoreError::Invalid(e.to_string()))?)
+            .bind(us(next_run_at))
+            .bind(us(now))
+            .fetch_one(&mut *tx)
+            .await?;
         let s = decode_schedule(&row)?;
         tx.commit().await?;
         Ok(s)
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>> {
-        let row = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = ?1"
-        ))
-        .bind(name)
-        .fetch_optional(&self.reader)
-        .await?;
+        let row = sqlx::query(sql!(schedules, get))
+            .bind(name)
+            .fetch_optional(&self.reader)
+            .await?;
         row.as_ref().map(decode_schedule).transpose()
     }
 
     async fn schedule_list(&self) -> Result<Vec<Schedule>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name"
-        ))
-        .fetch_all(&self.reader)
-        .await?;
+        let rows = sqlx::query(sql!(schedules, list))
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter().map(decode_schedule).collect()
     }
 
@@ -64,16 +56,13 @@ impl ScheduleStore for SqliteStore {
             now,
         } = p;
         let mut tx = self.begin().await?;
-        let row = sqlx::query(&format!(
-            "UPDATE docket_schedules SET paused = ?2, next_run_at = COALESCE(?3, next_run_at), \
-             updated_at = ?4 WHERE name = ?1 RETURNING {SCHEDULE_COLS}"
-        ))
-        .bind(name)
-        .bind(paused)
-        .bind(next_run_at.map(us))
-        .bind(us(now))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row = sqlx::query(sql!(schedules, pause))
+            .bind(name)
+            .bind(paused)
+            .bind(next_run_at.map(us))
+            .bind(us(now))
+            .fetch_optional(&mut *tx)
+            .await?;
         let s = row.as_ref().map(decode_schedule).transpose()?;
         tx.commit().await?;
         Ok(s)
@@ -81,14 +70,11 @@ impl ScheduleStore for SqliteStore {
 
     async fn schedule_due(&self, p: ScheduleDueParams) -> Result<Vec<Schedule>> {
         let ScheduleDueParams { now, limit } = p;
-        let rows = sqlx::query(&format!(
-            "SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE paused = 0 AND next_run_at <= ?1 \
-             ORDER BY next_run_at LIMIT ?2"
-        ))
-        .bind(us(now))
-        .bind(limit)
-        .fetch_all(&self.reader)
-        .await?;
+        let rows = sqlx::query(sql!(schedules, due))
+            .bind(us(now))
+            .bind(limit)
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter().map(decode_schedule).collect()
     }
 

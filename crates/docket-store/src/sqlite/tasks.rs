@@ -9,17 +9,14 @@ impl TaskStore for SqliteStore {
             return Ok(vec![]);
         }
         let mut tx = self.begin().await?;
-        let existing = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? AND state IN \
-             ('scheduled','available','running','retryable')"
-        );
+        let existing = sql!(tasks, unfinished_by_unique_key);
         let mut out = Vec::with_capacity(p.tasks.len());
         for t in p.tasks {
             let id = Self::insert_row(&mut tx, &t, p.now).await?;
             let task = match id {
                 Some(id) => t.into_task(id, from_us(us(p.now))),
                 None => {
-                    let r = sqlx::query(&existing)
+                    let r = sqlx::query(existing)
                         .bind(&t.unique_key)
                         .fetch_optional(&mut *tx)
                         .await?
@@ -42,8 +39,8 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_get(&self, id: i64) -> Result<Option<Task>> {
-        let sql = format!("SELECT {COLS} FROM docket_tasks WHERE id = ?");
-        let row = sqlx::query(&sql)
+        let sql = sql!(tasks, get);
+        let row = sqlx::query(sql)
             .bind(id)
             .fetch_optional(&self.reader)
             .await?;
@@ -56,14 +53,7 @@ impl TaskStore for SqliteStore {
         } else {
             (">", "ASC")
         };
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1) \
-             AND (?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) AND (?3 IS NULL OR kind = ?3) \
-             AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6) \
-             AND (?7 IS NULL OR instr(lower(payload || ' ' || COALESCE(errors, '')), lower(?7)) > 0) \
-             AND (?8 IS NULL OR user_id = ?8) \
-             ORDER BY id {order} LIMIT ?5"
-        );
+        let sql = crate::sql::fill(sql!(tasks, list), &[("cmp", cmp), ("order", order)]);
         let rows = sqlx::query(&sql)
             .bind(&p.queue)
             .bind((!p.states.is_empty()).then(|| {
@@ -83,16 +73,9 @@ impl TaskStore for SqliteStore {
 
     async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
         let TaskCancelParams { id, now } = p;
-        let sql = format!(
-            "UPDATE docket_tasks SET \
-               state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, \
-               finished_at = CASE WHEN state = 'running' THEN finished_at ELSE ?2 END, \
-               cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, ?2) \
-                 ELSE cancel_requested_at END \
-             WHERE id = ?1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}"
-        );
+        let sql = sql!(tasks, cancel);
         let mut tx = self.begin().await?;
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(sql)
             .bind(id)
             .bind(us(now))
             .fetch_optional(&mut *tx)
@@ -115,13 +98,9 @@ impl TaskStore for SqliteStore {
 
     async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
         let TaskRetryParams { id, now } = p;
-        let sql = format!(
-            "UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2, finished_at = NULL, \
-               cancel_requested_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
-             WHERE id = ?1 AND state IN ('discarded','cancelled') RETURNING {COLS}"
-        );
+        let sql = sql!(tasks, retry);
         let mut tx = self.begin().await?;
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(sql)
             .bind(id)
             .bind(us(now))
             .fetch_optional(&mut *tx)
@@ -151,10 +130,8 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
-        let sql = format!(
-            "SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1"
-        );
-        let row = sqlx::query(&sql)
+        let sql = sql!(tasks, by_unique_key);
+        let row = sqlx::query(sql)
             .bind(key)
             .fetch_optional(&self.reader)
             .await?;
@@ -164,14 +141,11 @@ impl TaskStore for SqliteStore {
     async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
         let TaskRunNowParams { id, now } = p;
         let mut tx = self.begin().await?;
-        let row = sqlx::query(&format!(
-            "UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2 \
-             WHERE id = ?1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}"
-        ))
-        .bind(id)
-        .bind(us(now))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row = sqlx::query(sql!(tasks, run_now))
+            .bind(id)
+            .bind(us(now))
+            .fetch_optional(&mut *tx)
+            .await?;
         tx.commit().await?;
         match row {
             Some(r) => {
@@ -196,7 +170,7 @@ impl TaskStore for SqliteStore {
         };
         let n = (p.rule)(&t, lease::token_string(nonce, t.id).as_deref())?;
         let sql = sql!(tasks, update);
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(sql)
             .bind(p.id)
             .bind(&n.queue)
             .bind(n.priority)

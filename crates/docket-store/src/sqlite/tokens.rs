@@ -6,39 +6,32 @@ use super::*;
 impl TokenStore for SqliteStore {
     async fn token_create(&self, p: TokenCreate) -> Result<TokenRecord> {
         let mut tx = self.begin().await?;
-        let row = sqlx::query(&format!(
-            "INSERT INTO docket_tokens (name, hash, scopes, queues, created_at, expires_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING {TOKEN_COLS}"
-        ))
-        .bind(&p.name)
-        .bind(&p.hash)
-        .bind(serde_json::to_string(&p.scopes).expect("scopes serialise"))
-        .bind(serde_json::to_string(&p.queues).expect("queues serialise"))
-        .bind(us(p.now))
-        .bind(p.expires_at.map(us))
-        .fetch_one(&mut *tx)
-        .await?;
+        let row = sqlx::query(sql!(tokens, create))
+            .bind(&p.name)
+            .bind(&p.hash)
+            .bind(serde_json::to_string(&p.scopes).expect("scopes serialise"))
+            .bind(serde_json::to_string(&p.queues).expect("queues serialise"))
+            .bind(us(p.now))
+            .bind(p.expires_at.map(us))
+            .fetch_one(&mut *tx)
+            .await?;
         let t = decode_token(&row)?;
         tx.commit().await?;
         Ok(t)
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {TOKEN_COLS} FROM docket_tokens WHERE hash = ?1"
-        ))
-        .bind(hash)
-        .fetch_optional(&self.reader)
-        .await?;
+        let row = sqlx::query(sql!(tokens, by_hash))
+            .bind(hash)
+            .fetch_optional(&self.reader)
+            .await?;
         row.as_ref().map(decode_token).transpose()
     }
 
     async fn token_list(&self) -> Result<Vec<TokenRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TOKEN_COLS} FROM docket_tokens ORDER BY id"
-        ))
-        .fetch_all(&self.reader)
-        .await?;
+        let rows = sqlx::query(sql!(tokens, list))
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter().map(decode_token).collect()
     }
 

@@ -28,3 +28,30 @@ UPDATE docket_tasks SET state = ?, run_at = ?, finished_at = ?,
     lease_expires_at = NULL WHERE id = ?
     -- A rescue: only a task still running the attempt it read, its lease still expired.
     AND (? IS NULL OR (state = 'running' AND attempt = ? AND lease_expires_at < ?))
+
+-- name: complete_held
+-- Completes held tasks (locked and checked first), each with its result: {results} is a
+-- `WHEN ? THEN ?` (id, result) per task, {ids} their placeholders.
+UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL,
+    run_count = run_count + 1, result = CASE id {results}END, state = 'completed'
+    WHERE id IN ({ids})
+
+-- name: claim_candidates
+-- The tasks a claim may take, in claim order, locked. {kinds} and {stages} are empty or
+-- `AND t.kind IN (?, …)` / `AND t.stage IN (?, …)` (asyncflow's hold by type and stage).
+SELECT t.id, t.concurrency_key, t.concurrency_limit, t.timeout_ms,
+    t.namespace IS NOT NULL AS process FROM docket_tasks t
+    WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}{stages}
+    AND (t.expires_at IS NULL OR t.expires_at > ?)
+    AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
+        WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running')
+        < COALESCE(t.concurrency_limit, 1))
+    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT ? FOR UPDATE SKIP LOCKED
+
+-- name: claim
+-- Starts the attempt of each picked task under the claim's nonce; {leases} is a `WHEN ? THEN ?`
+-- per task (its id and lease length, then its id and lease end), {ids} their placeholders.
+UPDATE docket_tasks SET attempt = attempt + 1, attempted_at = ?, worker = ?,
+    lease_token = ?, lease_ms = CASE id {leases}END, lease_expires_at = CASE id {leases}END,
+    cancel_requested_at = NULL, state = 'running', attempt_node = ?
+    WHERE id IN ({ids})

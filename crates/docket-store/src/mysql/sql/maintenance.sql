@@ -25,3 +25,32 @@ SELECT t.id FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     AND NOT (t.namespace IS NOT NULL AND EXISTS (SELECT 1 FROM docket_processes pr
     WHERE pr.namespace = t.namespace AND pr.id = t.process_id))
     LIMIT ?
+
+-- name: rescue_list
+SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
+    AND namespace IS NULL ORDER BY lease_expires_at LIMIT ?
+
+-- name: finished
+SELECT id FROM docket_tasks WHERE state IN ('completed','discarded','cancelled')
+    LIMIT ?
+
+-- name: archive
+INSERT INTO docket_tasks_done ({COLS}) SELECT {COLS} FROM docket_tasks
+    WHERE id IN ({ids})
+
+-- name: expire
+UPDATE docket_tasks SET finished_at = ?,
+    errors = JSON_ARRAY_APPEND(errors, '$', JSON_OBJECT('attempt', attempt, 'at', ?,
+    'worker', NULL, 'message', 'expired: not started before expires_at')),
+    state = 'discarded'
+    WHERE id IN ({ids})
+
+-- name: prune
+-- Deletes the prunable ids found in {table} (docket_tasks or docket_tasks_done), unless retried
+-- meanwhile.
+DELETE FROM {table} WHERE id IN ({ids})
+    AND state IN ('completed','discarded','cancelled')
+
+-- name: lock_finished
+SELECT id FROM docket_tasks WHERE id IN ({ids})
+    AND state IN ('completed','discarded','cancelled') FOR UPDATE SKIP LOCKED

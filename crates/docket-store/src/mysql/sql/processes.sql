@@ -57,3 +57,20 @@ SELECT * FROM docket_processes WHERE namespace = ? AND (? IS NULL OR status = ?)
 UPDATE docket_processes SET previous_status = status, status_changed_at = ?,
     detail = NULL, corrupted_by = NULL, status = 'running'
     WHERE namespace = ? AND id = ? AND status = 'error'
+
+-- name: events_after
+SELECT * FROM docket_events WHERE namespace = ? AND process_id = ?
+    AND (? IS NULL OR event_id > ?) ORDER BY event_id LIMIT ?
+
+-- name: events_before
+SELECT * FROM docket_events WHERE namespace = ? AND process_id = ?
+    AND (? IS NULL OR event_id < ?) ORDER BY event_id DESC LIMIT ?
+
+-- name: zombies
+SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
+    AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED
+
+-- name: cancel_timers
+-- The process's waiting tasks of the kinds its result cancels ({kinds}: their placeholders).
+UPDATE docket_tasks SET state = 'cancelled', finished_at = ? WHERE concurrency_key = ?
+    AND kind IN ({kinds}) AND state IN ('scheduled', 'available', 'retryable')

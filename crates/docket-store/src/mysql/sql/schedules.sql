@@ -15,3 +15,13 @@ UPDATE docket_schedules SET paused = ?, next_run_at = COALESCE(?, next_run_at),
 INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at)
     VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE spec = VALUES(spec),
     next_run_at = VALUES(next_run_at), updated_at = VALUES(updated_at)
+
+-- name: get
+SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = ?
+
+-- name: list
+SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name
+
+-- name: due
+SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE paused = FALSE AND next_run_at <= ?
+    ORDER BY next_run_at LIMIT ?

@@ -39,3 +39,73 @@ UPDATE docket_tasks SET queue = ?, priority = ?, run_at = ?, state = ?,
     attempt = ?, backoff_kind = ?, backoff_initial_ms = ?, backoff_coefficient = ?,
     backoff_max_ms = ?, backoff_jitter = ?, edited_at = ?
 WHERE id = ?
+
+-- name: get_done
+SELECT {COLS} FROM docket_tasks_done WHERE id = ?
+
+-- name: unfinished_by_unique_key
+SELECT {COLS} FROM docket_tasks WHERE unique_active = ?
+
+-- name: get
+SELECT {COLS} FROM docket_tasks WHERE id = ?
+    UNION ALL SELECT {COLS} FROM docket_tasks_done WHERE id = ? LIMIT 1
+
+-- name: by_unique_key
+(SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1)
+    UNION ALL (SELECT {COLS} FROM docket_tasks_done WHERE unique_key = ?
+    ORDER BY id DESC LIMIT 1) ORDER BY id DESC LIMIT 1
+
+-- name: get_many
+SELECT {COLS} FROM docket_tasks WHERE id IN ({ids})
+
+-- name: list
+-- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest
+-- first; {states} is empty or `AND state IN (?, …)`. The hot table and docket_tasks_done
+-- (0004), each cut to the page before the union; the binds are given twice.
+(SELECT {COLS} FROM docket_tasks WHERE (? IS NULL OR queue = ?) {states}
+    AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?)
+    AND (? IS NULL OR concurrency_key = ?)
+    AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0)
+    AND (? IS NULL OR user_id = ?)
+    ORDER BY id {order} LIMIT ?)
+UNION ALL
+(SELECT {COLS} FROM docket_tasks_done WHERE (? IS NULL OR queue = ?) {states}
+    AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?)
+    AND (? IS NULL OR concurrency_key = ?)
+    AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0)
+    AND (? IS NULL OR user_id = ?)
+    ORDER BY id {order} LIMIT ?)
+ORDER BY id {order} LIMIT ?
+
+-- name: insert_many
+-- Tasks without a unique key in one statement; {rows}: insert_values once per task.
+INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
+    max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
+    timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
+    namespace, process_id, backoff_kind, user_id, stage, progress, errors) VALUES {rows}
+
+-- name: insert_values
+(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
+
+-- name: lock
+SELECT {COLS} FROM docket_tasks WHERE id = ? FOR UPDATE
+
+-- name: get_live
+SELECT {COLS} FROM docket_tasks WHERE id = ?
+
+-- name: lock_done
+SELECT id FROM docket_tasks_done WHERE id IN ({ids}) FOR UPDATE
+
+-- name: unarchive
+-- Finished tasks back to the hot table for a change (retry, cancel, update); delete_done follows.
+INSERT INTO docket_tasks ({COLS}) SELECT {COLS} FROM docket_tasks_done
+    WHERE id IN ({ids})
+
+-- name: delete_done
+DELETE FROM docket_tasks_done WHERE id IN ({ids})
+
+-- name: lock_many
+SELECT {COLS} FROM docket_tasks WHERE id IN ({ids}) ORDER BY id FOR UPDATE
+
+-- name: get_many_done
+SELECT {COLS} FROM docket_tasks_done WHERE id IN ({ids})

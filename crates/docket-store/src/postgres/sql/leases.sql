@@ -66,3 +66,16 @@ UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fi
     AND ($9::timestamptz IS NULL OR (t.state = 'running' AND t.attempt = x.attempt
         AND t.lease_expires_at < $9))
     RETURNING t.id
+
+-- name: claim
+UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2,
+    worker = $3, lease_token = $4, lease_ms = x.lease_ms_, lease_expires_at = x.expires_,
+    deadline_at = x.deadline_, cancel_requested_at = NULL, attempt_node = $5
+    FROM unnest($1::bigint[], $6::bigint[], $7::timestamptz[], $8::timestamptz[])
+    AS x(id_, lease_ms_, expires_, deadline_)
+    WHERE id = x.id_ AND id = ANY($1) RETURNING {COLS}
+
+-- name: heartbeat
+UPDATE docket_tasks SET progress = COALESCE($2, progress),
+    edited_at = CASE WHEN $2 IS NULL THEN edited_at ELSE $3 END,
+    lease_ms = $4, lease_expires_at = $5 WHERE id = $1 RETURNING {COLS}

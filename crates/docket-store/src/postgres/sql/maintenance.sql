@@ -35,3 +35,13 @@ DELETE FROM docket_tasks WHERE id IN (
     AND NOT (t.namespace IS NOT NULL AND EXISTS (SELECT 1 FROM docket_processes p
     WHERE p.namespace = t.namespace AND p.id = t.process_id))
     LIMIT $4 FOR UPDATE OF t SKIP LOCKED)
+
+-- name: rescue_list
+SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1
+    AND namespace IS NULL ORDER BY lease_expires_at LIMIT $2
+
+-- name: ring_move_batch
+-- Moves a batch of the tasks left in the next slot ({leaf}) to slot 0, skipping rows a claim
+-- or a completion holds.
+UPDATE docket_tasks_live SET slot = 0 WHERE slot = $1 AND id IN
+    (SELECT id FROM {leaf} LIMIT $2 FOR UPDATE SKIP LOCKED)

@@ -68,3 +68,15 @@ SELECT * FROM docket_processes WHERE namespace = $1 AND ($2::text IS NULL OR sta
 -- name: simple_repair
 UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = $3,
     detail = NULL, corrupted_by = NULL WHERE namespace = $1 AND id = $2 AND status = 'error'
+
+-- name: events_after
+SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2
+    AND ($3::bigint IS NULL OR event_id > $3) ORDER BY event_id LIMIT $4
+
+-- name: events_before
+SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2
+    AND ($3::bigint IS NULL OR event_id < $3) ORDER BY event_id DESC LIMIT $4
+
+-- name: zombies
+SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1
+    AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED

@@ -6,3 +6,22 @@ WHERE name = $1 AND next_run_at = $2 AND NOT paused
 -- name: fire
 UPDATE docket_schedules SET next_run_at = $3, last_run_at = $4, updated_at = $4
     WHERE name = $1 AND next_run_at = $2 AND NOT paused
+
+-- name: put
+INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $4) ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec,
+    next_run_at = EXCLUDED.next_run_at, updated_at = EXCLUDED.updated_at RETURNING {SCHEDULE_COLS}
+
+-- name: get
+SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = $1
+
+-- name: list
+SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name
+
+-- name: pause
+UPDATE docket_schedules SET paused = $2, next_run_at = COALESCE($3, next_run_at),
+    updated_at = $4 WHERE name = $1 RETURNING {SCHEDULE_COLS}
+
+-- name: due
+SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE NOT paused AND next_run_at <= $1
+    ORDER BY next_run_at LIMIT $2

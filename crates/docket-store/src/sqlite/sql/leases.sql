@@ -57,3 +57,16 @@ UPDATE docket_tasks SET state = ?2, run_at = ?3, finished_at = ?4,
     -- A rescue (?9): only a task still running the attempt it read, its lease still expired.
     AND (?9 IS NULL OR (state = 'running' AND attempt = ?8 AND lease_expires_at < ?9))
     RETURNING id
+
+-- name: claim
+UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2,
+    worker = ?3, lease_token = ?4, lease_ms = x.lease_ms_, lease_expires_at = x.expires_,
+    deadline_at = x.deadline_, cancel_requested_at = NULL, attempt_node = ?5
+    FROM (SELECT value->>0 AS id_, value->>1 AS lease_ms_, value->>2 AS expires_,
+    value->>3 AS deadline_ FROM json_each(?1)) AS x
+    WHERE docket_tasks.id = x.id_ RETURNING {COLS}
+
+-- name: heartbeat
+UPDATE docket_tasks SET progress = COALESCE(?2, progress),
+    edited_at = CASE WHEN ?2 IS NULL THEN edited_at ELSE ?3 END,
+    lease_ms = ?4, lease_expires_at = ?5 WHERE id = ?1 RETURNING {COLS}

@@ -6,3 +6,22 @@ WHERE name = ?1 AND next_run_at = ?2 AND paused = 0
 -- name: fire
 UPDATE docket_schedules SET next_run_at = ?3, last_run_at = ?4, updated_at = ?4
     WHERE name = ?1 AND next_run_at = ?2 AND paused = 0
+
+-- name: put
+INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec,
+    next_run_at = excluded.next_run_at, updated_at = excluded.updated_at RETURNING {SCHEDULE_COLS}
+
+-- name: get
+SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = ?1
+
+-- name: list
+SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name
+
+-- name: pause
+UPDATE docket_schedules SET paused = ?2, next_run_at = COALESCE(?3, next_run_at),
+    updated_at = ?4 WHERE name = ?1 RETURNING {SCHEDULE_COLS}
+
+-- name: due
+SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE paused = 0 AND next_run_at <= ?1
+    ORDER BY next_run_at LIMIT ?2

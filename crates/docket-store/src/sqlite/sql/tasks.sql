@@ -20,3 +20,39 @@ UPDATE docket_tasks SET queue = ?2, priority = ?3, run_at = ?4, state = ?5,
     attempt = ?11, backoff_kind = ?12, backoff_initial_ms = ?13, backoff_coefficient = ?14,
     backoff_max_ms = ?15, backoff_jitter = ?16, edited_at = ?17
 WHERE id = ?1 RETURNING {COLS}
+
+-- name: get
+SELECT {COLS} FROM docket_tasks WHERE id = ?
+
+-- name: unfinished_by_unique_key
+SELECT {COLS} FROM docket_tasks WHERE unique_key = ? AND state IN
+    ('scheduled','available','running','retryable')
+
+-- name: cancel
+UPDATE docket_tasks SET
+    state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+    finished_at = CASE WHEN state = 'running' THEN finished_at ELSE ?2 END,
+    cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, ?2)
+    ELSE cancel_requested_at END
+    WHERE id = ?1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}
+
+-- name: retry
+UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2, finished_at = NULL,
+    cancel_requested_at = NULL, max_attempts = MAX(max_attempts, attempt + 1)
+    WHERE id = ?1 AND state IN ('discarded','cancelled') RETURNING {COLS}
+
+-- name: by_unique_key
+SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1
+
+-- name: run_now
+UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2
+    WHERE id = ?1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}
+
+-- name: list
+-- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest first.
+SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1)
+    AND (?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) AND (?3 IS NULL OR kind = ?3)
+    AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6)
+    AND (?7 IS NULL OR instr(lower(payload || ' ' || COALESCE(errors, '')), lower(?7)) > 0)
+    AND (?8 IS NULL OR user_id = ?8)
+    ORDER BY id {order} LIMIT ?5
