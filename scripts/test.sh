@@ -149,6 +149,8 @@ my -e "select concat('drop database \`', table_schema, '\`;') from information_s
 # Test schemas are named t_*/cli_*; drop the ones older runs left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop schema \"' || nspname || '\" cascade;' from pg_namespace
   where nspname ~ '^(t|cli|cli_pgt|pgt|docket_bench|bench_pgt|fuzz)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
+say "architecture: scripts/check-architecture.py (SQL in .sql files, edges off the store, no loops of files)"
+python3 scripts/check-architecture.py
 cargo test --workspace "$@"
 # Databases of the pg_task idle test that a failed run left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop database \"' || datname || '\" with (force);' from pg_database

@@ -614,3 +614,114 @@ pub struct TokenList {
     /// Every token, revoked ones included, oldest first.
     pub tokens: Vec<TokenView>,
 }
+
+/// A task list query (`GET /v1/tasks`, the dashboard, the store's `task_list`): filters combine
+/// with AND; keyset paging by id.
+#[derive(Debug, Clone, Default)]
+pub struct TaskListParams {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only these states (empty: any state).
+    pub states: Vec<TaskState>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only this concurrency key (a process's tasks: `<namespace>:<id>`).
+    pub concurrency_key: Option<String>,
+    /// Only this user's tasks.
+    pub user_id: Option<String>,
+    /// Only ids greater than this (ascending order) or smaller (descending).
+    pub after: Option<i64>,
+    /// Newest first.
+    pub descending: bool,
+    /// At most this many.
+    pub limit: i64,
+    /// Only tasks whose payload or errors contain this text (case-insensitive).
+    pub text: Option<String>,
+}
+
+/// Finished tasks in one minute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Throughput {
+    /// Start of the minute.
+    #[schema(value_type = String, format = DateTime)]
+    pub minute: Timestamp,
+    /// Tasks completed.
+    pub completed: i64,
+    /// Tasks discarded (failed for good).
+    pub failed: i64,
+}
+
+/// One operator action of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditEntry {
+    /// Sequence number.
+    pub id: i64,
+    /// When.
+    #[schema(value_type = String, format = DateTime)]
+    pub at: Timestamp,
+    /// Who (`X-Docket-Actor` header, or `dashboard@IP` / `api@IP`).
+    pub actor: String,
+    /// What (`task.cancel`, `queue.pause`, …).
+    pub action: String,
+    /// On what (`task:12`, `queue:emails`, …).
+    pub target: String,
+    /// Anything else.
+    pub detail: Option<Value>,
+}
+
+/// The oldest available task of a queue (what the queue-lag gauge reads).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueOldest {
+    /// The queue.
+    pub queue: String,
+    /// `run_at` of its oldest available task.
+    pub run_at: Timestamp,
+}
+
+/// Connections of the database pool(s) of this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Checked out.
+    pub in_use: usize,
+    /// Open and idle.
+    pub idle: usize,
+}
+
+/// A node of the cluster as recorded in `docket_nodes`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodeRecord {
+    /// Node name.
+    pub name: String,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// Its last heartbeat.
+    pub heartbeat_at: Timestamp,
+    /// When it stopped cleanly, if it did.
+    pub stopped_at: Option<Timestamp>,
+    /// Since when it is drained (claims nothing), if it is; a heartbeat keeps it.
+    #[serde(default)]
+    pub draining_at: Option<Timestamp>,
+    /// docket version it runs.
+    pub version: String,
+    /// Free-form info (listen address, pid).
+    pub info: Value,
+}
+
+/// Which database docket keeps its tasks in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite.
+    Sqlite,
+    /// MySQL 8.0+ or MariaDB 10.6+.
+    MySql,
+}
+
+impl Backend {
+    /// Whether other processes' changes can wake this node (PostgreSQL's LISTEN/NOTIFY); the
+    /// others poll.
+    pub fn listens(self) -> bool {
+        self == Backend::Postgres
+    }
+}

@@ -13,9 +13,10 @@
 //! engine).
 
 use crate::run::{RunOutcome, StoredRun};
-use crate::task::{FailDecision, FailRule};
+use crate::task::{FailDecision, FailRule, NextStage};
 use crate::{Task, TaskError, TaskState, Timestamp};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::time::Duration;
 
 /// The message of an attempt failed for running past its deadline (`attempted_at + timeout`).
@@ -367,6 +368,34 @@ impl Failure {
     pub fn run_json(&self) -> String {
         serde_json::to_string(&self.run).unwrap_or_default()
     }
+}
+
+/// One completion reported under a lease (an item of a complete batch).
+#[derive(Debug, Clone)]
+pub struct TaskComplete {
+    /// Task id.
+    pub id: i64,
+    /// Lease token.
+    pub token: String,
+    /// Result to store.
+    pub result: Value,
+    /// Hand the task on to this stage instead of finishing it.
+    pub next: Option<NextStage>,
+}
+
+/// One failure reported under a lease (an item of a fail batch).
+#[derive(Debug, Clone)]
+pub struct TaskFail {
+    /// Task id.
+    pub id: i64,
+    /// Lease token.
+    pub token: String,
+    /// Error message (kept in `errors`).
+    pub error: String,
+    /// Retry after this delay instead of the backoff.
+    pub retry_in: Option<Duration>,
+    /// Do not retry.
+    pub permanent: bool,
 }
 
 #[cfg(test)]

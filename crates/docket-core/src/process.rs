@@ -658,6 +658,45 @@ pub fn timer_at(action: &SetTimer, now: Timestamp) -> Result<Timestamp, String> 
     }
 }
 
+/// One published notification (`GET /v1/events`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Notification {
+    /// Position in the stream (resume after it).
+    pub seq: i64,
+    /// Namespace.
+    pub namespace: String,
+    /// Process id.
+    pub process_id: String,
+    /// `event`, `created`, `failed`, `repaired` or `removed`.
+    pub kind: String,
+    /// The event's id (kind `event`).
+    pub event_id: Option<i64>,
+    /// The event (kind `event`: `{"event_id", "timestamp", "metadata", "payload"}`), or details
+    /// (kind `failed`: `{"detail"}`).
+    pub data: Value,
+    /// When it was written.
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+}
+
+/// A namespace as stored: its name and configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceRecord {
+    /// Its name.
+    pub name: String,
+    /// Its configuration (JSON of `NamespaceConfig`).
+    pub config: Value,
+}
+
+/// A process and the requested range of its history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessWithHistory {
+    /// The process.
+    pub process: Process,
+    /// Its events in the requested range.
+    pub history: Vec<Event>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,9 @@ use crate::Engine;
 use docket_core::patch::{PatchError, TaskPatch};
 use docket_core::{QueueSettings, QueueStats, Task};
 
-fn patch_error(e: PatchError) -> StoreError {
+/// The patch rule's refusal as the store hands it back (the rule runs under the store's lock).
+fn patch_error(e: PatchError) -> docket_store::StoreError {
+    use docket_store::StoreError;
     match e {
         PatchError::Invalid(m) => StoreError::Invalid(m),
         PatchError::State(m) => StoreError::InvalidState(m),
@@ -14,7 +16,7 @@ fn patch_error(e: PatchError) -> StoreError {
         PatchError::LeaseLost => StoreError::LeaseLost,
     }
 }
-use docket_store::StoreError;
+use crate::EngineError;
 use serde_json::{json, Value};
 
 /// What can be done to a task by hand.
@@ -68,17 +70,29 @@ impl Engine {
         }
     }
 
+    /// Records that `actor` created or revoked (`action`) the token `name`: `token.create`,
+    /// `token.revoke` on `token:<name>`; never the token itself.
+    pub async fn token_audit(&self, actor: &str, action: &str, name: &str) {
+        self.audit(
+            actor,
+            &format!("token.{action}"),
+            &format!("token:{name}"),
+            None,
+        )
+        .await;
+    }
+
     /// Applies `action` to task `id` for `actor` (audited as `task.<action>`).
     ///
     /// # Errors
-    /// [`StoreError::NotFound`], [`StoreError::InvalidState`] (e.g. cancelling a completed
+    /// [`EngineError::NotFound`], [`EngineError::InvalidState`] (e.g. cancelling a completed
     /// task), store failure.
     pub async fn task_act(
         &self,
         actor: &str,
         id: i64,
         action: TaskAction,
-    ) -> Result<Task, StoreError> {
+    ) -> Result<Task, EngineError> {
         let now = self.clock.now();
         let t = match action {
             TaskAction::Cancel => {
@@ -117,16 +131,16 @@ impl Engine {
     /// progress/context writes are not operator actions).
     ///
     /// # Errors
-    /// [`StoreError::Invalid`] (a bad field), [`StoreError::InvalidState`] (finished; running
-    /// without its lease), [`StoreError::PreconditionFailed`] (the version moved on),
-    /// [`StoreError::LeaseLost`], [`StoreError::NotFound`], store failure.
+    /// [`EngineError::Invalid`] (a bad field), [`EngineError::InvalidState`] (finished; running
+    /// without its lease), [`EngineError::PreconditionFailed`] (the version moved on),
+    /// [`EngineError::LeaseLost`], [`EngineError::NotFound`], store failure.
     pub async fn task_update(
         &self,
         actor: &str,
         id: i64,
         patch: TaskPatch,
         if_match: Option<String>,
-    ) -> Result<Task, StoreError> {
+    ) -> Result<Task, EngineError> {
         patch.validate().map_err(patch_error)?;
         let now = self.clock.now();
         let by_lease = patch.lease.is_some();
@@ -165,7 +179,7 @@ impl Engine {
         actor: &str,
         queue: &str,
         paused: bool,
-    ) -> Result<QueueStats, StoreError> {
+    ) -> Result<QueueStats, EngineError> {
         let q = self
             .store
             .queue_set_paused(docket_store::QueueSetPausedParams {
@@ -197,7 +211,7 @@ impl Engine {
         actor: &str,
         queue: &str,
         settings: &QueueSettings,
-    ) -> Result<QueueStats, StoreError> {
+    ) -> Result<QueueStats, EngineError> {
         let q = self
             .store
             .queue_put(docket_store::QueuePutParams {
@@ -224,7 +238,7 @@ impl Engine {
     ///
     /// # Errors
     /// Store failure.
-    pub async fn schedule_delete(&self, actor: &str, name: &str) -> Result<bool, StoreError> {
+    pub async fn schedule_delete(&self, actor: &str, name: &str) -> Result<bool, EngineError> {
         let gone = self.store.schedule_delete(name).await?;
         if gone {
             self.schedule_changed(actor, "remove", name).await;
@@ -258,7 +272,7 @@ impl Engine {
         name: &str,
         drain: bool,
         to: Option<&str>,
-    ) -> Result<Option<u64>, StoreError> {
+    ) -> Result<Option<u64>, EngineError> {
         let moved = self
             .store
             .node_drain(docket_store::NodeDrainParams {

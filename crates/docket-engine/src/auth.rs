@@ -3,8 +3,10 @@
 //! at once on every node.
 
 use crate::Engine;
+use crate::EngineError;
+use docket_core::api::TokenView;
 use docket_core::auth::{hash_token, new_token, Grant, Scope};
-use docket_store::{StoreError, TokenCreate, TokenRecord, TokenRevoke, TokenTouch};
+use docket_store::{TokenCreate, TokenRevoke, TokenTouch};
 use std::time::Duration;
 
 /// Who a request comes from: a token's name and grant.
@@ -49,31 +51,22 @@ pub struct NewToken {
     pub secret: Option<String>,
 }
 
-/// Errors of token creation.
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    /// Bad name, no scope, bad queue name, expiry out of range.
-    #[error("{0}")]
-    Invalid(String),
-    /// The store failed (a live token with the name exists: `StoreError::Conflict`).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
 impl Engine {
-    /// Creates a token: returns it (the only time it is ever available) and its record.
+    /// Creates a token: returns it (the only time it is ever available) and what may be shown
+    /// of it.
     ///
     /// # Errors
-    /// [`TokenError::Invalid`]; [`StoreError::Conflict`] when a live token has the name.
-    pub async fn token_create(&self, t: NewToken) -> Result<(String, TokenRecord), TokenError> {
-        docket_core::task::check_name("name", &t.name).map_err(TokenError::Invalid)?;
+    /// [`EngineError::Invalid`] (bad name, no scope, bad queue, expiry out of range);
+    /// [`EngineError::Conflict`] when a live token has the name.
+    pub async fn token_create(&self, t: NewToken) -> Result<(String, TokenView), EngineError> {
+        docket_core::task::check_name("name", &t.name).map_err(EngineError::Invalid)?;
         if t.scopes.is_empty() {
-            return Err(TokenError::Invalid(
+            return Err(EngineError::Invalid(
                 "a token needs at least one scope: admin, read, enqueue, work, process, sql".into(),
             ));
         }
         for q in &t.queues {
-            docket_core::task::check_name("queue", q).map_err(TokenError::Invalid)?;
+            docket_core::task::check_name("queue", q).map_err(EngineError::Invalid)?;
         }
         let now = self.clock.now();
         let expires_at = match t.expires_in {
@@ -85,7 +78,7 @@ impl Engine {
                     Duration::from_secs(1),
                     docket_core::duration::MAX,
                 )
-                .map_err(TokenError::Invalid)?;
+                .map_err(EngineError::Invalid)?;
                 Some(docket_core::time::add(now, d))
             }
         };
@@ -97,7 +90,7 @@ impl Engine {
                 if s.chars().count() < 32
                     || s.chars().any(|c| c.is_whitespace() || c.is_control()) =>
             {
-                return Err(TokenError::Invalid(
+                return Err(EngineError::Invalid(
                     "a given token must have at least 32 characters and no whitespace".into(),
                 ))
             }
@@ -115,7 +108,7 @@ impl Engine {
                 now,
             })
             .await?;
-        Ok((token, rec))
+        Ok((token, rec.into()))
     }
 
     /// Checks a presented token; a valid one's `last_used_at` is updated (at most every
@@ -123,7 +116,7 @@ impl Engine {
     ///
     /// # Errors
     /// The store failed.
-    pub async fn token_check(&self, token: &str) -> Result<TokenCheck, StoreError> {
+    pub async fn token_check(&self, token: &str) -> Result<TokenCheck, EngineError> {
         let Some(rec) = self.store.token_by_hash(&hash_token(token)).await? else {
             return Ok(TokenCheck::Unknown);
         };
@@ -155,13 +148,14 @@ impl Engine {
     ///
     /// # Errors
     /// The store failed.
-    pub async fn token_revoke(&self, name: &str) -> Result<bool, StoreError> {
-        self.store
+    pub async fn token_revoke(&self, name: &str) -> Result<bool, EngineError> {
+        Ok(self
+            .store
             .token_revoke(TokenRevoke {
                 name: name.to_string(),
                 now: self.clock.now(),
             })
-            .await
+            .await?)
     }
 
     /// Whether any token is live (not revoked, not expired): with none, `docket serve` with auth
@@ -169,7 +163,7 @@ impl Engine {
     ///
     /// # Errors
     /// The store failed.
-    pub async fn token_any_live(&self) -> Result<bool, StoreError> {
+    pub async fn token_any_live(&self) -> Result<bool, EngineError> {
         let now = self.clock.now();
         Ok(self
             .store

@@ -8,6 +8,8 @@
 
 pub mod actions;
 pub mod auth;
+mod database;
+mod error;
 pub mod kinds;
 pub mod maintenance;
 pub mod metrics;
@@ -19,42 +21,15 @@ pub mod waker;
 pub mod worker;
 
 use docket_core::{Clock, NewTask, Task, TaskDefaults};
-use docket_store::{Store, StoreError, TaskClaimParams, TaskInsertManyParams};
+use docket_store::{Store, TaskClaimParams, TaskInsertManyParams};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+pub use database::{Database, DatabaseOptions};
+pub use error::EngineError;
 pub use waker::Waker;
-
-/// Errors of the engine.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EngineError {
-    /// A task spec was invalid; `index` is its position in the batch.
-    #[error("task {index}: {message}")]
-    InvalidTask {
-        /// Position in the batch (0-based).
-        index: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// A schedule spec was invalid.
-    #[error("{0}")]
-    InvalidSchedule(String),
-    /// A kind hook refused a task (`index`: its position in a batch; `None` for a schedule's
-    /// task).
-    #[error("{refusal}")]
-    Refused {
-        /// Position in the batch.
-        index: Option<usize>,
-        /// The hook's refusal.
-        refusal: kinds::KindRefusal,
-    },
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
 
 /// Engine configuration. Durations in the units their names say.
 #[derive(Debug, Clone)]
@@ -70,6 +45,9 @@ pub struct EngineConfig {
     pub rescue_interval: Duration,
     /// How often the pruner runs.
     pub prune_interval: Duration,
+    /// Rows per statement of the promote, rescue, expire and zombie jobs: one small batch
+    /// holds few locks, and a job goes on batch after batch until it finds less [1000].
+    pub maintenance_batch: i64,
     /// How often the ring of task slots turns (PostgreSQL, migration 0021): each turn empties
     /// the slot filled four turns ago by TRUNCATE, so dead tuples live about 4 × this long even
     /// while a snapshot is held open [1 s]. On MySQL/MariaDB (migration 0004) the same job
@@ -102,18 +80,19 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    /// Defaults for node `node` on `store`'s backend.
-    pub fn new(node: impl Into<String>, store: &dyn Store) -> Self {
+    /// Defaults for node `node` on `backend` (see [`Database::backend`]).
+    pub fn new(node: impl Into<String>, backend: docket_core::api::Backend) -> Self {
         EngineConfig {
             node: node.into(),
             defaults: TaskDefaults::default(),
-            poll_interval: if store.supports_listen_notify() {
+            poll_interval: if backend.listens() {
                 Duration::from_secs(1)
             } else {
                 Duration::from_millis(200)
             },
             rescue_interval: Duration::from_secs(1),
             prune_interval: Duration::from_secs(60),
+            maintenance_batch: 1000,
             rotate_interval: Duration::from_secs(1),
             rotate_lock_timeout: Duration::from_millis(100),
             prune_batch: 1000,
@@ -152,10 +131,10 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `store`.
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
+    /// An engine over `db` (a [`Database`], or a store: `Arc<dyn docket_store::Store>`).
+    pub fn new(db: impl Into<Database>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
         Engine {
-            store,
+            store: db.into().store,
             clock,
             config: Arc::new(config),
             waker: Arc::new(Waker::default()),
@@ -265,7 +244,7 @@ impl Engine {
     pub async fn complete_many(
         &self,
         items: &[docket_store::TaskComplete],
-    ) -> Result<Vec<docket_store::LeaseOutcome>, StoreError> {
+    ) -> Result<Vec<docket_store::LeaseOutcome>, EngineError> {
         let now = self.clock.now();
         let out = self
             .store
@@ -291,7 +270,7 @@ impl Engine {
         &self,
         items: &[docket_store::TaskFail],
         worker: Option<&str>,
-    ) -> Result<Vec<docket_store::LeaseOutcome>, StoreError> {
+    ) -> Result<Vec<docket_store::LeaseOutcome>, EngineError> {
         let now = self.clock.now();
         let out = self
             .store
@@ -322,7 +301,7 @@ impl Engine {
         lease: Option<Duration>,
         wait: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Task>, StoreError> {
+    ) -> Result<Vec<Task>, EngineError> {
         self.claim_kinds(queue, worker, None, limit, lease, wait, cancel)
             .await
     }
@@ -343,7 +322,7 @@ impl Engine {
         lease: Option<Duration>,
         wait: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Task>, StoreError> {
+    ) -> Result<Vec<Task>, EngineError> {
         self.claim_where(queue, worker, kinds, None, limit, lease, wait, cancel)
             .await
     }
@@ -365,7 +344,7 @@ impl Engine {
         lease: Option<Duration>,
         wait: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Task>, StoreError> {
+    ) -> Result<Vec<Task>, EngineError> {
         self.claim_polling(
             queue, worker, kinds, stages, limit, lease, wait, None, cancel,
         )
@@ -387,7 +366,7 @@ impl Engine {
         wait: Duration,
         poll: Option<Duration>,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Task>, StoreError> {
+    ) -> Result<Vec<Task>, EngineError> {
         let kinds = kinds.map(<[String]>::to_vec);
         let stages = stages.map(<[String]>::to_vec);
         let deadline = tokio::time::Instant::now() + wait;
@@ -475,7 +454,7 @@ impl Engine {
     pub async fn start(
         &self,
         cancel: CancellationToken,
-    ) -> Result<Vec<tokio::task::JoinHandle<()>>, StoreError> {
+    ) -> Result<Vec<tokio::task::JoinHandle<()>>, EngineError> {
         let mut handles = vec![];
         if let Some(mut rx) = self.store.listen().await? {
             let waker = self.waker.clone();

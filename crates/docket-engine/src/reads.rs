@@ -2,28 +2,29 @@
 //! engine is the only owner of the store, so every such call goes through here (and a
 //! heartbeat over HTTP counts in the same metrics as one of an in-process worker).
 
-use crate::Engine;
-use docket_core::{QueueSettings, QueueStats, Schedule, Task, Timestamp};
-use docket_store::{
-    AuditEntry, NodeRecord, Notification, PoolStats, QueueOldest, StoreError, TaskHeartbeatParams,
-    TaskListParams, Throughput, TokenRecord,
+use crate::{Engine, EngineError};
+use docket_core::api::{
+    AuditEntry, NodeRecord, PoolStats, QueueOldest, TaskListParams, Throughput,
 };
+use docket_core::process::Notification;
+use docket_core::{QueueSettings, QueueStats, Schedule, Task, Timestamp};
+use docket_store::TaskHeartbeatParams;
 
 impl Engine {
     /// One task.
     ///
     /// # Errors
     /// Store failure.
-    pub async fn task_get(&self, id: i64) -> Result<Option<Task>, StoreError> {
-        self.store.task_get(id).await
+    pub async fn task_get(&self, id: i64) -> Result<Option<Task>, EngineError> {
+        Ok(self.store.task_get(id).await?)
     }
 
     /// Tasks by filter (see [`TaskListParams`]).
     ///
     /// # Errors
     /// Store failure.
-    pub async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>, StoreError> {
-        self.store.task_list(p).await
+    pub async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>, EngineError> {
+        Ok(self.store.task_list(p).await?)
     }
 
     /// Extends the lease `token` of task `id` by `extend` (default: the task's timeout, never
@@ -32,7 +33,7 @@ impl Engine {
     /// is failed by the engine's fail rule.
     ///
     /// # Errors
-    /// [`StoreError::LeaseLost`], [`StoreError::Cancelled`], [`StoreError::TimedOut`], store
+    /// [`EngineError::LeaseLost`], [`EngineError::Cancelled`], [`EngineError::TimedOut`], store
     /// failure.
     pub async fn heartbeat(
         &self,
@@ -40,7 +41,7 @@ impl Engine {
         token: String,
         progress: Option<serde_json::Value>,
         extend: Option<std::time::Duration>,
-    ) -> Result<Task, StoreError> {
+    ) -> Result<Task, EngineError> {
         let r = self
             .store
             .task_heartbeat(TaskHeartbeatParams {
@@ -51,12 +52,13 @@ impl Engine {
                 now: self.clock.now(),
                 fail_rule: self.config.fail_rule,
             })
-            .await;
+            .await
+            .map_err(EngineError::from);
         let (queue, outcome) = match &r {
             Ok(t) => (t.queue.clone(), "ok"),
-            Err(StoreError::LeaseLost) => (String::new(), "lease_lost"),
-            Err(StoreError::Cancelled) => (String::new(), "cancelled"),
-            Err(StoreError::TimedOut) => (String::new(), "timed_out"),
+            Err(EngineError::LeaseLost) => (String::new(), "lease_lost"),
+            Err(EngineError::Cancelled) => (String::new(), "cancelled"),
+            Err(EngineError::TimedOut) => (String::new(), "timed_out"),
             Err(_) => (String::new(), "error"),
         };
         ::metrics::counter!(crate::metrics::TASK_HEARTBEATS, "queue" => queue, "outcome" => outcome)
@@ -68,16 +70,16 @@ impl Engine {
     ///
     /// # Errors
     /// Store failure.
-    pub async fn queue_list(&self) -> Result<Vec<QueueStats>, StoreError> {
-        self.store.queue_list().await
+    pub async fn queue_list(&self) -> Result<Vec<QueueStats>, EngineError> {
+        Ok(self.store.queue_list().await?)
     }
 
     /// One queue (a queue never configured has the default settings).
     ///
     /// # Errors
     /// Store failure.
-    pub async fn queue_get(&self, name: &str) -> Result<QueueStats, StoreError> {
-        self.store.queue_get(name).await
+    pub async fn queue_get(&self, name: &str) -> Result<QueueStats, EngineError> {
+        Ok(self.store.queue_get(name).await?)
     }
 
     /// The lease token of a running task (None otherwise), for the protocols without leases
@@ -85,8 +87,8 @@ impl Engine {
     ///
     /// # Errors
     /// Store failure.
-    pub async fn lease_token(&self, id: i64) -> Result<Option<String>, StoreError> {
-        self.store.task_lease_token(id).await
+    pub async fn lease_token(&self, id: i64) -> Result<Option<String>, EngineError> {
+        Ok(self.store.task_lease_token(id).await?)
     }
 
     /// Only the settings of each of `names` (no counts: cheaper than [`Engine::queue_get`]).
@@ -96,24 +98,24 @@ impl Engine {
     pub async fn queue_settings(
         &self,
         names: &[String],
-    ) -> Result<std::collections::HashMap<String, QueueSettings>, StoreError> {
-        self.store.queue_settings_many(names).await
+    ) -> Result<std::collections::HashMap<String, QueueSettings>, EngineError> {
+        Ok(self.store.queue_settings_many(names).await?)
     }
 
     /// The `run_at` of the oldest available task of each queue that has one.
     ///
     /// # Errors
     /// Store failure.
-    pub async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>, StoreError> {
-        self.store.queue_oldest_available().await
+    pub async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>, EngineError> {
+        Ok(self.store.queue_oldest_available().await?)
     }
 
     /// Every node that registered (active, lost or stopped).
     ///
     /// # Errors
     /// Store failure.
-    pub async fn node_list(&self) -> Result<Vec<NodeRecord>, StoreError> {
-        self.store.node_list().await
+    pub async fn node_list(&self) -> Result<Vec<NodeRecord>, EngineError> {
+        Ok(self.store.node_list().await?)
     }
 
     /// A node's state by the rule every node applies (node-daemons' frozen node): `stopped`
@@ -134,16 +136,16 @@ impl Engine {
     /// Records worker `name`'s report (node-daemons' worker states).
     ///
     /// # Errors
-    /// [`StoreError::Invalid`] naming a bad field; store failure.
+    /// [`EngineError::Invalid`] naming a bad field; store failure.
     /// Returns the worker as `GET /v1/workers` lists it now (its report just stored).
     pub async fn worker_report(
         &self,
         name: &str,
         report: &docket_core::api::WorkerReport,
-    ) -> Result<docket_core::api::WorkerView, StoreError> {
-        docket_core::task::check_name("name", name).map_err(StoreError::Invalid)?;
-        report.validate().map_err(StoreError::Invalid)?;
-        let json = serde_json::to_value(report).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    ) -> Result<docket_core::api::WorkerView, EngineError> {
+        docket_core::task::check_name("name", name).map_err(EngineError::Invalid)?;
+        report.validate().map_err(EngineError::Invalid)?;
+        let json = serde_json::to_value(report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         let now = self.clock.now();
         self.store
             .worker_report(docket_store::WorkerReportParams {
@@ -166,8 +168,8 @@ impl Engine {
     /// report intervals is `lost` (as a node is after three missed heartbeats).
     ///
     /// # Errors
-    /// Store failure; a stored report that does not decode ([`StoreError::Corrupt`]).
-    pub async fn worker_list(&self) -> Result<Vec<docket_core::api::WorkerView>, StoreError> {
+    /// Store failure; a stored report that does not decode ([`EngineError::Corrupt`]).
+    pub async fn worker_list(&self) -> Result<Vec<docket_core::api::WorkerView>, EngineError> {
         let now = self.clock.now();
         self.store
             .worker_list()
@@ -175,7 +177,7 @@ impl Engine {
             .into_iter()
             .map(|w| {
                 let report: docket_core::api::WorkerReport = serde_json::from_value(w.report)
-                    .map_err(|e| StoreError::Corrupt(format!("worker {}: report: {e}", w.name)))?;
+                    .map_err(|e| EngineError::Corrupt(format!("worker {}: report: {e}", w.name)))?;
                 let every = std::time::Duration::from_millis(w.interval_ms.max(1) as u64);
                 let silent = docket_core::time::since(now, w.reported_at);
                 let state = if report.state != docket_core::api::WorkerState::Stop
@@ -199,32 +201,38 @@ impl Engine {
     ///
     /// # Errors
     /// Store failure.
-    pub async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>, StoreError> {
-        self.store.audit_list(limit).await
+    pub async fn audit_list(&self, limit: i64) -> Result<Vec<AuditEntry>, EngineError> {
+        Ok(self.store.audit_list(limit).await?)
     }
 
     /// Every schedule, by name.
     ///
     /// # Errors
     /// Store failure.
-    pub async fn schedule_list(&self) -> Result<Vec<Schedule>, StoreError> {
-        self.store.schedule_list().await
+    pub async fn schedule_list(&self) -> Result<Vec<Schedule>, EngineError> {
+        Ok(self.store.schedule_list().await?)
     }
 
     /// One schedule.
     ///
     /// # Errors
     /// Store failure.
-    pub async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>, StoreError> {
-        self.store.schedule_get(name).await
+    pub async fn schedule_get(&self, name: &str) -> Result<Option<Schedule>, EngineError> {
+        Ok(self.store.schedule_get(name).await?)
     }
 
     /// Every API token (never the secret).
     ///
     /// # Errors
     /// Store failure.
-    pub async fn token_list(&self) -> Result<Vec<TokenRecord>, StoreError> {
-        self.store.token_list().await
+    pub async fn token_list(&self) -> Result<Vec<docket_core::api::TokenView>, EngineError> {
+        Ok(self
+            .store
+            .token_list()
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect())
     }
 
     /// Process notifications after `after`, oldest first.
@@ -236,30 +244,31 @@ impl Engine {
         namespace: Option<&str>,
         after: i64,
         limit: i64,
-    ) -> Result<Vec<Notification>, StoreError> {
-        self.store
+    ) -> Result<Vec<Notification>, EngineError> {
+        Ok(self
+            .store
             .notification_list(docket_store::NotificationListParams {
                 namespace,
                 after,
                 limit,
             })
-            .await
+            .await?)
     }
 
     /// The seq of the newest notification (0: none).
     ///
     /// # Errors
     /// Store failure.
-    pub async fn notification_last_seq(&self) -> Result<i64, StoreError> {
-        self.store.notification_last_seq().await
+    pub async fn notification_last_seq(&self) -> Result<i64, EngineError> {
+        Ok(self.store.notification_last_seq().await?)
     }
 
     /// Tasks finished per minute since `since`.
     ///
     /// # Errors
     /// Store failure.
-    pub async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>, StoreError> {
-        self.store.task_throughput(since).await
+    pub async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>, EngineError> {
+        Ok(self.store.task_throughput(since).await?)
     }
 
     /// Connections of the store's pool(s).
@@ -271,12 +280,13 @@ impl Engine {
     ///
     /// # Errors
     /// Store failure.
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        self.store.task_next_due().await.map(|_| ())
+    pub async fn ping(&self) -> Result<(), EngineError> {
+        self.store.task_next_due().await?;
+        Ok(())
     }
 
     /// Which backend the store is.
-    pub fn backend(&self) -> docket_store::Backend {
+    pub fn backend(&self) -> docket_core::api::Backend {
         self.store.backend()
     }
 }

@@ -5,8 +5,8 @@
 use crate::{Engine, EngineError};
 use docket_core::schedule::{AfterEndStep, LastRun};
 use docket_core::{Schedule, ScheduleSpec, Timestamp};
+use docket_store::ScheduleFireParams;
 use docket_store::ScheduleFired;
-use docket_store::{ScheduleFireParams, StoreError};
 
 /// Schedules fired per look.
 const BATCH: i64 = 100;
@@ -82,7 +82,7 @@ impl Engine {
 ///
 /// # Errors
 /// Store errors.
-pub async fn fire_due(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+pub async fn fire_due(engine: &Engine, now: Timestamp) -> Result<u64, EngineError> {
     let mut fired = 0;
     for s in engine
         .store

@@ -45,7 +45,7 @@ async fn sqlite() -> Db {
 }
 
 fn engine(db: &Db, clock: Arc<dyn Clock>) -> Engine {
-    let mut cfg = EngineConfig::new("e1", &*db.store);
+    let mut cfg = EngineConfig::new("e1", db.store.backend());
     cfg.rescue_interval = Duration::from_millis(100);
     Engine::new(db.store.clone(), clock, cfg)
 }
@@ -248,7 +248,7 @@ async fn pool_runs_handlers(db: Db) {
 async fn concurrency_key_holds_in_pool(db: Db) {
     // A poll interval far beyond the test's deadline: the next task of the key must be started
     // by the wake-up its predecessor's completion sends, not by polling.
-    let mut cfg = EngineConfig::new("e1", &*db.store);
+    let mut cfg = EngineConfig::new("e1", db.store.backend());
     cfg.poll_interval = Duration::from_secs(60);
     let e = Engine::new(db.store.clone(), Arc::new(SystemClock), cfg);
     let stop = CancellationToken::new();
@@ -397,7 +397,7 @@ async fn schedules_fire_each_occurrence_once(db: Db) {
     let clock = ManualClock::new(t0);
     let e1 = engine(&db, Arc::new(clock.clone()));
     let e2 = {
-        let cfg = EngineConfig::new("e2", &*db.store);
+        let cfg = EngineConfig::new("e2", db.store.backend());
         Engine::new(db.store.clone(), Arc::new(clock.clone()), cfg)
     };
     let spec = ScheduleSpec {
@@ -541,7 +541,7 @@ async fn engine_fail_rule_decides(db: Db) {
     ) -> docket_core::task::FailDecision {
         docket_core::task::FailDecision::Discard
     }
-    let mut cfg = EngineConfig::new("e1", &*db.store);
+    let mut cfg = EngineConfig::new("e1", db.store.backend());
     cfg.fail_rule = discard_all;
     let e = Engine::new(db.store.clone(), Arc::new(SystemClock), cfg);
     let stop = CancellationToken::new();
@@ -569,12 +569,12 @@ async fn two_nodes(db: &Db) -> ([Engine; 2], Arc<dyn Store>) {
         Engine::new(
             db.store.clone(),
             Arc::new(SystemClock),
-            EngineConfig::new("n1", &*db.store),
+            EngineConfig::new("n1", db.store.backend()),
         ),
         Engine::new(
             node2.clone(),
             Arc::new(SystemClock),
-            EngineConfig::new("n2", &*node2),
+            EngineConfig::new("n2", node2.backend()),
         ),
     ];
     (engines, node2)
@@ -836,7 +836,7 @@ async fn schedule_after_end_waits_for_the_run(db: Db) {
 async fn schedule_interval_sets_the_poll(db: Db) {
     let node2 = db._db.another_node().await;
     let engines = [("n1", db.store.clone()), ("n2", node2.clone())].map(|(name, store)| {
-        let mut cfg = EngineConfig::new(name, &*store);
+        let mut cfg = EngineConfig::new(name, store.backend());
         cfg.poll_interval = Duration::from_secs(60);
         Engine::new(store, Arc::new(SystemClock), cfg)
     });

@@ -66,7 +66,7 @@ async fn env(backend: &str) -> Env {
         _ => TestStore::sqlite().await,
     };
     let store = db.store.clone();
-    let mut cfg = EngineConfig::new("p1", &*store);
+    let mut cfg = EngineConfig::new("p1", store.backend());
     cfg.rescue_interval = Duration::from_millis(100);
     let engine = Engine::new(store.clone(), Arc::new(SystemClock), cfg);
     let stop = CancellationToken::new();
@@ -1161,7 +1161,7 @@ async fn call_scan_timeout_bounds_an_unannounced_call(backend: &str) {
     };
     let stop = CancellationToken::new();
     let engine = |store: Arc<dyn Store>, name: &str| {
-        let mut cfg = EngineConfig::new(name, &*store);
+        let mut cfg = EngineConfig::new(name, store.backend());
         cfg.poll_interval = Duration::from_secs(60);
         Engine::new(store, Arc::new(SystemClock), cfg)
     };

@@ -33,7 +33,7 @@ async fn node(
     let engine = Engine::new(
         store.clone(),
         Arc::new(SystemClock),
-        EngineConfig::new(name, &*store),
+        EngineConfig::new(name, store.backend()),
     );
     engine.start(stop.clone()).await.unwrap();
     let svc = ProcessService::new(engine, stop.clone());

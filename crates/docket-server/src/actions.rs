@@ -2,7 +2,7 @@
 //! is recorded in the audit log (who, when, what).
 
 use crate::error::ApiError;
-use crate::AppState;
+use crate::state::AppState;
 use axum::http::HeaderMap;
 use docket_core::{QueueStats, Task};
 
@@ -41,7 +41,7 @@ pub async fn queue_paused(
     queue: &str,
     paused: bool,
 ) -> Result<QueueStats, ApiError> {
-    crate::check_name("queue", queue)?;
+    crate::extract::check_name("queue", queue)?;
     Ok(s.engine.queue_set_paused(actor, queue, paused).await?)
 }
 
@@ -70,12 +70,5 @@ pub async fn schedule_changed(s: &AppState, actor: &str, action: &str, name: &st
 
 /// Records a token created or revoked (`token.create`, `token.revoke`); never the token.
 pub async fn token_changed(s: &AppState, actor: &str, action: &str, name: &str) {
-    s.engine
-        .audit(
-            actor,
-            &format!("token.{action}"),
-            &format!("token:{name}"),
-            None,
-        )
-        .await;
+    s.engine.token_audit(actor, action, name).await;
 }

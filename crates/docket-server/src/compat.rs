@@ -45,12 +45,6 @@ impl From<ApiError> for CompatError {
     }
 }
 
-impl From<docket_store::StoreError> for CompatError {
-    fn from(e: docket_store::StoreError) -> Self {
-        CompatError(e.into())
-    }
-}
-
 impl From<docket_engine::EngineError> for CompatError {
     fn from(e: docket_engine::EngineError) -> Self {
         CompatError(e.into())
@@ -635,22 +629,22 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
             _ => return ok(Value::Null),
         };
         return match outcome {
-            docket_store::LeaseOutcome::Ok { .. } => ok(Value::Null),
-            docket_store::LeaseOutcome::LeaseLost => Err(CompatError(ApiError::new(
+            docket_core::lease::LeaseOutcome::Ok { .. } => ok(Value::Null),
+            docket_core::lease::LeaseOutcome::LeaseLost => Err(CompatError(ApiError::new(
                 Code::LeaseLost,
                 "the task is no longer held",
             ))),
-            docket_store::LeaseOutcome::Cancelled => Err(CompatError(ApiError::new(
+            docket_core::lease::LeaseOutcome::Cancelled => Err(CompatError(ApiError::new(
                 Code::Cancelled,
                 "task was cancelled",
             ))),
-            docket_store::LeaseOutcome::TimedOut => Err(CompatError(ApiError::new(
+            docket_core::lease::LeaseOutcome::TimedOut => Err(CompatError(ApiError::new(
                 Code::TimedOut,
                 "the attempt ran past max_processing_time and was failed",
             ))),
-            docket_store::LeaseOutcome::NotFound => Err(CompatError(ApiError::not_found(format!(
-                "task {id} not found"
-            )))),
+            docket_core::lease::LeaseOutcome::NotFound => Err(CompatError(ApiError::not_found(
+                format!("task {id} not found"),
+            ))),
         };
     }
     if b.status == Some(4) && status_of(t.state) == 1 {

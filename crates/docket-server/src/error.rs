@@ -4,7 +4,6 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use docket_engine::EngineError;
-use docket_store::StoreError;
 use serde_json::{json, Value};
 
 /// Every error code of the API, each with exactly one HTTP status (the README's error table).
@@ -274,6 +273,9 @@ pub struct ErrorDetail {
     pub details: Option<Value>,
 }
 
+/// What a handler answers.
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
@@ -289,51 +291,6 @@ impl IntoResponse for ApiError {
                 .insert(axum::http::header::RETRY_AFTER, secs.into());
         }
         r
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
-            StoreError::LeaseLost => ApiError::new(Code::LeaseLost, e.to_string()),
-            StoreError::Cancelled => {
-                ApiError::new(Code::Cancelled, "task was cancelled; stop working on it")
-            }
-            StoreError::TimedOut => ApiError::new(
-                Code::TimedOut,
-                "the attempt ran past the task's timeout and was failed; stop working on it",
-            ),
-            StoreError::InvalidState(m) => ApiError::new(Code::InvalidState, m),
-            StoreError::Conflict(m) => ApiError::new(Code::Conflict, m),
-            StoreError::Invalid(m) => ApiError::new(Code::InvalidRequest, m),
-            StoreError::PreconditionFailed(m) => ApiError::new(Code::VersionMismatch, m),
-            ref db if db.db_kind() == Some(docket_store::DbErrorKind::InvalidData) => {
-                tracing::warn!(error = %db, "the database refused a value");
-                ApiError::new(
-                    Code::InvalidRequest,
-                    "the database refused a value of this request (out of range or badly encoded)",
-                )
-            }
-            ref db if db.db_kind() == Some(docket_store::DbErrorKind::Conflict) => {
-                tracing::warn!(error = %db, "a constraint refused the change");
-                ApiError::new(
-                    Code::Conflict,
-                    "a constraint of the database refused the change",
-                )
-            }
-            StoreError::Corrupt(m) => {
-                tracing::error!(error = %m, "stored data does not decode");
-                ApiError::new(
-                    Code::Internal,
-                    "a stored value does not decode; the server logged which",
-                )
-            }
-            other => {
-                tracing::error!(error = %other, "store error");
-                ApiError::new(Code::Unavailable, "the database is unavailable; try again")
-            }
-        }
     }
 }
 
@@ -358,7 +315,44 @@ impl From<EngineError> for ApiError {
                 }
                 err
             }
-            EngineError::Store(s) => s.into(),
+            EngineError::Invalid(m) => ApiError::new(Code::InvalidRequest, m),
+            EngineError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
+            EngineError::LeaseLost => ApiError::new(Code::LeaseLost, e.to_string()),
+            EngineError::Cancelled => {
+                ApiError::new(Code::Cancelled, "task was cancelled; stop working on it")
+            }
+            EngineError::TimedOut => ApiError::new(
+                Code::TimedOut,
+                "the attempt ran past the task's timeout and was failed; stop working on it",
+            ),
+            EngineError::InvalidState(m) => ApiError::new(Code::InvalidState, m),
+            EngineError::Conflict(m) => ApiError::new(Code::Conflict, m),
+            EngineError::PreconditionFailed(m) => ApiError::new(Code::VersionMismatch, m),
+            EngineError::BadValue(m) => {
+                tracing::warn!(error = %m, "the database refused a value");
+                ApiError::new(
+                    Code::InvalidRequest,
+                    "the database refused a value of this request (out of range or badly encoded)",
+                )
+            }
+            EngineError::Constraint(m) => {
+                tracing::warn!(error = %m, "a constraint refused the change");
+                ApiError::new(
+                    Code::Conflict,
+                    "a constraint of the database refused the change",
+                )
+            }
+            EngineError::Corrupt(m) => {
+                tracing::error!(error = %m, "stored data does not decode");
+                ApiError::new(
+                    Code::Internal,
+                    "a stored value does not decode; the server logged which",
+                )
+            }
+            EngineError::Unavailable(m) => {
+                tracing::error!(error = %m, "store error");
+                ApiError::new(Code::Unavailable, "the database is unavailable; try again")
+            }
             other => {
                 tracing::error!(error = %other, "engine error");
                 ApiError::new(Code::Internal, "internal error")

@@ -8,8 +8,8 @@
 //! has not read yet comes through the broadcast, and a row it read earlier was committed before
 //! and is found by the catch-up (the outbox's seq order is commit order).
 
+use docket_core::process::Notification;
 use docket_engine::Engine;
-use docket_store::Notification;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, OnceCell};
@@ -33,14 +33,14 @@ impl Tail {
         &self,
         engine: &Engine,
         shutdown: &CancellationToken,
-    ) -> Result<broadcast::Receiver<Arc<Notification>>, docket_store::StoreError> {
+    ) -> Result<broadcast::Receiver<Arc<Notification>>, docket_engine::EngineError> {
         let tx = self
             .tx
             .get_or_try_init(|| async {
                 let start = engine.notification_last_seq().await?;
                 let (tx, _) = broadcast::channel(BUFFER);
                 tokio::spawn(run(engine.clone(), tx.clone(), start, shutdown.clone()));
-                Ok::<_, docket_store::StoreError>(tx)
+                Ok::<_, docket_engine::EngineError>(tx)
             })
             .await?;
         Ok(tx.subscribe())

@@ -1,7 +1,16 @@
 //! Reading requests: JSON bodies, queries, ids and names, with the API's error shape, and
 //! the middleware that turns axum's own rejections into it.
 
-use crate::prelude::*;
+use crate::error::{ApiError, ApiResult, Code};
+use crate::state::{MAX_BODY_BYTES, MAX_PAYLOAD_BYTES};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::Query;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::time::Duration;
 
 /// Parses a JSON body with our error shape: 400 `invalid_json` for malformed JSON, 400
 /// `invalid_request`/`invalid_duration` for well-formed JSON of the wrong shape (unknown fields

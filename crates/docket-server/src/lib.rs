@@ -10,173 +10,35 @@ pub mod error;
 pub mod events;
 mod extract;
 pub mod openapi;
+mod prelude;
 mod routes;
+mod schemas;
+mod state;
 pub mod tls;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use docket_engine::process::ProcessService;
-use docket_engine::Engine;
 use error::{ApiError, Code};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
-pub(crate) use extract::*;
-pub(crate) use routes::{
-    events::*, leases::*, namespaces::*, processes::*, queues::*, schedules::*, system::*,
-    tasks::*, tokens::*, workers::*,
+pub use state::{AppState, MAX_BATCH, MAX_BODY_BYTES, MAX_PAYLOAD_BYTES, MAX_WAIT};
+
+use extract::{json_errors, refuse_nul};
+use routes::{
+    changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*, schedules::*,
+    system::*, tasks::*, tokens::*, workers::*,
 };
-
-/// What every handler file uses (`use crate::prelude::*`).
-mod prelude {
-    pub(crate) use crate::error::{ApiError, Code};
-    pub(crate) use crate::extract::*;
-    pub(crate) use crate::{
-        actions, auth, openapi, ApiResult, AppState, Disconnect, MAX_BATCH, MAX_BODY_BYTES,
-        MAX_PAYLOAD_BYTES, MAX_WAIT,
-    };
-    pub(crate) use axum::body::Bytes;
-    pub(crate) use axum::extract::rejection::{BytesRejection, QueryRejection};
-    pub(crate) use axum::extract::{Path, Query, State};
-    pub(crate) use axum::http::StatusCode;
-    pub(crate) use axum::response::{IntoResponse, Response};
-    pub(crate) use axum::Json;
-    pub(crate) use docket_core::api::{
-        BatchRequest, BatchResponse, ClaimRequest, ClaimResponse, CompleteRequest, FailRequest,
-        Finished, HeartbeatRequest, ItemOutcome, NamespaceList, NamespaceView, NodeList, NodeView,
-        ProcessCallRequest, ProcessImported, ProcessInitRequest, ProcessPage, ProcessRepaired,
-        ProcessResponse, ProcessTrace, ProcessView, QueueList, ScheduleList, TaskPage,
-    };
-    pub(crate) use docket_core::process::{HistoryRange, NamespaceConfig};
-    pub(crate) use docket_core::QueueStats;
-    pub(crate) use docket_core::{NewTask, QueueSettings, Task};
-    pub(crate) use docket_engine::process::{ProcessError, Request as ProcessRequest};
-    pub(crate) use docket_store::{LeaseOutcome, TaskComplete, TaskFail, TaskListParams};
-    pub(crate) use serde::de::DeserializeOwned;
-    pub(crate) use serde::Deserialize;
-    pub(crate) use serde_json::{json, Value};
-    pub(crate) use std::sync::Arc;
-    pub(crate) use std::time::Duration;
-}
-
-/// Largest request body (bytes): batches of tasks go in one request.
-pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
-/// Largest payload/result/progress of one task (bytes of JSON).
-pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
-/// Most tasks in one claim or list answer, and in one batch request.
-pub const MAX_BATCH: usize = 10_000;
-/// Longest long-poll `wait` of a claim.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
-
-/// Shared state of the handlers.
-#[derive(Clone)]
-pub struct AppState {
-    /// The engine.
-    pub engine: Engine,
-    /// Fires when the server shuts down: long polls return at once.
-    pub shutdown: CancellationToken,
-    /// Durable processes.
-    pub processes: ProcessService,
-    /// Panels other crates add to the dashboard (docket-sql: the pg_task tables this node
-    /// serves), shown on the schedules page by section.
-    pub panels: Arc<Vec<Arc<dyn docket_engine::panels::Panel>>>,
-    /// The shared tail of process notifications behind `/v1/events`.
-    pub events: Arc<events::Tail>,
-    /// Whether requests need a token (README "Security").
-    pub auth: auth::AuthMode,
-    /// Served over TLS (the session cookie is then `Secure`).
-    pub tls: bool,
-    /// Secret of this process behind the dashboard's CSRF tokens when auth is off.
-    pub(crate) csrf_secret: Arc<str>,
-    /// Host names (without port) requests may be addressed to; `None`: any. A server on a
-    /// loopback address allows only loopback names, so a DNS-rebinding page cannot reach it.
-    pub allowed_hosts: Option<Arc<Vec<String>>>,
-    /// Origins (`https://app.example`) whose pages may call the API from a browser (CORS);
-    /// empty: none, and cross-site writes are refused.
-    pub cors_origins: Arc<Vec<String>>,
-    /// Per-token request limits and their state.
-    pub(crate) limiters: Arc<auth::Limiters>,
-    /// asyncflow's routes under `/api` are mounted (`docket serve --compat asyncflow`).
-    pub compat_asyncflow: bool,
-}
-
-impl AppState {
-    /// State for `engine`; process runners start when namespaces are added (call
-    /// `processes.start()` to also load the stored ones).
-    pub fn new(engine: Engine, shutdown: CancellationToken) -> Self {
-        docket_engine::metrics::prometheus();
-        let processes = ProcessService::new(engine.clone(), shutdown.clone());
-        AppState {
-            engine,
-            shutdown,
-            processes,
-            panels: Arc::default(),
-            events: Arc::default(),
-            auth: auth::AuthMode::Off,
-            allowed_hosts: None,
-            tls: false,
-            csrf_secret: docket_core::auth::new_token().into(),
-            cors_origins: Arc::default(),
-            limiters: Arc::new(auth::Limiters::new(auth::Limits::default())),
-            compat_asyncflow: false,
-        }
-    }
-
-    /// Lets pages of these origins (`scheme://host[:port]`) call the API from a browser.
-    pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
-        self.cors_origins = Arc::new(origins);
-        self
-    }
-
-    /// Per-token request limits (see [`auth::Limits`]; the default applies otherwise).
-    pub fn with_limits(mut self, limits: auth::Limits) -> Self {
-        self.limiters = Arc::new(auth::Limiters::new(limits));
-        self
-    }
-
-    /// Limits a namespace's processor and webhook URLs to these hosts (see
-    /// [`ProcessService::with_outbound_hosts`]).
-    pub fn with_outbound_hosts(mut self, hosts: Vec<String>) -> Self {
-        self.processes = self.processes.with_outbound_hosts(hosts);
-        self
-    }
-
-    /// Accepts only requests whose `Host` is one of `hosts` (names or IPs, no port).
-    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
-        self.allowed_hosts = Some(Arc::new(hosts));
-        self
-    }
-
-    /// Requires a token on every request (see [`auth::AuthMode`]).
-    pub fn with_auth(mut self, mode: auth::AuthMode) -> Self {
-        self.auth = mode;
-        self
-    }
-
-    /// Mounts asyncflow's routes under `/api` (see [`compat`]).
-    pub fn with_compat_asyncflow(mut self, on: bool) -> Self {
-        self.compat_asyncflow = on;
-        self
-    }
-
-    /// Shows these panels on the dashboard.
-    pub fn with_panels(mut self, panels: Vec<Arc<dyn docket_engine::panels::Panel>>) -> Self {
-        self.panels = Arc::new(panels);
-        self
-    }
-}
-
-pub(crate) type ApiResult<T> = Result<T, ApiError>;
+use state::Disconnect;
 
 /// Builds the router.
 pub fn router(state: AppState) -> Router {
     let cors = cors_layer(&state.cors_origins);
     let app = Router::new()
         .route("/healthz", get(healthz))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(openapi::openapi))
         .route("/metrics", get(metrics_text))
         .route("/v1/tasks", post(task_add).get(task_list))
         .route("/v1/tasks/complete", post(task_complete_batch))
@@ -187,7 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks/{id}/run-now", post(task_run_now))
         .route("/v1/audit", get(audit_list))
         .route("/v1/status", get(status))
-        .route("/v1/changes", get(dashboard::changes))
+        .route("/v1/changes", get(changes))
         .route("/v1/tasks/{id}/heartbeat", post(task_heartbeat))
         .route("/v1/tasks/{id}/complete", post(task_complete))
         .route("/v1/tasks/{id}/fail", post(task_fail))
@@ -295,11 +157,6 @@ fn cors_layer(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
             .max_age(Duration::from_secs(3600))
     })
 }
-
-/// Fires when the client of a request went away (or the server shuts down): long polls stop
-/// waiting. The handler itself runs to completion either way (see [`detach`]).
-#[derive(Clone)]
-pub(crate) struct Disconnect(pub CancellationToken);
 
 /// Runs every handler in its own task, so a client that disconnects mid-request cannot cancel
 /// it halfway through a database transaction. (sqlx 0.8 leaves a pooled PostgreSQL connection

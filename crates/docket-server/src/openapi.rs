@@ -5,9 +5,12 @@
 //! (`UPDATE_OPENAPI=1 cargo test -p docket-server --lib openapi` rewrites it).
 
 use crate::error::ErrorBody;
-use docket_core::api::{NewTaskBatch, NodeView, TaskBatch};
-use docket_core::{NewTask, QueueStats, Task, Timestamp};
-use serde::Serialize;
+use crate::routes::{
+    changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*, schedules::*,
+    system::*, tasks::*, tokens::*, workers::*,
+};
+use crate::schemas::ProcessorError;
+use axum::response::IntoResponse;
 use std::sync::OnceLock;
 use utoipa::openapi::{RefOr, Response};
 use utoipa::{Modify, OpenApi, ToSchema};
@@ -29,59 +32,59 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         description = "Durable tasks over HTTP. Times are RFC 3339 UTC; durations humantime strings (at most 36500 days). Errors: {\"error\": {\"code\", \"message\", \"details\"?}}; each code has exactly one status (see the Code schema and README \"Errors\")."
     ),
     paths(
-        crate::healthz,
-        crate::openapi,
-        crate::metrics_text,
-        crate::task_add,
-        crate::task_list,
-        crate::task_complete_batch,
-        crate::task_fail_batch,
-        crate::task_get,
-        crate::task_cancel,
-        crate::task_retry,
-        crate::task_run_now,
-        crate::task_patch,
-        crate::worker_report,
-        crate::worker_list,
-        crate::task_heartbeat,
-        crate::task_complete,
-        crate::task_fail,
-        crate::queue_list,
-        crate::queue_get,
-        crate::queue_put,
-        crate::queue_pause,
-        crate::queue_resume,
-        crate::queue_claim,
-        crate::node_list,
-        crate::node_drain,
-        crate::node_resume,
-        crate::namespace_list,
-        crate::namespace_get,
-        crate::namespace_put,
-        crate::process_init,
-        crate::process_list,
-        crate::process_get,
-        crate::process_put,
-        crate::process_call,
-        crate::process_repair,
-        crate::process_simple_repair,
-        crate::process_trace,
-        crate::events_stream,
-        crate::schedule_put,
-        crate::schedule_list,
-        crate::schedule_get,
-        crate::schedule_delete,
-        crate::schedule_pause,
-        crate::schedule_resume,
-        crate::audit_list,
-        crate::status,
-        crate::dashboard::changes,
-        crate::token_create,
-        crate::token_list,
-        crate::token_revoke,
+        healthz,
+        openapi,
+        metrics_text,
+        task_add,
+        task_list,
+        task_complete_batch,
+        task_fail_batch,
+        task_get,
+        task_cancel,
+        task_retry,
+        task_run_now,
+        task_patch,
+        worker_report,
+        worker_list,
+        task_heartbeat,
+        task_complete,
+        task_fail,
+        queue_list,
+        queue_get,
+        queue_put,
+        queue_pause,
+        queue_resume,
+        queue_claim,
+        node_list,
+        node_drain,
+        node_resume,
+        namespace_list,
+        namespace_get,
+        namespace_put,
+        process_init,
+        process_list,
+        process_get,
+        process_put,
+        process_call,
+        process_repair,
+        process_simple_repair,
+        process_trace,
+        events_stream,
+        schedule_put,
+        schedule_list,
+        schedule_get,
+        schedule_delete,
+        schedule_pause,
+        schedule_resume,
+        audit_list,
+        status,
+        changes,
+        token_create,
+        token_list,
+        token_revoke,
     ),
     components(schemas(
-        docket_store::Notification,
+        docket_core::process::Notification,
         crate::error::Code,
         docket_core::process::ProcessorRequest,
         docket_core::process::ProcessorResult,
@@ -129,6 +132,20 @@ impl Modify for CommonErrors {
             }
         }
     }
+}
+
+#[utoipa::path(
+    get, path = "/openapi.json",
+    tag = "service",
+    responses((status = 200, description = "OpenAPI document", body = Object)),
+    summary = "This document (generated from the server code with utoipa)"
+)]
+pub(crate) async fn openapi() -> axum::response::Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        document(),
+    )
+        .into_response()
 }
 
 /// The document as JSON (built once).
@@ -224,116 +241,6 @@ fn open_all_of(v: &mut serde_json::Value) {
         serde_json::Value::Array(a) => a.iter_mut().for_each(open_all_of),
         _ => {}
     }
-}
-
-/// What a namespace's processor answers instead of a [`docket_core::process::ProcessorResult`]
-/// when the step failed (progressor's error reply).
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)] // Only its shape is used, for the document.
-pub(crate) struct ProcessorError {
-    /// The error, any JSON; the process goes to `error` (or the step is retried).
-    pub error: serde_json::Value,
-}
-
-/// `GET /healthz`.
-#[derive(Serialize, ToSchema)]
-pub(crate) struct Health {
-    /// `ok`.
-    pub status: String,
-    /// This node's name.
-    pub node: String,
-    /// Seconds since this node's maintenance loop last finished a pass (null: not yet).
-    pub maintenance_last_pass_seconds_ago: Option<f64>,
-}
-
-/// `POST /v1/tasks`: one task, or `{"tasks": [...]}`.
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)] // Only its shape is used, for the document.
-pub(crate) enum TaskOrBatch {
-    /// One task.
-    One(Box<NewTask>),
-    /// Several, in one transaction.
-    Many(NewTaskBatch),
-}
-
-/// Answer of `POST /v1/tasks`: the task, or `{"tasks": [...]}` for a batch.
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)] // Only its shape is used, for the document.
-pub(crate) enum TaskOrBatchAnswer {
-    /// One task.
-    One(Box<Task>),
-    /// Several.
-    Many(TaskBatch),
-}
-
-/// One server-sent event (`text/event-stream`).
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)] // Only its shape is used, for the document.
-pub(crate) struct SseEvent {
-    /// Event name (`event`, `created`, … or `changed`).
-    pub event: Option<String>,
-    /// The event's data line(s): a JSON `Notification` on `/v1/events`.
-    pub data: String,
-    /// The SSE id: the notification's `seq`.
-    pub id: Option<String>,
-    /// Reconnect delay, ms.
-    pub retry: Option<i64>,
-}
-
-/// Answer of `GET /v1/audit`.
-#[derive(Serialize, ToSchema)]
-pub(crate) struct AuditPage {
-    /// Newest first.
-    pub entries: Vec<docket_store::AuditEntry>,
-}
-
-/// A queue in `GET /v1/status`: its settings and counts, and its oldest available task.
-#[derive(Serialize, ToSchema)]
-pub(crate) struct QueueStatus {
-    /// Settings and counts.
-    #[serde(flatten)]
-    pub queue: QueueStats,
-    /// `run_at` of its oldest available task (null: none).
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub oldest_available_at: Option<Timestamp>,
-}
-
-/// Schedules in `GET /v1/status`.
-#[derive(Serialize, ToSchema)]
-pub(crate) struct ScheduleCounts {
-    /// Every schedule.
-    pub total: usize,
-    /// Paused ones.
-    pub paused: usize,
-}
-
-/// The last hour in `GET /v1/status`.
-#[derive(Serialize, ToSchema)]
-pub(crate) struct LastHour {
-    /// Tasks completed.
-    pub completed: i64,
-    /// Tasks discarded.
-    pub failed: i64,
-    /// Per minute, oldest first.
-    pub per_minute: Vec<docket_store::Throughput>,
-}
-
-/// Answer of `GET /v1/status`.
-#[derive(Serialize, ToSchema)]
-pub(crate) struct StatusView {
-    /// The server's clock.
-    #[schema(value_type = String, format = DateTime)]
-    pub now: Timestamp,
-    /// Every queue.
-    pub queues: Vec<QueueStatus>,
-    /// Every node.
-    pub nodes: Vec<NodeView>,
-    /// Schedules.
-    pub schedules: ScheduleCounts,
-    /// Throughput.
-    pub last_hour: LastHour,
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ impl Drop for Server {
 
 async fn start(db: TestStore, compat: bool) -> Server {
     let store = db.store.clone();
-    let mut cfg = EngineConfig::new("n1", &*store);
+    let mut cfg = EngineConfig::new("n1", store.backend());
     cfg.poll_interval = Duration::from_millis(200);
     let engine = Engine::new(store, Arc::new(SystemClock), cfg);
     let stop = CancellationToken::new();

@@ -54,8 +54,12 @@ async fn node_clocked(
     clock: Arc<dyn docket_core::Clock>,
 ) -> Node {
     store.migrate().await.unwrap();
-    let engine = Engine::new(store.clone(), clock, EngineConfig::new(name, &*store))
-        .with_kind_hook(Arc::new(NeedsSqlScope));
+    let engine = Engine::new(
+        store.clone(),
+        clock,
+        EngineConfig::new(name, store.backend()),
+    )
+    .with_kind_hook(Arc::new(NeedsSqlScope));
     let stop = CancellationToken::new();
     engine.start(stop.clone()).await.unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -788,7 +792,7 @@ async fn foreign_host_names_are_refused() {
     let engine = Engine::new(
         store.clone(),
         Arc::new(SystemClock),
-        EngineConfig::new("h", &*store),
+        EngineConfig::new("h", store.backend()),
     );
     let stop = CancellationToken::new();
     engine.start(stop.clone()).await.unwrap();

@@ -67,7 +67,7 @@ async fn https_with_reload_and_secure_cookie() {
     let engine = Engine::new(
         store.clone(),
         Arc::new(SystemClock),
-        EngineConfig::new("tls", &*store),
+        EngineConfig::new("tls", store.backend()),
     );
     let stop = CancellationToken::new();
     engine.start(stop.clone()).await.unwrap();
@@ -194,7 +194,7 @@ async fn a_stalled_handshake_is_dropped() {
     let engine = Engine::new(
         store.clone(),
         Arc::new(SystemClock),
-        EngineConfig::new("tls", &*store),
+        EngineConfig::new("tls", store.backend()),
     );
     let stop = CancellationToken::new();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

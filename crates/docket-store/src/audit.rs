@@ -2,27 +2,9 @@
 
 use crate::*;
 use async_trait::async_trait;
+pub use docket_core::api::AuditEntry;
 use docket_core::Timestamp;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// One operator action of the audit log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct AuditEntry {
-    /// Sequence number.
-    pub id: i64,
-    /// When.
-    #[schema(value_type = String, format = DateTime)]
-    pub at: Timestamp,
-    /// Who (`X-Docket-Actor` header, or `dashboard@IP` / `api@IP`).
-    pub actor: String,
-    /// What (`task.cancel`, `queue.pause`, …).
-    pub action: String,
-    /// On what (`task:12`, `queue:emails`, …).
-    pub target: String,
-    /// Anything else.
-    pub detail: Option<Value>,
-}
 
 /// The audit log of operator actions.
 #[async_trait]

@@ -4,6 +4,8 @@
 
 use crate::*;
 use async_trait::async_trait;
+pub use docket_core::lease::TaskComplete;
+pub use docket_core::lease::TaskFail;
 use docket_core::{Task, Timestamp};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -47,35 +49,7 @@ pub struct TaskHeartbeatParams {
     pub fail_rule: docket_core::task::FailRule,
 }
 
-/// One item of [`LeaseStore::task_complete_many`].
-#[derive(Debug, Clone)]
-pub struct TaskComplete {
-    /// Task id.
-    pub id: i64,
-    /// Lease token.
-    pub token: String,
-    /// Result to store.
-    pub result: Value,
-    /// Hand the task on to this stage instead of finishing it.
-    pub next: Option<NextStage>,
-}
-
 pub use docket_core::task::NextStage;
-
-/// One item of [`LeaseStore::task_fail_many`].
-#[derive(Debug, Clone)]
-pub struct TaskFail {
-    /// Task id.
-    pub id: i64,
-    /// Lease token.
-    pub token: String,
-    /// Error message (kept in `errors`).
-    pub error: String,
-    /// Retry after this delay instead of the backoff.
-    pub retry_in: Option<Duration>,
-    /// Do not retry.
-    pub permanent: bool,
-}
 
 pub use docket_core::lease::{Failure, LeaseOutcome, TaskLabels};
 

@@ -13,6 +13,8 @@
 //! the [`Store`] umbrella and [`connect`].
 
 use async_trait::async_trait;
+pub use docket_core::api::Backend;
+pub use docket_core::api::PoolStats;
 use docket_core::task::ResolvedTask;
 use docket_core::{QueueSettings, QueueStats, Schedule, ScheduleSpec, Task, TaskState, Timestamp};
 use serde_json::Value;
@@ -56,17 +58,6 @@ pub use tasks::*;
 pub(crate) use tokens::decode_grant;
 pub use tokens::*;
 
-/// Which backend a store is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// PostgreSQL.
-    Postgres,
-    /// SQLite.
-    Sqlite,
-    /// MySQL 8.0+ or MariaDB 10.6+.
-    MySql,
-}
-
 /// The storage interface of docket: a trait per noun, plus the backend's identity, migrations
 /// and pool. Every method is atomic. River's driver interface is the model; the conformance suite
 /// (`testing::exercise`, feature `testing`) calls every method on every backend.
@@ -103,15 +94,6 @@ pub trait Store:
 
     /// Closes the pool.
     async fn close(&self);
-}
-
-/// Connections of a store's pool(s) ([`Store::pool_connections`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Checked out.
-    pub in_use: usize,
-    /// Open and idle.
-    pub idle: usize,
 }
 
 /// How to connect.

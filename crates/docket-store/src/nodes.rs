@@ -2,29 +2,9 @@
 
 use crate::*;
 use async_trait::async_trait;
+pub use docket_core::api::NodeRecord;
 use docket_core::Timestamp;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// A node of the cluster as recorded in `docket_nodes`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct NodeRecord {
-    /// Node name.
-    pub name: String,
-    /// When it started.
-    pub started_at: Timestamp,
-    /// Its last heartbeat.
-    pub heartbeat_at: Timestamp,
-    /// When it stopped cleanly, if it did.
-    pub stopped_at: Option<Timestamp>,
-    /// Since when it is drained (claims nothing), if it is; a heartbeat keeps it.
-    #[serde(default)]
-    pub draining_at: Option<Timestamp>,
-    /// docket version it runs.
-    pub version: String,
-    /// Free-form info (listen address, pid).
-    pub info: Value,
-}
 
 /// The node registry.
 #[async_trait]

@@ -2,9 +2,8 @@
 
 use crate::*;
 use async_trait::async_trait;
+pub use docket_core::process::Notification;
 use docket_core::Timestamp;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// What a [`NotificationStore::listen`] subscription delivers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,27 +14,6 @@ pub enum Wake {
     Task(i64),
     /// Notifications may have been lost: look at everything.
     All,
-}
-
-/// One published notification (`GET /v1/events`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Notification {
-    /// Position in the stream (resume after it).
-    pub seq: i64,
-    /// Namespace.
-    pub namespace: String,
-    /// Process id.
-    pub process_id: String,
-    /// `event`, `created`, `failed`, `repaired` or `removed`.
-    pub kind: String,
-    /// The event's id (kind `event`).
-    pub event_id: Option<i64>,
-    /// The event (kind `event`: `{"event_id", "timestamp", "metadata", "payload"}`), or details
-    /// (kind `failed`: `{"detail"}`).
-    pub data: Value,
-    /// When it was written.
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: Timestamp,
 }
 
 /// Wake-ups, process notifications and their delivery cursors (sinks).

@@ -3,6 +3,8 @@
 
 use crate::*;
 use async_trait::async_trait;
+pub use docket_core::process::NamespaceRecord;
+pub use docket_core::process::ProcessWithHistory;
 use docket_core::task::ResolvedTask;
 use docket_core::{Task, Timestamp};
 use serde_json::Value;
@@ -270,22 +272,4 @@ pub struct ProcessCollectZombiesParams {
     pub on_give_up: ProcessBreak,
     /// The error recorded on the task and the detail of its broken process.
     pub detail: String,
-}
-
-/// A namespace as stored ([`ProcessStore::namespace_list`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct NamespaceRecord {
-    /// Its name.
-    pub name: String,
-    /// Its configuration (JSON of `NamespaceConfig`).
-    pub config: Value,
-}
-
-/// A process and the requested range of its history ([`ProcessStore::process_get`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProcessWithHistory {
-    /// The process.
-    pub process: docket_core::process::Process,
-    /// Its events in the requested range.
-    pub history: Vec<docket_core::process::Event>,
 }

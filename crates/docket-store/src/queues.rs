@@ -2,6 +2,7 @@
 
 use crate::*;
 use async_trait::async_trait;
+pub use docket_core::api::QueueOldest;
 use docket_core::{QueueSettings, QueueStats, TaskState, Timestamp};
 use std::collections::HashMap;
 
@@ -75,15 +76,6 @@ pub struct QueueSetPausedParams<'a> {
     pub paused: bool,
     /// The current time (the engine's clock).
     pub now: Timestamp,
-}
-
-/// The oldest available task of a queue ([`QueueStore::queue_oldest_available`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct QueueOldest {
-    /// The queue.
-    pub queue: String,
-    /// `run_at` of its oldest available task.
-    pub run_at: Timestamp,
 }
 
 /// A queue settings row's created_at and updated_at.

@@ -3,9 +3,10 @@
 
 use crate::*;
 use async_trait::async_trait;
+pub use docket_core::api::TaskListParams;
+pub use docket_core::api::Throughput;
 use docket_core::task::ResolvedTask;
-use docket_core::{Task, TaskState, Timestamp};
-use serde::{Deserialize, Serialize};
+use docket_core::{Task, Timestamp};
 use std::sync::Arc;
 
 /// Params of [`TaskStore::task_insert_many`].
@@ -15,41 +16,6 @@ pub struct TaskInsertManyParams {
     pub tasks: Vec<ResolvedTask>,
     /// created_at of all of them.
     pub now: Timestamp,
-}
-
-/// Params of [`TaskStore::task_list`]: filters combine with AND; keyset paging by id.
-#[derive(Debug, Clone, Default)]
-pub struct TaskListParams {
-    /// Only this queue.
-    pub queue: Option<String>,
-    /// Only these states (empty: any state).
-    pub states: Vec<TaskState>,
-    /// Only this kind.
-    pub kind: Option<String>,
-    /// Only this concurrency key (a process's tasks: `<namespace>:<id>`).
-    pub concurrency_key: Option<String>,
-    /// Only this user's tasks.
-    pub user_id: Option<String>,
-    /// Only ids greater than this (ascending order) or smaller (descending).
-    pub after: Option<i64>,
-    /// Newest first.
-    pub descending: bool,
-    /// At most this many.
-    pub limit: i64,
-    /// Only tasks whose payload or errors contain this text (case-insensitive).
-    pub text: Option<String>,
-}
-
-/// Finished tasks in one minute.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Throughput {
-    /// Start of the minute.
-    #[schema(value_type = String, format = DateTime)]
-    pub minute: Timestamp,
-    /// Tasks completed.
-    pub completed: i64,
-    /// Tasks discarded (failed for good).
-    pub failed: i64,
 }
 
 /// Tasks: insert, read, list, and the operator changes of one task.

@@ -6,10 +6,10 @@
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use clap::{Args, Subcommand, ValueEnum};
+use docket_core::api::Backend;
 use docket_core::{NewTask, SystemClock, Task};
 use docket_engine::worker::{Handler, Outcome, WorkerConfig, WorkerPool};
-use docket_engine::{Engine, EngineConfig};
-use docket_store::{Backend, ConnectOptions, Store};
+use docket_engine::{Database, DatabaseOptions, Engine, EngineConfig};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -177,11 +177,11 @@ fn noop_tasks(n: usize, queue: &str) -> Vec<NewTask> {
         .collect()
 }
 
-/// A fresh store for a bench run, what it was opened with (to open more nodes on it), its
+/// A fresh database for a bench run, what it was opened with (to open more nodes on it), its
 /// temporary directory (SQLite) and the schema or database to drop afterwards.
 type Fresh = (
-    Arc<dyn Store>,
-    ConnectOptions,
+    Database,
+    DatabaseOptions,
     Option<tempfile::TempDir>,
     Option<String>,
 );
@@ -191,37 +191,30 @@ async fn open_fresh(url: Option<&str>) -> Result<Fresh> {
         None => {
             let dir = tempfile::tempdir()?;
             let url = format!("sqlite://{}", dir.path().join("bench.db").display());
-            (ConnectOptions::new(url), Some(dir), None)
+            (DatabaseOptions::new(url), Some(dir), None)
         }
-        Some(u) if u.starts_with("postgres") => {
-            let schema = format!("docket_bench_{}", std::process::id());
-            let opts = ConnectOptions {
-                url: u.into(),
-                schema: Some(schema.clone()),
-                max_connections: Some(20),
-                relaxed_commit: true,
+        Some(u) if u.starts_with("sqlite") => (DatabaseOptions::new(u), None, None),
+        Some(u) => {
+            // A schema (PostgreSQL) or database (MySQL) of its own, dropped at the end.
+            let name = if u.starts_with("postgres") {
+                format!("docket_bench_{}", std::process::id())
+            } else {
+                format!("docket_bench_{}", uuid::Uuid::new_v4().simple())
             };
-            (opts, None, Some(schema))
-        }
-        Some(u) if u.starts_with("mysql://") || u.starts_with("mariadb://") => {
-            // A database of its own, dropped at the end (as PostgreSQL's schema).
-            let db = format!("docket_bench_{}", uuid::Uuid::new_v4().simple());
-            let url = docket_store::mysql::MySqlStore::create_database(u, &db).await?;
-            let opts = ConnectOptions {
+            let opts = DatabaseOptions {
                 max_connections: Some(20),
-                ..ConnectOptions::new(url)
+                ..Database::create_scratch(u, &name).await?
             };
-            (opts, None, Some(db))
+            (opts, None, Some(name))
         }
-        Some(u) => (ConnectOptions::new(u), None, None),
     };
-    let s = docket_store::connect(&opts).await?;
+    let s = Database::open(&opts).await?;
     s.migrate().await?;
     Ok((s, opts, dir, made))
 }
 
-fn engine_for(store: Arc<dyn Store>) -> Engine {
-    let mut cfg = EngineConfig::new("bench", &*store);
+fn engine_for(store: Database) -> Engine {
+    let mut cfg = EngineConfig::new("bench", store.backend());
     if let Some(d) = std::env::var("DOCKET_BENCH_ROTATE_INTERVAL")
         .ok()
         .and_then(|v| docket_core::duration::parse(&v).ok())
@@ -270,7 +263,7 @@ async fn wait_completed(engine: &Engine, queue: &str) -> Result<()> {
     use docket_core::TaskState as S;
     loop {
         let open = engine
-            .task_list(docket_store::TaskListParams {
+            .task_list(docket_core::api::TaskListParams {
                 queue: Some(queue.into()),
                 states: vec![S::Scheduled, S::Available, S::Running, S::Retryable],
                 limit: 1,
@@ -566,8 +559,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     // More nodes on the same database: each its own store (pool), engine and HTTP server.
     let mut nodes = vec![engine.clone()];
     for i in 1..a.nodes.max(1) {
-        let s = docket_store::connect(&opts).await?;
-        let cfg = EngineConfig::new(format!("bench-{i}"), &*s);
+        let s = Database::open(&opts).await?;
+        let cfg = EngineConfig::new(format!("bench-{i}"), s.backend());
         let e = Engine::new(s, Arc::new(SystemClock), cfg);
         services.extend(e.start(cancel.clone()).await?);
         nodes.push(e);
@@ -763,40 +756,26 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     }
     let backend = store.backend();
     store.close().await;
-    match (schema, backend, a.database.as_deref()) {
-        (Some(schema), docket_store::Backend::Postgres, Some(pg)) => {
-            let s = docket_store::postgres::PgStore::connect(&ConnectOptions::new(pg)).await?;
-            sqlx_drop_schema(&s, &schema).await?;
-        }
-        (Some(db), docket_store::Backend::MySql, Some(url)) => {
-            docket_store::mysql::MySqlStore::drop_database(url, &db)
-                .await
-                .context("dropping the bench database")?;
-        }
-        _ => {}
+    if let (Some(name), Some(url), Backend::Postgres | Backend::MySql) =
+        (schema, a.database.as_deref(), backend)
+    {
+        Database::drop_scratch(url, &name)
+            .await
+            .context("dropping the bench schema or database")?;
     }
     compared?;
     Ok(())
 }
 
-async fn sqlx_drop_schema(s: &docket_store::postgres::PgStore, schema: &str) -> Result<()> {
-    use docket_store::postgres::PgStore;
-    let _: &PgStore = s;
-    s.drop_schema(schema)
-        .await
-        .context("dropping the bench schema")?;
-    Ok(())
-}
-
 /// The peer harness's store; `strict`: every commit waits for the WAL flush (as `docket serve
 /// --strict-commit`), else claims and completions commit without waiting (the default).
-async fn peer_store(strict: bool) -> Result<Arc<dyn Store>> {
+async fn peer_store(strict: bool) -> Result<Database> {
     let url = std::env::var("DATABASE_URL").context("DATABASE_URL is not set")?;
-    Ok(docket_store::connect(&ConnectOptions {
+    Ok(Database::open(&DatabaseOptions {
         url,
         schema: None,
         max_connections: Some(20),
-        relaxed_commit: !strict,
+        strict_commit: strict,
     })
     .await?)
 }
@@ -1085,7 +1064,7 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
                 claims.lock().expect("lock").push(ms);
                 let items: Vec<_> = got
                     .iter()
-                    .map(|t| docket_store::TaskComplete {
+                    .map(|t| docket_core::lease::TaskComplete {
                         id: t.id,
                         token: t.lease.clone().expect("lease").token,
                         result: serde_json::Value::Null,
@@ -1154,7 +1133,8 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
         sqlx::raw_sql("ROLLBACK").execute(&mut *c).await?;
     }
     store.close().await;
-    let s = docket_store::postgres::PgStore::connect(&ConnectOptions::new(url)).await?;
-    sqlx_drop_schema(&s, &schema).await?;
+    Database::drop_scratch(url, &schema)
+        .await
+        .context("dropping the bench schema")?;
     Ok(())
 }

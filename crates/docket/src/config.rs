@@ -274,13 +274,13 @@ impl ServeConfig {
         anyhow::bail!("invalid configuration:\n  - {}", bad.join("\n  - "))
     }
 
-    /// The store's connection options.
-    pub fn connect_opts(&self) -> docket_store::ConnectOptions {
-        docket_store::ConnectOptions {
+    /// Where the database is.
+    pub fn connect_opts(&self) -> docket_engine::DatabaseOptions {
+        docket_engine::DatabaseOptions {
             url: self.database.clone(),
             schema: self.schema.clone(),
             max_connections: None,
-            relaxed_commit: !self.strict_commit,
+            strict_commit: self.strict_commit,
         }
     }
 }

@@ -11,8 +11,7 @@ use clap::Parser;
 use cli::*;
 use docket_client::{Client, ListFilter};
 use docket_core::{NewTask, QueueSettings, SystemClock, Task};
-use docket_engine::{Engine, EngineConfig};
-use docket_store::ConnectOptions;
+use docket_engine::{Database, DatabaseOptions, Engine, EngineConfig};
 use std::io::BufRead;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,15 +43,15 @@ fn on_signal(token: CancellationToken) {
 /// The default database: a SQLite file in the current directory.
 pub(crate) const DEFAULT_DATABASE: &str = "sqlite://docket.db";
 
-pub(crate) fn connect_opts(db: &DbArgs) -> ConnectOptions {
-    ConnectOptions {
+pub(crate) fn connect_opts(db: &DbArgs) -> DatabaseOptions {
+    DatabaseOptions {
         url: db
             .database
             .clone()
             .unwrap_or_else(|| DEFAULT_DATABASE.to_string()),
         schema: db.schema.clone(),
         max_connections: None,
-        relaxed_commit: !db.strict_commit,
+        strict_commit: db.strict_commit,
     }
 }
 
@@ -102,8 +101,8 @@ async fn run(cli: Cli) -> Result<()> {
                     "say which database to migrate: --database URL (or DOCKET_DATABASE_URL)"
                 );
             }
-            let store = docket_store::connect(&connect_opts(&db)).await?;
-            store.migrate().await?;
+            let db_ = Database::open(&connect_opts(&db)).await?;
+            db_.migrate().await?;
             println!("migrated {}", connect_opts(&db).url);
             Ok(())
         }

@@ -1,12 +1,14 @@
 //! Heartbeat: this node's row in the node registry (a node silent for three periods is lost).
 
-use super::*;
+use crate::{Engine, EngineError};
+use docket_core::Timestamp;
+use docket_store::NodeRecord;
 
 /// Writes this node's heartbeat; `started` is when the node started.
 ///
 /// # Errors
 /// Store errors.
-pub async fn heartbeat(engine: &Engine, started: Timestamp) -> Result<u64, StoreError> {
+pub async fn heartbeat(engine: &Engine, started: Timestamp) -> Result<u64, EngineError> {
     let rec = NodeRecord {
         name: engine.config.node.clone(),
         started_at: started,

@@ -22,13 +22,10 @@ pub(crate) use rotate::RingState;
 pub use zombies::zombies;
 
 use crate::Engine;
+use crate::EngineError;
 use docket_core::Timestamp;
-use docket_store::{NodeRecord, StoreError, TaskPruneParams};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// Batch size of promote/rescue/expire steps.
-pub const BATCH: i64 = 1000;
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +48,7 @@ pub struct Pass {
 ///
 /// # Errors
 /// Store errors.
-pub async fn pass(engine: &Engine, now: Timestamp) -> Result<Pass, StoreError> {
+pub async fn pass(engine: &Engine, now: Timestamp) -> Result<Pass, EngineError> {
     let promoted = promote(engine, now).await?;
     let rescued = zombies(engine, now).await? + rescue(engine, now).await?;
     let expired = expire(engine, now).await?;
@@ -123,7 +120,7 @@ impl Job {
         }
     }
 
-    async fn run(self, engine: &Engine, started: Timestamp) -> Result<u64, StoreError> {
+    async fn run(self, engine: &Engine, started: Timestamp) -> Result<u64, EngineError> {
         let now = engine.clock.now();
         let n = match self {
             Job::Heartbeat => heartbeat(engine, started).await?,
@@ -161,7 +158,7 @@ impl Job {
 /// next pass. Returns the step's value when it succeeded.
 pub async fn guarded<T, F>(step: &'static str, f: F) -> Option<T>
 where
-    F: std::future::Future<Output = Result<T, StoreError>>,
+    F: std::future::Future<Output = Result<T, EngineError>>,
 {
     use futures::FutureExt;
     match std::panic::AssertUnwindSafe(f).catch_unwind().await {
@@ -249,7 +246,7 @@ mod tests {
         let panics = guarded::<u64, _>("promote", async { panic!("overflow in a bad row") }).await;
         assert_eq!(panics, None);
         let fails = guarded::<u64, _>("rescue", async {
-            Err(StoreError::Invalid("bad row".into()))
+            Err(EngineError::Invalid("bad row".into()))
         })
         .await;
         assert_eq!(fails, None);

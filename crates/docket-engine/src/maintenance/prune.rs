@@ -1,13 +1,15 @@
 //! Prune (node-daemons' manager): finished tasks past retention, and old notifications,
 //! audit entries and nodes.
 
-use super::*;
+use crate::{Engine, EngineError};
+use docket_core::Timestamp;
+use docket_store::TaskPruneParams;
 
 /// Deletes finished tasks past retention, one small batch at a time.
 ///
 /// # Errors
 /// Store errors.
-pub async fn prune(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+pub async fn prune(engine: &Engine, now: Timestamp) -> Result<u64, EngineError> {
     let c = &engine.config;
     let mut total = 0;
     loop {
@@ -33,7 +35,7 @@ pub async fn prune(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
 ///
 /// # Errors
 /// Store errors.
-pub async fn prune_aux(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+pub async fn prune_aux(engine: &Engine, now: Timestamp) -> Result<u64, EngineError> {
     let c = &engine.config;
     let mut total = 0;
     loop {

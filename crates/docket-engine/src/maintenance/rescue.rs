@@ -1,13 +1,14 @@
 //! Rescue (node-daemons' frozen tasks): a running task whose lease expired is failed with
 //! `lease expired` (or `timeout` past its deadline) and retried or discarded by the fail rule.
 
-use super::*;
+use crate::{Engine, EngineError};
+use docket_core::Timestamp;
 
 /// Rescues expired leases (process tasks excepted: see [`super::zombies`]).
 ///
 /// # Errors
 /// Store errors.
-pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<u64, EngineError> {
     let mut rescued = 0;
     loop {
         // River's rescuer: read the stuck tasks, decide here (the fail rule, and `timeout`
@@ -15,7 +16,10 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> 
         // the task is still as read.
         let stuck = engine
             .store
-            .task_rescue_list(docket_store::TaskRescueListParams { now, limit: BATCH })
+            .task_rescue_list(docket_store::TaskRescueListParams {
+                now,
+                limit: engine.config.maintenance_batch,
+            })
             .await?;
         let found = stuck.len() as i64;
         let items = stuck
@@ -33,7 +37,7 @@ pub async fn rescue(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> 
         rescued += labels.len() as u64;
         // A short batch is the last; a full one that another node took first leaves nothing
         // more for this pass either.
-        if found < BATCH || labels.is_empty() {
+        if found < engine.config.maintenance_batch || labels.is_empty() {
             break;
         }
     }

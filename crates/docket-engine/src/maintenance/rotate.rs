@@ -4,8 +4,10 @@
 //! On MySQL/MariaDB (migration 0004) the same job moves finished tasks from `docket_tasks` to
 //! `docket_tasks_done`, which keeps them out of the hot table's indexes (no partial indexes).
 
-use super::*;
+use crate::{Engine, EngineError};
+use docket_core::Timestamp;
 use docket_store::Rotation;
+use std::time::Duration;
 
 /// Longest pause between tries after the ring's lock was refused again and again.
 const MOST_BACKOFF: Duration = Duration::from_secs(60);
@@ -51,7 +53,7 @@ impl RingState {
 ///
 /// # Errors
 /// Store errors.
-pub async fn rotate(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+pub async fn rotate(engine: &Engine, now: Timestamp) -> Result<u64, EngineError> {
     let c = &engine.config;
     let most_moved = {
         let s = engine
@@ -71,7 +73,7 @@ pub async fn rotate(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> 
             // due a millisecond later is not put off by a whole interval.
             every: c.rotate_interval.mul_f64(0.9),
             lock_timeout: c.rotate_lock_timeout,
-            batch: BATCH,
+            batch: engine.config.maintenance_batch,
             most_moved,
         })
         .await?;

@@ -1,19 +1,20 @@
 //! Zombies (progressor): a process task past its lease broke its process; it is not retried.
 
-use super::*;
+use crate::{Engine, EngineError};
+use docket_core::Timestamp;
 
 /// Collects zombie process tasks: each is discarded and its process goes to `error`,
 /// corrupted by it (the engine's rule, handed to the store).
 ///
 /// # Errors
 /// Store errors.
-pub async fn zombies(engine: &Engine, now: Timestamp) -> Result<u64, StoreError> {
+pub async fn zombies(engine: &Engine, now: Timestamp) -> Result<u64, EngineError> {
     let t0 = std::time::Instant::now();
     let n = engine
         .store
         .process_collect_zombies(docket_store::ProcessCollectZombiesParams {
             now,
-            limit: BATCH,
+            limit: engine.config.maintenance_batch,
             fail_rule: |_, _, _, _| docket_core::task::FailDecision::Discard,
             on_give_up: docket_store::ProcessBreak::Break { corrupted: true },
             detail: docket_core::process::ZOMBIE_DETAIL.into(),

@@ -77,9 +77,10 @@ impl ProcessService {
                 now: self.engine.clock.now(),
             })
             .await
+            .map_err(EngineError::from)
         {
             Ok(t) => t,
-            Err(StoreError::Conflict(_)) => return Err(ProcessError::Exists),
+            Err(EngineError::Conflict(_)) => return Err(ProcessError::Exists),
             Err(e) => return Err(e.into()),
         };
         self.engine.waker.wake(&t.queue);
@@ -129,13 +130,14 @@ impl ProcessService {
                 now: self.engine.clock.now(),
             })
             .await
+            .map_err(EngineError::from)
         {
             Ok(t) => t,
-            Err(StoreError::NotFound(_)) => return Err(ProcessError::NotFound),
-            Err(StoreError::InvalidState(m)) if require == ProcessStatus::Error => {
+            Err(EngineError::NotFound(_)) => return Err(ProcessError::NotFound),
+            Err(EngineError::InvalidState(m)) if require == ProcessStatus::Error => {
                 return Err(ProcessError::IsRunning(m))
             }
-            Err(StoreError::InvalidState(m)) => return Err(ProcessError::NotRunning(m)),
+            Err(EngineError::InvalidState(m)) => return Err(ProcessError::NotRunning(m)),
             Err(e) => return Err(e.into()),
         };
         self.engine.waker.wake(&t.queue);
@@ -178,10 +180,11 @@ impl ProcessService {
                 now: self.engine.clock.now(),
             })
             .await
+            .map_err(EngineError::from)
         {
             Ok(()) => Ok(()),
-            Err(StoreError::NotFound(_)) => Err(ProcessError::NotFound),
-            Err(StoreError::InvalidState(m)) => Err(ProcessError::IsRunning(m)),
+            Err(EngineError::NotFound(_)) => Err(ProcessError::NotFound),
+            Err(EngineError::InvalidState(m)) => Err(ProcessError::IsRunning(m)),
             Err(e) => Err(e.into()),
         }
     }
@@ -247,13 +250,19 @@ impl ProcessService {
             timer,
             now,
         };
-        match self.engine.store.process_import(import).await {
+        match self
+            .engine
+            .store
+            .process_import(import)
+            .await
+            .map_err(EngineError::from)
+        {
             Ok(()) => {
                 self.engine.waker.wake_scheduler();
                 self.engine.waker.wake(&process::queue_of(ns));
                 Ok(p)
             }
-            Err(StoreError::Conflict(_)) => Err(ProcessError::Exists),
+            Err(EngineError::Conflict(_)) => Err(ProcessError::Exists),
             Err(e) => Err(e.into()),
         }
     }

@@ -1,9 +1,58 @@
-//! The processor client: POSTs a step to the namespace's processor (or an in-process one), and
-//! the outbound allow-list that bounds where it may send.
+//! The processor client: POSTs a step to the namespace's processor (or calls an in-process
+//! one), and the outbound allow-list that bounds where processors and webhooks may be sent to.
 
-use super::*;
+use docket_core::process::{NamespaceConfig, ProcessorReply, ProcessorRequest};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
-impl ProcessService {
+/// An in-process processor (docket used as a library): a namespace whose processor URL is
+/// `inproc:NAME` calls the processor registered under NAME instead of POSTing over HTTP. Same
+/// contract: a [`ProcessorRequest`] in, a result or an error out.
+#[async_trait::async_trait]
+pub trait Processor: Send + Sync {
+    /// Handles one init/call/repair/timeout.
+    async fn process(&self, req: ProcessorRequest) -> ProcessorReply;
+}
+
+/// How this node reaches processors and webhooks: one HTTP client (redirects kept inside the
+/// allow-list), the in-process processors registered here, and the allow-list itself.
+#[derive(Clone)]
+pub(super) struct ProcessorClient {
+    /// For processors and webhooks.
+    pub(super) http: reqwest::Client,
+    processors: Arc<RwLock<HashMap<String, Arc<dyn Processor>>>>,
+    outbound: Option<Arc<Vec<String>>>,
+}
+
+impl ProcessorClient {
+    /// A client that may send anywhere.
+    pub(super) fn new() -> Self {
+        ProcessorClient {
+            http: outbound_client(None),
+            processors: Arc::default(),
+            outbound: None,
+        }
+    }
+
+    /// This client limited to `hosts` (the registered processors kept).
+    pub(super) fn limited_to(&self, hosts: Vec<String>) -> Self {
+        let hosts = Arc::new(hosts);
+        ProcessorClient {
+            http: outbound_client(Some(hosts.clone())),
+            processors: self.processors.clone(),
+            outbound: Some(hosts),
+        }
+    }
+
+    /// Registers an in-process processor under `name`.
+    pub(super) fn register(&self, name: &str, p: Arc<dyn Processor>) {
+        self.processors
+            .write()
+            .expect("lock")
+            .insert(name.to_string(), p);
+    }
+
     pub(super) fn check_outbound(&self, url: &str) -> Result<(), String> {
         match &self.outbound {
             // An in-process processor sends nothing anywhere.

@@ -12,17 +12,18 @@ mod client;
 mod runner;
 mod webhook;
 
-pub use client::outbound_allowed;
-use client::outbound_client;
+use client::ProcessorClient;
+pub use client::{outbound_allowed, Processor};
 
 use crate::metrics as M;
 use crate::Engine;
+use crate::EngineError;
 use docket_core::process::{
     self, Action, HistoryRange, NamespaceConfig, Process, ProcessStatus, ProcessorProcess,
     ProcessorReply, ProcessorRequest, CALL_PRIORITY,
 };
 use docket_core::{NewTask, Task, TaskState};
-use docket_store::{ProcessBreak, ProcessCommit, ProcessFail, StoreError, TaskFail};
+use docket_store::{ProcessBreak, ProcessCommit, ProcessFail, TaskFail};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -69,18 +70,15 @@ pub enum ProcessError {
     /// 400 `url_not_allowed`: a processor or webhook URL outside the outbound allow-list.
     #[error("{0}")]
     UrlNotAllowed(String),
-    /// Store failure.
+    /// The store failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] EngineError),
 }
 
-/// An in-process processor (docket used as a library): a namespace whose processor URL is
-/// `inproc:NAME` calls the processor registered under NAME instead of POSTing over HTTP. Same
-/// contract: a [`ProcessorRequest`] in, a result or an error out.
-#[async_trait::async_trait]
-pub trait Processor: Send + Sync {
-    /// Handles one init/call/repair/timeout.
-    async fn process(&self, req: ProcessorRequest) -> ProcessorReply;
+impl From<docket_store::StoreError> for ProcessError {
+    fn from(e: docket_store::StoreError) -> Self {
+        ProcessError::Store(e.into())
+    }
 }
 
 /// A caller's request: args, context, idempotency key, history range for the processor.
@@ -100,14 +98,12 @@ pub struct Request {
 #[derive(Clone)]
 pub struct ProcessService {
     engine: Engine,
-    http: reqwest::Client,
+    client: ProcessorClient,
     namespaces: Arc<RwLock<HashMap<String, NamespaceConfig>>>,
     /// When this node last read every namespace from the store (None: never).
     loaded: Arc<RwLock<Option<std::time::Instant>>>,
-    processors: Arc<RwLock<HashMap<String, Arc<dyn Processor>>>>,
     started: Arc<RwLock<std::collections::HashSet<String>>>,
     cancel: CancellationToken,
-    outbound: Option<Arc<Vec<String>>>,
 }
 
 fn detail_of(v: &Value) -> String {
@@ -122,13 +118,11 @@ impl ProcessService {
     pub fn new(engine: Engine, cancel: CancellationToken) -> Self {
         ProcessService {
             engine,
-            http: outbound_client(None),
+            client: ProcessorClient::new(),
             namespaces: Arc::default(),
             loaded: Arc::default(),
-            processors: Arc::default(),
             started: Arc::default(),
             cancel,
-            outbound: None,
         }
     }
 
@@ -137,9 +131,7 @@ impl ProcessService {
     /// and redirects out of the list are not followed. Call before [`ProcessService::start`].
     #[must_use]
     pub fn with_outbound_hosts(mut self, hosts: Vec<String>) -> Self {
-        let hosts = Arc::new(hosts);
-        self.http = outbound_client(Some(hosts.clone()));
-        self.outbound = Some(hosts);
+        self.client = self.client.limited_to(hosts);
         self
     }
 
@@ -148,7 +140,7 @@ impl ProcessService {
     ///
     /// # Errors
     /// Store errors of the first load.
-    pub async fn start(&self) -> Result<tokio::task::JoinHandle<()>, StoreError> {
+    pub async fn start(&self) -> Result<tokio::task::JoinHandle<()>, EngineError> {
         self.refresh().await?;
         let me = self.clone();
         Ok(tokio::spawn(async move {
@@ -164,7 +156,7 @@ impl ProcessService {
         }))
     }
 
-    async fn refresh(&self) -> Result<(), StoreError> {
+    async fn refresh(&self) -> Result<(), EngineError> {
         let at = std::time::Instant::now();
         for n in self.engine.store.namespace_list().await? {
             let name = n.name;
@@ -180,7 +172,7 @@ impl ProcessService {
     /// Re-reads the namespaces when this node's copy is older than [`NAMESPACE_FRESH`], so a
     /// namespace put on another node is known here at once on a miss and an update is served
     /// stale for at most that long.
-    async fn fresh(&self) -> Result<(), StoreError> {
+    async fn fresh(&self) -> Result<(), EngineError> {
         let stale = self
             .loaded
             .read()
@@ -207,10 +199,7 @@ impl ProcessService {
     /// Registers an in-process processor; namespaces use it with processor URL `inproc:NAME`.
     /// Register it on every node that runs the namespace.
     pub fn register_processor(&self, name: &str, p: Arc<dyn Processor>) {
-        self.processors
-            .write()
-            .expect("lock")
-            .insert(name.to_string(), p);
+        self.client.register(name, p);
     }
 
     /// Creates or replaces a namespace and starts its runner here.
@@ -225,7 +214,8 @@ impl ProcessService {
         process::check_namespace(name).map_err(ProcessError::Invalid)?;
         cfg.validate().map_err(ProcessError::Invalid)?;
         for url in std::iter::once(&cfg.processor.url).chain(cfg.webhook.as_ref().map(|w| &w.url)) {
-            self.check_outbound(url)
+            self.client
+                .check_outbound(url)
                 .map_err(ProcessError::UrlNotAllowed)?;
         }
         let v = serde_json::to_value(&cfg).expect("config serialises");

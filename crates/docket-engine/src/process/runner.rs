@@ -91,7 +91,7 @@ impl ProcessService {
     }
 
     /// Runs one task of a process.
-    pub(super) async fn step(&self, ns: &str, t: Task) -> Result<(), StoreError> {
+    pub(super) async fn step(&self, ns: &str, t: Task) -> Result<(), EngineError> {
         let cfg = match self.config_or_cached(ns).await {
             Ok(c) => c,
             Err(_) => return Ok(()),
@@ -118,7 +118,7 @@ impl ProcessService {
                 .await;
             ::metrics::histogram!(M::PROCESS_REMOVING, "namespace" => ns.to_string())
                 .record(M::ms_since(t0));
-            return r;
+            return r.map_err(EngineError::from);
         }
         let prep = std::time::Instant::now();
         let range: HistoryRange =
@@ -174,7 +174,7 @@ impl ProcessService {
         let labels = [("namespace", ns.to_string()), ("task_type", t.kind.clone())];
         ::metrics::histogram!(M::REQUEST_PREPARING, &labels).record(M::ms_since(prep));
         let work = std::time::Instant::now();
-        let reply = self.post(&cfg, &req).await;
+        let reply = self.client.post(&cfg, &req).await;
         ::metrics::histogram!(M::TASK_PROCESSING, &labels).record(M::ms_since(work));
         let done = std::time::Instant::now();
         let ok = matches!(reply, Ok(ProcessorReply::Ok(_)));
@@ -198,7 +198,7 @@ impl ProcessService {
         reply: Result<ProcessorReply, String>,
         corrupted_by: Option<i64>,
         cfg: &NamespaceConfig,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), EngineError> {
         let cfg = cfg.clone();
         let now = || self.engine.clock.now();
         match reply {
@@ -245,7 +245,7 @@ impl ProcessService {
                     also,
                     now: now(),
                 };
-                self.engine.store.process_commit(c).await
+                Ok(self.engine.store.process_commit(c).await?)
             }
             Ok(ProcessorReply::Error(v)) => self.fail(ns, &pid, &t, token, v, &cfg).await,
             Err(text) => self.fail(ns, &pid, &t, token, json!(text), &cfg).await,
@@ -259,7 +259,7 @@ impl ProcessService {
         kind: &str,
         at: docket_core::Timestamp,
         cfg: &NamespaceConfig,
-    ) -> Result<docket_core::task::ResolvedTask, StoreError> {
+    ) -> Result<docket_core::task::ResolvedTask, EngineError> {
         let t = NewTask {
             queue: Some(process::queue_of(ns)),
             priority: Some(0),
@@ -273,7 +273,7 @@ impl ProcessService {
         };
         let mut t = t
             .resolve(None, &self.engine.config.defaults, self.engine.clock.now())
-            .map_err(StoreError::Invalid)?;
+            .map_err(EngineError::Invalid)?;
         t.process = Some(docket_core::ProcessRef {
             namespace: ns.to_string(),
             id: pid.to_string(),
@@ -289,7 +289,7 @@ impl ProcessService {
         token: String,
         err: Value,
         cfg: &NamespaceConfig,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), EngineError> {
         let text = detail_of(&err);
         let (permanent, on_give_up) = match t.kind.as_str() {
             "timeout" => (
@@ -320,7 +320,7 @@ impl ProcessService {
                 error_value: err,
                 now: self.engine.clock.now(),
             })
-            .await
-            .map(|_| ())
+            .await?;
+        Ok(())
     }
 }

@@ -46,7 +46,7 @@ impl ProcessService {
         owner: &str,
         url: &str,
     ) -> Result<bool, String> {
-        self.check_outbound(url)?;
+        self.client.check_outbound(url)?;
         let now = self.engine.clock.now();
         let until = docket_core::time::add(now, std::time::Duration::from_secs(30));
         let store = &self.engine.store;
@@ -75,6 +75,7 @@ impl ProcessService {
         };
         let t0 = std::time::Instant::now();
         let resp = self
+            .client
             .http
             .post(url)
             .timeout(Duration::from_secs(10))

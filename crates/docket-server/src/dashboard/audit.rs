@@ -1,6 +1,7 @@
 //! The audit log: who did what, when.
 
-use super::*;
+use super::layout::*;
+use super::prelude::*;
 
 pub(super) async fn audit(State(s): State<AppState>) -> Page {
     let entries = s.engine.audit_list(200).await.map_err(fail)?;

@@ -1,7 +1,7 @@
 //! The dashboard's page frame and the small pieces every page uses: badges, times, JSON,
 //! error pages, confirmation forms.
 
-use super::*;
+use super::prelude::*;
 
 pub(super) fn layout(title: &str, live_url: &str, body: Markup) -> Markup {
     layout_with_top(title, live_url, html! {}, body)
@@ -143,4 +143,11 @@ pub(super) fn dashboard_actor(headers: &HeaderMap) -> String {
 
 pub(super) fn no_action(action: &str) -> Response {
     fail(ApiError::not_found(format!("no action {action:?}")))
+}
+
+/// A form field as a filter: trimmed, `None` when empty.
+pub(super) fn some(v: &Option<String>) -> Option<String> {
+    v.as_ref()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
 }

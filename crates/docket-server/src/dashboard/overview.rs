@@ -1,9 +1,10 @@
 //! The overview: queues with counts and oldest waiting task, nodes, last hour's throughput.
 
-use super::*;
+use super::layout::*;
+use super::prelude::*;
 
 /// An SVG bar chart of completed (green) and failed (red) tasks per minute, last hour.
-pub(super) fn throughput_chart(now: Timestamp, rows: &[docket_store::Throughput]) -> Markup {
+pub(super) fn throughput_chart(now: Timestamp, rows: &[docket_core::api::Throughput]) -> Markup {
     let start = docket_core::time::sub(now, std::time::Duration::from_secs(3600));
     let mut bins = [(0i64, 0i64); 60];
     for r in rows {

@@ -1,6 +1,7 @@
 //! Durable processes: the list by namespace and status, one process with its history, repair.
 
-use super::*;
+use super::layout::*;
+use super::prelude::*;
 
 #[derive(Deserialize, Default)]
 pub(super) struct ProcessFilter {

@@ -1,7 +1,8 @@
 //! Schedules, and the panels other crates add (docket-sql: the pg_task tables this node
 //! serves), by section.
 
-use super::*;
+use super::layout::*;
+use super::prelude::*;
 use docket_engine::panels::{Cell, View};
 
 /// A panel's title and what it shows (or why it cannot).

@@ -1,7 +1,8 @@
 //! Tasks: the filtered list, one task with its attempts, and the operator actions on tasks
 //! and queues (each behind a confirmation page).
 
-use super::*;
+use super::layout::*;
+use super::prelude::*;
 
 #[derive(Deserialize, Default)]
 pub(super) struct TaskFilter {
@@ -11,12 +12,6 @@ pub(super) struct TaskFilter {
     text: Option<String>,
     user_id: Option<String>,
     after: Option<i64>,
-}
-
-pub(super) fn some(v: &Option<String>) -> Option<String> {
-    v.as_ref()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>) -> Page {

@@ -1,6 +1,7 @@
 //! Workers: each one's state (node-daemons' IDLE/WORK/STOP, or lost) and the tasks in hand.
 
-use super::*;
+use super::layout::*;
+use super::prelude::*;
 
 pub(super) async fn workers(State(s): State<AppState>) -> Page {
     let now = s.engine.clock.now();

@@ -16,9 +16,9 @@ pub(crate) struct EventsQuery {
 /// shared tail (`live`) or catches up from the database.
 pub(crate) struct EventsState {
     cursor: i64,
-    buf: std::collections::VecDeque<Arc<docket_store::Notification>>,
+    buf: std::collections::VecDeque<Arc<docket_core::process::Notification>>,
     live: bool,
-    rx: tokio::sync::broadcast::Receiver<Arc<docket_store::Notification>>,
+    rx: tokio::sync::broadcast::Receiver<Arc<docket_core::process::Notification>>,
     s: AppState,
     ns: Option<String>,
     /// The stream's long-poll slot, released when the client goes away.
@@ -30,8 +30,8 @@ pub(crate) struct EventsState {
 #[utoipa::path(
     get, path = "/v1/events",
     tag = "processes",
-    params(crate::EventsQuery),
-    responses((status = 200, description = "text/event-stream; each data is a Notification {seq, namespace, process_id, kind, event_id, data, created_at}", content_type = "text/event-stream", body = crate::openapi::SseEvent)),
+    params(EventsQuery),
+    responses((status = 200, description = "text/event-stream; each data is a Notification {seq, namespace, process_id, kind, event_id, data, created_at}", content_type = "text/event-stream", body = crate::schemas::SseEvent)),
     summary = "Server-sent events of process notifications (event, created, failed, repaired, removed) in commit order; resumable with `after` or Last-Event-ID (the SSE id is the seq)"
 )]
 pub(crate) async fn events_stream(

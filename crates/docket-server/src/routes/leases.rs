@@ -32,9 +32,9 @@ pub(crate) async fn task_heartbeat(
 pub(crate) fn single(id: i64, o: LeaseOutcome) -> ApiResult<Json<Finished>> {
     match o {
         LeaseOutcome::Ok { state, run_at, .. } => Ok(Json(Finished { id, state, run_at })),
-        LeaseOutcome::LeaseLost => Err(docket_store::StoreError::LeaseLost.into()),
-        LeaseOutcome::Cancelled => Err(docket_store::StoreError::Cancelled.into()),
-        LeaseOutcome::TimedOut => Err(docket_store::StoreError::TimedOut.into()),
+        LeaseOutcome::LeaseLost => Err(docket_engine::EngineError::LeaseLost.into()),
+        LeaseOutcome::Cancelled => Err(docket_engine::EngineError::Cancelled.into()),
+        LeaseOutcome::TimedOut => Err(docket_engine::EngineError::TimedOut.into()),
         LeaseOutcome::NotFound => Err(ApiError::not_found(format!("task {id} not found"))),
     }
 }

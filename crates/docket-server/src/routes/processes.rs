@@ -157,7 +157,7 @@ pub(crate) struct ProcessListQuery {
 #[utoipa::path(
     get, path = "/v1/namespaces/{ns}/processes",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), crate::ProcessListQuery),
+    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ProcessListQuery),
     responses((status = 200, description = "a page", body = docket_core::api::ProcessPage)),
     summary = "Processes of a namespace by id (keyset paging)"
 )]

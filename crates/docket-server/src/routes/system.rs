@@ -7,7 +7,7 @@ use crate::prelude::*;
 #[utoipa::path(
     get, path = "/healthz",
     tag = "service",
-    responses((status = 200, description = "ok", body = crate::openapi::Health)),
+    responses((status = 200, description = "ok", body = crate::schemas::Health)),
     summary = "Liveness: the database answers and maintenance finished a pass in the last 120 s (else 503 maintenance_stalled)"
 )]
 pub(crate) async fn healthz(State(s): State<AppState>) -> Response {
@@ -21,7 +21,7 @@ pub(crate) async fn healthz(State(s): State<AppState>) -> Response {
         e.details = Some(json!({"last_pass_seconds_ago": last}));
         return e.into_response();
     }
-    Json(openapi::Health {
+    Json(schemas::Health {
         status: "ok".into(),
         node: s.engine.config.node.clone(),
         maintenance_last_pass_seconds_ago: last,
@@ -68,28 +68,14 @@ pub(crate) async fn metrics_text(State(s): State<AppState>) -> Response {
         .into_response()
 }
 
-#[utoipa::path(
-    get, path = "/openapi.json",
-    tag = "service",
-    responses((status = 200, description = "OpenAPI document", body = Object)),
-    summary = "This document (generated from the server code with utoipa)"
-)]
-pub(crate) async fn openapi() -> Response {
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        openapi::document(),
-    )
-        .into_response()
-}
-
 /// One look at the whole cluster (`docket status`, the dashboard's overview as JSON).
 #[utoipa::path(
     get, path = "/v1/status",
     tag = "status",
-    responses((status = 200, description = "status", body = crate::openapi::StatusView)),
+    responses((status = 200, description = "status", body = crate::schemas::StatusView)),
     summary = "The cluster at a glance: queues with counts and oldest available task, nodes, schedules, last hour's throughput"
 )]
-pub(crate) async fn status(State(s): State<AppState>) -> ApiResult<Json<openapi::StatusView>> {
+pub(crate) async fn status(State(s): State<AppState>) -> ApiResult<Json<schemas::StatusView>> {
     let now = s.engine.clock.now();
     let engine = &s.engine;
     let oldest = engine.queue_oldest_available().await?;
@@ -97,7 +83,7 @@ pub(crate) async fn status(State(s): State<AppState>) -> ApiResult<Json<openapi:
         .queue_list()
         .await?
         .into_iter()
-        .map(|queue| openapi::QueueStatus {
+        .map(|queue| schemas::QueueStatus {
             oldest_available_at: oldest
                 .iter()
                 .find(|o| o.queue == queue.name)
@@ -112,15 +98,15 @@ pub(crate) async fn status(State(s): State<AppState>) -> ApiResult<Json<openapi:
     let (completed, failed) = throughput
         .iter()
         .fold((0, 0), |(c, f), t| (c + t.completed, f + t.failed));
-    Ok(Json(openapi::StatusView {
+    Ok(Json(schemas::StatusView {
         now,
         queues,
         nodes: nodes_with_state(&s).await?,
-        schedules: openapi::ScheduleCounts {
+        schedules: schemas::ScheduleCounts {
             total: schedules.len(),
             paused: schedules.iter().filter(|s| s.paused).count(),
         },
-        last_hour: openapi::LastHour {
+        last_hour: schemas::LastHour {
             completed,
             failed,
             per_minute: throughput,
@@ -140,21 +126,21 @@ pub(crate) struct AuditQuery {
 #[utoipa::path(
     get, path = "/v1/audit",
     tag = "status",
-    params(crate::AuditQuery),
-    responses((status = 200, description = "entries", body = crate::openapi::AuditPage)),
+    params(AuditQuery),
+    responses((status = 200, description = "entries", body = crate::schemas::AuditPage)),
     summary = "Operator actions (cancel, retry, run now, pause/resume, repair, schedule changes), newest first"
 )]
 pub(crate) async fn audit_list(
     State(s): State<AppState>,
     q: Result<Query<AuditQuery>, QueryRejection>,
-) -> ApiResult<Json<openapi::AuditPage>> {
+) -> ApiResult<Json<schemas::AuditPage>> {
     let limit = query(q)?.limit.unwrap_or(100);
     if !(1..=MAX_BATCH as i64).contains(&limit) {
         return Err(ApiError::invalid(format!(
             "limit must be within 1..={MAX_BATCH}, got {limit}"
         )));
     }
-    Ok(Json(openapi::AuditPage {
+    Ok(Json(schemas::AuditPage {
         entries: s.engine.audit_list(limit).await?,
     }))
 }

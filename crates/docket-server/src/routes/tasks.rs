@@ -5,8 +5,8 @@ use crate::prelude::*;
 #[utoipa::path(
     post, path = "/v1/tasks",
     tag = "tasks",
-    request_body = crate::openapi::TaskOrBatch,
-    responses((status = 201, description = "the task, or {tasks: [...]} for a batch", body = crate::openapi::TaskOrBatchAnswer), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    request_body = crate::schemas::TaskOrBatch,
+    responses((status = 201, description = "the task, or {tasks: [...]} for a batch", body = crate::schemas::TaskOrBatchAnswer), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
     summary = "Enqueue one task, or many in one transaction"
 )]
 pub(crate) async fn task_add(
@@ -98,7 +98,7 @@ pub(crate) struct ListQuery {
 #[utoipa::path(
     get, path = "/v1/tasks",
     tag = "tasks",
-    params(crate::ListQuery),
+    params(ListQuery),
     responses((status = 200, description = "a page", body = docket_core::api::TaskPage)),
     summary = "List tasks (keyset paging by id)"
 )]

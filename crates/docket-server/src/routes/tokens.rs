@@ -2,10 +2,6 @@
 
 use crate::prelude::*;
 
-pub(crate) fn token_view(t: docket_store::TokenRecord) -> docket_core::api::TokenView {
-    t.into()
-}
-
 #[utoipa::path(
     post, path = "/v1/tokens",
     tag = "tokens",
@@ -28,18 +24,11 @@ pub(crate) async fn token_create(
             expires_in: b.expires_in,
             secret: None,
         })
-        .await
-        .map_err(|e| match e {
-            docket_engine::auth::TokenError::Invalid(m) => ApiError::invalid(m),
-            docket_engine::auth::TokenError::Store(e) => e.into(),
-        })?;
+        .await?;
     actions::token_changed(&s, &actions::actor(&headers, "api"), "create", &rec.name).await;
     Ok((
         StatusCode::CREATED,
-        Json(docket_core::api::TokenCreated {
-            token,
-            info: token_view(rec),
-        }),
+        Json(docket_core::api::TokenCreated { token, info: rec }),
     )
         .into_response())
 }
@@ -54,9 +43,7 @@ pub(crate) async fn token_list(
     State(s): State<AppState>,
 ) -> ApiResult<Json<docket_core::api::TokenList>> {
     let tokens = s.engine.token_list().await?;
-    Ok(Json(docket_core::api::TokenList {
-        tokens: tokens.into_iter().map(token_view).collect(),
-    }))
+    Ok(Json(docket_core::api::TokenList { tokens }))
 }
 
 #[utoipa::path(

@@ -1,6 +1,6 @@
 //! Conformance cases: claims.
 
-use super::*;
+use super::fixtures::*;
 
 pub(super) async fn claim_order_priority_run_at_id(b: Bundle) {
     let s = &*b.store;

@@ -14,6 +14,7 @@
 //! contains `name` (and skips the coverage check). Behind the `testing` feature.
 
 mod claims;
+mod fixtures;
 mod nodes;
 mod notifications;
 mod processes;
@@ -24,15 +25,11 @@ mod tasks;
 mod tokens;
 
 use crate::*;
-use chrono::TimeZone;
-use docket_core::task::ResolvedTask;
-use docket_core::{NewTask, TaskDefaults, TaskState, Timestamp};
+use fixtures::Bundle;
 use futures::future::BoxFuture;
-use serde_json::json;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A fresh, migrated store for one test: its own PostgreSQL schema, MySQL database or SQLite file.
 #[derive(Debug)]
@@ -180,11 +177,6 @@ impl TestStore {
     }
 }
 
-/// What a case gets: the (recording) store.
-struct Bundle {
-    store: Arc<dyn Store>,
-}
-
 type Case = (&'static str, fn(Bundle) -> BoxFuture<'static, ()>);
 
 macro_rules! cases {
@@ -316,96 +308,4 @@ where
         missed.is_empty(),
         "the conformance suite never calls {missed:?}"
     );
-}
-
-fn t0() -> Timestamp {
-    chrono::Utc.with_ymd_and_hms(2030, 1, 1, 12, 0, 0).unwrap()
-}
-
-fn secs(s: i64) -> chrono::Duration {
-    chrono::TimeDelta::try_seconds(s).expect("small")
-}
-
-fn resolve(n: NewTask, now: Timestamp) -> ResolvedTask {
-    n.resolve(None, &TaskDefaults::default(), now).unwrap()
-}
-
-async fn insert(s: &dyn Store, tasks: Vec<NewTask>, now: Timestamp) -> Vec<docket_core::Task> {
-    let names: Vec<String> = tasks.iter().map(|t| t.queue_name().to_string()).collect();
-    let qs = s.queue_settings_many(&names).await.unwrap();
-    let tasks = tasks
-        .into_iter()
-        .map(|n| {
-            let q = qs.get(n.queue_name()).cloned();
-            n.resolve(q.as_ref(), &TaskDefaults::default(), now)
-                .unwrap()
-        })
-        .collect();
-    s.task_insert_many(TaskInsertManyParams { tasks, now })
-        .await
-        .unwrap()
-}
-
-fn nt(kind: &str) -> NewTask {
-    NewTask::new(kind, json!({"k": kind}))
-}
-
-async fn claim(s: &dyn Store, queue: &str, limit: i64, now: Timestamp) -> Vec<docket_core::Task> {
-    s.task_claim(TaskClaimParams {
-        kinds: None,
-        stages: None,
-        queue: queue.into(),
-        worker: "w1".into(),
-        node: "n1".into(),
-        limit,
-        lease: None,
-        now,
-    })
-    .await
-    .unwrap()
-}
-
-fn done(token: &docket_core::Task, result: serde_json::Value) -> TaskComplete {
-    TaskComplete {
-        id: token.id,
-        token: token.lease.as_ref().unwrap().token.clone(),
-        result,
-        next: None,
-    }
-}
-
-fn fail(t: &docket_core::Task, msg: &str) -> TaskFail {
-    TaskFail {
-        id: t.id,
-        token: t.lease.as_ref().unwrap().token.clone(),
-        error: msg.into(),
-        retry_in: None,
-        permanent: false,
-    }
-}
-
-/// A rescue as the engine's rescuer runs it: list the expired leases, decide each with
-/// [`docket_core::lease::Failure::rescue`] and `rule`, apply.
-async fn rescue(
-    s: &dyn Store,
-    rule: docket_core::task::FailRule,
-    now: Timestamp,
-    limit: i64,
-) -> Result<Vec<TaskLabels>> {
-    let stuck = s
-        .task_rescue_list(TaskRescueListParams { now, limit })
-        .await?;
-    let items = stuck
-        .iter()
-        .map(|t| docket_core::lease::Failure::rescue(t, rule, now))
-        .collect();
-    s.task_rescue_many(TaskRescueManyParams { items, now })
-        .await
-}
-
-fn state_run_at(o: &LeaseOutcome) -> (TaskState, docket_core::Timestamp) {
-    match o {
-        LeaseOutcome::Ok { state, run_at, .. } => (*state, *run_at),
-        other => panic!("not applied: {other:?}"),
-    }
 }

@@ -1,6 +1,6 @@
 //! Conformance cases: nodes.
 
-use super::*;
+use super::fixtures::*;
 
 pub(super) async fn node_registry(b: Bundle) {
     let s = &*b.store;

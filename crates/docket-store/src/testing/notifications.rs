@@ -1,6 +1,6 @@
 //! Conformance cases: the backend's identity, migrations, and wake-ups.
 
-use super::*;
+use super::fixtures::*;
 
 /// `migrate` again is harmless; `backend` and `supports_listen_notify` agree (PostgreSQL's
 /// LISTEN/NOTIFY carries other processes' changes; SQLite's listener only this process's);

@@ -1,6 +1,6 @@
 //! Conformance cases: processes.
 
-use super::*;
+use super::fixtures::*;
 
 pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     use docket_core::process::{HistoryRange, ProcessStatus};

@@ -1,6 +1,6 @@
 //! Conformance cases: queues.
 
-use super::*;
+use super::fixtures::*;
 
 pub(super) async fn queue_settings_round_trip(b: Bundle) {
     let s = &*b.store;

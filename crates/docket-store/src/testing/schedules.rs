@@ -1,6 +1,6 @@
 //! Conformance cases: schedules.
 
-use super::*;
+use super::fixtures::*;
 use docket_core::ScheduleSpec;
 
 fn spec(name: &str, every: u64) -> ScheduleSpec {

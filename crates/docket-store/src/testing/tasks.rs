@@ -1,6 +1,6 @@
 //! Conformance cases: tasks.
 
-use super::*;
+use super::fixtures::*;
 
 pub(super) async fn insert_get_and_defaults(b: Bundle) {
     let s = &*b.store;

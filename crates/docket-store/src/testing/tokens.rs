@@ -1,6 +1,6 @@
 //! Conformance cases: tokens.
 
-use super::*;
+use super::fixtures::*;
 
 /// Tokens: create (only the hash is kept), find by hash, names unique among live tokens,
 /// revoke, last use, list.

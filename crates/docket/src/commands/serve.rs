@@ -36,12 +36,12 @@ pub(crate) async fn serve_inner(args: ServeArgs) -> Result<()> {
     a.validate()?;
     let listen = a.listen.clone();
     let opts = a.connect_opts();
-    let store = docket_store::connect(&opts)
+    let store = docket_engine::Database::open(&opts)
         .await
         .with_context(|| format!("cannot open the database {}", redact(&opts.url)))?;
     store.migrate().await.context("migrations failed")?;
     let node = a.node.clone().unwrap_or_else(default_node_name);
-    let mut config = EngineConfig::new(node.clone(), &*store);
+    let mut config = EngineConfig::new(node.clone(), store.backend());
     if let Some(p) = a.poll_interval {
         config.poll_interval = p;
     }

@@ -6,7 +6,7 @@ use docket_core::api::TokenView;
 
 /// Opens the named database for token commands. A SQLite file that is not there is refused
 /// rather than created: only `docket serve` and `docket migrate` make a database.
-async fn open(db: &cli::DbArgs) -> Result<Arc<dyn docket_store::Store>> {
+async fn open(db: &cli::DbArgs) -> Result<Database> {
     let opts = connect_opts(db);
     if let Some(path) = sqlite_path(&opts.url) {
         if path != ":memory:" && !std::path::Path::new(path).exists() {
@@ -15,11 +15,11 @@ async fn open(db: &cli::DbArgs) -> Result<Arc<dyn docket_store::Store>> {
             );
         }
     }
-    let store = docket_store::connect(&opts)
+    let db = Database::open(&opts)
         .await
         .with_context(|| format!("cannot open the database {}", redact(&opts.url)))?;
-    store.migrate().await.context("migrations failed")?;
-    Ok(store)
+    db.migrate().await.context("migrations failed")?;
+    Ok(db)
 }
 
 /// The file of a `sqlite:` URL (`sqlite://FILE`, `sqlite:FILE`, with or without `?options`).
@@ -112,11 +112,11 @@ pub(crate) async fn token_http_cmd(c: &Client, cmd: cli::TokenCmd) -> Result<()>
 
 /// Token commands on the database directly.
 pub(crate) async fn token_cmd(db: &cli::DbArgs, cmd: cli::TokenCmd) -> Result<()> {
-    let store = open(db).await?;
+    let db = open(db).await?;
     let engine = Engine::new(
-        store.clone(),
+        db.clone(),
         Arc::new(SystemClock),
-        EngineConfig::new(default_node_name(), &*store),
+        EngineConfig::new(default_node_name(), db.backend()),
     );
     let actor = format!("cli:{}", std::env::var("USER").unwrap_or_default());
     match cmd {
@@ -136,48 +136,27 @@ pub(crate) async fn token_cmd(db: &cli::DbArgs, cmd: cli::TokenCmd) -> Result<()
                 })
                 .await
                 .map_err(|e| match e {
-                    docket_engine::auth::TokenError::Store(docket_store::StoreError::Conflict(
-                        _,
-                    )) => anyhow::anyhow!("a live token already has that name (revoke it first)"),
+                    docket_engine::EngineError::Conflict(_) => {
+                        anyhow::anyhow!("a live token already has that name (revoke it first)")
+                    }
                     e => anyhow::anyhow!("{e}"),
                 })?;
-            let _ = store
-                .audit_add(docket_store::AuditAddParams {
-                    actor: &actor,
-                    action: "token.create",
-                    target: &format!("token:{}", rec.name),
-                    detail: None,
-                    now: engine.clock.now(),
-                })
-                .await;
-            announce(&token, &view(rec));
+            engine.token_audit(&actor, "create", &rec.name).await;
+            announce(&token, &rec);
         }
         cli::TokenCmd::List => {
-            let list: Vec<TokenView> = store.token_list().await?.into_iter().map(view).collect();
-            print_list(&list, engine.clock.now());
+            print_list(&engine.token_list().await?, engine.clock.now());
         }
         cli::TokenCmd::Revoke { name } => {
             if !engine.token_revoke(&name).await? {
                 anyhow::bail!("no live token named {name:?}");
             }
-            let _ = store
-                .audit_add(docket_store::AuditAddParams {
-                    actor: &actor,
-                    action: "token.revoke",
-                    target: &format!("token:{name}"),
-                    detail: None,
-                    now: engine.clock.now(),
-                })
-                .await;
+            engine.token_audit(&actor, "revoke", &name).await;
             println!("revoked token {name:?}");
         }
     }
-    store.close().await;
+    db.close().await;
     Ok(())
-}
-
-fn view(t: docket_store::TokenRecord) -> TokenView {
-    t.into()
 }
 
 #[cfg(test)]

@@ -4,24 +4,17 @@
 //! CSRF token in every form).
 
 use crate::error::{ApiError, Code};
-use crate::AppState;
+use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use docket_core::auth::{hash_token, needed_scope, Scope};
 use docket_engine::auth::{Caller, TokenCheck};
 
-/// Whether requests must carry a token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AuthMode {
-    /// Every request is served (loopback only, unless forced).
-    #[default]
-    Off,
-    /// Every request but `/healthz`, `/openapi.json` and the login page needs a token.
-    Required,
-}
+pub(crate) mod limits;
+pub use limits::{AuthMode, Limits, LongPoll};
 
 /// The dashboard's session cookie: it holds the token the operator logged in with, so every
 /// request is checked against the database (a revoked token ends the session at once).
@@ -239,59 +232,6 @@ pub(crate) async fn security_headers(mut r: Response) -> Response {
     r
 }
 
-/// `GET /ui/login`.
-pub(crate) async fn login_page() -> Response {
-    crate::dashboard::login_form(None)
-}
-
-/// `POST /ui/login` (form `token=…`): checks the token and starts a session (a cookie holding
-/// it: HttpOnly, SameSite=Strict, 12 hours; Secure when served over TLS).
-pub(crate) async fn login(State(s): State<AppState>, body: axum::body::Bytes) -> Response {
-    let token = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body)
-        .ok()
-        .and_then(|f| f.into_iter().find(|(k, _)| k == "token").map(|(_, v)| v))
-        .map(|t| t.trim().to_string())
-        .unwrap_or_default();
-    let why = match s.engine.token_check(&token).await {
-        Ok(TokenCheck::Valid(_)) => None,
-        Ok(TokenCheck::Unknown) => Some("unknown token"),
-        Ok(TokenCheck::Revoked) => Some("this token was revoked"),
-        Ok(TokenCheck::Expired) => Some("this token expired"),
-        Err(e) => return ApiError::from(e).into_response(),
-    };
-    if let Some(why) = why {
-        let mut r = crate::dashboard::login_form(Some(why));
-        *r.status_mut() = StatusCode::UNAUTHORIZED;
-        return r;
-    }
-    // Tokens are hex with a prefix: nothing in them needs escaping in a cookie.
-    if !token
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
-        return crate::dashboard::login_form(Some("unknown token"));
-    }
-    let secure = if s.tls { "; Secure" } else { "" };
-    let c = format!(
-        "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200{secure}"
-    );
-    let mut r = Redirect::to("/").into_response();
-    if let Ok(v) = HeaderValue::from_str(&c) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    r
-}
-
-/// `GET /ui/logout`: ends the session (harmless if forged: it only logs out).
-pub(crate) async fn logout() -> Response {
-    let mut r = Redirect::to("/ui/login").into_response();
-    r.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("docket_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
-    );
-    r
-}
-
 /// Under auth, a task whose kind hook names a scope (`sql` tasks: `sql`) needs it besides
 /// `enqueue`.
 pub(crate) fn check_kind_scope(
@@ -357,86 +297,6 @@ pub(crate) async fn mask_tasks<'a>(
         }
     }
     Ok(())
-}
-
-/// Request limits per token (README "Security"). They apply under `--auth required`, keyed by
-/// the token's name, so one busy or runaway client cannot starve the others.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Requests per second one token may make, on average (0: no limit) [1000].
-    pub rate_per_second: u32,
-    /// Requests one token may make at once above the average rate [2000].
-    pub burst: u32,
-    /// Long-polls (claims with `wait`, event streams) one token may hold open at once (0: no
-    /// limit) [64].
-    pub long_polls: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            rate_per_second: 1000,
-            burst: 2000,
-            long_polls: 64,
-        }
-    }
-}
-
-type Limiter = governor::DefaultKeyedRateLimiter<String>;
-
-/// The per-token state behind [`Limits`]: a GCRA limiter (the `governor` crate) and the count
-/// of open long-polls.
-pub(crate) struct Limiters {
-    limits: Limits,
-    rate: Option<Limiter>,
-    polls: std::sync::Mutex<std::collections::HashMap<String, usize>>,
-}
-
-impl Limiters {
-    pub(crate) fn new(limits: Limits) -> Self {
-        let rate = std::num::NonZeroU32::new(limits.rate_per_second).map(|r| {
-            let burst =
-                std::num::NonZeroU32::new(limits.burst.max(limits.rate_per_second)).unwrap_or(r);
-            governor::RateLimiter::dashmap(governor::Quota::per_second(r).allow_burst(burst))
-        });
-        Limiters {
-            limits,
-            rate,
-            polls: Default::default(),
-        }
-    }
-
-    /// Counts one request of `token`; `Err(seconds)`: over the rate, retry after that long.
-    fn check_rate(&self, token: &str) -> Result<(), u64> {
-        use governor::clock::{Clock, DefaultClock};
-        let Some(rl) = &self.rate else { return Ok(()) };
-        rl.check_key(&token.to_string()).map_err(|not_until| {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
-        })
-    }
-}
-
-/// One open long-poll of a token; the count drops when this does.
-pub struct LongPoll {
-    limiters: std::sync::Arc<Limiters>,
-    token: String,
-}
-
-impl Drop for LongPoll {
-    fn drop(&mut self) {
-        let mut m = self
-            .limiters
-            .polls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(n) = m.get_mut(&self.token) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.token);
-            }
-        }
-    }
 }
 
 fn rate_limited(msg: String, retry_after: u64) -> Response {
