@@ -46,7 +46,55 @@ pub(crate) const TOKEN_COLS: &str =
 #[derive(Debug)]
 pub(crate) struct Statements {
     backend: &'static str,
-    by_noun: HashMap<&'static str, HashMap<&'static str, String>>,
+    by_noun: HashMap<&'static str, HashMap<&'static str, Stmt>>,
+}
+
+/// A statement as the driver runs it (see [`crate::driver`]).
+#[derive(Debug)]
+pub(crate) struct Stmt {
+    /// The text sent to the database.
+    pub text: String,
+    /// MySQL only: which argument (0-based) each `?` takes, for a statement written with
+    /// numbered placeholders `?1`, `?2` (as SQLite's) — MySQL has only `?`, so `?2 … ?2` binds
+    /// the second argument twice. Empty: the arguments in order.
+    pub order: Vec<usize>,
+    /// A plain read (`SELECT`/`WITH … SELECT` without a change): SQLite runs it on its reader
+    /// pool, everything else on its single writer.
+    pub read: bool,
+}
+
+impl Stmt {
+    fn new(backend: &str, text: String) -> Stmt {
+        let mut order = vec![];
+        let mut text = text;
+        if backend == "mysql" && text.contains("?1") {
+            let mut out = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(i) = rest.find('?') {
+                out.push_str(&rest[..i + 1]);
+                let digits: String = rest[i + 1..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                let n: usize = digits.parse().expect("a numbered placeholder: ?N");
+                order.push(n - 1);
+                rest = &rest[i + 1 + digits.len()..];
+            }
+            out.push_str(rest);
+            text = out;
+        }
+        let head = text
+            .lines()
+            .find(|l| !l.trim_start().starts_with("--"))
+            .unwrap_or("")
+            .trim_start()
+            .to_ascii_uppercase();
+        let read = head.starts_with("SELECT")
+            && !["INSERT", "UPDATE", "DELETE", "FOR UPDATE"]
+                .iter()
+                .any(|w| text.to_ascii_uppercase().contains(w));
+        Stmt { text, order, read }
+    }
 }
 
 impl Statements {
@@ -65,14 +113,17 @@ impl Statements {
             }
         }
         let runs = raw.get(&("fragments", "runs")).cloned().unwrap_or_default();
-        let mut by_noun: HashMap<&'static str, HashMap<&'static str, String>> = HashMap::new();
+        let mut by_noun: HashMap<&'static str, HashMap<&'static str, Stmt>> = HashMap::new();
         for ((noun, name), v) in raw {
             let v = expand(&v, &runs);
             assert!(
                 !v.contains("{runs:") && !v.contains("{COLS}"),
                 "{backend}: {noun}.sql {name} keeps a marker"
             );
-            by_noun.entry(noun).or_default().insert(name, v);
+            by_noun
+                .entry(noun)
+                .or_default()
+                .insert(name, Stmt::new(backend, v));
         }
         Statements { backend, by_noun }
     }
@@ -82,6 +133,14 @@ impl Statements {
     /// # Panics
     /// When there is none (a test checks every name used).
     pub(crate) fn get(&self, noun: &str, name: &str) -> &str {
+        &self.stmt(noun, name).text
+    }
+
+    /// Statement `name` of `noun.sql` with how to bind it.
+    ///
+    /// # Panics
+    /// When there is none (a test checks every name used).
+    pub(crate) fn stmt(&self, noun: &str, name: &str) -> &Stmt {
         match self.by_noun.get(noun).and_then(|n| n.get(name)) {
             Some(s) => s,
             None => panic!("{}: no statement {name} in sql/{noun}.sql", self.backend),
@@ -154,7 +213,6 @@ macro_rules! statements {
             fn every_statement_is_known_and_used() {
                 let code: &[&str] = &[
                     include_str!("mod.rs"),
-                    include_str!("audit.rs"),
                     include_str!("leases.rs"),
                     include_str!("maintenance.rs"),
                     include_str!("nodes.rs"),
@@ -163,7 +221,7 @@ macro_rules! statements {
                     include_str!("queues.rs"),
                     include_str!("schedules.rs"),
                     include_str!("tasks.rs"),
-                    include_str!("tokens.rs"),
+                    include_str!("../common.rs"),
                 ];
                 crate::sql::check_used(&super::STATEMENTS, code);
             }
@@ -172,15 +230,22 @@ macro_rules! statements {
 }
 pub(crate) use statements;
 
-/// The check behind `statements!`'s test: the `sql!(noun, name)` calls in `code` and the
-/// statements of `s` are the same set (`fragments` excepted).
+/// The check behind `statements!`'s test: the `sql!(noun, name)` and `stmt!(noun, name)` in
+/// `code` and the statements of `s` are the same set (`fragments` excepted).
 #[cfg(test)]
 pub(crate) fn check_used(s: &Statements, code: &[&str]) {
     let mut used = std::collections::BTreeSet::new();
     for src in code {
         let mut rest = *src;
-        while let Some(i) = rest.find("sql!(") {
-            rest = &rest[i + 5..];
+        let next = |r: &str| {
+            [r.find("sql!("), r.find("stmt!(")]
+                .into_iter()
+                .flatten()
+                .min()
+        };
+        while let Some(i) = next(rest) {
+            let i = i + rest[i..].find('(').expect("a macro call");
+            rest = &rest[i + 1..];
             let end = rest.find(')').expect("sql!( is closed");
             let args: Vec<&str> = rest[..end].split(',').map(str::trim).collect();
             if let [noun, name] = args[..] {

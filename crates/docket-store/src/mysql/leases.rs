@@ -208,7 +208,7 @@ impl LeaseStore for MySqlStore {
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
         const SQL: &str = "SELECT lease_token FROM docket_tasks WHERE id = ? AND state = 'running'";
         let row = sqlx::query(SQL).bind(id).fetch_optional(&self.pool).await?;
-        let nonce = row.map(|r| nonce_of(&r)).transpose()?.flatten();
+        let nonce = row.map(|r| r.nonce("lease_token")).transpose()?.flatten();
         Ok(lease::token_string(nonce, id))
     }
 

@@ -8,7 +8,6 @@
 //! `UPDATE … RETURNING`: changes lock the rows they read (`FOR UPDATE`), and rows are read back
 //! in the same transaction.
 
-mod audit;
 mod leases;
 mod maintenance;
 mod nodes;
@@ -17,14 +16,17 @@ mod processes;
 mod queues;
 mod schedules;
 mod tasks;
-mod tokens;
 
-use crate::decode;
+use crate::driver::{Arg, StmtName};
+use crate::row::{
+    parse_json, process as decode_process, queue_settings, queue_times,
+    schedule as decode_schedule, task as decode, Cols,
+};
 use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
-use docket_core::{Backoff, FailDecision, Lease};
+use docket_core::{FailDecision, Lease};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::Connection as _;
 use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};
@@ -98,141 +100,6 @@ fn text(row: &MySqlRow, c: &str) -> Result<String> {
 
 fn text_opt(row: &MySqlRow, c: &str) -> Result<Option<String>> {
     Ok(row.try_get_unchecked::<Option<String>, _>(c)?)
-}
-
-fn time(row: &MySqlRow, c: &str) -> Result<Timestamp> {
-    Ok(row.try_get::<Timestamp, _>(c)?)
-}
-
-fn time_opt(row: &MySqlRow, c: &str) -> Result<Option<Timestamp>> {
-    Ok(row.try_get::<Option<Timestamp>, _>(c)?)
-}
-
-fn json(row: &MySqlRow, c: &str) -> Result<Value> {
-    let s = text(row, c)?;
-    serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("column {c}: {e}")))
-}
-
-fn json_opt(row: &MySqlRow, c: &str) -> Result<Option<Value>> {
-    match text_opt(row, c)? {
-        None => Ok(None),
-        Some(s) => serde_json::from_str(&s)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("column {c}: {e}"))),
-    }
-}
-
-fn decode(row: &MySqlRow) -> Result<Task> {
-    let id: i64 = row.try_get("id")?;
-    decode_task(row, id).map_err(|e| match e {
-        StoreError::Corrupt(m) => StoreError::Corrupt(format!("task {id}: {m}")),
-        e => e,
-    })
-}
-
-fn decode_task(row: &MySqlRow, id: i64) -> Result<Task> {
-    let r = format!("task {id}");
-    let state = text(row, "state")?;
-    let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
-    let mut t = Task {
-        id,
-        queue: text(row, "queue")?,
-        kind: text(row, "kind")?,
-        payload: json(row, "payload")?,
-        priority: row.try_get("priority")?,
-        state: decode::state(&r, &state)?,
-        run_at: time(row, "run_at")?,
-        expires_at: time_opt(row, "expires_at")?,
-        attempt: row.try_get("attempt")?,
-        max_attempts: row.try_get("max_attempts")?,
-        backoff: Backoff {
-            kind: decode::backoff_kind(&r, &text(row, "backoff_kind")?)?,
-            initial: ms("backoff_initial_ms")?,
-            coefficient: row.try_get("backoff_coefficient")?,
-            max: ms("backoff_max_ms")?,
-            jitter: row.try_get("backoff_jitter")?,
-        },
-        timeout: ms("timeout_ms")?,
-        unique_key: text_opt(row, "unique_key")?,
-        concurrency_key: text_opt(row, "concurrency_key")?,
-        concurrency_limit: row.try_get("concurrency_limit")?,
-        node: text_opt(row, "node")?,
-        user_id: text_opt(row, "user_id")?,
-        trace_id: text_opt(row, "trace_id")?,
-        process: match (text_opt(row, "namespace")?, text_opt(row, "process_id")?) {
-            (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
-            _ => None,
-        },
-        stage: text_opt(row, "stage")?,
-        stages_done: decode::stages(&r, json_opt(row, "stages_done")?)?,
-        runs: decode::runs(
-            &r,
-            json_opt(row, "runs")?,
-            text_opt(row, "trace_id")?.as_deref(),
-        )?,
-        run_count: row.try_get("run_count")?,
-        attempt_node: text_opt(row, "attempt_node")?,
-        result: json_opt(row, "result")?,
-        errors: decode::errors(&r, json(row, "errors")?)?,
-        progress: json_opt(row, "progress")?,
-        created_at: time(row, "created_at")?,
-        attempted_at: time_opt(row, "attempted_at")?,
-        finished_at: time_opt(row, "finished_at")?,
-        worker: text_opt(row, "worker")?,
-        lease_expires_at: time_opt(row, "lease_expires_at")?,
-        cancel_requested_at: time_opt(row, "cancel_requested_at")?,
-        updated_at: docket_core::time::min(),
-        lease: None,
-        inserted: None,
-    };
-    decode::last_run(&mut t);
-    t.touch(time_opt(row, "edited_at")?);
-    Ok(t)
-}
-
-fn queue_settings(row: &MySqlRow) -> Result<QueueSettings> {
-    let r = text(row, "name").map_or_else(|_| "queue".to_string(), |n| format!("queue {n}"));
-    let d = |c: &str| decode::millis_opt(&r, c, row.try_get::<Option<i64>, _>(c)?);
-    Ok(QueueSettings {
-        paused: row.try_get("paused")?,
-        concurrency_limit: row.try_get("concurrency_limit")?,
-        max_attempts: row.try_get("max_attempts")?,
-        backoff: decode::backoff(&r, json_opt(row, "backoff")?)?,
-        timeout: d("timeout_ms")?,
-        retention_completed: d("retention_completed_ms")?,
-        retention_failed: d("retention_failed_ms")?,
-        mask_payload: row.try_get("mask_payload")?,
-        schedule_limit: row.try_get("schedule_limit")?,
-        schedule_interval: d("schedule_interval_ms")?,
-    })
-}
-
-fn queue_times(row: &MySqlRow) -> Result<crate::QueueTimes> {
-    Ok((time_opt(row, "created_at")?, time_opt(row, "updated_at")?))
-}
-
-fn decode_process(r: &MySqlRow) -> Result<docket_core::process::Process> {
-    use docket_core::process::Process;
-    let namespace = text(r, "namespace")?;
-    let id = text(r, "id")?;
-    let row = format!("process {namespace}/{id}");
-    Ok(Process {
-        status: decode::process_status_req(&row, "status", text_opt(r, "status")?.as_deref())?,
-        previous_status: decode::process_status(
-            &row,
-            "previous_status",
-            text_opt(r, "previous_status")?.as_deref(),
-        )?,
-        namespace,
-        id,
-        status_changed_at: time(r, "status_changed_at")?,
-        detail: text_opt(r, "detail")?,
-        aux_state: json(r, "aux_state")?,
-        metadata: json(r, "metadata")?,
-        corrupted_by: r.try_get("corrupted_by")?,
-        created_at: time(r, "created_at")?,
-        last_event_id: r.try_get("last_event_id")?,
-    })
 }
 
 /// Parses `VERSION()`: MariaDB's "10.11.19-MariaDB-0+deb12u1", MySQL's "8.0.36".
@@ -608,7 +475,8 @@ impl MySqlStore {
                 .fetch_optional(&mut **tx)
                 .await?;
         }
-        row.map(|r| Ok((decode(&r)?, nonce_of(&r)?))).transpose()
+        row.map(|r| Ok((decode(&r)?, r.nonce("lease_token")?)))
+            .transpose()
     }
 
     /// Moves these tasks, where they are in `docket_tasks_done`, back to `docket_tasks`
@@ -665,7 +533,7 @@ impl MySqlStore {
         rows.iter()
             .map(|r| {
                 let t = decode(r)?;
-                Ok((t.id, (t, nonce_of(r)?)))
+                Ok((t.id, (t, r.nonce("lease_token")?)))
             })
             .collect()
     }
@@ -724,14 +592,6 @@ impl MySqlStore {
     }
 }
 
-/// The nonce a task's `lease_token` column holds (32 hex digits; see
-/// [`docket_core::lease::LeaseToken`]); a value of another form holds nothing.
-fn nonce_of(row: &MySqlRow) -> Result<Option<u128>> {
-    Ok(text_opt(row, "lease_token")?
-        .as_deref()
-        .and_then(docket_core::lease::nonce_from_hex))
-}
-
 #[async_trait]
 impl Store for MySqlStore {
     fn backend(&self) -> Backend {
@@ -781,42 +641,93 @@ impl Store for MySqlStore {
 const MIGRATE_LOCK: &str = "SELECT GET_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())), 600)";
 const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())))";
 
-fn decode_schedule(r: &MySqlRow) -> Result<Schedule> {
-    let spec = text(r, "spec")?;
-    Ok(Schedule {
-        spec: serde_json::from_str(&spec)
-            .map_err(|e| StoreError::Corrupt(format!("schedule: column spec: {e}")))?,
-        paused: r.try_get("paused")?,
-        next_run_at: time(r, "next_run_at")?,
-        last_run_at: time_opt(r, "last_run_at")?,
-        last_task_id: r.try_get("last_task_id")?,
-        created_at: time(r, "created_at")?,
-        updated_at: time(r, "updated_at")?,
-    })
+crate::sql::statements!("mysql": audit, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+
+#[async_trait]
+impl crate::driver::Driver for MySqlStore {
+    type Row = MySqlRow;
+
+    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
+        let st = STATEMENTS.stmt(s.0, s.1);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
+        let st = STATEMENTS.stmt(s.0, s.1);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
 }
 
-fn decode_token(r: &MySqlRow) -> Result<TokenRecord> {
-    let id: i64 = r.try_get("id")?;
-    let parse = |c: &str| -> Result<Value> {
-        let t = text(r, c)?;
-        serde_json::from_str(&t)
-            .map_err(|e| StoreError::Corrupt(format!("token {id}: stored {c} is not JSON: {e}")))
-    };
-    let (scopes, queues) = crate::decode_grant(id, &parse("scopes")?, &parse("queues")?)?;
-    Ok(TokenRecord {
-        id,
-        name: text(r, "name")?,
-        hash: text(r, "hash")?,
-        scopes,
-        queues,
-        created_at: time(r, "created_at")?,
-        expires_at: time_opt(r, "expires_at")?,
-        revoked_at: time_opt(r, "revoked_at")?,
-        last_used_at: time_opt(r, "last_used_at")?,
-    })
+/// Binds [`Arg`]s as MySQL keeps them: `DATETIME(6)` in UTC, JSON as text; numbered
+/// placeholders in their order ([`crate::sql::Stmt::order`]).
+fn bind<'q>(
+    mut q: sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments>,
+    st: &crate::sql::Stmt,
+    args: &[Arg<'q>],
+) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+    for a in crate::driver::ordered(st, args) {
+        q = match a {
+            Arg::Text(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Int32(v) => q.bind(v),
+            Arg::Bool(v) => q.bind(v),
+            Arg::Time(v) => q.bind(dt(v)),
+            Arg::Json(v) => q.bind(v.map(Value::to_string)),
+        };
+    }
+    q
 }
 
-crate::sql::statements!("mysql": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+/// MySQL keeps JSON as text (read unchecked, see [`text`]), times as `DATETIME(6)` in UTC and a
+/// lease token's nonce as 32 hex digits.
+impl Cols for MySqlRow {
+    fn text(&self, c: &str) -> Result<String> {
+        text(self, c)
+    }
+    fn text_opt(&self, c: &str) -> Result<Option<String>> {
+        text_opt(self, c)
+    }
+    fn int(&self, c: &str) -> Result<i64> {
+        Ok(self.try_get(c)?)
+    }
+    fn int_opt(&self, c: &str) -> Result<Option<i64>> {
+        Ok(self.try_get(c)?)
+    }
+    fn int32(&self, c: &str) -> Result<i32> {
+        Ok(self.try_get(c)?)
+    }
+    fn int32_opt(&self, c: &str) -> Result<Option<i32>> {
+        Ok(self.try_get(c)?)
+    }
+    fn float(&self, c: &str) -> Result<f64> {
+        Ok(self.try_get(c)?)
+    }
+    fn flag(&self, c: &str) -> Result<bool> {
+        Ok(self.try_get(c)?)
+    }
+    fn time(&self, c: &str) -> Result<Timestamp> {
+        Ok(self.try_get(c)?)
+    }
+    fn time_opt(&self, c: &str) -> Result<Option<Timestamp>> {
+        Ok(self.try_get(c)?)
+    }
+    fn json(&self, c: &str) -> Result<Value> {
+        parse_json(c, &text(self, c)?)
+    }
+    fn json_opt(&self, c: &str) -> Result<Option<Value>> {
+        text_opt(self, c)?.map(|s| parse_json(c, &s)).transpose()
+    }
+    fn nonce(&self, c: &str) -> Result<Option<u128>> {
+        Ok(text_opt(self, c)?
+            .as_deref()
+            .and_then(docket_core::lease::nonce_from_hex))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -30,19 +30,7 @@ impl NodeStore for MySqlStore {
         let rows = sqlx::query("SELECT * FROM docket_nodes ORDER BY name")
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(NodeRecord {
-                    name: text(r, "name")?,
-                    started_at: time(r, "started_at")?,
-                    heartbeat_at: time(r, "heartbeat_at")?,
-                    stopped_at: time_opt(r, "stopped_at")?,
-                    draining_at: time_opt(r, "draining_at")?,
-                    version: text(r, "version")?,
-                    info: json(r, "info")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::row::node).collect()
     }
 
     async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
@@ -90,15 +78,6 @@ impl NodeStore for MySqlStore {
         let rows = sqlx::query("SELECT * FROM docket_workers ORDER BY name")
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(WorkerRecord {
-                    name: text(r, "name")?,
-                    report: json(r, "report")?,
-                    reported_at: time(r, "reported_at")?,
-                    interval_ms: r.try_get("interval_ms")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::row::worker).collect()
     }
 }

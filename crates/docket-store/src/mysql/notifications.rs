@@ -22,19 +22,7 @@ impl NotificationStore for MySqlStore {
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Notification {
-                    seq: r.try_get("seq")?,
-                    namespace: text(r, "namespace")?,
-                    process_id: text(r, "process_id")?,
-                    kind: text(r, "kind")?,
-                    event_id: r.try_get("event_id")?,
-                    data: json(r, "data")?,
-                    created_at: time(r, "created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::row::notification).collect()
     }
 
     async fn notification_last_seq(&self) -> Result<i64> {

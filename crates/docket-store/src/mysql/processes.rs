@@ -23,7 +23,7 @@ impl ProcessStore for MySqlStore {
             .map(|r| {
                 let name = text(r, "name")?;
                 Ok(NamespaceRecord {
-                    config: json(r, "config").map_err(|e| match e {
+                    config: r.json("config").map_err(|e| match e {
                         StoreError::Corrupt(m) => {
                             StoreError::Corrupt(format!("namespace {name}: {m}"))
                         }
@@ -112,7 +112,7 @@ impl ProcessStore for MySqlStore {
             id,
             range,
         } = p;
-        use docket_core::process::{Direction, Event};
+        use docket_core::process::Direction;
         let Some(r) = sqlx::query("SELECT * FROM docket_processes WHERE namespace = ? AND id = ?")
             .bind(namespace)
             .bind(id)
@@ -141,15 +141,7 @@ impl ProcessStore for MySqlStore {
             .await?;
         let events = rows
             .iter()
-            .map(|e| {
-                Ok(Event {
-                    event_id: e.try_get("event_id")?,
-                    task_id: e.try_get("task_id")?,
-                    timestamp: time(e, "timestamp")?,
-                    metadata: json(e, "metadata")?,
-                    payload: json(e, "payload")?,
-                })
-            })
+            .map(crate::row::event)
             .collect::<Result<Vec<_>>>()?;
         Ok(Some(ProcessWithHistory {
             process: p,

@@ -107,7 +107,7 @@ impl QueueStore for MySqlStore {
         rows.iter()
             .map(|r| {
                 Ok(QueueOldest {
-                    run_at: time(r, "run_at")?,
+                    run_at: r.time("run_at")?,
                     queue: text(r, "queue")?,
                 })
             })

@@ -285,7 +285,7 @@ impl TaskStore for MySqlStore {
         rows.iter()
             .map(|r| {
                 Ok(Throughput {
-                    minute: time(r, "m")?,
+                    minute: r.time("m")?,
                     completed: r.try_get("completed")?,
                     failed: r.try_get("failed")?,
                 })

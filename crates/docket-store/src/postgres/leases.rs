@@ -116,7 +116,7 @@ impl LeaseStore for PgStore {
                 return Err(StoreError::NotFound(format!("task {}", p.id)));
             };
             let t = decode(&row)?;
-            match lease::check(&t, nonce_of(&row)?, &p.token, p.now) {
+            match lease::check(&t, row.nonce("lease_token")?, &p.token, p.now) {
                 LeaseCheck::Held => {
                     let l = lease::renew(&t, row.try_get("lease_ms")?, p.lease, p.now);
                     let sql = sql!(leases, heartbeat);
@@ -271,7 +271,7 @@ impl LeaseStore for PgStore {
                     continue;
                 };
                 let t = decode(row)?;
-                let check = lease::check(&t, nonce_of(row)?, &it.token, now);
+                let check = lease::check(&t, row.nonce("lease_token")?, &it.token, now);
                 match check {
                     LeaseCheck::CancelRequested => {
                         // The work was done, but a cancel won: keep its result, end it cancelled.
@@ -347,7 +347,7 @@ impl LeaseStore for PgStore {
                 let t = decode(row)?;
                 // A worker's failure is taken past the deadline too (it is the same end); a
                 // cancel requested meanwhile is the fail rule's to apply.
-                let check = lease::check(&t, nonce_of(row)?, &it.token, now);
+                let check = lease::check(&t, row.nonce("lease_token")?, &it.token, now);
                 let applies = matches!(
                     check,
                     LeaseCheck::Held | LeaseCheck::PastDeadline | LeaseCheck::CancelRequested

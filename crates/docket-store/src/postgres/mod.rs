@@ -1,7 +1,6 @@
 //! PostgreSQL backend: `FOR UPDATE SKIP LOCKED` claims, batch statements over `unnest` arrays,
 //! advisory locks for concurrency keys, LISTEN/NOTIFY wake-ups.
 
-mod audit;
 mod leases;
 mod maintenance;
 mod nodes;
@@ -10,13 +9,16 @@ mod processes;
 mod queues;
 mod schedules;
 mod tasks;
-mod tokens;
 
-use crate::decode;
+use crate::driver::{Arg, StmtName};
+use crate::row::{
+    process as decode_process, queue_settings, queue_times, schedule as decode_schedule,
+    task as decode, token_of, Cols,
+};
 use crate::*;
 use docket_core::lease::{Failure, LeaseCheck};
 use docket_core::process::Notice;
-use docket_core::{Backoff, FailDecision, Lease};
+use docket_core::{FailDecision, Lease};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
 use std::str::FromStr;
@@ -54,133 +56,8 @@ pub struct PgStore {
     relaxed_commit: bool,
 }
 
-fn decode(row: &PgRow) -> Result<Task> {
-    let id: i64 = row.try_get("id")?;
-    let r = format!("task {id}");
-    let state: String = row.try_get("state")?;
-    let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
-    let mut t = Task {
-        id,
-        queue: row.try_get("queue")?,
-        kind: row.try_get("kind")?,
-        payload: row.try_get("payload")?,
-        priority: row.try_get("priority")?,
-        state: decode::state(&r, &state)?,
-        run_at: row.try_get("run_at")?,
-        expires_at: row.try_get("expires_at")?,
-        attempt: row.try_get("attempt")?,
-        max_attempts: row.try_get("max_attempts")?,
-        backoff: Backoff {
-            kind: decode::backoff_kind(&r, &row.try_get::<String, _>("backoff_kind")?)?,
-            initial: ms("backoff_initial_ms")?,
-            coefficient: row.try_get("backoff_coefficient")?,
-            max: ms("backoff_max_ms")?,
-            jitter: row.try_get("backoff_jitter")?,
-        },
-        timeout: ms("timeout_ms")?,
-        unique_key: row.try_get("unique_key")?,
-        concurrency_key: row.try_get("concurrency_key")?,
-        concurrency_limit: row.try_get("concurrency_limit")?,
-        node: row.try_get("node")?,
-        user_id: row.try_get("user_id")?,
-        trace_id: row.try_get("trace_id")?,
-        process: match (
-            row.try_get::<Option<String>, _>("namespace")?,
-            row.try_get::<Option<String>, _>("process_id")?,
-        ) {
-            (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
-            _ => None,
-        },
-        stage: row.try_get("stage")?,
-        stages_done: decode::stages(&r, row.try_get("stages_done")?)?,
-        runs: decode::runs(
-            &r,
-            row.try_get("runs")?,
-            row.try_get::<Option<String>, _>("trace_id")?.as_deref(),
-        )?,
-        run_count: row.try_get("run_count")?,
-        attempt_node: row.try_get("attempt_node")?,
-        result: row.try_get("result")?,
-        errors: decode::errors(&r, row.try_get("errors")?)?,
-        progress: row.try_get("progress")?,
-        created_at: row.try_get("created_at")?,
-        attempted_at: row.try_get("attempted_at")?,
-        finished_at: row.try_get("finished_at")?,
-        worker: row.try_get("worker")?,
-        lease_expires_at: row.try_get("lease_expires_at")?,
-        cancel_requested_at: row.try_get("cancel_requested_at")?,
-        updated_at: docket_core::time::min(),
-        lease: None,
-        inserted: None,
-    };
-    decode::last_run(&mut t);
-    t.touch(row.try_get("edited_at")?);
-    Ok(t)
-}
-
-fn decode_process(r: &PgRow) -> Result<docket_core::process::Process> {
-    use docket_core::process::Process;
-    let namespace: String = r.try_get("namespace")?;
-    let id: String = r.try_get("id")?;
-    let row = format!("process {namespace}/{id}");
-    let st = |c: &str| -> Result<Option<String>> { Ok(r.try_get::<Option<String>, _>(c)?) };
-    Ok(Process {
-        status: decode::process_status_req(&row, "status", st("status")?.as_deref())?,
-        previous_status: decode::process_status(
-            &row,
-            "previous_status",
-            st("previous_status")?.as_deref(),
-        )?,
-        namespace,
-        id,
-        status_changed_at: r.try_get("status_changed_at")?,
-        detail: r.try_get("detail")?,
-        aux_state: r.try_get("aux_state")?,
-        metadata: r.try_get("metadata")?,
-        corrupted_by: r.try_get("corrupted_by")?,
-        created_at: r.try_get("created_at")?,
-        last_event_id: r.try_get("last_event_id")?,
-    })
-}
-
-/// The nonce a task's `lease_token` column holds (a uuid here; see [`docket_core::lease::LeaseToken`]).
-fn nonce_of(row: &PgRow) -> Result<Option<u128>> {
-    Ok(row
-        .try_get::<Option<uuid::Uuid>, _>("lease_token")?
-        .map(|u| u.as_u128()))
-}
-
-/// The token a running task's row answers to (what its holder was given).
-fn token_of(row: &PgRow) -> Result<Option<String>> {
-    let id: i64 = row.try_get("id")?;
-    Ok(nonce_of(row)?.map(|nonce| docket_core::lease::LeaseToken { nonce, id }.to_string()))
-}
-
 fn ms(d: Duration) -> i64 {
     d.as_millis().min(i64::MAX as u128) as i64
-}
-
-fn queue_settings(row: &PgRow) -> Result<QueueSettings> {
-    let r = row
-        .try_get::<String, _>("name")
-        .map_or_else(|_| "queue".to_string(), |n| format!("queue {n}"));
-    let d = |c: &str| decode::millis_opt(&r, c, row.try_get::<Option<i64>, _>(c)?);
-    Ok(QueueSettings {
-        paused: row.try_get("paused")?,
-        concurrency_limit: row.try_get("concurrency_limit")?,
-        max_attempts: row.try_get("max_attempts")?,
-        backoff: decode::backoff(&r, row.try_get("backoff")?)?,
-        timeout: d("timeout_ms")?,
-        retention_completed: d("retention_completed_ms")?,
-        retention_failed: d("retention_failed_ms")?,
-        mask_payload: row.try_get("mask_payload")?,
-        schedule_limit: row.try_get("schedule_limit")?,
-        schedule_interval: d("schedule_interval_ms")?,
-    })
-}
-
-fn queue_times(row: &PgRow) -> Result<crate::QueueTimes> {
-    Ok((row.try_get("created_at")?, row.try_get("updated_at")?))
 }
 
 /// How many times [`again`] runs an operation before handing its serialization failure on.
@@ -631,39 +508,6 @@ impl PgStore {
     }
 }
 
-fn decode_schedule(r: &PgRow) -> Result<Schedule> {
-    let spec: sqlx::types::Json<ScheduleSpec> = r.try_get("spec")?;
-    Ok(Schedule {
-        spec: spec.0,
-        paused: r.try_get("paused")?,
-        next_run_at: r.try_get("next_run_at")?,
-        last_run_at: r.try_get("last_run_at")?,
-        last_task_id: r.try_get("last_task_id")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
-}
-
-fn decode_token(r: &sqlx::postgres::PgRow) -> Result<TokenRecord> {
-    let id: i64 = r.try_get("id")?;
-    let (scopes, queues) = crate::decode_grant(
-        id,
-        &r.try_get::<Value, _>("scopes")?,
-        &r.try_get::<Value, _>("queues")?,
-    )?;
-    Ok(TokenRecord {
-        id,
-        name: r.try_get("name")?,
-        hash: r.try_get("hash")?,
-        scopes,
-        queues,
-        created_at: r.try_get("created_at")?,
-        expires_at: r.try_get("expires_at")?,
-        revoked_at: r.try_get("revoked_at")?,
-        last_used_at: r.try_get("last_used_at")?,
-    })
-}
-
 /// The text of one of this backend's statements (`sql/<noun>.sql`, `-- name: <name>`) as the
 /// store runs it, for tools and tests (an `EXPLAIN`).
 ///
@@ -673,4 +517,89 @@ pub fn statement(noun: &str, name: &str) -> &'static str {
     STATEMENTS.get(noun, name)
 }
 
-crate::sql::statements!("postgres": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+crate::sql::statements!("postgres": audit, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+
+#[async_trait]
+impl crate::driver::Driver for PgStore {
+    type Row = PgRow;
+
+    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<PgRow>> {
+        let st = STATEMENTS.stmt(s.0, s.1);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
+        let st = STATEMENTS.stmt(s.0, s.1);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+}
+
+/// Binds [`Arg`]s as PostgreSQL takes them: `timestamptz`, `jsonb`, `bool`.
+fn bind<'q>(
+    mut q: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+    st: &crate::sql::Stmt,
+    args: &[Arg<'q>],
+) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+    for a in crate::driver::ordered(st, args) {
+        q = match a {
+            Arg::Text(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Int32(v) => q.bind(v),
+            Arg::Bool(v) => q.bind(v),
+            Arg::Time(v) => q.bind(v),
+            Arg::Json(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+/// PostgreSQL's types are the record's: `timestamptz`, `jsonb`, `bool`; a lease token's nonce is
+/// a `uuid`.
+impl Cols for PgRow {
+    fn text(&self, c: &str) -> Result<String> {
+        Ok(self.try_get(c)?)
+    }
+    fn text_opt(&self, c: &str) -> Result<Option<String>> {
+        Ok(self.try_get(c)?)
+    }
+    fn int(&self, c: &str) -> Result<i64> {
+        Ok(self.try_get(c)?)
+    }
+    fn int_opt(&self, c: &str) -> Result<Option<i64>> {
+        Ok(self.try_get(c)?)
+    }
+    fn int32(&self, c: &str) -> Result<i32> {
+        Ok(self.try_get(c)?)
+    }
+    fn int32_opt(&self, c: &str) -> Result<Option<i32>> {
+        Ok(self.try_get(c)?)
+    }
+    fn float(&self, c: &str) -> Result<f64> {
+        Ok(self.try_get(c)?)
+    }
+    fn flag(&self, c: &str) -> Result<bool> {
+        Ok(self.try_get(c)?)
+    }
+    fn time(&self, c: &str) -> Result<Timestamp> {
+        Ok(self.try_get(c)?)
+    }
+    fn time_opt(&self, c: &str) -> Result<Option<Timestamp>> {
+        Ok(self.try_get(c)?)
+    }
+    fn json(&self, c: &str) -> Result<Value> {
+        Ok(self.try_get(c)?)
+    }
+    fn json_opt(&self, c: &str) -> Result<Option<Value>> {
+        Ok(self.try_get(c)?)
+    }
+    fn nonce(&self, c: &str) -> Result<Option<u128>> {
+        Ok(self
+            .try_get::<Option<uuid::Uuid>, _>(c)?
+            .map(|u| u.as_u128()))
+    }
+}

@@ -30,19 +30,7 @@ impl NodeStore for PgStore {
         let rows = sqlx::query("SELECT * FROM docket_nodes ORDER BY name")
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(NodeRecord {
-                    name: r.try_get("name")?,
-                    started_at: r.try_get("started_at")?,
-                    heartbeat_at: r.try_get("heartbeat_at")?,
-                    stopped_at: r.try_get("stopped_at")?,
-                    draining_at: r.try_get("draining_at")?,
-                    version: r.try_get("version")?,
-                    info: r.try_get("info")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::row::node).collect()
     }
 
     async fn node_drain(&self, p: NodeDrainParams<'_>) -> Result<Option<u64>> {
@@ -94,15 +82,6 @@ impl NodeStore for PgStore {
         let rows = sqlx::query("SELECT * FROM docket_workers ORDER BY name")
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(WorkerRecord {
-                    name: r.try_get("name")?,
-                    report: r.try_get("report")?,
-                    reported_at: r.try_get("reported_at")?,
-                    interval_ms: r.try_get("interval_ms")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::row::worker).collect()
     }
 }

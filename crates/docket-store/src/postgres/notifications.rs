@@ -64,19 +64,7 @@ impl NotificationStore for PgStore {
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Notification {
-                    seq: r.try_get("seq")?,
-                    namespace: r.try_get("namespace")?,
-                    process_id: r.try_get("process_id")?,
-                    kind: r.try_get("kind")?,
-                    event_id: r.try_get("event_id")?,
-                    data: r.try_get("data")?,
-                    created_at: r.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::row::notification).collect()
     }
 
     async fn notification_last_seq(&self) -> Result<i64> {

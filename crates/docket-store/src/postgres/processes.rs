@@ -99,7 +99,7 @@ impl ProcessStore for PgStore {
             id,
             range,
         } = p;
-        use docket_core::process::{Direction, Event};
+        use docket_core::process::Direction;
         let Some(r) =
             sqlx::query("SELECT * FROM docket_processes WHERE namespace = $1 AND id = $2")
                 .bind(namespace)
@@ -128,15 +128,7 @@ impl ProcessStore for PgStore {
             .await?;
         let events = rows
             .iter()
-            .map(|e| {
-                Ok(Event {
-                    event_id: e.try_get("event_id")?,
-                    task_id: e.try_get("task_id")?,
-                    timestamp: e.try_get("timestamp")?,
-                    metadata: e.try_get("metadata")?,
-                    payload: e.try_get("payload")?,
-                })
-            })
+            .map(crate::row::event)
             .collect::<Result<Vec<_>>>()?;
         Ok(Some(ProcessWithHistory {
             process: p,
@@ -244,7 +236,8 @@ impl ProcessStore for PgStore {
                 return Ok(LeaseOutcome::NotFound);
             };
             let t = decode(&row)?;
-            let check = docket_core::lease::check(&t, nonce_of(&row)?, &f.fail.token, f.now);
+            let check =
+                docket_core::lease::check(&t, row.nonce("lease_token")?, &f.fail.token, f.now);
             if matches!(check, LeaseCheck::Cancelled | LeaseCheck::Lost) {
                 return Ok(check.refusal());
             }

@@ -2,7 +2,6 @@
 //! writer at a time; queueing in the pool beats busy-waiting on the file lock) and a reader pool.
 //! Every write transaction starts with `BEGIN IMMEDIATE`, so it never has to upgrade a read lock.
 
-mod audit;
 mod leases;
 mod maintenance;
 mod nodes;
@@ -11,14 +10,17 @@ mod processes;
 mod queues;
 mod schedules;
 mod tasks;
-mod tokens;
 
-use crate::decode;
+use crate::driver::{Arg, StmtName};
+use crate::row::{
+    parse_json, process as decode_process, queue_settings, queue_times,
+    schedule as decode_schedule, task as decode, Cols,
+};
 use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
-use docket_core::{Backoff, FailDecision, Lease};
+use docket_core::{FailDecision, Lease};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
@@ -76,149 +78,6 @@ fn from_us(v: i64) -> Timestamp {
 
 fn ms(d: Duration) -> i64 {
     d.as_millis().min(i64::MAX as u128) as i64
-}
-
-fn time(row: &SqliteRow, c: &str) -> Result<Timestamp> {
-    decode::micros("row", c, row.try_get(c)?)
-}
-
-fn time_opt(row: &SqliteRow, c: &str) -> Result<Option<Timestamp>> {
-    row.try_get::<Option<i64>, _>(c)?
-        .map(|v| decode::micros("row", c, v))
-        .transpose()
-}
-
-fn json(row: &SqliteRow, c: &str) -> Result<Value> {
-    let s: String = row.try_get(c)?;
-    serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("column {c}: {e}")))
-}
-
-fn json_opt(row: &SqliteRow, c: &str) -> Result<Option<Value>> {
-    match row.try_get::<Option<String>, _>(c)? {
-        None => Ok(None),
-        Some(s) => serde_json::from_str(&s)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("column {c}: {e}"))),
-    }
-}
-
-fn decode(row: &SqliteRow) -> Result<Task> {
-    let id: i64 = row.try_get("id")?;
-    decode_task(row, id).map_err(|e| match e {
-        StoreError::Corrupt(m) => StoreError::Corrupt(format!("task {id}: {m}")),
-        e => e,
-    })
-}
-
-fn decode_task(row: &SqliteRow, id: i64) -> Result<Task> {
-    let r = format!("task {id}");
-    let state: String = row.try_get("state")?;
-    let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.try_get::<i64, _>(c)?) };
-    let mut t = Task {
-        id,
-        queue: row.try_get("queue")?,
-        kind: row.try_get("kind")?,
-        payload: json(row, "payload")?,
-        priority: row.try_get("priority")?,
-        state: decode::state(&r, &state)?,
-        run_at: time(row, "run_at")?,
-        expires_at: time_opt(row, "expires_at")?,
-        attempt: row.try_get("attempt")?,
-        max_attempts: row.try_get("max_attempts")?,
-        backoff: Backoff {
-            kind: decode::backoff_kind(&r, &row.try_get::<String, _>("backoff_kind")?)?,
-            initial: ms("backoff_initial_ms")?,
-            coefficient: row.try_get("backoff_coefficient")?,
-            max: ms("backoff_max_ms")?,
-            jitter: row.try_get("backoff_jitter")?,
-        },
-        timeout: ms("timeout_ms")?,
-        unique_key: row.try_get("unique_key")?,
-        concurrency_key: row.try_get("concurrency_key")?,
-        concurrency_limit: row.try_get("concurrency_limit")?,
-        node: row.try_get("node")?,
-        user_id: row.try_get("user_id")?,
-        trace_id: row.try_get("trace_id")?,
-        process: match (
-            row.try_get::<Option<String>, _>("namespace")?,
-            row.try_get::<Option<String>, _>("process_id")?,
-        ) {
-            (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
-            _ => None,
-        },
-        stage: row.try_get("stage")?,
-        stages_done: decode::stages(&r, json_opt(row, "stages_done")?)?,
-        runs: decode::runs(
-            &r,
-            json_opt(row, "runs")?,
-            row.try_get::<Option<String>, _>("trace_id")?.as_deref(),
-        )?,
-        run_count: row.try_get("run_count")?,
-        attempt_node: row.try_get("attempt_node")?,
-        result: json_opt(row, "result")?,
-        errors: decode::errors(&r, json(row, "errors")?)?,
-        progress: json_opt(row, "progress")?,
-        created_at: time(row, "created_at")?,
-        attempted_at: time_opt(row, "attempted_at")?,
-        finished_at: time_opt(row, "finished_at")?,
-        worker: row.try_get("worker")?,
-        lease_expires_at: time_opt(row, "lease_expires_at")?,
-        cancel_requested_at: time_opt(row, "cancel_requested_at")?,
-        updated_at: docket_core::time::min(),
-        lease: None,
-        inserted: None,
-    };
-    decode::last_run(&mut t);
-    t.touch(time_opt(row, "edited_at")?);
-    Ok(t)
-}
-
-fn queue_settings(row: &SqliteRow) -> Result<QueueSettings> {
-    let r = row
-        .try_get::<String, _>("name")
-        .map_or_else(|_| "queue".to_string(), |n| format!("queue {n}"));
-    let d = |c: &str| decode::millis_opt(&r, c, row.try_get::<Option<i64>, _>(c)?);
-    Ok(QueueSettings {
-        paused: row.try_get::<i64, _>("paused")? != 0,
-        concurrency_limit: row.try_get("concurrency_limit")?,
-        max_attempts: row.try_get("max_attempts")?,
-        backoff: decode::backoff(&r, json_opt(row, "backoff")?)?,
-        timeout: d("timeout_ms")?,
-        retention_completed: d("retention_completed_ms")?,
-        retention_failed: d("retention_failed_ms")?,
-        mask_payload: row.try_get::<i64, _>("mask_payload")? != 0,
-        schedule_limit: row.try_get("schedule_limit")?,
-        schedule_interval: d("schedule_interval_ms")?,
-    })
-}
-
-fn queue_times(row: &SqliteRow) -> Result<crate::QueueTimes> {
-    Ok((time_opt(row, "created_at")?, time_opt(row, "updated_at")?))
-}
-
-fn decode_process(r: &SqliteRow) -> Result<docket_core::process::Process> {
-    use docket_core::process::Process;
-    let namespace: String = r.try_get("namespace")?;
-    let id: String = r.try_get("id")?;
-    let row = format!("process {namespace}/{id}");
-    let st = |c: &str| -> Result<Option<String>> { Ok(r.try_get::<Option<String>, _>(c)?) };
-    Ok(Process {
-        status: decode::process_status_req(&row, "status", st("status")?.as_deref())?,
-        previous_status: decode::process_status(
-            &row,
-            "previous_status",
-            st("previous_status")?.as_deref(),
-        )?,
-        namespace,
-        id,
-        status_changed_at: time(r, "status_changed_at")?,
-        detail: r.try_get("detail")?,
-        aux_state: json(r, "aux_state")?,
-        metadata: json(r, "metadata")?,
-        corrupted_by: r.try_get("corrupted_by")?,
-        created_at: time(r, "created_at")?,
-        last_event_id: r.try_get("last_event_id")?,
-    })
 }
 
 impl SqliteStore {
@@ -401,7 +260,7 @@ impl SqliteStore {
     ) -> Result<Option<(Task, Option<u128>, Option<i64>)>> {
         let sql = sql!(tasks, get);
         let row = sqlx::query(sql).bind(id).fetch_optional(&mut **tx).await?;
-        row.map(|r| Ok((decode(&r)?, nonce_of(&r)?, r.try_get("lease_ms")?)))
+        row.map(|r| Ok((decode(&r)?, r.nonce("lease_token")?, r.try_get("lease_ms")?)))
             .transpose()
     }
 
@@ -453,15 +312,6 @@ impl SqliteStore {
     }
 }
 
-/// The nonce a task's `lease_token` column holds (32 hex digits; see
-/// [`docket_core::lease::LeaseToken`]); a value of another form holds nothing.
-fn nonce_of(row: &SqliteRow) -> Result<Option<u128>> {
-    Ok(row
-        .try_get::<Option<String>, _>("lease_token")?
-        .as_deref()
-        .and_then(docket_core::lease::nonce_from_hex))
-}
-
 #[async_trait]
 impl Store for SqliteStore {
     fn backend(&self) -> Backend {
@@ -497,39 +347,98 @@ impl Store for SqliteStore {
     }
 }
 
-fn decode_schedule(r: &sqlx::sqlite::SqliteRow) -> Result<Schedule> {
-    let spec: String = r.try_get("spec")?;
-    Ok(Schedule {
-        spec: serde_json::from_str(&spec)
-            .map_err(|e| StoreError::Corrupt(format!("schedule: column spec: {e}")))?,
-        paused: r.try_get("paused")?,
-        next_run_at: time(r, "next_run_at")?,
-        last_run_at: time_opt(r, "last_run_at")?,
-        last_task_id: r.try_get("last_task_id")?,
-        created_at: time(r, "created_at")?,
-        updated_at: time(r, "updated_at")?,
-    })
+crate::sql::statements!("sqlite": audit, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+
+#[async_trait]
+impl crate::driver::Driver for SqliteStore {
+    type Row = SqliteRow;
+
+    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
+        let st = STATEMENTS.stmt(s.0, s.1);
+        let q = bind(sqlx::query(&st.text), st, args);
+        // Reads go to the reader pool; a statement that changes rows to the one writer.
+        Ok(if st.read {
+            q.fetch_all(&self.reader).await?
+        } else {
+            q.fetch_all(&self.writer).await?
+        })
+    }
+
+    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
+        let st = STATEMENTS.stmt(s.0, s.1);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .execute(&self.writer)
+            .await?
+            .rows_affected())
+    }
 }
 
-fn decode_token(r: &SqliteRow) -> Result<TokenRecord> {
-    let id: i64 = r.try_get("id")?;
-    let parse = |c: &str| -> Result<Value> {
-        let text: String = r.try_get(c)?;
-        serde_json::from_str(&text)
-            .map_err(|e| StoreError::Corrupt(format!("token {id}: stored {c} is not JSON: {e}")))
-    };
-    let (scopes, queues) = crate::decode_grant(id, &parse("scopes")?, &parse("queues")?)?;
-    Ok(TokenRecord {
-        id,
-        name: r.try_get("name")?,
-        hash: r.try_get("hash")?,
-        scopes,
-        queues,
-        created_at: time(r, "created_at")?,
-        expires_at: time_opt(r, "expires_at")?,
-        revoked_at: time_opt(r, "revoked_at")?,
-        last_used_at: time_opt(r, "last_used_at")?,
-    })
+/// Binds [`Arg`]s as SQLite keeps them: times as µs, JSON as text.
+fn bind<'q>(
+    mut q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    st: &crate::sql::Stmt,
+    args: &[Arg<'q>],
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    for a in crate::driver::ordered(st, args) {
+        q = match a {
+            Arg::Text(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Int32(v) => q.bind(v),
+            Arg::Bool(v) => q.bind(v),
+            Arg::Time(v) => q.bind(v.map(us)),
+            Arg::Json(v) => q.bind(v.map(Value::to_string)),
+        };
+    }
+    q
 }
 
-crate::sql::statements!("sqlite": fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+/// SQLite keeps times as integer µs since the epoch, JSON as text, flags as 0/1 and a lease
+/// token's nonce as 32 hex digits.
+impl Cols for SqliteRow {
+    fn text(&self, c: &str) -> Result<String> {
+        Ok(self.try_get(c)?)
+    }
+    fn text_opt(&self, c: &str) -> Result<Option<String>> {
+        Ok(self.try_get(c)?)
+    }
+    fn int(&self, c: &str) -> Result<i64> {
+        Ok(self.try_get(c)?)
+    }
+    fn int_opt(&self, c: &str) -> Result<Option<i64>> {
+        Ok(self.try_get(c)?)
+    }
+    fn int32(&self, c: &str) -> Result<i32> {
+        Ok(self.try_get(c)?)
+    }
+    fn int32_opt(&self, c: &str) -> Result<Option<i32>> {
+        Ok(self.try_get(c)?)
+    }
+    fn float(&self, c: &str) -> Result<f64> {
+        Ok(self.try_get(c)?)
+    }
+    fn flag(&self, c: &str) -> Result<bool> {
+        Ok(self.try_get::<i64, _>(c)? != 0)
+    }
+    fn time(&self, c: &str) -> Result<Timestamp> {
+        crate::decode::micros("row", c, self.try_get(c)?)
+    }
+    fn time_opt(&self, c: &str) -> Result<Option<Timestamp>> {
+        self.try_get::<Option<i64>, _>(c)?
+            .map(|v| crate::decode::micros("row", c, v))
+            .transpose()
+    }
+    fn json(&self, c: &str) -> Result<Value> {
+        parse_json(c, &self.try_get::<String, _>(c)?)
+    }
+    fn json_opt(&self, c: &str) -> Result<Option<Value>> {
+        self.try_get::<Option<String>, _>(c)?
+            .map(|s| parse_json(c, &s))
+            .transpose()
+    }
+    fn nonce(&self, c: &str) -> Result<Option<u128>> {
+        Ok(self
+            .try_get::<Option<String>, _>(c)?
+            .as_deref()
+            .and_then(docket_core::lease::nonce_from_hex))
+    }
+}

@@ -21,19 +21,7 @@ impl NotificationStore for SqliteStore {
             .bind(limit)
             .fetch_all(&self.reader)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Notification {
-                    seq: r.try_get("seq")?,
-                    namespace: r.try_get("namespace")?,
-                    process_id: r.try_get("process_id")?,
-                    kind: r.try_get("kind")?,
-                    event_id: r.try_get("event_id")?,
-                    data: json(r, "data")?,
-                    created_at: time(r, "created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::row::notification).collect()
     }
 
     async fn notification_last_seq(&self) -> Result<i64> {

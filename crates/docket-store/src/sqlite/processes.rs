@@ -104,7 +104,7 @@ impl ProcessStore for SqliteStore {
             id,
             range,
         } = p;
-        use docket_core::process::{Direction, Event};
+        use docket_core::process::Direction;
         let Some(r) =
             sqlx::query("SELECT * FROM docket_processes WHERE namespace = ?1 AND id = ?2")
                 .bind(namespace)
@@ -133,15 +133,7 @@ impl ProcessStore for SqliteStore {
             .await?;
         let events = rows
             .iter()
-            .map(|e| {
-                Ok(Event {
-                    event_id: e.try_get("event_id")?,
-                    task_id: e.try_get("task_id")?,
-                    timestamp: time(e, "timestamp")?,
-                    metadata: json(e, "metadata")?,
-                    payload: json(e, "payload")?,
-                })
-            })
+            .map(crate::row::event)
             .collect::<Result<Vec<_>>>()?;
         Ok(Some(ProcessWithHistory {
             process: p,

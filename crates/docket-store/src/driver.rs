@@ -1,0 +1,160 @@
+//! What a backend must provide for the store methods written once for all of them
+//! ([`crate::common`]): run one of its statements with arguments and hand back its rows. River's
+//! driver is the model — the dialect lives in the statements (`sql/<noun>.sql`, the same names
+//! and argument order on every backend) and in how a value is bound (`Arg`); the flow of the
+//! method (what is read, in which order, what it answers) is the common code's.
+//!
+//! Statements are named with [`stmt!`]`(noun, name)`. PostgreSQL numbers its placeholders `$N`,
+//! SQLite `?N` and MySQL `?N` too (the loader turns them into MySQL's `?` and remembers which
+//! argument each takes), so one argument list serves the three.
+
+use crate::row::Cols;
+use crate::Result;
+use async_trait::async_trait;
+use docket_core::Timestamp;
+use serde_json::Value;
+
+/// A statement's name: its noun (file) and name.
+pub(crate) type StmtName = (&'static str, &'static str);
+
+/// Names a statement for [`Driver`]: `stmt!(tokens, by_hash)`.
+macro_rules! stmt {
+    ($noun:ident, $name:ident) => {
+        (stringify!($noun), stringify!($name))
+    };
+}
+pub(crate) use stmt;
+
+/// One argument of a statement; each backend binds it as its columns keep the value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    /// Text (or NULL).
+    Text(Option<&'a str>),
+    /// A 64-bit integer (or NULL).
+    Int(Option<i64>),
+    /// A 32-bit integer (or NULL).
+    Int32(Option<i32>),
+    /// A flag.
+    Bool(bool),
+    /// A time (or NULL).
+    Time(Option<Timestamp>),
+    /// JSON (or NULL).
+    Json(Option<&'a Value>),
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Arg::Text(v)
+    }
+}
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<i32> for Arg<'_> {
+    fn from(v: i32) -> Self {
+        Arg::Int32(Some(v))
+    }
+}
+impl From<Option<i32>> for Arg<'_> {
+    fn from(v: Option<i32>) -> Self {
+        Arg::Int32(v)
+    }
+}
+impl From<bool> for Arg<'_> {
+    fn from(v: bool) -> Self {
+        Arg::Bool(v)
+    }
+}
+impl From<Timestamp> for Arg<'_> {
+    fn from(v: Timestamp) -> Self {
+        Arg::Time(Some(v))
+    }
+}
+impl From<Option<Timestamp>> for Arg<'_> {
+    fn from(v: Option<Timestamp>) -> Self {
+        Arg::Time(v)
+    }
+}
+impl<'a> From<&'a Value> for Arg<'a> {
+    fn from(v: &'a Value) -> Self {
+        Arg::Json(Some(v))
+    }
+}
+impl<'a> From<Option<&'a Value>> for Arg<'a> {
+    fn from(v: Option<&'a Value>) -> Self {
+        Arg::Json(v)
+    }
+}
+
+/// The arguments of a statement, in its placeholders' numbering: `args![name, now]`.
+macro_rules! args {
+    ($($e:expr),* $(,)?) => {
+        &[$(crate::driver::Arg::from($e)),*]
+    };
+}
+pub(crate) use args;
+
+/// Runs a backend's statements (see the module's documentation).
+#[async_trait]
+pub(crate) trait Driver: Send + Sync {
+    /// The backend's row.
+    type Row: Cols + Send + Sync;
+
+    /// Runs statement `s` and returns its rows.
+    ///
+    /// # Errors
+    /// The database failed ([`crate::StoreError`]'s one mapping).
+    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<Self::Row>>;
+
+    /// Runs statement `s` and returns how many rows it changed.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64>;
+
+    /// Runs statement `s` and returns its first row, if any.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn fetch_one(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Option<Self::Row>> {
+        Ok(self.fetch(s, args).await?.into_iter().next())
+    }
+}
+
+/// The arguments of `stmt` in the order its placeholders take them (MySQL's numbered
+/// placeholders; see [`crate::sql::Stmt::order`]).
+pub(crate) fn ordered<'s, 'a>(
+    stmt: &'s crate::sql::Stmt,
+    args: &'s [Arg<'a>],
+) -> impl Iterator<Item = Arg<'a>> + 's {
+    let n = if stmt.order.is_empty() {
+        args.len()
+    } else {
+        stmt.order.len()
+    };
+    (0..n).map(move |i| {
+        let k = if stmt.order.is_empty() {
+            i
+        } else {
+            stmt.order[i]
+        };
+        args[k]
+    })
+}

@@ -1,0 +1,270 @@
+//! Reading rows, once for every backend: [`Cols`] is how a backend's row gives a column as a
+//! Rust value (times, JSON and flags are stored differently: `timestamptz`/`jsonb` on
+//! PostgreSQL, integer µs and text on SQLite, `DATETIME(6)` and `JSON` text on MySQL), and the
+//! functions here build each record from it — a task, a process and its events, a schedule, a
+//! token, a queue's settings, a node, a worker report, a notification, an audit entry. A value
+//! that does not decode is an error naming the row and column ([`crate::decode`]).
+
+use crate::{decode, NodeRecord, Result, StoreError, TokenRecord, WorkerRecord};
+use docket_core::api::AuditEntry;
+use docket_core::process::{Event, Notification, Process};
+use docket_core::{Backoff, QueueSettings, Schedule, Task, Timestamp};
+use serde_json::Value;
+use std::time::Duration;
+
+/// A row of a backend, column by column. Each backend implements it for its row type; the
+/// record decoders below are written once against it.
+pub(crate) trait Cols {
+    /// A text column.
+    fn text(&self, c: &str) -> Result<String>;
+    /// A nullable text column.
+    fn text_opt(&self, c: &str) -> Result<Option<String>>;
+    /// A 64-bit integer column.
+    fn int(&self, c: &str) -> Result<i64>;
+    /// A nullable 64-bit integer column.
+    fn int_opt(&self, c: &str) -> Result<Option<i64>>;
+    /// A 32-bit integer column.
+    fn int32(&self, c: &str) -> Result<i32>;
+    /// A nullable 32-bit integer column.
+    fn int32_opt(&self, c: &str) -> Result<Option<i32>>;
+    /// A floating-point column.
+    fn float(&self, c: &str) -> Result<f64>;
+    /// A boolean column.
+    fn flag(&self, c: &str) -> Result<bool>;
+    /// A time column.
+    fn time(&self, c: &str) -> Result<Timestamp>;
+    /// A nullable time column.
+    fn time_opt(&self, c: &str) -> Result<Option<Timestamp>>;
+    /// A JSON column.
+    fn json(&self, c: &str) -> Result<Value>;
+    /// A nullable JSON column.
+    fn json_opt(&self, c: &str) -> Result<Option<Value>>;
+    /// The claim nonce a `lease_token` column holds ([`docket_core::lease::LeaseToken`]); a
+    /// value of another form holds nothing.
+    fn nonce(&self, c: &str) -> Result<Option<u128>>;
+}
+
+/// Parses stored JSON text (SQLite, MySQL).
+pub(crate) fn parse_json(c: &str, s: &str) -> Result<Value> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("column {c}: {e}")))
+}
+
+/// A task from a row of [`crate::TASK_COLS`].
+pub(crate) fn task(row: &impl Cols) -> Result<Task> {
+    let id = row.int("id")?;
+    task_of(row, id).map_err(|e| match e {
+        StoreError::Corrupt(m) if !m.starts_with("task ") => {
+            StoreError::Corrupt(format!("task {id}: {m}"))
+        }
+        e => e,
+    })
+}
+
+fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
+    let r = format!("task {id}");
+    let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.int(c)?) };
+    let trace_id = row.text_opt("trace_id")?;
+    let mut t = Task {
+        id,
+        queue: row.text("queue")?,
+        kind: row.text("kind")?,
+        payload: row.json("payload")?,
+        priority: row.int32("priority")?,
+        state: decode::state(&r, &row.text("state")?)?,
+        run_at: row.time("run_at")?,
+        expires_at: row.time_opt("expires_at")?,
+        attempt: row.int32("attempt")?,
+        max_attempts: row.int32("max_attempts")?,
+        backoff: Backoff {
+            kind: decode::backoff_kind(&r, &row.text("backoff_kind")?)?,
+            initial: ms("backoff_initial_ms")?,
+            coefficient: row.float("backoff_coefficient")?,
+            max: ms("backoff_max_ms")?,
+            jitter: row.float("backoff_jitter")?,
+        },
+        timeout: ms("timeout_ms")?,
+        unique_key: row.text_opt("unique_key")?,
+        concurrency_key: row.text_opt("concurrency_key")?,
+        concurrency_limit: row.int32_opt("concurrency_limit")?,
+        node: row.text_opt("node")?,
+        user_id: row.text_opt("user_id")?,
+        process: match (row.text_opt("namespace")?, row.text_opt("process_id")?) {
+            (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
+            _ => None,
+        },
+        stage: row.text_opt("stage")?,
+        stages_done: decode::stages(&r, row.json_opt("stages_done")?)?,
+        runs: decode::runs(&r, row.json_opt("runs")?, trace_id.as_deref())?,
+        trace_id,
+        run_count: row.int32("run_count")?,
+        attempt_node: row.text_opt("attempt_node")?,
+        result: row.json_opt("result")?,
+        errors: decode::errors(&r, row.json("errors")?)?,
+        progress: row.json_opt("progress")?,
+        created_at: row.time("created_at")?,
+        attempted_at: row.time_opt("attempted_at")?,
+        finished_at: row.time_opt("finished_at")?,
+        worker: row.text_opt("worker")?,
+        lease_expires_at: row.time_opt("lease_expires_at")?,
+        cancel_requested_at: row.time_opt("cancel_requested_at")?,
+        updated_at: docket_core::time::min(),
+        lease: None,
+        inserted: None,
+    };
+    decode::last_run(&mut t);
+    t.touch(row.time_opt("edited_at")?);
+    Ok(t)
+}
+
+/// The token a running task's row answers to (what its holder was given).
+pub(crate) fn token_of(row: &impl Cols) -> Result<Option<String>> {
+    Ok(docket_core::lease::token_string(
+        row.nonce("lease_token")?,
+        row.int("id")?,
+    ))
+}
+
+/// A process from a row of `docket_processes`.
+pub(crate) fn process(r: &impl Cols) -> Result<Process> {
+    let namespace = r.text("namespace")?;
+    let id = r.text("id")?;
+    let row = format!("process {namespace}/{id}");
+    Ok(Process {
+        status: decode::process_status_req(&row, "status", r.text_opt("status")?.as_deref())?,
+        previous_status: decode::process_status(
+            &row,
+            "previous_status",
+            r.text_opt("previous_status")?.as_deref(),
+        )?,
+        namespace,
+        id,
+        status_changed_at: r.time("status_changed_at")?,
+        detail: r.text_opt("detail")?,
+        aux_state: r.json("aux_state")?,
+        metadata: r.json("metadata")?,
+        corrupted_by: r.int_opt("corrupted_by")?,
+        created_at: r.time("created_at")?,
+        last_event_id: r.int("last_event_id")?,
+    })
+}
+
+/// An event from a row of `docket_events`.
+pub(crate) fn event(e: &impl Cols) -> Result<Event> {
+    Ok(Event {
+        event_id: e.int("event_id")?,
+        task_id: e.int_opt("task_id")?,
+        timestamp: e.time("timestamp")?,
+        metadata: e.json("metadata")?,
+        payload: e.json("payload")?,
+    })
+}
+
+/// A schedule from a row of [`crate::sql::SCHEDULE_COLS`].
+pub(crate) fn schedule(r: &impl Cols) -> Result<Schedule> {
+    let spec = r.json("spec")?;
+    Ok(Schedule {
+        spec: serde_json::from_value(spec)
+            .map_err(|e| StoreError::Corrupt(format!("schedule: column spec: {e}")))?,
+        paused: r.flag("paused")?,
+        next_run_at: r.time("next_run_at")?,
+        last_run_at: r.time_opt("last_run_at")?,
+        last_task_id: r.int_opt("last_task_id")?,
+        created_at: r.time("created_at")?,
+        updated_at: r.time("updated_at")?,
+    })
+}
+
+/// A token from a row of [`crate::sql::TOKEN_COLS`].
+pub(crate) fn token(r: &impl Cols) -> Result<TokenRecord> {
+    let id = r.int("id")?;
+    let (scopes, queues) = crate::decode_grant(id, &r.json("scopes")?, &r.json("queues")?)?;
+    Ok(TokenRecord {
+        id,
+        name: r.text("name")?,
+        hash: r.text("hash")?,
+        scopes,
+        queues,
+        created_at: r.time("created_at")?,
+        expires_at: r.time_opt("expires_at")?,
+        revoked_at: r.time_opt("revoked_at")?,
+        last_used_at: r.time_opt("last_used_at")?,
+    })
+}
+
+/// A queue's settings from a row of `docket_queues`.
+pub(crate) fn queue_settings(row: &impl Cols) -> Result<QueueSettings> {
+    let r = row
+        .text("name")
+        .map_or_else(|_| "queue".to_string(), |n| format!("queue {n}"));
+    let d = |c: &str| decode::millis_opt(&r, c, row.int_opt(c)?);
+    Ok(QueueSettings {
+        paused: row.flag("paused")?,
+        concurrency_limit: row.int32_opt("concurrency_limit")?,
+        max_attempts: row.int32_opt("max_attempts")?,
+        backoff: decode::backoff(&r, row.json_opt("backoff")?)?,
+        timeout: d("timeout_ms")?,
+        retention_completed: d("retention_completed_ms")?,
+        retention_failed: d("retention_failed_ms")?,
+        mask_payload: row.flag("mask_payload")?,
+        schedule_limit: row.int32_opt("schedule_limit")?,
+        schedule_interval: d("schedule_interval_ms")?,
+    })
+}
+
+/// A queue settings row's created_at and updated_at.
+pub(crate) fn queue_times(row: &impl Cols) -> Result<crate::QueueTimes> {
+    Ok((row.time_opt("created_at")?, row.time_opt("updated_at")?))
+}
+
+/// A node from a row of `docket_nodes`.
+pub(crate) fn node(r: &impl Cols) -> Result<NodeRecord> {
+    Ok(NodeRecord {
+        name: r.text("name")?,
+        started_at: r.time("started_at")?,
+        heartbeat_at: r.time("heartbeat_at")?,
+        stopped_at: r.time_opt("stopped_at")?,
+        draining_at: r.time_opt("draining_at")?,
+        version: r.text("version")?,
+        info: r.json("info")?,
+    })
+}
+
+/// A worker's report from a row of `docket_workers`.
+pub(crate) fn worker(r: &impl Cols) -> Result<WorkerRecord> {
+    Ok(WorkerRecord {
+        name: r.text("name")?,
+        report: r.json("report")?,
+        reported_at: r.time("reported_at")?,
+        interval_ms: r.int("interval_ms")?,
+    })
+}
+
+/// A notification from a row of `docket_notifications`.
+pub(crate) fn notification(r: &impl Cols) -> Result<Notification> {
+    Ok(Notification {
+        seq: r.int("seq")?,
+        namespace: r.text("namespace")?,
+        process_id: r.text("process_id")?,
+        kind: r.text("kind")?,
+        event_id: r.int_opt("event_id")?,
+        data: r.json("data")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+/// An audit entry from a row of `docket_audit`.
+pub(crate) fn audit(r: &impl Cols) -> Result<AuditEntry> {
+    let id = r.int("id")?;
+    let named = |e: StoreError| match e {
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!("audit entry {id}: {m}")),
+        e => e,
+    };
+    Ok(AuditEntry {
+        id,
+        at: r.time("at").map_err(named)?,
+        actor: r.text("actor")?,
+        action: r.text("action")?,
+        target: r.text("target")?,
+        detail: r.json_opt("detail").map_err(named)?,
+    })
+}
