@@ -116,6 +116,14 @@ pub(crate) use args;
 pub(crate) trait Driver: Send + Sync {
     /// The backend's row.
     type Row: Cols + Send + Sync;
+    /// One of its transactions.
+    type Tx: DriverTx<Row = Self::Row>;
+
+    /// Starts a transaction (SQLite: takes the writer lock at once, `BEGIN IMMEDIATE`).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn begin(&self) -> Result<Self::Tx>;
 
     /// Runs statement `s` and returns its rows.
     ///
@@ -157,4 +165,87 @@ pub(crate) fn ordered<'s, 'a>(
         };
         args[k]
     })
+}
+
+/// Statements run in one transaction, and the wake-ups it sends when it commits.
+#[async_trait]
+pub(crate) trait DriverTx: Send + Sized {
+    /// The backend's row.
+    type Row: Cols + Send + Sync;
+
+    /// Runs statement `s` in the transaction and returns its rows.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<Self::Row>>;
+
+    /// Runs statement `s` in the transaction and returns how many rows it changed.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64>;
+
+    /// Runs statement `s` in the transaction and returns its first row, if any.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn fetch_one(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Option<Self::Row>> {
+        Ok(self.fetch(s, args).await?.into_iter().next())
+    }
+
+    /// Claimers of `queues` look again once this commits: PostgreSQL notifies every node in
+    /// the transaction; SQLite and MySQL wake this process's claimers after the commit (other
+    /// nodes poll).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn wake(&mut self, queues: &[String]) -> Result<()>;
+
+    /// Inserts one resolved task in the transaction; `None` when its unique key is held by an
+    /// unfinished task. Its queue's claimers are woken when this commits if it can run now.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn insert_task(
+        &mut self,
+        t: &docket_core::task::ResolvedTask,
+        now: Timestamp,
+    ) -> Result<Option<docket_core::Task>>;
+
+    /// Commits (then sends the wake-ups of backends without LISTEN/NOTIFY).
+    ///
+    /// # Errors
+    /// The database failed; nothing of the transaction is kept.
+    async fn commit(self) -> Result<()>;
+}
+
+/// Runs `op` again, up to 10 times in all, while the database refuses it with a serialization
+/// failure or deadlock (class 40; SQLite's busy): each try is one transaction, rolled back whole,
+/// so going again is safe (PostgreSQL: a row moved to another partition meanwhile; MySQL: two
+/// claimers' lock rows).
+pub(crate) async fn again<T, F, Fut>(mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<T>> + Send,
+{
+    let mut tries = 1;
+    loop {
+        match op().await {
+            Err(e) if e.db_kind() == Some(crate::DbErrorKind::Retryable) && tries < 10 => {
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// How a backend hears of changes (the part of [`crate::NotificationStore`] that is not
+/// statements): PostgreSQL's LISTEN, the other backends' in-process wake-ups.
+#[async_trait]
+pub(crate) trait Listen {
+    /// See [`crate::NotificationStore::listen`].
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<crate::Wake>>>;
 }

@@ -27,11 +27,6 @@ impl LocalWake {
         }
     }
 
-    /// Every claimer should look again.
-    pub(crate) fn all(&self) {
-        let _ = self.0.send(Wake::All);
-    }
-
     /// A subscription: every wake-up from now on; `Wake::All` when some were missed.
     pub(crate) fn listen(&self) -> tokio::sync::mpsc::Receiver<Wake> {
         let mut sub = self.0.subscribe();

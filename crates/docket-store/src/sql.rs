@@ -68,6 +68,12 @@ impl Stmt {
         let mut order = vec![];
         let mut text = text;
         if backend == "mysql" && text.contains("?1") {
+            // Comments may name placeholders too: they go before the `?` are counted.
+            text = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n");
             let mut out = String::with_capacity(text.len());
             let mut rest = text.as_str();
             while let Some(i) = rest.find('?') {
@@ -215,11 +221,9 @@ macro_rules! statements {
                     include_str!("mod.rs"),
                     include_str!("leases.rs"),
                     include_str!("maintenance.rs"),
-                    include_str!("nodes.rs"),
                     include_str!("notifications.rs"),
                     include_str!("processes.rs"),
                     include_str!("queues.rs"),
-                    include_str!("schedules.rs"),
                     include_str!("tasks.rs"),
                     include_str!("../common.rs"),
                 ];
@@ -295,6 +299,21 @@ mod tests {
                 docket_core::run::RUN_LOG_KEEP
             )
         );
+    }
+
+    #[test]
+    fn mysql_numbered_placeholders_bind_in_their_order() {
+        let s = Stmt::new(
+            "mysql",
+            "-- the ?9 of a comment\nSELECT ?2, ?1 WHERE a = ?2".into(),
+        );
+        assert_eq!(s.text, "SELECT ?, ? WHERE a = ?");
+        assert_eq!(s.order, vec![1, 0, 1]);
+        assert!(s.read);
+        let plain = Stmt::new("mysql", "UPDATE t SET a = ? WHERE b = ?".into());
+        assert!(plain.order.is_empty() && !plain.read);
+        let pg = Stmt::new("postgres", "SELECT $1 FOR UPDATE".into());
+        assert!(pg.order.is_empty() && !pg.read);
     }
 
     #[test]

@@ -10,17 +10,14 @@
 
 mod leases;
 mod maintenance;
-mod nodes;
 mod notifications;
 mod processes;
 mod queues;
-mod schedules;
 mod tasks;
 
 use crate::driver::{Arg, StmtName};
 use crate::row::{
-    parse_json, process as decode_process, queue_settings, queue_times,
-    schedule as decode_schedule, task as decode, Cols,
+    parse_json, process as decode_process, queue_settings, queue_times, task as decode, Cols,
 };
 use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
@@ -646,6 +643,15 @@ crate::sql::statements!("mysql": audit, fragments, leases, maintenance, nodes, n
 #[async_trait]
 impl crate::driver::Driver for MySqlStore {
     type Row = MySqlRow;
+    type Tx = MySqlTx;
+
+    async fn begin(&self) -> Result<MySqlTx> {
+        Ok(MySqlTx {
+            tx: MySqlStore::begin(self).await?,
+            wake: self.wake.clone(),
+            queues: vec![],
+        })
+    }
 
     async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
         let st = STATEMENTS.stmt(s.0, s.1);
@@ -660,6 +666,66 @@ impl crate::driver::Driver for MySqlStore {
             .execute(&self.pool)
             .await?
             .rows_affected())
+    }
+}
+
+impl MySqlStore {
+    /// The text of statement `s` with how to bind it.
+    fn st(s: StmtName) -> &'static crate::sql::Stmt {
+        STATEMENTS.stmt(s.0, s.1)
+    }
+}
+
+/// A MySQL transaction of the common code ([`crate::driver::DriverTx`]), and the queues to
+/// wake after the commit.
+pub(crate) struct MySqlTx {
+    tx: Transaction<'static, MySql>,
+    wake: crate::shared::LocalWake,
+    queues: Vec<String>,
+}
+
+#[async_trait]
+impl crate::driver::DriverTx for MySqlTx {
+    type Row = MySqlRow;
+
+    async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
+        let st = MySqlStore::st(s);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .fetch_all(&mut *self.tx)
+            .await?)
+    }
+
+    async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
+        let st = MySqlStore::st(s);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .execute(&mut *self.tx)
+            .await?
+            .rows_affected())
+    }
+
+    async fn wake(&mut self, queues: &[String]) -> Result<()> {
+        self.queues.extend_from_slice(queues);
+        Ok(())
+    }
+
+    async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
+        let Some(id) = MySqlStore::insert_row(&mut self.tx, t, now).await? else {
+            return Ok(None);
+        };
+        let task = MySqlStore::get_in(&mut self.tx, id, false).await?;
+        Ok(task.map(|(mut task, _)| {
+            task.inserted = Some(true);
+            if task.state == TaskState::Available {
+                self.queues.push(task.queue.clone());
+            }
+            task
+        }))
+    }
+
+    async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        self.wake.queues(&self.queues);
+        Ok(())
     }
 }
 

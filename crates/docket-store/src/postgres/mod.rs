@@ -3,17 +3,14 @@
 
 mod leases;
 mod maintenance;
-mod nodes;
 mod notifications;
 mod processes;
 mod queues;
-mod schedules;
 mod tasks;
 
 use crate::driver::{Arg, StmtName};
 use crate::row::{
-    process as decode_process, queue_settings, queue_times, schedule as decode_schedule,
-    task as decode, token_of, Cols,
+    process as decode_process, queue_settings, queue_times, task as decode, token_of, Cols,
 };
 use crate::*;
 use docket_core::lease::{Failure, LeaseCheck};
@@ -84,6 +81,27 @@ where
             r => return r,
         }
     }
+}
+
+/// Wakes the claimers of `queues` on every node when `tx` commits (NOTIFY; payload
+/// `schema|queue`).
+async fn notify_in(
+    tx: &mut Transaction<'_, Postgres>,
+    schema: &str,
+    queues: &[String],
+) -> Result<()> {
+    if queues.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "SELECT pg_notify($1, $2 || '|' || q) FROM (SELECT DISTINCT unnest($3::text[]) AS q) s",
+    )
+    .bind(CHANNEL)
+    .bind(schema)
+    .bind(queues)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Locks `key` for the rest of the transaction: serialises concurrency-limit checks of one key
@@ -294,18 +312,7 @@ impl PgStore {
     }
 
     async fn notify(&self, tx: &mut Transaction<'_, Postgres>, queues: &[String]) -> Result<()> {
-        if queues.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(
-            "SELECT pg_notify($1, $2 || '|' || q) FROM (SELECT DISTINCT unnest($3::text[]) AS q) s",
-        )
-        .bind(CHANNEL)
-        .bind(&self.schema)
-        .bind(queues)
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
+        notify_in(tx, &self.schema, queues).await
     }
 
     async fn counts(
@@ -419,8 +426,8 @@ impl PgStore {
     /// The one insert statement: tasks (payloads passed apart, see `task_insert_many`), then
     /// a notification per queue that got available tasks. Returns (id, unique_key) per row.
     async fn insert_rows(
-        &self,
         conn: &mut sqlx::PgConnection,
+        schema: &str,
         tasks: &[ResolvedTask],
         payloads: &[Value],
         now: Timestamp,
@@ -453,7 +460,7 @@ impl PgStore {
             .bind(col!(|t| t.node.clone()))
             .bind(now)
             .bind(CHANNEL)
-            .bind(&self.schema)
+            .bind(schema)
             .bind(col!(|t| t.trace_id.clone()))
             .bind(col!(|t| t.process.as_ref().map(|p| p.namespace.clone())))
             .bind(col!(|t| t.process.as_ref().map(|p| p.id.clone())))
@@ -468,21 +475,21 @@ impl PgStore {
 
     /// Inserts one task inside a transaction (process operations).
     async fn insert_one(
-        &self,
         conn: &mut sqlx::PgConnection,
+        schema: &str,
         t: ResolvedTask,
         now: Timestamp,
     ) -> Result<Task> {
         let mut t = t;
         let payload = std::mem::take(&mut t.payload);
-        let rows = self
-            .insert_rows(
-                conn,
-                std::slice::from_ref(&t),
-                std::slice::from_ref(&payload),
-                now,
-            )
-            .await?;
+        let rows = Self::insert_rows(
+            conn,
+            schema,
+            std::slice::from_ref(&t),
+            std::slice::from_ref(&payload),
+            now,
+        )
+        .await?;
         t.payload = payload;
         match rows.first() {
             Some((id, _)) => Ok(t.into_task(*id, now)),
@@ -522,6 +529,14 @@ crate::sql::statements!("postgres": audit, fragments, leases, maintenance, nodes
 #[async_trait]
 impl crate::driver::Driver for PgStore {
     type Row = PgRow;
+    type Tx = PgTx;
+
+    async fn begin(&self) -> Result<PgTx> {
+        Ok(PgTx {
+            tx: self.pool.begin().await?,
+            schema: self.schema.clone(),
+        })
+    }
 
     async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<PgRow>> {
         let st = STATEMENTS.stmt(s.0, s.1);
@@ -536,6 +551,56 @@ impl crate::driver::Driver for PgStore {
             .execute(&self.pool)
             .await?
             .rows_affected())
+    }
+}
+
+impl PgStore {
+    /// The text of statement `s` with how to bind it.
+    fn st(s: StmtName) -> &'static crate::sql::Stmt {
+        STATEMENTS.stmt(s.0, s.1)
+    }
+}
+
+/// A PostgreSQL transaction of the common code ([`crate::driver::DriverTx`]).
+pub(crate) struct PgTx {
+    tx: Transaction<'static, Postgres>,
+    schema: String,
+}
+
+#[async_trait]
+impl crate::driver::DriverTx for PgTx {
+    type Row = PgRow;
+
+    async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<PgRow>> {
+        let st = PgStore::st(s);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .fetch_all(&mut *self.tx)
+            .await?)
+    }
+
+    async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
+        let st = PgStore::st(s);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .execute(&mut *self.tx)
+            .await?
+            .rows_affected())
+    }
+
+    async fn wake(&mut self, queues: &[String]) -> Result<()> {
+        notify_in(&mut self.tx, &self.schema, queues).await
+    }
+
+    async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
+        // The insert statement itself notifies the task's queue.
+        match PgStore::insert_one(&mut self.tx, &self.schema, t.clone(), now).await {
+            Ok(t) => Ok(Some(t)),
+            Err(StoreError::Conflict(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn commit(self) -> Result<()> {
+        Ok(self.tx.commit().await?)
     }
 }
 

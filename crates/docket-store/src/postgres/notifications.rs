@@ -3,7 +3,7 @@
 use super::*;
 
 #[async_trait]
-impl NotificationStore for PgStore {
+impl crate::driver::Listen for PgStore {
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Wake>>> {
         let mut l = PgListener::connect_with(&self.pool).await?;
         l.listen_all([CHANNEL, DONE_CHANNEL]).await?;
@@ -50,59 +50,5 @@ impl NotificationStore for PgStore {
             }
         });
         Ok(Some(rx))
-    }
-
-    async fn notification_list(&self, p: NotificationListParams<'_>) -> Result<Vec<Notification>> {
-        let NotificationListParams {
-            namespace,
-            after,
-            limit,
-        } = p;
-        let rows = sqlx::query(sql!(notifications, list))
-            .bind(after)
-            .bind(namespace)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(crate::row::notification).collect()
-    }
-
-    async fn notification_last_seq(&self) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(max(seq), 0)::int8 FROM docket_notifications")
-                .fetch_one(&self.pool)
-                .await?,
-        )
-    }
-
-    async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
-        let SinkLeaseParams {
-            name,
-            owner,
-            until,
-            now,
-        } = p;
-        sqlx::query("INSERT INTO docket_sinks (name) VALUES ($1) ON CONFLICT DO NOTHING")
-            .bind(name)
-            .execute(&self.pool)
-            .await?;
-        Ok(sqlx::query_scalar(sql!(notifications, sink_lease))
-            .bind(name)
-            .bind(owner)
-            .bind(until)
-            .bind(now)
-            .fetch_optional(&self.pool)
-            .await?)
-    }
-
-    async fn sink_advance(&self, p: SinkAdvanceParams<'_>) -> Result<bool> {
-        let SinkAdvanceParams { name, owner, seq } = p;
-        let r = sqlx::query("UPDATE docket_sinks SET seq = $3 WHERE name = $1 AND owner = $2")
-            .bind(name)
-            .bind(owner)
-            .bind(seq)
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected() == 1)
     }
 }

@@ -45,7 +45,7 @@ impl ProcessStore for PgStore {
                 "process {namespace}/{id} exists"
             )));
         }
-        let t = self.insert_one(&mut tx, init, now).await?;
+        let t = Self::insert_one(&mut tx, &self.schema, init, now).await?;
         self.publish(
             &mut tx,
             namespace,
@@ -86,7 +86,7 @@ impl ProcessStore for PgStore {
                 }
                 Some(_) => {}
             }
-            let t = self.insert_one(&mut tx, task, now).await?;
+            let t = Self::insert_one(&mut tx, &self.schema, task, now).await?;
             tx.commit().await?;
             Ok(t)
         })
@@ -200,10 +200,10 @@ impl ProcessStore for PgStore {
                 .await?;
         }
         if let Some(t) = c.timer {
-            self.insert_one(&mut tx, *t, c.now).await?;
+            Self::insert_one(&mut tx, &self.schema, *t, c.now).await?;
         }
         for t in c.also {
-            self.insert_one(&mut tx, t, c.now).await?;
+            Self::insert_one(&mut tx, &self.schema, t, c.now).await?;
         }
         sqlx::query(sql!(processes, complete_step))
             .bind(c.task_id)
@@ -358,7 +358,7 @@ impl ProcessStore for PgStore {
                 .await?;
         }
         if let Some(t) = p.timer {
-            self.insert_one(&mut tx, t, p.now).await?;
+            Self::insert_one(&mut tx, &self.schema, t, p.now).await?;
         }
         self.publish(
             &mut tx,

@@ -16,9 +16,7 @@ impl TaskStore for PgStore {
             .map(|t| std::mem::take(&mut t.payload))
             .collect();
         let mut conn = self.pool.acquire().await?;
-        let rows = self
-            .insert_rows(&mut conn, &tasks, &payloads, p.now)
-            .await?;
+        let rows = Self::insert_rows(&mut conn, &self.schema, &tasks, &payloads, p.now).await?;
         for (t, payload) in tasks.iter_mut().zip(payloads) {
             t.payload = payload;
         }

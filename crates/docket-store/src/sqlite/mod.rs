@@ -4,17 +4,14 @@
 
 mod leases;
 mod maintenance;
-mod nodes;
 mod notifications;
 mod processes;
 mod queues;
-mod schedules;
 mod tasks;
 
 use crate::driver::{Arg, StmtName};
 use crate::row::{
-    parse_json, process as decode_process, queue_settings, queue_times,
-    schedule as decode_schedule, task as decode, Cols,
+    parse_json, process as decode_process, queue_settings, queue_times, task as decode, Cols,
 };
 use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
@@ -352,6 +349,15 @@ crate::sql::statements!("sqlite": audit, fragments, leases, maintenance, nodes, 
 #[async_trait]
 impl crate::driver::Driver for SqliteStore {
     type Row = SqliteRow;
+    type Tx = SqliteTx;
+
+    async fn begin(&self) -> Result<SqliteTx> {
+        Ok(SqliteTx {
+            tx: SqliteStore::begin(self).await?,
+            wake: self.wake.clone(),
+            queues: vec![],
+        })
+    }
 
     async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
         let st = STATEMENTS.stmt(s.0, s.1);
@@ -370,6 +376,62 @@ impl crate::driver::Driver for SqliteStore {
             .execute(&self.writer)
             .await?
             .rows_affected())
+    }
+}
+
+impl SqliteStore {
+    /// The text of statement `s` with how to bind it.
+    fn st(s: StmtName) -> &'static crate::sql::Stmt {
+        STATEMENTS.stmt(s.0, s.1)
+    }
+}
+
+/// A SQLite transaction of the common code ([`crate::driver::DriverTx`]): the writer, and the
+/// queues to wake after the commit.
+pub(crate) struct SqliteTx {
+    tx: Transaction<'static, Sqlite>,
+    wake: crate::shared::LocalWake,
+    queues: Vec<String>,
+}
+
+#[async_trait]
+impl crate::driver::DriverTx for SqliteTx {
+    type Row = SqliteRow;
+
+    async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
+        let st = SqliteStore::st(s);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .fetch_all(&mut *self.tx)
+            .await?)
+    }
+
+    async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
+        let st = SqliteStore::st(s);
+        Ok(bind(sqlx::query(&st.text), st, args)
+            .execute(&mut *self.tx)
+            .await?
+            .rows_affected())
+    }
+
+    async fn wake(&mut self, queues: &[String]) -> Result<()> {
+        self.queues.extend_from_slice(queues);
+        Ok(())
+    }
+
+    async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
+        let Some(id) = SqliteStore::insert_row(&mut self.tx, t, now).await? else {
+            return Ok(None);
+        };
+        if t.state == TaskState::Available {
+            self.queues.push(t.queue.clone());
+        }
+        Ok(Some(t.clone().into_task(id, from_us(us(now)))))
+    }
+
+    async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        self.wake.queues(&self.queues);
+        Ok(())
     }
 }
 

@@ -3,9 +3,22 @@ INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, c
     VALUES (?, ?, ?, ?, ?, ?)
 
 -- name: list
-SELECT * FROM docket_notifications WHERE seq > ? AND (? IS NULL OR namespace = ?)
-    ORDER BY seq LIMIT ?
+SELECT * FROM docket_notifications WHERE seq > ?1 AND (?2 IS NULL OR namespace = ?2)
+    ORDER BY seq LIMIT ?3
+
+-- name: last_seq
+SELECT CAST(COALESCE(max(seq), 0) AS SIGNED) AS n FROM docket_notifications
+
+-- name: sink_ensure
+INSERT INTO docket_sinks (name) VALUES (?1) ON DUPLICATE KEY UPDATE name = name
 
 -- name: sink_lease
-UPDATE docket_sinks SET owner = ?, lease_until = ? WHERE name = ?
-    AND (owner IS NULL OR owner = ? OR lease_until < ?)
+-- Takes (or keeps) the sink's delivery lease: free, ours, or run out at ?4.
+UPDATE docket_sinks SET owner = ?2, lease_until = ?3 WHERE name = ?1
+    AND (owner IS NULL OR owner = ?2 OR lease_until < ?4)
+
+-- name: sink_seq
+SELECT seq FROM docket_sinks WHERE name = ?1
+
+-- name: sink_advance
+UPDATE docket_sinks SET seq = ?3 WHERE name = ?1 AND owner = ?2
