@@ -1,13 +1,14 @@
 //! Store methods whose flow is the same on every backend, written once over [`Driver`]: the
 //! backends differ only in their statements' text and in how a value is bound.
 
-use crate::driver::{again, args, stmt, Driver, DriverTx, Listen};
+use crate::driver::{again, args, stmt, Driver, DriverTx, Listen, ProcessDriver, QueueDriver};
 use crate::row;
 use crate::row::Cols;
 use crate::*;
 use async_trait::async_trait;
 use docket_core::api::AuditEntry;
-use docket_core::process::Notification;
+use docket_core::process::{Notification, Process};
+use std::collections::HashMap;
 
 #[async_trait]
 impl<D: Driver> AuditStore for D {
@@ -275,5 +276,235 @@ impl<D: Driver> ScheduleStore for D {
             )
             .await?;
         Ok(n == 1)
+    }
+}
+
+#[async_trait]
+impl<D: Driver + ProcessDriver> ProcessStore for D {
+    async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
+        self.execute(
+            stmt!(processes, namespace_put),
+            args![p.name, p.config, p.now],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>> {
+        let rows = self
+            .fetch(stmt!(processes, namespace_list), args![])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let name = r.text("name")?;
+                let config = r.json("config").map_err(|e| match e {
+                    StoreError::Corrupt(m) => StoreError::Corrupt(format!("namespace {name}: {m}")),
+                    e => e,
+                })?;
+                Ok(NamespaceRecord { name, config })
+            })
+            .collect()
+    }
+
+    async fn process_create(&self, p: ProcessCreateParams<'_>) -> Result<Task> {
+        ProcessDriver::process_create(self, p).await
+    }
+
+    async fn process_enqueue(&self, p: ProcessEnqueueParams<'_>) -> Result<Task> {
+        ProcessDriver::process_enqueue(self, p).await
+    }
+
+    async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>> {
+        use docket_core::process::Direction;
+        let Some(r) = self
+            .fetch_one(stmt!(processes, get), args![p.namespace, p.id])
+            .await?
+        else {
+            return Ok(None);
+        };
+        let process = row::process(&r)?;
+        let events = match p.range.direction {
+            Direction::Forward => stmt!(processes, events_after),
+            Direction::Backward => stmt!(processes, events_before),
+        };
+        let offset = p.range.offset.filter(|o| *o > 0);
+        let limit = p.range.limit.unwrap_or(i64::MAX);
+        let rows = self
+            .fetch(events, args![p.namespace, p.id, offset, limit])
+            .await?;
+        Ok(Some(ProcessWithHistory {
+            process,
+            history: rows.iter().map(row::event).collect::<Result<_>>()?,
+        }))
+    }
+
+    async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
+        ProcessDriver::process_commit(self, c).await
+    }
+
+    async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome> {
+        ProcessDriver::process_fail(self, f).await
+    }
+
+    async fn process_remove(&self, p: ProcessRemoveParams<'_>) -> Result<()> {
+        ProcessDriver::process_remove(self, p).await
+    }
+
+    async fn process_import(&self, p: ProcessImport) -> Result<()> {
+        ProcessDriver::process_import(self, p).await
+    }
+
+    async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
+        use docket_core::process::Notice;
+        let mut tx = self.begin().await?;
+        let repaired = tx
+            .execute(
+                stmt!(processes, simple_repair),
+                args![p.namespace, p.id, p.now],
+            )
+            .await?;
+        if repaired == 1 {
+            tx.publish(
+                p.namespace,
+                p.id,
+                &[Notice::Repaired { simple: true }],
+                p.now,
+            )
+            .await?;
+        }
+        let status = tx
+            .fetch_one(stmt!(processes, status), args![p.namespace, p.id])
+            .await?
+            .map(|r| r.text("status"))
+            .transpose()?;
+        tx.commit().await?;
+        match (repaired, status) {
+            (1, _) => Ok(()),
+            (_, None) => Err(StoreError::NotFound(format!(
+                "process {}/{}",
+                p.namespace, p.id
+            ))),
+            (_, Some(st)) => Err(StoreError::InvalidState(format!("process is {st}"))),
+        }
+    }
+
+    async fn process_list(&self, p: ProcessListParams<'_>) -> Result<Vec<Process>> {
+        let rows = self
+            .fetch(
+                stmt!(processes, list),
+                args![p.namespace, p.status.map(|s| s.as_str()), p.after, p.limit],
+            )
+            .await?;
+        rows.iter().map(row::process).collect()
+    }
+
+    async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {
+        ProcessDriver::process_collect_zombies(self, p).await
+    }
+}
+
+/// Tasks by queue and state, for one queue or all.
+async fn counts<D: Driver>(
+    d: &D,
+    queue: Option<&str>,
+) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
+    let mut out: HashMap<String, _> = HashMap::new();
+    for r in d.fetch(stmt!(queues, counts), args![queue]).await? {
+        if let Ok(st) = r.text("state")?.parse::<TaskState>() {
+            out.entry(r.text("queue")?)
+                .or_insert_with(empty_counts)
+                .insert(st, r.int("n")?);
+        }
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl<D: Driver + QueueDriver> QueueStore for D {
+    async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {
+        let rows = self.fetch(stmt!(queues, oldest_available), args![]).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(QueueOldest {
+                    queue: r.text("queue")?,
+                    run_at: r.time("run_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn queue_settings_many(
+        &self,
+        names: &[String],
+    ) -> Result<HashMap<String, QueueSettings>> {
+        QueueDriver::queue_settings_many(self, names).await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueStats>> {
+        let counts = counts(self, None).await?;
+        let rows = self.fetch(stmt!(queues, list), args![]).await?;
+        let settings = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.text("name")?,
+                    row::queue_settings(r)?,
+                    row::queue_times(r)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(merge_queues(settings, counts))
+    }
+
+    async fn queue_get(&self, name: &str) -> Result<QueueStats> {
+        let row = self.fetch_one(stmt!(queues, get), args![name]).await?;
+        let (settings, (created_at, updated_at)) = match &row {
+            Some(r) => (row::queue_settings(r)?, row::queue_times(r)?),
+            None => Default::default(),
+        };
+        let counts = counts(self, Some(name))
+            .await?
+            .remove(name)
+            .unwrap_or_else(empty_counts);
+        Ok(QueueStats {
+            name: name.to_string(),
+            settings,
+            counts,
+            created_at,
+            updated_at,
+        })
+    }
+
+    async fn queue_put(&self, p: QueuePutParams<'_>) -> Result<QueueStats> {
+        let s = p.settings;
+        let ms = |d: Option<std::time::Duration>| d.map(docket_core::duration::to_ms);
+        let backoff = s
+            .backoff
+            .map(|b| serde_json::to_value(b).expect("backoff serialises"));
+        let mut tx = self.begin().await?;
+        tx.execute(
+            stmt!(queues, put),
+            args![
+                p.name,
+                s.paused,
+                s.concurrency_limit,
+                s.max_attempts,
+                backoff.as_ref(),
+                ms(s.timeout),
+                ms(s.retention_completed),
+                ms(s.retention_failed),
+                p.now,
+                s.mask_payload,
+                s.schedule_limit,
+                ms(s.schedule_interval),
+            ],
+        )
+        .await?;
+        if !s.paused {
+            // Resuming may make tasks claimable: wake the claimers.
+            tx.wake(&[p.name.to_string()]).await?;
+        }
+        tx.commit().await?;
+        self.queue_get(p.name).await
     }
 }

@@ -201,6 +201,19 @@ pub(crate) trait DriverTx: Send + Sized {
     /// The database failed.
     async fn wake(&mut self, queues: &[String]) -> Result<()>;
 
+    /// Publishes process notifications (`docket_notifications`) in the transaction, in order,
+    /// so that stream readers see them in commit order.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn publish(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        notices: &[docket_core::process::Notice],
+        now: Timestamp,
+    ) -> Result<()>;
+
     /// Inserts one resolved task in the transaction; `None` when its unique key is held by an
     /// unfinished task. Its queue's claimers are woken when this commits if it can run now.
     ///
@@ -248,4 +261,36 @@ pub(crate) trait Listen {
     /// # Errors
     /// The database failed.
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<crate::Wake>>>;
+}
+
+/// The process calls whose flow differs by backend (the rest of [`crate::ProcessStore`] is
+/// written once): each is one transaction of several statements, a task insert and the
+/// notifications it publishes. See [`crate::ProcessStore`] for what each does.
+#[async_trait]
+#[allow(missing_docs)]
+pub(crate) trait ProcessDriver {
+    async fn process_create(&self, p: crate::ProcessCreateParams<'_>) -> Result<docket_core::Task>;
+    async fn process_enqueue(
+        &self,
+        p: crate::ProcessEnqueueParams<'_>,
+    ) -> Result<docket_core::Task>;
+    async fn process_commit(&self, c: crate::ProcessCommit) -> Result<()>;
+    async fn process_fail(&self, f: crate::ProcessFail) -> Result<crate::LeaseOutcome>;
+    async fn process_remove(&self, p: crate::ProcessRemoveParams<'_>) -> Result<()>;
+    async fn process_import(&self, p: crate::ProcessImport) -> Result<()>;
+    async fn process_collect_zombies(&self, p: crate::ProcessCollectZombiesParams) -> Result<u64>;
+}
+
+/// The queue call whose statement differs in shape by backend: a batch of names is an array
+/// on PostgreSQL, a JSON list on SQLite and an `IN (…)` list on MySQL.
+#[async_trait]
+pub(crate) trait QueueDriver {
+    /// See [`crate::QueueStore::queue_settings_many`].
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn queue_settings_many(
+        &self,
+        names: &[String],
+    ) -> Result<std::collections::HashMap<String, docket_core::QueueSettings>>;
 }

@@ -16,9 +16,7 @@ mod queues;
 mod tasks;
 
 use crate::driver::{Arg, StmtName};
-use crate::row::{
-    parse_json, process as decode_process, queue_settings, queue_times, task as decode, Cols,
-};
+use crate::row::{parse_json, queue_settings, task as decode, Cols};
 use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
@@ -535,29 +533,6 @@ impl MySqlStore {
             .collect()
     }
 
-    async fn counts(
-        &self,
-        queue: Option<&str>,
-    ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
-        let rows = sqlx::query(sql!(queues, counts))
-            .bind(queue)
-            .bind(queue)
-            .bind(queue)
-            .bind(queue)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut out: HashMap<String, _> = HashMap::new();
-        for r in rows {
-            let q = text(&r, "queue")?;
-            let st = text(&r, "state")?;
-            let n: i64 = r.try_get("n")?;
-            if let Ok(st) = st.parse::<TaskState>() {
-                out.entry(q).or_insert_with(empty_counts).insert(st, n);
-            }
-        }
-        Ok(out)
-    }
-
     /// Writes failures (`docket_core::lease::Failure`). With `rescue_at`, each only while its
     /// task still runs the same attempt with its lease expired at that time (the rescue reads
     /// without locking). Returns the ids written.
@@ -706,6 +681,16 @@ impl crate::driver::DriverTx for MySqlTx {
     async fn wake(&mut self, queues: &[String]) -> Result<()> {
         self.queues.extend_from_slice(queues);
         Ok(())
+    }
+
+    async fn publish(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        notices: &[Notice],
+        now: Timestamp,
+    ) -> Result<()> {
+        MySqlStore::publish(&mut self.tx, namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {

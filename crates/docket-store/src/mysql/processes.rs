@@ -3,38 +3,7 @@
 use super::*;
 
 #[async_trait]
-impl ProcessStore for MySqlStore {
-    async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
-        let NamespacePutParams { name, config, now } = p;
-        sqlx::query(sql!(processes, namespace_put))
-            .bind(name)
-            .bind(config.to_string())
-            .bind(dt(now))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>> {
-        let rows = sqlx::query("SELECT name, config FROM docket_namespaces ORDER BY name")
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                let name = text(r, "name")?;
-                Ok(NamespaceRecord {
-                    config: r.json("config").map_err(|e| match e {
-                        StoreError::Corrupt(m) => {
-                            StoreError::Corrupt(format!("namespace {name}: {m}"))
-                        }
-                        e => e,
-                    })?,
-                    name,
-                })
-            })
-            .collect()
-    }
-
+impl crate::driver::ProcessDriver for MySqlStore {
     async fn process_create(&self, p: ProcessCreateParams<'_>) -> Result<Task> {
         let ProcessCreateParams {
             namespace,
@@ -104,49 +73,6 @@ impl ProcessStore for MySqlStore {
         tx.commit().await?;
         self.wake_queues([&queue]);
         Ok(t)
-    }
-
-    async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>> {
-        let ProcessGetParams {
-            namespace,
-            id,
-            range,
-        } = p;
-        use docket_core::process::Direction;
-        let Some(r) = sqlx::query("SELECT * FROM docket_processes WHERE namespace = ? AND id = ?")
-            .bind(namespace)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let p = decode_process(&r)?;
-        let offset = range.offset.filter(|o| *o > 0);
-        let sql = match range.direction {
-            Direction::Forward => {
-                sql!(processes, events_after)
-            }
-            Direction::Backward => {
-                sql!(processes, events_before)
-            }
-        };
-        let rows = sqlx::query(sql)
-            .bind(namespace)
-            .bind(id)
-            .bind(offset)
-            .bind(offset)
-            .bind(range.limit.unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?;
-        let events = rows
-            .iter()
-            .map(crate::row::event)
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Some(ProcessWithHistory {
-            process: p,
-            history: events,
-        }))
     }
 
     async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
@@ -356,63 +282,6 @@ impl ProcessStore for MySqlStore {
             self.wake_queues([&q]);
         }
         Ok(())
-    }
-
-    async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
-        let ProcessSimpleRepairParams { namespace, id, now } = p;
-        let mut tx = self.begin().await?;
-        let r = sqlx::query(sql!(processes, simple_repair))
-            .bind(dt(now))
-            .bind(namespace)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        if r.rows_affected() == 1 {
-            Self::publish(
-                &mut tx,
-                namespace,
-                id,
-                &[Notice::Repaired { simple: true }],
-                now,
-            )
-            .await?;
-        }
-        let st = sqlx::query("SELECT status FROM docket_processes WHERE namespace = ? AND id = ?")
-            .bind(namespace)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|r| text(&r, "status"))
-            .transpose()?;
-        tx.commit().await?;
-        match (r.rows_affected(), st) {
-            (1, _) => Ok(()),
-            (_, None) => Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
-            (_, Some(st)) => Err(StoreError::InvalidState(format!("process is {st}"))),
-        }
-    }
-
-    async fn process_list(
-        &self,
-        p: ProcessListParams<'_>,
-    ) -> Result<Vec<docket_core::process::Process>> {
-        let ProcessListParams {
-            namespace,
-            status,
-            after,
-            limit,
-        } = p;
-        let status = status.map(|s| s.as_str());
-        let rows = sqlx::query(sql!(processes, list))
-            .bind(namespace)
-            .bind(status)
-            .bind(status)
-            .bind(after)
-            .bind(after)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(decode_process).collect()
     }
 
     async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {

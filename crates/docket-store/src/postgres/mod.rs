@@ -9,9 +9,7 @@ mod queues;
 mod tasks;
 
 use crate::driver::{Arg, StmtName};
-use crate::row::{
-    process as decode_process, queue_settings, queue_times, task as decode, token_of, Cols,
-};
+use crate::row::{queue_settings, task as decode, token_of, Cols};
 use crate::*;
 use docket_core::lease::{Failure, LeaseCheck};
 use docket_core::process::Notice;
@@ -190,6 +188,17 @@ impl PgStore {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
+        Self::publish_in(tx, namespace, id, notices, now).await
+    }
+
+    /// [`Self::publish`] without the store.
+    async fn publish_in(
+        tx: &mut Transaction<'_, Postgres>,
+        namespace: &str,
+        id: &str,
+        notices: &[Notice],
+        now: Timestamp,
+    ) -> Result<()> {
         if notices.is_empty() {
             return Ok(());
         }
@@ -313,26 +322,6 @@ impl PgStore {
 
     async fn notify(&self, tx: &mut Transaction<'_, Postgres>, queues: &[String]) -> Result<()> {
         notify_in(tx, &self.schema, queues).await
-    }
-
-    async fn counts(
-        &self,
-        queue: Option<&str>,
-    ) -> Result<HashMap<String, std::collections::BTreeMap<TaskState, i64>>> {
-        let rows = sqlx::query(sql!(queues, counts))
-            .bind(queue)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut out: HashMap<String, _> = HashMap::new();
-        for r in rows {
-            let q: String = r.try_get("queue")?;
-            let st: String = r.try_get("state")?;
-            let n: i64 = r.try_get("n")?;
-            if let Ok(st) = st.parse::<TaskState>() {
-                out.entry(q).or_insert_with(empty_counts).insert(st, n);
-            }
-        }
-        Ok(out)
     }
 
     /// Writes failures of attempts whose rows `tx` holds locked, and wakes their queues (a
@@ -588,6 +577,16 @@ impl crate::driver::DriverTx for PgTx {
 
     async fn wake(&mut self, queues: &[String]) -> Result<()> {
         notify_in(&mut self.tx, &self.schema, queues).await
+    }
+
+    async fn publish(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        notices: &[Notice],
+        now: Timestamp,
+    ) -> Result<()> {
+        PgStore::publish_in(&mut self.tx, namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {

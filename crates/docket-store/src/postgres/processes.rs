@@ -3,29 +3,7 @@
 use super::*;
 
 #[async_trait]
-impl ProcessStore for PgStore {
-    async fn namespace_put(&self, p: NamespacePutParams<'_>) -> Result<()> {
-        let NamespacePutParams { name, config, now } = p;
-        sqlx::query(sql!(processes, namespace_put))
-            .bind(name)
-            .bind(config)
-            .bind(now)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn namespace_list(&self) -> Result<Vec<NamespaceRecord>> {
-        let rows: Vec<(String, Value)> =
-            sqlx::query_as("SELECT name, config FROM docket_namespaces ORDER BY name")
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(name, config)| NamespaceRecord { name, config })
-            .collect())
-    }
-
+impl crate::driver::ProcessDriver for PgStore {
     async fn process_create(&self, p: ProcessCreateParams<'_>) -> Result<Task> {
         let ProcessCreateParams {
             namespace,
@@ -91,49 +69,6 @@ impl ProcessStore for PgStore {
             Ok(t)
         })
         .await
-    }
-
-    async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>> {
-        let ProcessGetParams {
-            namespace,
-            id,
-            range,
-        } = p;
-        use docket_core::process::Direction;
-        let Some(r) =
-            sqlx::query("SELECT * FROM docket_processes WHERE namespace = $1 AND id = $2")
-                .bind(namespace)
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?
-        else {
-            return Ok(None);
-        };
-        let p = decode_process(&r)?;
-        let offset = range.offset.filter(|o| *o > 0);
-        let sql = match range.direction {
-            Direction::Forward => {
-                sql!(processes, events_after)
-            }
-            Direction::Backward => {
-                sql!(processes, events_before)
-            }
-        };
-        let rows = sqlx::query(sql)
-            .bind(namespace)
-            .bind(id)
-            .bind(offset)
-            .bind(range.limit.unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?;
-        let events = rows
-            .iter()
-            .map(crate::row::event)
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Some(ProcessWithHistory {
-            process: p,
-            history: events,
-        }))
     }
 
     async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
@@ -370,66 +305,6 @@ impl ProcessStore for PgStore {
         .await?;
         tx.commit().await?;
         Ok(())
-    }
-
-    async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let ProcessSimpleRepairParams { namespace, id, now } = p;
-            let mut tx = self.pool.begin().await?;
-            let r = sqlx::query(sql!(processes, simple_repair))
-                .bind(namespace)
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            if r.rows_affected() == 1 {
-                self.publish(
-                    &mut tx,
-                    namespace,
-                    id,
-                    &[Notice::Repaired { simple: true }],
-                    now,
-                )
-                .await?;
-                tx.commit().await?;
-                return Ok(());
-            }
-            drop(tx);
-            let st: Option<String> = sqlx::query_scalar(
-                "SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2",
-            )
-            .bind(namespace)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-            match st {
-                None => Err(StoreError::NotFound(format!("process {namespace}/{id}"))),
-                Some(st) => Err(StoreError::InvalidState(format!("process is {st}"))),
-            }
-        })
-        .await
-    }
-
-    async fn process_list(
-        &self,
-        p: ProcessListParams<'_>,
-    ) -> Result<Vec<docket_core::process::Process>> {
-        let ProcessListParams {
-            namespace,
-            status,
-            after,
-            limit,
-        } = p;
-        let rows = sqlx::query(sql!(processes, list))
-            .bind(namespace)
-            .bind(status.map(|s| s.as_str()))
-            .bind(after)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(decode_process).collect()
     }
 
     async fn process_collect_zombies(&self, p: ProcessCollectZombiesParams) -> Result<u64> {

@@ -3,7 +3,7 @@
 use super::*;
 
 #[async_trait]
-impl QueueStore for SqliteStore {
+impl crate::driver::QueueDriver for SqliteStore {
     async fn queue_settings_many(
         &self,
         names: &[String],
@@ -17,98 +17,6 @@ impl QueueStore for SqliteStore {
         .await?;
         rows.iter()
             .map(|r| Ok((r.try_get::<String, _>("name")?, queue_settings(r)?)))
-            .collect()
-    }
-
-    async fn queue_list(&self) -> Result<Vec<QueueStats>> {
-        let counts = self.counts(None).await?;
-        let rows = sqlx::query("SELECT * FROM docket_queues")
-            .fetch_all(&self.reader)
-            .await?;
-        let settings = rows
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.try_get::<String, _>("name")?,
-                    queue_settings(r)?,
-                    queue_times(r)?,
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(merge_queues(settings, counts))
-    }
-
-    async fn queue_get(&self, name: &str) -> Result<QueueStats> {
-        let row = sqlx::query("SELECT * FROM docket_queues WHERE name = ?")
-            .bind(name)
-            .fetch_optional(&self.reader)
-            .await?;
-        let settings = row
-            .as_ref()
-            .map(queue_settings)
-            .transpose()?
-            .unwrap_or_default();
-        let (created_at, updated_at) = row
-            .as_ref()
-            .map(queue_times)
-            .transpose()?
-            .unwrap_or_default();
-        let counts = self
-            .counts(Some(name))
-            .await?
-            .remove(name)
-            .unwrap_or_else(empty_counts);
-        Ok(QueueStats {
-            name: name.to_string(),
-            settings,
-            counts,
-            created_at,
-            updated_at,
-        })
-    }
-
-    async fn queue_put(&self, p: QueuePutParams<'_>) -> Result<QueueStats> {
-        let QueuePutParams {
-            name,
-            settings: s,
-            now,
-        } = p;
-        let backoff = s
-            .backoff
-            .map(|b| serde_json::to_string(&b).expect("backoff serialises"));
-        let mut tx = self.begin().await?;
-        sqlx::query(sql!(queues, put))
-            .bind(name)
-            .bind(s.paused as i64)
-            .bind(s.concurrency_limit)
-            .bind(s.max_attempts)
-            .bind(backoff)
-            .bind(s.timeout.map(ms))
-            .bind(s.retention_completed.map(ms))
-            .bind(s.retention_failed.map(ms))
-            .bind(us(now))
-            .bind(s.mask_payload as i64)
-            .bind(s.schedule_limit)
-            .bind(s.schedule_interval.map(ms))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        self.queue_get(name).await
-    }
-
-    async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT queue, min(run_at) FROM docket_tasks WHERE state = 'available' GROUP BY queue",
-        )
-        .fetch_all(&self.reader)
-        .await?;
-        rows.into_iter()
-            .map(|(queue, t)| {
-                Ok(QueueOldest {
-                    run_at: decode::micros(&format!("queue {queue}"), "run_at", t)?,
-                    queue,
-                })
-            })
             .collect()
     }
 }

@@ -9,10 +9,6 @@ UPDATE docket_processes SET
 UPDATE docket_tasks SET state = 'cancelled', finished_at = ? WHERE concurrency_key = ?
     AND state IN ('scheduled', 'available', 'retryable')
 
--- name: namespace_put
-INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?, ?, ?)
-    ON DUPLICATE KEY UPDATE config = VALUES(config), updated_at = VALUES(updated_at)
-
 -- name: lock_process
 SELECT last_event_id, status FROM docket_processes WHERE namespace = ? AND id = ?
     FOR UPDATE
@@ -49,23 +45,6 @@ INSERT INTO docket_processes (namespace, id, status, previous_status, status_cha
 INSERT INTO docket_events (namespace, process_id, event_id, task_id, `timestamp`, metadata, payload)
     VALUES (?, ?, ?, NULL, ?, ?, ?)
 
--- name: list
-SELECT * FROM docket_processes WHERE namespace = ? AND (? IS NULL OR status = ?)
-    AND (? IS NULL OR id > ?) ORDER BY id LIMIT ?
-
--- name: simple_repair
-UPDATE docket_processes SET previous_status = status, status_changed_at = ?,
-    detail = NULL, corrupted_by = NULL, status = 'running'
-    WHERE namespace = ? AND id = ? AND status = 'error'
-
--- name: events_after
-SELECT * FROM docket_events WHERE namespace = ? AND process_id = ?
-    AND (? IS NULL OR event_id > ?) ORDER BY event_id LIMIT ?
-
--- name: events_before
-SELECT * FROM docket_events WHERE namespace = ? AND process_id = ?
-    AND (? IS NULL OR event_id < ?) ORDER BY event_id DESC LIMIT ?
-
 -- name: zombies
 SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
     AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED
@@ -74,3 +53,33 @@ SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
 -- The process's waiting tasks of the kinds its result cancels ({kinds}: their placeholders).
 UPDATE docket_tasks SET state = 'cancelled', finished_at = ? WHERE concurrency_key = ?
     AND kind IN ({kinds}) AND state IN ('scheduled', 'available', 'retryable')
+
+-- name: namespace_put
+INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?1, ?2, ?3)
+    ON DUPLICATE KEY UPDATE config = VALUES(config), updated_at = VALUES(updated_at)
+
+-- name: namespace_list
+SELECT name, config FROM docket_namespaces ORDER BY name
+
+-- name: get
+SELECT * FROM docket_processes WHERE namespace = ?1 AND id = ?2
+
+-- name: status
+SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2
+
+-- name: list
+SELECT * FROM docket_processes WHERE namespace = ?1 AND (?2 IS NULL OR status = ?2)
+    AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4
+
+-- name: simple_repair
+UPDATE docket_processes SET previous_status = status, status_changed_at = ?3,
+    detail = NULL, corrupted_by = NULL, status = 'running'
+    WHERE namespace = ?1 AND id = ?2 AND status = 'error'
+
+-- name: events_after
+SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
+    AND (?3 IS NULL OR event_id > ?3) ORDER BY event_id LIMIT ?4
+
+-- name: events_before
+SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
+    AND (?3 IS NULL OR event_id < ?3) ORDER BY event_id DESC LIMIT ?4

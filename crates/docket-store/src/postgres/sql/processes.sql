@@ -21,10 +21,6 @@ UPDATE docket_processes p SET
 UPDATE docket_tasks SET state = 'cancelled', finished_at = $2
     WHERE concurrency_key = ANY($1) AND state IN ('scheduled', 'available', 'retryable')
 
--- name: namespace_put
-INSERT INTO docket_namespaces (name, config, updated_at) VALUES ($1, $2, $3)
-    ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
-
 -- name: append_events
 INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
     SELECT $1, $2, e, $3, $4, m, p FROM unnest($5::bigint[], $6::jsonb[], $7::jsonb[]) AS x(e, m, p)
@@ -61,13 +57,31 @@ INSERT INTO docket_processes (namespace, id, status, previous_status, status_cha
 INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
     SELECT $1, $2, e, NULL, t, m, p FROM unnest($3::bigint[], $4::timestamptz[], $5::jsonb[], $6::jsonb[]) AS x(e, t, m, p)
 
+-- name: zombies
+SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1
+    AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+
+-- name: namespace_put
+INSERT INTO docket_namespaces (name, config, updated_at) VALUES ($1, $2, $3)
+    ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
+
+-- name: namespace_list
+SELECT name, config FROM docket_namespaces ORDER BY name
+
+-- name: get
+SELECT * FROM docket_processes WHERE namespace = $1 AND id = $2
+
+-- name: status
+SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2
+
 -- name: list
 SELECT * FROM docket_processes WHERE namespace = $1 AND ($2::text IS NULL OR status = $2)
     AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4
 
 -- name: simple_repair
-UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = $3,
-    detail = NULL, corrupted_by = NULL WHERE namespace = $1 AND id = $2 AND status = 'error'
+UPDATE docket_processes SET previous_status = status, status_changed_at = $3,
+    detail = NULL, corrupted_by = NULL, status = 'running'
+    WHERE namespace = $1 AND id = $2 AND status = 'error'
 
 -- name: events_after
 SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2
@@ -76,7 +90,3 @@ SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2
 -- name: events_before
 SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2
     AND ($3::bigint IS NULL OR event_id < $3) ORDER BY event_id DESC LIMIT $4
-
--- name: zombies
-SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1
-    AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED

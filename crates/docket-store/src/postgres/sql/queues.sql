@@ -1,3 +1,5 @@
+-- Queues: their settings rows, and their tasks counted by state.
+
 -- name: counts
 SELECT queue, state, count(*) AS n FROM docket_tasks
     WHERE ($1::text IS NULL OR queue = $1) GROUP BY queue, state
@@ -14,3 +16,12 @@ INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backof
     retention_failed_ms = excluded.retention_failed_ms, updated_at = excluded.updated_at,
     mask_payload = excluded.mask_payload, schedule_limit = excluded.schedule_limit,
     schedule_interval_ms = excluded.schedule_interval_ms
+
+-- name: get
+SELECT * FROM docket_queues WHERE name = $1
+
+-- name: list
+SELECT * FROM docket_queues
+
+-- name: oldest_available
+SELECT queue, min(run_at) AS run_at FROM docket_tasks WHERE state = 'available' GROUP BY queue

@@ -9,10 +9,6 @@ UPDATE docket_processes SET
 UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1
     AND state IN ('scheduled', 'available', 'retryable')
 
--- name: namespace_put
-INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?1, ?2, ?3)
-    ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
-
 -- name: append_events
 INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -50,13 +46,31 @@ INSERT INTO docket_processes (namespace, id, status, previous_status, status_cha
 INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
     VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6)
 
+-- name: zombies
+SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
+    AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT ?
+
+-- name: namespace_put
+INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?1, ?2, ?3)
+    ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
+
+-- name: namespace_list
+SELECT name, config FROM docket_namespaces ORDER BY name
+
+-- name: get
+SELECT * FROM docket_processes WHERE namespace = ?1 AND id = ?2
+
+-- name: status
+SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2
+
 -- name: list
 SELECT * FROM docket_processes WHERE namespace = ?1 AND (?2 IS NULL OR status = ?2)
     AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4
 
 -- name: simple_repair
-UPDATE docket_processes SET previous_status = status, status = 'running', status_changed_at = ?3,
-    detail = NULL, corrupted_by = NULL WHERE namespace = ?1 AND id = ?2 AND status = 'error'
+UPDATE docket_processes SET previous_status = status, status_changed_at = ?3,
+    detail = NULL, corrupted_by = NULL, status = 'running'
+    WHERE namespace = ?1 AND id = ?2 AND status = 'error'
 
 -- name: events_after
 SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
@@ -65,7 +79,3 @@ SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
 -- name: events_before
 SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
     AND (?3 IS NULL OR event_id < ?3) ORDER BY event_id DESC LIMIT ?4
-
--- name: zombies
-SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
-    AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT ?
