@@ -211,15 +211,7 @@ pub async fn run(
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .tasks
                 .insert(id);
-            let span = tracing::info_span!(
-                "task",
-                task_id = task.id,
-                queue = %task.queue,
-                kind = %task.kind,
-                attempt = task.attempt,
-                trace_id = task.trace_id.as_deref().unwrap_or("")
-            );
-            docket_core::trace::link_span(&span, task.trace_id.as_deref());
+            let span = docket_core::trace::task_span(&task);
             running.spawn(tracing::Instrument::instrument(
                 async move {
                     let r = run_one(&client, &opts, task, kill).await;

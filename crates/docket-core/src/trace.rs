@@ -21,3 +21,19 @@ pub fn link_span(span: &tracing::Span, trace_id: Option<&str>) {
         f(span, t);
     }
 }
+
+/// The span of one attempt of `task` — every log line of it carries the task's id, queue,
+/// kind, attempt and trace id — linked to the task's trace ([`link_span`]). The in-process pool
+/// and `docket worker` run each attempt in one.
+pub fn task_span(task: &crate::Task) -> tracing::Span {
+    let span = tracing::info_span!(
+        "task",
+        task_id = task.id,
+        queue = %task.queue,
+        kind = %task.kind,
+        attempt = task.attempt,
+        trace_id = task.trace_id.as_deref().unwrap_or("")
+    );
+    link_span(&span, task.trace_id.as_deref());
+    span
+}

@@ -143,16 +143,7 @@ impl WorkerPool {
                 let handler = handlers.get(&task.kind).cloned();
                 let tx = done_tx.clone();
                 let engine = self.engine.clone();
-                // Every log line of the attempt carries the task's id, queue, kind and attempt.
-                let span = tracing::info_span!(
-                    "task",
-                    task_id = task.id,
-                    queue = %task.queue,
-                    kind = %task.kind,
-                    attempt = task.attempt,
-                    trace_id = task.trace_id.as_deref().unwrap_or("")
-                );
-                docket_core::trace::link_span(&span, task.trace_id.as_deref());
+                let span = docket_core::trace::task_span(&task);
                 running.spawn(tracing::Instrument::instrument(
                     async move {
                         if let Some(task) = freshen_lease(&engine, task).await {
