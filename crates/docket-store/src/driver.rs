@@ -1,8 +1,8 @@
 //! What a backend must provide for the store methods written once for all of them
-//! ([`crate::common`]): run one of its statements with arguments and hand back its rows. River's
+//! ([`crate::portable`]): run one of its statements with arguments and hand back its rows. River's
 //! driver is the model — the dialect lives in the statements (`sql/<noun>.sql`, the same names
 //! and argument order on every backend) and in how a value is bound (`Arg`); the flow of the
-//! method (what is read, in which order, what it answers) is the common code's.
+//! method (what is read, in which order, what it answers) is the portable code's.
 //!
 //! Statements are named with [`stmt!`]`(noun, name)`. PostgreSQL numbers its placeholders `$N`,
 //! SQLite `?N` and MySQL `?N` too (the loader turns them into MySQL's `?` and remembers which

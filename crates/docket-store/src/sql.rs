@@ -225,7 +225,7 @@ macro_rules! statements {
                     include_str!("processes.rs"),
                     include_str!("queues.rs"),
                     include_str!("tasks.rs"),
-                    include_str!("../common.rs"),
+                    include_str!("../portable.rs"),
                 ];
                 crate::sql::check_used(&super::STATEMENTS, code);
             }

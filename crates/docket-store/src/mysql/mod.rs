@@ -43,7 +43,7 @@ pub struct MySqlStore {
     consecutive_ids: Option<i64>,
     /// Queues whose claimers should look again, fed after each commit of this process (no
     /// LISTEN/NOTIFY in MySQL; other nodes' changes are found by polling).
-    wake: crate::shared::LocalWake,
+    wake: crate::local_wake::LocalWake,
 }
 
 /// `?, ?, …` for `n` values.
@@ -187,7 +187,7 @@ impl MySqlStore {
             .await?;
         let (mode, inc): (i64, i64) = (r.try_get("m")?, r.try_get("i")?);
         let consecutive_ids = (mode <= 1 && inc >= 1).then_some(inc);
-        let wake = crate::shared::LocalWake::default();
+        let wake = crate::local_wake::LocalWake::default();
         Ok(MySqlStore {
             pool,
             consecutive_ids,
@@ -651,11 +651,11 @@ impl MySqlStore {
     }
 }
 
-/// A MySQL transaction of the common code ([`crate::driver::DriverTx`]), and the queues to
+/// A MySQL transaction of the portable store code ([`crate::driver::DriverTx`]), and the queues to
 /// wake after the commit.
 pub(crate) struct MySqlTx {
     tx: Transaction<'static, MySql>,
-    wake: crate::shared::LocalWake,
+    wake: crate::local_wake::LocalWake,
     queues: Vec<String>,
 }
 

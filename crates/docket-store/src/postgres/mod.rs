@@ -550,7 +550,7 @@ impl PgStore {
     }
 }
 
-/// A PostgreSQL transaction of the common code ([`crate::driver::DriverTx`]).
+/// A PostgreSQL transaction of the portable store code ([`crate::driver::DriverTx`]).
 pub(crate) struct PgTx {
     tx: Transaction<'static, Postgres>,
     schema: String,

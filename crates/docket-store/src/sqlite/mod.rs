@@ -29,7 +29,7 @@ pub struct SqliteStore {
     reader: SqlitePool,
     /// Queues whose claimers should look again (a slot was freed, a task was retried or came
     /// due). SQLite has no LISTEN: this is the in-process equivalent, fed after each commit.
-    wake: crate::shared::LocalWake,
+    wake: crate::local_wake::LocalWake,
     /// The database file (empty or `:memory:` for an in-memory database).
     file: std::path::PathBuf,
 }
@@ -100,7 +100,7 @@ impl SqliteStore {
             .connect_with(base.read_only(false))
             .await?;
         drop(lock);
-        let wake = crate::shared::LocalWake::default();
+        let wake = crate::local_wake::LocalWake::default();
         Ok(SqliteStore {
             writer,
             reader,
@@ -364,11 +364,11 @@ impl SqliteStore {
     }
 }
 
-/// A SQLite transaction of the common code ([`crate::driver::DriverTx`]): the writer, and the
+/// A SQLite transaction of the portable store code ([`crate::driver::DriverTx`]): the writer, and the
 /// queues to wake after the commit.
 pub(crate) struct SqliteTx {
     tx: Transaction<'static, Sqlite>,
-    wake: crate::shared::LocalWake,
+    wake: crate::local_wake::LocalWake,
     queues: Vec<String>,
 }
 
