@@ -9,7 +9,7 @@
 #   - none completed twice: the table holds one result per task;
 #   - every execution beyond the first is explained by an injected fault: a later attempt after
 #     a recorded failure (lease expired, exit by signal), or a repeat of the same attempt whose
-#     claim a PostgreSQL crash forgot (claims commit with synchronous_commit = off; see README).
+#     claim a PostgreSQL crash forgot (claims commit with synchronous_commit = off; see docs/src/operations/deployment.md).
 #     Those repeats are bounded: at most the attempts running when each crash struck (counted
 #     right before it); with --strict none at all (every claim waits for the WAL flush).
 # Prints a table and exits non-zero when a check fails.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs docket's whole test suite against a real PostgreSQL and real SQLite files.
+# Runs docket's whole test suite against a real PostgreSQL and real SQLite files, and builds
+# and link-checks the book (scripts/docs.sh).
 # Installs and starts PostgreSQL when it is missing or down, and installs Chromium and
 # chromedriver for the dashboard test (Debian/Ubuntu, as root).
 #   scripts/test.sh                 # everything, then the short chaos run (scripts/chaos.sh)
@@ -151,6 +152,12 @@ psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop schema \"' || nspname || '\" casc
   where nspname ~ '^(t|cli|cli_pgt|pgt|docket_bench|bench_pgt|fuzz)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
 say "architecture: scripts/check-architecture.py (SQL in .sql files, edges off the store, no loops of files)"
 python3 scripts/check-architecture.py
+# The book (docs/): built, its API reference rendered and every link checked; the whole suite
+# only (extra arguments run a part of `cargo test`).
+if [ $# -eq 0 ]; then
+  say "docs: scripts/docs.sh (mdbook, the API reference, links)"
+  scripts/docs.sh
+fi
 cargo test --workspace "$@"
 # Databases of the pg_task idle test that a failed run left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop database \"' || datname || '\" with (force);' from pg_database

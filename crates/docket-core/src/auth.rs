@@ -1,5 +1,5 @@
 //! API tokens: their scopes, how a token is made and stored, and which scope each request
-//! needs. The rules live here; the server applies them (see README "Security").
+//! needs. The rules live here; the server applies them (see docs: operations/security.md).
 
 use rand::RngCore;
 use serde::{Deserialize, Serialize};

@@ -446,6 +446,13 @@ mod tests {
         assert_eq!(LeaseToken::nonce_for(&s, 42), Some(0xabc));
         assert_eq!(LeaseToken::nonce_for(&s, 43), None);
         assert_eq!(LeaseToken::parse(""), None);
+        // The formats before issue 22 (a uuid; SQLite's 32 hex digits) hold nothing after an
+        // upgrade: their attempts end as lost leases (docs: operations/upgrading.md).
+        assert_eq!(
+            LeaseToken::parse("67e55044-10b1-426f-9247-bb680e5fe0c8"),
+            None
+        );
+        assert_eq!(LeaseToken::parse("67e5504410b1426f9247bb680e5fe0c8"), None);
         assert_eq!(LeaseToken::parse(&s[..47]), None);
         assert_eq!(LeaseToken::parse(&format!("{}g", &s[..47])), None);
         assert_eq!(nonce_from_hex(&nonce_hex(u128::MAX)), Some(u128::MAX));

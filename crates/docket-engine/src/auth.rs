@@ -1,4 +1,4 @@
-//! API tokens: creating them and telling who a request comes from (README "Security"). The
+//! API tokens: creating them and telling who a request comes from (docs: operations/security.md). The
 //! store keeps only hashes; every check reads the database, so a revoked token stops working
 //! at once on every node.
 

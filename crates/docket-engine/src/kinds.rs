@@ -7,8 +7,8 @@ use docket_core::auth::Scope;
 use docket_core::NewTask;
 use std::sync::Arc;
 
-/// Why a hook refused a task: an HTTP status, a stable error code (listed in the README's
-/// error table) and a message.
+/// Why a hook refused a task: an HTTP status, a stable error code (listed in the error table
+/// of docs/src/api/index.md) and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindRefusal {
     /// HTTP status (400, 403, …).

@@ -486,8 +486,8 @@ async fn schedules_fire_each_occurrence_once(db: Db) {
     assert!(!db.store.schedule_delete("tick").await.unwrap());
 }
 
-/// A token's `last_used_at` is written on first use and then at most once a minute (README
-/// "Security"), so a busy worker does not turn every request into a write; expiry follows the
+/// A token's `last_used_at` is written on first use and then at most once a minute (docs:
+/// operations/security.md), so a busy worker does not turn every request into a write; expiry follows the
 /// clock.
 async fn token_last_use_is_written_once_a_minute(db: Db) {
     use docket_engine::auth::{NewToken, TokenCheck};
@@ -529,7 +529,7 @@ async fn token_last_use_is_written_once_a_minute(db: Db) {
     );
 }
 
-/// `EngineConfig::fail_rule` decides how a failed attempt ends (README "Rust library"): with a
+/// `EngineConfig::fail_rule` decides how a failed attempt ends (docs: library.md): with a
 /// rule that discards every failure, a task that would be retried (attempts left) is discarded
 /// after its first failure; the default rule retries it.
 async fn engine_fail_rule_decides(db: Db) {

@@ -1,6 +1,6 @@
 //! asyncflow's HTTP routes (seed 002), mounted under `/api` by `docket serve --compat
 //! asyncflow`: asyncflow workers and clients run against docket unchanged. Each call maps onto
-//! docket's model (README "asyncflow compatibility" has the table):
+//! docket's model (docs: compat/asyncflow.md has the table):
 //!
 //! - a `taskType` is a queue of the same name (asyncflow keeps one table per type), and the
 //!   task's kind; `taskStage` is the stage, `userId` the user, `taskContext` the payload;

@@ -29,7 +29,7 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
 #[openapi(
     info(
         title = "docket",
-        description = "Durable tasks over HTTP. Times are RFC 3339 UTC; durations humantime strings (at most 36500 days). Errors: {\"error\": {\"code\", \"message\", \"details\"?}}; each code has exactly one status (see the Code schema and README \"Errors\")."
+        description = "Durable tasks over HTTP. Times are RFC 3339 UTC; durations humantime strings (at most 36500 days). Errors: {\"error\": {\"code\", \"message\", \"details\"?}}; each code has exactly one status (see the Code schema and the docs, api/index.md)."
     ),
     paths(
         healthz,
@@ -177,7 +177,7 @@ fn secure(v: &mut serde_json::Value) {
     v["components"]["securitySchemes"] = json!({"bearer": {
         "type": "http",
         "scheme": "bearer",
-        "description": "An API token (`docket token create`). Needed when the server runs with `--auth required`, the default on any address but loopback; see README \"Security\"."
+        "description": "An API token (`docket token create`). Needed when the server runs with `--auth required`, the default on any address but loopback; see the docs, operations/security.md."
     }});
     let Some(paths) = v["paths"].as_object_mut() else {
         return;
@@ -254,7 +254,7 @@ mod tests {
             std::fs::write(path, doc).unwrap();
         }
         let v: serde_json::Value = serde_json::from_str(doc).unwrap();
-        // The processor contract (README "Durable processes") is in the document.
+        // The processor contract (docs: concepts/processes.md) is in the document.
         for name in [
             "ProcessorRequest",
             "ProcessorResult",

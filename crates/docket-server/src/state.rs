@@ -32,7 +32,7 @@ pub struct AppState {
     pub panels: Arc<Vec<Arc<dyn docket_engine::panels::Panel>>>,
     /// The shared tail of process notifications behind `/v1/events`.
     pub events: Arc<Tail>,
-    /// Whether requests need a token (README "Security").
+    /// Whether requests need a token (docs: operations/security.md).
     pub auth: AuthMode,
     /// Served over TLS (the session cookie is then `Secure`).
     pub tls: bool,

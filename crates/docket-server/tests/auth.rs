@@ -1,4 +1,4 @@
-//! Auth required (README "Security"): tokens and scopes, revocation seen at once by another
+//! Auth required (docs: operations/security.md): tokens and scopes, revocation seen at once by another
 //! node, expiry, the audit actor, and the dashboard's login session and cross-site defences.
 //! Each test on its own PostgreSQL schema or SQLite file.
 

@@ -1,4 +1,4 @@
-//! HTTPS (README "Security"): the API over TLS with a certificate from a private CA, refused
+//! HTTPS (docs: operations/security.md): the API over TLS with a certificate from a private CA, refused
 //! without trust or in plain HTTP, a reload that switches certificates for new connections and
 //! keeps the old ones when the new files are bad, and the session cookie marked Secure.
 

@@ -250,7 +250,7 @@ pub struct ServeArgs {
     #[arg(long = "outbound-host", value_name = "HOST")]
     pub outbound_hosts: Vec<String>,
     /// Also serve another system's HTTP API: `asyncflow` mounts asyncflow's routes under
-    /// `/api` (README "asyncflow compatibility"). Off by default.
+    /// `/api` (docs: compat/asyncflow.md). Off by default.
     #[arg(long, value_name = "SYSTEM", value_parser = ["asyncflow"])]
     pub compat: Option<String>,
     /// Serve HTTPS with this PEM certificate chain (with --tls-key); SIGHUP reloads both.
@@ -624,7 +624,7 @@ pub struct WorkerArgs {
     #[command(flatten)]
     pub server: ServerArgs,
     /// Run the named workers of this TOML file under a supervisor (node-daemons' cluster
-    /// master): README "Worker supervisor".
+    /// master): docs: cli.md, "Worker supervisor".
     #[arg(long, conflicts_with_all = ["command", "name"])]
     pub config: Option<std::path::PathBuf>,
     /// How often the worker reports its state to the server (0s: never).

@@ -2105,7 +2105,7 @@ fn bulk_file_enqueue_stops_cleanly_on_ctrl_c() {
 }
 
 /// No database password reaches the logs, `/v1/status`, `/metrics`, the dashboard, task errors
-/// or API error messages (README "Security"). PostgreSQL here trusts 127.0.0.1, so URLs with a
+/// or API error messages (docs: operations/security.md). PostgreSQL here trusts 127.0.0.1, so URLs with a
 /// password connect and the password is just text to look for.
 #[test]
 fn no_password_in_any_output() {

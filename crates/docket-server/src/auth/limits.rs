@@ -11,7 +11,7 @@ pub enum AuthMode {
     Required,
 }
 
-/// Request limits per token (README "Security"). They apply under `--auth required`, keyed by
+/// Request limits per token (docs: operations/security.md). They apply under `--auth required`, keyed by
 /// the token's name, so one busy or runaway client cannot starve the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -1,4 +1,4 @@
-//! Who may do what (README "Security"): API tokens (`Authorization: Bearer …`) checked against
+//! Who may do what (docs: operations/security.md): API tokens (`Authorization: Bearer …`) checked against
 //! the scope each route needs, the dashboard's login session (a cookie holding the token), and
 //! the dashboard's defences against cross-site requests (Origin / Sec-Fetch-Site checks and a
 //! CSRF token in every form).
