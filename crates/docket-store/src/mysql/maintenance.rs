@@ -23,12 +23,26 @@ impl MaintenanceStore for MySqlStore {
     async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
         let TaskPromoteParams { now, limit } = p;
         let mut tx = self.begin().await?;
-        let rows = sqlx::query(sql!(maintenance, promotable))
+        // Found without locks, then locked by primary key (see `task_expire`).
+        let found: Vec<i64> = sqlx::query_scalar(sql!(maintenance, promotable))
             .bind(dt(now))
             .bind(dt(now))
             .bind(limit)
             .fetch_all(&mut *tx)
             .await?;
+        let rows = if found.is_empty() {
+            vec![]
+        } else {
+            let sql = fill(
+                sql!(maintenance, lock_promotable),
+                &[("ids", &marks(found.len()))],
+            );
+            let mut q = sqlx::query(&sql).bind(dt(now));
+            for id in &found {
+                q = q.bind(id);
+            }
+            q.fetch_all(&mut *tx).await?
+        };
         let mut ids = Vec::with_capacity(rows.len());
         let mut qs = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -71,11 +85,26 @@ impl MaintenanceStore for MySqlStore {
     async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
         let TaskExpireParams { now, limit } = p;
         let mut tx = self.begin().await?;
-        let ids: Vec<i64> = sqlx::query_scalar(sql!(maintenance, expirable))
+        // Found without locks, then locked by primary key (as `task_rotate` does): a claim's
+        // SKIP LOCKED must not meet waiting tasks this job only looked at.
+        let found: Vec<i64> = sqlx::query_scalar(sql!(maintenance, expirable))
             .bind(dt(now))
             .bind(limit)
             .fetch_all(&mut *tx)
             .await?;
+        let ids: Vec<i64> = if found.is_empty() {
+            vec![]
+        } else {
+            let sql = fill(
+                sql!(maintenance, lock_expirable),
+                &[("ids", &marks(found.len()))],
+            );
+            let mut q = sqlx::query_scalar(&sql).bind(dt(now));
+            for id in &found {
+                q = q.bind(id);
+            }
+            q.fetch_all(&mut *tx).await?
+        };
         let n = if ids.is_empty() {
             0
         } else {

@@ -1345,3 +1345,67 @@ pub(super) async fn tasks_survive_the_ring_turning(b: Bundle) {
     assert_eq!(late.len(), 1);
     assert_eq!(late[0].kind, "later");
 }
+
+/// Maintenance never hides a waiting task from a claim: promote and expire lock only the rows
+/// they change (MySQL finds them without locks, then locks them by primary key), so a claim made
+/// while the jobs run still gets every available task. A locking scan would
+/// lock, and at READ COMMITTED release again, the waiting rows it looked at, and the claim's
+/// SKIP LOCKED would pass them over (seen: a claim of 2 waiting tasks answered none).
+pub(super) async fn maintenance_leaves_waiting_tasks_to_claims(b: Bundle) {
+    let s = b.store.clone();
+    // The jobs on connections of their own, as another node's maintenance would run them.
+    let other = s.clone();
+    let now = t0() + secs(2);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let jobs = {
+        let (other, stop) = (other.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut passes = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                other
+                    .task_promote(TaskPromoteParams { now, limit: 1000 })
+                    .await
+                    .unwrap();
+                other
+                    .task_expire(TaskExpireParams { now, limit: 1000 })
+                    .await
+                    .unwrap();
+                passes += 1;
+            }
+            passes
+        })
+    };
+    for round in 0..40 {
+        // Work for the jobs in another queue: due tasks to promote, tasks to expire.
+        let mut fodder = vec![];
+        for i in 0..4 {
+            let mut n = nt("fodder");
+            n.queue = Some("fodder".into());
+            if i % 2 == 0 {
+                n.run_at = Some(t0() + secs(1));
+            } else {
+                n.expires_at = Some(t0() + secs(1));
+            }
+            fodder.push(n);
+        }
+        insert(&*s, fodder, t0()).await;
+        insert(&*s, (0..10).map(|_| nt("w")).collect(), t0()).await;
+        let got = claim(&*s, "default", 10, now).await;
+        assert_eq!(
+            got.len(),
+            10,
+            "round {round}: a claim got {} of 10",
+            got.len()
+        );
+        let items: Vec<TaskComplete> = got.iter().map(|t| done(t, json!(null))).collect();
+        s.task_complete_many(TaskCompleteManyParams {
+            items: &items,
+            now,
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(jobs.await.unwrap() > 0, "the jobs ran meanwhile");
+}

@@ -206,6 +206,7 @@ const CASES: &[Case] = cases![
     claims::attempt_deadline,
     claims::rescue_retries_then_discards,
     claims::rescue_applies_only_what_it_read,
+    claims::maintenance_leaves_waiting_tasks_to_claims,
     claims::fail_rules,
     claims::fail_rule_is_the_callers,
     claims::linear_backoff,

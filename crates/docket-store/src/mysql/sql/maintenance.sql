@@ -5,12 +5,26 @@ SELECT n.seq FROM docket_notifications n
     ORDER BY n.seq LIMIT ?
 
 -- name: expirable
+-- Without locks: see lock_expirable.
 SELECT id FROM docket_tasks WHERE expires_at <= ?
-    AND state IN ('scheduled','available','retryable') LIMIT ? FOR UPDATE SKIP LOCKED
+    AND state IN ('scheduled','available','retryable') LIMIT ?
+
+-- name: lock_expirable
+-- The expirable rows found, locked by primary key: a locking scan may lock (and at READ
+-- COMMITTED release again) every waiting row it looks at, and a claim's SKIP LOCKED would skip
+-- those available tasks meanwhile.
+SELECT id FROM docket_tasks WHERE expires_at <= ? AND id IN ({ids})
+    AND state IN ('scheduled','available','retryable') FOR UPDATE SKIP LOCKED
 
 -- name: promotable
-SELECT id, queue FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= ?
-    AND (expires_at IS NULL OR expires_at > ?) ORDER BY run_at LIMIT ? FOR UPDATE SKIP LOCKED
+-- Without locks: see lock_promotable.
+SELECT id FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= ?
+    AND (expires_at IS NULL OR expires_at > ?) ORDER BY run_at LIMIT ?
+
+-- name: lock_promotable
+-- The due rows found, locked by primary key (see lock_expirable).
+SELECT id, queue FROM docket_tasks WHERE run_at <= ? AND id IN ({ids})
+    AND state IN ('scheduled','retryable') FOR UPDATE SKIP LOCKED
 
 -- name: prunable
 SELECT t.id FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
