@@ -2,7 +2,8 @@
 # Runs docket's whole test suite against a real PostgreSQL and real SQLite files, and builds
 # and link-checks the book (scripts/docs.sh).
 # Installs and starts PostgreSQL when it is missing or down, and installs Chromium and
-# chromedriver for the dashboard test (Debian/Ubuntu, as root).
+# chromedriver for the dashboard test (Debian/Ubuntu, as root); clients/test.sh installs what
+# the native clients need (a Python venv, npm packages, Go with apt).
 #   scripts/test.sh                 # everything, then the short chaos run (scripts/chaos.sh)
 #   scripts/test.sh -p docket-store # extra arguments go to `cargo test`
 # DOCKET_TEST_PG_URL overrides the database (default postgres://postgres@127.0.0.1:5432/postgres).
@@ -162,7 +163,7 @@ cargo test --workspace "$@"
 # Databases of the pg_task idle test that a failed run left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop database \"' || datname || '\" with (force);' from pg_database
   where datname ~ '^pgt_idle_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
-# The whole suite (no arguments) ends with the API fuzzer (schemathesis against openapi.json,
+# The whole suite (no arguments) ends with the native clients' tests, the API fuzzer (schemathesis against openapi.json,
 # 60 s per backend) and the short chaos run (about a minute): 2 nodes, workers, kill -9s, a node
 # restart and PostgreSQL crashes on a private cluster.
 if [ $# -eq 0 ]; then
@@ -170,6 +171,9 @@ if [ $# -eq 0 ]; then
   # this debug build on SQLite (noise here is about 20%); `docket bench --save` rewrites it.
   say "bench smoke: docket bench --compare bench/baseline-smoke.json"
   target/debug/docket bench -n 3000 -c 4 --latency-secs 0 --compare bench/baseline-smoke.json
+  # The native clients (Python, TypeScript, Go) against real servers on SQLite and PostgreSQL.
+  say "clients: clients/test.sh (Python, TypeScript, Go)"
+  DOCKET_BIN=$PWD/target/debug/docket clients/test.sh
   DOCKET_BIN=$PWD/target/debug/docket scripts/api-fuzz.sh
   DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short
 fi

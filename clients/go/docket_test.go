@@ -1,0 +1,548 @@
+package docket
+
+// Against real servers started by clients/test.sh: DOCKET_TEST_SERVERS="sqlite=URL,postgres=URL"
+// and DOCKET_TEST_TLS_URL / DOCKET_TEST_CA / DOCKET_TEST_TOKEN. Each test works its own queue.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func servers(t *testing.T) map[string]string {
+	raw := os.Getenv("DOCKET_TEST_SERVERS")
+	if raw == "" {
+		t.Fatal("run these tests through clients/test.sh (it starts the servers)")
+	}
+	out := map[string]string{}
+	for _, item := range strings.Split(raw, ",") {
+		kv := strings.SplitN(item, "=", 2)
+		out[kv[0]] = kv[1]
+	}
+	return out
+}
+
+func uniq() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "go-" + hex.EncodeToString(b)
+}
+
+func eachServer(t *testing.T, fn func(t *testing.T, c *Client)) {
+	for backend, url := range servers(t) {
+		url := url
+		t.Run(backend, func(t *testing.T) {
+			c, err := NewClient(Options{Server: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fn(t, c)
+		})
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatal("condition not met in time")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// must returns v, or panics with err (a panic fails the test with its stack).
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func i32(v int32) *int32 { return &v }
+
+// runUntil runs w until cond holds, then stops it and waits.
+func runUntil(t *testing.T, w *Worker, d time.Duration, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}()
+	waitFor(t, d, cond)
+}
+
+func TestClient(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		runAt := time.Now().Add(time.Hour).UTC()
+		task := must(c.Enqueue(ctx, NewTask{Kind: "email", Payload: map[string]string{"to": "a@b.c"}, Queue: q,
+			Priority: i32(7), RunAt: &runAt, UniqueKey: q + "-u", ConcurrencyKey: "k", ConcurrencyLimit: i32(2),
+			Timeout: Duration(90 * time.Second), Backoff: &Backoff{Initial: "2s", Max: "1m"}, Stage: "render",
+			UserID: "u-1", TraceID: "0af7651916cd43dd8448eb211c80319c", MaxAttempts: i32(4), ExpiresIn: "2h",
+			Progress: map[string]int{"p": 0}}))
+		got := must(c.GetTask(ctx, task.ID))
+		to, _ := ParseDuration(got.Timeout)
+		if got.Queue != q || got.Priority != 7 || got.State != "scheduled" || got.RunAt.Sub(runAt).Abs() > time.Second ||
+			*got.UniqueKey != q+"-u" || *got.ConcurrencyKey != "k" || *got.ConcurrencyLimit != 2 || to != 90*time.Second ||
+			*got.Stage != "render" || *got.UserID != "u-1" || *got.TraceID != "0af7651916cd43dd8448eb211c80319c" ||
+			got.MaxAttempts != 4 || got.ExpiresAt == nil || string(got.Progress) != `{"p":0}` || got.Version == "" {
+			t.Fatalf("task stored wrong: %+v", got)
+		}
+		again := must(c.Enqueue(ctx, NewTask{Kind: "email", Queue: q, UniqueKey: q + "-u"}))
+		if again.ID != task.ID || again.Inserted == nil || *again.Inserted {
+			t.Fatalf("unique key: %+v", again)
+		}
+		_, err := c.GetTask(ctx, 987654321)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "not_found" || e.Status != 404 {
+			t.Fatalf("want not_found, got %v", err)
+		}
+		if _, err := c.Complete(ctx, task.ID, CompleteRequest{Lease: "not-a-lease"}); !IsCode(err, "lease_lost") {
+			t.Fatalf("want lease_lost, got %v", err)
+		}
+		p := must(c.UpdateTask(ctx, task.ID, TaskPatch{Priority: i32(5)}, got.Version))
+		if p.Priority != 5 || p.Version == got.Version {
+			t.Fatalf("patch: %+v", p)
+		}
+		if _, err := c.UpdateTask(ctx, task.ID, TaskPatch{Priority: i32(6)}, got.Version); !IsCode(err, "version_mismatch") {
+			t.Fatalf("want version_mismatch, got %v", err)
+		}
+		if s := must(c.RunNow(ctx, task.ID)).State; s != "available" {
+			t.Fatal(s)
+		}
+		if s := must(c.CancelTask(ctx, task.ID)).State; s != "cancelled" {
+			t.Fatal(s)
+		}
+		if s := must(c.RetryTask(ctx, task.ID)).State; s != "available" {
+			t.Fatal(s)
+		}
+		many := must(c.EnqueueMany(ctx, []NewTask{{Kind: "n", Payload: 1, Queue: q}, {Kind: "n", Payload: 2, Queue: q}, {Kind: "n", Payload: 3, Queue: q}}))
+		if len(many) != 3 {
+			t.Fatal(many)
+		}
+		page := must(c.ListTasks(ctx, TaskFilter{Queue: q, Kind: "n", State: "available,running", Limit: 2}))
+		rest := must(c.ListTasks(ctx, TaskFilter{Queue: q, Kind: "n", Limit: 10, After: *page.NextAfter}))
+		if len(page.Tasks) != 2 || len(rest.Tasks) != 1 {
+			t.Fatal(page, rest)
+		}
+		// The work path by hand.
+		claimed := must(c.Claim(ctx, q, ClaimRequest{Worker: "hand", Limit: 10, Lease: "30s", Wait: "1s", Kinds: []string{"n"}}))
+		if len(claimed) != 3 {
+			t.Fatal(claimed)
+		}
+		beat := must(c.Heartbeat(ctx, claimed[0].ID, HeartbeatRequest{Lease: claimed[0].Lease.Token, Progress: "half", Extend: "1m"}))
+		if !beat.LeaseExpiresAt.After(claimed[0].Lease.ExpiresAt) {
+			t.Fatal("heartbeat did not extend the lease")
+		}
+		outs := must(c.CompleteMany(ctx, []CompleteRequest{{ID: claimed[0].ID, Lease: claimed[0].Lease.Token, Result: 1}}))
+		fouts := must(c.FailMany(ctx, []FailRequest{{ID: claimed[1].ID, Lease: claimed[1].Lease.Token, Error: "no", Permanent: true}}))
+		if outs[0].Outcome != "ok" || fouts[0].Outcome != "ok" {
+			t.Fatal(outs, fouts)
+		}
+		// Queues and schedules.
+		if err := c.PutQueue(ctx, q, QueueSettings{ConcurrencyLimit: i32(3)}); err != nil {
+			t.Fatal(err)
+		}
+		if qs := must(c.GetQueue(ctx, q)); *qs.Settings.ConcurrencyLimit != 3 {
+			t.Fatal(qs)
+		}
+		name := q + "-nightly"
+		must(c.PutSchedule(ctx, ScheduleSpec{Name: name, Task: NewTask{Kind: "report", Queue: q}, Cron: "0 3 * * *"}))
+		if s := must(c.GetSchedule(ctx, name)); s["cron"] != "0 3 * * *" {
+			t.Fatal(s)
+		}
+		if err := c.DeleteSchedule(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetSchedule(ctx, name); !IsCode(err, "not_found") {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestWorker(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		var specs []NewTask
+		for i := 0; i < 30; i++ {
+			specs = append(specs, NewTask{Kind: "add", Payload: []int{i, i}, Queue: q})
+		}
+		ids := must(c.EnqueueMany(ctx, specs))
+		flaky := must(c.Enqueue(ctx, NewTask{Kind: "flaky", Queue: q, MaxAttempts: i32(5)}))
+		perm := must(c.Enqueue(ctx, NewTask{Kind: "bad", Queue: q, MaxAttempts: i32(10)}))
+		boom := must(c.Enqueue(ctx, NewTask{Kind: "boom", Queue: q, MaxAttempts: i32(1)}))
+		sleepy := must(c.Enqueue(ctx, NewTask{Kind: "sleepy", Queue: q, Timeout: "1s", MaxAttempts: i32(1)}))
+		long := must(c.Enqueue(ctx, NewTask{Kind: "long", Queue: q, Timeout: "60s"}))
+		order := must(c.Enqueue(ctx, NewTask{Kind: "order", Payload: map[string]int{"n": 1}, Queue: q, Stage: "reserve"}))
+		w := must(NewWorker(WorkerOptions{Client: c, Queue: q, Concurrency: 8, Wait: 300 * time.Millisecond, Lease: time.Second, Name: q + "-w"}))
+		w.Register("add", func(ctx context.Context, job *Job) (interface{}, error) {
+			var p []int
+			if err := job.Payload(&p); err != nil {
+				return nil, err
+			}
+			return p[0] + p[1], nil
+		})
+		w.Register("flaky", func(ctx context.Context, job *Job) (interface{}, error) {
+			if job.Attempt() < 3 {
+				return nil, RetryIn(1500*time.Millisecond, fmt.Errorf("not yet (%d)", job.Attempt()))
+			}
+			return "third time", nil
+		})
+		w.Register("bad", func(ctx context.Context, job *Job) (interface{}, error) {
+			return nil, Permanent(errors.New("card declined"))
+		})
+		w.Register("boom", func(ctx context.Context, job *Job) (interface{}, error) {
+			var m map[string]int
+			m["x"]++ // panics: nil map
+			return nil, nil
+		})
+		aborted := make(chan string, 4)
+		hold := func(ctx context.Context, job *Job) (interface{}, error) {
+			select {
+			case <-ctx.Done():
+				aborted <- job.Kind()
+				return nil, ctx.Err()
+			case <-time.After(30 * time.Second):
+				return nil, nil
+			}
+		}
+		w.Register("sleepy", hold)
+		w.Register("long", func(ctx context.Context, job *Job) (interface{}, error) {
+			job.Progress(map[string]int{"step": 1})
+			return hold(ctx, job)
+		})
+		w.RegisterStage("order", "reserve", func(ctx context.Context, job *Job) (interface{}, error) {
+			return &NextStage{Stage: "charge", Payload: map[string]interface{}{"n": 1, "reserved": true}}, nil
+		})
+		w.RegisterStage("order", "charge", func(ctx context.Context, job *Job) (interface{}, error) {
+			return map[string]interface{}{"charged": job.Task.Payload}, nil
+		})
+		cancelled := false
+		runUntil(t, w, 40*time.Second, func() bool {
+			l := must(c.GetTask(ctx, long.ID))
+			if !cancelled && l.State == "running" && string(l.Progress) == `{"step":1}` {
+				must(c.CancelTask(ctx, long.ID))
+				cancelled = true
+			}
+			done := must(c.ListTasks(ctx, TaskFilter{Queue: q, State: "completed,discarded,cancelled", Limit: 100}))
+			return len(done.Tasks) == 36 && len(aborted) == 2
+		})
+		for i, task := range ids {
+			if r := string(must(c.GetTask(ctx, task.ID)).Result); r != strconv.Itoa(2*i) {
+				t.Fatalf("task %d: result %s", i, r)
+			}
+		}
+		f := must(c.GetTask(ctx, flaky.ID))
+		if f.State != "completed" || f.Attempt != 3 || len(f.Errors) != 2 || f.Errors[0].Message != "not yet (1)" ||
+			f.Runs[1].StartedAt.Sub(f.Runs[0].FinishedAt) < 1400*time.Millisecond {
+			t.Fatalf("flaky: %+v", f)
+		}
+		if p := must(c.GetTask(ctx, perm.ID)); p.State != "discarded" || p.Attempt != 1 || p.Errors[0].Message != "card declined" {
+			t.Fatalf("permanent: %+v", p)
+		}
+		if b := must(c.GetTask(ctx, boom.ID)); !strings.HasPrefix(b.Errors[0].Message, "panic: assignment to entry in nil map") ||
+			!strings.Contains(b.Errors[0].Message, "docket_test.go") {
+			t.Fatalf("panic not recorded with its stack: %+v", b.Errors)
+		}
+		if s := must(c.GetTask(ctx, sleepy.ID)); s.State != "discarded" || !strings.HasPrefix(s.Errors[0].Message, "timeout") {
+			t.Fatalf("timeout: %+v", s)
+		}
+		if l := must(c.GetTask(ctx, long.ID)); l.State != "cancelled" {
+			t.Fatalf("cancel: %+v", l)
+		}
+		if o := must(c.GetTask(ctx, order.ID)); string(o.Result) != `{"charged":{"n":1,"reserved":true}}` {
+			t.Fatalf("stages: %s", o.Result)
+		}
+		found := false
+		for _, v := range must(c.ListWorkers(ctx)) {
+			found = found || v.Name == q+"-w"
+		}
+		if !found {
+			t.Fatal("the worker did not report to /v1/workers")
+		}
+	})
+}
+
+// TestHelperWorker is a worker in its own process for TestSignals (run only by it).
+func TestHelperWorker(t *testing.T) {
+	if os.Getenv("DOCKET_HELPER_WORKER") == "" {
+		t.Skip("run by TestSignals")
+	}
+	c := must(NewClient(Options{Server: os.Getenv("DOCKET_HELPER_SERVER")}))
+	sleep, _ := time.ParseDuration(os.Getenv("DOCKET_HELPER_SLEEP"))
+	lease, _ := time.ParseDuration(os.Getenv("DOCKET_HELPER_LEASE"))
+	w := must(NewWorker(WorkerOptions{Client: c, Queue: os.Getenv("DOCKET_HELPER_QUEUE"), Concurrency: 4, Lease: lease, Wait: time.Second}))
+	w.Register("slow", func(ctx context.Context, job *Job) (interface{}, error) {
+		fmt.Printf("started %d\n", job.ID())
+		time.Sleep(sleep)
+		fmt.Printf("finished %d\n", job.ID())
+		return "proc", nil
+	})
+	ctx, stop := signalContext()
+	defer stop()
+	_ = w.Run(ctx)
+	fmt.Println("exited")
+}
+
+type helper struct {
+	cmd     *exec.Cmd
+	started chan int64
+	lines   chan string
+}
+
+func spawn(t *testing.T, server, queue string, sleep, lease time.Duration) *helper {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$", "-test.v")
+	cmd.Env = append(os.Environ(), "DOCKET_HELPER_WORKER=1", "DOCKET_HELPER_SERVER="+server, "DOCKET_HELPER_QUEUE="+queue,
+		"DOCKET_HELPER_SLEEP="+sleep.String(), "DOCKET_HELPER_LEASE="+lease.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &helper{cmd: cmd, started: make(chan int64, 100), lines: make(chan string, 1000)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "started ") {
+				id, _ := strconv.ParseInt(strings.TrimPrefix(line, "started "), 10, 64)
+				h.started <- id
+			}
+			h.lines <- line
+		}
+		close(h.lines)
+	}()
+	return h
+}
+
+func (h *helper) waitStarted(t *testing.T, n int) []int64 {
+	var ids []int64
+	timeout := time.After(20 * time.Second)
+	for len(ids) < n {
+		select {
+		case id := <-h.started:
+			ids = append(ids, id)
+		case <-timeout:
+			t.Fatalf("only %d of %d started", len(ids), n)
+		}
+	}
+	return ids
+}
+
+func TestSignals(t *testing.T) {
+	for backend, server := range servers(t) {
+		server := server
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			c := must(NewClient(Options{Server: server}))
+			// SIGKILL loses nothing: the rescuer takes the dead worker's tasks back.
+			q := uniq()
+			var specs []NewTask
+			for i := 0; i < 4; i++ {
+				specs = append(specs, NewTask{Kind: "slow", Payload: i, Queue: q, MaxAttempts: i32(5)})
+			}
+			tasks := must(c.EnqueueMany(ctx, specs))
+			a := spawn(t, server, q, 30*time.Second, time.Second)
+			a.waitStarted(t, 4)
+			_ = a.cmd.Process.Kill()
+			_ = a.cmd.Wait()
+			b := spawn(t, server, q, 100*time.Millisecond, 5*time.Second)
+			waitFor(t, 40*time.Second, func() bool {
+				for _, task := range tasks {
+					if must(c.GetTask(ctx, task.ID)).State != "completed" {
+						return false
+					}
+				}
+				return true
+			})
+			_ = b.cmd.Process.Signal(syscall.SIGTERM)
+			if err := b.cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			for _, task := range tasks {
+				got := must(c.GetTask(ctx, task.ID))
+				if got.Attempt != 2 || got.Errors[0].Message != "lease expired" {
+					t.Fatalf("%+v", got)
+				}
+			}
+			// SIGTERM finishes what it holds and claims no more.
+			q2 := uniq()
+			specs = specs[:0]
+			for i := 0; i < 6; i++ {
+				specs = append(specs, NewTask{Kind: "slow", Payload: i, Queue: q2})
+			}
+			tasks = must(c.EnqueueMany(ctx, specs))
+			d := spawn(t, server, q2, 1500*time.Millisecond, 30*time.Second)
+			started := d.waitStarted(t, 4)
+			_ = d.cmd.Process.Signal(syscall.SIGTERM)
+			if err := d.cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for l := range d.lines {
+				out = append(out, l)
+			}
+			if !strings.Contains(strings.Join(out, "\n"), "exited") {
+				t.Fatalf("no clean exit: %v", out)
+			}
+			held := map[int64]bool{}
+			for _, id := range started {
+				held[id] = true
+			}
+			for _, task := range tasks {
+				want := "available"
+				if held[task.ID] {
+					want = "completed"
+				}
+				if s := must(c.GetTask(ctx, task.ID)).State; s != want {
+					t.Fatalf("task %d: %s, want %s", task.ID, s, want)
+				}
+			}
+		})
+	}
+}
+
+func TestProcessor(t *testing.T) {
+	p := NewProcessor().
+		On("init", func(r *ProcessorRequest) (*Result, error) {
+			return &Result{Events: []NewEvent{{Payload: map[string]interface{}{"created": r.Args}}}, AuxState: map[string]int{"paid": 0},
+				Response: "created", Action: Timer(time.Second, false)}, nil
+		}).
+		On("call", func(r *ProcessorRequest) (*Result, error) {
+			var args struct {
+				Amount int  `json:"amount"`
+				Fail   bool `json:"fail"`
+			}
+			var aux struct {
+				Paid int `json:"paid"`
+			}
+			_ = jsonUnmarshal(r.Args, &args)
+			_ = jsonUnmarshal(r.Process.AuxState, &aux)
+			if args.Fail {
+				return nil, &ProcessorFailure{Value: map[string]string{"reason": "card declined"}}
+			}
+			var events []interface{}
+			_ = r.Events(&events)
+			paid := aux.Paid + args.Amount
+			return &Result{Events: []NewEvent{{Payload: map[string]int{"paid": args.Amount}}}, AuxState: map[string]int{"paid": paid},
+				Response: map[string]int{"paid": paid, "seen": len(events)}}, nil
+		}).
+		On("timeout", func(r *ProcessorRequest) (*Result, error) {
+			return &Result{Events: []NewEvent{{Payload: "reminded"}}, Metadata: map[string]bool{"reminded": true}}, nil
+		}).
+		On("repair", func(r *ProcessorRequest) (*Result, error) { return &Result{Response: "repaired"}, nil })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: p}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	url := "http://" + l.Addr().String() + "/"
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		ns := uniq()
+		if err := c.PutNamespace(ctx, ns, url, map[string]interface{}{"process_step_timeout": "10s"}); err != nil {
+			t.Fatal(err)
+		}
+		var resp string
+		if err := c.InitProcess(ctx, ns, "order-1", map[string]string{"sku": "x"}, &resp); err != nil || resp != "created" {
+			t.Fatal(resp, err)
+		}
+		if err := c.InitProcess(ctx, ns, "order-1", nil, nil); !IsCode(err, "process_exists") {
+			t.Fatal(err)
+		}
+		var paid map[string]int
+		if err := c.CallProcess(ctx, ns, "order-1", map[string]int{"amount": 5}, &paid); err != nil || paid["paid"] != 5 || paid["seen"] != 1 {
+			t.Fatal(paid, err)
+		}
+		if err := c.CallProcess(ctx, ns, "order-1", map[string]int{"amount": 7}, &paid); err != nil || paid["paid"] != 12 || paid["seen"] != 2 {
+			t.Fatal(paid, err)
+		}
+		var view *ProcessView
+		waitFor(t, 20*time.Second, func() bool {
+			view = must(c.GetProcess(ctx, ns, "order-1"))
+			return string(view.Process.Metadata) == `{"reminded":true}`
+		})
+		var payloads []string
+		for _, e := range view.History {
+			payloads = append(payloads, string(e.Payload))
+		}
+		if strings.Join(payloads, " ") != `{"created":{"sku":"x"}} {"paid":5} {"paid":7} "reminded"` {
+			t.Fatal(payloads)
+		}
+		if err := c.CallProcess(ctx, ns, "order-1", map[string]bool{"fail": true}, nil); !IsCode(err, "processor_error") {
+			t.Fatal(err)
+		}
+		if s := must(c.GetProcess(ctx, ns, "order-1")).Process.Status; s != "error" {
+			t.Fatal(s)
+		}
+		if err := c.RepairProcess(ctx, ns, "order-1", map[string]int{}); err != nil {
+			t.Fatal(err)
+		}
+		if s := must(c.GetProcess(ctx, ns, "order-1")).Process.Status; s != "running" {
+			t.Fatal(s)
+		}
+		var kinds []string
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		err := c.Events(sctx, ns, 0, func(n Notification) bool {
+			kinds = append(kinds, n.Kind)
+			return n.Kind != "repaired"
+		})
+		events := strings.Count(strings.Join(kinds, " "), "event")
+		if err != nil || kinds[0] != "created" || events != 4 || !strings.Contains(strings.Join(kinds, " "), "failed") {
+			t.Fatal(kinds, err)
+		}
+	})
+}
+
+func TestTokensAndTLS(t *testing.T) {
+	ctx := context.Background()
+	url, ca, token := os.Getenv("DOCKET_TEST_TLS_URL"), os.Getenv("DOCKET_TEST_CA"), os.Getenv("DOCKET_TEST_TOKEN")
+	admin := must(NewClient(Options{Server: url, Token: token, CAFile: ca}))
+	created := must(admin.CreateToken(ctx, TokenCreateRequest{Name: "go-enqueue", Scopes: []string{"enqueue"}}))
+	task := must(admin.Enqueue(ctx, NewTask{Kind: "tls", Payload: 1, Queue: "go-tls"}))
+	if string(must(admin.GetTask(ctx, task.ID)).Payload) != "1" {
+		t.Fatal("payload")
+	}
+	limited := must(NewClient(Options{Server: url, Token: created.Token, CAFile: ca}))
+	must(limited.Enqueue(ctx, NewTask{Kind: "tls", Queue: "go-tls"}))
+	if _, err := limited.ListTokens(ctx); !IsCode(err, "forbidden") {
+		t.Fatal(err)
+	}
+	anon := must(NewClient(Options{Server: url, CAFile: ca}))
+	anon.token = ""
+	if _, err := anon.Enqueue(ctx, NewTask{Kind: "tls"}); !IsCode(err, "unauthenticated") {
+		t.Fatal(err)
+	}
+	untrusting := must(NewClient(Options{Server: url, Token: token}))
+	if _, err := untrusting.Status(ctx); err == nil || IsCode(err, "unknown") {
+		t.Fatalf("a server signed by an untrusted CA was accepted: %v", err)
+	}
+	if err := admin.RevokeToken(ctx, "go-enqueue"); err != nil {
+		t.Fatal(err)
+	}
+}

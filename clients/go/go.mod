@@ -1,0 +1,3 @@
+module github.com/docket/docket/clients/go
+
+go 1.19

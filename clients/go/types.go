@@ -1,0 +1,344 @@
+package docket
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The API's shapes, written by hand after crates/docket-server/openapi.json (no generator
+// runs on Go 1.19 without the module proxy); openapi_test.go checks every JSON name here
+// against the document's schema of the same name.
+
+// Task is a stored task (schema Task).
+type Task struct {
+	ID                int64           `json:"id"`
+	Queue             string          `json:"queue"`
+	Kind              string          `json:"kind"`
+	Payload           json.RawMessage `json:"payload"`
+	State             string          `json:"state"`
+	Priority          int32           `json:"priority"`
+	Attempt           int32           `json:"attempt"`
+	MaxAttempts       int32           `json:"max_attempts"`
+	RunAt             time.Time       `json:"run_at"`
+	CreatedAt         time.Time       `json:"created_at"`
+	UpdatedAt         time.Time       `json:"updated_at"`
+	AttemptedAt       *time.Time      `json:"attempted_at,omitempty"`
+	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
+	ExpiresAt         *time.Time      `json:"expires_at,omitempty"`
+	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
+	LeaseExpiresAt    *time.Time      `json:"lease_expires_at,omitempty"`
+	Timeout           string          `json:"timeout"`
+	Backoff           json.RawMessage `json:"backoff,omitempty"`
+	UniqueKey         *string         `json:"unique_key,omitempty"`
+	ConcurrencyKey    *string         `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit  *int32          `json:"concurrency_limit,omitempty"`
+	Node              *string         `json:"node,omitempty"`
+	AttemptNode       *string         `json:"attempt_node,omitempty"`
+	Worker            *string         `json:"worker,omitempty"`
+	Stage             *string         `json:"stage,omitempty"`
+	StagesDone        []*string       `json:"stages_done,omitempty"`
+	UserID            *string         `json:"user_id,omitempty"`
+	TraceID           *string         `json:"trace_id,omitempty"`
+	Result            json.RawMessage `json:"result,omitempty"`
+	Progress          json.RawMessage `json:"progress,omitempty"`
+	Errors            []TaskError     `json:"errors"`
+	Runs              []TaskRun       `json:"runs,omitempty"`
+	RunCount          int32           `json:"run_count,omitempty"`
+	Inserted          *bool           `json:"inserted,omitempty"`
+	Lease             *Lease          `json:"lease,omitempty"`
+	Process           json.RawMessage `json:"process,omitempty"`
+	// Version is the task's ETag (from GetTask/UpdateTask), not a JSON field.
+	Version string `json:"-"`
+}
+
+// Lease proves a worker holds a running task (schema Lease).
+type Lease struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+	TraceID   *string   `json:"trace_id,omitempty"`
+}
+
+// TaskError is one failed attempt (schema TaskError).
+type TaskError struct {
+	Attempt    int32     `json:"attempt"`
+	At         time.Time `json:"at"`
+	Message    string    `json:"message"`
+	Worker     *string   `json:"worker,omitempty"`
+	DurationMs *int64    `json:"duration_ms,omitempty"`
+}
+
+// TaskRun is one attempt in the run log (schema TaskRun).
+type TaskRun struct {
+	Attempt    int32      `json:"attempt"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt time.Time  `json:"finished_at"`
+	Outcome    string     `json:"outcome"`
+	Message    *string    `json:"message,omitempty"`
+	Node       *string    `json:"node,omitempty"`
+	Worker     *string    `json:"worker,omitempty"`
+	Stage      *string    `json:"stage,omitempty"`
+	TraceID    *string    `json:"trace_id,omitempty"`
+	DurationMs *int64     `json:"duration_ms,omitempty"`
+}
+
+// NewTask is a task to enqueue (schema NewTask). Durations are humantime strings
+// (see Duration); nil/zero fields take docket's defaults.
+type NewTask struct {
+	Kind             string      `json:"kind"`
+	Payload          interface{} `json:"payload"`
+	Queue            string      `json:"queue,omitempty"`
+	Priority         *int32      `json:"priority,omitempty"`
+	RunAt            *time.Time  `json:"run_at,omitempty"`
+	RunIn            string      `json:"run_in,omitempty"`
+	UniqueKey        string      `json:"unique_key,omitempty"`
+	ConcurrencyKey   string      `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit *int32      `json:"concurrency_limit,omitempty"`
+	Timeout          string      `json:"timeout,omitempty"`
+	Backoff          *Backoff    `json:"backoff,omitempty"`
+	Stage            string      `json:"stage,omitempty"`
+	UserID           string      `json:"user_id,omitempty"`
+	TraceID          string      `json:"trace_id,omitempty"`
+	MaxAttempts      *int32      `json:"max_attempts,omitempty"`
+	ExpiresAt        *time.Time  `json:"expires_at,omitempty"`
+	ExpiresIn        string      `json:"expires_in,omitempty"`
+	Node             string      `json:"node,omitempty"`
+	Progress         interface{} `json:"progress,omitempty"`
+}
+
+// Backoff is a retry policy (schema Backoff): exponential (Initial, Coefficient, Max,
+// Jitter) or linear (Kind "linear", Initial as the step, Max).
+type Backoff struct {
+	Kind        string   `json:"kind,omitempty"`
+	Initial     string   `json:"initial,omitempty"`
+	Coefficient *float64 `json:"coefficient,omitempty"`
+	Max         string   `json:"max,omitempty"`
+	Jitter      *float64 `json:"jitter,omitempty"`
+}
+
+// TaskPage is a page of ListTasks (schema TaskPage).
+type TaskPage struct {
+	Tasks     []Task `json:"tasks"`
+	NextAfter *int64 `json:"next_after,omitempty"`
+}
+
+// TaskPatch changes a task (schema TaskPatch).
+type TaskPatch struct {
+	Priority    *int32      `json:"priority,omitempty"`
+	RunAt       *time.Time  `json:"run_at,omitempty"`
+	RunIn       string      `json:"run_in,omitempty"`
+	Payload     interface{} `json:"payload,omitempty"`
+	Progress    interface{} `json:"progress,omitempty"`
+	Node        string      `json:"node,omitempty"`
+	Queue       string      `json:"queue,omitempty"`
+	MaxAttempts *int32      `json:"max_attempts,omitempty"`
+	Stage       string      `json:"stage,omitempty"`
+	Lease       string      `json:"lease,omitempty"`
+	Attempt     *int32      `json:"attempt,omitempty"`
+	Backoff     *Backoff    `json:"backoff,omitempty"`
+	// Version applies the change only at this version (as UpdateTask's version argument).
+	Version string `json:"version,omitempty"`
+}
+
+// ClaimRequest claims tasks of a queue (schema ClaimRequest).
+type ClaimRequest struct {
+	Worker string   `json:"worker"`
+	Limit  int      `json:"limit,omitempty"`
+	Lease  string   `json:"lease,omitempty"`
+	Wait   string   `json:"wait,omitempty"`
+	Kinds  []string `json:"kinds,omitempty"`
+	Stages []string `json:"stages,omitempty"`
+}
+
+// CompleteRequest is one completion (schema CompleteRequest); with NextStage it hands the
+// task on to that stage instead.
+type CompleteRequest struct {
+	ID        int64       `json:"id,omitempty"`
+	Lease     string      `json:"lease"`
+	Result    interface{} `json:"result"`
+	NextStage string      `json:"next_stage,omitempty"`
+	Payload   interface{} `json:"payload,omitempty"`
+	Priority  *int32      `json:"priority,omitempty"`
+	RunAt     *time.Time  `json:"run_at,omitempty"`
+	RunIn     string      `json:"run_in,omitempty"`
+}
+
+// FailRequest is one failure (schema FailRequest).
+type FailRequest struct {
+	ID        int64  `json:"id,omitempty"`
+	Lease     string `json:"lease"`
+	Error     string `json:"error"`
+	RetryIn   string `json:"retry_in,omitempty"`
+	Permanent bool   `json:"permanent,omitempty"`
+	Worker    string `json:"worker,omitempty"`
+}
+
+// HeartbeatRequest keeps a lease (schema HeartbeatRequest).
+type HeartbeatRequest struct {
+	Lease    string      `json:"lease"`
+	Progress interface{} `json:"progress,omitempty"`
+	Extend   string      `json:"extend,omitempty"`
+}
+
+// ItemOutcome is the answer for one item of a batch (schema ItemOutcome): Outcome is ok,
+// lease_lost, cancelled, timed_out or not_found.
+type ItemOutcome struct {
+	ID      int64      `json:"id"`
+	Outcome string     `json:"outcome"`
+	State   *string    `json:"state,omitempty"`
+	RunAt   *time.Time `json:"run_at,omitempty"`
+}
+
+// QueueSettings are a queue's settings (schema QueueSettings).
+type QueueSettings struct {
+	Paused             *bool    `json:"paused,omitempty"`
+	ConcurrencyLimit   *int32   `json:"concurrency_limit,omitempty"`
+	ScheduleLimit      *int32   `json:"schedule_limit,omitempty"`
+	ScheduleInterval   *string  `json:"schedule_interval,omitempty"`
+	MaxAttempts        *int32   `json:"max_attempts,omitempty"`
+	Backoff            *Backoff `json:"backoff,omitempty"`
+	Timeout            *string  `json:"timeout,omitempty"`
+	RetentionCompleted *string  `json:"retention_completed,omitempty"`
+	RetentionFailed    *string  `json:"retention_failed,omitempty"`
+	MaskPayload        *bool    `json:"mask_payload,omitempty"`
+}
+
+// QueueStats is a queue with its counts by state (schema QueueStats).
+type QueueStats struct {
+	Name      string           `json:"name"`
+	Settings  QueueSettings    `json:"settings"`
+	Counts    map[string]int64 `json:"counts"`
+	CreatedAt *time.Time       `json:"created_at,omitempty"`
+	UpdatedAt *time.Time       `json:"updated_at,omitempty"`
+}
+
+// ScheduleSpec creates or replaces a schedule (schema ScheduleSpec).
+type ScheduleSpec struct {
+	Name     string     `json:"name"`
+	Task     NewTask    `json:"task"`
+	Every    string     `json:"every,omitempty"`
+	Cron     string     `json:"cron,omitempty"`
+	Timezone string     `json:"timezone,omitempty"`
+	Drift    bool       `json:"drift,omitempty"`
+	AfterEnd bool       `json:"after_end,omitempty"`
+	StartAt  *time.Time `json:"start_at,omitempty"`
+}
+
+// Schedule is a stored schedule; docket answers the spec's fields and its state.
+type Schedule map[string]interface{}
+
+// Event is one event of a process's history (schema Event).
+type Event struct {
+	EventID   int64           `json:"event_id"`
+	TaskID    *int64          `json:"task_id,omitempty"`
+	Timestamp time.Time       `json:"timestamp"`
+	Metadata  json.RawMessage `json:"metadata"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// Process is a process's state (schema Process).
+type Process struct {
+	ID              string          `json:"id"`
+	Namespace       string          `json:"namespace"`
+	Status          string          `json:"status"`
+	PreviousStatus  *string         `json:"previous_status,omitempty"`
+	Detail          *string         `json:"detail,omitempty"`
+	AuxState        json.RawMessage `json:"aux_state,omitempty"`
+	Metadata        json.RawMessage `json:"metadata,omitempty"`
+	CorruptedBy     *int64          `json:"corrupted_by,omitempty"`
+	LastEventID     int64           `json:"last_event_id"`
+	CreatedAt       *time.Time      `json:"created_at,omitempty"`
+	StatusChangedAt *time.Time      `json:"status_changed_at,omitempty"`
+}
+
+// ProcessView is a process with its history (schema ProcessView).
+type ProcessView struct {
+	Process     Process `json:"process"`
+	History     []Event `json:"history"`
+	LastEventID int64   `json:"last_event_id"`
+}
+
+// Notification is one item of the event stream (schema Notification).
+type Notification struct {
+	Seq       int64           `json:"seq"`
+	Namespace string          `json:"namespace"`
+	ProcessID string          `json:"process_id"`
+	Kind      string          `json:"kind"`
+	EventID   *int64          `json:"event_id,omitempty"`
+	Data      json.RawMessage `json:"data"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// WorkerReport is a worker's report to /v1/workers (schema WorkerReport).
+type WorkerReport struct {
+	State       string     `json:"state"`
+	Tasks       []int64    `json:"tasks"`
+	Queue       string     `json:"queue,omitempty"`
+	Kinds       []string   `json:"kinds"`
+	Concurrency int        `json:"concurrency,omitempty"`
+	Host        string     `json:"host,omitempty"`
+	Pid         int        `json:"pid,omitempty"`
+	Restarts    int        `json:"restarts"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	Interval    string     `json:"interval"`
+}
+
+// WorkerView is a worker as /v1/workers lists it (schema WorkerView).
+type WorkerView struct {
+	Name       string       `json:"name"`
+	State      string       `json:"state"`
+	ReportedAt time.Time    `json:"reported_at"`
+	Report     WorkerReport `json:"report"`
+}
+
+// TokenCreateRequest creates an API token (schema TokenCreateRequest).
+type TokenCreateRequest struct {
+	Name      string   `json:"name"`
+	Scopes    []string `json:"scopes"`
+	Queues    []string `json:"queues,omitempty"`
+	ExpiresIn string   `json:"expires_in,omitempty"`
+}
+
+// TokenView is a token without its secret (schema TokenView).
+type TokenView struct {
+	Name       string     `json:"name"`
+	Scopes     []string   `json:"scopes"`
+	Queues     []string   `json:"queues"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+}
+
+// TokenCreated is a new token; Token is shown this once (schema TokenCreated).
+type TokenCreated struct {
+	Token string    `json:"token"`
+	Info  TokenView `json:"info"`
+}
+
+// ProcessorRequest is what docket POSTs to a processor (schema ProcessorRequest).
+type ProcessorRequest struct {
+	TaskType string           `json:"task_type"`
+	Args     json.RawMessage  `json:"args"`
+	Context  json.RawMessage  `json:"context"`
+	Process  ProcessorProcess `json:"process"`
+}
+
+// ProcessorProcess is the process as a processor sees it (schema ProcessorProcess).
+type ProcessorProcess struct {
+	ID             string          `json:"id"`
+	Namespace      string          `json:"namespace"`
+	Status         string          `json:"status"`
+	PreviousStatus json.RawMessage `json:"previous_status,omitempty"`
+	Detail         *string         `json:"detail,omitempty"`
+	AuxState       json.RawMessage `json:"aux_state"`
+	Metadata       json.RawMessage `json:"metadata"`
+	History        []Event         `json:"history"`
+	LastEventID    int64           `json:"last_event_id"`
+	CorruptedBy    *int64          `json:"corrupted_by,omitempty"`
+}
+
+// NewEvent is an event a processor appends (schema NewEvent).
+type NewEvent struct {
+	Payload  interface{} `json:"payload"`
+	Metadata interface{} `json:"metadata,omitempty"`
+}

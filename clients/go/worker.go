@@ -1,0 +1,582 @@
+package docket
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Handler runs one task. Its ctx ends at the task's timeout, when docket cancels the task or
+// the lease is lost, or when the worker hands the task back on stop. Return the result (any
+// JSON-encodable value, or *NextStage), or an error: RetryIn and Permanent choose how the
+// attempt fails; any other error fails it with its message and the task follows its backoff.
+type Handler func(ctx context.Context, job *Job) (interface{}, error)
+
+// Job is what a Handler gets.
+type Job struct {
+	Task   *Task
+	worker *Worker
+	run    *running
+}
+
+// ID, Kind, Attempt and Stage of the task.
+func (j *Job) ID() int64 { return j.Task.ID }
+
+// Kind of the task.
+func (j *Job) Kind() string { return j.Task.Kind }
+
+// Attempt number (1 for the first).
+func (j *Job) Attempt() int32 { return j.Task.Attempt }
+
+// Stage of the task ("" when it has none).
+func (j *Job) Stage() string {
+	if j.Task.Stage == nil {
+		return ""
+	}
+	return *j.Task.Stage
+}
+
+// Payload decodes the task's payload into v.
+func (j *Job) Payload(v interface{}) error { return json.Unmarshal(j.Task.Payload, v) }
+
+// Progress records progress (any JSON), sent with the next heartbeat.
+func (j *Job) Progress(v interface{}) {
+	j.run.mu.Lock()
+	j.run.progress = v
+	j.run.mu.Unlock()
+}
+
+// Heartbeat sends a heartbeat now (with the progress recorded so far).
+func (j *Job) Heartbeat(ctx context.Context) { j.worker.beat(ctx, j.run) }
+
+// NextStage, returned as a handler's result, hands the task on to Stage (asyncflow's
+// multi-stage tasks): same task, new Payload (kept when nil), optionally Priority and RunIn.
+type NextStage struct {
+	Stage    string
+	Payload  interface{}
+	Priority *int32
+	RunIn    time.Duration
+	Result   interface{}
+}
+
+type retryError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+// RetryIn fails the attempt with err and retries after d instead of the task's backoff.
+func RetryIn(d time.Duration, err error) error { return &retryError{after: d, err: err} }
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent fails the task for good (discarded, no more attempts).
+func Permanent(err error) error { return &permanentError{err: err} }
+
+// WorkerOptions configure a Worker; zero values take the defaults in brackets.
+type WorkerOptions struct {
+	Client         *Client       // [NewClient(Options{})]
+	Queue          string        // ["default"]
+	Concurrency    int           // handlers at once [10]
+	Name           string        // worker name recorded on tasks [host-pid]
+	Batch          int           // most tasks per claim [Concurrency]
+	Wait           time.Duration // long-poll per claim [10s]
+	Lease          time.Duration // lease per claim [the task's timeout]
+	ShutdownGrace  time.Duration // time tasks in hand get on stop [30s]
+	ReportInterval time.Duration // reports to /v1/workers [10s; negative: none]
+	Logger         *log.Logger   // [log.Default()]
+}
+
+// Worker claims and runs tasks of one queue. Register handlers, then Run.
+type Worker struct {
+	o        WorkerOptions
+	handlers map[string]Handler
+	mu       sync.Mutex
+	running  map[int64]*running
+	slot     chan struct{}
+	reports  chan report
+	started  time.Time
+	// Completed, Failed and Lost count delivered reports (Lost: answered other than ok).
+	Completed, Failed, Lost int64
+}
+
+type running struct {
+	job       *Job
+	cancel    context.CancelFunc
+	mu        sync.Mutex
+	progress  interface{}
+	leaseEnd  time.Time
+	beatEvery time.Duration
+	nextBeat  time.Time
+	lost      bool // docket took it back: report nothing
+	handedOff bool // stop handed it back: reported already
+}
+
+type report struct {
+	complete *CompleteRequest
+	fail     *FailRequest
+	leaseEnd time.Time
+}
+
+// NewWorker makes a worker; it fails only when the default client cannot be made.
+func NewWorker(o WorkerOptions) (*Worker, error) {
+	if o.Client == nil {
+		c, err := NewClient(Options{})
+		if err != nil {
+			return nil, err
+		}
+		o.Client = c
+	}
+	if o.Queue == "" {
+		o.Queue = "default"
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 10
+	}
+	if o.Batch <= 0 || o.Batch > 10000 {
+		o.Batch = o.Concurrency
+	}
+	if o.Wait == 0 {
+		o.Wait = 10 * time.Second
+	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 30 * time.Second
+	}
+	if o.ReportInterval == 0 {
+		o.ReportInterval = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = log.Default()
+	}
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return &Worker{o: o, handlers: map[string]Handler{}, running: map[int64]*running{},
+		slot: make(chan struct{}, 1), reports: make(chan report, 4096)}, nil
+}
+
+// Name is the worker's name.
+func (w *Worker) Name() string { return w.o.Name }
+
+// Register makes fn the handler of kind (every stage of it).
+func (w *Worker) Register(kind string, fn Handler) { w.handlers[kind+"\x00"] = fn }
+
+// RegisterStage makes fn the handler of kind at stage.
+func (w *Worker) RegisterStage(kind, stage string, fn Handler) { w.handlers[kind+"\x00"+stage] = fn }
+
+func (w *Worker) kinds() (kinds, stages []string) {
+	ks, ss, any := map[string]bool{}, map[string]bool{}, false
+	for k := range w.handlers {
+		var kind, stage string
+		for i := 0; i < len(k); i++ {
+			if k[i] == 0 {
+				kind, stage = k[:i], k[i+1:]
+				break
+			}
+		}
+		ks[kind] = true
+		if stage == "" {
+			any = true
+		} else {
+			ss[stage] = true
+		}
+	}
+	for k := range ks {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	if !any {
+		for s := range ss {
+			stages = append(stages, s)
+		}
+		sort.Strings(stages)
+	}
+	return
+}
+
+func (w *Worker) handlerFor(t *Task) Handler {
+	stage := ""
+	if t.Stage != nil {
+		stage = *t.Stage
+	}
+	if h, ok := w.handlers[t.Kind+"\x00"+stage]; ok {
+		return h
+	}
+	return w.handlers[t.Kind+"\x00"]
+}
+
+// Run claims and runs tasks until ctx ends (e.g. signal.NotifyContext for SIGTERM), then
+// stops gracefully: no new claims, the tasks in hand get ShutdownGrace to finish, the rest
+// are handed back (failed with retry_in 0, so they run again at once), every report is sent.
+func (w *Worker) Run(ctx context.Context) error {
+	if len(w.handlers) == 0 {
+		return errors.New("docket: no handler registered")
+	}
+	w.started = time.Now().UTC()
+	bg, stopBg := context.WithCancel(context.Background())
+	defer stopBg()
+	var reporterDone = make(chan struct{})
+	go func() { w.reporter(bg); close(reporterDone) }()
+	go w.heartbeats(bg)
+	if w.o.ReportInterval > 0 {
+		go w.presence(ctx)
+	}
+	var tasks sync.WaitGroup
+	w.claimLoop(ctx, &tasks)
+	w.drain()
+	tasks.Wait()
+	close(w.reports)
+	<-reporterDone
+	w.sendPresence(context.Background(), "stop")
+	return nil
+}
+
+func (w *Worker) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
+func (w *Worker) claimLoop(ctx context.Context, tasks *sync.WaitGroup) {
+	kinds, stages := w.kinds()
+	for ctx.Err() == nil {
+		free := w.o.Concurrency - w.count()
+		if free <= 0 {
+			select {
+			case <-w.slot:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if free > w.o.Batch {
+			free = w.o.Batch
+		}
+		r := ClaimRequest{Worker: w.o.Name, Limit: free, Wait: Duration(w.o.Wait), Kinds: kinds, Stages: stages}
+		if w.o.Lease > 0 {
+			r.Lease = Duration(w.o.Lease)
+		}
+		// A claim cut off by the stop as it was answered leaves its tasks to the rescuer when
+		// their leases end: nothing is lost, they start later.
+		got, err := w.o.Client.Claim(ctx, w.o.Queue, r)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			pause := time.Second
+			var e *Error
+			if asError(err, &e) && e.Code == "rate_limited" && e.RetryAfter > 0 {
+				pause = e.RetryAfter
+			} else {
+				w.o.Logger.Printf("docket worker %s: claim failed: %v", w.o.Name, err)
+			}
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		for i := range got {
+			w.start(&got[i], tasks)
+		}
+	}
+}
+
+func (w *Worker) start(t *Task, tasks *sync.WaitGroup) {
+	timeout, err := ParseDuration(t.Timeout)
+	if err != nil || timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	leaseLen := timeout
+	if t.Lease != nil && t.AttemptedAt != nil {
+		if d := t.Lease.ExpiresAt.Sub(*t.AttemptedAt); d > 0 {
+			leaseLen = d
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	now := time.Now()
+	run := &running{cancel: cancel, leaseEnd: now.Add(leaseLen), beatEvery: leaseLen / 3, nextBeat: now.Add(leaseLen / 3)}
+	run.job = &Job{Task: t, worker: w, run: run}
+	w.mu.Lock()
+	w.running[t.ID] = run
+	w.mu.Unlock()
+	tasks.Add(1)
+	go func() {
+		defer tasks.Done()
+		w.execute(ctx, run, timeout)
+	}()
+}
+
+type outcome struct {
+	value interface{}
+	err   error
+}
+
+func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duration) {
+	job := run.job
+	defer run.cancel()
+	done := make(chan outcome, 1)
+	h := w.handlerFor(job.Task)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+			}
+		}()
+		if h == nil {
+			done <- outcome{err: Permanent(fmt.Errorf("no handler for kind %q stage %q", job.Kind(), job.Stage()))}
+			return
+		}
+		v, err := h(ctx, job)
+		done <- outcome{v, err}
+	}()
+	var out outcome
+	select {
+	case out = <-done:
+	case <-ctx.Done():
+		// The handler may still run (it should watch ctx); the attempt ends now.
+		out = outcome{err: ctx.Err()}
+	}
+	w.mu.Lock()
+	delete(w.running, job.ID())
+	w.mu.Unlock()
+	select {
+	case w.slot <- struct{}{}:
+	default:
+	}
+	run.mu.Lock()
+	skip := run.lost || run.handedOff
+	leaseEnd := run.leaseEnd
+	run.mu.Unlock()
+	if skip {
+		return
+	}
+	token := job.Task.Lease.Token
+	if out.err != nil {
+		f := FailRequest{ID: job.ID(), Lease: token, Error: out.err.Error(), Worker: w.o.Name}
+		var re *retryError
+		var pe *permanentError
+		switch {
+		case errors.Is(out.err, context.DeadlineExceeded):
+			f.Error = fmt.Sprintf("timeout: the handler ran past the task's timeout (%s)", timeout)
+		case errors.As(out.err, &re):
+			f.RetryIn = Duration(re.after)
+		case errors.As(out.err, &pe):
+			f.Permanent = true
+		}
+		w.reports <- report{fail: &f, leaseEnd: leaseEnd}
+		return
+	}
+	c := CompleteRequest{ID: job.ID(), Lease: token, Result: out.value}
+	if ns, ok := out.value.(*NextStage); ok {
+		c = CompleteRequest{ID: job.ID(), Lease: token, Result: ns.Result, NextStage: ns.Stage, Payload: ns.Payload, Priority: ns.Priority}
+		if ns.RunIn > 0 {
+			c.RunIn = Duration(ns.RunIn)
+		}
+	}
+	w.reports <- report{complete: &c, leaseEnd: leaseEnd}
+}
+
+func (w *Worker) reporter(ctx context.Context) {
+	for first := range w.reports {
+		batch := []report{first}
+	more:
+		for len(batch) < 500 {
+			select {
+			case r, ok := <-w.reports:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		w.deliver(ctx, batch)
+	}
+}
+
+func (w *Worker) deliver(ctx context.Context, batch []report) {
+	delay := 100 * time.Millisecond
+	for len(batch) > 0 {
+		var completes []CompleteRequest
+		var fails []FailRequest
+		for _, r := range batch {
+			if r.complete != nil {
+				completes = append(completes, *r.complete)
+			} else {
+				fails = append(fails, *r.fail)
+			}
+		}
+		var wg sync.WaitGroup
+		var cOut, fOut []ItemOutcome
+		var cErr, fErr error
+		if len(completes) > 0 {
+			wg.Add(1)
+			go func() { defer wg.Done(); cOut, cErr = w.o.Client.CompleteMany(ctx, completes) }()
+		}
+		if len(fails) > 0 {
+			wg.Add(1)
+			go func() { defer wg.Done(); fOut, fErr = w.o.Client.FailMany(ctx, fails) }()
+		}
+		wg.Wait()
+		err := cErr
+		if err == nil {
+			err = fErr
+		}
+		if err == nil {
+			w.mu.Lock()
+			w.Completed += int64(len(completes))
+			w.Failed += int64(len(fails))
+			for _, o := range append(cOut, fOut...) {
+				if o.Outcome != "ok" {
+					w.Lost++
+					w.o.Logger.Printf("docket worker %s: task %d: report answered %s", w.o.Name, o.ID, o.Outcome)
+				}
+			}
+			w.mu.Unlock()
+			return
+		}
+		var e *Error
+		if asError(err, &e) && e.Status < 500 && e.Status != 429 {
+			w.o.Logger.Printf("docket worker %s: report refused, dropped: %v", w.o.Name, err)
+			return
+		}
+		// Until delivered or the leases are over (the rescuer owns those tasks then). A batch
+		// half delivered is sent again: completing twice answers lease_lost, never a wrong state.
+		time.Sleep(delay)
+		if delay < 5*time.Second {
+			delay *= 2
+		}
+		now := time.Now()
+		kept := batch[:0]
+		for _, r := range batch {
+			if r.leaseEnd.After(now) {
+				kept = append(kept, r)
+			}
+		}
+		batch = kept
+	}
+}
+
+func (w *Worker) beat(ctx context.Context, run *running) {
+	run.mu.Lock()
+	progress := run.progress
+	run.mu.Unlock()
+	t := run.job.Task
+	_, err := w.o.Client.Heartbeat(ctx, t.ID, HeartbeatRequest{Lease: t.Lease.Token, Progress: progress})
+	if err == nil {
+		run.mu.Lock()
+		run.leaseEnd = time.Now().Add(run.beatEvery * 3)
+		run.mu.Unlock()
+		return
+	}
+	var e *Error
+	if asError(err, &e) && (e.Status == 409 || e.Status == 404) {
+		// cancelled, lease_lost, timed_out: the task is no longer ours.
+		run.mu.Lock()
+		run.lost = true
+		run.mu.Unlock()
+		run.cancel()
+		return
+	}
+	w.o.Logger.Printf("docket worker %s: task %d: heartbeat failed: %v", w.o.Name, t.ID, err)
+}
+
+func (w *Worker) heartbeats(ctx context.Context) {
+	for ctx.Err() == nil {
+		now := time.Now()
+		next := now.Add(time.Second)
+		var due []*running
+		w.mu.Lock()
+		for _, r := range w.running {
+			if !r.nextBeat.After(now) {
+				r.nextBeat = now.Add(r.beatEvery)
+				due = append(due, r)
+			}
+			if r.nextBeat.Before(next) {
+				next = r.nextBeat
+			}
+		}
+		w.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, r := range due {
+			wg.Add(1)
+			go func(r *running) { defer wg.Done(); w.beat(ctx, r) }(r)
+		}
+		wg.Wait()
+		sleep := time.Until(next)
+		if sleep < 50*time.Millisecond {
+			sleep = 50 * time.Millisecond
+		}
+		select {
+		case <-time.After(sleep):
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (w *Worker) drain() {
+	end := time.Now().Add(w.o.ShutdownGrace)
+	for w.count() > 0 && time.Now().Before(end) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.mu.Lock()
+	left := make([]*running, 0, len(w.running))
+	for _, r := range w.running {
+		left = append(left, r)
+	}
+	w.mu.Unlock()
+	for _, r := range left {
+		r.mu.Lock()
+		r.handedOff = true
+		leaseEnd := r.leaseEnd
+		r.mu.Unlock()
+		w.reports <- report{fail: &FailRequest{ID: r.job.ID(), Lease: r.job.Task.Lease.Token,
+			Error: "worker stopped: handed back", RetryIn: "0ms", Worker: w.o.Name}, leaseEnd: leaseEnd}
+		r.cancel()
+	}
+}
+
+func (w *Worker) presence(ctx context.Context) {
+	for ctx.Err() == nil {
+		state := "idle"
+		if w.count() > 0 {
+			state = "work"
+		}
+		w.sendPresence(ctx, state)
+		select {
+		case <-time.After(w.o.ReportInterval):
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (w *Worker) sendPresence(ctx context.Context, state string) {
+	if w.o.ReportInterval < 0 {
+		return
+	}
+	w.mu.Lock()
+	ids := make([]int64, 0, len(w.running))
+	for id := range w.running {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	kinds, _ := w.kinds()
+	host, _ := os.Hostname()
+	started := w.started
+	_ = w.o.Client.ReportWorker(ctx, w.o.Name, WorkerReport{State: state, Tasks: ids, Queue: w.o.Queue, Kinds: kinds,
+		Concurrency: w.o.Concurrency, Host: host, Pid: os.Getpid(), StartedAt: &started, Interval: Duration(w.o.ReportInterval)})
+}

@@ -1,0 +1,158 @@
+"""The client against real servers (SQLite and PostgreSQL)."""
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import httpx
+import pytest
+
+from docket_client import (AsyncClient, Client, Conflict, InvalidRequest, NotFound,
+                           Unauthenticated, parse_duration, task_spec)
+
+
+def test_enqueue_takes_every_option(client, queue):
+    run_at = datetime.now(timezone.utc) + timedelta(hours=1)
+    t = client.enqueue("email", {"to": "a@b.c"}, queue=queue, priority=7, run_at=run_at,
+                       unique_key=f"{queue}-u", concurrency_key="k", concurrency_limit=2,
+                       timeout=90, backoff={"initial": "2s", "max": "1m"}, stage="render",
+                       user_id="u-1", trace_id="0af7651916cd43dd8448eb211c80319c",
+                       max_attempts=4, expires_in="2h", progress={"p": 0})
+    got = client.get_task(t["id"])
+    assert got["queue"] == queue and got["kind"] == "email" and got["payload"] == {"to": "a@b.c"}
+    assert got["priority"] == 7 and got["state"] == "scheduled"
+    assert abs(datetime.fromisoformat(got["run_at"].replace("Z", "+00:00")) - run_at) < timedelta(seconds=1)
+    assert got["unique_key"] == f"{queue}-u" and got["concurrency_key"] == "k"
+    assert got["concurrency_limit"] == 2 and parse_duration(got["timeout"]) == 90
+    assert parse_duration(got["backoff"]["initial"]) == 2 and got["stage"] == "render"
+    assert got["user_id"] == "u-1" and got["trace_id"] == "0af7651916cd43dd8448eb211c80319c"
+    assert got["max_attempts"] == 4 and got["expires_at"] and got["progress"] == {"p": 0}
+    assert got["version"]
+    # The unique key returns the first task.
+    again = client.enqueue("email", None, queue=queue, unique_key=f"{queue}-u")
+    assert again["id"] == t["id"] and again["inserted"] is False
+    # run_in and bad options
+    later = client.enqueue("x", queue=queue, run_in=timedelta(minutes=5))
+    assert later["state"] == "scheduled"
+    with pytest.raises(TypeError):
+        client.enqueue("x", queue=queue, colour="red")
+
+
+def test_enqueue_many_list_and_page(client, queue):
+    tasks = client.enqueue_many([task_spec("n", i, queue=queue) for i in range(25)])
+    assert [t["payload"] for t in tasks] == list(range(25))
+    page = client.list_tasks(queue=queue, limit=10)
+    assert len(page["tasks"]) == 10
+    rest = client.list_tasks(queue=queue, limit=100, after=page["next_after"])
+    assert len(rest["tasks"]) == 15
+    assert client.list_tasks(queue=queue, state=["available", "running"], kind="n", limit=100)["tasks"]
+
+
+def test_errors_carry_docket_codes(client, queue):
+    with pytest.raises(NotFound) as e:
+        client.get_task(987654321)
+    assert e.value.code == "not_found" and e.value.status == 404
+    with pytest.raises(InvalidRequest) as e:
+        client.enqueue("", queue=queue)
+    assert e.value.code in ("invalid_task", "invalid_request")
+    t = client.enqueue("x", queue=queue)
+    with pytest.raises(Conflict) as e:
+        client.complete(t["id"], "not-a-lease", {})
+    assert e.value.code == "lease_lost"
+
+
+def test_patch_with_version_and_cancel_retry_run_now(client, queue):
+    t = client.enqueue("x", 1, queue=queue, run_in="1h")
+    v1 = client.get_task(t["id"])["version"]
+    p = client.update_task(t["id"], version=v1, priority=5, payload=2)
+    assert p["priority"] == 5 and p["payload"] == 2 and p["version"] != v1
+    with pytest.raises(InvalidRequest) as e:
+        client.update_task(t["id"], version=v1, priority=6)
+    assert e.value.code == "version_mismatch" and e.value.status == 412
+    assert client.run_now(t["id"])["state"] == "available"
+    assert client.cancel_task(t["id"])["state"] == "cancelled"
+    assert client.retry_task(t["id"])["state"] == "available"
+
+
+def test_the_work_path_by_hand(client, queue):
+    a, b = client.enqueue_many([task_spec("w", 1, queue=queue), task_spec("w", 2, queue=queue)])
+    claimed = client.claim(queue, "hand", limit=10, lease="30s", wait="1s", kinds=["w"])
+    assert sorted(t["id"] for t in claimed) == sorted([a["id"], b["id"]])
+    first, second = claimed
+    beat = client.heartbeat(first["id"], first["lease"]["token"], progress={"half": True},
+                            extend=60)
+    assert beat["id"] == first["id"] and beat["lease_expires_at"] > first["lease"]["expires_at"]
+    assert client.get_task(first["id"])["progress"] == {"half": True}
+    out = client.complete_many([{"id": first["id"], "lease": first["lease"]["token"], "result": 1}])
+    assert out[0]["outcome"] == "ok"
+    out = client.fail_many([{"id": second["id"], "lease": second["lease"]["token"],
+                             "error": "no", "permanent": True}])
+    assert out[0]["outcome"] == "ok"
+    assert client.get_task(first["id"])["state"] == "completed"
+    assert client.get_task(second["id"])["state"] == "discarded"
+
+
+def test_queues_schedules_and_status(client, queue):
+    client.put_queue(queue, concurrency_limit=3, max_attempts=5)
+    assert client.get_queue(queue)["settings"]["concurrency_limit"] == 3
+    client.pause_queue(queue)
+    assert client.get_queue(queue)["settings"]["paused"] is True
+    client.resume_queue(queue)
+    client.enqueue("x", queue=queue)
+    assert any(q["name"] == queue for q in client.list_queues())
+    name = f"{queue}-nightly"
+    s = client.put_schedule(name, task_spec("report", None, queue=queue), cron="0 3 * * *",
+                            timezone="Europe/Berlin")
+    assert s["name"] == name
+    assert client.get_schedule(name)["cron"] == "0 3 * * *"
+    client.pause_schedule(name)
+    assert client.get_schedule(name)["paused"] is True
+    client.resume_schedule(name)
+    assert any(x["name"] == name for x in client.list_schedules())
+    client.delete_schedule(name)
+    with pytest.raises(NotFound):
+        client.get_schedule(name)
+    assert "queues" in client.status()
+    assert client.health()["status"] == "ok"
+
+
+def test_async_client_has_the_same_methods(aclient_factory, queue):
+    async def go():
+        async with aclient_factory() as c:
+            t = await c.enqueue("a", {"x": 1}, queue=queue)
+            got = await c.get_task(t["id"])
+            assert got["payload"] == {"x": 1}
+            with pytest.raises(NotFound):
+                await c.get_task(987654321)
+            claimed = await c.claim(queue, "async", limit=1, wait="1s")
+            await c.complete(claimed[0]["id"], claimed[0]["lease"]["token"], "done")
+            assert (await c.get_task(t["id"]))["result"] == "done"
+    asyncio.run(go())
+
+
+def test_tokens_and_tls():
+    import os
+    url, ca, token = (os.environ["DOCKET_TEST_TLS_URL"], os.environ["DOCKET_TEST_CA"],
+                      os.environ["DOCKET_TEST_TOKEN"])
+    with Client(url, token=token, ca_file=ca) as c:
+        created = c.create_token("py-enqueue", ["enqueue"])
+        assert created["token"]
+        assert any(t["name"] == "py-enqueue" for t in c.list_tokens())
+        t = c.enqueue("tls", 1, queue="py-tls")
+        assert c.get_task(t["id"])["payload"] == 1
+    with Client(url, token=created["token"], ca_file=ca) as c:
+        c.enqueue("tls", 2, queue="py-tls")
+        with pytest.raises(Exception) as e:
+            c.list_tokens()
+        assert getattr(e.value, "code", None) == "forbidden"
+    with Client(url, token="", ca_file=ca) as c:
+        with pytest.raises(Unauthenticated) as e:
+            c.enqueue("tls", 3, queue="py-tls")
+        assert e.value.code == "unauthenticated"
+    with Client(url, token=token) as c:  # the private CA is not trusted
+        with pytest.raises(httpx.ConnectError):
+            c.status()
+    os.environ["DOCKET_TOKEN"] = token
+    try:
+        with Client(url, ca_file=ca) as c:
+            c.revoke_token("py-enqueue")
+    finally:
+        del os.environ["DOCKET_TOKEN"]

@@ -1,0 +1,276 @@
+"""The worker against real servers: results, retries, permanent failures, timeouts,
+cancellation, stage hand-off, SIGKILL and SIGTERM."""
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+import pytest
+
+from docket_client import AsyncClient, NextStage, Permanent, Retry, Worker
+
+
+def wait_for(fn, timeout=30.0, every=0.05):
+    end = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        time.sleep(every)
+
+
+async def run_until(worker, cond, timeout=30.0):
+    """Runs the worker until cond() (a coroutine function) is true, then stops it."""
+    runner = asyncio.ensure_future(worker.run_async())
+    end = time.monotonic() + timeout
+    try:
+        while not await cond():
+            if runner.done():
+                runner.result()
+                raise AssertionError("worker stopped early")
+            if time.monotonic() > end:
+                raise AssertionError("condition not met in time")
+            await asyncio.sleep(0.05)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(runner, 30)
+
+
+def t(s):
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def test_enqueue_work_result(server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            ids = [x["id"] for x in await c.enqueue_many(
+                [{"kind": "add", "payload": [i, i], "queue": queue} for i in range(50)]
+                + [{"kind": "upper", "payload": "abc", "queue": queue}])]
+            w = Worker(c, queue=queue, concurrency=8, wait="1s", name=f"{queue}-w")
+            seen = []
+
+            @w.task("add")
+            async def add(job):
+                seen.append(job.attempt)
+                return sum(job.payload)
+
+            @w.task("upper")
+            def upper(job):  # a sync handler runs in a thread
+                return job.payload.upper()
+
+            async def all_done():
+                page = await c.list_tasks(queue=queue, state="completed", limit=100)
+                return len(page["tasks"]) == 51
+            await run_until(w, all_done)
+            for i, task_id in enumerate(ids[:50]):
+                got = await c.get_task(task_id)
+                assert got["result"] == 2 * i and got["worker"] == f"{queue}-w"
+            assert (await c.get_task(ids[50]))["result"] == "ABC"
+            assert set(seen) == {1}
+            workers = await c.list_workers()
+            assert any(x["name"] == f"{queue}-w" for x in workers)
+    asyncio.run(go())
+
+
+def test_claims_only_its_kinds_and_stages(server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            mine = await c.enqueue("mine", None, queue=queue, stage="a")
+            other_kind = await c.enqueue("other", None, queue=queue)
+            other_stage = await c.enqueue("mine", None, queue=queue, stage="b")
+            w = Worker(c, queue=queue, wait="200ms")
+            w.handle("mine", lambda job: "ok", stage="a")
+
+            async def done():
+                return (await c.get_task(mine["id"]))["state"] == "completed"
+            await run_until(w, done)
+            await asyncio.sleep(0.3)
+            assert (await c.get_task(other_kind["id"]))["state"] == "available"
+            assert (await c.get_task(other_stage["id"]))["state"] == "available"
+    asyncio.run(go())
+
+
+def test_retry_with_the_handlers_delay_then_success(server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            task = await c.enqueue("flaky", None, queue=queue, max_attempts=5)
+            w = Worker(c, queue=queue, wait="200ms")
+
+            @w.task("flaky")
+            async def flaky(job):
+                if job.attempt < 3:
+                    raise Retry(delay=1.5, message=f"not yet ({job.attempt})")
+                return "third time"
+
+            async def done():
+                return (await c.get_task(task["id"]))["state"] == "completed"
+            await run_until(w, done)
+            got = await c.get_task(task["id"])
+            assert got["attempt"] == 3 and got["result"] == "third time"
+            assert [e["message"] for e in got["errors"]] == ["not yet (1)", "not yet (2)"]
+            runs = got["runs"]
+            # the second attempt started no sooner than 1.5 s after the first ended
+            gap = t(runs[1]["started_at"]) - t(runs[0]["finished_at"])
+            assert gap.total_seconds() >= 1.4, runs
+    asyncio.run(go())
+
+
+def test_permanent_failure_and_traceback(server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            perm = await c.enqueue("bad", "p", queue=queue, max_attempts=10)
+            boom = await c.enqueue("boom", "b", queue=queue, max_attempts=1)
+            w = Worker(c, queue=queue, wait="200ms")
+
+            @w.task("bad")
+            async def bad(job):
+                raise Permanent("card declined")
+
+            @w.task("boom")
+            async def boom_handler(job):
+                return {}["missing"]
+
+            async def done():
+                a = await c.get_task(perm["id"])
+                b = await c.get_task(boom["id"])
+                return a["state"] == "discarded" and b["state"] == "discarded"
+            await run_until(w, done)
+            a = await c.get_task(perm["id"])
+            assert a["attempt"] == 1 and a["errors"][0]["message"].startswith("Permanent: card declined")
+            b = await c.get_task(boom["id"])
+            err = b["errors"][0]["message"]
+            assert err.startswith("KeyError: 'missing'") and "Traceback" in err and "boom_handler" in err
+    asyncio.run(go())
+
+
+def test_timeout_cancels_the_handler(server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            task = await c.enqueue("sleepy", None, queue=queue, timeout="1s", max_attempts=1)
+            w = Worker(c, queue=queue, wait="200ms")
+            cancelled = []
+
+            @w.task("sleepy")
+            async def sleepy(job):
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    cancelled.append(job.id)
+                    raise
+
+            async def done():
+                return (await c.get_task(task["id"]))["state"] == "discarded"
+            started = time.monotonic()
+            await run_until(w, done, timeout=20)
+            assert time.monotonic() - started < 10
+            assert cancelled == [task["id"]]
+            got = await c.get_task(task["id"])
+            assert "timeout" in got["errors"][0]["message"]
+    asyncio.run(go())
+
+
+def test_cancellation_is_seen_at_the_next_heartbeat(server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            task = await c.enqueue("long", None, queue=queue, timeout="60s")
+            w = Worker(c, queue=queue, wait="200ms", lease="1s")  # a heartbeat every ~0.33 s
+            events = []
+
+            @w.task("long")
+            async def long(job):
+                job.progress({"step": 1})
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    events.append(("cancelled", job.cancelled.is_set()))
+                    raise
+
+            async def cancel_when_running():
+                got = await c.get_task(task["id"])
+                if got["state"] == "running" and not events and got.get("progress") == {"step": 1}:
+                    await c.cancel_task(task["id"])
+                return (await c.get_task(task["id"]))["state"] == "cancelled" and events
+            await run_until(w, cancel_when_running, timeout=20)
+            assert events == [("cancelled", True)]
+            assert (await c.get_task(task["id"]))["attempt"] == 1
+    asyncio.run(go())
+
+
+def test_stage_hand_off(server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            task = await c.enqueue("order", {"n": 1}, queue=queue, stage="reserve")
+            w = Worker(c, queue=queue, wait="200ms")
+
+            @w.task("order", stage="reserve")
+            async def reserve(job):
+                return NextStage("charge", payload={"n": job.payload["n"], "reserved": True})
+
+            @w.task("order", stage="charge")
+            async def charge(job):
+                assert job.stage == "charge"
+                return {"charged": job.payload}
+
+            async def done():
+                return (await c.get_task(task["id"]))["state"] == "completed"
+            await run_until(w, done)
+            got = await c.get_task(task["id"])
+            assert got["result"] == {"charged": {"n": 1, "reserved": True}}
+            assert got["stage"] == "charge" and "reserve" in got["stages_done"]
+    asyncio.run(go())
+
+
+def _spawn_worker(server, queue, sleep, lease):
+    here = os.path.dirname(__file__)
+    return subprocess.Popen([sys.executable, os.path.join(here, "worker_proc.py"), server, queue,
+                             str(sleep), lease], stdout=subprocess.PIPE, text=True)
+
+
+def _read_started(proc, n, timeout=20):
+    started = []
+    end = time.monotonic() + timeout
+    while len(started) < n and time.monotonic() < end:
+        line = proc.stdout.readline()
+        if line.startswith("started"):
+            started.append(int(line.split()[1]))
+    assert len(started) == n, started
+    return started
+
+
+def test_sigkill_loses_nothing(server, client, queue):
+    ids = [t["id"] for t in client.enqueue_many(
+        [{"kind": "slow", "payload": i, "queue": queue, "max_attempts": 5} for i in range(4)])]
+    proc = _spawn_worker(server, queue, 30, "1s")
+    _read_started(proc, 4)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # A second worker finishes them after the rescuer takes them back from the dead one.
+    proc2 = _spawn_worker(server, queue, 0.1, "5s")
+    try:
+        wait_for(lambda: all(client.get_task(i)["state"] == "completed" for i in ids), timeout=40)
+    finally:
+        proc2.send_signal(signal.SIGTERM)
+        proc2.wait(timeout=30)
+    for i in ids:
+        got = client.get_task(i)
+        assert got["attempt"] == 2 and got["errors"][0]["message"] == "lease expired", got
+
+
+def test_sigterm_finishes_what_it_holds(server, client, queue):
+    ids = [t["id"] for t in client.enqueue_many(
+        [{"kind": "slow", "payload": i, "queue": queue} for i in range(6)])]
+    proc = _spawn_worker(server, queue, 1.5, "30s")
+    started = _read_started(proc, 4)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "exited" in out
+    assert sorted(int(line.split()[1]) for line in out.splitlines()
+                  if line.startswith("finished")) == sorted(started)
+    for i in ids:
+        state = client.get_task(i)["state"]
+        assert state == ("completed" if i in started else "available"), (i, state)

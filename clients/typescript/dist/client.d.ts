@@ -1,0 +1,177 @@
+import { type Duration } from "./durations.js";
+import { DocketError } from "./errors.js";
+import type { components } from "./schema.js";
+export type Schemas = components["schemas"];
+export type Task = Schemas["Task"] & {
+    version?: string | null;
+};
+export type NewTask = Schemas["NewTask"];
+export type TaskPage = Schemas["TaskPage"];
+export type ItemOutcome = Schemas["ItemOutcome"];
+export type Notification = Schemas["Notification"];
+export type ProcessView = Schemas["ProcessView"];
+export type QueueStats = Schemas["QueueStats"];
+export type Schedule = Schemas["Schedule"];
+export type WorkerReport = Schemas["WorkerReport"];
+export type CompleteItem = Schemas["CompleteRequest"] & {
+    id: number;
+};
+export type FailItem = Schemas["FailRequest"] & {
+    id: number;
+};
+/** Options of one task (every `NewTask` field but `kind` and `payload`). */
+export interface TaskOptions {
+    queue?: string;
+    priority?: number;
+    runAt?: string | Date;
+    runIn?: Duration;
+    uniqueKey?: string;
+    concurrencyKey?: string;
+    concurrencyLimit?: number;
+    timeout?: Duration;
+    backoff?: Schemas["Backoff"];
+    stage?: string;
+    userId?: string;
+    traceId?: string;
+    maxAttempts?: number;
+    expiresAt?: string | Date;
+    expiresIn?: Duration;
+    node?: string;
+    progress?: unknown;
+}
+export interface ClientOptions {
+    /** Server URL [`$DOCKET_SERVER`, else `http://127.0.0.1:7070`]. */
+    server?: string;
+    /** API token [`$DOCKET_TOKEN`]. */
+    token?: string;
+    /** PEM file of CA certificates to trust for `https://` (besides the system's). */
+    caFile?: string;
+    /** Per-request timeout in ms, long polls excepted [30000]. */
+    timeoutMs?: number;
+}
+/** A `NewTask` body from `kind`, `payload` and {@link TaskOptions}. */
+export declare function taskSpec(kind: string, payload?: unknown, o?: TaskOptions): NewTask;
+/** Every operation of docket's API. Errors: {@link DocketError} with docket's `code`. */
+export declare class Client {
+    readonly server: string;
+    private readonly headers;
+    private readonly timeoutMs;
+    private fetcher;
+    constructor(opts?: ClientOptions);
+    /** One request; `waitMs` lengthens the timeout for long polls. */
+    request<T = unknown>(method: string, path: string, body?: unknown, o?: {
+        query?: Record<string, unknown>;
+        headers?: Record<string, string>;
+        waitMs?: number;
+        signal?: AbortSignal;
+    }): Promise<{
+        value: T;
+        headers: Headers;
+    }>;
+    private call;
+    /** `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an existing one). */
+    enqueue(kind: string, payload?: unknown, options?: TaskOptions): Promise<Task>;
+    /** `POST /v1/tasks` with `{tasks}` (≤ 10,000, one transaction) → the tasks. */
+    enqueueMany(specs: NewTask[]): Promise<Task[]>;
+    /** `GET /v1/tasks/{id}` → the task with its `version` (the ETag). */
+    getTask(id: number): Promise<Task>;
+    /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states. */
+    listTasks(filter?: {
+        queue?: string;
+        state?: string | string[];
+        kind?: string;
+        limit?: number;
+        after?: number;
+        user_id?: string;
+        text?: string;
+        concurrency_key?: string;
+        order?: string;
+    }): Promise<TaskPage>;
+    /** `PATCH /v1/tasks/{id}`; with `version` (an ETag) → 412 `version_mismatch` if it moved on. */
+    updateTask(id: number, patch: Schemas["TaskPatch"], version?: string): Promise<Task>;
+    /** Cancel: a waiting task at once, a running one at its next heartbeat or report. */
+    cancelTask(id: number): Promise<Task>;
+    /** Run a finished task again. */
+    retryTask(id: number): Promise<Task>;
+    /** A scheduled or retryable task becomes available now. */
+    runNow(id: number): Promise<Task>;
+    /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
+    claim(queue: string, o: {
+        worker: string;
+        limit?: number;
+        lease?: Duration;
+        wait?: Duration;
+        kinds?: string[];
+        stages?: string[];
+        signal?: AbortSignal;
+    }): Promise<Task[]>;
+    /** `POST /v1/tasks/{id}/heartbeat` → the task (new `lease_expires_at`); 409 `cancelled`/`lease_lost`/`timed_out`. */
+    heartbeat(id: number, lease: string, o?: {
+        progress?: unknown;
+        extend?: Duration;
+    }): Promise<Task>;
+    /** `POST /v1/tasks/{id}/complete`; `next_stage` (+ `payload`, `priority`, `run_in`/`run_at`) hands it on. */
+    complete(id: number, lease: string, result?: unknown, next?: Omit<Schemas["CompleteRequest"], "lease" | "result" | "id">): Promise<Task>;
+    /** `POST /v1/tasks/{id}/fail`: retried per its backoff (or after `retry_in`), or discarded when permanent. */
+    fail(id: number, lease: string, error: string, o?: {
+        retryIn?: Duration;
+        permanent?: boolean;
+        worker?: string;
+    }): Promise<Task>;
+    /** `POST /v1/tasks/complete` → one outcome per item (`ok`, `lease_lost`, `cancelled`, `timed_out`, `not_found`). */
+    completeMany(items: CompleteItem[]): Promise<ItemOutcome[]>;
+    /** `POST /v1/tasks/fail` → one outcome per item. */
+    failMany(items: FailItem[]): Promise<ItemOutcome[]>;
+    /** `POST /v1/workers/{name}/report`. */
+    reportWorker(name: string, report: WorkerReport): Promise<unknown>;
+    /** `GET /v1/workers`. */
+    listWorkers(): Promise<Schemas["WorkerView"][]>;
+    listQueues(): Promise<QueueStats[]>;
+    /** `GET /v1/queues/{queue}` → `{name, counts, settings}`. */
+    getQueue(queue: string): Promise<QueueStats>;
+    putQueue(queue: string, settings: Schemas["QueueSettings"]): Promise<QueueStats>;
+    pauseQueue(queue: string): Promise<unknown>;
+    resumeQueue(queue: string): Promise<unknown>;
+    /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
+    putSchedule(spec: Schemas["ScheduleSpec"]): Promise<Schedule>;
+    listSchedules(): Promise<Schedule[]>;
+    getSchedule(name: string): Promise<Schedule>;
+    deleteSchedule(name: string): Promise<unknown>;
+    pauseSchedule(name: string): Promise<unknown>;
+    resumeSchedule(name: string): Promise<unknown>;
+    /** `PUT /v1/namespaces/{ns}`: the processor's URL and the namespace's settings. */
+    putNamespace(ns: string, processorUrl: string, config?: Partial<Omit<Schemas["NamespaceConfig"], "processor">>): Promise<unknown>;
+    getNamespace(ns: string): Promise<Schemas["NamespaceView"]>;
+    /** `POST /v1/namespaces/{ns}/processes` → the processor's `response` to `init`. */
+    initProcess(ns: string, id: string, args?: unknown, o?: {
+        context?: unknown;
+        idempotencyKey?: string;
+    }): Promise<unknown>;
+    /** A synchronous call → the processor's `response`. */
+    callProcess(ns: string, id: string, args?: unknown, o?: {
+        context?: unknown;
+        idempotencyKey?: string;
+        range?: Schemas["HistoryRange"];
+    }): Promise<unknown>;
+    /** Repair an `error` process through the processor. */
+    repairProcess(ns: string, id: string, args?: unknown, context?: unknown): Promise<unknown>;
+    /** `{process, history, last_event_id}`. */
+    getProcess(ns: string, id: string): Promise<ProcessView>;
+    traceProcess(ns: string, id: string): Promise<Schemas["ProcessTrace"]>;
+    /**
+     * `GET /v1/events` (server-sent events) as an endless async iterator of notifications,
+     * reconnecting after the last `seq` seen. Break out of the loop (or abort `signal`) to stop.
+     */
+    events(o?: {
+        namespace?: string;
+        after?: number;
+        signal?: AbortSignal;
+    }): AsyncGenerator<Notification>;
+    /** `POST /v1/tokens` (admin) → the token, shown once. */
+    createToken(req: Schemas["TokenCreateRequest"]): Promise<Schemas["TokenCreated"]>;
+    listTokens(): Promise<Schemas["TokenView"][]>;
+    revokeToken(name: string): Promise<unknown>;
+    status(): Promise<Schemas["StatusView"]>;
+    health(): Promise<Schemas["Health"]>;
+}
+export { DocketError };

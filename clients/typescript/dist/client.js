@@ -1,0 +1,274 @@
+/**
+ * docket's HTTP API (`/v1`) as a client. Shapes are the OpenAPI document's
+ * (`crates/docket-server/openapi.json`); `schema.ts` is generated from it by openapi-typescript.
+ * Durations are humantime strings or milliseconds; times are RFC 3339 strings or `Date`s.
+ */
+import { readFileSync } from "node:fs";
+import { formatDuration } from "./durations.js";
+import { DocketError, errorFor } from "./errors.js";
+const iso = (t) => (t instanceof Date ? t.toISOString() : t);
+const seg = (s) => encodeURIComponent(String(s));
+/** A `NewTask` body from `kind`, `payload` and {@link TaskOptions}. */
+export function taskSpec(kind, payload, o = {}) {
+    const spec = { kind, payload: payload ?? null };
+    const put = (k, v) => { if (v !== undefined && v !== null)
+        spec[k] = v; };
+    put("queue", o.queue);
+    put("priority", o.priority);
+    put("run_at", o.runAt && iso(o.runAt));
+    put("run_in", o.runIn !== undefined ? formatDuration(o.runIn) : undefined);
+    put("unique_key", o.uniqueKey);
+    put("concurrency_key", o.concurrencyKey);
+    put("concurrency_limit", o.concurrencyLimit);
+    put("timeout", o.timeout !== undefined ? formatDuration(o.timeout) : undefined);
+    put("backoff", o.backoff);
+    put("stage", o.stage);
+    put("user_id", o.userId);
+    put("trace_id", o.traceId);
+    put("max_attempts", o.maxAttempts);
+    put("expires_at", o.expiresAt && iso(o.expiresAt));
+    put("expires_in", o.expiresIn !== undefined ? formatDuration(o.expiresIn) : undefined);
+    put("node", o.node);
+    put("progress", o.progress);
+    return spec;
+}
+/** Every operation of docket's API. Errors: {@link DocketError} with docket's `code`. */
+export class Client {
+    server;
+    headers;
+    timeoutMs;
+    fetcher;
+    constructor(opts = {}) {
+        this.server = (opts.server ?? process.env.DOCKET_SERVER ?? "http://127.0.0.1:7070").replace(/\/+$/, "");
+        const token = opts.token ?? process.env.DOCKET_TOKEN;
+        this.headers = { "content-type": "application/json", "user-agent": "docket-client-ts/0.1" };
+        if (token)
+            this.headers.authorization = `Bearer ${token}`;
+        this.timeoutMs = opts.timeoutMs ?? 30_000;
+        // Node's fetch takes no CA option: a private CA goes through undici's own fetch and Agent.
+        this.fetcher = opts.caFile
+            ? import("undici").then(({ Agent, fetch }) => ({
+                fetch: fetch,
+                dispatcher: new Agent({ connect: { ca: readFileSync(opts.caFile, "utf8") } }),
+            }))
+            : Promise.resolve({ fetch: globalThis.fetch });
+    }
+    /** One request; `waitMs` lengthens the timeout for long polls. */
+    async request(method, path, body, o = {}) {
+        let url = this.server + path;
+        if (o.query) {
+            const q = new URLSearchParams();
+            for (const [k, v] of Object.entries(o.query))
+                if (v !== undefined && v !== null)
+                    q.set(k, String(v));
+            const s = q.toString();
+            if (s)
+                url += `?${s}`;
+        }
+        const { fetch, dispatcher } = await this.fetcher;
+        const timeout = AbortSignal.timeout(this.timeoutMs + (o.waitMs ?? 0));
+        const signal = o.signal ? AbortSignal.any([timeout, o.signal]) : timeout;
+        const resp = await fetch(url, {
+            method, headers: { ...this.headers, ...o.headers }, signal, dispatcher,
+            body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        const text = await resp.text();
+        let parsed = null;
+        if (text) {
+            try {
+                parsed = JSON.parse(text);
+            }
+            catch {
+                parsed = text;
+            }
+        }
+        if (resp.status >= 400) {
+            const ra = resp.headers.get("retry-after");
+            throw errorFor(resp.status, parsed, ra && /^\d+$/.test(ra) ? Number(ra) : undefined);
+        }
+        return { value: parsed, headers: resp.headers };
+    }
+    async call(method, path, body, query) {
+        return (await this.request(method, path, body, { query })).value;
+    }
+    // --- tasks ---------------------------------------------------------------------------
+    /** `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an existing one). */
+    enqueue(kind, payload, options) {
+        return this.call("POST", "/v1/tasks", taskSpec(kind, payload, options));
+    }
+    /** `POST /v1/tasks` with `{tasks}` (≤ 10,000, one transaction) → the tasks. */
+    async enqueueMany(specs) {
+        return (await this.call("POST", "/v1/tasks", { tasks: specs })).tasks;
+    }
+    /** `GET /v1/tasks/{id}` → the task with its `version` (the ETag). */
+    async getTask(id) {
+        const { value, headers } = await this.request("GET", `/v1/tasks/${id}`);
+        return { ...value, version: headers.get("etag") };
+    }
+    /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states. */
+    listTasks(filter = {}) {
+        const q = { ...filter };
+        if (Array.isArray(filter.state))
+            q.state = filter.state.join(",");
+        return this.call("GET", "/v1/tasks", undefined, q);
+    }
+    /** `PATCH /v1/tasks/{id}`; with `version` (an ETag) → 412 `version_mismatch` if it moved on. */
+    async updateTask(id, patch, version) {
+        const { value, headers } = await this.request("PATCH", `/v1/tasks/${id}`, patch, { headers: version ? { "if-match": version } : {} });
+        return { ...value, version: headers.get("etag") };
+    }
+    /** Cancel: a waiting task at once, a running one at its next heartbeat or report. */
+    cancelTask(id) { return this.call("POST", `/v1/tasks/${id}/cancel`); }
+    /** Run a finished task again. */
+    retryTask(id) { return this.call("POST", `/v1/tasks/${id}/retry`); }
+    /** A scheduled or retryable task becomes available now. */
+    runNow(id) { return this.call("POST", `/v1/tasks/${id}/run-now`); }
+    // --- the work path -------------------------------------------------------------------
+    /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
+    async claim(queue, o) {
+        const body = { worker: o.worker, limit: o.limit ?? 1 };
+        if (o.lease !== undefined)
+            body.lease = formatDuration(o.lease);
+        if (o.wait !== undefined)
+            body.wait = formatDuration(o.wait);
+        if (o.kinds?.length)
+            body.kinds = o.kinds;
+        if (o.stages?.length)
+            body.stages = o.stages;
+        const waitMs = o.wait === undefined ? 0 : typeof o.wait === "number" ? o.wait : 60_000;
+        const { value } = await this.request("POST", `/v1/queues/${seg(queue)}/claim`, body, { waitMs, signal: o.signal });
+        return value.tasks;
+    }
+    /** `POST /v1/tasks/{id}/heartbeat` → the task (new `lease_expires_at`); 409 `cancelled`/`lease_lost`/`timed_out`. */
+    heartbeat(id, lease, o = {}) {
+        const body = { lease };
+        if (o.progress !== undefined)
+            body.progress = o.progress;
+        if (o.extend !== undefined)
+            body.extend = formatDuration(o.extend);
+        return this.call("POST", `/v1/tasks/${id}/heartbeat`, body);
+    }
+    /** `POST /v1/tasks/{id}/complete`; `next_stage` (+ `payload`, `priority`, `run_in`/`run_at`) hands it on. */
+    complete(id, lease, result, next) {
+        return this.call("POST", `/v1/tasks/${id}/complete`, { lease, result: result ?? null, ...next });
+    }
+    /** `POST /v1/tasks/{id}/fail`: retried per its backoff (or after `retry_in`), or discarded when permanent. */
+    fail(id, lease, error, o = {}) {
+        const body = { lease, error };
+        if (o.retryIn !== undefined)
+            body.retry_in = formatDuration(o.retryIn);
+        if (o.permanent)
+            body.permanent = true;
+        if (o.worker)
+            body.worker = o.worker;
+        return this.call("POST", `/v1/tasks/${id}/fail`, body);
+    }
+    /** `POST /v1/tasks/complete` → one outcome per item (`ok`, `lease_lost`, `cancelled`, `timed_out`, `not_found`). */
+    async completeMany(items) {
+        return (await this.call("POST", "/v1/tasks/complete", { items })).results;
+    }
+    /** `POST /v1/tasks/fail` → one outcome per item. */
+    async failMany(items) {
+        return (await this.call("POST", "/v1/tasks/fail", { items })).results;
+    }
+    /** `POST /v1/workers/{name}/report`. */
+    reportWorker(name, report) {
+        return this.call("POST", `/v1/workers/${seg(name)}/report`, report);
+    }
+    /** `GET /v1/workers`. */
+    async listWorkers() {
+        return (await this.call("GET", "/v1/workers")).workers;
+    }
+    // --- queues --------------------------------------------------------------------------
+    async listQueues() { return (await this.call("GET", "/v1/queues")).queues; }
+    /** `GET /v1/queues/{queue}` → `{name, counts, settings}`. */
+    getQueue(queue) { return this.call("GET", `/v1/queues/${seg(queue)}`); }
+    putQueue(queue, settings) { return this.call("PUT", `/v1/queues/${seg(queue)}`, settings); }
+    pauseQueue(queue) { return this.call("POST", `/v1/queues/${seg(queue)}/pause`); }
+    resumeQueue(queue) { return this.call("POST", `/v1/queues/${seg(queue)}/resume`); }
+    // --- schedules -----------------------------------------------------------------------
+    /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
+    putSchedule(spec) { return this.call("POST", "/v1/schedules", spec); }
+    async listSchedules() { return (await this.call("GET", "/v1/schedules")).schedules; }
+    getSchedule(name) { return this.call("GET", `/v1/schedules/${seg(name)}`); }
+    deleteSchedule(name) { return this.call("DELETE", `/v1/schedules/${seg(name)}`); }
+    pauseSchedule(name) { return this.call("POST", `/v1/schedules/${seg(name)}/pause`); }
+    resumeSchedule(name) { return this.call("POST", `/v1/schedules/${seg(name)}/resume`); }
+    // --- processes -----------------------------------------------------------------------
+    /** `PUT /v1/namespaces/{ns}`: the processor's URL and the namespace's settings. */
+    putNamespace(ns, processorUrl, config = {}) {
+        return this.call("PUT", `/v1/namespaces/${seg(ns)}`, { processor: { url: processorUrl }, ...config });
+    }
+    getNamespace(ns) { return this.call("GET", `/v1/namespaces/${seg(ns)}`); }
+    /** `POST /v1/namespaces/{ns}/processes` → the processor's `response` to `init`. */
+    async initProcess(ns, id, args, o = {}) {
+        const body = { id, args: args ?? null, context: o.context ?? null, idempotency_key: o.idempotencyKey };
+        return (await this.call("POST", `/v1/namespaces/${seg(ns)}/processes`, body)).response;
+    }
+    /** A synchronous call → the processor's `response`. */
+    async callProcess(ns, id, args, o = {}) {
+        const body = { args: args ?? null, context: o.context ?? null, idempotency_key: o.idempotencyKey, range: o.range };
+        return (await this.call("POST", `/v1/namespaces/${seg(ns)}/processes/${seg(id)}/call`, body)).response;
+    }
+    /** Repair an `error` process through the processor. */
+    repairProcess(ns, id, args, context) {
+        return this.call("POST", `/v1/namespaces/${seg(ns)}/processes/${seg(id)}/repair`, { args: args ?? null, context: context ?? null });
+    }
+    /** `{process, history, last_event_id}`. */
+    getProcess(ns, id) { return this.call("GET", `/v1/namespaces/${seg(ns)}/processes/${seg(id)}`); }
+    traceProcess(ns, id) { return this.call("GET", `/v1/namespaces/${seg(ns)}/processes/${seg(id)}/trace`); }
+    /**
+     * `GET /v1/events` (server-sent events) as an endless async iterator of notifications,
+     * reconnecting after the last `seq` seen. Break out of the loop (or abort `signal`) to stop.
+     */
+    async *events(o = {}) {
+        let after = o.after;
+        const { fetch, dispatcher } = await this.fetcher;
+        for (;;) {
+            const q = new URLSearchParams();
+            if (o.namespace)
+                q.set("namespace", o.namespace);
+            if (after !== undefined)
+                q.set("after", String(after));
+            const ctl = new AbortController();
+            const signal = o.signal ? AbortSignal.any([ctl.signal, o.signal]) : ctl.signal;
+            const resp = await fetch(`${this.server}/v1/events?${q}`, { headers: this.headers, signal, dispatcher });
+            if (resp.status >= 400)
+                throw errorFor(resp.status, await resp.json().catch(() => null));
+            const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+            let buf = "";
+            try {
+                for (;;) {
+                    const { value, done } = await reader.read();
+                    if (done)
+                        break;
+                    buf += value;
+                    let end;
+                    while ((end = buf.indexOf("\n\n")) >= 0) {
+                        const block = buf.slice(0, end);
+                        buf = buf.slice(end + 2);
+                        const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+                        if (!data)
+                            continue;
+                        const n = JSON.parse(data);
+                        if (typeof n?.seq !== "number")
+                            continue;
+                        after = n.seq;
+                        yield n;
+                    }
+                }
+            }
+            finally {
+                ctl.abort();
+            }
+        }
+    }
+    // --- tokens and the cluster ------------------------------------------------------------
+    /** `POST /v1/tokens` (admin) → the token, shown once. */
+    createToken(req) { return this.call("POST", "/v1/tokens", req); }
+    async listTokens() { return (await this.call("GET", "/v1/tokens")).tokens; }
+    revokeToken(name) { return this.call("DELETE", `/v1/tokens/${seg(name)}`); }
+    status() { return this.call("GET", "/v1/status"); }
+    health() { return this.call("GET", "/healthz"); }
+}
+export { DocketError };

@@ -1,0 +1,117 @@
+import { Client, type Task } from "./client.js";
+import { type Duration } from "./durations.js";
+/** Throw from a handler: fail this attempt and retry after `delay` (ms or humantime) instead of the backoff. */
+export declare class Retry extends Error {
+    readonly delay: Duration;
+    constructor(delay: Duration, message?: string);
+}
+/** Throw from a handler: fail the task for good (discarded, no more attempts). */
+export declare class Permanent extends Error {
+    constructor(message: string);
+}
+/** Return from a handler: hand the task on to `stage` (asyncflow's multi-stage tasks). */
+export declare class NextStage {
+    readonly stage: string;
+    readonly o: {
+        payload?: unknown;
+        priority?: number;
+        runIn?: Duration;
+        result?: unknown;
+    };
+    constructor(stage: string, o?: {
+        payload?: unknown;
+        priority?: number;
+        runIn?: Duration;
+        result?: unknown;
+    });
+}
+/** What a handler gets. */
+export declare class Job {
+    readonly task: Task;
+    private readonly worker;
+    /** Aborted when the attempt times out, docket cancels the task or its lease is lost, or the worker hands it back. */
+    readonly signal: AbortSignal;
+    /** @internal */ readonly ctl: AbortController;
+    /** @internal */ progressValue: unknown;
+    constructor(task: Task, worker: Worker);
+    get id(): number;
+    get kind(): string;
+    get payload(): unknown;
+    get attempt(): number;
+    get stage(): string | null;
+    get lease(): string;
+    /** Record progress (any JSON): sent with the next heartbeat (`await job.heartbeat()` sends it now). */
+    progress(value: unknown): void;
+    /** Send a heartbeat now. */
+    heartbeat(): Promise<void>;
+}
+export type Handler = (job: Job) => unknown | Promise<unknown>;
+export interface WorkerOptions {
+    /** [a Client from `$DOCKET_SERVER`/`$DOCKET_TOKEN`] */
+    client?: Client;
+    /** Queue to work ["default"]. */
+    queue?: string;
+    /** Handlers at once [10]. */
+    concurrency?: number;
+    /** Worker name recorded on tasks [host-pid-random]. */
+    name?: string;
+    /** Most tasks per claim [concurrency]. */
+    batch?: number;
+    /** Long-poll per claim ["10s"]. */
+    wait?: Duration;
+    /** Lease per claim [the task's timeout]. */
+    lease?: Duration;
+    /** Time tasks in hand get on stop, ms [30000]. */
+    shutdownGraceMs?: number;
+    /** Reports to `/v1/workers` every this many ms [10000; 0: none]. */
+    reportIntervalMs?: number;
+    /** Stop gracefully on SIGTERM/SIGINT [true]. */
+    signals?: boolean;
+}
+export declare class Worker {
+    readonly client: Client;
+    readonly queue: string;
+    readonly concurrency: number;
+    readonly name: string;
+    readonly stats: {
+        completed: number;
+        failed: number;
+        lost: number;
+    };
+    private readonly batch;
+    private readonly wait;
+    private readonly lease?;
+    private readonly graceMs;
+    private readonly reportMs;
+    private readonly signals;
+    private readonly handlers;
+    private readonly running;
+    private reports;
+    private readonly stopping;
+    private wake;
+    private reportWake;
+    private readonly startedAt;
+    constructor(o?: WorkerOptions);
+    /** `fn` handles tasks of `kind` (at `stage`, when given; without one, every stage of the kind). */
+    handle(kind: string, fn: Handler, o?: {
+        stage?: string;
+    }): this;
+    /** Ask the worker to stop gracefully. */
+    stop(): void;
+    private kinds;
+    private stages;
+    private handlerFor;
+    /** Runs until {@link stop} (or SIGTERM/SIGINT); resolves once every report is out. */
+    run(): Promise<void>;
+    private claimLoop;
+    private start;
+    private execute;
+    private reporter;
+    private deliver;
+    /** @internal */
+    beat(job: Job): Promise<void>;
+    private heartbeats;
+    private drain;
+    private presence;
+    private sendPresence;
+}

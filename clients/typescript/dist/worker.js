@@ -1,0 +1,372 @@
+/**
+ * A worker: handlers per kind, claimed in long-polled batches, heartbeats while a handler runs,
+ * completions and failures reported in batches, graceful stop on SIGTERM.
+ *
+ * ```ts
+ * const worker = new Worker({ queue: "emails", concurrency: 10 });
+ * worker.handle("send", async (job) => { await send(job.payload, { signal: job.signal }); return { sent: true }; });
+ * await worker.run();   // until SIGTERM/SIGINT or worker.stop(); then finishes (or hands back) its tasks
+ * ```
+ *
+ * Rules (the same in every docket client): only registered kinds (and stages, when a handler
+ * names one) are claimed; a handler runs at most until the task's `timeout` — then `job.signal`
+ * aborts and the attempt fails with `timeout`; a heartbeat every third of the lease keeps it,
+ * and a heartbeat answered `cancelled`/`lease_lost`/`timed_out` aborts `job.signal` and reports
+ * nothing; a report that cannot be delivered is retried until the lease runs out; on stop no new
+ * claims, tasks in hand get `shutdownGraceMs` to finish, then are handed back (failed with
+ * `retry_in: 0`, so they run again at once).
+ */
+import { hostname } from "node:os";
+import { randomUUID } from "node:crypto";
+import { Client } from "./client.js";
+import { formatDuration, parseDuration } from "./durations.js";
+import { DocketError } from "./errors.js";
+/** Throw from a handler: fail this attempt and retry after `delay` (ms or humantime) instead of the backoff. */
+export class Retry extends Error {
+    delay;
+    constructor(delay, message = "retry requested") {
+        super(message);
+        this.delay = delay;
+        this.name = "Retry";
+    }
+}
+/** Throw from a handler: fail the task for good (discarded, no more attempts). */
+export class Permanent extends Error {
+    constructor(message) { super(message); this.name = "Permanent"; }
+}
+/** Return from a handler: hand the task on to `stage` (asyncflow's multi-stage tasks). */
+export class NextStage {
+    stage;
+    o;
+    constructor(stage, o = {}) {
+        this.stage = stage;
+        this.o = o;
+    }
+}
+/** What a handler gets. */
+export class Job {
+    task;
+    worker;
+    /** Aborted when the attempt times out, docket cancels the task or its lease is lost, or the worker hands it back. */
+    signal;
+    /** @internal */ ctl = new AbortController();
+    /** @internal */ progressValue = undefined;
+    constructor(task, worker) {
+        this.task = task;
+        this.worker = worker;
+        this.signal = this.ctl.signal;
+    }
+    get id() { return this.task.id; }
+    get kind() { return this.task.kind; }
+    get payload() { return this.task.payload; }
+    get attempt() { return this.task.attempt; }
+    get stage() { return this.task.stage ?? null; }
+    get lease() { return this.task.lease.token; }
+    /** Record progress (any JSON): sent with the next heartbeat (`await job.heartbeat()` sends it now). */
+    progress(value) { this.progressValue = value; }
+    /** Send a heartbeat now. */
+    heartbeat() { return this.worker.beat(this); }
+}
+const sleep = (ms, signal) => new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+});
+function errorText(e) {
+    if (e instanceof Error) {
+        const head = `${e.name}: ${e.message}`;
+        const stack = e.stack ?? "";
+        return (stack.startsWith(head) ? stack : `${head}\n${stack}`).slice(0, 64_000);
+    }
+    return String(e).slice(0, 64_000);
+}
+export class Worker {
+    client;
+    queue;
+    concurrency;
+    name;
+    stats = { completed: 0, failed: 0, lost: 0 };
+    batch;
+    wait;
+    lease;
+    graceMs;
+    reportMs;
+    signals;
+    handlers = new Map();
+    running = new Map();
+    reports = [];
+    stopping = new AbortController();
+    wake = () => { };
+    reportWake = () => { };
+    startedAt = new Date().toISOString();
+    constructor(o = {}) {
+        this.client = o.client ?? new Client();
+        this.queue = o.queue ?? "default";
+        this.concurrency = o.concurrency ?? 10;
+        if (this.concurrency < 1)
+            throw new Error("concurrency must be at least 1");
+        this.name = o.name ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`;
+        this.batch = Math.max(1, Math.min(o.batch ?? this.concurrency, 10_000));
+        this.wait = formatDuration(o.wait ?? "10s");
+        this.lease = o.lease === undefined ? undefined : formatDuration(o.lease);
+        this.graceMs = o.shutdownGraceMs ?? 30_000;
+        this.reportMs = o.reportIntervalMs ?? 10_000;
+        this.signals = o.signals ?? true;
+    }
+    /** `fn` handles tasks of `kind` (at `stage`, when given; without one, every stage of the kind). */
+    handle(kind, fn, o = {}) {
+        this.handlers.set(`${kind}\u0000${o.stage ?? ""}`, fn);
+        return this;
+    }
+    /** Ask the worker to stop gracefully. */
+    stop() { this.stopping.abort(); this.wake(); }
+    kinds() { return [...new Set([...this.handlers.keys()].map((k) => k.split("\u0000")[0]))].sort(); }
+    stages() {
+        const s = [...this.handlers.keys()].map((k) => k.split("\u0000")[1]);
+        return s.includes("") ? undefined : [...new Set(s)].sort();
+    }
+    handlerFor(t) {
+        return this.handlers.get(`${t.kind}\u0000${t.stage ?? ""}`) ?? this.handlers.get(`${t.kind}\u0000`);
+    }
+    /** Runs until {@link stop} (or SIGTERM/SIGINT); resolves once every report is out. */
+    async run() {
+        if (this.handlers.size === 0)
+            throw new Error("no handler registered");
+        const onSignal = () => this.stop();
+        if (this.signals) {
+            process.on("SIGTERM", onSignal);
+            process.on("SIGINT", onSignal);
+        }
+        const reporter = this.reporter();
+        const beats = this.heartbeats();
+        const presence = this.presence();
+        try {
+            await this.claimLoop();
+            await this.drain();
+        }
+        finally {
+            this.reportWake();
+            await reporter;
+            await Promise.allSettled([beats, presence]);
+            await this.sendPresence("stop");
+            if (this.signals) {
+                process.off("SIGTERM", onSignal);
+                process.off("SIGINT", onSignal);
+            }
+        }
+    }
+    async claimLoop() {
+        const kinds = this.kinds(), stages = this.stages();
+        while (!this.stopping.signal.aborted) {
+            const free = this.concurrency - this.running.size;
+            if (free <= 0) {
+                await new Promise((r) => { this.wake = r; });
+                continue;
+            }
+            let tasks;
+            try {
+                tasks = await this.client.claim(this.queue, { worker: this.name, limit: Math.min(free, this.batch),
+                    lease: this.lease, wait: this.wait, kinds, stages, signal: this.stopping.signal });
+            }
+            catch (e) {
+                // Stopping mid-poll: tasks of a claim cut off as it was answered are rescued when
+                // their leases end (nothing is lost; they start later).
+                if (this.stopping.signal.aborted)
+                    break;
+                if (e instanceof DocketError && e.code === "rate_limited") {
+                    await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal);
+                    continue;
+                }
+                console.warn(`docket worker ${this.name}: claim failed: ${e}`);
+                await sleep(1000, this.stopping.signal);
+                continue;
+            }
+            for (const t of tasks)
+                this.start(t);
+        }
+    }
+    start(task) {
+        const now = Date.now();
+        let timeout = 60_000;
+        try {
+            timeout = parseDuration(task.timeout);
+        }
+        catch { /* the default */ }
+        const lease = task.lease;
+        let leaseLen = Date.parse(lease.expires_at) - Date.parse(task.attempted_at ?? "");
+        if (!Number.isFinite(leaseLen) || leaseLen <= 0)
+            leaseLen = timeout;
+        const job = new Job(task, this);
+        const run = { job, leaseEnd: now + leaseLen, beatEvery: leaseLen / 3, nextBeat: now + leaseLen / 3, done: false };
+        this.running.set(task.id, run);
+        void this.execute(run, timeout);
+    }
+    async execute(run, timeoutMs) {
+        const { job } = run;
+        const handler = this.handlerFor(job.task);
+        let report;
+        const base = { id: job.id, lease: job.lease };
+        let timer;
+        try {
+            if (!handler)
+                throw new Permanent(`no handler for kind ${job.kind} stage ${job.stage}`);
+            const timedOut = new Promise((_, reject) => {
+                timer = setTimeout(() => reject(new TimeoutError(job.task.timeout)), timeoutMs);
+            });
+            const aborted = new Promise((_, reject) => {
+                job.signal.addEventListener("abort", () => reject(new AbortedError()), { once: true });
+            });
+            const result = await Promise.race([Promise.resolve().then(() => handler(job)), timedOut, aborted]);
+            if (result instanceof NextStage) {
+                const item = { ...base, next_stage: result.stage, result: result.o.result ?? null };
+                if (result.o.payload !== undefined)
+                    item.payload = result.o.payload;
+                if (result.o.priority !== undefined)
+                    item.priority = result.o.priority;
+                if (result.o.runIn !== undefined)
+                    item.run_in = formatDuration(result.o.runIn);
+                report = { what: "complete", item, leaseEnd: run.leaseEnd };
+            }
+            else {
+                report = { what: "complete", item: { ...base, result: result ?? null }, leaseEnd: run.leaseEnd };
+            }
+        }
+        catch (e) {
+            if (e instanceof AbortedError) {
+                report = undefined; // docket took the task back (or stop hands it back itself)
+            }
+            else {
+                const item = { ...base, error: errorText(e), worker: this.name };
+                if (e instanceof TimeoutError) {
+                    item.error = e.message;
+                    job.ctl.abort(e);
+                }
+                if (e instanceof Retry) {
+                    item.error = e.message;
+                    item.retry_in = formatDuration(e.delay);
+                }
+                if (e instanceof Permanent)
+                    item.permanent = true;
+                report = { what: "fail", item, leaseEnd: run.leaseEnd };
+            }
+        }
+        finally {
+            clearTimeout(timer);
+            run.done = true;
+            this.running.delete(job.id);
+            this.wake();
+        }
+        if (report) {
+            this.reports.push(report);
+            this.reportWake();
+        }
+    }
+    async reporter() {
+        for (;;) {
+            if (this.reports.length === 0) {
+                if (this.stopping.signal.aborted && this.running.size === 0)
+                    return;
+                await new Promise((r) => { this.reportWake = r; setTimeout(r, 500); });
+                continue;
+            }
+            const batch = this.reports.splice(0, 500);
+            await this.deliver(batch);
+        }
+    }
+    async deliver(batch) {
+        let delay = 100;
+        while (batch.length) {
+            const completes = batch.filter((r) => r.what === "complete").map((r) => r.item);
+            const fails = batch.filter((r) => r.what === "fail").map((r) => r.item);
+            try {
+                const answers = await Promise.all([
+                    completes.length ? this.client.completeMany(completes) : [],
+                    fails.length ? this.client.failMany(fails) : [],
+                ]);
+                for (const o of answers.flat()) {
+                    if (o.outcome !== "ok") {
+                        this.stats.lost++;
+                        console.warn(`docket worker ${this.name}: task ${o.id}: report answered ${o.outcome}`);
+                    }
+                }
+                this.stats.completed += completes.length;
+                this.stats.failed += fails.length;
+                return;
+            }
+            catch (e) {
+                if (e instanceof DocketError && e.status < 500 && e.status !== 429) {
+                    console.error(`docket worker ${this.name}: report refused, dropped: ${e}`);
+                    return;
+                }
+                await sleep(delay);
+                delay = Math.min(delay * 2, 5000);
+                const now = Date.now();
+                batch = batch.filter((r) => r.leaseEnd > now);
+            }
+        }
+    }
+    /** @internal */
+    async beat(job) {
+        const run = this.running.get(job.id);
+        if (!run || run.done)
+            return;
+        try {
+            await this.client.heartbeat(job.id, job.lease, { progress: job.progressValue });
+            run.leaseEnd = Date.now() + run.beatEvery * 3;
+        }
+        catch (e) {
+            if (e instanceof DocketError && (e.status === 409 || e.status === 404)) {
+                job.ctl.abort(new AbortedError()); // cancelled, lease_lost, timed_out: no longer ours
+            }
+            else {
+                console.warn(`docket worker ${this.name}: task ${job.id}: heartbeat failed: ${e}`);
+            }
+        }
+    }
+    async heartbeats() {
+        while (!(this.stopping.signal.aborted && this.running.size === 0)) {
+            const now = Date.now();
+            const due = [...this.running.values()].filter((r) => !r.done && r.nextBeat <= now);
+            for (const r of due)
+                r.nextBeat = now + r.beatEvery;
+            if (due.length)
+                await Promise.allSettled(due.map((r) => this.beat(r.job)));
+            const soonest = Math.min(now + 1000, ...[...this.running.values()].map((r) => r.nextBeat));
+            await sleep(Math.max(50, Math.min(1000, soonest - Date.now())));
+        }
+    }
+    async drain() {
+        const end = Date.now() + this.graceMs;
+        while (this.running.size && Date.now() < end)
+            await sleep(50);
+        for (const run of [...this.running.values()]) {
+            this.reports.push({ what: "fail", leaseEnd: run.leaseEnd, item: { id: run.job.id, lease: run.job.lease,
+                    error: "worker stopped: handed back", retry_in: "0ms", worker: this.name } });
+            run.job.ctl.abort(new AbortedError());
+        }
+        this.reportWake();
+    }
+    async presence() {
+        if (this.reportMs <= 0)
+            return;
+        while (!this.stopping.signal.aborted) {
+            await this.sendPresence(this.running.size ? "work" : "idle");
+            await sleep(this.reportMs, this.stopping.signal);
+        }
+    }
+    async sendPresence(state) {
+        if (this.reportMs <= 0)
+            return;
+        try {
+            await this.client.reportWorker(this.name, { state, tasks: [...this.running.keys()].slice(0, 10_000), queue: this.queue,
+                kinds: this.kinds(), concurrency: this.concurrency, host: hostname(), pid: process.pid, restarts: 0,
+                started_at: this.startedAt, interval: formatDuration(this.reportMs) });
+        }
+        catch { /* a missed report only makes the worker look late */ }
+    }
+}
+class TimeoutError extends Error {
+    constructor(timeout) { super(`timeout: the handler ran past the task's timeout (${timeout})`); this.name = "TimeoutError"; }
+}
+class AbortedError extends Error {
+    constructor() { super("aborted"); this.name = "AbortedError"; }
+}

@@ -1,0 +1,323 @@
+/**
+ * docket's HTTP API (`/v1`) as a client. Shapes are the OpenAPI document's
+ * (`crates/docket-server/openapi.json`); `schema.ts` is generated from it by openapi-typescript.
+ * Durations are humantime strings or milliseconds; times are RFC 3339 strings or `Date`s.
+ */
+import { readFileSync } from "node:fs";
+import { formatDuration, type Duration } from "./durations.js";
+import { DocketError, errorFor } from "./errors.js";
+import type { components } from "./schema.js";
+
+export type Schemas = components["schemas"];
+export type Task = Schemas["Task"] & { version?: string | null };
+export type NewTask = Schemas["NewTask"];
+export type TaskPage = Schemas["TaskPage"];
+export type ItemOutcome = Schemas["ItemOutcome"];
+export type Notification = Schemas["Notification"];
+export type ProcessView = Schemas["ProcessView"];
+export type QueueStats = Schemas["QueueStats"];
+export type Schedule = Schemas["Schedule"];
+export type WorkerReport = Schemas["WorkerReport"];
+export type CompleteItem = Schemas["CompleteRequest"] & { id: number };
+export type FailItem = Schemas["FailRequest"] & { id: number };
+
+/** Options of one task (every `NewTask` field but `kind` and `payload`). */
+export interface TaskOptions {
+  queue?: string;
+  priority?: number;
+  runAt?: string | Date;
+  runIn?: Duration;
+  uniqueKey?: string;
+  concurrencyKey?: string;
+  concurrencyLimit?: number;
+  timeout?: Duration;
+  backoff?: Schemas["Backoff"];
+  stage?: string;
+  userId?: string;
+  traceId?: string;
+  maxAttempts?: number;
+  expiresAt?: string | Date;
+  expiresIn?: Duration;
+  node?: string;
+  progress?: unknown;
+}
+
+export interface ClientOptions {
+  /** Server URL [`$DOCKET_SERVER`, else `http://127.0.0.1:7070`]. */
+  server?: string;
+  /** API token [`$DOCKET_TOKEN`]. */
+  token?: string;
+  /** PEM file of CA certificates to trust for `https://` (besides the system's). */
+  caFile?: string;
+  /** Per-request timeout in ms, long polls excepted [30000]. */
+  timeoutMs?: number;
+}
+
+const iso = (t: string | Date) => (t instanceof Date ? t.toISOString() : t);
+const seg = (s: string | number) => encodeURIComponent(String(s));
+
+/** A `NewTask` body from `kind`, `payload` and {@link TaskOptions}. */
+export function taskSpec(kind: string, payload?: unknown, o: TaskOptions = {}): NewTask {
+  const spec: Record<string, unknown> = { kind, payload: payload ?? null };
+  const put = (k: string, v: unknown) => { if (v !== undefined && v !== null) spec[k] = v; };
+  put("queue", o.queue); put("priority", o.priority);
+  put("run_at", o.runAt && iso(o.runAt)); put("run_in", o.runIn !== undefined ? formatDuration(o.runIn) : undefined);
+  put("unique_key", o.uniqueKey); put("concurrency_key", o.concurrencyKey);
+  put("concurrency_limit", o.concurrencyLimit);
+  put("timeout", o.timeout !== undefined ? formatDuration(o.timeout) : undefined);
+  put("backoff", o.backoff); put("stage", o.stage); put("user_id", o.userId); put("trace_id", o.traceId);
+  put("max_attempts", o.maxAttempts); put("expires_at", o.expiresAt && iso(o.expiresAt));
+  put("expires_in", o.expiresIn !== undefined ? formatDuration(o.expiresIn) : undefined);
+  put("node", o.node); put("progress", o.progress);
+  return spec as unknown as NewTask;
+}
+
+type Fetch = (url: string, init: RequestInit & { dispatcher?: unknown }) => Promise<Response>;
+
+/** Every operation of docket's API. Errors: {@link DocketError} with docket's `code`. */
+export class Client {
+  readonly server: string;
+  private readonly headers: Record<string, string>;
+  private readonly timeoutMs: number;
+  private fetcher: Promise<{ fetch: Fetch; dispatcher?: unknown }>;
+
+  constructor(opts: ClientOptions = {}) {
+    this.server = (opts.server ?? process.env.DOCKET_SERVER ?? "http://127.0.0.1:7070").replace(/\/+$/, "");
+    const token = opts.token ?? process.env.DOCKET_TOKEN;
+    this.headers = { "content-type": "application/json", "user-agent": "docket-client-ts/0.1" };
+    if (token) this.headers.authorization = `Bearer ${token}`;
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    // Node's fetch takes no CA option: a private CA goes through undici's own fetch and Agent.
+    this.fetcher = opts.caFile
+      ? import("undici").then(({ Agent, fetch }) => ({
+          fetch: fetch as unknown as Fetch,
+          dispatcher: new Agent({ connect: { ca: readFileSync(opts.caFile!, "utf8") } }),
+        }))
+      : Promise.resolve({ fetch: globalThis.fetch as Fetch });
+  }
+
+  /** One request; `waitMs` lengthens the timeout for long polls. */
+  async request<T = unknown>(method: string, path: string, body?: unknown,
+    o: { query?: Record<string, unknown>; headers?: Record<string, string>; waitMs?: number; signal?: AbortSignal } = {},
+  ): Promise<{ value: T; headers: Headers }> {
+    let url = this.server + path;
+    if (o.query) {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(o.query)) if (v !== undefined && v !== null) q.set(k, String(v));
+      const s = q.toString();
+      if (s) url += `?${s}`;
+    }
+    const { fetch, dispatcher } = await this.fetcher;
+    const timeout = AbortSignal.timeout(this.timeoutMs + (o.waitMs ?? 0));
+    const signal = o.signal ? AbortSignal.any([timeout, o.signal]) : timeout;
+    const resp = await fetch(url, {
+      method, headers: { ...this.headers, ...o.headers }, signal, dispatcher,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await resp.text();
+    let parsed: unknown = null;
+    if (text) {
+      try { parsed = JSON.parse(text); } catch { parsed = text; }
+    }
+    if (resp.status >= 400) {
+      const ra = resp.headers.get("retry-after");
+      throw errorFor(resp.status, parsed, ra && /^\d+$/.test(ra) ? Number(ra) : undefined);
+    }
+    return { value: parsed as T, headers: resp.headers };
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown, query?: Record<string, unknown>): Promise<T> {
+    return (await this.request<T>(method, path, body, { query })).value;
+  }
+
+  // --- tasks ---------------------------------------------------------------------------
+  /** `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an existing one). */
+  enqueue(kind: string, payload?: unknown, options?: TaskOptions): Promise<Task> {
+    return this.call("POST", "/v1/tasks", taskSpec(kind, payload, options));
+  }
+
+  /** `POST /v1/tasks` with `{tasks}` (≤ 10,000, one transaction) → the tasks. */
+  async enqueueMany(specs: NewTask[]): Promise<Task[]> {
+    return (await this.call<{ tasks: Task[] }>("POST", "/v1/tasks", { tasks: specs })).tasks;
+  }
+
+  /** `GET /v1/tasks/{id}` → the task with its `version` (the ETag). */
+  async getTask(id: number): Promise<Task> {
+    const { value, headers } = await this.request<Task>("GET", `/v1/tasks/${id}`);
+    return { ...value, version: headers.get("etag") };
+  }
+
+  /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states. */
+  listTasks(filter: { queue?: string; state?: string | string[]; kind?: string; limit?: number; after?: number;
+    user_id?: string; text?: string; concurrency_key?: string; order?: string } = {}): Promise<TaskPage> {
+    const q: Record<string, unknown> = { ...filter };
+    if (Array.isArray(filter.state)) q.state = filter.state.join(",");
+    return this.call("GET", "/v1/tasks", undefined, q);
+  }
+
+  /** `PATCH /v1/tasks/{id}`; with `version` (an ETag) → 412 `version_mismatch` if it moved on. */
+  async updateTask(id: number, patch: Schemas["TaskPatch"], version?: string): Promise<Task> {
+    const { value, headers } = await this.request<Task>("PATCH", `/v1/tasks/${id}`, patch,
+      { headers: version ? { "if-match": version } : {} });
+    return { ...value, version: headers.get("etag") };
+  }
+
+  /** Cancel: a waiting task at once, a running one at its next heartbeat or report. */
+  cancelTask(id: number): Promise<Task> { return this.call("POST", `/v1/tasks/${id}/cancel`); }
+  /** Run a finished task again. */
+  retryTask(id: number): Promise<Task> { return this.call("POST", `/v1/tasks/${id}/retry`); }
+  /** A scheduled or retryable task becomes available now. */
+  runNow(id: number): Promise<Task> { return this.call("POST", `/v1/tasks/${id}/run-now`); }
+
+  // --- the work path -------------------------------------------------------------------
+  /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
+  async claim(queue: string, o: { worker: string; limit?: number; lease?: Duration; wait?: Duration;
+    kinds?: string[]; stages?: string[]; signal?: AbortSignal }): Promise<Task[]> {
+    const body: Record<string, unknown> = { worker: o.worker, limit: o.limit ?? 1 };
+    if (o.lease !== undefined) body.lease = formatDuration(o.lease);
+    if (o.wait !== undefined) body.wait = formatDuration(o.wait);
+    if (o.kinds?.length) body.kinds = o.kinds;
+    if (o.stages?.length) body.stages = o.stages;
+    const waitMs = o.wait === undefined ? 0 : typeof o.wait === "number" ? o.wait : 60_000;
+    const { value } = await this.request<{ tasks: Task[] }>("POST", `/v1/queues/${seg(queue)}/claim`, body,
+      { waitMs, signal: o.signal });
+    return value.tasks;
+  }
+
+  /** `POST /v1/tasks/{id}/heartbeat` → the task (new `lease_expires_at`); 409 `cancelled`/`lease_lost`/`timed_out`. */
+  heartbeat(id: number, lease: string, o: { progress?: unknown; extend?: Duration } = {}): Promise<Task> {
+    const body: Record<string, unknown> = { lease };
+    if (o.progress !== undefined) body.progress = o.progress;
+    if (o.extend !== undefined) body.extend = formatDuration(o.extend);
+    return this.call("POST", `/v1/tasks/${id}/heartbeat`, body);
+  }
+
+  /** `POST /v1/tasks/{id}/complete`; `next_stage` (+ `payload`, `priority`, `run_in`/`run_at`) hands it on. */
+  complete(id: number, lease: string, result?: unknown, next?: Omit<Schemas["CompleteRequest"], "lease" | "result" | "id">): Promise<Task> {
+    return this.call("POST", `/v1/tasks/${id}/complete`, { lease, result: result ?? null, ...next });
+  }
+
+  /** `POST /v1/tasks/{id}/fail`: retried per its backoff (or after `retry_in`), or discarded when permanent. */
+  fail(id: number, lease: string, error: string, o: { retryIn?: Duration; permanent?: boolean; worker?: string } = {}): Promise<Task> {
+    const body: Record<string, unknown> = { lease, error };
+    if (o.retryIn !== undefined) body.retry_in = formatDuration(o.retryIn);
+    if (o.permanent) body.permanent = true;
+    if (o.worker) body.worker = o.worker;
+    return this.call("POST", `/v1/tasks/${id}/fail`, body);
+  }
+
+  /** `POST /v1/tasks/complete` → one outcome per item (`ok`, `lease_lost`, `cancelled`, `timed_out`, `not_found`). */
+  async completeMany(items: CompleteItem[]): Promise<ItemOutcome[]> {
+    return (await this.call<{ results: ItemOutcome[] }>("POST", "/v1/tasks/complete", { items })).results;
+  }
+
+  /** `POST /v1/tasks/fail` → one outcome per item. */
+  async failMany(items: FailItem[]): Promise<ItemOutcome[]> {
+    return (await this.call<{ results: ItemOutcome[] }>("POST", "/v1/tasks/fail", { items })).results;
+  }
+
+  /** `POST /v1/workers/{name}/report`. */
+  reportWorker(name: string, report: WorkerReport): Promise<unknown> {
+    return this.call("POST", `/v1/workers/${seg(name)}/report`, report);
+  }
+
+  /** `GET /v1/workers`. */
+  async listWorkers(): Promise<Schemas["WorkerView"][]> {
+    return (await this.call<Schemas["WorkerList"]>("GET", "/v1/workers")).workers;
+  }
+
+  // --- queues --------------------------------------------------------------------------
+  async listQueues(): Promise<QueueStats[]> { return (await this.call<Schemas["QueueList"]>("GET", "/v1/queues")).queues; }
+  /** `GET /v1/queues/{queue}` → `{name, counts, settings}`. */
+  getQueue(queue: string): Promise<QueueStats> { return this.call("GET", `/v1/queues/${seg(queue)}`); }
+  putQueue(queue: string, settings: Schemas["QueueSettings"]): Promise<QueueStats> { return this.call("PUT", `/v1/queues/${seg(queue)}`, settings); }
+  pauseQueue(queue: string): Promise<unknown> { return this.call("POST", `/v1/queues/${seg(queue)}/pause`); }
+  resumeQueue(queue: string): Promise<unknown> { return this.call("POST", `/v1/queues/${seg(queue)}/resume`); }
+
+  // --- schedules -----------------------------------------------------------------------
+  /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
+  putSchedule(spec: Schemas["ScheduleSpec"]): Promise<Schedule> { return this.call("POST", "/v1/schedules", spec); }
+  async listSchedules(): Promise<Schedule[]> { return (await this.call<Schemas["ScheduleList"]>("GET", "/v1/schedules")).schedules; }
+  getSchedule(name: string): Promise<Schedule> { return this.call("GET", `/v1/schedules/${seg(name)}`); }
+  deleteSchedule(name: string): Promise<unknown> { return this.call("DELETE", `/v1/schedules/${seg(name)}`); }
+  pauseSchedule(name: string): Promise<unknown> { return this.call("POST", `/v1/schedules/${seg(name)}/pause`); }
+  resumeSchedule(name: string): Promise<unknown> { return this.call("POST", `/v1/schedules/${seg(name)}/resume`); }
+
+  // --- processes -----------------------------------------------------------------------
+  /** `PUT /v1/namespaces/{ns}`: the processor's URL and the namespace's settings. */
+  putNamespace(ns: string, processorUrl: string, config: Partial<Omit<Schemas["NamespaceConfig"], "processor">> = {}): Promise<unknown> {
+    return this.call("PUT", `/v1/namespaces/${seg(ns)}`, { processor: { url: processorUrl }, ...config });
+  }
+  getNamespace(ns: string): Promise<Schemas["NamespaceView"]> { return this.call("GET", `/v1/namespaces/${seg(ns)}`); }
+
+  /** `POST /v1/namespaces/{ns}/processes` → the processor's `response` to `init`. */
+  async initProcess(ns: string, id: string, args?: unknown, o: { context?: unknown; idempotencyKey?: string } = {}): Promise<unknown> {
+    const body = { id, args: args ?? null, context: o.context ?? null, idempotency_key: o.idempotencyKey };
+    return (await this.call<{ response: unknown }>("POST", `/v1/namespaces/${seg(ns)}/processes`, body)).response;
+  }
+
+  /** A synchronous call → the processor's `response`. */
+  async callProcess(ns: string, id: string, args?: unknown, o: { context?: unknown; idempotencyKey?: string; range?: Schemas["HistoryRange"] } = {}): Promise<unknown> {
+    const body = { args: args ?? null, context: o.context ?? null, idempotency_key: o.idempotencyKey, range: o.range };
+    return (await this.call<{ response: unknown }>("POST", `/v1/namespaces/${seg(ns)}/processes/${seg(id)}/call`, body)).response;
+  }
+
+  /** Repair an `error` process through the processor. */
+  repairProcess(ns: string, id: string, args?: unknown, context?: unknown): Promise<unknown> {
+    return this.call("POST", `/v1/namespaces/${seg(ns)}/processes/${seg(id)}/repair`, { args: args ?? null, context: context ?? null });
+  }
+
+  /** `{process, history, last_event_id}`. */
+  getProcess(ns: string, id: string): Promise<ProcessView> { return this.call("GET", `/v1/namespaces/${seg(ns)}/processes/${seg(id)}`); }
+  traceProcess(ns: string, id: string): Promise<Schemas["ProcessTrace"]> { return this.call("GET", `/v1/namespaces/${seg(ns)}/processes/${seg(id)}/trace`); }
+
+  /**
+   * `GET /v1/events` (server-sent events) as an endless async iterator of notifications,
+   * reconnecting after the last `seq` seen. Break out of the loop (or abort `signal`) to stop.
+   */
+  async *events(o: { namespace?: string; after?: number; signal?: AbortSignal } = {}): AsyncGenerator<Notification> {
+    let after = o.after;
+    const { fetch, dispatcher } = await this.fetcher;
+    for (;;) {
+      const q = new URLSearchParams();
+      if (o.namespace) q.set("namespace", o.namespace);
+      if (after !== undefined) q.set("after", String(after));
+      const ctl = new AbortController();
+      const signal = o.signal ? AbortSignal.any([ctl.signal, o.signal]) : ctl.signal;
+      const resp = await fetch(`${this.server}/v1/events?${q}`, { headers: this.headers, signal, dispatcher });
+      if (resp.status >= 400) throw errorFor(resp.status, await resp.json().catch(() => null));
+      const reader = resp.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          let end: number;
+          while ((end = buf.indexOf("\n\n")) >= 0) {
+            const block = buf.slice(0, end);
+            buf = buf.slice(end + 2);
+            const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+            if (!data) continue;
+            const n = JSON.parse(data) as Notification;
+            if (typeof n?.seq !== "number") continue;
+            after = n.seq;
+            yield n;
+          }
+        }
+      } finally {
+        ctl.abort();
+      }
+    }
+  }
+
+  // --- tokens and the cluster ------------------------------------------------------------
+  /** `POST /v1/tokens` (admin) → the token, shown once. */
+  createToken(req: Schemas["TokenCreateRequest"]): Promise<Schemas["TokenCreated"]> { return this.call("POST", "/v1/tokens", req); }
+  async listTokens(): Promise<Schemas["TokenView"][]> { return (await this.call<Schemas["TokenList"]>("GET", "/v1/tokens")).tokens; }
+  revokeToken(name: string): Promise<unknown> { return this.call("DELETE", `/v1/tokens/${seg(name)}`); }
+  status(): Promise<Schemas["StatusView"]> { return this.call("GET", "/v1/status"); }
+  health(): Promise<Schemas["Health"]> { return this.call("GET", "/healthz"); }
+}
+
+export { DocketError };

@@ -1,0 +1,356 @@
+/**
+ * A worker: handlers per kind, claimed in long-polled batches, heartbeats while a handler runs,
+ * completions and failures reported in batches, graceful stop on SIGTERM.
+ *
+ * ```ts
+ * const worker = new Worker({ queue: "emails", concurrency: 10 });
+ * worker.handle("send", async (job) => { await send(job.payload, { signal: job.signal }); return { sent: true }; });
+ * await worker.run();   // until SIGTERM/SIGINT or worker.stop(); then finishes (or hands back) its tasks
+ * ```
+ *
+ * Rules (the same in every docket client): only registered kinds (and stages, when a handler
+ * names one) are claimed; a handler runs at most until the task's `timeout` — then `job.signal`
+ * aborts and the attempt fails with `timeout`; a heartbeat every third of the lease keeps it,
+ * and a heartbeat answered `cancelled`/`lease_lost`/`timed_out` aborts `job.signal` and reports
+ * nothing; a report that cannot be delivered is retried until the lease runs out; on stop no new
+ * claims, tasks in hand get `shutdownGraceMs` to finish, then are handed back (failed with
+ * `retry_in: 0`, so they run again at once).
+ */
+import { hostname } from "node:os";
+import { randomUUID } from "node:crypto";
+import { Client, type CompleteItem, type FailItem, type Task } from "./client.js";
+import { formatDuration, parseDuration, type Duration } from "./durations.js";
+import { DocketError } from "./errors.js";
+
+/** Throw from a handler: fail this attempt and retry after `delay` (ms or humantime) instead of the backoff. */
+export class Retry extends Error {
+  constructor(readonly delay: Duration, message = "retry requested") { super(message); this.name = "Retry"; }
+}
+
+/** Throw from a handler: fail the task for good (discarded, no more attempts). */
+export class Permanent extends Error {
+  constructor(message: string) { super(message); this.name = "Permanent"; }
+}
+
+/** Return from a handler: hand the task on to `stage` (asyncflow's multi-stage tasks). */
+export class NextStage {
+  constructor(readonly stage: string, readonly o: { payload?: unknown; priority?: number; runIn?: Duration; result?: unknown } = {}) {}
+}
+
+/** What a handler gets. */
+export class Job {
+  /** Aborted when the attempt times out, docket cancels the task or its lease is lost, or the worker hands it back. */
+  readonly signal: AbortSignal;
+  /** @internal */ readonly ctl = new AbortController();
+  /** @internal */ progressValue: unknown = undefined;
+  constructor(readonly task: Task, private readonly worker: Worker) { this.signal = this.ctl.signal; }
+  get id(): number { return this.task.id; }
+  get kind(): string { return this.task.kind; }
+  get payload(): unknown { return this.task.payload; }
+  get attempt(): number { return this.task.attempt; }
+  get stage(): string | null { return this.task.stage ?? null; }
+  get lease(): string { return (this.task.lease as { token: string }).token; }
+  /** Record progress (any JSON): sent with the next heartbeat (`await job.heartbeat()` sends it now). */
+  progress(value: unknown): void { this.progressValue = value; }
+  /** Send a heartbeat now. */
+  heartbeat(): Promise<void> { return this.worker.beat(this); }
+}
+
+export type Handler = (job: Job) => unknown | Promise<unknown>;
+
+export interface WorkerOptions {
+  /** [a Client from `$DOCKET_SERVER`/`$DOCKET_TOKEN`] */
+  client?: Client;
+  /** Queue to work ["default"]. */
+  queue?: string;
+  /** Handlers at once [10]. */
+  concurrency?: number;
+  /** Worker name recorded on tasks [host-pid-random]. */
+  name?: string;
+  /** Most tasks per claim [concurrency]. */
+  batch?: number;
+  /** Long-poll per claim ["10s"]. */
+  wait?: Duration;
+  /** Lease per claim [the task's timeout]. */
+  lease?: Duration;
+  /** Time tasks in hand get on stop, ms [30000]. */
+  shutdownGraceMs?: number;
+  /** Reports to `/v1/workers` every this many ms [10000; 0: none]. */
+  reportIntervalMs?: number;
+  /** Stop gracefully on SIGTERM/SIGINT [true]. */
+  signals?: boolean;
+}
+
+interface Running { job: Job; leaseEnd: number; beatEvery: number; nextBeat: number; done: boolean }
+type Report = { what: "complete"; item: CompleteItem; leaseEnd: number } | { what: "fail"; item: FailItem; leaseEnd: number };
+
+const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => {
+  const t = setTimeout(resolve, ms);
+  signal?.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+});
+
+function errorText(e: unknown): string {
+  if (e instanceof Error) {
+    const head = `${e.name}: ${e.message}`;
+    const stack = e.stack ?? "";
+    return (stack.startsWith(head) ? stack : `${head}\n${stack}`).slice(0, 64_000);
+  }
+  return String(e).slice(0, 64_000);
+}
+
+export class Worker {
+  readonly client: Client;
+  readonly queue: string;
+  readonly concurrency: number;
+  readonly name: string;
+  readonly stats = { completed: 0, failed: 0, lost: 0 };
+  private readonly batch: number;
+  private readonly wait: string;
+  private readonly lease?: string;
+  private readonly graceMs: number;
+  private readonly reportMs: number;
+  private readonly signals: boolean;
+  private readonly handlers = new Map<string, Handler>();
+  private readonly running = new Map<number, Running>();
+  private reports: Report[] = [];
+  private readonly stopping = new AbortController();
+  private wake: () => void = () => {};
+  private reportWake: () => void = () => {};
+  private readonly startedAt = new Date().toISOString();
+
+  constructor(o: WorkerOptions = {}) {
+    this.client = o.client ?? new Client();
+    this.queue = o.queue ?? "default";
+    this.concurrency = o.concurrency ?? 10;
+    if (this.concurrency < 1) throw new Error("concurrency must be at least 1");
+    this.name = o.name ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`;
+    this.batch = Math.max(1, Math.min(o.batch ?? this.concurrency, 10_000));
+    this.wait = formatDuration(o.wait ?? "10s");
+    this.lease = o.lease === undefined ? undefined : formatDuration(o.lease);
+    this.graceMs = o.shutdownGraceMs ?? 30_000;
+    this.reportMs = o.reportIntervalMs ?? 10_000;
+    this.signals = o.signals ?? true;
+  }
+
+  /** `fn` handles tasks of `kind` (at `stage`, when given; without one, every stage of the kind). */
+  handle(kind: string, fn: Handler, o: { stage?: string } = {}): this {
+    this.handlers.set(`${kind}\u0000${o.stage ?? ""}`, fn);
+    return this;
+  }
+
+  /** Ask the worker to stop gracefully. */
+  stop(): void { this.stopping.abort(); this.wake(); }
+
+  private kinds(): string[] { return [...new Set([...this.handlers.keys()].map((k) => k.split("\u0000")[0]))].sort(); }
+  private stages(): string[] | undefined {
+    const s = [...this.handlers.keys()].map((k) => k.split("\u0000")[1]);
+    return s.includes("") ? undefined : [...new Set(s)].sort();
+  }
+  private handlerFor(t: Task): Handler | undefined {
+    return this.handlers.get(`${t.kind}\u0000${t.stage ?? ""}`) ?? this.handlers.get(`${t.kind}\u0000`);
+  }
+
+  /** Runs until {@link stop} (or SIGTERM/SIGINT); resolves once every report is out. */
+  async run(): Promise<void> {
+    if (this.handlers.size === 0) throw new Error("no handler registered");
+    const onSignal = () => this.stop();
+    if (this.signals) { process.on("SIGTERM", onSignal); process.on("SIGINT", onSignal); }
+    const reporter = this.reporter();
+    const beats = this.heartbeats();
+    const presence = this.presence();
+    try {
+      await this.claimLoop();
+      await this.drain();
+    } finally {
+      this.reportWake();
+      await reporter;
+      await Promise.allSettled([beats, presence]);
+      await this.sendPresence("stop");
+      if (this.signals) { process.off("SIGTERM", onSignal); process.off("SIGINT", onSignal); }
+    }
+  }
+
+  private async claimLoop(): Promise<void> {
+    const kinds = this.kinds(), stages = this.stages();
+    while (!this.stopping.signal.aborted) {
+      const free = this.concurrency - this.running.size;
+      if (free <= 0) {
+        await new Promise<void>((r) => { this.wake = r; });
+        continue;
+      }
+      let tasks: Task[];
+      try {
+        tasks = await this.client.claim(this.queue, { worker: this.name, limit: Math.min(free, this.batch),
+          lease: this.lease, wait: this.wait, kinds, stages, signal: this.stopping.signal });
+      } catch (e) {
+        // Stopping mid-poll: tasks of a claim cut off as it was answered are rescued when
+        // their leases end (nothing is lost; they start later).
+        if (this.stopping.signal.aborted) break;
+        if (e instanceof DocketError && e.code === "rate_limited") { await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal); continue; }
+        console.warn(`docket worker ${this.name}: claim failed: ${e}`);
+        await sleep(1000, this.stopping.signal);
+        continue;
+      }
+      for (const t of tasks) this.start(t);
+    }
+  }
+
+  private start(task: Task): void {
+    const now = Date.now();
+    let timeout = 60_000;
+    try { timeout = parseDuration(task.timeout); } catch { /* the default */ }
+    const lease = task.lease as { token: string; expires_at: string };
+    let leaseLen = Date.parse(lease.expires_at) - Date.parse(task.attempted_at ?? "");
+    if (!Number.isFinite(leaseLen) || leaseLen <= 0) leaseLen = timeout;
+    const job = new Job(task, this);
+    const run: Running = { job, leaseEnd: now + leaseLen, beatEvery: leaseLen / 3, nextBeat: now + leaseLen / 3, done: false };
+    this.running.set(task.id, run);
+    void this.execute(run, timeout);
+  }
+
+  private async execute(run: Running, timeoutMs: number): Promise<void> {
+    const { job } = run;
+    const handler = this.handlerFor(job.task);
+    let report: Report | undefined;
+    const base = { id: job.id, lease: job.lease };
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      if (!handler) throw new Permanent(`no handler for kind ${job.kind} stage ${job.stage}`);
+      const timedOut = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new TimeoutError(job.task.timeout)), timeoutMs);
+      });
+      const aborted = new Promise<never>((_, reject) => {
+        job.signal.addEventListener("abort", () => reject(new AbortedError()), { once: true });
+      });
+      const result = await Promise.race([Promise.resolve().then(() => handler(job)), timedOut, aborted]);
+      if (result instanceof NextStage) {
+        const item: CompleteItem = { ...base, next_stage: result.stage, result: result.o.result ?? null };
+        if (result.o.payload !== undefined) item.payload = result.o.payload;
+        if (result.o.priority !== undefined) item.priority = result.o.priority;
+        if (result.o.runIn !== undefined) item.run_in = formatDuration(result.o.runIn);
+        report = { what: "complete", item, leaseEnd: run.leaseEnd };
+      } else {
+        report = { what: "complete", item: { ...base, result: result ?? null }, leaseEnd: run.leaseEnd };
+      }
+    } catch (e) {
+      if (e instanceof AbortedError) {
+        report = undefined; // docket took the task back (or stop hands it back itself)
+      } else {
+        const item: FailItem = { ...base, error: errorText(e), worker: this.name };
+        if (e instanceof TimeoutError) { item.error = e.message; job.ctl.abort(e); }
+        if (e instanceof Retry) { item.error = e.message; item.retry_in = formatDuration(e.delay); }
+        if (e instanceof Permanent) item.permanent = true;
+        report = { what: "fail", item, leaseEnd: run.leaseEnd };
+      }
+    } finally {
+      clearTimeout(timer);
+      run.done = true;
+      this.running.delete(job.id);
+      this.wake();
+    }
+    if (report) { this.reports.push(report); this.reportWake(); }
+  }
+
+  private async reporter(): Promise<void> {
+    for (;;) {
+      if (this.reports.length === 0) {
+        if (this.stopping.signal.aborted && this.running.size === 0) return;
+        await new Promise<void>((r) => { this.reportWake = r; setTimeout(r, 500); });
+        continue;
+      }
+      const batch = this.reports.splice(0, 500);
+      await this.deliver(batch);
+    }
+  }
+
+  private async deliver(batch: Report[]): Promise<void> {
+    let delay = 100;
+    while (batch.length) {
+      const completes = batch.filter((r) => r.what === "complete").map((r) => r.item as CompleteItem);
+      const fails = batch.filter((r) => r.what === "fail").map((r) => r.item as FailItem);
+      try {
+        const answers = await Promise.all([
+          completes.length ? this.client.completeMany(completes) : [],
+          fails.length ? this.client.failMany(fails) : [],
+        ]);
+        for (const o of answers.flat()) {
+          if (o.outcome !== "ok") { this.stats.lost++; console.warn(`docket worker ${this.name}: task ${o.id}: report answered ${o.outcome}`); }
+        }
+        this.stats.completed += completes.length;
+        this.stats.failed += fails.length;
+        return;
+      } catch (e) {
+        if (e instanceof DocketError && e.status < 500 && e.status !== 429) {
+          console.error(`docket worker ${this.name}: report refused, dropped: ${e}`);
+          return;
+        }
+        await sleep(delay);
+        delay = Math.min(delay * 2, 5000);
+        const now = Date.now();
+        batch = batch.filter((r) => r.leaseEnd > now);
+      }
+    }
+  }
+
+  /** @internal */
+  async beat(job: Job): Promise<void> {
+    const run = this.running.get(job.id);
+    if (!run || run.done) return;
+    try {
+      await this.client.heartbeat(job.id, job.lease, { progress: job.progressValue });
+      run.leaseEnd = Date.now() + run.beatEvery * 3;
+    } catch (e) {
+      if (e instanceof DocketError && (e.status === 409 || e.status === 404)) {
+        job.ctl.abort(new AbortedError()); // cancelled, lease_lost, timed_out: no longer ours
+      } else {
+        console.warn(`docket worker ${this.name}: task ${job.id}: heartbeat failed: ${e}`);
+      }
+    }
+  }
+
+  private async heartbeats(): Promise<void> {
+    while (!(this.stopping.signal.aborted && this.running.size === 0)) {
+      const now = Date.now();
+      const due = [...this.running.values()].filter((r) => !r.done && r.nextBeat <= now);
+      for (const r of due) r.nextBeat = now + r.beatEvery;
+      if (due.length) await Promise.allSettled(due.map((r) => this.beat(r.job)));
+      const soonest = Math.min(now + 1000, ...[...this.running.values()].map((r) => r.nextBeat));
+      await sleep(Math.max(50, Math.min(1000, soonest - Date.now())));
+    }
+  }
+
+  private async drain(): Promise<void> {
+    const end = Date.now() + this.graceMs;
+    while (this.running.size && Date.now() < end) await sleep(50);
+    for (const run of [...this.running.values()]) {
+      this.reports.push({ what: "fail", leaseEnd: run.leaseEnd, item: { id: run.job.id, lease: run.job.lease,
+        error: "worker stopped: handed back", retry_in: "0ms", worker: this.name } });
+      run.job.ctl.abort(new AbortedError());
+    }
+    this.reportWake();
+  }
+
+  private async presence(): Promise<void> {
+    if (this.reportMs <= 0) return;
+    while (!this.stopping.signal.aborted) {
+      await this.sendPresence(this.running.size ? "work" : "idle");
+      await sleep(this.reportMs, this.stopping.signal);
+    }
+  }
+
+  private async sendPresence(state: "idle" | "work" | "stop"): Promise<void> {
+    if (this.reportMs <= 0) return;
+    try {
+      await this.client.reportWorker(this.name, { state, tasks: [...this.running.keys()].slice(0, 10_000), queue: this.queue,
+        kinds: this.kinds(), concurrency: this.concurrency, host: hostname(), pid: process.pid, restarts: 0,
+        started_at: this.startedAt, interval: formatDuration(this.reportMs) });
+    } catch { /* a missed report only makes the worker look late */ }
+  }
+}
+
+class TimeoutError extends Error {
+  constructor(timeout: string) { super(`timeout: the handler ran past the task's timeout (${timeout})`); this.name = "TimeoutError"; }
+}
+class AbortedError extends Error {
+  constructor() { super("aborted"); this.name = "AbortedError"; }
+}

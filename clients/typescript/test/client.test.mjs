@@ -1,0 +1,184 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { Client, DocketError, NextStage, Permanent, Processor, ProcessorFailure, Retry, Worker, parseDuration, taskSpec, timer } from "../dist/index.js";
+import { SERVERS, runUntil, sleep, uniq, waitFor } from "./helpers.mjs";
+
+for (const [backend, server] of Object.entries(SERVERS)) {
+  const c = new Client({ server });
+
+  test(`${backend}: enqueue takes every option; errors carry codes; PATCH with versions`, async () => {
+    const queue = uniq();
+    const runAt = new Date(Date.now() + 3600_000);
+    const t = await c.enqueue("email", { to: "a@b.c" }, { queue, priority: 7, runAt, uniqueKey: `${queue}-u`,
+      concurrencyKey: "k", concurrencyLimit: 2, timeout: 90_000, backoff: { initial: "2s", max: "1m" }, stage: "render",
+      userId: "u-1", traceId: "0af7651916cd43dd8448eb211c80319c", maxAttempts: 4, expiresIn: "2h", progress: { p: 0 } });
+    const got = await c.getTask(t.id);
+    assert.equal(got.queue, queue); assert.equal(got.priority, 7); assert.equal(got.state, "scheduled");
+    assert.ok(Math.abs(Date.parse(got.run_at) - runAt.getTime()) < 1000);
+    assert.equal(got.unique_key, `${queue}-u`); assert.equal(got.concurrency_key, "k"); assert.equal(got.concurrency_limit, 2);
+    assert.equal(parseDuration(got.timeout), 90_000); assert.equal(got.stage, "render"); assert.equal(got.user_id, "u-1");
+    assert.equal(got.trace_id, "0af7651916cd43dd8448eb211c80319c"); assert.equal(got.max_attempts, 4);
+    assert.ok(got.expires_at); assert.deepEqual(got.progress, { p: 0 }); assert.ok(got.version);
+    const again = await c.enqueue("email", null, { queue, uniqueKey: `${queue}-u` });
+    assert.equal(again.id, t.id); assert.equal(again.inserted, false);
+
+    await assert.rejects(c.getTask(987654321), (e) => e instanceof DocketError && e.code === "not_found" && e.status === 404);
+    await assert.rejects(c.complete(t.id, "not-a-lease", {}), (e) => e.code === "lease_lost");
+    const p = await c.updateTask(t.id, { priority: 5 }, got.version);
+    assert.equal(p.priority, 5);
+    await assert.rejects(c.updateTask(t.id, { priority: 6 }, got.version), (e) => e.code === "version_mismatch" && e.status === 412);
+    assert.equal((await c.runNow(t.id)).state, "available");
+    assert.equal((await c.cancelTask(t.id)).state, "cancelled");
+    assert.equal((await c.retryTask(t.id)).state, "available");
+
+    const many = await c.enqueueMany([1, 2, 3].map((i) => taskSpec("n", i, { queue })));
+    assert.deepEqual(many.map((x) => x.payload), [1, 2, 3]);
+    const page = await c.listTasks({ queue, kind: "n", state: ["available", "running"], limit: 2 });
+    assert.equal(page.tasks.length, 2);
+    const rest = await c.listTasks({ queue, kind: "n", limit: 10, after: page.next_after });
+    assert.equal(rest.tasks.length, 1);
+
+    await c.putQueue(queue, { concurrency_limit: 3 });
+    assert.equal((await c.getQueue(queue)).settings.concurrency_limit, 3);
+    const name = `${queue}-nightly`;
+    await c.putSchedule({ name, task: taskSpec("report", null, { queue }), cron: "0 3 * * *" });
+    assert.equal((await c.getSchedule(name)).cron, "0 3 * * *");
+    await c.deleteSchedule(name);
+    await assert.rejects(c.getSchedule(name), (e) => e.code === "not_found");
+  });
+
+  test(`${backend}: a worker runs handlers and records results, retries, failures`, async () => {
+    const queue = uniq();
+    const ids = (await c.enqueueMany([...Array(30).keys()].map((i) => taskSpec("add", [i, i], { queue })))).map((t) => t.id);
+    const flaky = await c.enqueue("flaky", null, { queue, maxAttempts: 5 });
+    const perm = await c.enqueue("bad", null, { queue, maxAttempts: 10 });
+    const boom = await c.enqueue("boom", null, { queue, maxAttempts: 1 });
+    const w = new Worker({ client: c, queue, concurrency: 8, wait: "500ms", name: `${queue}-w`, signals: false });
+    w.handle("add", (job) => job.payload[0] + job.payload[1]);
+    w.handle("flaky", async (job) => { if (job.attempt < 3) throw new Retry(1500, `not yet (${job.attempt})`); return "third time"; });
+    w.handle("bad", () => { throw new Permanent("card declined"); });
+    w.handle("boom", function boomHandler() { return null.missing; });
+    await runUntil(w, async () => (await c.listTasks({ queue, state: ["completed", "discarded"], limit: 100 })).tasks.length === 33);
+    for (const [i, id] of ids.entries()) assert.equal((await c.getTask(id)).result, 2 * i);
+    const f = await c.getTask(flaky.id);
+    assert.equal(f.result, "third time"); assert.equal(f.attempt, 3);
+    assert.deepEqual(f.errors.map((e) => e.message), ["not yet (1)", "not yet (2)"]);
+    assert.ok(Date.parse(f.runs[1].started_at) - Date.parse(f.runs[0].finished_at) >= 1400, JSON.stringify(f.runs));
+    const p = await c.getTask(perm.id);
+    assert.equal(p.state, "discarded"); assert.equal(p.attempt, 1); assert.match(p.errors[0].message, /^Permanent: card declined/);
+    const b = await c.getTask(boom.id);
+    assert.match(b.errors[0].message, /^TypeError: .*missing/); assert.match(b.errors[0].message, /boomHandler/);
+    assert.ok((await c.listWorkers()).some((x) => x.name === `${queue}-w`));
+  });
+
+  test(`${backend}: timeout aborts the handler; cancellation is seen at the next heartbeat; stages hand off`, async () => {
+    const queue = uniq();
+    const slow = await c.enqueue("sleepy", null, { queue, timeout: "1s", maxAttempts: 1 });
+    const long = await c.enqueue("long", null, { queue, timeout: "60s" });
+    const order = await c.enqueue("order", { n: 1 }, { queue, stage: "reserve" });
+    const aborted = [];
+    const w = new Worker({ client: c, queue, wait: "200ms", lease: "1s", signals: false });
+    const hold = (job) => new Promise((resolve) => { job.signal.addEventListener("abort", () => { aborted.push(job.kind); resolve(); }); setTimeout(resolve, 30_000); });
+    w.handle("sleepy", hold);
+    w.handle("long", (job) => { job.progress({ step: 1 }); return hold(job); });
+    w.handle("order", (job) => new NextStage("charge", { payload: { ...job.payload, reserved: true } }), { stage: "reserve" });
+    w.handle("order", (job) => ({ charged: job.payload }), { stage: "charge" });
+    let cancelled = false;
+    await runUntil(w, async () => {
+      const l = await c.getTask(long.id);
+      if (!cancelled && l.state === "running" && l.progress?.step === 1) { await c.cancelTask(long.id); cancelled = true; }
+      const s = await c.getTask(slow.id), o = await c.getTask(order.id), l2 = await c.getTask(long.id);
+      return s.state === "discarded" && o.state === "completed" && l2.state === "cancelled" && aborted.length === 2;
+    }, 20_000);
+    assert.match((await c.getTask(slow.id)).errors[0].message, /timeout/);
+    assert.deepEqual(aborted.sort(), ["long", "sleepy"]);
+    const o = await c.getTask(order.id);
+    assert.deepEqual(o.result, { charged: { n: 1, reserved: true } }); assert.ok(o.stages_done.includes("reserve"));
+  });
+
+  const spawnWorker = (queue, sleepMs, lease) => {
+    const child = spawn(process.execPath, [fileURLToPath(new URL("./worker-proc.mjs", import.meta.url)), server, queue, String(sleepMs), lease], { stdio: ["ignore", "pipe", "inherit"] });
+    const lines = [];
+    createInterface({ input: child.stdout }).on("line", (l) => lines.push(l));
+    const exited = new Promise((r) => child.on("exit", (code, sig) => r({ code, sig })));
+    return { child, lines, exited };
+  };
+
+  test(`${backend}: SIGKILL loses nothing; SIGTERM finishes what it holds`, async () => {
+    const queue = uniq();
+    const ids = (await c.enqueueMany([0, 1, 2, 3].map((i) => taskSpec("slow", i, { queue, maxAttempts: 5 })))).map((t) => t.id);
+    const a = spawnWorker(queue, 30_000, "1s");
+    await waitFor(() => a.lines.filter((l) => l.startsWith("started")).length === 4, 20_000);
+    a.child.kill("SIGKILL");
+    await a.exited;
+    const b = spawnWorker(queue, 100, "5s");
+    await waitFor(async () => (await Promise.all(ids.map((id) => c.getTask(id)))).every((t) => t.state === "completed"), 40_000);
+    b.child.kill("SIGTERM");
+    assert.equal((await b.exited).code, 0);
+    for (const id of ids) {
+      const t = await c.getTask(id);
+      assert.equal(t.attempt, 2); assert.equal(t.errors[0].message, "lease expired");
+    }
+
+    const q2 = uniq();
+    const ids2 = (await c.enqueueMany([...Array(6).keys()].map((i) => taskSpec("slow", i, { queue: q2 })))).map((t) => t.id);
+    const d = spawnWorker(q2, 1500, "30s");
+    await waitFor(() => d.lines.filter((l) => l.startsWith("started")).length === 4, 20_000);
+    const started = d.lines.filter((l) => l.startsWith("started")).map((l) => Number(l.split(" ")[1]));
+    d.child.kill("SIGTERM");
+    assert.equal((await d.exited).code, 0);
+    assert.ok(d.lines.includes("exited"));
+    assert.deepEqual(d.lines.filter((l) => l.startsWith("finished")).map((l) => Number(l.split(" ")[1])).sort(), [...started].sort());
+    for (const id of ids2) assert.equal((await c.getTask(id)).state, started.includes(id) ? "completed" : "available");
+  });
+
+  test(`${backend}: a process through the processor helper, and the event stream`, async () => {
+    const p = new Processor()
+      .on("init", (req) => ({ events: [{ created: req.args }], auxState: { paid: 0 }, response: "created", action: timer("1s") }))
+      .on("call", async (req) => {
+        if (req.args.fail) throw new ProcessorFailure({ reason: "card declined" });
+        const paid = req.auxState.paid + req.args.amount;
+        return { events: [{ paid: req.args.amount }], auxState: { paid }, response: { paid, seen: req.events.length } };
+      })
+      .on("timeout", () => ({ events: ["reminded"], metadata: { reminded: true } }))
+      .on("repair", () => ({ response: "repaired" }));
+    const srv = await p.listen(0);
+    try {
+      const ns = uniq();
+      await c.putNamespace(ns, `http://127.0.0.1:${srv.address().port}/`, { process_step_timeout: "10s" });
+      assert.equal(await c.initProcess(ns, "order-1", { sku: "x" }), "created");
+      await assert.rejects(c.initProcess(ns, "order-1", {}), (e) => e.code === "process_exists");
+      assert.deepEqual(await c.callProcess(ns, "order-1", { amount: 5 }), { paid: 5, seen: 1 });
+      assert.deepEqual(await c.callProcess(ns, "order-1", { amount: 7 }), { paid: 12, seen: 2 });
+      const view = await waitFor(async () => { const v = await c.getProcess(ns, "order-1"); return v.process.metadata?.reminded ? v : null; }, 20_000);
+      assert.deepEqual(view.history.map((e) => e.payload), [{ created: { sku: "x" } }, { paid: 5 }, { paid: 7 }, "reminded"]);
+      await assert.rejects(c.callProcess(ns, "order-1", { fail: true }), (e) => e.code === "processor_error" && e.status === 422);
+      assert.equal((await c.getProcess(ns, "order-1")).process.status, "error");
+      await c.repairProcess(ns, "order-1", {});
+      assert.equal((await c.getProcess(ns, "order-1")).process.status, "running");
+      const kinds = [];
+      for await (const n of c.events({ namespace: ns })) { kinds.push(n.kind); if (n.kind === "repaired") break; }
+      assert.equal(kinds[0], "created"); assert.equal(kinds.filter((k) => k === "event").length, 4); assert.ok(kinds.includes("failed"));
+    } finally { srv.close(); }
+  });
+}
+
+test("tokens and TLS with a private CA", async () => {
+  const url = process.env.DOCKET_TEST_TLS_URL, caFile = process.env.DOCKET_TEST_CA, token = process.env.DOCKET_TEST_TOKEN;
+  const admin = new Client({ server: url, token, caFile });
+  const created = await admin.createToken({ name: "ts-enqueue", scopes: ["enqueue"] });
+  assert.ok(created.token);
+  assert.ok((await admin.listTokens()).some((t) => t.name === "ts-enqueue"));
+  const t = await admin.enqueue("tls", 1, { queue: "ts-tls" });
+  assert.equal((await admin.getTask(t.id)).payload, 1);
+  const limited = new Client({ server: url, token: created.token, caFile });
+  await limited.enqueue("tls", 2, { queue: "ts-tls" });
+  await assert.rejects(limited.listTokens(), (e) => e.code === "forbidden");
+  await assert.rejects(new Client({ server: url, token: "", caFile }).enqueue("tls", 3), (e) => e.code === "unauthenticated" && e.status === 401);
+  await assert.rejects(new Client({ server: url, token }).status(), (e) => !(e instanceof DocketError));
+  process.env.DOCKET_TOKEN = token;
+  try { await new Client({ server: url, caFile }).revokeToken("ts-enqueue"); } finally { delete process.env.DOCKET_TOKEN; }
+});
