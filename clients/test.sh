@@ -99,4 +99,32 @@ for lang in $WHICH; do
     *) say "unknown client $lang"; exit 2 ;;
   esac
 done
+# Each README's quickstart is the example file beside it, and runs as written.
+say "quickstarts: README blocks = examples/, then run against the SQLite server"
+python3 - "$ROOT" <<'PY'
+import re, sys
+root = sys.argv[1]
+for readme, lang, example in [("python", "python", "examples/python/quickstart.py"),
+                              ("typescript", "js", "examples/typescript/quickstart.mjs"),
+                              ("go", "go", "examples/go/main.go")]:
+    text = open(f"{root}/clients/{readme}/README.md").read()
+    quick = text[text.index("## Quickstart"):]
+    block = re.search(r"```" + lang + r"\n(.*?)```", quick, re.S).group(1)
+    if block != open(f"{root}/{example}").read():
+        sys.exit(f"clients/{readme}/README.md: the quickstart differs from {example}")
+PY
+export DOCKET_SERVER=${DOCKET_TEST_SERVERS#sqlite=}; DOCKET_SERVER=${DOCKET_SERVER%%,*}
+expect() { # what, output
+  if [ "$2" != "$3" ]; then say "$1 quickstart printed '$2', not '$3'"; exit 1; fi
+}
+for lang in $WHICH; do
+  case $lang in
+    python) expect python "$("$ROOT/target/clients-venv/bin/python" "$ROOT/examples/python/quickstart.py")" "hello, Ada" ;;
+    typescript)
+      mkdir -p "$WORK/ts-quickstart" && cp "$ROOT/examples/typescript/quickstart.mjs" "$WORK/ts-quickstart/"
+      (cd "$WORK/ts-quickstart" && npm init -y >/dev/null && npm install --no-audit --no-fund -s "$HERE/typescript")
+      expect typescript "$(cd "$WORK/ts-quickstart" && node quickstart.mjs)" "hello, Ada" ;;
+    go) expect go "$(cd "$ROOT/examples/go" && GOPROXY=off GOFLAGS=-mod=mod go run .)" '"hello, Ada"' ;;
+  esac
+done
 say "ok"

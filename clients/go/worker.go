@@ -580,3 +580,10 @@ func (w *Worker) sendPresence(ctx context.Context, state string) {
 	_ = w.o.Client.ReportWorker(ctx, w.o.Name, WorkerReport{State: state, Tasks: ids, Queue: w.o.Queue, Kinds: kinds,
 		Concurrency: w.o.Concurrency, Host: host, Pid: os.Getpid(), StartedAt: &started, Interval: Duration(w.o.ReportInterval)})
 }
+
+// CompletedCount is how many completions the worker has delivered so far.
+func (w *Worker) CompletedCount() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.Completed
+}

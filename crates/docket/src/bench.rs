@@ -142,7 +142,9 @@ pub enum PeerCmd {
     Setup,
     /// Enqueue N no-op tasks; prints RESULT seconds=…
     Enqueue { n: usize },
-    /// Work N tasks with concurrency C; prints RESULT seconds=…
+    /// Work N tasks with concurrency C; prints RESULT seconds=…. PROFILE: `default`/`strict`
+    /// (in-process, claims of 1000), `small`/`small-strict` (claims of 100), `http` (C claim
+    /// loops of 100 through a server in this process, as `docket bench --mode http`).
     Work { n: usize, c: usize, profile: String },
     /// Idle worker + steady single enqueues; writes $LAT_OUT.
     Latency { rate: u32, secs: u32, c: usize },
@@ -792,12 +794,14 @@ async fn peer(p: PeerCmd) -> Result<()> {
         }
         PeerCmd::Work { n, c, profile } => {
             let engine = engine_for(store.clone());
-            let batch = match profile.as_str() {
-                "default" | "strict" => 1000,
-                "small" | "small-strict" => 100,
-                other => bail!("unknown profile {other:?} (default, small, strict, small-strict)"),
+            let el = match profile.as_str() {
+                "default" | "strict" => work_inproc(&engine, n, c, 1000).await?,
+                "small" | "small-strict" => work_inproc(&engine, n, c, 100).await?,
+                "http" => work_http(std::slice::from_ref(&engine), n, c, 100, false).await?,
+                other => {
+                    bail!("unknown profile {other:?} (default, small, strict, small-strict, http)")
+                }
             };
-            let el = work_inproc(&engine, n, c, batch).await?;
             println!("RESULT seconds={:.6}", el.as_secs_f64());
         }
         PeerCmd::Latency { rate, secs, c } => {
