@@ -13,6 +13,9 @@ case "${1:-}" in
   variants)
     echo "c10 10 default 3"
     echo "c24 24 default 3"
+    # The HTTP work path in the same process (docket bench --mode http): 10 loops claiming 100
+    # and completing them in one request — what the native clients' workers are held against.
+    echo "c10-http 10 http 3"
     # Every commit waits for the WAL flush (docket serve --strict-commit): graphile-worker's
     # durability.
     echo "c10-strict 10 strict 3"

@@ -283,6 +283,53 @@ func TestWorker(t *testing.T) {
 	})
 }
 
+func TestPrefetch(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		var specs []NewTask
+		for i := 0; i < 4; i++ {
+			specs = append(specs, NewTask{Kind: "one", Payload: i, Queue: q})
+		}
+		tasks := must(c.EnqueueMany(ctx, specs))
+		w := must(NewWorker(WorkerOptions{Client: c, Queue: q, Concurrency: 1, Prefetch: 3, Wait: 200 * time.Millisecond}))
+		started := make(chan int64, 4)
+		w.Register("one", func(ctx context.Context, job *Job) (interface{}, error) {
+			started <- job.ID()
+			time.Sleep(time.Second)
+			return "done", nil
+		})
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(rctx) }()
+		first := <-started
+		waitFor(t, 10*time.Second, func() bool {
+			for _, task := range tasks {
+				if must(c.GetTask(ctx, task.ID)).State != "running" {
+					return false
+				}
+			}
+			return true
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if first != tasks[0].ID || len(started) != 0 {
+			t.Fatalf("started %d and %d more", first, len(started))
+		}
+		if got := must(c.GetTask(ctx, first)); got.State != "completed" || string(got.Result) != `"done"` {
+			t.Fatalf("%+v", got)
+		}
+		for _, task := range tasks[1:] {
+			got := must(c.GetTask(ctx, task.ID))
+			if (got.State != "available" && got.State != "retryable") || got.Errors[0].Message != "worker stopped: handed back" {
+				t.Fatalf("%+v", got)
+			}
+		}
+	})
+}
+
 // TestHelperWorker is a worker in its own process for TestSignals (run only by it).
 func TestHelperWorker(t *testing.T) {
 	if os.Getenv("DOCKET_HELPER_WORKER") == "" {

@@ -87,11 +87,15 @@ func Permanent(err error) error { return &permanentError{err: err} }
 
 // WorkerOptions configure a Worker; zero values take the defaults in brackets.
 type WorkerOptions struct {
-	Client         *Client       // [NewClient(Options{})]
-	Queue          string        // ["default"]
-	Concurrency    int           // handlers at once [10]
-	Name           string        // worker name recorded on tasks [host-pid]
-	Batch          int           // most tasks per claim [Concurrency]
+	Client      *Client // [NewClient(Options{})]
+	Queue       string  // ["default"]
+	Concurrency int     // handlers at once [10]
+	Name        string  // worker name recorded on tasks [host-pid]
+	Batch       int     // most tasks per claim [Concurrency + Prefetch, at most 1000]
+	// Prefetch: tasks claimed ahead of free handlers and held locally (their leases run,
+	// heartbeats keep them, the handler's timeout counts from the claim; on stop the ones not
+	// started are handed back) [0]. Like graphile-worker's local queue: fewer, larger claims.
+	Prefetch       int
 	Wait           time.Duration // long-poll per claim [10s]
 	Lease          time.Duration // lease per claim [the task's timeout]
 	ShutdownGrace  time.Duration // time tasks in hand get on stop [30s]
@@ -104,7 +108,10 @@ type Worker struct {
 	o        WorkerOptions
 	handlers map[string]Handler
 	mu       sync.Mutex
-	running  map[int64]*running
+	running  map[int64]*running // held: waiting in buffer or executing
+	buffer   []*running
+	exec     int
+	wg       sync.WaitGroup
 	slot     chan struct{}
 	reports  chan report
 	started  time.Time
@@ -114,6 +121,8 @@ type Worker struct {
 
 type running struct {
 	job       *Job
+	ctx       context.Context // ends at the attempt's timeout, counted from the claim
+	timeout   time.Duration
 	cancel    context.CancelFunc
 	mu        sync.Mutex
 	progress  interface{}
@@ -145,8 +154,14 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 10
 	}
+	if o.Prefetch < 0 {
+		o.Prefetch = 0
+	}
 	if o.Batch <= 0 || o.Batch > 10000 {
-		o.Batch = o.Concurrency
+		o.Batch = o.Concurrency + o.Prefetch
+		if o.Batch > 1000 {
+			o.Batch = 1000
+		}
 	}
 	if o.Wait == 0 {
 		o.Wait = 10 * time.Second
@@ -234,10 +249,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.o.ReportInterval > 0 {
 		go w.presence(ctx)
 	}
-	var tasks sync.WaitGroup
-	w.claimLoop(ctx, &tasks)
+	w.claimLoop(ctx)
 	w.drain()
-	tasks.Wait()
+	w.wg.Wait()
 	close(w.reports)
 	<-reporterDone
 	w.sendPresence(context.Background(), "stop")
@@ -250,16 +264,27 @@ func (w *Worker) count() int {
 	return len(w.running)
 }
 
-func (w *Worker) claimLoop(ctx context.Context, tasks *sync.WaitGroup) {
+func (w *Worker) claimLoop(ctx context.Context) {
 	kinds, stages := w.kinds()
 	for ctx.Err() == nil {
-		free := w.o.Concurrency - w.count()
+		free := w.o.Concurrency + w.o.Prefetch - w.count()
 		if free <= 0 {
 			select {
 			case <-w.slot:
 			case <-ctx.Done():
 			}
 			continue
+		}
+		// With most handlers busy, a claim now would fetch a task or two per request: give the
+		// others a moment (2 ms) to finish so claims stay batched.
+		if free < (w.o.Concurrency+w.o.Prefetch+1)/2 {
+			select {
+			case <-w.slot:
+				continue
+			case <-time.After(2 * time.Millisecond):
+			case <-ctx.Done():
+				continue
+			}
 		}
 		if free > w.o.Batch {
 			free = w.o.Batch
@@ -289,12 +314,12 @@ func (w *Worker) claimLoop(ctx context.Context, tasks *sync.WaitGroup) {
 			continue
 		}
 		for i := range got {
-			w.start(&got[i], tasks)
+			w.start(&got[i])
 		}
 	}
 }
 
-func (w *Worker) start(t *Task, tasks *sync.WaitGroup) {
+func (w *Worker) start(t *Task) {
 	timeout, err := ParseDuration(t.Timeout)
 	if err != nil || timeout <= 0 {
 		timeout = 60 * time.Second
@@ -307,16 +332,36 @@ func (w *Worker) start(t *Task, tasks *sync.WaitGroup) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	now := time.Now()
-	run := &running{cancel: cancel, leaseEnd: now.Add(leaseLen), beatEvery: leaseLen / 3, nextBeat: now.Add(leaseLen / 3)}
+	run := &running{ctx: ctx, timeout: timeout, cancel: cancel, leaseEnd: now.Add(leaseLen), beatEvery: leaseLen / 3, nextBeat: now.Add(leaseLen / 3)}
 	run.job = &Job{Task: t, worker: w, run: run}
 	w.mu.Lock()
 	w.running[t.ID] = run
+	w.buffer = append(w.buffer, run)
 	w.mu.Unlock()
-	tasks.Add(1)
-	go func() {
-		defer tasks.Done()
-		w.execute(ctx, run, timeout)
-	}()
+	w.pump()
+}
+
+// pump starts held tasks while handlers are free (each with its own ctx and timeout).
+func (w *Worker) pump() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.exec < w.o.Concurrency && len(w.buffer) > 0 {
+		run := w.buffer[0]
+		w.buffer = w.buffer[1:]
+		run.mu.Lock()
+		lost := run.lost
+		run.mu.Unlock()
+		if lost { // docket took it back while it waited here
+			delete(w.running, run.job.ID())
+			continue
+		}
+		w.exec++
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.execute(run.ctx, run, run.timeout)
+		}()
+	}
 }
 
 type outcome struct {
@@ -351,7 +396,9 @@ func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duratio
 	}
 	w.mu.Lock()
 	delete(w.running, job.ID())
+	w.exec--
 	w.mu.Unlock()
+	w.pump()
 	select {
 	case w.slot <- struct{}{}:
 	default:
@@ -529,6 +576,23 @@ func (w *Worker) heartbeats(ctx context.Context) {
 }
 
 func (w *Worker) drain() {
+	// Held tasks not started go back at once; the running ones get the grace period.
+	w.mu.Lock()
+	held := w.buffer
+	w.buffer = nil
+	for _, r := range held {
+		delete(w.running, r.job.ID())
+	}
+	w.mu.Unlock()
+	for _, r := range held {
+		r.mu.Lock()
+		r.handedOff = true
+		leaseEnd := r.leaseEnd
+		r.mu.Unlock()
+		w.reports <- report{fail: &FailRequest{ID: r.job.ID(), Lease: r.job.Task.Lease.Token,
+			Error: "worker stopped: handed back", RetryIn: "0ms", Worker: w.o.Name}, leaseEnd: leaseEnd}
+		r.cancel()
+	}
 	end := time.Now().Add(w.o.ShutdownGrace)
 	for w.count() > 0 && time.Now().Before(end) {
 		time.Sleep(50 * time.Millisecond)

@@ -9,7 +9,7 @@ case "${1:-}" in
   install) (cd "$ROOT" && cargo build --release -q -p docket)
            (cd "$HERE" && GOPROXY=off GOFLAGS=-mod=mod go build -o "$GOBIN_OUT" .) ;;
   version) echo "docket client-go 0.1.0 ($(go version | cut -d' ' -f3)), docket $("$BIN" --version | cut -d' ' -f2)" ;;
-  variants) echo "c10 10 default 3"; echo "c24 24 default 3" ;;
+  variants) echo "c10 10 default 3"; echo "c10-prefetch 10 prefetch 3"; echo "c24-prefetch 24 prefetch 3" ;;
   work) serve_start; "$GOBIN_OUT" work "$SERVER" "$2" "$3" "$4"; serve_stop ;;
   latency) serve_start; "$GOBIN_OUT" latency "$SERVER" "$2" "$3" "$4"; serve_stop ;;
   *) common "$@" || { echo "unknown command ${1:-}" >&2; exit 2; } ;;

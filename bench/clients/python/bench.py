@@ -7,10 +7,13 @@ import time
 from docket_client import AsyncClient, Worker
 
 
-async def work(server, n, conc):
+async def work(server, n, conc, profile):
+    # "prefetch": claim up to 500 ahead of free handlers (graphile-worker's tuned local queue).
+    prefetch = 500 if profile == "prefetch" else 0
     async with AsyncClient(server) as client:
         t0 = time.perf_counter()
-        w = Worker(client, queue="bench", concurrency=conc, wait="1s", report_interval=0)
+        w = Worker(client, queue="bench", concurrency=conc, prefetch=prefetch, wait="1s",
+                   report_interval=0)
         w.handle("noop", _noop)
         runner = asyncio.ensure_future(w.run_async())
         while w.stats["completed"] < n:
@@ -62,6 +65,6 @@ async def latency(server, rate, secs, conc):
 if __name__ == "__main__":
     mode, server = sys.argv[1], sys.argv[2]
     if mode == "work":
-        asyncio.run(work(server, int(sys.argv[3]), int(sys.argv[4])))
+        asyncio.run(work(server, int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]))
     else:
         asyncio.run(latency(server, int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])))

@@ -5,9 +5,11 @@ import { Client, Worker } from "../../../clients/typescript/dist/index.js";
 const [mode, server, a, b, c] = process.argv.slice(2);
 const client = new Client({ server });
 if (mode === "work") {
-  const n = Number(a), conc = Number(b);
+  const n = Number(a), conc = Number(b), profile = c;
+  // "prefetch": claim up to 500 ahead of free handlers (graphile-worker's tuned local queue).
+  const prefetch = profile === "prefetch" ? 500 : 0;
   const t0 = performance.now();
-  const w = new Worker({ client, queue: "bench", concurrency: conc, wait: "1s", reportIntervalMs: 0, signals: false });
+  const w = new Worker({ client, queue: "bench", concurrency: conc, prefetch, wait: "1s", reportIntervalMs: 0, signals: false });
   w.handle("noop", () => null);
   const running = w.run();
   while (w.stats.completed < n) await new Promise((r) => setTimeout(r, 5));

@@ -274,3 +274,37 @@ def test_sigterm_finishes_what_it_holds(server, client, queue):
     for i in ids:
         state = client.get_task(i)["state"]
         assert state == ("completed" if i in started else "available"), (i, state)
+
+
+def test_prefetch_holds_tasks_and_hands_back_the_unstarted_on_stop(server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            ids = [t["id"] for t in await c.enqueue_many(
+                [{"kind": "one", "payload": i, "queue": queue} for i in range(4)])]
+            w = Worker(c, queue=queue, concurrency=1, prefetch=3, wait="200ms")
+            started = []
+
+            @w.task("one")
+            async def one(job):
+                started.append(job.id)
+                await asyncio.sleep(1.0)
+                return "done"
+
+            runner = asyncio.ensure_future(w.run_async())
+            for _ in range(200):  # one claim took all four: one runs, three wait in the worker
+                if started and len(w._running) == 4:
+                    break
+                await asyncio.sleep(0.02)
+            assert started and len(w._running) == 4
+            held = [(await c.get_task(i))["state"] for i in ids]
+            assert held == ["running"] * 4, held
+            w.stop()
+            await asyncio.wait_for(runner, 30)
+            assert started == [ids[0]]
+            first = await c.get_task(ids[0])
+            assert first["state"] == "completed" and first["result"] == "done"
+            for i in ids[1:]:
+                t = await c.get_task(i)
+                assert t["state"] in ("available", "retryable"), t
+                assert t["errors"][0]["message"] == "worker stopped: handed back"
+    asyncio.run(go())

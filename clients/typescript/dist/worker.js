@@ -86,6 +86,9 @@ export class Worker {
     name;
     stats = { completed: 0, failed: 0, lost: 0 };
     batch;
+    prefetch;
+    buffer = [];
+    executing = 0;
     wait;
     lease;
     graceMs;
@@ -105,7 +108,8 @@ export class Worker {
         if (this.concurrency < 1)
             throw new Error("concurrency must be at least 1");
         this.name = o.name ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`;
-        this.batch = Math.max(1, Math.min(o.batch ?? this.concurrency, 10_000));
+        this.prefetch = Math.max(0, o.prefetch ?? 0);
+        this.batch = Math.max(1, Math.min(o.batch ?? Math.min(this.concurrency + this.prefetch, 1000), 10_000));
         this.wait = formatDuration(o.wait ?? "10s");
         this.lease = o.lease === undefined ? undefined : formatDuration(o.lease);
         this.graceMs = o.shutdownGraceMs ?? 30_000;
@@ -157,7 +161,7 @@ export class Worker {
     async claimLoop() {
         const kinds = this.kinds(), stages = this.stages();
         while (!this.stopping.signal.aborted) {
-            const free = this.concurrency - this.running.size;
+            const free = this.concurrency + this.prefetch - this.running.size;
             if (free <= 0) {
                 await new Promise((r) => { this.wake = r; });
                 continue;
@@ -196,9 +200,28 @@ export class Worker {
         if (!Number.isFinite(leaseLen) || leaseLen <= 0)
             leaseLen = timeout;
         const job = new Job(task, this);
-        const run = { job, leaseEnd: now + leaseLen, beatEvery: leaseLen / 3, nextBeat: now + leaseLen / 3, done: false };
+        const run = { job, leaseEnd: now + leaseLen, beatEvery: leaseLen / 3, nextBeat: now + leaseLen / 3,
+            done: false, deadline: now + timeout, started: false };
         this.running.set(task.id, run);
-        void this.execute(run, timeout);
+        this.buffer.push(run);
+        this.pump();
+    }
+    /** Starts held tasks while handlers are free. */
+    pump() {
+        while (this.executing < this.concurrency && this.buffer.length) {
+            const run = this.buffer.shift();
+            if (run.done)
+                continue;
+            if (run.job.signal.aborted) { // docket took it back while it waited here
+                run.done = true;
+                this.running.delete(run.job.id);
+                this.wake();
+                continue;
+            }
+            run.started = true;
+            this.executing++;
+            void this.execute(run, Math.max(0, run.deadline - Date.now()));
+        }
     }
     async execute(run, timeoutMs) {
         const { job } = run;
@@ -253,6 +276,8 @@ export class Worker {
             clearTimeout(timer);
             run.done = true;
             this.running.delete(job.id);
+            this.executing--;
+            this.pump();
             this.wake();
         }
         if (report) {
@@ -335,6 +360,14 @@ export class Worker {
         }
     }
     async drain() {
+        // Held tasks not started go back at once; the running ones get the grace period.
+        for (const run of this.buffer.splice(0)) {
+            run.done = true;
+            this.running.delete(run.job.id);
+            this.reports.push({ what: "fail", leaseEnd: run.leaseEnd, item: { id: run.job.id, lease: run.job.lease,
+                    error: "worker stopped: handed back", retry_in: "0ms", worker: this.name } });
+        }
+        this.reportWake();
         const end = Date.now() + this.graceMs;
         while (this.running.size && Date.now() < end)
             await sleep(50);

@@ -99,6 +99,26 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.deepEqual(o.result, { charged: { n: 1, reserved: true } }); assert.ok(o.stages_done.includes("reserve"));
   });
 
+  test(`${backend}: prefetch holds tasks and hands back the unstarted ones on stop`, async () => {
+    const queue = uniq();
+    const ids = (await c.enqueueMany([0, 1, 2, 3].map((i) => taskSpec("one", i, { queue })))).map((t) => t.id);
+    const w = new Worker({ client: c, queue, concurrency: 1, prefetch: 3, wait: "200ms", signals: false });
+    const started = [];
+    w.handle("one", async (job) => { started.push(job.id); await sleep(1000); return "done"; });
+    const running = w.run();
+    await waitFor(async () => started.length === 1 && (await Promise.all(ids.map((id) => c.getTask(id)))).every((t) => t.state === "running"), 10_000);
+    w.stop();
+    await running;
+    assert.deepEqual(started, [ids[0]]);
+    const first = await c.getTask(ids[0]);
+    assert.equal(first.state, "completed"); assert.equal(first.result, "done");
+    for (const id of ids.slice(1)) {
+      const t = await c.getTask(id);
+      assert.ok(["available", "retryable"].includes(t.state), t.state);
+      assert.equal(t.errors[0].message, "worker stopped: handed back");
+    }
+  });
+
   const spawnWorker = (queue, sleepMs, lease) => {
     const child = spawn(process.execPath, [fileURLToPath(new URL("./worker-proc.mjs", import.meta.url)), server, queue, String(sleepMs), lease], { stdio: ["ignore", "pipe", "inherit"] });
     const lines = [];

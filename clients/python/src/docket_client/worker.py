@@ -22,6 +22,7 @@ Rules (each after docket's own ``docket worker`` and the HTTP work path, docs/sr
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
 import os
@@ -127,19 +128,23 @@ def _utc(text: str) -> float:
 @dataclass
 class _Running:
     job: Job
-    handler_task: "asyncio.Task[Any]"
+    handler_task: Optional["asyncio.Task[Any]"]
     deadline: float          # monotonic: the attempt's timeout
     lease_end: float         # monotonic: when the lease runs out unless extended
     beat_every: float
     next_beat: float
     done: bool = False
+    started: bool = False
 
 
 class Worker:
     """Runs handlers for one queue.
 
     ``client``: an :class:`AsyncClient` (default: one from ``$DOCKET_SERVER``/``$DOCKET_TOKEN``).
-    ``concurrency``: handlers at once. ``batch``: most tasks per claim [concurrency].
+    ``concurrency``: handlers at once. ``prefetch``: tasks claimed ahead of free handlers and held
+    locally (their leases run, heartbeats keep them, the handler's timeout counts from the claim;
+    on stop, the ones not started are handed back) [0] — like graphile-worker's local queue: fewer,
+    larger claims for short tasks. ``batch``: most tasks per claim [concurrency + prefetch, ≤ 1000].
     ``wait``: long-poll per claim [10 s]. ``lease``: lease per claim [the task's timeout].
     ``shutdown_grace``: seconds tasks in hand get on stop [30]. ``report_interval``: seconds
     between reports to ``/v1/workers`` [10; 0 = none]. ``max_report_batch``: items per batched
@@ -148,6 +153,7 @@ class Worker:
 
     def __init__(self, client: Optional[AsyncClient] = None, queue: str = "default",
                  concurrency: int = 10, name: Optional[str] = None, batch: Optional[int] = None,
+                 prefetch: int = 0,
                  wait: Duration = "10s", lease: Optional[Duration] = None,
                  shutdown_grace: float = 30.0, report_interval: float = 10.0,
                  max_report_batch: int = 500) -> None:
@@ -157,7 +163,10 @@ class Worker:
         self.queue = queue
         self.concurrency = concurrency
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.batch = max(1, min(batch or concurrency, 10_000))
+        self.prefetch = max(0, prefetch)
+        self.batch = max(1, min(batch or min(concurrency + self.prefetch, 1000), 10_000))
+        self._buffer: "collections.deque[_Running]" = collections.deque()
+        self._executing = 0
         self.wait = format_duration(wait)
         self.lease = None if lease is None else format_duration(lease)
         self.shutdown_grace = shutdown_grace
@@ -243,7 +252,7 @@ class Worker:
         assert self._stopping is not None and self._slot_free is not None
         kinds, stages = self._kinds(), self._stages()
         while not self._stopping.is_set():
-            free = self.concurrency - len(self._running)
+            free = self.concurrency + self.prefetch - len(self._running)
             if free <= 0:
                 self._slot_free.clear()
                 await self._wait_either(self._slot_free.wait())
@@ -299,12 +308,29 @@ class Worker:
         except (KeyError, TypeError, ValueError):
             lease_len = timeout
         job = Job(task=task, _worker=self)
-        handler = self._handler_for(task)
-        handler_task = asyncio.ensure_future(self._run_handler(job, handler, timeout))
-        run = _Running(job, handler_task, deadline=now + timeout, lease_end=now + lease_len,
-                       beat_every=lease_len / 3, next_beat=now + lease_len / 3)
+        run = _Running(job, None, deadline=now + timeout,  # type: ignore[arg-type]
+                       lease_end=now + lease_len, beat_every=lease_len / 3,
+                       next_beat=now + lease_len / 3)
         self._running[job.id] = run
-        handler_task.add_done_callback(lambda t, run=run: self._finished(run, t))
+        self._buffer.append(run)
+        self._pump()
+
+    def _pump(self) -> None:
+        # Starts held tasks while handlers are free.
+        while self._executing < self.concurrency and self._buffer:
+            run = self._buffer.popleft()
+            if run.done:
+                continue
+            if run.job.cancelled.is_set():  # docket took it back while it waited here
+                run.done = True
+                self._running.pop(run.job.id, None)
+                continue
+            run.started = True
+            self._executing += 1
+            handler = self._handler_for(run.job.task)
+            timeout = max(0.0, run.deadline - time.monotonic())
+            run.handler_task = asyncio.ensure_future(self._run_handler(run.job, handler, timeout))
+            run.handler_task.add_done_callback(lambda t, run=run: self._finished(run, t))
 
     async def _run_handler(self, job: Job, handler: Optional[Handler], timeout: float
                            ) -> Tuple[str, Dict[str, Any]]:
@@ -342,6 +368,8 @@ class Worker:
     def _finished(self, run: _Running, t: "asyncio.Task[Any]") -> None:
         run.done = True
         self._running.pop(run.job.id, None)
+        self._executing -= 1
+        self._pump()
         assert self._slot_free is not None and self._report_ready is not None
         self._slot_free.set()
         if t.cancelled():
@@ -414,13 +442,11 @@ class Worker:
                 job.id, job.lease, progress=job._progress if job._progress_set else None)
             run.lease_end = time.monotonic() + run.beat_every * 3
             del lease
-        except Conflict as e:  # cancelled, lease_lost, timed_out: the task is not ours now
+        except (Conflict, NotFound) as e:  # cancelled, lease_lost, timed_out: not ours now
             log.info("task %s: %s; stopping its handler", job.id, e.code)
             job.cancelled.set()
-            run.handler_task.cancel()
-        except NotFound:
-            job.cancelled.set()
-            run.handler_task.cancel()
+            if run.handler_task is not None:
+                run.handler_task.cancel()
         except (DocketError, httpx.TransportError) as e:
             log.warning("task %s: heartbeat failed: %s", job.id, e)
 
@@ -436,7 +462,18 @@ class Worker:
             await asyncio.sleep(min(1.0, max(0.05, soonest - time.monotonic())))
 
     async def _drain(self) -> None:
+        # Held tasks not started go back at once; the running ones get the grace period.
+        while self._buffer:
+            run = self._buffer.popleft()
+            run.done = True
+            self._running.pop(run.job.id, None)
+            self._reports.append(("fail", {"id": run.job.id, "lease": run.job.lease,
+                                           "error": "worker stopped: handed back",
+                                           "retry_in": "0ms", "worker": self.name},
+                                  run.lease_end))
         if not self._running:
+            assert self._report_ready is not None
+            self._report_ready.set()
             return
         log.info("stopping: %d task(s) in hand, %.0f s to finish", len(self._running),
                  self.shutdown_grace)
@@ -445,7 +482,8 @@ class Worker:
             await asyncio.sleep(0.05)
         left = list(self._running.values())
         for run in left:
-            run.handler_task.cancel()
+            if run.handler_task is not None:
+                run.handler_task.cancel()
             self._reports.append(("fail", {"id": run.job.id, "lease": run.job.lease,
                                            "error": "worker stopped: handed back",
                                            "retry_in": "0ms", "worker": self.name},

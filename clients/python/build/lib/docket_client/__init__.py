@@ -1,0 +1,26 @@
+"""docket-client: the Python client, worker and processor helper for docket.
+
+- :class:`Client` / :class:`AsyncClient` — every API operation (tasks, the work path, queues,
+  schedules, processes, events, tokens);
+- :class:`Worker` — handlers per kind (``@worker.task("kind")``), batched claims and reports,
+  heartbeats, timeouts, cancellation, graceful stop;
+- :class:`Processor` — ``init``/``call``/``repair``/``timeout`` handlers for durable processes.
+"""
+from . import models
+from .client import TASK_OPTIONS, AsyncClient, Client, task_spec
+from .durations import format_duration, parse_duration
+from .errors import (Conflict, DocketError, Forbidden, InvalidRequest, NotFound, RateLimited,
+                     ServerError, Unauthenticated)
+from .processor import (UNSET_TIMER, Processor, ProcessorFailure, Request, Result, timer,
+                        timer_at)
+from .worker import Job, NextStage, Permanent, Retry, Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "AsyncClient", "task_spec", "TASK_OPTIONS", "format_duration", "parse_duration",
+    "DocketError", "NotFound", "Conflict", "Unauthenticated", "Forbidden", "RateLimited",
+    "InvalidRequest", "ServerError", "Worker", "Job", "Retry", "Permanent", "NextStage",
+    "Processor", "Request", "Result", "ProcessorFailure", "timer", "timer_at", "UNSET_TIMER",
+    "models",
+]

@@ -1,0 +1,523 @@
+"""A worker: handlers per kind, claimed in long-polled batches, heartbeats while a handler runs,
+completions and failures reported in batches, graceful stop on SIGTERM.
+
+    worker = Worker(queue="emails", concurrency=10)
+
+    @worker.task("send")
+    async def send(job: Job):
+        ...                       # return the result; raise Retry/Permanent, or any exception
+        return {"sent": True}
+
+    worker.run()                  # until SIGTERM/SIGINT: then finishes (or hands back) its tasks
+
+Rules (each after docket's own ``docket worker`` and the HTTP work path, docs/src/api/index.md):
+- only the registered kinds (and stages, when a handler names one) are claimed;
+- a handler runs at most until the task's ``timeout`` (then it is cancelled and the attempt
+  fails with ``timeout``); a heartbeat every third of the lease keeps the lease; a heartbeat
+  answered ``cancelled``/``lease_lost``/``timed_out`` cancels the handler and nothing is reported;
+- a report that cannot be delivered is retried until the task's lease runs out;
+- on stop, no new claims; tasks in hand get ``shutdown_grace`` to finish, then their handlers are
+  cancelled and the tasks handed back (failed with ``retry_in: 0``, so they run again at once).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+import os
+import signal
+import socket
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import httpx
+
+from .client import AsyncClient
+from .durations import Duration, format_duration, parse_duration
+from .errors import Conflict, DocketError, NotFound, RateLimited
+
+log = logging.getLogger("docket_client.worker")
+
+
+class Retry(Exception):
+    """Raise from a handler to fail this attempt and retry after ``delay`` (seconds, a
+    ``timedelta`` or a humantime string) instead of the task's backoff."""
+
+    def __init__(self, delay: Duration, message: str = "retry requested") -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class Permanent(Exception):
+    """Raise from a handler to fail the task for good (discarded, no more attempts)."""
+
+
+@dataclass
+class NextStage:
+    """Return from a handler to hand the task on to ``stage`` (asyncflow's multi-stage tasks):
+    same task, new ``payload`` (kept when ``None``), optionally ``priority`` and ``run_in``."""
+
+    stage: str
+    payload: Any = None
+    priority: Optional[int] = None
+    run_in: Optional[Duration] = None
+    result: Any = None
+
+
+@dataclass
+class Job:
+    """What a handler gets: the claimed ``task`` (the API's ``Task`` dict with its ``lease``)."""
+
+    task: Dict[str, Any]
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    _progress: Any = None
+    _progress_set: bool = False
+    _worker: Optional["Worker"] = None
+
+    @property
+    def id(self) -> int:
+        return self.task["id"]
+
+    @property
+    def kind(self) -> str:
+        return self.task["kind"]
+
+    @property
+    def payload(self) -> Any:
+        return self.task.get("payload")
+
+    @property
+    def attempt(self) -> int:
+        return self.task["attempt"]
+
+    @property
+    def stage(self) -> Optional[str]:
+        return self.task.get("stage")
+
+    @property
+    def lease(self) -> str:
+        return self.task["lease"]["token"]
+
+    @property
+    def trace_id(self) -> Optional[str]:
+        return (self.task.get("lease") or {}).get("trace_id") or self.task.get("trace_id")
+
+    def progress(self, value: Any) -> None:
+        """Record progress (any JSON): sent with the next heartbeat (``await job.heartbeat()``
+        sends it now)."""
+        self._progress, self._progress_set = value, True
+
+    async def heartbeat(self) -> None:
+        """Send a heartbeat now (with the progress set so far)."""
+        if self._worker is not None:
+            await self._worker._beat(self)
+
+
+Handler = Callable[[Job], Union[Any, Awaitable[Any]]]
+
+
+def _utc(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc).timestamp()
+
+
+@dataclass
+class _Running:
+    job: Job
+    handler_task: Optional["asyncio.Task[Any]"]
+    deadline: float          # monotonic: the attempt's timeout
+    lease_end: float         # monotonic: when the lease runs out unless extended
+    beat_every: float
+    next_beat: float
+    done: bool = False
+    started: bool = False
+
+
+class Worker:
+    """Runs handlers for one queue.
+
+    ``client``: an :class:`AsyncClient` (default: one from ``$DOCKET_SERVER``/``$DOCKET_TOKEN``).
+    ``concurrency``: handlers at once. ``prefetch``: tasks claimed ahead of free handlers and held
+    locally (their leases run, heartbeats keep them, the handler's timeout counts from the claim;
+    on stop, the ones not started are handed back) [0] — like graphile-worker's local queue: fewer,
+    larger claims for short tasks. ``batch``: most tasks per claim [concurrency + prefetch, ≤ 1000].
+    ``wait``: long-poll per claim [10 s]. ``lease``: lease per claim [the task's timeout].
+    ``shutdown_grace``: seconds tasks in hand get on stop [30]. ``report_interval``: seconds
+    between reports to ``/v1/workers`` [10; 0 = none]. ``max_report_batch``: items per batched
+    complete/fail [500].
+    """
+
+    def __init__(self, client: Optional[AsyncClient] = None, queue: str = "default",
+                 concurrency: int = 10, name: Optional[str] = None, batch: Optional[int] = None,
+                 prefetch: int = 0,
+                 wait: Duration = "10s", lease: Optional[Duration] = None,
+                 shutdown_grace: float = 30.0, report_interval: float = 10.0,
+                 max_report_batch: int = 500) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.client = client
+        self.queue = queue
+        self.concurrency = concurrency
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.prefetch = max(0, prefetch)
+        self.batch = max(1, min(batch or min(concurrency + self.prefetch, 1000), 10_000))
+        self._buffer: "collections.deque[_Running]" = collections.deque()
+        self._executing = 0
+        self.wait = format_duration(wait)
+        self.lease = None if lease is None else format_duration(lease)
+        self.shutdown_grace = shutdown_grace
+        self.report_interval = report_interval
+        self.max_report_batch = max_report_batch
+        self._handlers: Dict[Tuple[str, Optional[str]], Handler] = {}
+        self._running: Dict[int, _Running] = {}
+        self._stopping: Optional[asyncio.Event] = None  # made in run_async (needs a loop)
+        self._reports: List[Tuple[str, Dict[str, Any], float]] = []
+        self._report_ready: Optional[asyncio.Event] = None
+        self._slot_free: Optional[asyncio.Event] = None
+        self._started_at = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+        self.stats = {"completed": 0, "failed": 0, "lost": 0}
+
+    # --- registration --------------------------------------------------------------------
+    def task(self, kind: str, stage: Optional[str] = None) -> Callable[[Handler], Handler]:
+        """Decorator: ``fn`` handles tasks of ``kind`` (at ``stage``, when given)."""
+        def register(fn: Handler) -> Handler:
+            self.handle(kind, fn, stage)
+            return fn
+        return register
+
+    def handle(self, kind: str, fn: Handler, stage: Optional[str] = None) -> None:
+        """Register ``fn`` for ``kind`` (and ``stage``). Sync functions run in a thread."""
+        self._handlers[(kind, stage)] = fn
+
+    def _kinds(self) -> List[str]:
+        return sorted({k for k, _ in self._handlers})
+
+    def _stages(self) -> Optional[List[str]]:
+        stages = {s for _, s in self._handlers}
+        # One handler without a stage takes every stage of its kind.
+        return None if None in stages else sorted(s for s in stages if s is not None)
+
+    def _handler_for(self, task: Dict[str, Any]) -> Optional[Handler]:
+        return self._handlers.get((task["kind"], task.get("stage"))) or \
+            self._handlers.get((task["kind"], None))
+
+    # --- running -------------------------------------------------------------------------
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT, then stop gracefully (blocking)."""
+        asyncio.run(self.run_async(install_signals=True))
+
+    def stop(self) -> None:
+        """Ask a running worker to stop gracefully (from the worker's event loop)."""
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def run_async(self, install_signals: bool = False) -> None:
+        """Run until :meth:`stop` (or a signal, with ``install_signals``)."""
+        if not self._handlers:
+            raise ValueError("no handler registered")
+        own_client = self.client is None
+        if own_client:
+            self.client = AsyncClient()
+        self._stopping = asyncio.Event()
+        self._report_ready = asyncio.Event()
+        self._slot_free = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._stopping.set)
+        background = [asyncio.ensure_future(c) for c in
+                      (self._reporter(), self._heartbeats(), self._presence())]
+        try:
+            await self._claim_loop()
+            await self._drain()
+        finally:
+            self._stopping.set()
+            self._report_ready.set()
+            await asyncio.gather(background[0], return_exceptions=True)  # last reports out
+            for b in background[1:]:
+                b.cancel()
+            await asyncio.gather(*background[1:], return_exceptions=True)
+            await self._send_presence("stop")
+            if install_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            if own_client:
+                await self.client.aclose()
+
+    async def _claim_loop(self) -> None:
+        assert self._stopping is not None and self._slot_free is not None
+        kinds, stages = self._kinds(), self._stages()
+        while not self._stopping.is_set():
+            free = self.concurrency + self.prefetch - len(self._running)
+            if free <= 0:
+                self._slot_free.clear()
+                await self._wait_either(self._slot_free.wait())
+                continue
+            claim = asyncio.ensure_future(self.client.claim(
+                self.queue, self.name, limit=min(free, self.batch), lease=self.lease,
+                wait=self.wait, kinds=kinds, stages=stages))
+            stop = asyncio.ensure_future(self._stopping.wait())
+            done, _ = await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if claim not in done:
+                # Stopping mid-poll. A claim the server answered as the request was cut off
+                # leaves its tasks leased to no one here: the rescuer runs them again when
+                # those leases end (nothing is lost, they start later).
+                claim.cancel()
+                await asyncio.gather(claim, return_exceptions=True)
+                break
+            else:
+                stop.cancel()
+                try:
+                    tasks = claim.result()
+                except RateLimited as e:
+                    await self._pause(e.retry_after or 1.0)
+                    continue
+                except (DocketError, httpx.TransportError) as e:
+                    log.warning("claim failed: %s", e)
+                    await self._pause(1.0)
+                    continue
+            for task in tasks:
+                self._start(task)
+
+    async def _wait_either(self, aw: Awaitable[Any]) -> None:
+        assert self._stopping is not None
+        a, b = asyncio.ensure_future(aw), asyncio.ensure_future(self._stopping.wait())
+        _, pending = await asyncio.wait({a, b}, return_when=asyncio.FIRST_COMPLETED)
+        for p in pending:
+            p.cancel()
+
+    async def _pause(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._wait_either(asyncio.sleep(seconds)), seconds + 1)
+        except asyncio.TimeoutError:
+            pass
+
+    def _start(self, task: Dict[str, Any]) -> None:
+        now = time.monotonic()
+        try:
+            timeout = parse_duration(task.get("timeout") or "60s")
+        except ValueError:
+            timeout = 60.0
+        lease = task["lease"]
+        try:
+            lease_len = max(0.1, _utc(lease["expires_at"]) - _utc(task["attempted_at"]))
+        except (KeyError, TypeError, ValueError):
+            lease_len = timeout
+        job = Job(task=task, _worker=self)
+        run = _Running(job, None, deadline=now + timeout,  # type: ignore[arg-type]
+                       lease_end=now + lease_len, beat_every=lease_len / 3,
+                       next_beat=now + lease_len / 3)
+        self._running[job.id] = run
+        self._buffer.append(run)
+        self._pump()
+
+    def _pump(self) -> None:
+        # Starts held tasks while handlers are free.
+        while self._executing < self.concurrency and self._buffer:
+            run = self._buffer.popleft()
+            if run.done:
+                continue
+            if run.job.cancelled.is_set():  # docket took it back while it waited here
+                run.done = True
+                self._running.pop(run.job.id, None)
+                continue
+            run.started = True
+            self._executing += 1
+            handler = self._handler_for(run.job.task)
+            timeout = max(0.0, run.deadline - time.monotonic())
+            run.handler_task = asyncio.ensure_future(self._run_handler(run.job, handler, timeout))
+            run.handler_task.add_done_callback(lambda t, run=run: self._finished(run, t))
+
+    async def _run_handler(self, job: Job, handler: Optional[Handler], timeout: float
+                           ) -> Tuple[str, Dict[str, Any]]:
+        if handler is None:
+            return "fail", {"error": f"no handler for kind {job.kind!r} stage {job.stage!r}"}
+        try:
+            if inspect.iscoroutinefunction(handler):
+                result = await asyncio.wait_for(handler(job), timeout)
+            else:
+                result = await asyncio.wait_for(asyncio.to_thread(handler, job), timeout)
+                if inspect.isawaitable(result):
+                    result = await asyncio.wait_for(result, timeout)
+        except asyncio.TimeoutError:
+            return "fail", {"error": f"timeout: the handler ran past the task's timeout "
+                                     f"({job.task.get('timeout')})"}
+        except Retry as e:
+            return "fail", {"error": str(e), "retry_in": format_duration(e.delay)}
+        except Permanent as e:
+            return "fail", {"error": _error_text(e), "permanent": True}
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
+            return "fail", {"error": _error_text(e)}
+        if isinstance(result, NextStage):
+            item: Dict[str, Any] = {"next_stage": result.stage, "result": result.result}
+            if result.payload is not None:
+                item["payload"] = result.payload
+            if result.priority is not None:
+                item["priority"] = result.priority
+            if result.run_in is not None:
+                item["run_in"] = format_duration(result.run_in)
+            return "complete", item
+        return "complete", {"result": result}
+
+    def _finished(self, run: _Running, t: "asyncio.Task[Any]") -> None:
+        run.done = True
+        self._running.pop(run.job.id, None)
+        self._executing -= 1
+        self._pump()
+        assert self._slot_free is not None and self._report_ready is not None
+        self._slot_free.set()
+        if t.cancelled():
+            return  # cancelled by docket (heartbeat answer) or handed back on stop
+        exc = t.exception()
+        if exc is not None:
+            what, item = "fail", {"error": _error_text(exc)}
+        else:
+            what, item = t.result()
+        item["id"], item["lease"] = run.job.id, run.job.lease
+        if what == "fail":
+            item["worker"] = self.name
+        self._reports.append((what, item, run.lease_end))
+        self._report_ready.set()
+
+    async def _reporter(self) -> None:
+        assert self._report_ready is not None and self._stopping is not None
+        while True:
+            await self._report_ready.wait()
+            self._report_ready.clear()
+            if not self._reports:
+                if self._stopping.is_set() and not self._running:
+                    return
+                continue
+            batch, self._reports = self._reports[:self.max_report_batch], \
+                self._reports[self.max_report_batch:]
+            if self._reports:
+                self._report_ready.set()
+            await self._deliver(batch)
+
+    async def _deliver(self, batch: List[Tuple[str, Dict[str, Any], float]]) -> None:
+        # Until delivered or the lease is over (then the rescuer owns the task anyway).
+        delay = 0.1
+        while batch:
+            completes = [i for w, i, _ in batch if w == "complete"]
+            fails = [i for w, i, _ in batch if w == "fail"]
+            try:
+                calls = []
+                if completes:
+                    calls.append(self.client.complete_many(completes))
+                if fails:
+                    calls.append(self.client.fail_many(fails))
+                answers = await asyncio.gather(*calls)
+            except (DocketError, httpx.TransportError) as e:
+                if isinstance(e, DocketError) and e.status < 500 and e.status != 429:
+                    log.error("report refused, dropped: %s", e)
+                    return
+                log.warning("report failed, retrying: %s", e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                now = time.monotonic()
+                batch = [b for b in batch if b[2] > now]
+                continue
+            for outcome in (o for answer in answers for o in answer):
+                if outcome["outcome"] == "ok":
+                    continue
+                self.stats["lost"] += 1
+                log.warning("task %s: report answered %s", outcome["id"], outcome["outcome"])
+            self.stats["completed"] += len(completes)
+            self.stats["failed"] += len(fails)
+            return
+
+    async def _beat(self, run_or_job: Union[_Running, Job]) -> None:
+        run = run_or_job if isinstance(run_or_job, _Running) else self._running.get(run_or_job.id)
+        if run is None or run.done:
+            return
+        job = run.job
+        try:
+            lease = await self.client.heartbeat(
+                job.id, job.lease, progress=job._progress if job._progress_set else None)
+            run.lease_end = time.monotonic() + run.beat_every * 3
+            del lease
+        except (Conflict, NotFound) as e:  # cancelled, lease_lost, timed_out: not ours now
+            log.info("task %s: %s; stopping its handler", job.id, e.code)
+            job.cancelled.set()
+            if run.handler_task is not None:
+                run.handler_task.cancel()
+        except (DocketError, httpx.TransportError) as e:
+            log.warning("task %s: heartbeat failed: %s", job.id, e)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            now = time.monotonic()
+            due = [r for r in list(self._running.values()) if r.next_beat <= now and not r.done]
+            for r in due:
+                r.next_beat = now + r.beat_every
+            if due:
+                await asyncio.gather(*(self._beat(r) for r in due), return_exceptions=True)
+            soonest = min((r.next_beat for r in self._running.values()), default=now + 1.0)
+            await asyncio.sleep(min(1.0, max(0.05, soonest - time.monotonic())))
+
+    async def _drain(self) -> None:
+        # Held tasks not started go back at once; the running ones get the grace period.
+        while self._buffer:
+            run = self._buffer.popleft()
+            run.done = True
+            self._running.pop(run.job.id, None)
+            self._reports.append(("fail", {"id": run.job.id, "lease": run.job.lease,
+                                           "error": "worker stopped: handed back",
+                                           "retry_in": "0ms", "worker": self.name},
+                                  run.lease_end))
+        if not self._running:
+            assert self._report_ready is not None
+            self._report_ready.set()
+            return
+        log.info("stopping: %d task(s) in hand, %.0f s to finish", len(self._running),
+                 self.shutdown_grace)
+        end = time.monotonic() + self.shutdown_grace
+        while self._running and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        left = list(self._running.values())
+        for run in left:
+            if run.handler_task is not None:
+                run.handler_task.cancel()
+            self._reports.append(("fail", {"id": run.job.id, "lease": run.job.lease,
+                                           "error": "worker stopped: handed back",
+                                           "retry_in": "0ms", "worker": self.name},
+                                  run.lease_end))
+        await asyncio.sleep(0)
+        assert self._report_ready is not None
+        self._report_ready.set()
+
+    async def _presence(self) -> None:
+        if self.report_interval <= 0:
+            return
+        while True:
+            await self._send_presence("work" if self._running else "idle")
+            await asyncio.sleep(self.report_interval)
+
+    async def _send_presence(self, state: str) -> None:
+        if self.report_interval <= 0 or self.client is None:
+            return
+        report = {"state": state, "tasks": sorted(self._running)[:10_000], "queue": self.queue,
+                  "kinds": self._kinds(), "concurrency": self.concurrency,
+                  "host": socket.gethostname(), "pid": os.getpid(),
+                  "started_at": self._started_at,
+                  "interval": format_duration(self.report_interval)}
+        try:
+            await self.client.report_worker(self.name, report)
+        except (DocketError, httpx.TransportError) as e:
+            log.debug("worker report failed: %s", e)
+
+
+def _error_text(e: BaseException) -> str:
+    # The message first (docket's `errors` list shows it), then the traceback.
+    text = f"{type(e).__name__}: {e}\n" + "".join(
+        traceback.format_exception(type(e), e, e.__traceback__))
+    return text[:64_000]
+
+
+__all__ = ["Worker", "Job", "Retry", "Permanent", "NextStage"]
