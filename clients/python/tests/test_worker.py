@@ -308,3 +308,65 @@ def test_prefetch_holds_tasks_and_hands_back_the_unstarted_on_stop(server, queue
                 assert t["state"] in ("available", "retryable"), t
                 assert t["errors"][0]["message"] == "worker stopped: handed back"
     asyncio.run(go())
+
+
+def test_reports_are_retried_while_the_lease_lasts(server, queue):
+    """A proxy answers the first batched completions with 503: the worker sends them again and
+    the tasks end completed, once."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import httpx as _httpx
+
+    refused = {"left": 3, "seen": 0}
+
+    class Proxy(BaseHTTPRequestHandler):
+        def _forward(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.command == "POST" and self.path == "/v1/tasks/complete" and refused["left"] > 0:
+                refused["left"] -= 1
+                refused["seen"] += 1
+                self.send_response(503)
+                data = b'{"error": {"code": "unavailable", "message": "injected"}}'
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "if-match")}
+            r = _httpx.request(self.command, server + self.path, content=body, headers=headers,
+                               timeout=75)
+            self.send_response(r.status_code)
+            self.send_header("Content-Type", r.headers.get("content-type", "application/json"))
+            self.send_header("Content-Length", str(len(r.content)))
+            self.end_headers()
+            self.wfile.write(r.content)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+        def log_message(self, *args):
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    via = f"http://127.0.0.1:{proxy.server_address[1]}"
+
+    async def go():
+        async with AsyncClient(server) as direct, AsyncClient(via) as c:
+            ids = [t["id"] for t in await direct.enqueue_many(
+                [{"kind": "ok", "payload": i, "queue": queue} for i in range(5)])]
+            w = Worker(c, queue=queue, concurrency=5, wait="200ms", lease="30s")
+            w.handle("ok", lambda job: job.payload)
+
+            async def done():
+                tasks = [await direct.get_task(i) for i in ids]
+                return all(t["state"] == "completed" for t in tasks)
+            await run_until(w, done, timeout=30)
+            assert refused["seen"] == 3
+            for i in ids:
+                t = await direct.get_task(i)
+                assert t["attempt"] == 1 and t["errors"] == [], t
+    try:
+        asyncio.run(go())
+    finally:
+        proxy.shutdown()
