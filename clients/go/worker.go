@@ -131,6 +131,7 @@ type running struct {
 	nextBeat  time.Time
 	lost      bool // docket took it back: report nothing
 	handedOff bool // stop handed it back: reported already
+	reported  bool // its handler ended and its outcome is reported: not handed back
 }
 
 type report struct {
@@ -405,6 +406,7 @@ func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duratio
 	}
 	run.mu.Lock()
 	skip := run.lost || run.handedOff
+	run.reported = !skip
 	leaseEnd := run.leaseEnd
 	run.mu.Unlock()
 	if skip {
@@ -585,13 +587,7 @@ func (w *Worker) drain() {
 	}
 	w.mu.Unlock()
 	for _, r := range held {
-		r.mu.Lock()
-		r.handedOff = true
-		leaseEnd := r.leaseEnd
-		r.mu.Unlock()
-		w.reports <- report{fail: &FailRequest{ID: r.job.ID(), Lease: r.job.Task.Lease.Token,
-			Error: "worker stopped: handed back", RetryIn: "0ms", Worker: w.o.Name}, leaseEnd: leaseEnd}
-		r.cancel()
+		w.handBack(r)
 	}
 	end := time.Now().Add(w.o.ShutdownGrace)
 	for w.count() > 0 && time.Now().Before(end) {
@@ -604,14 +600,24 @@ func (w *Worker) drain() {
 	}
 	w.mu.Unlock()
 	for _, r := range left {
-		r.mu.Lock()
-		r.handedOff = true
-		leaseEnd := r.leaseEnd
-		r.mu.Unlock()
-		w.reports <- report{fail: &FailRequest{ID: r.job.ID(), Lease: r.job.Task.Lease.Token,
-			Error: "worker stopped: handed back", RetryIn: "0ms", Worker: w.o.Name}, leaseEnd: leaseEnd}
-		r.cancel()
+		w.handBack(r)
 	}
+}
+
+// handBack fails a task in hand with retry_in 0 (it runs again at once) and stops its handler,
+// unless its handler already ended and reported.
+func (w *Worker) handBack(r *running) {
+	r.mu.Lock()
+	if r.reported {
+		r.mu.Unlock()
+		return
+	}
+	r.handedOff = true
+	leaseEnd := r.leaseEnd
+	r.mu.Unlock()
+	w.reports <- report{fail: &FailRequest{ID: r.job.ID(), Lease: r.job.Task.Lease.Token,
+		Error: "worker stopped: handed back", RetryIn: "0ms", Worker: w.o.Name}, leaseEnd: leaseEnd}
+	r.cancel()
 }
 
 func (w *Worker) presence(ctx context.Context) {

@@ -123,6 +123,8 @@ export declare class Worker {
     beat(job: Job): Promise<void>;
     private heartbeats;
     private drain;
+    /** Fails a task in hand with `retry_in: 0`: it runs again at once. */
+    private handBack;
     private presence;
     private sendPresence;
 }

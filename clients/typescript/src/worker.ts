@@ -355,18 +355,22 @@ export class Worker {
     for (const run of this.buffer.splice(0)) {
       run.done = true;
       this.running.delete(run.job.id);
-      this.reports.push({ what: "fail", leaseEnd: run.leaseEnd, item: { id: run.job.id, lease: run.job.lease,
-        error: "worker stopped: handed back", retry_in: "0ms", worker: this.name } });
+      this.handBack(run);
     }
     this.reportWake();
     const end = Date.now() + this.graceMs;
     while (this.running.size && Date.now() < end) await sleep(50);
     for (const run of [...this.running.values()]) {
-      this.reports.push({ what: "fail", leaseEnd: run.leaseEnd, item: { id: run.job.id, lease: run.job.lease,
-        error: "worker stopped: handed back", retry_in: "0ms", worker: this.name } });
+      this.handBack(run);
       run.job.ctl.abort(new AbortedError());
     }
     this.reportWake();
+  }
+
+  /** Fails a task in hand with `retry_in: 0`: it runs again at once. */
+  private handBack(run: Running): void {
+    this.reports.push({ what: "fail", leaseEnd: run.leaseEnd, item: { id: run.job.id, lease: run.job.lease,
+      error: "worker stopped: handed back", retry_in: "0ms", worker: this.name } });
   }
 
   private async presence(): Promise<void> {

@@ -329,9 +329,21 @@ class _Api:
         return self._call("GET", "/healthz")
 
 
-def _sse_data(lines: List[str]) -> Optional[Json]:
-    data = "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
-    return json.loads(data) if data else None
+class _Sse:
+    """Server-sent events, a line at a time: ``feed`` returns each notification once its
+    event's blank line arrives."""
+
+    def __init__(self) -> None:
+        self.lines: List[str] = []
+
+    def feed(self, line: str) -> Optional[Dict[str, Any]]:
+        if line:
+            self.lines.append(line)
+            return None
+        data = "\n".join(x[5:].lstrip(" ") for x in self.lines if x.startswith("data:"))
+        self.lines = []
+        item = json.loads(data) if data else None
+        return item if isinstance(item, dict) and "seq" in item else None
 
 
 class Client(_Api):
@@ -364,14 +376,10 @@ class Client(_Api):
                 if resp.status_code >= 400:
                     resp.read()
                     _parse(resp)
-                lines: List[str] = []
+                sse = _Sse()
                 for line in resp.iter_lines():
-                    if line:
-                        lines.append(line)
-                        continue
-                    item = _sse_data(lines)
-                    lines = []
-                    if isinstance(item, dict) and "seq" in item:
+                    item = sse.feed(line)
+                    if item is not None:
                         after = item["seq"]
                         yield item
 
@@ -415,14 +423,10 @@ class AsyncClient(_Api):
                 if resp.status_code >= 400:
                     await resp.aread()
                     _parse(resp)
-                lines: List[str] = []
+                sse = _Sse()
                 async for line in resp.aiter_lines():
-                    if line:
-                        lines.append(line)
-                        continue
-                    item = _sse_data(lines)
-                    lines = []
-                    if isinstance(item, dict) and "seq" in item:
+                    item = sse.feed(line)
+                    if item is not None:
                         after = item["seq"]
                         yield item
 

@@ -467,10 +467,7 @@ class Worker:
             run = self._buffer.popleft()
             run.done = True
             self._running.pop(run.job.id, None)
-            self._reports.append(("fail", {"id": run.job.id, "lease": run.job.lease,
-                                           "error": "worker stopped: handed back",
-                                           "retry_in": "0ms", "worker": self.name},
-                                  run.lease_end))
+            self._hand_back(run)
         if not self._running:
             assert self._report_ready is not None
             self._report_ready.set()
@@ -482,15 +479,20 @@ class Worker:
             await asyncio.sleep(0.05)
         left = list(self._running.values())
         for run in left:
+            if run.handler_task is not None and run.handler_task.done():
+                continue  # it ended: its done callback reports it
             if run.handler_task is not None:
                 run.handler_task.cancel()
-            self._reports.append(("fail", {"id": run.job.id, "lease": run.job.lease,
-                                           "error": "worker stopped: handed back",
-                                           "retry_in": "0ms", "worker": self.name},
-                                  run.lease_end))
+            self._hand_back(run)
         await asyncio.sleep(0)
         assert self._report_ready is not None
         self._report_ready.set()
+
+    def _hand_back(self, run: _Running) -> None:
+        # Failed with retry_in 0: it runs again at once.
+        self._reports.append(("fail", {"id": run.job.id, "lease": run.job.lease,
+                                       "error": "worker stopped: handed back",
+                                       "retry_in": "0ms", "worker": self.name}, run.lease_end))
 
     async def _presence(self) -> None:
         if self.report_interval <= 0:
