@@ -411,7 +411,8 @@ func TestSignals(t *testing.T) {
 				specs = append(specs, NewTask{Kind: "slow", Payload: i, Queue: q, MaxAttempts: i32(5)})
 			}
 			tasks := must(c.EnqueueMany(ctx, specs))
-			a := spawn(t, server, q, 30*time.Second, time.Second)
+			// A 3 s lease (a heartbeat a second): a busy machine does not lose it before the kill.
+			a := spawn(t, server, q, 30*time.Second, 3*time.Second)
 			a.waitStarted(t, 4)
 			_ = a.cmd.Process.Kill()
 			_ = a.cmd.Wait()

@@ -245,7 +245,8 @@ def _read_started(proc, n, timeout=20):
 def test_sigkill_loses_nothing(server, client, queue):
     ids = [t["id"] for t in client.enqueue_many(
         [{"kind": "slow", "payload": i, "queue": queue, "max_attempts": 5} for i in range(4)])]
-    proc = _spawn_worker(server, queue, 30, "1s")
+    # A 3 s lease (a heartbeat a second): a busy machine does not lose it before the kill.
+    proc = _spawn_worker(server, queue, 30, "3s")
     _read_started(proc, 4)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -130,7 +130,7 @@ for (const [backend, server] of Object.entries(SERVERS)) {
   test(`${backend}: SIGKILL loses nothing; SIGTERM finishes what it holds`, async () => {
     const queue = uniq();
     const ids = (await c.enqueueMany([0, 1, 2, 3].map((i) => taskSpec("slow", i, { queue, maxAttempts: 5 })))).map((t) => t.id);
-    const a = spawnWorker(queue, 30_000, "1s");
+    const a = spawnWorker(queue, 30_000, "3s"); // a heartbeat a second: a busy machine keeps the lease until the kill
     await waitFor(() => a.lines.filter((l) => l.startsWith("started")).length === 4, 20_000);
     a.child.kill("SIGKILL");
     await a.exited;
