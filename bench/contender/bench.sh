@@ -13,7 +13,7 @@ case "${1:-}" in
   variants)
     echo "c10 10 default 3"
     echo "c24 24 default 3"
-    # The HTTP work path in the same process (docket bench --mode http): 10 loops claiming 100
+    # The HTTP work path in the same process (docket bench --mode http): 10 loops claiming 1000
     # and completing them in one request — what the native clients' workers are held against.
     echo "c10-http 10 http 3"
     # Every commit waits for the WAL flush (docket serve --strict-commit): graphile-worker's

@@ -55,7 +55,7 @@ pub struct BenchArgs {
     /// Enqueue batches in flight at once.
     #[arg(long, default_value_t = 2)]
     pub enqueue_parallel: usize,
-    /// Tasks per claim (in-process: the prefetch buffer; HTTP: per request, at most 100).
+    /// Tasks per claim (in-process: the prefetch buffer; HTTP: per request, at most 10,000).
     #[arg(long, default_value_t = 1000)]
     pub claim_batch: usize,
     /// Latency phase: single enqueues per second.
@@ -144,7 +144,7 @@ pub enum PeerCmd {
     Enqueue { n: usize },
     /// Work N tasks with concurrency C; prints RESULT seconds=…. PROFILE: `default`/`strict`
     /// (in-process, claims of 1000), `small`/`small-strict` (claims of 100), `http` (C claim
-    /// loops of 100 through a server in this process, as `docket bench --mode http`).
+    /// loops of 1000 through a server in this process, as `docket bench --mode http`).
     Work { n: usize, c: usize, profile: String },
     /// Idle worker + steady single enqueues; writes $LAT_OUT.
     Latency { rate: u32, secs: u32, c: usize },
@@ -683,7 +683,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                 &nodes,
                 a.tasks,
                 a.concurrency,
-                a.claim_batch.min(100),
+                a.claim_batch.min(10_000),
                 a.auth,
             )
             .await?
@@ -797,7 +797,7 @@ async fn peer(p: PeerCmd) -> Result<()> {
             let el = match profile.as_str() {
                 "default" | "strict" => work_inproc(&engine, n, c, 1000).await?,
                 "small" | "small-strict" => work_inproc(&engine, n, c, 100).await?,
-                "http" => work_http(std::slice::from_ref(&engine), n, c, 100, false).await?,
+                "http" => work_http(std::slice::from_ref(&engine), n, c, 1000, false).await?,
                 other => {
                     bail!("unknown profile {other:?} (default, small, strict, small-strict, http)")
                 }
