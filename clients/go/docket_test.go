@@ -12,10 +12,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -593,4 +597,61 @@ func TestTokensAndTLS(t *testing.T) {
 	if err := admin.RevokeToken(ctx, "go-enqueue"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A proxy answers the first batched completions with 503: the worker sends them again while
+// the leases last, and the tasks end completed at their first attempt.
+func TestReportsAreRetriedWhileTheLeaseLasts(t *testing.T) {
+	eachServer(t, func(t *testing.T, direct *Client) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		refused := 0
+		target, _ := neturl.Parse(direct.server)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == "POST" && r.URL.Path == "/v1/tasks/complete" {
+				mu.Lock()
+				refuse := refused < 3
+				if refuse {
+					refused++
+				}
+				mu.Unlock()
+				if refuse {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(503)
+					_, _ = w.Write([]byte(`{"error": {"code": "unavailable", "message": "injected"}}`))
+					return
+				}
+			}
+			proxy.ServeHTTP(w, r)
+		}))
+		defer srv.Close()
+		via := must(NewClient(Options{Server: srv.URL}))
+		q := uniq()
+		var specs []NewTask
+		for i := 0; i < 5; i++ {
+			specs = append(specs, NewTask{Kind: "ok", Payload: i, Queue: q})
+		}
+		tasks := must(direct.EnqueueMany(ctx, specs))
+		w := must(NewWorker(WorkerOptions{Client: via, Queue: q, Concurrency: 5, Wait: 200 * time.Millisecond, Lease: 30 * time.Second}))
+		w.Register("ok", func(ctx context.Context, job *Job) (interface{}, error) { return job.ID(), nil })
+		runUntil(t, w, 30*time.Second, func() bool {
+			for _, task := range tasks {
+				if must(direct.GetTask(ctx, task.ID)).State != "completed" {
+					return false
+				}
+			}
+			return true
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if refused != 3 {
+			t.Fatalf("refused %d", refused)
+		}
+		for _, task := range tasks {
+			if got := must(direct.GetTask(ctx, task.ID)); got.Attempt != 1 || len(got.Errors) != 0 {
+				t.Fatalf("%+v", got)
+			}
+		}
+	})
 }

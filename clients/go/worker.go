@@ -481,42 +481,56 @@ func (w *Worker) deliver(ctx context.Context, batch []report) {
 			go func() { defer wg.Done(); fOut, fErr = w.o.Client.FailMany(ctx, fails) }()
 		}
 		wg.Wait()
-		err := cErr
-		if err == nil {
-			err = fErr
-		}
-		if err == nil {
-			w.mu.Lock()
+		// What went through is done; only the part that failed is sent again.
+		w.mu.Lock()
+		if cErr == nil {
 			w.Completed += int64(len(completes))
+		}
+		if fErr == nil {
 			w.Failed += int64(len(fails))
-			for _, o := range append(cOut, fOut...) {
-				if o.Outcome != "ok" {
-					w.Lost++
-					w.o.Logger.Printf("docket worker %s: task %d: report answered %s", w.o.Name, o.ID, o.Outcome)
-				}
+		}
+		for _, o := range append(cOut, fOut...) {
+			if o.Outcome != "ok" {
+				w.Lost++
+				w.o.Logger.Printf("docket worker %s: task %d: report answered %s", w.o.Name, o.ID, o.Outcome)
 			}
-			w.mu.Unlock()
+		}
+		w.mu.Unlock()
+		// A part refused for what it is (4xx) is dropped; one that met an outage is retried.
+		retry := func(err error) bool {
+			var e *Error
+			if err != nil && asError(err, &e) && e.Status < 500 && e.Status != 429 {
+				w.o.Logger.Printf("docket worker %s: report refused, dropped: %v", w.o.Name, err)
+				return false
+			}
+			return err != nil
+		}
+		rc, rf := retry(cErr), retry(fErr)
+		kept := batch[:0]
+		for _, r := range batch {
+			if (r.complete != nil && rc) || (r.fail != nil && rf) {
+				kept = append(kept, r)
+			}
+		}
+		batch = kept
+		if len(batch) == 0 {
 			return
 		}
-		var e *Error
-		if asError(err, &e) && e.Status < 500 && e.Status != 429 {
-			w.o.Logger.Printf("docket worker %s: report refused, dropped: %v", w.o.Name, err)
-			return
-		}
-		// Until delivered or the leases are over (the rescuer owns those tasks then). A batch
-		// half delivered is sent again: completing twice answers lease_lost, never a wrong state.
+		// Until delivered or the leases are over (the rescuer owns those tasks then). A request
+		// that reached docket before the outage answered is sent again: completing twice
+		// answers lease_lost, never a wrong state.
 		time.Sleep(delay)
 		if delay < 5*time.Second {
 			delay *= 2
 		}
 		now := time.Now()
-		kept := batch[:0]
+		live := batch[:0]
 		for _, r := range batch {
 			if r.leaseEnd.After(now) {
-				kept = append(kept, r)
+				live = append(live, r)
 			}
 		}
-		batch = kept
+		batch = live
 	}
 }
 

@@ -118,6 +118,11 @@ export declare class Worker {
     private pump;
     private execute;
     private reporter;
+    /**
+     * Until delivered or the lease is over (then the rescuer owns the task anyway). What went
+     * through is done; only a part that met an outage (5xx, 429, no answer) is sent again, and a
+     * part refused for what it is (4xx) is dropped.
+     */
     private deliver;
     /** @internal */
     beat(job: Job): Promise<void>;

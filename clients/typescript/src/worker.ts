@@ -294,32 +294,38 @@ export class Worker {
     }
   }
 
+  /**
+   * Until delivered or the lease is over (then the rescuer owns the task anyway). What went
+   * through is done; only a part that met an outage (5xx, 429, no answer) is sent again, and a
+   * part refused for what it is (4xx) is dropped.
+   */
   private async deliver(batch: Report[]): Promise<void> {
     let delay = 100;
     while (batch.length) {
       const completes = batch.filter((r) => r.what === "complete").map((r) => r.item as CompleteItem);
       const fails = batch.filter((r) => r.what === "fail").map((r) => r.item as FailItem);
-      try {
-        const answers = await Promise.all([
-          completes.length ? this.client.completeMany(completes) : [],
-          fails.length ? this.client.failMany(fails) : [],
-        ]);
-        for (const o of answers.flat()) {
-          if (o.outcome !== "ok") { this.stats.lost++; console.warn(`docket worker ${this.name}: task ${o.id}: report answered ${o.outcome}`); }
+      const [c, f] = await Promise.allSettled([
+        completes.length ? this.client.completeMany(completes) : Promise.resolve([]),
+        fails.length ? this.client.failMany(fails) : Promise.resolve([]),
+      ]);
+      const again = new Set<string>();
+      for (const [what, res, n] of [["complete", c, completes.length], ["fail", f, fails.length]] as const) {
+        if (res.status === "fulfilled") {
+          for (const o of res.value) {
+            if (o.outcome !== "ok") { this.stats.lost++; console.warn(`docket worker ${this.name}: task ${o.id}: report answered ${o.outcome}`); }
+          }
+          if (what === "complete") this.stats.completed += n; else this.stats.failed += n;
+        } else if (res.reason instanceof DocketError && res.reason.status < 500 && res.reason.status !== 429) {
+          console.error(`docket worker ${this.name}: report refused, dropped: ${res.reason}`);
+        } else {
+          again.add(what);
         }
-        this.stats.completed += completes.length;
-        this.stats.failed += fails.length;
-        return;
-      } catch (e) {
-        if (e instanceof DocketError && e.status < 500 && e.status !== 429) {
-          console.error(`docket worker ${this.name}: report refused, dropped: ${e}`);
-          return;
-        }
-        await sleep(delay);
-        delay = Math.min(delay * 2, 5000);
-        const now = Date.now();
-        batch = batch.filter((r) => r.leaseEnd > now);
       }
+      if (!again.size) return;
+      await sleep(delay);
+      delay = Math.min(delay * 2, 5000);
+      const now = Date.now();
+      batch = batch.filter((r) => again.has(r.what) && r.leaseEnd > now);
     }
   }
 

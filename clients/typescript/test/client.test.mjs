@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
+import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { Client, DocketError, NextStage, Permanent, Processor, ProcessorFailure, Retry, Worker, parseDuration, taskSpec, timer } from "../dist/index.js";
 import { SERVERS, runUntil, sleep, uniq, waitFor } from "./helpers.mjs";
@@ -117,6 +118,39 @@ for (const [backend, server] of Object.entries(SERVERS)) {
       assert.ok(["available", "retryable"].includes(t.state), t.state);
       assert.equal(t.errors[0].message, "worker stopped: handed back");
     }
+  });
+
+  test(`${backend}: reports are retried while the lease lasts`, async () => {
+    // A proxy answers the first three batched completions with 503.
+    let refused = 0;
+    const proxy = createServer(async (req, res) => {
+      const chunks = [];
+      for await (const ch of req) chunks.push(ch);
+      if (req.method === "POST" && req.url === "/v1/tasks/complete" && refused < 3) {
+        refused++;
+        res.writeHead(503, { "content-type": "application/json" });
+        res.end('{"error": {"code": "unavailable", "message": "injected"}}');
+        return;
+      }
+      const body = chunks.length ? Buffer.concat(chunks) : undefined;
+      const r = await fetch(server + req.url, { method: req.method, headers: { "content-type": "application/json" }, body });
+      res.writeHead(r.status, { "content-type": r.headers.get("content-type") ?? "application/json" });
+      res.end(Buffer.from(await r.arrayBuffer()));
+    });
+    await new Promise((r) => proxy.listen(0, "127.0.0.1", r));
+    try {
+      const queue = uniq();
+      const ids = (await c.enqueueMany([0, 1, 2, 3, 4].map((i) => taskSpec("ok", i, { queue })))).map((t) => t.id);
+      const via = new Client({ server: `http://127.0.0.1:${proxy.address().port}` });
+      const w = new Worker({ client: via, queue, concurrency: 5, wait: "200ms", lease: "30s", signals: false });
+      w.handle("ok", (job) => job.payload);
+      await runUntil(w, async () => (await Promise.all(ids.map((id) => c.getTask(id)))).every((t) => t.state === "completed"));
+      assert.equal(refused, 3);
+      for (const id of ids) {
+        const t = await c.getTask(id);
+        assert.equal(t.attempt, 1); assert.deepEqual(t.errors, []);
+      }
+    } finally { proxy.close(); }
   });
 
   const spawnWorker = (queue, sleepMs, lease) => {

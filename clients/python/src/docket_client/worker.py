@@ -401,36 +401,41 @@ class Worker:
             await self._deliver(batch)
 
     async def _deliver(self, batch: List[Tuple[str, Dict[str, Any], float]]) -> None:
-        # Until delivered or the lease is over (then the rescuer owns the task anyway).
+        # Until delivered or the lease is over (then the rescuer owns the task anyway). What
+        # went through is done; only a part that met an outage (5xx, 429, no answer) is sent
+        # again, and a part refused for what it is (4xx) is dropped.
         delay = 0.1
         while batch:
-            completes = [i for w, i, _ in batch if w == "complete"]
-            fails = [i for w, i, _ in batch if w == "fail"]
-            try:
-                calls = []
-                if completes:
-                    calls.append(self.client.complete_many(completes))
-                if fails:
-                    calls.append(self.client.fail_many(fails))
-                answers = await asyncio.gather(*calls)
-            except (DocketError, httpx.TransportError) as e:
-                if isinstance(e, DocketError) and e.status < 500 and e.status != 429:
-                    log.error("report refused, dropped: %s", e)
-                    return
-                log.warning("report failed, retrying: %s", e)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                now = time.monotonic()
-                batch = [b for b in batch if b[2] > now]
-                continue
-            for outcome in (o for answer in answers for o in answer):
-                if outcome["outcome"] == "ok":
+            parts = [(what, [i for w, i, _ in batch if w == what],
+                      self.client.complete_many if what == "complete" else self.client.fail_many)
+                     for what in ("complete", "fail")]
+            parts = [p for p in parts if p[1]]
+            answers = await asyncio.gather(*(send(items) for _, items, send in parts),
+                                           return_exceptions=True)
+            again = set()
+            for (what, items, _), answer in zip(parts, answers):
+                if isinstance(answer, BaseException):
+                    if not isinstance(answer, (DocketError, httpx.TransportError)):
+                        raise answer
+                    if isinstance(answer, DocketError) and answer.status < 500 \
+                            and answer.status != 429:
+                        log.error("report refused, dropped: %s", answer)
+                    else:
+                        log.warning("report failed, retrying: %s", answer)
+                        again.add(what)
                     continue
-                self.stats["lost"] += 1
-                log.warning("task %s: report answered %s", outcome["id"], outcome["outcome"])
-            self.stats["completed"] += len(completes)
-            self.stats["failed"] += len(fails)
-            return
+                for outcome in answer:
+                    if outcome["outcome"] != "ok":
+                        self.stats["lost"] += 1
+                        log.warning("task %s: report answered %s", outcome["id"],
+                                    outcome["outcome"])
+                self.stats["completed" if what == "complete" else "failed"] += len(items)
+            if not again:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            now = time.monotonic()
+            batch = [b for b in batch if b[0] in again and b[2] > now]
 
     async def _beat(self, run_or_job: Union[_Running, Job]) -> None:
         run = run_or_job if isinstance(run_or_job, _Running) else self._running.get(run_or_job.id)
