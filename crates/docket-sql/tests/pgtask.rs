@@ -796,9 +796,16 @@ async fn regression_group_9_sessions() {
     .fetch_all(&s.db)
     .await
     .unwrap();
-    assert_eq!(
-        rows,
-        vec![(2, 1), (1, 4), (1, 6)],
+    // pg_task's expected output has the ten split 6 + 4: its first session started a second
+    // before the other and `count 6` ended it. Which session takes the tenth task is a race of
+    // milliseconds when both free up in the same second (a loaded CI machine gave 5 + 5), so the
+    // rule checked is: the max-2 task alone, the ten in two sessions, neither over its count.
+    let sizes: Vec<i64> = rows.iter().filter(|r| r.0 == 1).map(|r| r.1).collect();
+    assert!(
+        rows.first() == Some(&(2, 1))
+            && sizes.len() == 2
+            && sizes.iter().sum::<i64>() == 10
+            && sizes.iter().all(|n| *n <= 6),
         "sessions by max: {rows:?} {timeline:#?}"
     );
     // The max-2 task arriving while two max-1 sessions run: it starts beside them (2 running +
