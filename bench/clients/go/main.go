@@ -26,8 +26,8 @@ func main() {
 	if mode == "work" {
 		n, conc := int64(a), b
 		prefetch := 0
-		if os.Args[5] == "prefetch" { // claim up to 500 ahead of free handlers (graphile-worker's tuned local queue)
-			prefetch = 500
+		if os.Args[5] == "prefetch" { // claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch)
+			prefetch = 1000
 		}
 		t0 := time.Now()
 		w, _ := docket.NewWorker(docket.WorkerOptions{Client: c, Queue: "bench", Concurrency: conc, Prefetch: prefetch, Wait: waitFor(), ReportInterval: -1, Logger: log.New(io.Discard, "", 0)})

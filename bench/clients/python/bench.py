@@ -8,8 +8,8 @@ from docket_client import AsyncClient, Worker
 
 
 async def work(server, n, conc, profile):
-    # "prefetch": claim up to 500 ahead of free handlers (graphile-worker's tuned local queue).
-    prefetch = 500 if profile == "prefetch" else 0
+    # "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch).
+    prefetch = 1000 if profile == "prefetch" else 0
     async with AsyncClient(server) as client:
         t0 = time.perf_counter()
         w = Worker(client, queue="bench", concurrency=conc, prefetch=prefetch, wait="1s",
