@@ -86,6 +86,9 @@ impl LeaseStore for MySqlStore {
         if items.is_empty() {
             return Ok(vec![]);
         }
+        // A deadlock with a concurrent claim or report rolls the transaction back whole
+        // (InnoDB picks a victim): going again is safe.
+        crate::driver::again(|| async move {
         let mut tx = self.begin().await?;
         let mut ids: Vec<i64> = items.iter().map(|it| it.id).collect();
         ids.sort_unstable();
@@ -203,6 +206,8 @@ impl LeaseStore for MySqlStore {
         self.wake_queues(&freed);
         self.wake_queues(timed_out.iter().map(|f| &f.labels.queue));
         Ok(out)
+        })
+        .await
     }
 
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
@@ -222,41 +227,46 @@ impl LeaseStore for MySqlStore {
         if items.is_empty() {
             return Ok(vec![]);
         }
-        let mut tx = self.begin().await?;
-        let mut ids: Vec<i64> = items.iter().map(|it| it.id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let mut rows = Self::get_many_locked(&mut tx, &ids).await?;
-        let mut out = Vec::with_capacity(items.len());
-        let mut freed = vec![];
-        for it in items {
-            let Some((t, nonce)) = rows.get(&it.id) else {
-                out.push(LeaseOutcome::NotFound);
-                continue;
-            };
-            // A worker's failure is taken past the deadline too (it is the same end); a cancel
-            // requested meanwhile is the fail rule's to apply.
-            let check = lease::check(t, *nonce, &it.token, now);
-            if !matches!(
-                check,
-                LeaseCheck::Held | LeaseCheck::PastDeadline | LeaseCheck::CancelRequested
-            ) {
-                out.push(check.refusal());
-                continue;
+        // A deadlock with a concurrent claim or report rolls the transaction back whole
+        // (InnoDB picks a victim): going again is safe.
+        crate::driver::again(|| async move {
+            let mut tx = self.begin().await?;
+            let mut ids: Vec<i64> = items.iter().map(|it| it.id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let mut rows = Self::get_many_locked(&mut tx, &ids).await?;
+            let mut out = Vec::with_capacity(items.len());
+            let mut freed = vec![];
+            for it in items {
+                let Some((t, nonce)) = rows.get(&it.id) else {
+                    out.push(LeaseOutcome::NotFound);
+                    continue;
+                };
+                // A worker's failure is taken past the deadline too (it is the same end); a cancel
+                // requested meanwhile is the fail rule's to apply.
+                let check = lease::check(t, *nonce, &it.token, now);
+                if !matches!(
+                    check,
+                    LeaseCheck::Held | LeaseCheck::PastDeadline | LeaseCheck::CancelRequested
+                ) {
+                    out.push(check.refusal());
+                    continue;
+                }
+                let d = fail_rule(t, now, it.retry_in, it.permanent);
+                let f = Failure::new(t, d, &it.error, worker, now);
+                out.push(f.outcome());
+                freed.push(t.queue.clone());
+                Self::apply_failures(&mut tx, std::slice::from_ref(&f), None).await?;
+                // The same id twice in one batch: the second finds it no longer running.
+                if let Some((t, _)) = rows.get_mut(&it.id) {
+                    t.state = f.state;
+                }
             }
-            let d = fail_rule(t, now, it.retry_in, it.permanent);
-            let f = Failure::new(t, d, &it.error, worker, now);
-            out.push(f.outcome());
-            freed.push(t.queue.clone());
-            Self::apply_failures(&mut tx, std::slice::from_ref(&f), None).await?;
-            // The same id twice in one batch: the second finds it no longer running.
-            if let Some((t, _)) = rows.get_mut(&it.id) {
-                t.state = f.state;
-            }
-        }
-        tx.commit().await?;
-        self.wake_queues(&freed);
-        Ok(out)
+            tx.commit().await?;
+            self.wake_queues(&freed);
+            Ok(out)
+        })
+        .await
     }
 }
 
