@@ -308,11 +308,16 @@ impl Store for SqliteStore {
     }
 
     fn pool_connections(&self) -> PoolStats {
-        let idle = self.writer.num_idle() + self.reader.num_idle();
-        let size = (self.writer.size() + self.reader.size()) as usize;
+        // Saturating: a clean-clone CI run overflowed the plain sum of these sqlx counters. They
+        // feed metrics only, so a momentarily odd value must not panic.
+        let idle = self
+            .writer
+            .num_idle()
+            .saturating_add(self.reader.num_idle());
+        let size = (self.writer.size() as usize).saturating_add(self.reader.size() as usize);
         PoolStats {
             in_use: size - idle.min(size),
-            idle,
+            idle: idle.min(size),
         }
     }
 
