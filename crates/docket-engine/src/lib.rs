@@ -14,6 +14,8 @@ pub mod kinds;
 pub mod maintenance;
 pub mod metrics;
 pub mod panels;
+pub mod peers;
+pub mod probe;
 pub mod process;
 mod reads;
 pub mod schedule;
@@ -77,6 +79,12 @@ pub struct EngineConfig {
     /// `/healthz` answers 503 when the maintenance loop has not finished a pass for this long
     /// (it is stuck: a hung database call, or a panic it could not survive) [120 s].
     pub maintenance_stall_after: Duration,
+    /// Where this node receives wake-ups from the others (UDP; see [`peers`]); None: it does
+    /// not take part. Default: `127.0.0.1:0` (nodes on one machine) on the databases that
+    /// cannot notify (SQLite, MySQL/MariaDB), None on PostgreSQL (LISTEN/NOTIFY does it).
+    pub peer_wake: Option<std::net::SocketAddr>,
+    /// The address the other nodes send to, when it is not the bound one (a wildcard bind, NAT).
+    pub peer_wake_advertise: Option<std::net::SocketAddr>,
 }
 
 impl EngineConfig {
@@ -104,6 +112,8 @@ impl EngineConfig {
             retention_audit: Duration::from_secs(90 * 86_400),
             retention_nodes: Duration::from_secs(7 * 86_400),
             fail_rule: docket_core::task::standard_fail_rule,
+            peer_wake: (!backend.listens()).then(|| ([127, 0, 0, 1], 0).into()),
+            peer_wake_advertise: None,
         }
     }
 }
@@ -128,6 +138,8 @@ pub struct Engine {
     draining: Arc<std::sync::atomic::AtomicBool>,
     /// What the last turns of the ring ran into (see [`maintenance::rotate`]).
     ring: Arc<std::sync::Mutex<maintenance::RingState>>,
+    /// Pickup breakdown marks, when a bench asked for them.
+    pub(crate) probe: Option<Arc<probe::Probe>>,
 }
 
 impl Engine {
@@ -142,6 +154,19 @@ impl Engine {
             kinds: kinds::KindHooks::default(),
             draining: Arc::default(),
             ring: Arc::default(),
+            probe: None,
+        }
+    }
+
+    /// This engine recording the steps of each pickup in `probe` (see [`probe`]).
+    pub fn with_probe(mut self, probe: Arc<probe::Probe>) -> Self {
+        self.probe = Some(probe);
+        self
+    }
+
+    pub(crate) fn mark(&self, step: probe::Step, id: i64) {
+        if let Some(p) = &self.probe {
+            p.mark(step, id);
         }
     }
 
@@ -227,6 +252,7 @@ impl Engine {
                 match t.state {
                     docket_core::TaskState::Available => {
                         if woke.insert(t.queue.clone()) {
+                            self.mark(probe::Step::Wake, 0);
                             self.waker.wake(&t.queue);
                         }
                     }
@@ -378,14 +404,21 @@ impl Engine {
             }
             return Ok(vec![]);
         }
-        let notify = self.waker.queue(queue);
+        let wake = self.waker.queue(queue);
         // The queue's own schedule_interval, read once the claim has to wait.
         let mut every: Option<Duration> = None;
+        let mut waited = 0;
+        // Woken as the one claimer of a wake-up (see waker::QueueWake for what that obliges).
+        let mut chosen = false;
+        let filtered = kinds.is_some() || stages.is_some();
         loop {
-            let notified = notify.notified();
-            tokio::pin!(notified);
+            let one = wake.one.notified();
+            let all = wake.all.notified();
+            tokio::pin!(one, all);
             // Register before looking, so a wake-up between the look and the wait is not lost.
-            notified.as_mut().enable();
+            one.as_mut().enable();
+            all.as_mut().enable();
+            self.mark(probe::Step::ClaimStart, waited);
             let got = self
                 .store
                 .task_claim(TaskClaimParams {
@@ -401,6 +434,7 @@ impl Engine {
                 .await?;
             let mut got = got;
             for t in &mut got {
+                self.mark(probe::Step::Claimed, t.id);
                 if let (Some(l), Some(trace)) = (t.lease.as_mut(), t.trace_id.as_deref()) {
                     l.trace_id = Some(docket_core::run::attempt_trace_id(
                         trace,
@@ -415,7 +449,19 @@ impl Engine {
                 if !got.is_empty() {
                     self.waker.changed();
                 }
+                if chosen && got.len() as i64 >= limit {
+                    // A full claim: more may be waiting.
+                    wake.one.notify_one();
+                } else if chosen && filtered {
+                    wake.all.notify_waiters();
+                }
                 return Ok(got);
+            }
+            // Woken for a task this claimer does not take (another kind or stage): let every
+            // claimer look, once, not this one. Without a filter it saw every task there is.
+            let passed_on = std::mem::take(&mut chosen) && filtered;
+            if passed_on {
+                wake.all.notify_waiters();
             }
             let every = match every {
                 Some(e) => e,
@@ -426,10 +472,12 @@ impl Engine {
             };
             let nap = (deadline - now).min(every);
             tokio::select! {
-                _ = notified => {}
+                _ = one => chosen = true,
+                _ = all, if !passed_on => {}
                 _ = tokio::time::sleep(nap) => {}
                 _ = cancel.cancelled() => return Ok(vec![]),
             }
+            waited = 1;
         }
     }
 
@@ -459,12 +507,20 @@ impl Engine {
         if let Some(mut rx) = self.store.listen().await? {
             let waker = self.waker.clone();
             let c = cancel.clone();
+            let engine = self.clone();
+            let listens = self.store.backend().listens();
             handles.push(tokio::spawn(async move {
                 loop {
                     tokio::select! {
                         _ = c.cancelled() => return,
                         w = rx.recv() => match w {
                             Some(docket_store::Wake::All) => waker.wake_all(),
+                            // PostgreSQL: a NOTIFY, which every node hears. Elsewhere: a
+                            // commit in this process, which the peers hear from us.
+                            Some(docket_store::Wake::Queue(q)) if listens => {
+                                engine.mark(probe::Step::Wake, 1);
+                                waker.wake_local(&q)
+                            }
                             Some(docket_store::Wake::Queue(q)) => waker.wake(&q),
                             Some(docket_store::Wake::Task(id)) => waker.task_done(id),
                             None => return,
@@ -472,6 +528,20 @@ impl Engine {
                     }
                 }
             }));
+        }
+        if let Some(bind) = self.config.peer_wake {
+            let (peers, h) = peers::PeerWake::start(
+                bind,
+                self.config.peer_wake_advertise,
+                self.waker.clone(),
+                cancel.clone(),
+            )
+            .await
+            .map_err(|e| {
+                EngineError::Invalid(format!("cannot bind the peer wake socket {bind}: {e}"))
+            })?;
+            self.waker.set_peers(peers);
+            handles.push(h);
         }
         handles.push(tokio::spawn(maintenance::run(self.clone(), cancel)));
         Ok(handles)

@@ -8,10 +8,12 @@ use tokio::sync::Notify;
 /// Per-queue wake-ups plus one for the scheduler.
 #[derive(Debug, Default)]
 pub struct Waker {
-    queues: Mutex<HashMap<String, Arc<Notify>>>,
+    queues: Mutex<HashMap<String, Arc<QueueWake>>>,
     tasks: Mutex<HashMap<i64, Arc<Notify>>>,
     scheduler: Notify,
     changes: ChangeFeed,
+    /// Other nodes to tell (databases that cannot notify; see [`crate::peers`]).
+    peers: std::sync::OnceLock<Arc<crate::peers::PeerWake>>,
 }
 
 /// A tick each time tasks changed on this node, or a database notification says they changed
@@ -25,9 +27,29 @@ impl Default for ChangeFeed {
     }
 }
 
+/// The wake-ups of one queue's idle claimers. An insert wakes one claimer (`one`), not all of
+/// them: ten long-polling claimers woken for one task made ten claim statements race for it,
+/// and the one that won waited for the others (issue 24). The rules that keep every task found
+/// without a poll ([`crate::Engine::claim_where`] applies them):
+/// - a claimer woken by `one` whose claim came back full wakes the next one (there may be
+///   more);
+/// - a claimer that takes only some kinds or stages, woken by `one`, whose claim was not full
+///   (what is left may be of a kind or stage it does not take) wakes every claimer of the queue
+///   through `all`, once (a claimer without a filter saw every task there is);
+/// - a `one` notification given to a claimer that returns before waiting passes to the next
+///   waiter (tokio's `Notified` forwards it when dropped), and one given while nobody waits is
+///   kept for the next claimer.
+#[derive(Debug, Default)]
+pub struct QueueWake {
+    /// One claimer at a time.
+    pub one: Notify,
+    /// Every claimer.
+    pub all: Notify,
+}
+
 impl Waker {
-    /// The notifier of `queue`.
-    pub fn queue(&self, queue: &str) -> Arc<Notify> {
+    /// The wake-ups of `queue`.
+    pub fn queue(&self, queue: &str) -> Arc<QueueWake> {
         let mut m = self.queues.lock().expect("waker lock");
         m.entry(queue.to_string()).or_default().clone()
     }
@@ -42,13 +64,31 @@ impl Waker {
         self.changes.0.subscribe()
     }
 
-    /// Wakes every claimer waiting on `queue`.
+    /// Tasks became available on `queue`: wakes one of its claimers (see [`QueueWake`]), or
+    /// keeps the wake-up for the next claimer when none waits.
     pub fn wake(&self, queue: &str) {
-        self.changed();
-        let n = self.queues.lock().expect("waker lock").get(queue).cloned();
-        if let Some(n) = n {
-            n.notify_waiters();
+        self.wake_local(queue);
+        if let Some(p) = self.peers.get() {
+            p.send(queue);
         }
+    }
+
+    /// [`Waker::wake`] on this node only: for wake-ups that came from elsewhere (a database
+    /// notification, a peer's datagram).
+    pub fn wake_local(&self, queue: &str) {
+        self.changed();
+        let n = self.queue(queue);
+        n.one.notify_one();
+    }
+
+    /// Sends this node's wake-ups to its peers from now on.
+    pub fn set_peers(&self, peers: Arc<crate::peers::PeerWake>) {
+        let _ = self.peers.set(peers);
+    }
+
+    /// The peer wake-ups, when this node sends them.
+    pub fn peers(&self) -> Option<&Arc<crate::peers::PeerWake>> {
+        self.peers.get()
     }
 
     /// The notifier of task `id` (a synchronous caller waits on it); pair with
@@ -101,7 +141,7 @@ impl Waker {
             .cloned()
             .collect();
         for n in all {
-            n.notify_waiters();
+            n.all.notify_waiters();
         }
         self.scheduler.notify_one();
     }

@@ -140,6 +140,7 @@ impl WorkerPool {
             // Ends when the fetcher stops (cancel) and the buffer is drained.
             while let Some(task) = buf_rx.recv().await {
                 let permit = sem.clone().acquire_owned().await.expect("semaphore open");
+                self.engine.mark(crate::probe::Step::Dispatched, task.id);
                 let handler = handlers.get(&task.kind).cloned();
                 let tx = done_tx.clone();
                 let engine = self.engine.clone();

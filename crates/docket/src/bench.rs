@@ -95,6 +95,10 @@ pub struct BenchArgs {
     /// dirty pages to be written out (below 1% of the pool).
     #[arg(long)]
     pub settle: bool,
+    /// Latency phase: also print where each pickup's time goes (enqueue return → claim start →
+    /// claimed → dispatched → handler start), from marks the engine takes (p50/p99 per step).
+    #[arg(long)]
+    pub breakdown: bool,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
@@ -437,14 +441,40 @@ async fn work_http(
 }
 
 /// Latencies in ms: (from enqueue return, from enqueue call start) per task, in enqueue order.
+/// One task of the latency phase: its id, when its enqueue was called and returned, and when
+/// its handler started (None: it never ran).
+struct Pickup {
+    id: i64,
+    call: Instant,
+    ret: Instant,
+    start: Option<Instant>,
+}
+
+impl Pickup {
+    /// (from enqueue return, from enqueue call start) in ms; NaN when it never ran.
+    fn ms(&self) -> (f64, f64) {
+        match self.start {
+            Some(st) => (
+                st.saturating_duration_since(self.ret).as_secs_f64() * 1000.0,
+                st.saturating_duration_since(self.call).as_secs_f64() * 1000.0,
+            ),
+            None => (f64::NAN, f64::NAN),
+        }
+    }
+}
+
+/// The latency phase: `rate` single enqueues per second for `secs` through `enqueue`, worked by
+/// `c` idle workers (in-process or over HTTP) of `worker` — another node when they differ.
 async fn latency(
-    engine: &Engine,
+    enqueue: &Engine,
+    worker: &Engine,
     rate: u32,
     secs: u32,
     c: usize,
     mode: Mode,
     auth: bool,
-) -> Result<Vec<(f64, f64)>> {
+) -> Result<Vec<Pickup>> {
+    let engine = worker;
     let total = (rate * secs) as usize;
     let starts = Arc::new(Mutex::new(HashMap::new()));
     let done = Arc::new(AtomicUsize::new(0));
@@ -504,7 +534,7 @@ async fn latency(
     for i in 0..total {
         tokio::time::sleep_until((t0 + every * i as u32).into()).await;
         let call = Instant::now();
-        let t = engine
+        let t = enqueue
             .enqueue_many(vec![NewTask {
                 queue: Some("latency".into()),
                 ..NewTask::new("noop", json!({"i": i}))
@@ -520,14 +550,75 @@ async fn latency(
     let starts = starts.lock().expect("lock");
     Ok(sent
         .into_iter()
-        .map(|(id, call, ret)| match starts.get(&id) {
-            Some(st) => (
-                st.saturating_duration_since(ret).as_secs_f64() * 1000.0,
-                st.saturating_duration_since(call).as_secs_f64() * 1000.0,
-            ),
-            None => (f64::NAN, f64::NAN),
+        .map(|(id, call, ret)| Pickup {
+            id,
+            call,
+            ret,
+            start: starts.get(&id).copied(),
         })
         .collect())
+}
+
+/// Prints p50/p99 of each step of the pickups in `lat`, from the engine's `marks`: enqueue
+/// return → claim start (negative when the claim started first, woken by the insert before
+/// the enqueue call returned), the claim statement, claimed → dispatched (in-process: the
+/// worker's buffer and slot) and dispatched (HTTP: claimed) → handler start.
+fn print_breakdown(lat: &[Pickup], marks: &[docket_engine::probe::Mark]) {
+    use docket_engine::probe::Step;
+    let ms = |a: Instant, b: Instant| -> f64 {
+        if b >= a {
+            (b - a).as_secs_f64() * 1000.0
+        } else {
+            -((a - b).as_secs_f64() * 1000.0)
+        }
+    };
+    let find = |step: Step, id: i64| marks.iter().find(|m| m.step == step && m.id == id);
+    let mut steps: Vec<(&str, Vec<f64>)> = [
+        "enqueue return -> wake",
+        "enqueue return -> claim start",
+        "claim statement",
+        "claimed -> dispatched",
+        "dispatched -> handler",
+        "total",
+    ]
+    .into_iter()
+    .map(|n| (n, vec![]))
+    .collect();
+    for p in lat {
+        let (Some(start), Some(claimed)) = (p.start, find(Step::Claimed, p.id)) else {
+            continue;
+        };
+        // The claim that returned it: the last claim started before it came back.
+        let Some(cs) = marks
+            .iter()
+            .rfind(|m| m.step == Step::ClaimStart && m.at <= claimed.at)
+        else {
+            continue;
+        };
+        // The first wake-up issued after the enqueue was called (insert or notification).
+        if let Some(w) = marks
+            .iter()
+            .find(|m| m.step == Step::Wake && m.at >= p.call)
+        {
+            steps[0].1.push(ms(p.ret, w.at));
+        }
+        steps[1].1.push(ms(p.ret, cs.at));
+        steps[2].1.push(ms(cs.at, claimed.at));
+        let dispatched = find(Step::Dispatched, p.id).map_or(claimed.at, |d| d.at);
+        steps[3].1.push(ms(claimed.at, dispatched));
+        steps[4].1.push(ms(dispatched, start));
+        steps[5].1.push(ms(p.ret, start));
+    }
+    println!("pickup breakdown (ms, p50 / p99):");
+    for (name, mut v) in steps {
+        v.sort_by(|x, y| x.partial_cmp(y).expect("no NaN"));
+        println!(
+            "  {name:<32} {:>7.3} / {:>7.3}  ({} tasks)",
+            pct(&v, 50.0),
+            pct(&v, 99.0),
+            v.len()
+        );
+    }
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -555,7 +646,11 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     }
     let (store, opts, _dir, schema) = open_fresh(a.database.as_deref()).await?;
     let backend = format!("{:?}", store.backend()).to_lowercase();
-    let engine = engine_for(store.clone());
+    let probe = Arc::new(docket_engine::probe::Probe::default());
+    let mut engine = engine_for(store.clone());
+    if a.breakdown {
+        engine = engine.with_probe(probe.clone());
+    }
     let cancel = CancellationToken::new();
     let mut services = engine.start(cancel.clone()).await?;
     // More nodes on the same database: each its own store (pool), engine and HTTP server.
@@ -563,9 +658,21 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     for i in 1..a.nodes.max(1) {
         let s = Database::open(&opts).await?;
         let cfg = EngineConfig::new(format!("bench-{i}"), s.backend());
-        let e = Engine::new(s, Arc::new(SystemClock), cfg);
+        let mut e = Engine::new(s, Arc::new(SystemClock), cfg);
+        if a.breakdown {
+            e = e.with_probe(probe.clone());
+        }
         services.extend(e.start(cancel.clone()).await?);
         nodes.push(e);
+    }
+    if nodes.len() > 1 {
+        // Each node's registry row read by the others now, not at their next heartbeat: the
+        // nodes wake each other from the start (databases that cannot notify).
+        for _ in 0..2 {
+            for e in &nodes {
+                docket_engine::maintenance::heartbeat(e, e.clock.now()).await?;
+            }
+        }
     }
     println!(
         "docket bench: backend={backend} mode={:?}{} n={} c={} enqueue_batch={}x{} claim_batch={}",
@@ -691,8 +798,11 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     };
     bar.set_message("latency");
     let lat = if a.latency_secs > 0 {
+        // With several nodes, tasks are enqueued through the first and worked through the
+        // last: the cross-node pickup.
         latency(
             &engine,
+            nodes.last().unwrap_or(&engine),
             a.latency_rate,
             a.latency_secs,
             a.concurrency,
@@ -716,6 +826,10 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         a.tasks,
         work.as_secs_f64()
     );
+    if a.breakdown && !lat.is_empty() {
+        print_breakdown(&lat, &probe.marks());
+    }
+    let lat: Vec<(f64, f64)> = lat.iter().map(Pickup::ms).collect();
     if !lat.is_empty() {
         let mut v: Vec<f64> = lat.iter().map(|l| l.0).filter(|x| !x.is_nan()).collect();
         let missed = lat.len() - v.len();
@@ -808,10 +922,11 @@ async fn peer(p: PeerCmd) -> Result<()> {
             let engine = engine_for(store.clone());
             let cancel = CancellationToken::new();
             let services = engine.start(cancel.clone()).await?;
-            let lat = latency(&engine, rate, secs, c, Mode::Inproc, false).await?;
+            let lat = latency(&engine, &engine, rate, secs, c, Mode::Inproc, false).await?;
             let out = std::env::var("LAT_OUT").unwrap_or_else(|_| "lat.txt".into());
             let text: String = lat
                 .iter()
+                .map(Pickup::ms)
                 .map(|(a, b)| format!("{a:.3} {b:.3}\n"))
                 .collect();
             std::fs::write(&out, text)?;

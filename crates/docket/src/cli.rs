@@ -184,6 +184,15 @@ pub struct ServeArgs {
     /// Longest wait between database looks when nothing wakes the node.
     #[arg(long, value_parser = parse_duration)]
     pub poll_interval: Option<Duration>,
+    /// SQLite, MySQL/MariaDB: where this node receives the other nodes' wake-ups (UDP
+    /// HOST:PORT; port 0 takes a free one), or `off` (other nodes' tasks are found by polling)
+    /// [127.0.0.1:0]. Nodes on several machines: an address the others can reach.
+    #[arg(long, env = "DOCKET_PEER_WAKE")]
+    pub peer_wake: Option<String>,
+    /// The address the other nodes send this node's wake-ups to (HOST:PORT), when it is not
+    /// the bound one (a wildcard bind such as 0.0.0.0:7071, NAT).
+    #[arg(long, env = "DOCKET_PEER_WAKE_ADVERTISE")]
+    pub peer_wake_advertise: Option<String>,
     /// How often expired leases are rescued.
     #[arg(long, value_parser = parse_duration)]
     pub rescue_interval: Option<Duration>,

@@ -24,6 +24,8 @@ pub(crate) struct FileConfig {
     grace: Option<Duration>,
     #[serde(default, with = "docket_core::duration::serde_opt")]
     poll_interval: Option<Duration>,
+    peer_wake: Option<String>,
+    peer_wake_advertise: Option<String>,
     #[serde(default, with = "docket_core::duration::serde_opt")]
     rescue_interval: Option<Duration>,
     #[serde(default, with = "docket_core::duration::serde_opt")]
@@ -81,6 +83,8 @@ pub(crate) struct ServeConfig {
     pub node: Option<String>,
     pub grace: Duration,
     pub poll_interval: Option<Duration>,
+    pub peer_wake: Option<String>,
+    pub peer_wake_advertise: Option<String>,
     pub rescue_interval: Option<Duration>,
     pub rotate_interval: Option<Duration>,
     pub retention_notifications: Option<Duration>,
@@ -108,6 +112,31 @@ pub(crate) struct ServeConfig {
 }
 
 impl ServeConfig {
+    /// The peer wake-up addresses: `None` for `off`; `Some(Some((bind, advertise)))` when
+    /// `peer_wake` is given; `Some(None)` when neither is (the engine's default).
+    ///
+    /// # Errors
+    /// An address that is not IP:PORT, or `peer_wake_advertise` without `peer_wake`.
+    pub fn peer_wake(
+        &self,
+    ) -> Result<Option<Option<(std::net::SocketAddr, Option<std::net::SocketAddr>)>>, String> {
+        let addr = |field: &str, v: &str| {
+            v.parse::<std::net::SocketAddr>()
+                .map_err(|_| format!("{field} {v:?} must be IP:PORT or off"))
+        };
+        let advertise = self
+            .peer_wake_advertise
+            .as_deref()
+            .map(|v| addr("peer_wake_advertise", v))
+            .transpose()?;
+        match self.peer_wake.as_deref() {
+            Some("off") => Ok(None),
+            Some(v) => Ok(Some(Some((addr("peer_wake", v)?, advertise)))),
+            None if advertise.is_some() => Err("peer_wake_advertise needs peer_wake".into()),
+            None => Ok(Some(None)),
+        }
+    }
+
     /// File < variables < flags, then the defaults.
     ///
     /// # Errors
@@ -166,6 +195,8 @@ impl ServeConfig {
             node: a.node.clone().or(f.node),
             grace: a.grace.or(f.grace).unwrap_or(Duration::from_secs(30)),
             poll_interval: a.poll_interval.or(f.poll_interval),
+            peer_wake: a.peer_wake.clone().or(f.peer_wake),
+            peer_wake_advertise: a.peer_wake_advertise.clone().or(f.peer_wake_advertise),
             rescue_interval: a.rescue_interval.or(f.rescue_interval),
             rotate_interval: a.rotate_interval.or(f.rotate_interval),
             retention_notifications: a.retention_notifications.or(f.retention_notifications),
@@ -225,6 +256,9 @@ impl ServeConfig {
         }
         if self.grace.is_zero() {
             bad.push("grace must be longer than 0".into());
+        }
+        if let Err(e) = self.peer_wake() {
+            bad.push(e);
         }
         for (name, d) in [
             ("poll_interval", self.poll_interval),

@@ -22,7 +22,7 @@ use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
 use docket_core::{FailDecision, Lease};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
+use sqlx::mysql::{MySqlConnectOptions, MySqlRow};
 use sqlx::Connection as _;
 use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};
 use std::str::FromStr;
@@ -170,7 +170,7 @@ impl MySqlStore {
             .and_then(|r| text(&r, "v"))?;
         let _ = sqlx::Connection::close(first).await;
         version_ok(&v).map_err(StoreError::Invalid)?;
-        let pool = MySqlPoolOptions::new()
+        let pool = crate::driver::pool_options::<sqlx::MySql>()
             .max_connections(opts.max_connections.unwrap_or(10))
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(|conn, _| {

@@ -14,7 +14,7 @@ use crate::*;
 use docket_core::lease::{Failure, LeaseCheck};
 use docket_core::process::Notice;
 use docket_core::{FailDecision, Lease};
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
 use std::str::FromStr;
 
@@ -143,7 +143,7 @@ impl PgStore {
             c.close().await?;
         }
         let conn = base.options([("search_path", schema.as_str())]);
-        let pool = PgPoolOptions::new()
+        let pool = crate::driver::pool_options::<Postgres>()
             .max_connections(opts.max_connections.unwrap_or(10))
             .connect_with(conn)
             .await?;
@@ -166,16 +166,17 @@ impl PgStore {
     /// again — within the at-least-once guarantee — and nothing is lost. Inserts always wait.
     /// The planner runs with [`HOT_PATH_SETTINGS`] either way.
     async fn begin_hot(&self) -> Result<Transaction<'static, Postgres>> {
-        let mut tx = self.pool.begin().await?;
+        // BEGIN and the settings in one round trip (a simple query may hold several
+        // statements), not two.
         let sql: &'static str = if self.relaxed_commit {
-            concat!("SET LOCAL synchronous_commit = off; ", hot_path_settings!())
+            concat!(
+                "BEGIN; SET LOCAL synchronous_commit = off; ",
+                hot_path_settings!()
+            )
         } else {
-            HOT_PATH_SETTINGS
+            concat!("BEGIN; ", hot_path_settings!())
         };
-        // One round trip: a string without arguments goes as a simple query, several
-        // statements allowed.
-        sqlx::Executor::execute(&mut *tx, sql).await?;
-        Ok(tx)
+        Ok(self.pool.begin_with(sql).await?)
     }
 
     /// Writes notifications of one process in the current transaction. The advisory lock makes

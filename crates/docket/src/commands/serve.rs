@@ -45,6 +45,14 @@ pub(crate) async fn serve_inner(args: ServeArgs) -> Result<()> {
     if let Some(p) = a.poll_interval {
         config.poll_interval = p;
     }
+    match a.peer_wake().map_err(anyhow::Error::msg)? {
+        None => config.peer_wake = None,
+        Some(Some((bind, advertise))) => {
+            config.peer_wake = Some(bind);
+            config.peer_wake_advertise = advertise;
+        }
+        Some(None) => {}
+    }
     if let Some(r) = a.rescue_interval {
         config.rescue_interval = r;
     }
