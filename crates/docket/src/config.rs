@@ -111,15 +111,16 @@ pub(crate) struct ServeConfig {
     sql_target_errors: Vec<String>,
 }
 
+/// Where a node receives peer wake-ups, and the address it publishes when not that one.
+pub(crate) type PeerWakeAddrs = (std::net::SocketAddr, Option<std::net::SocketAddr>);
+
 impl ServeConfig {
     /// The peer wake-up addresses: `None` for `off`; `Some(Some((bind, advertise)))` when
     /// `peer_wake` is given; `Some(None)` when neither is (the engine's default).
     ///
     /// # Errors
     /// An address that is not IP:PORT, or `peer_wake_advertise` without `peer_wake`.
-    pub fn peer_wake(
-        &self,
-    ) -> Result<Option<Option<(std::net::SocketAddr, Option<std::net::SocketAddr>)>>, String> {
+    pub fn peer_wake(&self) -> Result<Option<Option<PeerWakeAddrs>>, String> {
         let addr = |field: &str, v: &str| {
             v.parse::<std::net::SocketAddr>()
                 .map_err(|_| format!("{field} {v:?} must be IP:PORT or off"))
