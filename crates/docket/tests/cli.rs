@@ -157,6 +157,27 @@ mod http {
         }
         serde_json::from_str(body).ok()
     }
+
+    /// A tiny blocking POST of a JSON body; the answer when it is 200.
+    pub fn blocking_post(url: &str, body: &str) -> Option<serde_json::Value> {
+        use std::io::{Read, Write};
+        let rest = url.strip_prefix("http://")?;
+        let (host, path) = rest.split_once('/')?;
+        let mut s = std::net::TcpStream::connect(host).ok()?;
+        write!(
+            s,
+            "POST /{path} HTTP/1.0\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        let (head, body) = buf.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+            return None;
+        }
+        serde_json::from_str(body).ok()
+    }
 }
 
 impl Server {
@@ -1303,6 +1324,74 @@ command = ["sh", "-c", "cat > /dev/null; echo packed"]
     );
 }
 
+/// Issue 24: `docket serve` nodes on one database that cannot notify (SQLite, MySQL) wake each
+/// other over UDP: with polling at 60 s, a task added through node b reaches a claim
+/// long-polling on node a within a few seconds (generous bound). On PostgreSQL NOTIFY does it.
+/// A bad `--peer-wake` is refused with one line.
+fn nodes_wake_each_other(backend: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_args(backend, &dir);
+    let start = |name: &str| {
+        let port = free_port();
+        let mut c = Command::new(BIN);
+        c.arg("serve")
+            .args(&db)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--node", name])
+            .args(["--poll-interval", "60s"])
+            .env("DOCKET_LOG", "warn")
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .process_group(0);
+        let w = Worker(c.spawn().unwrap());
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http::blocking_get(&format!("{url}/healthz")).is_none() {
+            assert!(Instant::now() < deadline, "node {name} did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (w, url)
+    };
+    let (_a, url_a) = start("a");
+    // b registers after a, so b's first heartbeat already knows where a listens.
+    let (_b, url_b) = start("b");
+    std::thread::sleep(Duration::from_secs(1));
+    let claim = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let body = r#"{"worker":"w","limit":1,"wait":"20s"}"#;
+        let got = http::blocking_post(&format!("{url_a}/v1/queues/far/claim"), body);
+        (t0.elapsed(), got)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let add = Command::new(BIN)
+        .args(["task", "add", "--queue", "far", "--kind", "k", "--json"])
+        .env("DOCKET_SERVER", &url_b)
+        .output()
+        .unwrap();
+    assert!(
+        add.status.success(),
+        "{}",
+        String::from_utf8_lossy(&add.stderr)
+    );
+    let id = serde_json::from_slice::<Value>(&add.stdout).unwrap()["id"].clone();
+    let (took, got) = claim.join().unwrap();
+    let got = got.expect("the claim answered 200");
+    assert_eq!(got["tasks"][0]["id"], id, "{got}");
+    assert!(took < Duration::from_secs(8), "picked up after {took:?}");
+
+    let o = Command::new(BIN)
+        .arg("serve")
+        .args(&db)
+        .args(["--peer-wake", "nope"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("peer_wake \"nope\" must be IP:PORT or off"),
+        "{err}"
+    );
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[test] fn $name() { super::$name("pg") } )* }
@@ -1329,6 +1418,7 @@ both!(
     bulk_file_and_cli_errors,
     tokens_from_the_cli,
     nodes_started_together_agree_on_the_schema,
+    nodes_wake_each_other,
     expiry_and_after_end_from_the_cli,
     worker_control_protocol,
 );
