@@ -7,6 +7,9 @@ HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../../.." && pwd); CLIENT=
 GOBIN_OUT=$ROOT/target/bench-go-worker
 case "${1:-}" in
   install) (cd "$ROOT" && cargo build --release -q -p docket)
+           # A fresh machine has no Go: Debian's golang-go, as clients/test.sh installs it.
+           command -v go >/dev/null || { apt-get update -qq &&
+             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null; }
            (cd "$HERE" && GOPROXY=off GOFLAGS=-mod=mod go build -o "$GOBIN_OUT" .) ;;
   version) echo "docket client-go 0.1.0 ($(go version | cut -d' ' -f3)), docket $("$BIN" --version | cut -d' ' -f2)" ;;
   variants) echo "c10 10 default 3"; echo "c10-prefetch 10 prefetch 3"; echo "c24-prefetch 24 prefetch 3" ;;
