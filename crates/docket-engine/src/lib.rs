@@ -530,10 +530,11 @@ impl Engine {
             }));
         }
         if let Some(bind) = self.config.peer_wake {
+            let waker = self.waker.clone();
             let (peers, h) = peers::PeerWake::start(
                 bind,
                 self.config.peer_wake_advertise,
-                self.waker.clone(),
+                move |queue| waker.wake_local(queue),
                 cancel.clone(),
             )
             .await

@@ -16,7 +16,6 @@
 //! its tasks by polling, as without this. The key is not a secret (`GET /v1/nodes` shows it);
 //! it keeps wake-ups meant for an earlier run of a node, or for another cluster, from counting.
 
-use crate::waker::Waker;
 use docket_core::api::NodeRecord;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -41,15 +40,16 @@ pub struct PeerWake {
 }
 
 impl PeerWake {
-    /// Binds `bind` and starts receiving into `waker` until `cancel`; `advertise` is the address
-    /// peers send to (None: the bound one).
+    /// Binds `bind` and starts receiving until `cancel`, calling `wake` with the queue of each
+    /// wake-up for this node (the engine wakes one claimer of it on this node only);
+    /// `advertise` is the address peers send to (None: the bound one).
     ///
     /// # Errors
     /// The address cannot be bound.
     pub async fn start(
         bind: SocketAddr,
         advertise: Option<SocketAddr>,
-        waker: Arc<Waker>,
+        wake: impl Fn(&str) + Send + Sync + 'static,
         cancel: tokio_util::sync::CancellationToken,
     ) -> std::io::Result<(Arc<PeerWake>, tokio::task::JoinHandle<()>)> {
         let socket = Arc::new(UdpSocket::bind(bind).await?);
@@ -73,7 +73,7 @@ impl PeerWake {
                         Some(queue) => {
                             ::metrics::counter!(PEER_WAKES_RECEIVED, "result" => "woke")
                                 .increment(1);
-                            waker.wake_local(queue);
+                            wake(queue);
                         }
                         None => {
                             ::metrics::counter!(PEER_WAKES_RECEIVED, "result" => "refused")

@@ -365,24 +365,27 @@ async fn a_deleted_ring_row_is_put_back() {
     assert_eq!(claim(s, 10).await.len(), 2);
 }
 
-/// The claim's plan in a transaction that ran `settings` first.
-async fn claim_plan(pool: &sqlx::PgPool, settings: &str) -> String {
+/// The plan of claim statement `name` (`claim_candidates`, or `claim_fast`: the one-statement
+/// claim, whose connections hold the same settings for their session) in a transaction that
+/// ran `settings` first.
+async fn claim_plan(pool: &sqlx::PgPool, settings: &str, name: &str) -> String {
     let mut tx = pool.begin().await.unwrap();
     sqlx::raw_sql(settings).execute(&mut *tx).await.unwrap();
     let sql = format!(
         "EXPLAIN (FORMAT JSON) {}",
-        docket_store::postgres::statement("leases", "claim_candidates")
+        docket_store::postgres::statement("leases", name)
     );
-    let plan: serde_json::Value = sqlx::query_scalar(&sql)
+    let mut q = sqlx::query_scalar(&sql)
         .bind("default")
         .bind("n")
         .bind(chrono::Utc::now())
         .bind(1000_i64)
         .bind(None::<Vec<String>>)
-        .bind(None::<Vec<String>>)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+        .bind(None::<Vec<String>>);
+    if name == "claim_fast" {
+        q = q.bind(None::<i64>).bind("w").bind(uuid::Uuid::new_v4());
+    }
+    let plan: serde_json::Value = q.fetch_one(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();
     plan.to_string()
 }
@@ -402,14 +405,19 @@ async fn a_claim_reads_the_claim_index_in_order_after_an_analyze() {
         .await
         .unwrap();
     let ids = insert(s, 5000).await;
-    let sorted = claim_plan(&pool, "SET LOCAL enable_sort = on").await;
-    assert!(
-        sorted.contains("\"Node Type\":\"Sort\""),
-        "the hazard this guards against is not reproduced: {sorted}"
-    );
-    let plan = claim_plan(&pool, docket_store::postgres::HOT_PATH_SETTINGS).await;
-    assert!(!plan.contains("\"Node Type\":\"Sort\""), "{plan}");
-    assert!(plan.contains("\"Node Type\":\"Merge Append\""), "{plan}");
+    for name in ["claim_candidates", "claim_fast"] {
+        let sorted = claim_plan(&pool, "SET LOCAL enable_sort = on", name).await;
+        assert!(
+            sorted.contains("\"Node Type\":\"Sort\""),
+            "{name}: the hazard this guards against is not reproduced: {sorted}"
+        );
+        let plan = claim_plan(&pool, docket_store::postgres::HOT_PATH_SETTINGS, name).await;
+        assert!(!plan.contains("\"Node Type\":\"Sort\""), "{name}: {plan}");
+        assert!(
+            plan.contains("\"Node Type\":\"Merge Append\""),
+            "{name}: {plan}"
+        );
+    }
     // And the store's claim takes the oldest tasks first.
     let got = claim(s, 10).await;
     assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), ids[..10]);

@@ -47,9 +47,18 @@ use hot_path_settings;
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// The claim statement's own connections, their session set up for it once (see
+    /// [`CLAIM_POOL_SIZE`]).
+    claim_pool: PgPool,
     schema: String,
     relaxed_commit: bool,
 }
+
+/// Connections kept for claims, beside the main pool: each runs with [`HOT_PATH_SETTINGS`]
+/// (and `synchronous_commit = off` unless strict) for its whole session, so a claim is one
+/// statement in one round trip instead of a transaction of four (issue 24). Claims hold a
+/// connection only while their statement runs (a long-poll waits without one).
+pub const CLAIM_POOL_SIZE: u32 = 4;
 
 fn ms(d: Duration) -> i64 {
     d.as_millis().min(i64::MAX as u128) as i64
@@ -145,10 +154,21 @@ impl PgStore {
         let conn = base.options([("search_path", schema.as_str())]);
         let pool = crate::driver::pool_options::<Postgres>()
             .max_connections(opts.max_connections.unwrap_or(10))
-            .connect_with(conn)
+            .connect_with(conn.clone())
             .await?;
+        let commit = if opts.relaxed_commit { "off" } else { "on" };
+        let claim_conn = conn.options([
+            ("enable_sort", "off"),
+            ("enable_seqscan", "off"),
+            ("synchronous_commit", commit),
+        ]);
+        let claim_pool = crate::driver::pool_options::<Postgres>()
+            .max_connections(CLAIM_POOL_SIZE)
+            .min_connections(0)
+            .connect_lazy_with(claim_conn);
         Ok(PgStore {
             pool,
+            claim_pool,
             schema,
             relaxed_commit: opts.relaxed_commit,
         })
@@ -400,14 +420,23 @@ impl Store for PgStore {
     }
 
     fn pool_connections(&self) -> PoolStats {
-        let idle = self.pool.num_idle();
+        let (size, idle) =
+            [&self.pool, &self.claim_pool]
+                .iter()
+                .fold((0usize, 0usize), |(s, i), p| {
+                    (
+                        s.saturating_add(p.size() as usize),
+                        i.saturating_add(p.num_idle()),
+                    )
+                });
         PoolStats {
-            in_use: self.pool.size() as usize - idle.min(self.pool.size() as usize),
+            in_use: size - idle.min(size),
             idle,
         }
     }
 
     async fn close(&self) {
+        self.claim_pool.close().await;
         self.pool.close().await;
     }
 }

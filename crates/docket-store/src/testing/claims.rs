@@ -1409,3 +1409,98 @@ pub(super) async fn maintenance_leaves_waiting_tasks_to_claims(b: Bundle) {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(jobs.await.unwrap() > 0, "the jobs ran meanwhile");
 }
+
+/// A claim gives each task the lease of `docket_core::lease::claim_lease` (issue 24: on
+/// PostgreSQL the common claim computes it in its one statement, a claim among concurrency
+/// keys in Rust): for timeouts from 1 ms to 30 days, asked leases from none to 30 days, plain
+/// tasks and process steps, with and without a concurrency key. Checked through what the
+/// claim returns (the lease's end) and a heartbeat that keeps the lease length it stored and
+/// stops at the deadline it stored.
+pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
+    let s = &*b.store;
+    let day = Duration::from_secs(86_400);
+    let timeouts = [Duration::from_millis(1), Duration::from_secs(10), day * 30];
+    let leases = [
+        None,
+        Some(Duration::from_millis(100)),
+        Some(Duration::from_secs(3600)),
+        Some(day * 30),
+    ];
+    let mut case = 0;
+    for timeout in timeouts {
+        for lease in leases {
+            for process in [false, true] {
+                for key in [false, true] {
+                    case += 1;
+                    let queue = format!("lease-{case}");
+                    let n = NewTask {
+                        queue: Some(queue.clone()),
+                        timeout: Some(timeout),
+                        concurrency_key: key.then(|| format!("k-{case}")),
+                        concurrency_limit: key.then_some(5),
+                        ..nt("l")
+                    };
+                    let mut r = n.resolve(None, &TaskDefaults::default(), t0()).unwrap();
+                    if process {
+                        r.process = Some(docket_core::ProcessRef {
+                            namespace: "ns".into(),
+                            id: format!("p{case}"),
+                        });
+                    }
+                    s.task_insert_many(TaskInsertManyParams {
+                        tasks: vec![r],
+                        now: t0(),
+                    })
+                    .await
+                    .unwrap();
+                    let got = s
+                        .task_claim(TaskClaimParams {
+                            kinds: None,
+                            stages: None,
+                            queue: queue.clone(),
+                            worker: "w1".into(),
+                            node: "n1".into(),
+                            limit: 10,
+                            lease,
+                            now: t0(),
+                        })
+                        .await
+                        .unwrap();
+                    let what =
+                        format!("timeout {timeout:?} lease {lease:?} process {process} key {key}");
+                    assert_eq!(got.len(), 1, "{what}");
+                    let t = &got[0];
+                    let rule = docket_core::lease::claim_lease(t0(), lease, timeout, process);
+                    assert_eq!(t.lease_expires_at, Some(rule.expires_at), "{what}");
+                    assert_eq!(
+                        t.lease.as_ref().unwrap().expires_at,
+                        rule.expires_at,
+                        "{what}"
+                    );
+                    assert_eq!(t.attempted_at, Some(t0()), "{what}");
+                    assert_eq!(t.state, docket_core::TaskState::Running, "{what}");
+                    // A heartbeat 1 ms later renews by the stored lease length, capped by the
+                    // stored deadline (none for a process step).
+                    let at = docket_core::time::add_ms(t0(), 1);
+                    let asked = lease.unwrap_or(timeout);
+                    let want = docket_core::lease::lease_expiry(at, asked, rule.deadline_at);
+                    match s
+                        .task_heartbeat(TaskHeartbeatParams {
+                            fail_rule: docket_core::task::standard_fail_rule,
+                            id: t.id,
+                            token: t.lease.clone().unwrap().token,
+                            progress: None,
+                            lease: None,
+                            now: at,
+                        })
+                        .await
+                    {
+                        Ok(hb) => assert_eq!(hb.lease_expires_at, Some(want), "{what}"),
+                        // A 1 ms attempt is over at the heartbeat: refused as timed out.
+                        Err(e) => assert!(rule.deadline_at.is_some_and(|d| at >= d), "{what}: {e}"),
+                    }
+                }
+            }
+        }
+    }
+}

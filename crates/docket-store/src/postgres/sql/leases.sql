@@ -67,6 +67,47 @@ UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fi
         AND t.lease_expires_at < $9))
     RETURNING t.id
 
+-- name: claim_fast
+-- The whole claim in one statement (issue 24), run on a claim connection (session settings:
+-- HOT_PATH_SETTINGS, synchronous_commit): the candidates in claim order, locked, and their
+-- leases — unless one of them has a concurrency key or its queue a limit (then `fast_ok` is
+-- false, nothing is written, and the claim takes the transaction below, which counts running
+-- tasks under locks). The lease is docket_core::lease::claim_lease: lease_ms the asked lease
+-- ($7) else the timeout; the deadline now + timeout, none for a process step; the lease ends
+-- at the earlier of now + lease and the deadline. Timeouts and leases are at most 30 days, so
+-- the arithmetic cannot overflow; the conformance case claim_leases_follow_the_rule holds
+-- these values to the Rust rule on every backend.
+WITH c AS (
+    SELECT t.id AS c_id, t.concurrency_key AS c_key, q.concurrency_limit AS c_queue_limit,
+        GREATEST(t.timeout_ms, 0) AS c_timeout, t.namespace IS NOT NULL AS c_process
+    FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
+    WHERE t.state = 'available' AND t.queue = $1
+    AND (t.node IS NULL OR t.node = $2)
+    AND ($5::text[] IS NULL OR t.kind = ANY($5))
+    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND (t.expires_at IS NULL OR t.expires_at > $3)
+    AND (q.paused IS NULL OR NOT q.paused)
+    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    LIMIT LEAST($4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = $1), $4))
+    FOR UPDATE OF t SKIP LOCKED
+), fast AS (
+    SELECT NOT EXISTS (SELECT 1 FROM c WHERE c_key IS NOT NULL OR c_queue_limit IS NOT NULL)
+        AS ok
+), l AS (
+    SELECT c_id, COALESCE($7::bigint, c_timeout) AS l_ms,
+        CASE WHEN c_process THEN NULL ELSE $3 + c_timeout * interval '1 millisecond' END
+        AS l_deadline
+    FROM c, fast WHERE fast.ok
+), u AS (
+    UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $3,
+        worker = $8, lease_token = $9, lease_ms = l.l_ms,
+        lease_expires_at = LEAST($3 + l.l_ms * interval '1 millisecond',
+            COALESCE(l.l_deadline, 'infinity')),
+        deadline_at = l.l_deadline, cancel_requested_at = NULL, attempt_node = $2
+    FROM l WHERE id = l.c_id RETURNING {COLS}
+)
+SELECT u.*, fast.ok AS fast_ok FROM fast LEFT JOIN u ON true
+
 -- name: claim
 UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = $2,
     worker = $3, lease_token = $4, lease_ms = x.lease_ms_, lease_expires_at = x.expires_,
