@@ -850,6 +850,21 @@ async fn enqueue_to(e: &Engine, queue: &str, kinds: &[&str]) -> Vec<i64> {
 async fn peers_wake_idle_nodes(db: Db) {
     let stop = CancellationToken::new();
     let (engines, node2) = two_slow_nodes(&db, &stop).await;
+    // A third node whose address is dead (nothing listens there) is among node 1's peers.
+    let now = chrono::Utc::now();
+    db.store
+        .node_heartbeat(&docket_store::NodeRecord {
+            name: "gone".into(),
+            started_at: now,
+            heartbeat_at: now,
+            stopped_at: None,
+            draining_at: None,
+            version: "0".into(),
+            info: json!({"wake": "127.0.0.1:9", "wake_key": "00"}),
+        })
+        .await
+        .unwrap();
+    maintenance::heartbeat(&engines[0], now).await.unwrap();
     let claimer = claim_in_background(&engines[1], "far", None, 1, &stop);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let ids = enqueue_to(&engines[0], "far", &["k"]).await;
