@@ -194,21 +194,7 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		return nil, err
 	}
 	if resp.StatusCode >= 400 {
-		e := &Error{Status: resp.StatusCode, Code: "unknown", Message: strings.TrimSpace(string(data))}
-		var wrap struct {
-			Error struct {
-				Code    string          `json:"code"`
-				Message string          `json:"message"`
-				Details json.RawMessage `json:"details"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(data, &wrap) == nil && wrap.Error.Code != "" {
-			e.Code, e.Message, e.Details = wrap.Error.Code, wrap.Error.Message, wrap.Error.Details
-		}
-		if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
-			e.RetryAfter = time.Duration(ra) * time.Second
-		}
-		return resp.Header, e
+		return resp.Header, errorOf(resp, data)
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -533,8 +519,9 @@ func (c *Client) Events(ctx context.Context, namespace string, after int64, fn f
 			continue
 		}
 		if resp.StatusCode >= 400 {
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
-			return &Error{Status: resp.StatusCode, Code: "unknown", Message: "event stream refused"}
+			return errorOf(resp, data)
 		}
 		stop := false
 		sc := bufio.NewScanner(resp.Body)
@@ -590,4 +577,24 @@ func (c *Client) RevokeToken(ctx context.Context, name string) error {
 func (c *Client) Status(ctx context.Context) (json.RawMessage, error) {
 	var out json.RawMessage
 	return out, c.call(ctx, "GET", "/v1/status", nil, &out)
+}
+
+// errorOf is the *Error of a refused request: docket's error code, message and details from
+// the body {"error": {...}}, else code "unknown" and the body as the message.
+func errorOf(resp *http.Response, data []byte) *Error {
+	e := &Error{Status: resp.StatusCode, Code: "unknown", Message: strings.TrimSpace(string(data))}
+	var wrap struct {
+		Error struct {
+			Code    string          `json:"code"`
+			Message string          `json:"message"`
+			Details json.RawMessage `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &wrap) == nil && wrap.Error.Code != "" {
+		e.Code, e.Message, e.Details = wrap.Error.Code, wrap.Error.Message, wrap.Error.Details
+	}
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		e.RetryAfter = time.Duration(ra) * time.Second
+	}
+	return e
 }

@@ -590,6 +590,10 @@ func TestTokensAndTLS(t *testing.T) {
 	if _, err := anon.Enqueue(ctx, NewTask{Kind: "tls"}); !IsCode(err, "unauthenticated") {
 		t.Fatal(err)
 	}
+	// The event stream's refusal carries docket's code too.
+	if err := anon.Events(ctx, "", 0, func(Notification) bool { return false }); !IsCode(err, "unauthenticated") {
+		t.Fatalf("events without a token: %v", err)
+	}
 	untrusting := must(NewClient(Options{Server: url, Token: token}))
 	if _, err := untrusting.Status(ctx); err == nil || IsCode(err, "unknown") {
 		t.Fatalf("a server signed by an untrusted CA was accepted: %v", err)
