@@ -62,7 +62,8 @@ impl PeerWake {
         });
         let key = me.key.clone();
         let h = tokio::spawn(async move {
-            let mut buf = [0u8; 512];
+            // A queue name is at most 256 characters, up to 1,024 bytes: a datagram fits.
+            let mut buf = vec![0u8; 2048];
             loop {
                 let got = tokio::select! {
                     _ = cancel.cancelled() => return,
@@ -104,7 +105,7 @@ impl PeerWake {
         now: docket_core::Timestamp,
         heartbeat: Duration,
     ) {
-        let live_since = docket_core::time::sub(now, heartbeat * 3);
+        let live_since = docket_core::time::sub(now, heartbeat.saturating_mul(3));
         let peers = nodes
             .iter()
             .filter(|n| n.name != me && n.stopped_at.is_none() && n.heartbeat_at >= live_since)

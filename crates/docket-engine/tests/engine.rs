@@ -871,6 +871,14 @@ async fn peers_wake_idle_nodes(db: Db) {
     let (took, got) = claimer.await.unwrap();
     assert_eq!(got, ids);
     assert!(took < Duration::from_secs(5), "picked up after {took:?}");
+    // The longest queue name the API takes (256 characters, here 768 bytes) fits a datagram.
+    let long: &'static str = Box::leak("ü€".repeat(128).into_boxed_str());
+    let claimer = claim_in_background(&engines[1], long, None, 1, &stop);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ids = enqueue_to(&engines[0], long, &["k"]).await;
+    let (took, got) = claimer.await.unwrap();
+    assert_eq!(got, ids);
+    assert!(took < Duration::from_secs(5), "picked up after {took:?}");
 
     if db.store.backend() != docket_store::Backend::Postgres {
         // A forged wake-up (wrong key) is refused: the claimer keeps waiting for its poll.

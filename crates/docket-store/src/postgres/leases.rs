@@ -16,6 +16,12 @@ fn candidate(r: &PgRow) -> Result<ClaimCandidate> {
     })
 }
 
+/// Longest lease or timeout the one-statement claim computes in SQL (100 years); past it the
+/// claim takes the transaction, where `docket_core::lease::claim_lease` saturates instead of
+/// overflowing. The API bounds both to 30 days; this guards library callers and rows written
+/// with plain SQL.
+const FAST_CLAIM_MAX: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 #[async_trait]
 impl LeaseStore for PgStore {
     async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
@@ -26,19 +32,29 @@ impl LeaseStore for PgStore {
                 return Ok(vec![]);
             }
             let nonce = LeaseToken::new_nonce();
-            let rows = sqlx::query(sql!(leases, claim_fast))
+            let fast_max = docket_core::duration::to_ms(FAST_CLAIM_MAX);
+            let lease_ms = p.lease.map(docket_core::duration::to_ms);
+            let rows = if lease_ms.is_some_and(|l| l > fast_max) {
+                vec![]
+            } else {
+                sqlx::query(sql!(leases, claim_fast))
                 .bind(&p.queue)
                 .bind(&p.node)
                 .bind(p.now)
                 .bind(p.limit)
                 .bind(&p.kinds)
                 .bind(&p.stages)
-                .bind(p.lease.map(docket_core::duration::to_ms))
+                .bind(lease_ms)
                 .bind(&p.worker)
                 .bind(uuid::Uuid::from_u128(nonce))
+                .bind(fast_max)
                 .fetch_all(&self.claim_pool)
-                .await?;
-            if rows.first().map(|r| r.try_get::<bool, _>("fast_ok")).transpose()? != Some(false) {
+                .await?
+            };
+            // No row at all: the fast path was not tried (a lease past FAST_CLAIM_MAX).
+            if rows.first().map(|r| r.try_get::<bool, _>("fast_ok")).transpose()?
+                == Some(true)
+            {
                 let mut out = Vec::with_capacity(rows.len());
                 for r in &rows {
                     // The one row of an empty claim: no task, only `fast_ok`.
@@ -56,7 +72,8 @@ impl LeaseStore for PgStore {
                 sort_claim_order(&mut out);
                 return Ok(out);
             }
-            // Slow path: a concurrency key or a queue limit among the candidates.
+            // Slow path: a concurrency key or a queue limit among the candidates, or a lease or
+            // timeout past FAST_CLAIM_MAX.
             let mut tx = self.begin_hot().await?;
             let rows = sqlx::query(sql!(leases, claim_candidates))
                 .bind(&p.queue)

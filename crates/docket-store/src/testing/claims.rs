@@ -1419,12 +1419,22 @@ pub(super) async fn maintenance_leaves_waiting_tasks_to_claims(b: Bundle) {
 pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
     let s = &*b.store;
     let day = Duration::from_secs(86_400);
-    let timeouts = [Duration::from_millis(1), Duration::from_secs(10), day * 30];
+    // 1,000 years: past what the API accepts (30 days), as a library caller or a row written
+    // with plain SQL may have it; the rule saturates at docket_core::time::max().
+    let ages = day * 365_000;
+    let timeouts = [
+        Duration::from_millis(1),
+        Duration::from_secs(10),
+        day * 30,
+        ages,
+    ];
     let leases = [
         None,
         Some(Duration::from_millis(100)),
         Some(Duration::from_secs(3600)),
         Some(day * 30),
+        Some(ages),
+        Some(Duration::MAX),
     ];
     let mut case = 0;
     for timeout in timeouts {
@@ -1440,7 +1450,13 @@ pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
                         concurrency_limit: key.then_some(5),
                         ..nt("l")
                     };
-                    let mut r = n.resolve(None, &TaskDefaults::default(), t0()).unwrap();
+                    let mut r = NewTask {
+                        timeout: Some(timeout.min(day * 30)),
+                        ..n
+                    }
+                    .resolve(None, &TaskDefaults::default(), t0())
+                    .unwrap();
+                    r.timeout_ms = docket_core::duration::to_ms(timeout);
                     if process {
                         r.process = Some(docket_core::ProcessRef {
                             namespace: "ns".into(),

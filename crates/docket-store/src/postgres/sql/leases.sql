@@ -74,8 +74,9 @@ UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fi
 -- false, nothing is written, and the claim takes the transaction below, which counts running
 -- tasks under locks). The lease is docket_core::lease::claim_lease: lease_ms the asked lease
 -- ($7) else the timeout; the deadline now + timeout, none for a process step; the lease ends
--- at the earlier of now + lease and the deadline. Timeouts and leases are at most 30 days, so
--- the arithmetic cannot overflow; the conformance case claim_leases_follow_the_rule holds
+-- at the earlier of now + lease and the deadline. A timeout over $10 ms (the caller passes
+-- lease_ms under it) also takes the transaction, where the Rust rule's saturating arithmetic
+-- applies: here it could overflow. The conformance case claim_leases_follow_the_rule holds
 -- these values to the Rust rule on every backend.
 WITH c AS (
     SELECT t.id AS c_id, t.concurrency_key AS c_key, q.concurrency_limit AS c_queue_limit,
@@ -91,8 +92,8 @@ WITH c AS (
     LIMIT LEAST($4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = $1), $4))
     FOR UPDATE OF t SKIP LOCKED
 ), fast AS (
-    SELECT NOT EXISTS (SELECT 1 FROM c WHERE c_key IS NOT NULL OR c_queue_limit IS NOT NULL)
-        AS ok
+    SELECT NOT EXISTS (SELECT 1 FROM c WHERE c_key IS NOT NULL OR c_queue_limit IS NOT NULL
+        OR c_timeout > $10) AS ok
 ), l AS (
     SELECT c_id, COALESCE($7::bigint, c_timeout) AS l_ms,
         CASE WHEN c_process THEN NULL ELSE $3 + c_timeout * interval '1 millisecond' END
