@@ -13,6 +13,8 @@ serve_start() {
   "$BIN" serve --database "$DATABASE_URL" --listen "127.0.0.1:$port" --node "bench-$CLIENT" \
     --auth off --rate-limit 0 >"$SERVE_LOG" 2>&1 &
   SERVE_PID=$!
+  # Stopped however the script ends (a worker that fails must not leave the server running).
+  trap serve_stop EXIT
   SERVER="http://127.0.0.1:$port"
   for _ in $(seq 1 200); do
     curl -fs "$SERVER/healthz" >/dev/null 2>&1 && return

@@ -179,9 +179,13 @@ where
     }
 }
 
+/// Longest wait, at shutdown, for the node registry to record the node as stopped.
+const NODE_STOP_WAIT: Duration = Duration::from_secs(5);
+
 /// The maintenance loop of one node, until `cancel`: each pass runs the jobs that are due. No
 /// job's failure ends it (see [`guarded`]); each finished pass is recorded in
-/// [`Engine::last_maintenance_pass`], which `/healthz` reads.
+/// [`Engine::last_maintenance_pass`], which `/healthz` reads. A shutdown stops it at once, in
+/// the middle of a pass if need be.
 pub async fn run(engine: Engine, cancel: CancellationToken) {
     let c = engine.config.clone();
     let started = engine.clock.now();
@@ -190,13 +194,19 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
         .iter()
         .map(|j| (*j, j.timing(&c).map(|(first, _)| start + first)))
         .collect();
-    loop {
+    'pass: loop {
         for (job, due) in next.iter_mut() {
             let now = tokio::time::Instant::now();
             if due.is_some_and(|d| now < d) {
                 continue;
             }
-            guarded(job.name(), job.run(&engine, started)).await;
+            // A shutdown does not wait for the pass: with the database unreachable each step
+            // waits for a connection (30 s), and a pass of them held `docket serve` for minutes
+            // after SIGTERM. A step dropped here is its own transaction, rolled back.
+            tokio::select! {
+                _ = guarded(job.name(), job.run(&engine, started)) => {}
+                _ = cancel.cancelled() => break 'pass,
+            }
             if let Some((_, every)) = job.timing(&c) {
                 *due = Some(now + every);
             }
@@ -207,13 +217,15 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
         for d in next.iter().filter_map(|(_, d)| *d) {
             until = until.min(d);
         }
-        let dues = guarded("next_due", async {
-            Ok([
-                engine.store.schedule_next_due().await?,
-                engine.store.task_next_due().await?,
-            ])
-        })
-        .await;
+        let dues = tokio::select! {
+            d = guarded("next_due", async {
+                Ok([
+                    engine.store.schedule_next_due().await?,
+                    engine.store.task_next_due().await?,
+                ])
+            }) => d,
+            _ = cancel.cancelled() => break 'pass,
+        };
         for due in dues.into_iter().flatten().flatten() {
             let wait = docket_core::time::since(due, engine.clock.now()).min(c.poll_interval);
             until = until.min(tokio::time::Instant::now() + wait);
@@ -225,15 +237,16 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
             _ = engine.waker.scheduler_woken() => {}
         }
     }
-    if let Err(e) = engine
-        .store
-        .node_stop(docket_store::NodeStopParams {
-            name: &c.node,
-            now: engine.clock.now(),
-        })
-        .await
-    {
-        tracing::warn!(error = %e, "marking the node stopped failed");
+    // Bounded: an unreachable database must not hold the shutdown (the node then shows as
+    // lost after three heartbeat periods instead of stopped).
+    let stop = engine.store.node_stop(docket_store::NodeStopParams {
+        name: &c.node,
+        now: engine.clock.now(),
+    });
+    match tokio::time::timeout(NODE_STOP_WAIT, stop).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "marking the node stopped failed"),
+        Err(_) => tracing::warn!("marking the node stopped timed out"),
     }
 }
 

@@ -149,7 +149,12 @@ impl ProcessService {
                     _ = me.cancel.cancelled() => return,
                     _ = tokio::time::sleep(Duration::from_secs(5)) => {}
                 }
-                if let Err(e) = me.refresh().await {
+                // A shutdown does not wait for a read stuck on an unreachable database.
+                let r = tokio::select! {
+                    _ = me.cancel.cancelled() => return,
+                    r = me.refresh() => r,
+                };
+                if let Err(e) = r {
                     tracing::warn!(error = %e, "reading namespaces failed");
                 }
             }

@@ -177,7 +177,14 @@ pub(crate) async fn serve_inner(args: ServeArgs) -> Result<()> {
     for h in side {
         let _ = h.await;
     }
-    store.close().await;
+    // Closing waits for connections being opened; against an unreachable database sqlx keeps
+    // trying until its acquire timeout (30 s). The process is exiting: its sockets close anyway.
+    if tokio::time::timeout(Duration::from_secs(2), store.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!("closing the database connections timed out");
+    }
     tracing::info!("stopped");
     Ok(())
 }
