@@ -383,7 +383,11 @@ async fn claim_plan(pool: &sqlx::PgPool, settings: &str, name: &str) -> String {
         .bind(None::<Vec<String>>)
         .bind(None::<Vec<String>>);
     if name == "claim_fast" {
-        q = q.bind(None::<i64>).bind("w").bind(uuid::Uuid::new_v4());
+        q = q
+            .bind(None::<i64>)
+            .bind("w")
+            .bind(uuid::Uuid::new_v4())
+            .bind(i64::MAX);
     }
     let plan: serde_json::Value = q.fetch_one(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();
