@@ -203,6 +203,20 @@ pub(crate) fn claim_pick(
     ids
 }
 
+/// The answer of a claim on every backend: each task the claim's update returned gets its
+/// lease (the claim's `nonce` and the task's id; it ends at `lease_expires_at`), in claim order.
+pub(crate) fn claimed(mut tasks: Vec<Task>, nonce: u128, now: Timestamp) -> Vec<Task> {
+    for t in &mut tasks {
+        t.lease = Some(docket_core::Lease {
+            token: docket_core::lease::LeaseToken { nonce, id: t.id }.to_string(),
+            expires_at: t.lease_expires_at.unwrap_or(now),
+            trace_id: None,
+        });
+    }
+    sort_claim_order(&mut tasks);
+    tasks
+}
+
 /// Orders claimed tasks as the claim did (priority desc, attempt asc, run_at asc, id asc).
 pub(crate) fn sort_claim_order(tasks: &mut [Task]) {
     tasks.sort_by(|a, b| {

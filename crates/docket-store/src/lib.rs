@@ -48,7 +48,7 @@ mod tokens;
 pub use audit::*;
 pub use error::*;
 pub use leases::*;
-pub(crate) use leases::{claim_keys, claim_pick, sort_claim_order, ClaimCandidate, ClaimColumns};
+pub(crate) use leases::{claim_keys, claim_pick, claimed, ClaimCandidate, ClaimColumns};
 pub use maintenance::*;
 pub use nodes::*;
 pub use notifications::*;

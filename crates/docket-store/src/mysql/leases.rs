@@ -404,17 +404,7 @@ impl MySqlStore {
         }
         let rows = q.fetch_all(&mut *tx).await?;
         tx.commit().await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let mut t = decode(r)?;
-            t.lease = Some(Lease {
-                token: LeaseToken { nonce, id: t.id }.to_string(),
-                expires_at: t.lease_expires_at.unwrap_or(p.now),
-                trace_id: None,
-            });
-            out.push(t);
-        }
-        sort_claim_order(&mut out);
-        Ok(out)
+        let tasks = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
+        Ok(claimed(tasks, nonce, p.now))
     }
 }

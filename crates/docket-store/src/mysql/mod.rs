@@ -21,7 +21,7 @@ use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
-use docket_core::{FailDecision, Lease};
+use docket_core::FailDecision;
 use sqlx::mysql::{MySqlConnectOptions, MySqlRow};
 use sqlx::Connection as _;
 use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};

@@ -55,22 +55,14 @@ impl LeaseStore for PgStore {
             if rows.first().map(|r| r.try_get::<bool, _>("fast_ok")).transpose()?
                 == Some(true)
             {
-                let mut out = Vec::with_capacity(rows.len());
+                let mut tasks = Vec::with_capacity(rows.len());
                 for r in &rows {
                     // The one row of an empty claim: no task, only `fast_ok`.
-                    if r.try_get::<Option<i64>, _>("id")?.is_none() {
-                        continue;
+                    if r.try_get::<Option<i64>, _>("id")?.is_some() {
+                        tasks.push(decode(r)?);
                     }
-                    let mut t = decode(r)?;
-                    t.lease = Some(Lease {
-                        token: LeaseToken { nonce, id: t.id }.to_string(),
-                        expires_at: t.lease_expires_at.unwrap_or(p.now),
-                        trace_id: None,
-                    });
-                    out.push(t);
                 }
-                sort_claim_order(&mut out);
-                return Ok(out);
+                return Ok(claimed(tasks, nonce, p.now));
             }
             // Slow path: a concurrency key or a queue limit among the candidates, or a lease or
             // timeout past FAST_CLAIM_MAX.
@@ -138,18 +130,8 @@ impl LeaseStore for PgStore {
                 .fetch_all(&mut *tx)
                 .await?;
             tx.commit().await?;
-            let mut out = Vec::with_capacity(rows.len());
-            for r in &rows {
-                let mut t = decode(r)?;
-                t.lease = Some(Lease {
-                    token: LeaseToken { nonce, id: t.id }.to_string(),
-                    expires_at: t.lease_expires_at.unwrap_or(p.now),
-                    trace_id: None,
-                });
-                out.push(t);
-            }
-            sort_claim_order(&mut out);
-            Ok(out)
+            let tasks = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
+            Ok(claimed(tasks, nonce, p.now))
         })
         .await
     }

@@ -13,7 +13,7 @@ use crate::row::{queue_settings, task as decode, token_of, Cols};
 use crate::*;
 use docket_core::lease::{Failure, LeaseCheck};
 use docket_core::process::Notice;
-use docket_core::{FailDecision, Lease};
+use docket_core::FailDecision;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
 use std::str::FromStr;

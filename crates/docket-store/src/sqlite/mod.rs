@@ -15,7 +15,7 @@ use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
-use docket_core::{FailDecision, Lease};
+use docket_core::FailDecision;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
