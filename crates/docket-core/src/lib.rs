@@ -15,6 +15,7 @@ pub mod process;
 pub mod queue;
 pub mod run;
 pub mod schedule;
+pub mod sink;
 pub mod sqlfile;
 pub mod state;
 pub mod task;

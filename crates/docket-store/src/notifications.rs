@@ -40,6 +40,16 @@ pub trait NotificationStore: Send + Sync {
     /// Database failure.
     async fn notification_last_seq(&self) -> Result<i64>;
 
+    /// A sink's backlog: how many notifications of `namespace` come after `after` (counted up
+    /// to `limit`, so a long outage costs a bounded read) and when the oldest was written.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn notification_backlog(
+        &self,
+        p: NotificationBacklogParams<'_>,
+    ) -> Result<(i64, Option<Timestamp>)>;
+
     /// Leases sink `name` to `owner` until `until` when it is free, expired or already theirs
     /// (creating its cursor at 0); returns the cursor (deliver notifications after it).
     ///
@@ -65,10 +75,21 @@ pub struct NotificationListParams<'a> {
     pub limit: i64,
 }
 
+/// Params of [`NotificationStore::notification_backlog`].
+#[derive(Debug, Clone)]
+pub struct NotificationBacklogParams<'a> {
+    /// The sink's namespace.
+    pub namespace: &'a str,
+    /// The sink's cursor.
+    pub after: i64,
+    /// Count at most this many.
+    pub limit: i64,
+}
+
 /// Params of [`NotificationStore::sink_lease`].
 #[derive(Debug, Clone)]
 pub struct SinkLeaseParams<'a> {
-    /// The sink (e.g. `webhook:NS`).
+    /// The sink (`webhook:NS`, or `sink:NAME:NS` for a broker sink).
     pub name: &'a str,
     /// Who holds (or asks for) the sink's lease.
     pub owner: &'a str,
@@ -81,7 +102,7 @@ pub struct SinkLeaseParams<'a> {
 /// Params of [`NotificationStore::sink_advance`].
 #[derive(Debug, Clone)]
 pub struct SinkAdvanceParams<'a> {
-    /// The sink (e.g. `webhook:NS`).
+    /// The sink (`webhook:NS`, or `sink:NAME:NS` for a broker sink).
     pub name: &'a str,
     /// Who holds (or asks for) the sink's lease.
     pub owner: &'a str,

@@ -156,6 +156,22 @@ impl<D: Driver + Listen> NotificationStore for D {
         row.map_or(Ok(0), |r| r.int("n"))
     }
 
+    async fn notification_backlog(
+        &self,
+        p: NotificationBacklogParams<'_>,
+    ) -> Result<(i64, Option<Timestamp>)> {
+        let row = self
+            .fetch_one(
+                stmt!(notifications, backlog),
+                args![p.namespace, p.after, p.limit],
+            )
+            .await?;
+        match row {
+            Some(r) => Ok((r.int("n")?, r.time_opt("oldest")?)),
+            None => Ok((0, None)),
+        }
+    }
+
     async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
         let mut tx = self.begin().await?;
         tx.execute(stmt!(notifications, sink_ensure), args![p.name])

@@ -161,6 +161,7 @@ impl MaintenanceStore for MySqlStore {
         let mut tx = self.begin().await?;
         let seqs: Vec<i64> = sqlx::query_scalar(sql!(maintenance, prunable_notifications))
             .bind(dt(cut(p.notifications)))
+            .bind(dt(cut(p.notifications)))
             .bind(p.limit)
             .fetch_all(&mut *tx)
             .await?;

@@ -293,6 +293,48 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
         })
         .await
         .unwrap());
+    // A broker sink of the namespace (sink:NAME:NS) holds them back too, until it delivered
+    // them; one whose lease ran out before the retention cut (removed from the configuration)
+    // holds back nothing. Its backlog: how many after its cursor, and the oldest one's time.
+    for (name, until) in [("sink:nats:z", far), ("sink:gone:z", t0())] {
+        assert_eq!(
+            s.sink_lease(SinkLeaseParams {
+                name,
+                owner: "me",
+                until,
+                now: t0(),
+            })
+            .await
+            .unwrap(),
+            Some(0)
+        );
+    }
+    let backlog = |after, limit| {
+        s.notification_backlog(NotificationBacklogParams {
+            namespace: "z",
+            after,
+            limit,
+        })
+    };
+    assert_eq!(
+        backlog(0, 1000).await.unwrap(),
+        (notes.len() as i64, Some(notes[0].created_at))
+    );
+    assert_eq!(backlog(0, 1).await.unwrap().0, 1, "counted up to the limit");
+    assert_eq!(backlog(last, 1000).await.unwrap(), (0, None));
+    assert_eq!(
+        s.aux_prune(aux(far)).await.unwrap().notifications,
+        0,
+        "undelivered to sink:nats:z"
+    );
+    assert!(s
+        .sink_advance(SinkAdvanceParams {
+            name: "sink:nats:z",
+            owner: "me",
+            seq: last
+        })
+        .await
+        .unwrap());
     assert_eq!(
         s.aux_prune(aux(far)).await.unwrap().notifications,
         notes.len() as u64

@@ -319,6 +319,14 @@ impl NotificationStore for Recording {
         self.inner.notification_last_seq().await
     }
 
+    async fn notification_backlog(
+        &self,
+        p: NotificationBacklogParams<'_>,
+    ) -> Result<(i64, Option<Timestamp>)> {
+        self.hit("notification_backlog").await;
+        self.inner.notification_backlog(p).await
+    }
+
     async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
         self.hit("sink_lease").await;
         self.inner.sink_lease(p).await

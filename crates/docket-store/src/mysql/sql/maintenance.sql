@@ -1,7 +1,9 @@
 -- name: prunable_notifications
+-- See postgres/sql/maintenance.sql prune_notifications: the same rule (binds the cut twice).
 SELECT n.seq FROM docket_notifications n
-    LEFT JOIN docket_sinks s ON s.name = CONCAT('webhook:', n.namespace)
-    WHERE n.created_at < ? AND (s.name IS NULL OR n.seq <= s.seq)
+    WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM docket_sinks s
+        WHERE (s.name = CONCAT('webhook:', n.namespace) OR s.name LIKE CONCAT('sink:%:', n.namespace))
+        AND s.seq < n.seq AND s.lease_until >= ?)
     ORDER BY n.seq LIMIT ?
 
 -- name: expirable

@@ -1,8 +1,12 @@
 -- name: prune_notifications
+-- Older than retention ($1) and past the cursor of every sink of its namespace (webhook:NS,
+-- sink:NAME:NS). A sink whose lease ran out before $1 no longer holds rows back: it was
+-- removed from the configuration (or every node is gone, and then nothing prunes).
 DELETE FROM docket_notifications WHERE seq IN (
     SELECT n.seq FROM docket_notifications n
-    LEFT JOIN docket_sinks s ON s.name = 'webhook:' || n.namespace
-    WHERE n.created_at < $1 AND (s.name IS NULL OR n.seq <= s.seq)
+    WHERE n.created_at < $1 AND NOT EXISTS (SELECT 1 FROM docket_sinks s
+        WHERE (s.name = 'webhook:' || n.namespace OR s.name LIKE 'sink:%:' || n.namespace)
+        AND s.seq < n.seq AND s.lease_until >= $1)
     ORDER BY n.seq LIMIT $2)
 
 -- name: prune_audit

@@ -22,3 +22,8 @@ SELECT seq FROM docket_sinks WHERE name = ?1
 
 -- name: sink_advance
 UPDATE docket_sinks SET seq = ?3 WHERE name = ?1 AND owner = ?2
+
+-- name: backlog
+-- Undelivered notifications of a sink: how many (counted up to ?3) and the oldest one's time.
+SELECT count(*) AS n, min(created_at) AS oldest FROM (SELECT created_at
+    FROM docket_notifications WHERE namespace = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3) b

@@ -1,0 +1,203 @@
+//! Messages of event sinks — progressor's notifier (`prg_notifier`, seed 001) on a broker.
+//!
+//! progressor produces two streams per namespace: an **event sink** (every event a process step
+//! writes) and a **lifecycle sink** (process created, failed with its reason, repaired,
+//! removed), each message keyed `"<namespace> <process id>"` so one process's messages stay in
+//! order. docket builds both from its notification outbox (`docket_notifications`, written in
+//! the transaction of the change): [`message`] is the one place a notification becomes a
+//! message, [`waves`] the one rule that keeps a key's messages in order while publishing many
+//! at once.
+
+use crate::process::Notification;
+use serde_json::{json, Value};
+
+/// The version of the message shape ([`message`]); bumped on an incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Which of progressor's two sinks a message belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topic {
+    /// Process events (notification kind `event`).
+    Events,
+    /// Process lifecycle: `created`, `failed`, `repaired`, `removed`.
+    Lifecycle,
+}
+
+impl Topic {
+    /// `events` or `lifecycle`: the middle part of a NATS subject or RabbitMQ routing key.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topic::Events => "events",
+            Topic::Lifecycle => "lifecycle",
+        }
+    }
+}
+
+/// One message for a broker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Stable across redeliveries: `"<namespace>/<process id>/<seq>"` (JetStream `Nats-Msg-Id`,
+    /// AMQP `message_id`); a consumer drops a message whose id it has seen.
+    pub id: String,
+    /// `"<namespace> <process id>"`: progressor's Kafka key; messages of one key are published
+    /// in order.
+    pub key: String,
+    /// The notification's seq (the outbox cursor advances past it once the broker confirmed).
+    pub seq: i64,
+    /// Events or lifecycle.
+    pub topic: Topic,
+    /// The process's namespace.
+    pub namespace: String,
+    /// The body: JSON, see [`message`].
+    pub body: Vec<u8>,
+}
+
+/// The message of notification `n`.
+///
+/// Body, kind `event`: `{"message_id", "key", "seq", "namespace", "process_id", "kind":
+/// "event", "event_id", "created_at", "timestamp", "metadata", "payload", "format_version"}`
+/// — progressor's event sink fields (namespace, id, event id, created_at, payload, format
+/// version) with the event's own timestamp and metadata. Kinds `created`, `repaired`,
+/// `removed`, `failed`: `{"message_id", "key", "seq", "namespace", "process_id", "kind",
+/// "created_at", "reason", "format_version"}`, `reason` being the failure's detail (`failed`)
+/// or null. `created_at` is when the change was committed (RFC 3339, UTC).
+#[must_use]
+pub fn message(n: &Notification) -> Message {
+    let id = format!("{}/{}/{}", n.namespace, n.process_id, n.seq);
+    let key = format!("{} {}", n.namespace, n.process_id);
+    let (topic, body) = if n.kind == "event" {
+        let body = json!({
+            "message_id": id,
+            "key": key,
+            "seq": n.seq,
+            "namespace": n.namespace,
+            "process_id": n.process_id,
+            "kind": "event",
+            "event_id": n.event_id,
+            "created_at": n.created_at,
+            "timestamp": n.data.get("timestamp").cloned().unwrap_or(Value::Null),
+            "metadata": n.data.get("metadata").cloned().unwrap_or(Value::Null),
+            "payload": n.data.get("payload").cloned().unwrap_or(Value::Null),
+            "format_version": FORMAT_VERSION,
+        });
+        (Topic::Events, body)
+    } else {
+        let reason = n.data.get("detail").cloned().unwrap_or(Value::Null);
+        let body = json!({
+            "message_id": id,
+            "key": key,
+            "seq": n.seq,
+            "namespace": n.namespace,
+            "process_id": n.process_id,
+            "kind": n.kind,
+            "created_at": n.created_at,
+            "reason": reason,
+            "format_version": FORMAT_VERSION,
+        });
+        (Topic::Lifecycle, body)
+    };
+    Message {
+        id,
+        key,
+        seq: n.seq,
+        topic,
+        namespace: n.namespace.clone(),
+        body: serde_json::to_vec(&body).expect("a message serialises"),
+    }
+}
+
+/// Splits `msgs` (in seq order) into consecutive waves that may each be published at once:
+/// a wave ends before the first message whose key it already holds, so a key's next message
+/// is only sent after the broker confirmed the one before — per-key order survives a
+/// publish that fails while later ones succeed. Returns the waves' lengths (summing to
+/// `msgs.len()`; none is 0). Bounded by `max` messages per wave (at least 1).
+#[must_use]
+pub fn waves(msgs: &[Message], max: usize) -> Vec<usize> {
+    let max = max.max(1);
+    let mut out = vec![];
+    let mut keys = std::collections::HashSet::new();
+    let mut len = 0;
+    for m in msgs {
+        if len == max || !keys.insert(m.key.as_str()) {
+            out.push(len);
+            keys.clear();
+            keys.insert(m.key.as_str());
+            len = 0;
+        }
+        len += 1;
+    }
+    if len > 0 {
+        out.push(len);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(seq: i64, pid: &str, kind: &str, data: Value) -> Notification {
+        Notification {
+            seq,
+            namespace: "orders".into(),
+            process_id: pid.into(),
+            kind: kind.into(),
+            event_id: (kind == "event").then_some(seq),
+            data,
+            created_at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+        }
+    }
+
+    #[test]
+    fn events_carry_progressors_fields() {
+        let m = message(&n(
+            7,
+            "p 1",
+            "event",
+            json!({"event_id": 7, "timestamp": "t", "metadata": {"m": 1}, "payload": {"x": 2}}),
+        ));
+        assert_eq!(
+            (m.id.as_str(), m.key.as_str(), m.topic),
+            ("orders/p 1/7", "orders p 1", Topic::Events)
+        );
+        let body: Value = serde_json::from_slice(&m.body).unwrap();
+        assert_eq!(
+            body,
+            json!({"message_id": "orders/p 1/7", "key": "orders p 1", "seq": 7,
+                "namespace": "orders", "process_id": "p 1", "kind": "event", "event_id": 7,
+                "created_at": "2023-11-14T22:13:20Z", "timestamp": "t", "metadata": {"m": 1},
+                "payload": {"x": 2}, "format_version": 1})
+        );
+    }
+
+    #[test]
+    fn lifecycle_carries_the_reason() {
+        let failed = message(&n(3, "p", "failed", json!({"detail": "boom"})));
+        let body: Value = serde_json::from_slice(&failed.body).unwrap();
+        assert_eq!(failed.topic, Topic::Lifecycle);
+        assert_eq!(
+            (body["kind"].clone(), body["reason"].clone()),
+            (json!("failed"), json!("boom"))
+        );
+        let created = message(&n(4, "p", "created", json!({})));
+        let body: Value = serde_json::from_slice(&created.body).unwrap();
+        assert_eq!(
+            (body["kind"].clone(), body["reason"].clone()),
+            (json!("created"), Value::Null)
+        );
+    }
+
+    #[test]
+    fn a_wave_never_holds_a_key_twice() {
+        let ms: Vec<_> = ["a", "b", "a", "c", "c", "d", "e"]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| message(&n(i as i64, k, "created", json!({}))))
+            .collect();
+        assert_eq!(waves(&ms, 100), vec![2, 2, 3]);
+        assert_eq!(waves(&ms, 2), vec![2, 2, 2, 1]);
+        assert_eq!(waves(&ms, 0), vec![1; 7]);
+        assert!(waves(&[], 10).is_empty());
+    }
+}
