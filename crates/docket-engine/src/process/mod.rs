@@ -10,10 +10,12 @@
 mod calls;
 mod client;
 mod runner;
+mod sinks;
 mod webhook;
 
 use client::ProcessorClient;
 pub use client::{outbound_allowed, Processor};
+pub use sinks::{check_sink_name, metric as sink_metric, Sink, SinkSpec, SinkStatus};
 
 use crate::metrics as M;
 use crate::Engine;
@@ -104,6 +106,9 @@ pub struct ProcessService {
     loaded: Arc<RwLock<Option<std::time::Instant>>>,
     started: Arc<RwLock<std::collections::HashSet<String>>>,
     cancel: CancellationToken,
+    sinks: Arc<Vec<SinkSpec>>,
+    #[allow(clippy::type_complexity)]
+    sink_status: Arc<std::sync::Mutex<std::collections::BTreeMap<(String, String), SinkStatus>>>,
 }
 
 fn detail_of(v: &Value) -> String {
@@ -123,6 +128,8 @@ impl ProcessService {
             loaded: Arc::default(),
             started: Arc::default(),
             cancel,
+            sinks: Arc::default(),
+            sink_status: Arc::default(),
         }
     }
 
@@ -198,6 +205,7 @@ impl ProcessService {
             tokio::spawn(self.clone().run(name.to_string()));
             // The delivery loop idles while the namespace has no webhook.
             tokio::spawn(self.clone().deliver(name.to_string()));
+            self.start_sinks(name);
         }
     }
 

@@ -1,0 +1,431 @@
+//! Event sinks: a namespace's notifications published to a message broker (progressor's
+//! notifier, `prg_notifier`), in order per process, at least once.
+//!
+//! The engine decides here what a broker sink receives and when its cursor moves; a [`Sink`]
+//! only publishes and reports what the broker confirmed (`docket-sinks` has NATS JetStream and
+//! RabbitMQ). Per (sink, namespace) one node at a time holds the cursor `sink:NAME:NS`
+//! (`docket_sinks`, leased like a webhook's): it reads the outbox after the cursor in seq
+//! order (seq order is commit order: writers serialise on a lock), publishes a batch in
+//! [`docket_core::sink::waves`] — no key twice in one wave, so a process's next message goes
+//! out only after the broker confirmed the one before — and advances the cursor past the
+//! confirmed prefix. A failure leaves the cursor where it is and retries with backoff (200 ms
+//! doubling to 30 s); the engine and the API do not wait for a sink.
+
+use super::*;
+use docket_core::sink::{self, Message};
+use std::time::Instant;
+
+/// Counted up to this many when a sink's backlog is measured.
+const BACKLOG_COUNT_MAX: i64 = 1_000_000;
+/// Most notifications read per pass.
+const BATCH: i64 = 500;
+/// Most messages published at once (one wave).
+const WAVE: usize = 256;
+/// The cursor's lease, and how much of it may be left before it is renewed.
+const LEASE: Duration = Duration::from_secs(30);
+const RENEW_BELOW: Duration = Duration::from_secs(20);
+/// A node that does not hold the cursor asks for it this often (a holder that stopped hands
+/// it over within this; one that died, within [`LEASE`] and this).
+const ASK_EVERY: Duration = Duration::from_secs(2);
+/// Without a change seen on this node (another node wrote on SQLite or MySQL), look this often.
+const POLL: Duration = Duration::from_millis(200);
+/// At most one pass per this (a busy node's change feed would otherwise drive passes).
+const MIN_GAP: Duration = Duration::from_millis(5);
+
+/// A broker the engine publishes notifications to.
+#[async_trait::async_trait]
+pub trait Sink: Send + Sync + 'static {
+    /// `nats`, `rabbitmq`, …: the metrics' `notification_type` and the dashboard's label.
+    fn kind(&self) -> &'static str;
+
+    /// Publishes `msgs` — at most one per key, so all may be in flight at once — and returns
+    /// one outcome per message, in order: `Ok` once the broker confirmed it (stored: a JetStream
+    /// ack, an AMQP publisher confirm), `Err` with the reason otherwise. Must not panic and
+    /// must return within a bounded time (a broker that does not answer is an `Err`).
+    async fn publish(&self, msgs: &[Message]) -> Vec<Result<(), String>>;
+}
+
+/// A sink and the namespaces it receives.
+#[derive(Clone)]
+pub struct SinkSpec {
+    /// The sink's name (`[A-Za-z0-9_.-]`, 1–64; its cursors are `sink:NAME:NS`).
+    pub name: String,
+    /// Namespaces whose notifications it receives; `*` is every namespace.
+    pub namespaces: Vec<String>,
+    /// The broker.
+    pub sink: Arc<dyn Sink>,
+}
+
+impl SinkSpec {
+    fn covers(&self, ns: &str) -> bool {
+        self.namespaces.iter().any(|n| n == "*" || n == ns)
+    }
+}
+
+impl std::fmt::Debug for SinkSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkSpec")
+            .field("name", &self.name)
+            .field("kind", &self.sink.kind())
+            .field("namespaces", &self.namespaces)
+            .finish()
+    }
+}
+
+/// Checks a sink's name: 1–64 characters of `A-Z a-z 0-9 _ . -` (no `:`, which separates the
+/// parts of its cursors' names).
+///
+/// # Errors
+/// The message says what is wrong.
+pub fn check_sink_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    {
+        return Err(format!(
+            "sink name {name:?} must be 1 to 64 characters of A-Z a-z 0-9 _ . -"
+        ));
+    }
+    Ok(())
+}
+
+/// What this node knows of one (sink, namespace) pair (the dashboard's sinks table).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SinkStatus {
+    /// The sink's name.
+    pub sink: String,
+    /// `nats`, `rabbitmq`.
+    pub kind: String,
+    /// The namespace.
+    pub namespace: String,
+    /// Whether this node holds the cursor (only the holder publishes and measures).
+    pub holder: bool,
+    /// The cursor: every notification up to this seq was confirmed by the broker.
+    pub delivered_seq: i64,
+    /// Notifications after the cursor (counted up to 1,000,000).
+    pub backlog: i64,
+    /// Age (s) of the oldest undelivered notification.
+    pub oldest_age_s: Option<f64>,
+    /// Messages this node published to it since it started.
+    pub published: u64,
+    /// Failed publishing passes since this node started.
+    pub failures: u64,
+    /// The last failure, and when (RFC 3339).
+    pub last_error: Option<(String, docket_core::Timestamp)>,
+}
+
+/// Metric names of sinks (documented in docs/src/operations/metrics.md).
+pub mod metric {
+    /// Messages the broker confirmed, by `sink` and `namespace`.
+    pub const PUBLISHED: &str = "docket_sink_published_total";
+    /// Publishing passes that failed (the batch waits and is retried), by `sink`, `namespace`.
+    pub const FAILURES: &str = "docket_sink_failures_total";
+    /// Notifications not yet delivered, by `sink` and `namespace` (set by the cursor's holder).
+    pub const BACKLOG: &str = "docket_sink_backlog";
+    /// Age of the oldest undelivered notification (s), by `sink` and `namespace`.
+    pub const OLDEST: &str = "docket_sink_oldest_seconds";
+    /// From the commit that wrote a notification to the broker's confirmation (s), by `sink`.
+    pub const LAG: &str = "docket_sink_lag_seconds";
+}
+
+/// Where one delivery loop stands while it holds the cursor.
+struct Held {
+    seq: i64,
+    until: docket_core::Timestamp,
+}
+
+/// A delivery loop's state between passes.
+#[derive(Default)]
+struct Cursor {
+    held: Option<Held>,
+    /// When this node last asked for the lease without getting it.
+    refused: Option<Instant>,
+}
+
+impl ProcessService {
+    /// Sends namespaces' notifications to these sinks from now on (call before
+    /// [`ProcessService::start`]).
+    #[must_use]
+    pub fn with_sinks(mut self, sinks: Vec<SinkSpec>) -> Self {
+        self.sinks = Arc::new(sinks);
+        self
+    }
+
+    /// What this node knows of every (sink, namespace) it delivers, by sink then namespace.
+    #[must_use]
+    pub fn sink_status(&self) -> Vec<SinkStatus> {
+        self.sink_status
+            .lock()
+            .expect("lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Starts a delivery loop for every sink that covers namespace `ns`.
+    pub(super) fn start_sinks(&self, ns: &str) {
+        for spec in self.sinks.iter().filter(|s| s.covers(ns)) {
+            tokio::spawn(self.clone().deliver_sink(spec.clone(), ns.to_string()));
+        }
+    }
+
+    fn status<R>(&self, spec: &SinkSpec, ns: &str, f: impl FnOnce(&mut SinkStatus) -> R) -> R {
+        let mut m = self.sink_status.lock().expect("lock");
+        let s = m
+            .entry((spec.name.clone(), ns.to_string()))
+            .or_insert_with(|| SinkStatus {
+                sink: spec.name.clone(),
+                kind: spec.sink.kind().to_string(),
+                namespace: ns.to_string(),
+                holder: false,
+                delivered_seq: 0,
+                backlog: 0,
+                oldest_age_s: None,
+                published: 0,
+                failures: 0,
+                last_error: None,
+            });
+        f(s)
+    }
+
+    /// The delivery loop of one (sink, namespace) on this node: idle unless it holds the
+    /// cursor's lease; woken by this node's change feed, else every 200 ms.
+    async fn deliver_sink(self, spec: SinkSpec, ns: String) {
+        let cursor = format!("sink:{}:{ns}", spec.name);
+        let mut changes = self.engine.waker.changes();
+        let mut cur = Cursor::default();
+        let mut backoff = Duration::from_millis(200);
+        let mut measured: Option<Instant> = None;
+        self.status(&spec, &ns, |_| ());
+        loop {
+            let started = Instant::now();
+            let r = tokio::select! {
+                _ = self.cancel.cancelled() => {
+                    self.release(&cursor, &cur).await;
+                    return;
+                }
+                r = self.sink_pass(&spec, &ns, &cursor, &mut cur) => r,
+            };
+            let held = &cur.held;
+            let pause = match r {
+                Ok(more) => {
+                    backoff = Duration::from_millis(200);
+                    if held.is_some()
+                        && measured.is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+                    {
+                        measured = Some(Instant::now());
+                        self.measure(&spec, &ns, held.as_ref().map_or(0, |h| h.seq))
+                            .await;
+                    }
+                    if more {
+                        Duration::ZERO
+                    } else {
+                        POLL
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(sink = %spec.name, namespace = %ns, error = %e, "publishing to the sink failed; retrying in {backoff:?}");
+                    ::metrics::counter!(metric::FAILURES, "sink" => spec.name.clone(), "namespace" => ns.clone())
+                        .increment(1);
+                    let now = self.engine.clock.now();
+                    self.status(&spec, &ns, |s| {
+                        s.failures += 1;
+                        s.last_error = Some((e, now));
+                    });
+                    if held.is_some() {
+                        self.measure(&spec, &ns, held.as_ref().map_or(0, |h| h.seq))
+                            .await;
+                    }
+                    let b = backoff;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    b
+                }
+            };
+            if pause.is_zero() {
+                continue;
+            }
+            // A pass at most every MIN_GAP; then the first change or the poll, whichever first.
+            let gap = MIN_GAP.saturating_sub(started.elapsed());
+            if !gap.is_zero() && pause == POLL {
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return,
+                    _ = tokio::time::sleep(gap) => {}
+                }
+            }
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                _ = tokio::time::sleep(pause) => {}
+                r = changes.recv(), if pause == POLL => {
+                    if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
+                        changes = self.engine.waker.changes();
+                    }
+                }
+            }
+        }
+    }
+
+    /// One pass: renews the lease when due, publishes what follows the cursor. Ok(true) when a
+    /// full batch went out (more may wait).
+    async fn sink_pass(
+        &self,
+        spec: &SinkSpec,
+        ns: &str,
+        cursor: &str,
+        cur: &mut Cursor,
+    ) -> Result<bool, String> {
+        let store = &self.engine.store;
+        let owner = &self.engine.config.node;
+        let now = self.engine.clock.now();
+        let renew = cur
+            .held
+            .as_ref()
+            .is_none_or(|h| h.until < docket_core::time::add(now, RENEW_BELOW));
+        if cur.held.is_none() && cur.refused.is_some_and(|t| t.elapsed() < ASK_EVERY) {
+            return Ok(false);
+        }
+        let held = &mut cur.held;
+        if renew {
+            let until = docket_core::time::add(now, LEASE);
+            let seq = store
+                .sink_lease(docket_store::SinkLeaseParams {
+                    name: cursor,
+                    owner,
+                    until,
+                    now,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            *held = seq.map(|seq| Held { seq, until });
+            cur.refused = held.is_none().then(Instant::now);
+            self.status(spec, ns, |s| {
+                s.holder = held.is_some();
+                if let Some(h) = held.as_ref() {
+                    s.delivered_seq = h.seq;
+                }
+            });
+        }
+        let Some(h) = held.as_mut() else {
+            return Ok(false);
+        };
+        let batch = store
+            .notification_list(docket_store::NotificationListParams {
+                namespace: Some(ns),
+                after: h.seq,
+                limit: BATCH,
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if batch.is_empty() {
+            return Ok(false);
+        }
+        let full = batch.len() as i64 == BATCH;
+        let msgs: Vec<Message> = batch.iter().map(sink::message).collect();
+        let mut start = 0;
+        let mut failed = None;
+        for len in sink::waves(&msgs, WAVE) {
+            let wave = &msgs[start..start + len];
+            let t0 = Instant::now();
+            let outcomes = spec.sink.publish(wave).await;
+            ::metrics::histogram!(M::NOTIFICATION, "namespace" => ns.to_string(), "notification_type" => spec.sink.kind())
+                .record(M::ms_since(t0));
+            let ok = outcomes.iter().take_while(|o| o.is_ok()).count().min(len);
+            let confirmed = self.engine.clock.now();
+            let lag = ::metrics::histogram!(metric::LAG, "sink" => spec.name.clone());
+            for m in &batch[start..start + ok] {
+                lag.record(
+                    (confirmed - m.created_at)
+                        .num_microseconds()
+                        .unwrap_or(0)
+                        .max(0) as f64
+                        / 1e6,
+                );
+            }
+            start += ok;
+            if ok < len {
+                let why = outcomes
+                    .into_iter()
+                    .nth(ok)
+                    .and_then(Result::err)
+                    .unwrap_or_else(|| "the sink answered for fewer messages than sent".into());
+                failed = Some(why);
+                break;
+            }
+        }
+        if start > 0 {
+            let seq = msgs[start - 1].seq;
+            let still = store
+                .sink_advance(docket_store::SinkAdvanceParams {
+                    name: cursor,
+                    owner,
+                    seq,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            ::metrics::counter!(metric::PUBLISHED, "sink" => spec.name.clone(), "namespace" => ns.to_string())
+                .increment(start as u64);
+            if still {
+                h.seq = seq;
+                self.status(spec, ns, |s| {
+                    s.delivered_seq = seq;
+                    s.published += start as u64;
+                });
+            } else {
+                // Another node took the cursor (our lease ran out): it resends from its cursor.
+                *held = None;
+                self.status(spec, ns, |s| s.holder = false);
+                return Ok(false);
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(full),
+        }
+    }
+
+    /// Hands the cursor over at shutdown (its lease ends now), so another node takes it at
+    /// once instead of after the lease; best effort, bounded by 1 s.
+    async fn release(&self, cursor: &str, cur: &Cursor) {
+        if cur.held.is_none() {
+            return;
+        }
+        let now = self.engine.clock.now();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            self.engine.store.sink_lease(docket_store::SinkLeaseParams {
+                name: cursor,
+                owner: &self.engine.config.node,
+                until: now,
+                now,
+            }),
+        )
+        .await;
+    }
+
+    /// Sets the backlog gauges of a cursor this node holds.
+    async fn measure(&self, spec: &SinkSpec, ns: &str, after: i64) {
+        let r = self
+            .engine
+            .store
+            .notification_backlog(docket_store::NotificationBacklogParams {
+                namespace: ns,
+                after,
+                limit: BACKLOG_COUNT_MAX,
+            })
+            .await;
+        let Ok((n, oldest)) = r else {
+            return;
+        };
+        let now = self.engine.clock.now();
+        let age = oldest.map(|t| ((now - t).num_milliseconds().max(0) as f64) / 1000.0);
+        ::metrics::gauge!(metric::BACKLOG, "sink" => spec.name.clone(), "namespace" => ns.to_string())
+            .set(n as f64);
+        ::metrics::gauge!(metric::OLDEST, "sink" => spec.name.clone(), "namespace" => ns.to_string())
+            .set(age.unwrap_or(0.0));
+        self.status(spec, ns, |s| {
+            s.backlog = n;
+            s.oldest_age_s = age;
+        });
+    }
+}

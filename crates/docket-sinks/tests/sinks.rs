@@ -1,0 +1,623 @@
+//! Event sinks against the real brokers: a private `nats-server` with JetStream per test (so
+//! a test can restart it) and the machine's RabbitMQ (127.0.0.1:5672, guest/guest; an
+//! exchange and queue of each test's own), on PostgreSQL, SQLite and MariaDB. Two engines
+//! (nodes) share each database; processes step on both; a consumer reads what the brokers
+//! hold and checks that every notification arrived at least once, each process's in order
+//! once repeats (same message id) are dropped, and a repeat carries the same body.
+
+use docket_core::process::{NewEvent, ProcessorReply, ProcessorRequest, ProcessorResult};
+use docket_core::SystemClock;
+use docket_engine::process::{ProcessService, Processor, Request, SinkSpec};
+use docket_engine::{Engine, EngineConfig};
+use docket_sinks::SinkConfig;
+use docket_store::testing::TestStore;
+use docket_store::{NotificationListParams, Store};
+use lapin::options::{BasicGetOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const RABBIT: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// RabbitMQ is the machine's: the test that restarts it runs alone among the RabbitMQ tests.
+static RABBIT_LOCK: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Emits `args.events` events (default 1) with payload `{"step": task, "i": k}`.
+struct Emit;
+
+#[async_trait::async_trait]
+impl Processor for Emit {
+    async fn process(&self, req: ProcessorRequest) -> ProcessorReply {
+        let n = req.args.get("events").and_then(Value::as_u64).unwrap_or(1);
+        ProcessorReply::Ok(ProcessorResult {
+            events: (0..n)
+                .map(|i| NewEvent {
+                    payload: json!({"step": req.task_type, "i": i}),
+                    metadata: json!({}),
+                })
+                .collect(),
+            aux_state: None,
+            metadata: None,
+            response: json!("ok"),
+            action: None,
+        })
+    }
+}
+
+/// A private nats-server with JetStream on its own port and store directory.
+struct NatsServer {
+    child: std::process::Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl NatsServer {
+    fn start() -> NatsServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let child = Self::spawn(port, dir.path());
+        NatsServer { child, port, dir }
+    }
+
+    fn spawn(port: u16, dir: &std::path::Path) -> std::process::Child {
+        let child = std::process::Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nats-server (scripts/test.sh installs it)");
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "nats-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Killed (SIGKILL) and started again on the same port and store.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = Self::spawn(self.port, self.dir.path());
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One message as a consumer saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    id: String,
+    key: String,
+    seq: i64,
+    body: Value,
+}
+
+fn seen(id: Option<String>, body: &[u8]) -> Seen {
+    let body: Value = serde_json::from_slice(body).expect("a JSON body");
+    Seen {
+        id: id.expect("a message id"),
+        key: body["key"].as_str().unwrap().to_string(),
+        seq: body["seq"].as_i64().unwrap(),
+        body,
+    }
+}
+
+/// Reads a JetStream stream from its first message on, a few at a time.
+struct NatsReader {
+    url: String,
+    stream: String,
+    next: u64,
+    got: Vec<Seen>,
+}
+
+impl NatsReader {
+    async fn read(&mut self) {
+        let Ok(c) = async_nats::connect(self.url.as_str()).await else {
+            return;
+        };
+        let js = async_nats::jetstream::new(c);
+        let Ok(mut stream) = js.get_stream(&self.stream).await else {
+            return;
+        };
+        let Ok(info) = stream.info().await else {
+            return;
+        };
+        let last = info.state.last_sequence;
+        while self.next <= last {
+            let Ok(m) = stream.get_raw_message(self.next).await else {
+                return;
+            };
+            let id = m
+                .headers
+                .get(async_nats::header::NATS_MESSAGE_ID)
+                .map(|v| v.to_string());
+            self.got.push(seen(id, &m.payload));
+            self.next += 1;
+        }
+    }
+}
+
+/// A durable queue of the test's own, bound to its exchange for every routing key.
+struct RabbitReader {
+    queue: String,
+    got: Vec<Seen>,
+}
+
+async fn rabbit_channel() -> Option<(lapin::Connection, lapin::Channel)> {
+    let props = lapin::ConnectionProperties::default()
+        .with_executor(tokio_executor_trait::Tokio::current())
+        .with_reactor(tokio_reactor_trait::Tokio::current());
+    let c = lapin::Connection::connect(RABBIT, props).await.ok()?;
+    let ch = c.create_channel().await.ok()?;
+    Some((c, ch))
+}
+
+impl RabbitReader {
+    async fn new(exchange: &str) -> RabbitReader {
+        let (_c, ch) = rabbit_channel().await.expect("RabbitMQ on 127.0.0.1:5672");
+        ch.exchange_declare(
+            exchange,
+            lapin::ExchangeKind::Topic,
+            lapin::options::ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        let queue = format!("{exchange}.all");
+        ch.queue_declare(
+            &queue,
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        ch.queue_bind(
+            &queue,
+            exchange,
+            "#",
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        RabbitReader { queue, got: vec![] }
+    }
+
+    async fn read(&mut self) {
+        let Some((c, ch)) = rabbit_channel().await else {
+            return;
+        };
+        while let Ok(Some(m)) = ch
+            .basic_get(&self.queue, BasicGetOptions { no_ack: true })
+            .await
+        {
+            let id = m.properties.message_id().as_ref().map(|s| s.to_string());
+            self.got.push(seen(id, &m.data));
+        }
+        let _ = c.close(0, "read").await;
+    }
+
+    async fn delete(&self, exchange: &str) {
+        if let Some((_c, ch)) = rabbit_channel().await {
+            let _ = ch
+                .queue_delete(&self.queue, QueueDeleteOptions::default())
+                .await;
+            let _ = ch
+                .exchange_delete(exchange, lapin::options::ExchangeDeleteOptions::default())
+                .await;
+        }
+    }
+}
+
+/// Checks what a consumer saw against the outbox: every notification once at least; after
+/// dropping repeats of an id, each key's seqs ascend; a repeat has the same body.
+fn check(name: &str, got: &[Seen], expected: &[docket_core::process::Notification]) {
+    let want: HashMap<String, i64> = expected
+        .iter()
+        .map(|n| (format!("{}/{}/{}", n.namespace, n.process_id, n.seq), n.seq))
+        .collect();
+    let mut first: HashMap<&str, &Seen> = HashMap::new();
+    let mut last_of_key: HashMap<&str, i64> = HashMap::new();
+    let mut repeats = 0;
+    for s in got {
+        if let Some(f) = first.get(s.id.as_str()) {
+            assert_eq!(f.body, s.body, "{name}: a repeat of {} differs", s.id);
+            repeats += 1;
+            continue;
+        }
+        first.insert(&s.id, s);
+        assert_eq!(want.get(&s.id), Some(&s.seq), "{name}: unexpected {}", s.id);
+        let prev = last_of_key.insert(&s.key, s.seq);
+        assert!(
+            !matches!(prev, Some(p) if p >= s.seq),
+            "{name}: {} out of order after seq {prev:?}",
+            s.id
+        );
+    }
+    let missing: Vec<_> = want
+        .keys()
+        .filter(|k| !first.contains_key(k.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{name}: {} of {} missing, e.g. {:?}",
+        missing.len(),
+        want.len(),
+        missing.first()
+    );
+    eprintln!("{name}: {} messages, {} repeats", want.len(), repeats);
+}
+
+async fn store_of(backend: &str) -> TestStore {
+    match backend {
+        "pg" => TestStore::postgres().await,
+        "mysql" => TestStore::mysql().await,
+        _ => TestStore::sqlite().await,
+    }
+}
+
+/// A node: engine + process service with the sinks, the in-process processor, namespace `ns`.
+async fn node(
+    store: Arc<dyn Store>,
+    name: &str,
+    sinks: Vec<SinkSpec>,
+    stop: &CancellationToken,
+) -> ProcessService {
+    let mut cfg = EngineConfig::new(name, store.backend());
+    cfg.rescue_interval = Duration::from_millis(200);
+    let engine = Engine::new(store, Arc::new(SystemClock), cfg);
+    engine.start(stop.clone()).await.unwrap();
+    let svc = ProcessService::new(engine, stop.clone()).with_sinks(sinks);
+    svc.register_processor("emit", Arc::new(Emit));
+    svc.start().await.unwrap();
+    svc
+}
+
+fn nats_sink(name: &str, url: &str) -> SinkSpec {
+    SinkConfig {
+        name: name.into(),
+        kind: "nats".into(),
+        url: url.into(),
+        namespaces: vec!["*".into()],
+        subject_prefix: None,
+        stream: Some("DOCKET".into()),
+        exchange: None,
+    }
+    .build()
+    .unwrap()
+}
+
+fn rabbit_sink(name: &str, exchange: &str, url: &str) -> SinkSpec {
+    SinkConfig {
+        name: name.into(),
+        kind: "rabbitmq".into(),
+        url: url.into(),
+        namespaces: vec!["ns".into()],
+        subject_prefix: None,
+        stream: None,
+        exchange: Some(exchange.into()),
+    }
+    .build()
+    .unwrap()
+}
+
+fn req(events: u64) -> Request {
+    Request {
+        args: json!({"events": events}),
+        ..Default::default()
+    }
+}
+
+async fn all_notifications(store: &dyn Store) -> Vec<docket_core::process::Notification> {
+    let mut out = vec![];
+    loop {
+        let page = store
+            .notification_list(NotificationListParams {
+                namespace: Some("ns"),
+                after: out
+                    .last()
+                    .map_or(0, |n: &docket_core::process::Notification| n.seq),
+                limit: 1000,
+            })
+            .await
+            .unwrap();
+        if page.is_empty() {
+            return out;
+        }
+        out.extend(page);
+    }
+}
+
+/// Steps `n` processes on two nodes: init (2 events) on the first, call (3 events) on the
+/// second, `par` at a time; returns when every step answered.
+async fn burst(a: &ProcessService, b: &ProcessService, prefix: &str, n: usize, par: usize) {
+    use futures::StreamExt;
+    futures::stream::iter(0..n)
+        .for_each_concurrent(par, |i| async move {
+            let id = format!("{prefix}{i}");
+            a.init("ns", &id, req(2)).await.unwrap();
+            b.call("ns", &id, req(3)).await.unwrap();
+        })
+        .await;
+}
+
+async fn put_ns(svc: &ProcessService) {
+    let cfg = serde_json::from_value(json!({"processor": {"url": "inproc:emit"}})).unwrap();
+    svc.namespace_put("ns", cfg).await.unwrap();
+}
+
+/// Reads until every expected id was seen or `secs` passed.
+async fn wait_nats(r: &mut NatsReader, want: usize, secs: u64) {
+    let t0 = Instant::now();
+    while distinct(&r.got) < want && t0.elapsed() < Duration::from_secs(secs) {
+        r.read().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_rabbit(r: &mut RabbitReader, want: usize, secs: u64) {
+    let t0 = Instant::now();
+    while distinct(&r.got) < want && t0.elapsed() < Duration::from_secs(secs) {
+        r.read().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn distinct(got: &[Seen]) -> usize {
+    got.iter()
+        .map(|s| s.id.as_str())
+        .collect::<HashSet<_>>()
+        .len()
+}
+
+/// 1,000 processes × 5 events (+ 1 `created` each) through two nodes to both brokers.
+async fn thousand_processes_on_two_nodes(backend: &str) {
+    let _r = RABBIT_LOCK.read().await;
+    let db = store_of(backend).await;
+    let nats = NatsServer::start();
+    let exchange = format!("docket-test-{}", uuid());
+    let mut rabbit = RabbitReader::new(&exchange).await;
+    let sinks = || {
+        vec![
+            nats_sink("js", &nats.url()),
+            rabbit_sink("amqp", &exchange, RABBIT),
+        ]
+    };
+    let stop = CancellationToken::new();
+    let a = node(db.store.clone(), "a", sinks(), &stop).await;
+    let b = node(db.another_node().await, "b", sinks(), &stop).await;
+    put_ns(&a).await;
+    let t0 = Instant::now();
+    burst(&a, &b, "p", 1000, 32).await;
+    let stepped = t0.elapsed();
+    let expected = all_notifications(&*db.store).await;
+    assert_eq!(expected.len(), 6000, "5 events + created per process");
+    let mut js = NatsReader {
+        url: nats.url(),
+        stream: "DOCKET".into(),
+        next: 1,
+        got: vec![],
+    };
+    wait_nats(&mut js, expected.len(), 120).await;
+    wait_rabbit(&mut rabbit, expected.len(), 120).await;
+    eprintln!(
+        "{backend}: stepped in {stepped:?}, both sinks done {:?} after",
+        t0.elapsed() - stepped
+    );
+    check(&format!("{backend}/nats"), &js.got, &expected);
+    check(&format!("{backend}/rabbitmq"), &rabbit.got, &expected);
+    // The two nodes shared the work of each cursor's lease: one of them published per sink.
+    let holders: Vec<_> = a
+        .sink_status()
+        .into_iter()
+        .chain(b.sink_status())
+        .filter(|s| s.holder)
+        .map(|s| s.sink)
+        .collect();
+    assert_eq!(holders.len(), 2, "one holder per sink: {holders:?}");
+    stop.cancel();
+    rabbit.delete(&exchange).await;
+}
+
+fn uuid() -> String {
+    format!(
+        "{:x}{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thousand_processes_on_two_nodes_postgres() {
+    thousand_processes_on_two_nodes("pg").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thousand_processes_on_two_nodes_sqlite() {
+    thousand_processes_on_two_nodes("sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thousand_processes_on_two_nodes_mysql() {
+    thousand_processes_on_two_nodes("mysql").await;
+}
+
+/// NATS killed and started again in the middle of a burst: nothing lost, repeats only with
+/// the same message id, each process in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nats_restarted_in_a_burst() {
+    let db = store_of("pg").await;
+    let mut nats = NatsServer::start();
+    let stop = CancellationToken::new();
+    let a = node(
+        db.store.clone(),
+        "a",
+        vec![nats_sink("js", &nats.url())],
+        &stop,
+    )
+    .await;
+    let b = node(
+        db.another_node().await,
+        "b",
+        vec![nats_sink("js", &nats.url())],
+        &stop,
+    )
+    .await;
+    put_ns(&a).await;
+    let (a2, b2) = (a.clone(), b.clone());
+    let run = tokio::spawn(async move { burst(&a2, &b2, "r", 400, 16).await });
+    // Restart once a part went out.
+    let mut js = NatsReader {
+        url: nats.url(),
+        stream: "DOCKET".into(),
+        next: 1,
+        got: vec![],
+    };
+    wait_nats(&mut js, 300, 60).await;
+    assert!(
+        distinct(&js.got) >= 300,
+        "nothing flowed before the restart"
+    );
+    nats.restart();
+    run.await.unwrap();
+    let expected = all_notifications(&*db.store).await;
+    assert_eq!(expected.len(), 2400);
+    wait_nats(&mut js, expected.len(), 120).await;
+    check("nats restarted", &js.got, &expected);
+    let failures: u64 = a
+        .sink_status()
+        .into_iter()
+        .chain(b.sink_status())
+        .map(|s| s.failures)
+        .sum();
+    eprintln!("nats restarted: {failures} failed passes");
+    stop.cancel();
+}
+
+/// Starts RabbitMQ's app again if a test stopped it and then failed.
+struct StartRabbit;
+
+impl Drop for StartRabbit {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("rabbitmqctl")
+            .args(["start_app"])
+            .output();
+    }
+}
+
+/// RabbitMQ stopped and started (`rabbitmqctl stop_app` / `start_app`) in the middle of a
+/// burst: nothing lost, repeats only with the same message id, each process in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rabbitmq_restarted_in_a_burst() {
+    let _w = RABBIT_LOCK.write().await;
+    let db = store_of("sqlite").await;
+    let exchange = format!("docket-test-{}", uuid());
+    let mut rabbit = RabbitReader::new(&exchange).await;
+    let stop = CancellationToken::new();
+    let sink = || vec![rabbit_sink("amqp", &exchange, RABBIT)];
+    let a = node(db.store.clone(), "a", sink(), &stop).await;
+    let b = node(db.another_node().await, "b", sink(), &stop).await;
+    put_ns(&a).await;
+    let (a2, b2) = (a.clone(), b.clone());
+    let run = tokio::spawn(async move { burst(&a2, &b2, "r", 400, 16).await });
+    wait_rabbit(&mut rabbit, 300, 60).await;
+    assert!(
+        distinct(&rabbit.got) >= 300,
+        "nothing flowed before the restart"
+    );
+    let guard = StartRabbit;
+    let out = std::process::Command::new("rabbitmqctl")
+        .arg("stop_app")
+        .output()
+        .expect("rabbitmqctl");
+    assert!(out.status.success(), "stop_app: {out:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(guard);
+    run.await.unwrap();
+    let expected = all_notifications(&*db.store).await;
+    assert_eq!(expected.len(), 2400);
+    wait_rabbit(&mut rabbit, expected.len(), 120).await;
+    check("rabbitmq restarted", &rabbit.got, &expected);
+    stop.cancel();
+    rabbit.delete(&exchange).await;
+}
+
+/// Sinks whose broker cannot be reached: every process call answers as without sinks; the
+/// notifications wait (backlog), the failures are counted and shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sink_with_a_wrong_address_fails_no_call() {
+    for backend in ["pg", "sqlite", "mysql"] {
+        let db = store_of(backend).await;
+        let stop = CancellationToken::new();
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = dead.local_addr().unwrap().port();
+        drop(dead);
+        let sinks = vec![
+            nats_sink("js", &format!("nats://127.0.0.1:{port}")),
+            rabbit_sink(
+                "amqp",
+                "x",
+                &format!("amqp://guest:guest@127.0.0.1:{port}/%2f"),
+            ),
+        ];
+        let a = node(db.store.clone(), "a", sinks, &stop).await;
+        put_ns(&a).await;
+        for i in 0..20 {
+            let t0 = Instant::now();
+            a.init("ns", &format!("w{i}"), req(1)).await.unwrap();
+            a.call("ns", &format!("w{i}"), req(1)).await.unwrap();
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "{backend}: a call waited for a sink"
+            );
+        }
+        let t0 = Instant::now();
+        loop {
+            let st = a.sink_status();
+            let failing = st
+                .iter()
+                .filter(|s| s.failures > 0 && s.last_error.is_some() && s.delivered_seq == 0)
+                .count();
+            let waiting = st.iter().filter(|s| s.backlog == 60).count();
+            if failing == 2 && waiting == 2 {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{backend}: sink status {st:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        stop.cancel();
+    }
+}
