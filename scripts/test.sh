@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs docket's whole test suite against a real PostgreSQL and real SQLite files, and builds
 # and link-checks the book (scripts/docs.sh).
-# Installs and starts PostgreSQL when it is missing or down, and installs Chromium and
+# Installs and starts PostgreSQL, MariaDB and RabbitMQ when missing or down, installs nats-server
+# (the sink tests start their own), and installs Chromium and
 # chromedriver for the dashboard test (Debian/Ubuntu, as root); clients/test.sh installs what
 # the native clients need (a Python venv, npm packages, Go with apt).
 #   scripts/test.sh                 # everything, then the short chaos run (scripts/chaos.sh)
@@ -137,11 +138,46 @@ ensure_chromium() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-dejavu-core >/dev/null
 }
 
+# The event sinks' tests (crates/docket-sinks) start private nats-server processes (so they can
+# restart one) and use the machine's RabbitMQ at 127.0.0.1:5672 (guest/guest), stopping and
+# starting its app once. Both are Debian packages (nats-server, rabbitmq-server).
+rabbit_ready() { rabbitmqctl -q await_startup --timeout 2 >/dev/null 2>&1 && (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
+
+ensure_brokers() {
+  local need=()
+  command -v nats-server >/dev/null || need+=(nats-server)
+  command -v rabbitmq-server >/dev/null || need+=(rabbitmq-server)
+  if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+      say "missing ${need[*]} and this is not root: install them (apt)"
+      exit 1
+    fi
+    say "installing ${need[*]} (apt)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  if rabbit_ready; then return; fi
+  if [ "$(id -u)" != 0 ]; then
+    say "RabbitMQ is not up at 127.0.0.1:5672 and this is not root: start it"
+    exit 1
+  fi
+  say "starting RabbitMQ"
+  # A node whose app was stopped (the restart test) only needs start_app.
+  rabbitmqctl -q start_app >/dev/null 2>&1 || rabbitmq-server -detached
+  for _ in $(seq 1 90); do
+    if rabbit_ready; then return; fi
+    sleep 1
+  done
+  say "RabbitMQ did not come up at 127.0.0.1:5672"
+  exit 1
+}
+
 ensure_postgres
 ensure_postgres_tls
 ensure_mariadb
 ensure_chromium
-say "PostgreSQL ready at $DOCKET_TEST_PG_URL, MariaDB at $DOCKET_TEST_MYSQL_URL"
+ensure_brokers
+say "PostgreSQL ready at $DOCKET_TEST_PG_URL, MariaDB at $DOCKET_TEST_MYSQL_URL, RabbitMQ at 127.0.0.1:5672"
 # MySQL test databases are named t_<uuid> (and cli_, fuzz_, docket_bench_): those older runs
 # left are dropped here — only when their tables are over an hour old, so a run going on beside
 # this one keeps its databases.

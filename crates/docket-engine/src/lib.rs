@@ -19,6 +19,7 @@ pub mod probe;
 pub mod process;
 mod reads;
 pub mod schedule;
+pub mod sink;
 pub mod waker;
 pub mod worker;
 

@@ -91,6 +91,13 @@ impl AppState {
         self
     }
 
+    /// Publishes namespaces' notifications to these event sinks (see
+    /// [`ProcessService::with_sinks`]).
+    pub fn with_sinks(mut self, sinks: Vec<docket_engine::process::SinkSpec>) -> Self {
+        self.processes = self.processes.with_sinks(sinks);
+        self
+    }
+
     /// Accepts only requests whose `Host` is one of `hosts` (names or IPs, no port).
     pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
         self.allowed_hosts = Some(Arc::new(hosts));

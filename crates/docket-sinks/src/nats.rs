@@ -49,8 +49,8 @@ impl Nats {
                 .connect(self.url.as_str()),
         )
         .await
-        .map_err(|_| format!("connecting to {} timed out", self.url))?
-        .map_err(|e| format!("cannot connect to {}: {e}", self.url))?;
+        .map_err(|_| "connecting to NATS timed out".to_string())?
+        .map_err(|e| format!("cannot connect to NATS: {e}"))?;
         let mut js = jetstream::new(client);
         js.set_timeout(CONFIRM_TIMEOUT);
         if let Some(name) = &self.stream {

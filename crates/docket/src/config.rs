@@ -60,6 +60,9 @@ pub(crate) struct FileConfig {
     /// Targets `sql` tasks may run on (`[sql]`).
     #[serde(default)]
     sql: docket_sql::SqlTargets,
+    /// Event sinks (`[[sinks]]`): namespaces' notifications to NATS JetStream or RabbitMQ.
+    #[serde(default)]
+    sinks: Vec<docket_sinks::SinkConfig>,
 }
 
 /// Reads a config file.
@@ -109,6 +112,8 @@ pub(crate) struct ServeConfig {
     pub sql: docket_sql::SqlTargets,
     /// `--sql-target` values that are not NAME=URL.
     sql_target_errors: Vec<String>,
+    /// Event sinks (config file only: broker URLs carry credentials).
+    pub sinks: Vec<docket_sinks::SinkConfig>,
 }
 
 /// Where a node receives peer wake-ups, and the address it publishes when not that one.
@@ -218,6 +223,7 @@ impl ServeConfig {
             namespaces: f.namespaces,
             pg_task,
             pg_task_errors,
+            sinks: f.sinks,
             sql,
             sql_target_errors,
         })
@@ -231,6 +237,9 @@ impl ServeConfig {
         let mut bad: Vec<String> = vec![];
         bad.extend(self.sql_target_errors.iter().cloned());
         bad.extend(self.pg_task_errors.iter().cloned());
+        if let Err(e) = docket_sinks::build_all(&self.sinks) {
+            bad.extend(e);
+        }
         if let Some(c) = self.compat.as_deref().filter(|c| *c != "asyncflow") {
             bad.push(format!("compat: unknown system {c:?} (known: asyncflow)"));
         }

@@ -2628,3 +2628,132 @@ fn spawn_processor() -> (std::process::Child, u16) {
         .unwrap_or_else(|| panic!("processor said {line:?}"));
     (child, port)
 }
+
+/// A plain GET's body whatever it is (for `/metrics`).
+fn get_text(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    buf
+}
+
+/// `[[sinks]]` in the config file: a namespace's notifications go to the machine's NATS
+/// (JetStream, a stream of this test's own), and a sink whose broker is not there fails
+/// nothing — process calls answer, its failures are counted in `/metrics` and shown on the
+/// dashboard. A bad `[[sinks]]` entry stops the server before anything starts.
+#[test]
+fn serve_publishes_to_sinks_from_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, proc_port) = spawn_processor();
+    let _p = Killed(p);
+    let port = free_port();
+    let dead = free_port();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let cfg = dir.path().join("docket.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\n\n\
+             [namespaces.orders]\nprocessor = {{ url = \"http://127.0.0.1:{proc_port}/\" }}\n\n\
+             [[sinks]]\nname = \"js\"\ntype = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\n\
+             namespaces = [\"orders\"]\nsubject_prefix = \"cli{id}\"\nstream = \"CLI{id}\"\n\n\
+             [[sinks]]\nname = \"gone\"\ntype = \"rabbitmq\"\n\
+             url = \"amqp://guest:guest@127.0.0.1:{dead}/%2f\"\nnamespaces = [\"*\"]\n",
+            dir.path().join("s.db").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(BIN)
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .env("DOCKET_LOG", "error")
+        .spawn()
+        .unwrap();
+    let _server = Killed(child);
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http::blocking_get(&format!("{url}/healthz")).is_none() {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for i in 0..5 {
+        let t0 = Instant::now();
+        let out = Command::new(BIN)
+            .args(["process", "init", "orders", &format!("o{i}")])
+            .env("DOCKET_SERVER", &url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "a call waited for a sink"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let m = get_text(&format!("{url}/metrics"));
+        let published = m.lines().any(|l| {
+            l.starts_with("docket_sink_published_total{")
+                && l.contains("sink=\"js\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) >= Some(5.0)
+        });
+        let failing = m
+            .lines()
+            .any(|l| l.starts_with("docket_sink_failures_total{") && l.contains("sink=\"gone\""));
+        if published && failing {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sinks never showed up in /metrics:\n{m}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(metrics.contains("docket_sink_backlog{"), "{metrics}");
+    assert!(
+        metrics.contains("progressor_notification_duration_ms_count{namespace=\"orders\",notification_type=\"nats\"}"),
+        "{metrics}"
+    );
+    let page = get_text(&format!("{url}/ui/sinks"));
+    assert!(
+        page.contains("HTTP/1.1 200") || page.contains("HTTP/1.0 200"),
+        "{page}"
+    );
+    for want in [
+        "js",
+        "gone",
+        "nats",
+        "rabbitmq",
+        "cannot connect to RabbitMQ",
+    ] {
+        assert!(page.contains(want), "the sinks page lacks {want}: {page}");
+    }
+    assert!(
+        !page.contains("guest:guest"),
+        "a broker password on the page"
+    );
+    // A bad entry: named, and nothing starts.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[sinks]]\nname = \"k\"\ntype = \"kafka\"\nurl = \"kafka://h\"\nnamespaces = [\"*\"]\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["serve", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("sink k: type \"kafka\" is not one of nats, rabbitmq"),
+        "{err}"
+    );
+}

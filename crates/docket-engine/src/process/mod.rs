@@ -13,9 +13,9 @@ mod runner;
 mod sinks;
 mod webhook;
 
+pub use crate::sink::{check_sink_name, metric as sink_metric, Sink, SinkSpec, SinkStatus};
 use client::ProcessorClient;
 pub use client::{outbound_allowed, Processor};
-pub use sinks::{check_sink_name, metric as sink_metric, Sink, SinkSpec, SinkStatus};
 
 use crate::metrics as M;
 use crate::Engine;

@@ -12,6 +12,7 @@
 //! doubling to 30 s); the engine and the API do not wait for a sink.
 
 use super::*;
+use crate::sink::{metric, SinkSpec, SinkStatus};
 use docket_core::sink::{self, Message};
 use std::time::Instant;
 
@@ -31,104 +32,6 @@ const ASK_EVERY: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(200);
 /// At most one pass per this (a busy node's change feed would otherwise drive passes).
 const MIN_GAP: Duration = Duration::from_millis(5);
-
-/// A broker the engine publishes notifications to.
-#[async_trait::async_trait]
-pub trait Sink: Send + Sync + 'static {
-    /// `nats`, `rabbitmq`, …: the metrics' `notification_type` and the dashboard's label.
-    fn kind(&self) -> &'static str;
-
-    /// Publishes `msgs` — at most one per key, so all may be in flight at once — and returns
-    /// one outcome per message, in order: `Ok` once the broker confirmed it (stored: a JetStream
-    /// ack, an AMQP publisher confirm), `Err` with the reason otherwise. Must not panic and
-    /// must return within a bounded time (a broker that does not answer is an `Err`).
-    async fn publish(&self, msgs: &[Message]) -> Vec<Result<(), String>>;
-}
-
-/// A sink and the namespaces it receives.
-#[derive(Clone)]
-pub struct SinkSpec {
-    /// The sink's name (`[A-Za-z0-9_.-]`, 1–64; its cursors are `sink:NAME:NS`).
-    pub name: String,
-    /// Namespaces whose notifications it receives; `*` is every namespace.
-    pub namespaces: Vec<String>,
-    /// The broker.
-    pub sink: Arc<dyn Sink>,
-}
-
-impl SinkSpec {
-    fn covers(&self, ns: &str) -> bool {
-        self.namespaces.iter().any(|n| n == "*" || n == ns)
-    }
-}
-
-impl std::fmt::Debug for SinkSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SinkSpec")
-            .field("name", &self.name)
-            .field("kind", &self.sink.kind())
-            .field("namespaces", &self.namespaces)
-            .finish()
-    }
-}
-
-/// Checks a sink's name: 1–64 characters of `A-Z a-z 0-9 _ . -` (no `:`, which separates the
-/// parts of its cursors' names).
-///
-/// # Errors
-/// The message says what is wrong.
-pub fn check_sink_name(name: &str) -> Result<(), String> {
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-    {
-        return Err(format!(
-            "sink name {name:?} must be 1 to 64 characters of A-Z a-z 0-9 _ . -"
-        ));
-    }
-    Ok(())
-}
-
-/// What this node knows of one (sink, namespace) pair (the dashboard's sinks table).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SinkStatus {
-    /// The sink's name.
-    pub sink: String,
-    /// `nats`, `rabbitmq`.
-    pub kind: String,
-    /// The namespace.
-    pub namespace: String,
-    /// Whether this node holds the cursor (only the holder publishes and measures).
-    pub holder: bool,
-    /// The cursor: every notification up to this seq was confirmed by the broker.
-    pub delivered_seq: i64,
-    /// Notifications after the cursor (counted up to 1,000,000).
-    pub backlog: i64,
-    /// Age (s) of the oldest undelivered notification.
-    pub oldest_age_s: Option<f64>,
-    /// Messages this node published to it since it started.
-    pub published: u64,
-    /// Failed publishing passes since this node started.
-    pub failures: u64,
-    /// The last failure, and when (RFC 3339).
-    pub last_error: Option<(String, docket_core::Timestamp)>,
-}
-
-/// Metric names of sinks (documented in docs/src/operations/metrics.md).
-pub mod metric {
-    /// Messages the broker confirmed, by `sink` and `namespace`.
-    pub const PUBLISHED: &str = "docket_sink_published_total";
-    /// Publishing passes that failed (the batch waits and is retried), by `sink`, `namespace`.
-    pub const FAILURES: &str = "docket_sink_failures_total";
-    /// Notifications not yet delivered, by `sink` and `namespace` (set by the cursor's holder).
-    pub const BACKLOG: &str = "docket_sink_backlog";
-    /// Age of the oldest undelivered notification (s), by `sink` and `namespace`.
-    pub const OLDEST: &str = "docket_sink_oldest_seconds";
-    /// From the commit that wrote a notification to the broker's confirmation (s), by `sink`.
-    pub const LAG: &str = "docket_sink_lag_seconds";
-}
 
 /// Where one delivery loop stands while it holds the cursor.
 struct Held {

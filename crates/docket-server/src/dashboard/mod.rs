@@ -14,6 +14,7 @@ mod overview;
 mod prelude;
 mod processes;
 mod schedules;
+mod sinks;
 mod tasks;
 mod workers;
 
@@ -21,6 +22,7 @@ use audit::*;
 use overview::*;
 use processes::*;
 use schedules::*;
+use sinks::*;
 use tasks::*;
 use workers::*;
 
@@ -55,6 +57,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/schedules", get(schedules))
         .route("/ui/audit", get(audit))
         .route("/ui/workers", get(workers))
+        .route("/ui/sinks", get(sinks))
         .route("/ui/events", get(crate::routes::changes::changes))
         .route("/ui/assets/{file}", get(asset))
         .route("/ui/login", get(login::login_page).post(login::login))

@@ -131,6 +131,11 @@ pub(crate) async fn serve_inner(args: ServeArgs) -> Result<()> {
     if !hosts.is_empty() {
         state = state.with_allowed_hosts(hosts);
     }
+    let sinks = docket_sinks::build_all(&a.sinks).map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    if !sinks.is_empty() {
+        tracing::info!(sinks = ?sinks, "event sinks");
+        state = state.with_sinks(sinks);
+    }
     state = state.with_compat_asyncflow(a.compat.as_deref() == Some("asyncflow"));
     if !a.outbound_hosts.is_empty() {
         state = state.with_outbound_hosts(a.outbound_hosts.clone());
