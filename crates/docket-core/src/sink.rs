@@ -107,30 +107,34 @@ pub fn message(n: &Notification) -> Message {
     }
 }
 
-/// Splits `msgs` (in seq order) into consecutive waves that may each be published at once:
-/// a wave ends before the first message whose key it already holds, so a key's next message
-/// is only sent after the broker confirmed the one before — per-key order survives a
-/// publish that fails while later ones succeed. Returns the waves' lengths (summing to
-/// `msgs.len()`; none is 0). Bounded by `max` messages per wave (at least 1).
+/// Orders the publishing of `msgs` (in seq order) into waves that may each be published at
+/// once: a message's wave is the number of messages of its key before it in `msgs` (a key's
+/// first message in wave 0, its second in wave 1, …), and a wave longer than `max` (at least 1)
+/// is split into consecutive ones. So a key's next message is sent only after the broker
+/// confirmed the one before (waves go one after another), while the messages of different keys
+/// go out together. Returns the waves as indexes into `msgs`, ascending within each; every
+/// index appears once.
+///
+/// The cursor advances only over the longest prefix of `msgs` the broker confirmed, so after a
+/// failure the messages past it are published again — repeats with their ids, and per key still
+/// in order (a key's message past a failed one was never sent).
 #[must_use]
-pub fn waves(msgs: &[Message], max: usize) -> Vec<usize> {
+pub fn waves(msgs: &[Message], max: usize) -> Vec<Vec<usize>> {
     let max = max.max(1);
-    let mut out = vec![];
-    let mut keys = std::collections::HashSet::new();
-    let mut len = 0;
-    for m in msgs {
-        if len == max || !keys.insert(m.key.as_str()) {
-            out.push(len);
-            keys.clear();
-            keys.insert(m.key.as_str());
-            len = 0;
+    let mut level_of_key: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut levels: Vec<Vec<usize>> = vec![];
+    for (i, m) in msgs.iter().enumerate() {
+        let l = level_of_key.entry(m.key.as_str()).or_insert(0);
+        if levels.len() <= *l {
+            levels.push(vec![]);
         }
-        len += 1;
+        levels[*l].push(i);
+        *l += 1;
     }
-    if len > 0 {
-        out.push(len);
-    }
-    out
+    levels
+        .into_iter()
+        .flat_map(|l| l.chunks(max).map(<[usize]>::to_vec).collect::<Vec<_>>())
+        .collect()
 }
 
 #[cfg(test)]
@@ -190,14 +194,36 @@ mod tests {
 
     #[test]
     fn a_wave_never_holds_a_key_twice() {
-        let ms: Vec<_> = ["a", "b", "a", "c", "c", "d", "e"]
+        let ms: Vec<_> = ["a", "b", "a", "c", "c", "d", "a"]
             .iter()
             .enumerate()
             .map(|(i, k)| message(&n(i as i64, k, "created", json!({}))))
             .collect();
-        assert_eq!(waves(&ms, 100), vec![2, 2, 3]);
-        assert_eq!(waves(&ms, 2), vec![2, 2, 2, 1]);
-        assert_eq!(waves(&ms, 0), vec![1; 7]);
+        let w = waves(&ms, 100);
+        assert_eq!(w, vec![vec![0, 1, 3, 5], vec![2, 4], vec![6]]);
+        assert_eq!(
+            waves(&ms, 3),
+            vec![vec![0, 1, 3], vec![5], vec![2, 4], vec![6]]
+        );
+        assert_eq!(waves(&ms, 0).len(), 7);
         assert!(waves(&[], 10).is_empty());
+        // Whatever the keys: every message once, no key twice in a wave, a key's messages in
+        // ascending waves.
+        for max in [1, 2, 5, 100] {
+            let w = waves(&ms, max);
+            let mut all: Vec<usize> = w.iter().flatten().copied().collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..ms.len()).collect::<Vec<_>>());
+            let mut last_wave = std::collections::HashMap::new();
+            for (wi, wave) in w.iter().enumerate() {
+                let mut keys = std::collections::HashSet::new();
+                for &i in wave {
+                    assert!(keys.insert(&ms[i].key), "a key twice in a wave");
+                    if let Some(prev) = last_wave.insert(&ms[i].key, (wi, i)) {
+                        assert!(prev.0 < wi && prev.1 < i, "a key out of order");
+                    }
+                }
+            }
+        }
     }
 }

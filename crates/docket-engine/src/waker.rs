@@ -12,6 +12,9 @@ pub struct Waker {
     tasks: Mutex<HashMap<i64, Arc<Notify>>>,
     scheduler: Notify,
     changes: ChangeFeed,
+    /// Bumped when a process step finished (here, or elsewhere as a database notification
+    /// says): a step is what writes notifications, so event sinks look again then.
+    steps: StepFeed,
     /// Other nodes to tell (databases that cannot notify; see [`crate::peers`]).
     peers: std::sync::OnceLock<Arc<crate::peers::PeerWake>>,
 }
@@ -24,6 +27,16 @@ struct ChangeFeed(tokio::sync::broadcast::Sender<()>);
 impl Default for ChangeFeed {
     fn default() -> Self {
         ChangeFeed(tokio::sync::broadcast::channel(64).0)
+    }
+}
+
+/// See [`Waker::steps`].
+#[derive(Debug)]
+struct StepFeed(tokio::sync::watch::Sender<u64>);
+
+impl Default for StepFeed {
+    fn default() -> Self {
+        StepFeed(tokio::sync::watch::channel(0).0)
     }
 }
 
@@ -102,9 +115,17 @@ impl Waker {
             .clone()
     }
 
+    /// Ticks when a process step finished on this node, or a database notification says one
+    /// did elsewhere (PostgreSQL), or notifications may have been lost: what event sinks wait
+    /// on. A watch: ticks while nobody looks coalesce into one.
+    pub fn steps(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.steps.0.subscribe()
+    }
+
     /// Wakes whoever waits for task `id` to finish.
     pub fn task_done(&self, id: i64) {
         self.changed();
+        self.steps.0.send_modify(|n| *n = n.wrapping_add(1));
         let n = self.tasks.lock().expect("waker lock").get(&id).cloned();
         if let Some(n) = n {
             n.notify_waiters();
@@ -123,6 +144,7 @@ impl Waker {
     /// Wakes every waiting claimer and caller (after a lost LISTEN connection).
     pub fn wake_all(&self) {
         self.changed();
+        self.steps.0.send_modify(|n| *n = n.wrapping_add(1));
         let tasks: Vec<_> = self
             .tasks
             .lock()

@@ -12,13 +12,18 @@ use docket_engine::{Engine, EngineConfig};
 use docket_sinks::SinkConfig;
 use docket_store::testing::TestStore;
 use docket_store::{NotificationListParams, Store};
-use lapin::options::{BasicGetOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions};
-use lapin::types::FieldTable;
+use lapin::options::QueueDeleteOptions;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+// The consumers the docs show are the ones these tests read the brokers with.
+#[path = "../examples/consume_nats.rs"]
+mod consume_nats;
+#[path = "../examples/consume_rabbitmq.rs"]
+mod consume_rabbitmq;
 
 const RABBIT: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
@@ -89,10 +94,14 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
-    /// Killed (SIGKILL) and started again on the same port and store.
-    fn restart(&mut self) {
+    /// Killed (SIGKILL).
+    fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Started again on the same port and store.
+    fn start_again(&mut self) {
         self.child = Self::spawn(self.port, self.dir.path());
     }
 }
@@ -113,21 +122,20 @@ struct Seen {
     body: Value,
 }
 
-fn seen(id: Option<String>, body: &[u8]) -> Seen {
-    let body: Value = serde_json::from_slice(body).expect("a JSON body");
+fn seen(id: String, body: Value) -> Seen {
+    assert!(!id.is_empty(), "a message without an id: {body}");
     Seen {
-        id: id.expect("a message id"),
+        id,
         key: body["key"].as_str().unwrap().to_string(),
         seq: body["seq"].as_i64().unwrap(),
         body,
     }
 }
 
-/// Reads a JetStream stream from its first message on, a few at a time.
+/// Reads a JetStream stream through a durable consumer (examples/consume_nats.rs).
 struct NatsReader {
     url: String,
     stream: String,
-    next: u64,
     got: Vec<Seen>,
 }
 
@@ -137,23 +145,12 @@ impl NatsReader {
             return;
         };
         let js = async_nats::jetstream::new(c);
-        let Ok(mut stream) = js.get_stream(&self.stream).await else {
-            return;
-        };
-        let Ok(info) = stream.info().await else {
-            return;
-        };
-        let last = info.state.last_sequence;
-        while self.next <= last {
-            let Ok(m) = stream.get_raw_message(self.next).await else {
+        while let Ok(batch) = consume_nats::next_batch(&js, &self.stream, "test", 500).await {
+            if batch.is_empty() {
                 return;
-            };
-            let id = m
-                .headers
-                .get(async_nats::header::NATS_MESSAGE_ID)
-                .map(|v| v.to_string());
-            self.got.push(seen(id, &m.payload));
-            self.next += 1;
+            }
+            self.got
+                .extend(batch.into_iter().map(|m| seen(m.id, m.body)));
         }
     }
 }
@@ -175,51 +172,25 @@ async fn rabbit_channel() -> Option<(lapin::Connection, lapin::Channel)> {
 
 impl RabbitReader {
     async fn new(exchange: &str) -> RabbitReader {
-        let (_c, ch) = rabbit_channel().await.expect("RabbitMQ on 127.0.0.1:5672");
-        ch.exchange_declare(
-            exchange,
-            lapin::ExchangeKind::Topic,
-            lapin::options::ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
         let queue = format!("{exchange}.all");
-        ch.queue_declare(
-            &queue,
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-        ch.queue_bind(
-            &queue,
-            exchange,
-            "#",
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+        consume_rabbitmq::bind(RABBIT, exchange, &queue)
+            .await
+            .expect("RabbitMQ on 127.0.0.1:5672");
         RabbitReader { queue, got: vec![] }
     }
 
+    /// Reads through examples/consume_rabbitmq.rs (a new connection each time: the broker
+    /// may have restarted).
     async fn read(&mut self) {
         let Some((c, ch)) = rabbit_channel().await else {
             return;
         };
-        while let Ok(Some(m)) = ch
-            .basic_get(&self.queue, BasicGetOptions { no_ack: true })
-            .await
-        {
-            let id = m.properties.message_id().as_ref().map(|s| s.to_string());
-            self.got.push(seen(id, &m.data));
+        while let Ok(batch) = consume_rabbitmq::next_batch(&ch, &self.queue, 500).await {
+            if batch.is_empty() {
+                break;
+            }
+            self.got
+                .extend(batch.into_iter().map(|m| seen(m.id, m.body)));
         }
         let _ = c.close(0, "read").await;
     }
@@ -422,7 +393,6 @@ async fn thousand_processes_on_two_nodes(backend: &str) {
     let mut js = NatsReader {
         url: nats.url(),
         stream: "DOCKET".into(),
-        next: 1,
         got: vec![],
     };
     wait_nats(&mut js, expected.len(), 120).await;
@@ -472,7 +442,8 @@ async fn thousand_processes_on_two_nodes_mysql() {
     thousand_processes_on_two_nodes("mysql").await;
 }
 
-/// NATS killed and started again in the middle of a burst: nothing lost, repeats only with
+/// NATS killed in the middle of a burst (600 processes), and started again once 200 more
+/// notifications were written: nothing lost, repeats only with
 /// the same message id, each process in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nats_restarted_in_a_burst() {
@@ -495,23 +466,20 @@ async fn nats_restarted_in_a_burst() {
     .await;
     put_ns(&a).await;
     let (a2, b2) = (a.clone(), b.clone());
-    let run = tokio::spawn(async move { burst(&a2, &b2, "r", 400, 16).await });
-    // Restart once a part went out.
+    let run = tokio::spawn(async move { burst(&a2, &b2, "r", 600, 16).await });
     let mut js = NatsReader {
         url: nats.url(),
         stream: "DOCKET".into(),
-        next: 1,
         got: vec![],
     };
-    wait_nats(&mut js, 300, 60).await;
-    assert!(
-        distinct(&js.got) >= 300,
-        "nothing flowed before the restart"
-    );
-    nats.restart();
+    // Down once a part was written (and published: the sink keeps up), for 200 more.
+    grows_by(&*db.store, 300).await;
+    nats.kill();
+    grows_by(&*db.store, 200).await;
+    nats.start_again();
     run.await.unwrap();
     let expected = all_notifications(&*db.store).await;
-    assert_eq!(expected.len(), 2400);
+    assert_eq!(expected.len(), 3600);
     wait_nats(&mut js, expected.len(), 120).await;
     check("nats restarted", &js.got, &expected);
     let failures: u64 = a
@@ -522,6 +490,17 @@ async fn nats_restarted_in_a_burst() {
         .sum();
     eprintln!("nats restarted: {failures} failed passes");
     stop.cancel();
+}
+
+/// Waits (up to 60 s) until `n` more notifications were written: the broker is down while
+/// the burst goes on.
+async fn grows_by(store: &dyn Store, n: i64) {
+    let from = store.notification_last_seq().await.unwrap();
+    let t0 = Instant::now();
+    while store.notification_last_seq().await.unwrap() < from + n {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the burst stopped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Starts RabbitMQ's app again if a test stopped it and then failed.
@@ -535,8 +514,8 @@ impl Drop for StartRabbit {
     }
 }
 
-/// RabbitMQ stopped and started (`rabbitmqctl stop_app` / `start_app`) in the middle of a
-/// burst: nothing lost, repeats only with the same message id, each process in order.
+/// RabbitMQ stopped (`rabbitmqctl stop_app`) in the middle of a burst and started again once
+/// 200 more notifications were written: nothing lost, repeats only with the same message id, each process in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rabbitmq_restarted_in_a_burst() {
     let _w = RABBIT_LOCK.write().await;
@@ -549,25 +528,28 @@ async fn rabbitmq_restarted_in_a_burst() {
     let b = node(db.another_node().await, "b", sink(), &stop).await;
     put_ns(&a).await;
     let (a2, b2) = (a.clone(), b.clone());
-    let run = tokio::spawn(async move { burst(&a2, &b2, "r", 400, 16).await });
-    wait_rabbit(&mut rabbit, 300, 60).await;
-    assert!(
-        distinct(&rabbit.got) >= 300,
-        "nothing flowed before the restart"
-    );
+    let run = tokio::spawn(async move { burst(&a2, &b2, "r", 600, 16).await });
+    grows_by(&*db.store, 300).await;
     let guard = StartRabbit;
     let out = std::process::Command::new("rabbitmqctl")
         .arg("stop_app")
         .output()
         .expect("rabbitmqctl");
     assert!(out.status.success(), "stop_app: {out:?}");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    grows_by(&*db.store, 200).await;
     drop(guard);
     run.await.unwrap();
     let expected = all_notifications(&*db.store).await;
-    assert_eq!(expected.len(), 2400);
+    assert_eq!(expected.len(), 3600);
     wait_rabbit(&mut rabbit, expected.len(), 120).await;
     check("rabbitmq restarted", &rabbit.got, &expected);
+    let failures: u64 = a
+        .sink_status()
+        .into_iter()
+        .chain(b.sink_status())
+        .map(|s| s.failures)
+        .sum();
+    assert!(failures > 0, "the sink never saw the broker gone");
     stop.cancel();
     rabbit.delete(&exchange).await;
 }

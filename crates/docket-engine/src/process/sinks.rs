@@ -7,8 +7,8 @@
 //! (`docket_sinks`, leased like a webhook's): it reads the outbox after the cursor in seq
 //! order (seq order is commit order: writers serialise on a lock), publishes a batch in
 //! [`docket_core::sink::waves`] — no key twice in one wave, so a process's next message goes
-//! out only after the broker confirmed the one before — and advances the cursor past the
-//! confirmed prefix. A failure leaves the cursor where it is and retries with backoff (200 ms
+//! out only after the broker confirmed the one before — and advances the cursor over the
+//! longest confirmed prefix of the batch. A failure leaves the cursor where it is and retries with backoff (200 ms
 //! doubling to 30 s); the engine and the API do not wait for a sink.
 
 use super::*;
@@ -20,7 +20,7 @@ use std::time::Instant;
 const BACKLOG_COUNT_MAX: i64 = 1_000_000;
 /// Most notifications read per pass.
 const BATCH: i64 = 500;
-/// Most messages published at once (one wave).
+/// Most messages published at once (one wave; see [`docket_core::sink::waves`]).
 const WAVE: usize = 256;
 /// The cursor's lease, and how much of it may be left before it is renewed.
 const LEASE: Duration = Duration::from_secs(30);
@@ -30,8 +30,6 @@ const RENEW_BELOW: Duration = Duration::from_secs(20);
 const ASK_EVERY: Duration = Duration::from_secs(2);
 /// Without a change seen on this node (another node wrote on SQLite or MySQL), look this often.
 const POLL: Duration = Duration::from_millis(200);
-/// At most one pass per this (a busy node's change feed would otherwise drive passes).
-const MIN_GAP: Duration = Duration::from_millis(5);
 
 /// Where one delivery loop stands while it holds the cursor.
 struct Held {
@@ -94,16 +92,18 @@ impl ProcessService {
     }
 
     /// The delivery loop of one (sink, namespace) on this node: idle unless it holds the
-    /// cursor's lease; woken by this node's change feed, else every 200 ms.
+    /// cursor's lease; woken when a process step finished (this node's, or PostgreSQL's
+    /// notification of another's), else every 200 ms. Ticks during a pass coalesce into one.
     async fn deliver_sink(self, spec: SinkSpec, ns: String) {
         let cursor = format!("sink:{}:{ns}", spec.name);
-        let mut changes = self.engine.waker.changes();
+        let mut steps = self.engine.waker.steps();
         let mut cur = Cursor::default();
         let mut backoff = Duration::from_millis(200);
         let mut measured: Option<Instant> = None;
         self.status(&spec, &ns, |_| ());
         loop {
-            let started = Instant::now();
+            // Ticks before this pass are seen by it.
+            steps.borrow_and_update();
             let r = tokio::select! {
                 _ = self.cancel.cancelled() => {
                     self.release(&cursor, &cur).await;
@@ -149,20 +149,12 @@ impl ProcessService {
             if pause.is_zero() {
                 continue;
             }
-            // A pass at most every MIN_GAP; then the first change or the poll, whichever first.
-            let gap = MIN_GAP.saturating_sub(started.elapsed());
-            if !gap.is_zero() && pause == POLL {
-                tokio::select! {
-                    _ = self.cancel.cancelled() => return,
-                    _ = tokio::time::sleep(gap) => {}
-                }
-            }
             tokio::select! {
                 _ = self.cancel.cancelled() => return,
                 _ = tokio::time::sleep(pause) => {}
-                r = changes.recv(), if pause == POLL => {
-                    if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
-                        changes = self.engine.waker.changes();
+                r = steps.changed(), if pause == POLL => {
+                    if r.is_err() {
+                        steps = self.engine.waker.steps();
                     }
                 }
             }
@@ -225,39 +217,46 @@ impl ProcessService {
         }
         let full = batch.len() as i64 == BATCH;
         let msgs: Vec<Message> = batch.iter().map(sink::message).collect();
-        let mut start = 0;
+        let mut confirmed = vec![false; msgs.len()];
         let mut failed = None;
-        for len in sink::waves(&msgs, WAVE) {
-            let wave = &msgs[start..start + len];
+        let lag = ::metrics::histogram!(metric::LAG, "sink" => spec.name.clone());
+        for wave in sink::waves(&msgs, WAVE) {
+            let out: Vec<Message> = wave.iter().map(|&i| msgs[i].clone()).collect();
             let t0 = Instant::now();
-            let outcomes = spec.sink.publish(wave).await;
+            let outcomes = spec.sink.publish(&out).await;
             ::metrics::histogram!(M::NOTIFICATION, "namespace" => ns.to_string(), "notification_type" => spec.sink.kind())
                 .record(M::ms_since(t0));
-            let ok = outcomes.iter().take_while(|o| o.is_ok()).count().min(len);
-            let confirmed = self.engine.clock.now();
-            let lag = ::metrics::histogram!(metric::LAG, "sink" => spec.name.clone());
-            for m in &batch[start..start + ok] {
-                lag.record(
-                    (confirmed - m.created_at)
-                        .num_microseconds()
-                        .unwrap_or(0)
-                        .max(0) as f64
-                        / 1e6,
-                );
+            let at = self.engine.clock.now();
+            let mut ok = 0u64;
+            for (k, &i) in wave.iter().enumerate() {
+                match outcomes.get(k) {
+                    Some(Ok(())) => {
+                        confirmed[i] = true;
+                        ok += 1;
+                        let secs = (at - batch[i].created_at).num_microseconds().unwrap_or(0);
+                        lag.record(secs.max(0) as f64 / 1e6);
+                    }
+                    Some(Err(e)) => {
+                        failed.get_or_insert_with(|| e.clone());
+                    }
+                    None => {
+                        failed.get_or_insert_with(|| {
+                            "the sink answered for fewer messages than sent".into()
+                        });
+                    }
+                }
             }
-            start += ok;
-            if ok < len {
-                let why = outcomes
-                    .into_iter()
-                    .nth(ok)
-                    .and_then(Result::err)
-                    .unwrap_or_else(|| "the sink answered for fewer messages than sent".into());
-                failed = Some(why);
+            ::metrics::counter!(metric::PUBLISHED, "sink" => spec.name.clone(), "namespace" => ns.to_string())
+                .increment(ok);
+            self.status(spec, ns, |s| s.published += ok);
+            // A key's next message waits for this one: after a failure nothing more is sent.
+            if failed.is_some() {
                 break;
             }
         }
-        if start > 0 {
-            let seq = msgs[start - 1].seq;
+        let prefix = confirmed.iter().take_while(|c| **c).count();
+        if prefix > 0 {
+            let seq = msgs[prefix - 1].seq;
             let still = store
                 .sink_advance(docket_store::SinkAdvanceParams {
                     name: cursor,
@@ -266,14 +265,9 @@ impl ProcessService {
                 })
                 .await
                 .map_err(|e| e.to_string())?;
-            ::metrics::counter!(metric::PUBLISHED, "sink" => spec.name.clone(), "namespace" => ns.to_string())
-                .increment(start as u64);
             if still {
                 h.seq = seq;
-                self.status(spec, ns, |s| {
-                    s.delivered_seq = seq;
-                    s.published += start as u64;
-                });
+                self.status(spec, ns, |s| s.delivered_seq = seq);
             } else {
                 // Another node took the cursor (our lease ran out): it resends from its cursor.
                 *held = None;
