@@ -37,10 +37,11 @@ struct Emit;
 impl Processor for Emit {
     async fn process(&self, req: ProcessorRequest) -> ProcessorReply {
         let n = req.args.get("events").and_then(Value::as_u64).unwrap_or(1);
+        let pad = req.args.get("pad").and_then(Value::as_u64).unwrap_or(0) as usize;
         ProcessorReply::Ok(ProcessorResult {
             events: (0..n)
                 .map(|i| NewEvent {
-                    payload: json!({"step": req.task_type, "i": i}),
+                    payload: json!({"step": req.task_type, "i": i, "pad": "x".repeat(pad)}),
                     metadata: json!({}),
                 })
                 .collect(),
@@ -61,18 +62,26 @@ struct NatsServer {
 
 impl NatsServer {
     fn start() -> NatsServer {
+        Self::start_with("")
+    }
+
+    /// With `conf` as its configuration file (e.g. `max_payload: 2048`).
+    fn start_with(conf: &str) -> NatsServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("nats.conf"), conf).unwrap();
         let child = Self::spawn(port, dir.path());
         NatsServer { child, port, dir }
     }
 
     fn spawn(port: u16, dir: &std::path::Path) -> std::process::Child {
         let child = std::process::Command::new("nats-server")
+            .arg("-c")
+            .arg(dir.join("nats.conf"))
             .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
             .arg(dir)
             .stdout(std::process::Stdio::null())
@@ -98,6 +107,12 @@ impl NatsServer {
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Started again on the same port and store, with configuration `conf`.
+    fn start_again_with(&mut self, conf: &str) {
+        std::fs::write(self.dir.path().join("nats.conf"), conf).unwrap();
+        self.start_again();
     }
 
     /// Started again on the same port and store.
@@ -602,4 +617,63 @@ async fn a_sink_with_a_wrong_address_fails_no_call() {
         }
         stop.cancel();
     }
+}
+
+/// A message the broker refuses (bigger than its `max_payload`) holds the sink's cursor there —
+/// nothing after it is skipped, the failures are counted and shown — and once the broker takes
+/// it (the limit raised), delivery goes on from it, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_message_holds_the_sink_until_the_broker_takes_it() {
+    let db = store_of("sqlite").await;
+    let mut nats = NatsServer::start_with("max_payload: 2048\n");
+    let stop = CancellationToken::new();
+    let a = node(
+        db.store.clone(),
+        "a",
+        vec![nats_sink("js", &nats.url())],
+        &stop,
+    )
+    .await;
+    put_ns(&a).await;
+    let big = Request {
+        args: json!({"events": 1, "pad": 4096}),
+        ..Default::default()
+    };
+    a.init("ns", "big", big).await.unwrap();
+    for i in 0..5 {
+        a.init("ns", &format!("small{i}"), req(1)).await.unwrap();
+    }
+    let expected = all_notifications(&*db.store).await;
+    let stuck = expected
+        .iter()
+        .find(|n| n.process_id == "big" && n.kind == "event")
+        .unwrap()
+        .seq;
+    let t0 = Instant::now();
+    loop {
+        let st = a.sink_status();
+        let s = &st[0];
+        assert!(
+            s.delivered_seq < stuck,
+            "passed a message the broker refused: {s:?}"
+        );
+        if s.failures >= 2 && s.last_error.is_some() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no failure seen: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    nats.kill();
+    nats.start_again_with("");
+    let mut js = NatsReader {
+        url: nats.url(),
+        stream: "DOCKET".into(),
+        got: vec![],
+    };
+    wait_nats(&mut js, expected.len(), 60).await;
+    check("refused, then taken", &js.got, &expected);
+    stop.cancel();
 }
