@@ -677,3 +677,91 @@ async fn a_refused_message_holds_the_sink_until_the_broker_takes_it() {
     check("refused, then taken", &js.got, &expected);
     stop.cancel();
 }
+
+/// Waits (up to `secs`) until `svc` holds sink `sink`'s cursor.
+async fn holds(svc: &ProcessService, sink: &str, secs: u64) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if svc.sink_status().iter().any(|s| s.sink == sink && s.holder) {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "never took the cursor: {:?}",
+            svc.sink_status()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The cursor changes hands: a node that died (its runtime dropped, nothing released) is
+/// replaced once its 30 s lease ran out; a node that stops hands it over at once. Whatever the
+/// holder, every notification arrives, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cursor_changes_hands_when_its_node_stops_or_dies() {
+    let db = store_of("pg").await;
+    let nats = NatsServer::start();
+    let url = nats.url();
+    // Node a on a runtime of its own, so it can die without running its shutdown.
+    let (store_a, url_a) = (db.another_node().await, url.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (die, die_rx) = std::sync::mpsc::channel::<()>();
+    let a_thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let stop = CancellationToken::new();
+            let a = node(store_a, "a", vec![nats_sink("js", &url_a)], &stop).await;
+            put_ns(&a).await;
+            holds(&a, "js", 20).await;
+            a.init("ns", "before", req(2)).await.unwrap();
+            tx.send(()).unwrap();
+            // Until the test says die; then the runtime is dropped with its tasks, and `stop`
+            // is never cancelled (nothing is handed over).
+            tokio::task::spawn_blocking(move || die_rx.recv())
+                .await
+                .unwrap()
+                .ok();
+        });
+        drop(rt);
+    });
+    tokio::task::spawn_blocking(move || rx.recv().unwrap())
+        .await
+        .unwrap();
+    let stop_b = CancellationToken::new();
+    let b = node(db.store.clone(), "b", vec![nats_sink("js", &url)], &stop_b).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !b.sink_status().iter().any(|s| s.holder),
+        "b took a live node's cursor"
+    );
+    // a dies: b takes over after the lease (30 s) and its next ask (2 s).
+    die.send(()).unwrap();
+    tokio::task::spawn_blocking(move || a_thread.join().unwrap())
+        .await
+        .unwrap();
+    b.init("ns", "during", req(2)).await.unwrap();
+    let took = holds(&b, "js", 45).await;
+    eprintln!("b took the dead node's cursor after {took:?}");
+    // b stops: c takes over at once.
+    let stop_c = CancellationToken::new();
+    let c = node(
+        db.another_node().await,
+        "c",
+        vec![nats_sink("js", &url)],
+        &stop_c,
+    )
+    .await;
+    stop_b.cancel();
+    let took = holds(&c, "js", 10).await;
+    assert!(took < Duration::from_secs(5), "handed over in {took:?}");
+    c.init("ns", "after", req(2)).await.unwrap();
+    let expected = all_notifications(&*db.store).await;
+    let mut js = NatsReader {
+        url: url.clone(),
+        stream: "DOCKET".into(),
+        got: vec![],
+    };
+    wait_nats(&mut js, expected.len(), 60).await;
+    check("changing hands", &js.got, &expected);
+    stop_c.cancel();
+}

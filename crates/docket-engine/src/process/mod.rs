@@ -107,6 +107,9 @@ pub struct ProcessService {
     started: Arc<RwLock<std::collections::HashSet<String>>>,
     cancel: CancellationToken,
     sinks: Arc<Vec<SinkSpec>>,
+    /// The sinks' delivery loops: awaited (≤ 2 s) when the service stops, so each hands its
+    /// cursor over before the process exits.
+    sink_loops: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
     #[allow(clippy::type_complexity)]
     sink_status: Arc<std::sync::Mutex<std::collections::BTreeMap<(String, String), SinkStatus>>>,
 }
@@ -129,6 +132,7 @@ impl ProcessService {
             started: Arc::default(),
             cancel,
             sinks: Arc::default(),
+            sink_loops: Arc::default(),
             sink_status: Arc::default(),
         }
     }
@@ -143,7 +147,8 @@ impl ProcessService {
     }
 
     /// Loads every namespace from the store and starts their runners; then keeps looking for
-    /// namespaces added on other nodes (every 5 s).
+    /// namespaces added on other nodes (every 5 s). The handle ends when the service stopped,
+    /// after the event sinks handed their cursors over (at most 2 s).
     ///
     /// # Errors
     /// Store errors of the first load.
@@ -153,12 +158,18 @@ impl ProcessService {
         Ok(tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    _ = me.cancel.cancelled() => return,
+                    _ = me.cancel.cancelled() => {
+                        me.sinks_stopped().await;
+                        return;
+                    }
                     _ = tokio::time::sleep(Duration::from_secs(5)) => {}
                 }
                 // A shutdown does not wait for a read stuck on an unreachable database.
                 let r = tokio::select! {
-                    _ = me.cancel.cancelled() => return,
+                    _ = me.cancel.cancelled() => {
+                        me.sinks_stopped().await;
+                        return;
+                    }
                     r = me.refresh() => r,
                 };
                 if let Err(e) = r {

@@ -68,8 +68,16 @@ impl ProcessService {
     /// Starts a delivery loop for every sink that covers namespace `ns`.
     pub(super) fn start_sinks(&self, ns: &str) {
         for spec in self.sinks.iter().filter(|s| s.covers(ns)) {
-            tokio::spawn(self.clone().deliver_sink(spec.clone(), ns.to_string()));
+            let h = tokio::spawn(self.clone().deliver_sink(spec.clone(), ns.to_string()));
+            self.sink_loops.lock().expect("lock").push(h);
         }
+    }
+
+    /// Waits (at most 2 s) for the delivery loops, stopping, to hand their cursors over.
+    pub(super) async fn sinks_stopped(&self) {
+        let loops = std::mem::take(&mut *self.sink_loops.lock().expect("lock"));
+        let _ =
+            tokio::time::timeout(Duration::from_secs(2), futures::future::join_all(loops)).await;
     }
 
     fn status<R>(&self, spec: &SinkSpec, ns: &str, f: impl FnOnce(&mut SinkStatus) -> R) -> R {
@@ -150,7 +158,10 @@ impl ProcessService {
                 continue;
             }
             tokio::select! {
-                _ = self.cancel.cancelled() => return,
+                _ = self.cancel.cancelled() => {
+                    self.release(&cursor, &cur).await;
+                    return;
+                }
                 _ = tokio::time::sleep(pause) => {}
                 r = steps.changed(), if pause == POLL => {
                     if r.is_err() {
