@@ -2716,7 +2716,13 @@ fn serve_publishes_to_sinks_from_the_config_file() {
         );
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert!(metrics.contains("docket_sink_backlog{"), "{metrics}");
+    for m in [
+        "docket_sink_backlog{",
+        "docket_sink_oldest_seconds{",
+        "docket_sink_lag_seconds_count{sink=\"js\"}",
+    ] {
+        assert!(metrics.contains(m), "no {m} in {metrics}");
+    }
     assert!(
         metrics.contains("progressor_notification_duration_ms_count{namespace=\"orders\",notification_type=\"nats\"}"),
         "{metrics}"
