@@ -168,14 +168,23 @@ pub fn idempotency_unique_key(namespace: &str, id: &str, key: &str) -> String {
 /// # Errors
 /// A message saying what is allowed.
 pub fn check_namespace(ns: &str) -> Result<(), String> {
-    if ns.is_empty()
-        || ns.len() > 64
-        || !ns
+    check_plain_name("namespace", ns)
+}
+
+/// Checks a name that goes into other names, subjects and keys (a namespace, a sink): 1–64
+/// characters of `A-Z a-z 0-9 _ . -`.
+///
+/// # Errors
+/// `<what> "<name>" must be 1 to 64 characters of A-Z a-z 0-9 _ . -`.
+pub fn check_plain_name(what: &str, name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
     {
         return Err(format!(
-            "namespace {ns:?} must be 1 to 64 characters of A-Z a-z 0-9 _ . -"
+            "{what} {name:?} must be 1 to 64 characters of A-Z a-z 0-9 _ . -"
         ));
     }
     Ok(())

@@ -66,36 +66,26 @@ pub struct Message {
 pub fn message(n: &Notification) -> Message {
     let id = format!("{}/{}/{}", n.namespace, n.process_id, n.seq);
     let key = format!("{} {}", n.namespace, n.process_id);
-    let (topic, body) = if n.kind == "event" {
-        let body = json!({
-            "message_id": id,
-            "key": key,
-            "seq": n.seq,
-            "namespace": n.namespace,
-            "process_id": n.process_id,
-            "kind": "event",
-            "event_id": n.event_id,
-            "created_at": n.created_at,
-            "timestamp": n.data.get("timestamp").cloned().unwrap_or(Value::Null),
-            "metadata": n.data.get("metadata").cloned().unwrap_or(Value::Null),
-            "payload": n.data.get("payload").cloned().unwrap_or(Value::Null),
-            "format_version": FORMAT_VERSION,
-        });
-        (Topic::Events, body)
+    let mut body = json!({
+        "message_id": id,
+        "key": key,
+        "seq": n.seq,
+        "namespace": n.namespace,
+        "process_id": n.process_id,
+        "kind": n.kind,
+        "created_at": n.created_at,
+        "format_version": FORMAT_VERSION,
+    });
+    let field = |k: &str| n.data.get(k).cloned().unwrap_or(Value::Null);
+    let topic = if n.kind == "event" {
+        body["event_id"] = json!(n.event_id);
+        for k in ["timestamp", "metadata", "payload"] {
+            body[k] = field(k);
+        }
+        Topic::Events
     } else {
-        let reason = n.data.get("detail").cloned().unwrap_or(Value::Null);
-        let body = json!({
-            "message_id": id,
-            "key": key,
-            "seq": n.seq,
-            "namespace": n.namespace,
-            "process_id": n.process_id,
-            "kind": n.kind,
-            "created_at": n.created_at,
-            "reason": reason,
-            "format_version": FORMAT_VERSION,
-        });
-        (Topic::Lifecycle, body)
+        body["reason"] = field("detail");
+        Topic::Lifecycle
     };
     Message {
         id,

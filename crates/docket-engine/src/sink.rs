@@ -53,17 +53,7 @@ impl std::fmt::Debug for SinkSpec {
 /// # Errors
 /// The message says what is wrong.
 pub fn check_sink_name(name: &str) -> Result<(), String> {
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-    {
-        return Err(format!(
-            "sink name {name:?} must be 1 to 64 characters of A-Z a-z 0-9 _ . -"
-        ));
-    }
-    Ok(())
+    docket_core::process::check_plain_name("sink name", name)
 }
 
 /// What this node knows of one (sink, namespace) pair (the dashboard's sinks table).

@@ -11,6 +11,8 @@ use std::time::Duration;
 pub struct Received {
     /// `"<namespace>/<process id>/<seq>"`: the same for every copy of a message.
     pub id: String,
+    /// The `Docket-Key` header: `"<namespace> <process id>"`.
+    pub key: String,
     /// The message (see docs/src/operations/sinks.md).
     pub body: serde_json::Value,
 }
@@ -50,15 +52,17 @@ pub async fn next_batch(
     let mut out = vec![];
     while let Some(m) = batch.next().await {
         let m = m.map_err(|e| e.to_string())?;
-        let id = m
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
-            .map(|v| v.to_string())
-            .unwrap_or_default();
+        let header = |name: &str| {
+            m.headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        };
+        let (id, key) = (header("Nats-Msg-Id"), header("Docket-Key"));
         let body = serde_json::from_slice(&m.payload).map_err(|e| e.to_string())?;
         m.ack().await.map_err(|e| e.to_string())?;
-        out.push(Received { id, body });
+        out.push(Received { id, key, body });
     }
     Ok(out)
 }

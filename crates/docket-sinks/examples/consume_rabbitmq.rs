@@ -14,6 +14,8 @@ use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 pub struct Received {
     /// `"<namespace>/<process id>/<seq>"`: the same for every copy of a message.
     pub id: String,
+    /// The `docket-key` header: `"<namespace> <process id>"`.
+    pub key: String,
     /// The message (see docs/src/operations/sinks.md).
     pub body: serde_json::Value,
 }
@@ -82,11 +84,19 @@ pub async fn next_batch(ch: &Channel, queue: &str, max: usize) -> Result<Vec<Rec
             .as_ref()
             .map(|s| s.to_string())
             .unwrap_or_default();
+        let key = m
+            .properties
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get("docket-key"))
+            .and_then(|v| v.as_long_string())
+            .map(|s| s.to_string())
+            .unwrap_or_default();
         let body = serde_json::from_slice(&m.data).map_err(|e| e.to_string())?;
         m.ack(BasicAckOptions::default())
             .await
             .map_err(|e| e.to_string())?;
-        out.push(Received { id, body });
+        out.push(Received { id, key, body });
     }
     Ok(out)
 }

@@ -137,8 +137,14 @@ struct Seen {
     body: Value,
 }
 
-fn seen(id: String, body: Value) -> Seen {
+fn seen(id: String, key: String, body: Value) -> Seen {
     assert!(!id.is_empty(), "a message without an id: {body}");
+    assert_eq!(
+        body["message_id"],
+        id.as_str(),
+        "the id header is the body's"
+    );
+    assert_eq!(body["key"], key.as_str(), "the key header is the body's");
     Seen {
         id,
         key: body["key"].as_str().unwrap().to_string(),
@@ -165,7 +171,7 @@ impl NatsReader {
                 return;
             }
             self.got
-                .extend(batch.into_iter().map(|m| seen(m.id, m.body)));
+                .extend(batch.into_iter().map(|m| seen(m.id, m.key, m.body)));
         }
     }
 }
@@ -205,7 +211,7 @@ impl RabbitReader {
                 break;
             }
             self.got
-                .extend(batch.into_iter().map(|m| seen(m.id, m.body)));
+                .extend(batch.into_iter().map(|m| seen(m.id, m.key, m.body)));
         }
         let _ = c.close(0, "read").await;
     }
@@ -497,14 +503,18 @@ async fn nats_restarted_in_a_burst() {
     assert_eq!(expected.len(), 3600);
     wait_nats(&mut js, expected.len(), 120).await;
     check("nats restarted", &js.got, &expected);
-    let failures: u64 = a
-        .sink_status()
-        .into_iter()
-        .chain(b.sink_status())
-        .map(|s| s.failures)
-        .sum();
+    let failures = failed_passes(&[&a, &b]);
     eprintln!("nats restarted: {failures} failed passes");
     stop.cancel();
+}
+
+/// Failed publishing passes on these nodes, all sinks.
+fn failed_passes(nodes: &[&ProcessService]) -> u64 {
+    nodes
+        .iter()
+        .flat_map(|n| n.sink_status())
+        .map(|s| s.failures)
+        .sum()
 }
 
 /// Waits (up to 60 s) until `n` more notifications were written: the broker is down while
@@ -558,12 +568,7 @@ async fn rabbitmq_restarted_in_a_burst() {
     assert_eq!(expected.len(), 3600);
     wait_rabbit(&mut rabbit, expected.len(), 120).await;
     check("rabbitmq restarted", &rabbit.got, &expected);
-    let failures: u64 = a
-        .sink_status()
-        .into_iter()
-        .chain(b.sink_status())
-        .map(|s| s.failures)
-        .sum();
+    let failures = failed_passes(&[&a, &b]);
     assert!(failures > 0, "the sink never saw the broker gone");
     stop.cancel();
     rabbit.delete(&exchange).await;
