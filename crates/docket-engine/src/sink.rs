@@ -69,7 +69,7 @@ pub struct SinkStatus {
     pub holder: bool,
     /// The cursor: every notification up to this seq was confirmed by the broker.
     pub delivered_seq: i64,
-    /// Notifications after the cursor (counted up to 1,000,000).
+    /// Notifications after the cursor (counted up to 100,000).
     pub backlog: i64,
     /// Age (s) of the oldest undelivered notification.
     pub oldest_age_s: Option<f64>,

@@ -17,7 +17,8 @@ use docket_core::sink::{self, Message};
 use std::time::Instant;
 
 /// Counted up to this many when a sink's backlog is measured.
-const BACKLOG_COUNT_MAX: i64 = 1_000_000;
+// (Measured once a second: a long outage's backlog is not scanned whole each time.)
+const BACKLOG_COUNT_MAX: i64 = 100_000;
 /// Most notifications read per pass.
 const BATCH: i64 = 500;
 /// Most messages published at once (one wave; see [`docket_core::sink::waves`]).
