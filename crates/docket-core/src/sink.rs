@@ -21,6 +21,8 @@ pub enum Topic {
     Events,
     /// Process lifecycle: `created`, `failed`, `repaired`, `removed`.
     Lifecycle,
+    /// Task lifecycle ([`task_event`]); the message's `scope` is the queue.
+    Tasks,
 }
 
 impl Topic {
@@ -30,6 +32,7 @@ impl Topic {
         match self {
             Topic::Events => "events",
             Topic::Lifecycle => "lifecycle",
+            Topic::Tasks => "tasks",
         }
     }
 }
@@ -45,9 +48,10 @@ pub struct Message {
     pub key: String,
     /// The notification's seq (the outbox cursor advances past it once the broker confirmed).
     pub seq: i64,
-    /// Events or lifecycle.
+    /// Events, lifecycle or tasks.
     pub topic: Topic,
-    /// The process's namespace.
+    /// The process's namespace, or the task's queue (topic [`Topic::Tasks`]): the last part of
+    /// a subject or routing key, through [`subject_token`].
     pub namespace: String,
     /// The body: JSON, see [`message`].
     pub body: Vec<u8>,
@@ -94,6 +98,119 @@ pub fn message(n: &Notification) -> Message {
         topic,
         namespace: n.namespace.clone(),
         body: serde_json::to_vec(&body).expect("a message serialises"),
+    }
+}
+
+/// A change of a task's state as the database recorded it (`docket_task_events`, written in
+/// the transaction of the change for the queues a sink asks for).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskTransition {
+    /// Position in the task event outbox.
+    pub seq: i64,
+    /// The task.
+    pub task_id: i64,
+    /// Its queue.
+    pub queue: String,
+    /// Its kind.
+    pub kind: String,
+    /// The state before (`None`: the task was inserted).
+    pub from_state: Option<String>,
+    /// The state after.
+    pub to_state: String,
+    /// The attempt (after the change).
+    pub attempt: i32,
+    /// The stage before and after (multi-stage tasks).
+    pub from_stage: Option<String>,
+    /// The stage after.
+    pub stage: Option<String>,
+    /// When the database wrote it.
+    pub at: crate::Timestamp,
+}
+
+/// The task event a state change is, if any: `enqueued` (inserted waiting), `started`
+/// (claimed), `completed`, `stage_completed` (a stage done, the next one waiting), `retried` (an
+/// attempt failed and will run again, or a finished task was retried), `discarded`,
+/// `cancelled`. Changes that are none of these (a scheduled task becoming due, a retryable
+/// one available, an insert of a finished row) are `None`: nothing is published.
+#[must_use]
+pub fn task_event(t: &TaskTransition) -> Option<&'static str> {
+    let waiting = |s: &str| matches!(s, "available" | "scheduled" | "retryable");
+    match (t.from_state.as_deref(), t.to_state.as_str()) {
+        (None, to) if waiting(to) => Some("enqueued"),
+        (_, "running") => Some("started"),
+        (Some("running"), "completed") => Some("completed"),
+        (Some("running"), to) if waiting(to) && t.stage != t.from_stage => Some("stage_completed"),
+        (Some("running" | "completed" | "discarded" | "cancelled"), to) if waiting(to) => {
+            Some("retried")
+        }
+        (Some(_), "discarded") => Some("discarded"),
+        (Some(_), "cancelled") => Some("cancelled"),
+        _ => None,
+    }
+}
+
+/// The message of task transition `t` that is event `event` ([`task_event`]).
+///
+/// Body: `{"message_id", "key", "seq", "event", "task_id", "queue", "kind", "from_state",
+/// "to_state", "attempt", "stage", "at", "format_version"}`; `message_id` is
+/// `"task/<task id>/<seq>"`, `key` `"<queue> <task id>"` (a task's messages are published in
+/// order).
+#[must_use]
+pub fn task_message(t: &TaskTransition, event: &str) -> Message {
+    let id = format!("task/{}/{}", t.task_id, t.seq);
+    let key = format!("{} {}", t.queue, t.task_id);
+    let body = json!({
+        "message_id": id,
+        "key": key,
+        "seq": t.seq,
+        "event": event,
+        "task_id": t.task_id,
+        "queue": t.queue,
+        "kind": t.kind,
+        "from_state": t.from_state,
+        "to_state": t.to_state,
+        "attempt": t.attempt,
+        "stage": t.stage,
+        "at": t.at,
+        "format_version": FORMAT_VERSION,
+    });
+    Message {
+        id,
+        key,
+        seq: t.seq,
+        topic: Topic::Tasks,
+        namespace: t.queue.clone(),
+        body: serde_json::to_vec(&body).expect("a message serialises"),
+    }
+}
+
+/// A name as one token of a NATS subject or AMQP routing key: `A-Z a-z 0-9 _ -` pass, any
+/// other character becomes `~` and the hex of its UTF-8 bytes (`a.b` → `a~2eb`, `~` → `~7e`),
+/// so a queue named `a.*` cannot add levels or wildcards. Namespaces only hold `.` of those.
+#[must_use]
+pub fn subject_token(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            out.push(c);
+        } else {
+            let mut b = [0; 4];
+            for byte in c.encode_utf8(&mut b).bytes() {
+                out.push_str(&format!("~{byte:02x}"));
+            }
+        }
+    }
+    out
+}
+
+/// `<topic>.<name>`: a RabbitMQ routing key, and a NATS subject after its prefix —
+/// `events.<namespace>`, `lifecycle.<namespace>` (a namespace's `.` stays a separator, as
+/// progressor's topic names have it), `tasks.<queue as one token>` ([`subject_token`]).
+#[must_use]
+pub fn subject_tail(m: &Message) -> String {
+    match m.topic {
+        Topic::Tasks => format!("tasks.{}", subject_token(&m.namespace)),
+        t => format!("{}.{}", t.as_str(), m.namespace),
     }
 }
 
@@ -180,6 +297,61 @@ mod tests {
             (body["kind"].clone(), body["reason"].clone()),
             (json!("created"), Value::Null)
         );
+    }
+
+    fn tr(
+        from: Option<&str>,
+        to: &str,
+        from_stage: Option<&str>,
+        stage: Option<&str>,
+    ) -> TaskTransition {
+        TaskTransition {
+            seq: 1,
+            task_id: 7,
+            queue: "q".into(),
+            kind: "k".into(),
+            from_state: from.map(String::from),
+            to_state: to.into(),
+            attempt: 1,
+            from_stage: from_stage.map(String::from),
+            stage: stage.map(String::from),
+            at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+        }
+    }
+
+    #[test]
+    fn task_transitions_are_events() {
+        let e = |from, to| task_event(&tr(from, to, None, None));
+        assert_eq!(e(None, "available"), Some("enqueued"));
+        assert_eq!(e(None, "scheduled"), Some("enqueued"));
+        assert_eq!(
+            e(None, "completed"),
+            None,
+            "a finished row moved back (MySQL)"
+        );
+        assert_eq!(e(Some("available"), "running"), Some("started"));
+        assert_eq!(e(Some("running"), "completed"), Some("completed"));
+        assert_eq!(e(Some("running"), "retryable"), Some("retried"));
+        assert_eq!(e(Some("running"), "available"), Some("retried"));
+        assert_eq!(e(Some("discarded"), "available"), Some("retried"));
+        assert_eq!(e(Some("running"), "discarded"), Some("discarded"));
+        assert_eq!(e(Some("available"), "cancelled"), Some("cancelled"));
+        assert_eq!(e(Some("scheduled"), "available"), None, "due");
+        assert_eq!(e(Some("retryable"), "available"), None);
+        let next = tr(Some("running"), "available", Some("a"), Some("b"));
+        assert_eq!(task_event(&next), Some("stage_completed"));
+        let m = task_message(&tr(Some("running"), "completed", None, None), "completed");
+        assert_eq!(
+            (m.id.as_str(), m.key.as_str(), m.topic),
+            ("task/7/1", "q 7", Topic::Tasks)
+        );
+    }
+
+    #[test]
+    fn names_become_one_token() {
+        assert_eq!(subject_token("emails_2-x"), "emails_2-x");
+        assert_eq!(subject_token("a.*>"), "a~2e~2a~3e");
+        assert_eq!(subject_token("é ~"), "~c3~a9~20~7e");
     }
 
     #[test]

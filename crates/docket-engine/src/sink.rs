@@ -25,6 +25,8 @@ pub struct SinkSpec {
     pub name: String,
     /// Namespaces whose notifications it receives; `*` is every namespace.
     pub namespaces: Vec<String>,
+    /// Queues whose task events it receives (a queue in at most one sink).
+    pub queues: Vec<String>,
     /// The broker.
     pub sink: Arc<dyn Sink>,
 }
@@ -43,6 +45,7 @@ impl std::fmt::Debug for SinkSpec {
             .field("name", &self.name)
             .field("kind", &self.sink.kind())
             .field("namespaces", &self.namespaces)
+            .field("queues", &self.queues)
             .finish()
     }
 }
@@ -63,8 +66,10 @@ pub struct SinkStatus {
     pub sink: String,
     /// `nats`, `rabbitmq`.
     pub kind: String,
-    /// The namespace.
+    /// The namespace (empty for a queue's task events).
     pub namespace: String,
+    /// The queue, for task events.
+    pub queue: Option<String>,
     /// Whether this node holds the cursor (only the holder publishes and measures).
     pub holder: bool,
     /// The cursor: every notification up to this seq was confirmed by the broker.

@@ -3,6 +3,7 @@
 //! `cargo run -p docket-sinks --example consume_nats -- nats://127.0.0.1:4222 DOCKET`; the
 //! sink tests (crates/docket-sinks/tests/sinks.rs) read every broker through [`next_batch`].
 
+// ANCHOR: consumer
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy};
 use futures::StreamExt;
 use std::time::Duration;
@@ -87,3 +88,4 @@ async fn main() -> Result<(), String> {
         }
     }
 }
+// ANCHOR_END: consumer

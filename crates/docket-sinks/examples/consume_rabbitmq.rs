@@ -4,6 +4,7 @@
 //! `cargo run -p docket-sinks --example consume_rabbitmq -- amqp://guest:guest@127.0.0.1:5672/%2f docket`;
 //! the sink tests (crates/docket-sinks/tests/sinks.rs) read every broker through [`next_batch`].
 
+// ANCHOR: consumer
 use lapin::options::{
     BasicAckOptions, BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
@@ -124,3 +125,4 @@ async fn main() -> Result<(), String> {
         }
     }
 }
+// ANCHOR_END: consumer

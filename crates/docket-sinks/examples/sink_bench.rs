@@ -100,6 +100,7 @@ async fn main() {
         kind: kind.clone(),
         url: url.clone(),
         namespaces: vec!["ns".into()],
+        queues: vec![],
         subject_prefix: (kind == "nats").then(|| tag.clone()),
         stream: stream.clone(),
         exchange: exchange.clone(),

@@ -29,6 +29,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// type = "nats"                   # or "rabbitmq"
 /// url = "nats://127.0.0.1:4222"   # amqp://guest:guest@127.0.0.1:5672/%2f for RabbitMQ
 /// namespaces = ["orders"]         # or ["*"]: every namespace
+/// queues = ["emails"]             # task events of these queues
 /// ```
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,7 +43,13 @@ pub struct SinkConfig {
     /// (also `amqps://`).
     pub url: String,
     /// Namespaces whose notifications go to this sink; `*` is every namespace.
+    #[serde(default)]
     pub namespaces: Vec<String>,
+    /// Queues whose task events (enqueued, started, completed, …) go to this sink: subjects
+    /// `<prefix>.tasks.<queue>`, routing keys `tasks.<queue>` (the queue as one token). A queue
+    /// goes to one sink at most.
+    #[serde(default)]
+    pub queues: Vec<String>,
     /// NATS: subjects are `<prefix>.events.<namespace>` and `<prefix>.lifecycle.<namespace>`
     /// (default `docket`).
     #[serde(default)]
@@ -67,10 +74,18 @@ impl SinkConfig {
     pub fn build(&self) -> Result<SinkSpec, String> {
         let n = &self.name;
         check_sink_name(n)?;
-        if self.namespaces.is_empty() {
+        if self.namespaces.is_empty() && self.queues.is_empty() {
             return Err(format!(
-                "sink {n}: namespaces is empty (name some, or \"*\")"
+                "sink {n}: namespaces and queues are empty (name namespaces, or \"*\", or queues)"
             ));
+        }
+        for q in &self.queues {
+            docket_core::task::check_name("queue", q).map_err(|e| format!("sink {n}: {e}"))?;
+            if q.starts_with("process:") {
+                return Err(format!(
+                    "sink {n}: queue {q:?} is a namespace's: name the namespace instead"
+                ));
+            }
         }
         for ns in &self.namespaces {
             if ns != "*" {
@@ -134,6 +149,7 @@ impl SinkConfig {
         Ok(SinkSpec {
             name: n.clone(),
             namespaces: self.namespaces.clone(),
+            queues: self.queues.clone(),
             sink,
         })
     }
@@ -147,10 +163,19 @@ pub fn build_all(cfgs: &[SinkConfig]) -> Result<Vec<SinkSpec>, Vec<String>> {
     let mut out = vec![];
     let mut errs = vec![];
     let mut names = std::collections::HashSet::new();
+    let mut queues = std::collections::HashMap::new();
     for c in cfgs {
         if !names.insert(c.name.as_str()) {
             errs.push(format!("sink {}: the name is given twice", c.name));
             continue;
+        }
+        for q in &c.queues {
+            if let Some(other) = queues.insert(q.as_str(), c.name.as_str()) {
+                errs.push(format!(
+                    "sink {}: queue {q:?} already goes to sink {other} (a queue's task events go to one sink)",
+                    c.name
+                ));
+            }
         }
         match c.build() {
             Ok(s) => out.push(s),
@@ -179,6 +204,7 @@ mod tests {
             kind: kind.into(),
             url: url.into(),
             namespaces: vec!["orders".into()],
+            queues: vec![],
             subject_prefix: None,
             stream: None,
             exchange: None,
@@ -198,7 +224,16 @@ mod tests {
         assert!(err(c).contains("sink name"));
         let mut c = cfg("nats", "nats://h:1");
         c.namespaces = vec![];
-        assert!(err(c).contains("namespaces is empty"));
+        assert!(err(c).contains("namespaces and queues are empty"));
+        let mut c = cfg("nats", "nats://h:1");
+        c.queues = vec!["process:orders".into()];
+        assert!(err(c).contains("is a namespace's"));
+        let mut c = cfg("nats", "nats://h:1");
+        c.queues = vec![String::new()];
+        assert!(err(c).contains("queue must not be empty"));
+        let (mut a, mut b) = (cfg("nats", "nats://h:1"), cfg("nats", "nats://h:1"));
+        (a.queues, b.queues, b.name) = (vec!["q".into()], vec!["q".into()], "t".into());
+        assert!(build_all(&[a, b]).unwrap_err()[0].contains("already goes to sink s"));
         let mut c = cfg("nats", "nats://h:1");
         c.subject_prefix = Some("a.>".into());
         assert!(err(c).contains("subject_prefix"));

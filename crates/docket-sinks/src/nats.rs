@@ -33,7 +33,7 @@ impl Nats {
     /// The subject of a message.
     #[must_use]
     pub fn subject(&self, m: &Message) -> String {
-        format!("{}.{}.{}", self.prefix, m.topic.as_str(), m.namespace)
+        format!("{}.{}", self.prefix, docket_core::sink::subject_tail(m))
     }
 
     async fn context(&self) -> Result<jetstream::Context, String> {

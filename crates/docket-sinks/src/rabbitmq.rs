@@ -33,7 +33,7 @@ impl Rabbit {
     /// The routing key of a message.
     #[must_use]
     pub fn routing_key(m: &Message) -> String {
-        format!("{}.{}", m.topic.as_str(), m.namespace)
+        docket_core::sink::subject_tail(m)
     }
 
     async fn channel(&self) -> Result<Channel, String> {

@@ -298,6 +298,7 @@ fn nats_sink(name: &str, url: &str) -> SinkSpec {
         kind: "nats".into(),
         url: url.into(),
         namespaces: vec!["*".into()],
+        queues: vec![],
         subject_prefix: None,
         stream: Some("DOCKET".into()),
         exchange: None,
@@ -312,6 +313,7 @@ fn rabbit_sink(name: &str, exchange: &str, url: &str) -> SinkSpec {
         kind: "rabbitmq".into(),
         url: url.into(),
         namespaces: vec!["ns".into()],
+        queues: vec![],
         subject_prefix: None,
         stream: None,
         exchange: Some(exchange.into()),
@@ -769,4 +771,235 @@ async fn the_cursor_changes_hands_when_its_node_stops_or_dies() {
     wait_nats(&mut js, expected.len(), 60).await;
     check("changing hands", &js.got, &expected);
     stop_c.cancel();
+}
+
+/// A sink added to a namespace with a history starts from the oldest notification still kept:
+/// what was written before it existed is published too, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_sink_starts_from_the_oldest_kept_notification() {
+    let db = store_of("sqlite").await;
+    let nats = NatsServer::start();
+    let before = CancellationToken::new();
+    let a = node(db.store.clone(), "a", vec![], &before).await;
+    put_ns(&a).await;
+    for i in 0..10 {
+        a.init("ns", &format!("old{i}"), req(2)).await.unwrap();
+    }
+    before.cancel();
+    let stop = CancellationToken::new();
+    let b = node(
+        db.another_node().await,
+        "b",
+        vec![nats_sink("js", &nats.url())],
+        &stop,
+    )
+    .await;
+    b.init("ns", "new", req(2)).await.unwrap();
+    let expected = all_notifications(&*db.store).await;
+    assert_eq!(expected.len(), 33);
+    let mut js = NatsReader {
+        url: nats.url(),
+        stream: "DOCKET".into(),
+        got: vec![],
+    };
+    wait_nats(&mut js, expected.len(), 60).await;
+    check("a new sink", &js.got, &expected);
+    stop.cancel();
+}
+
+/// Task events of the queues a sink asks for reach it — on NATS for one queue, on RabbitMQ for
+/// another (a name with `.`, ` ` and `*`, which becomes one subject token) — each task's in
+/// order: enqueued, started, completed; or enqueued, started, retried, started, completed; or
+/// enqueued, cancelled. A queue no sink asks for publishes nothing.
+async fn task_events_reach_the_brokers(backend: &str) {
+    let _r = RABBIT_LOCK.read().await;
+    let db = store_of(backend).await;
+    let nats = NatsServer::start();
+    let exchange = format!("docket-test-{}", uuid());
+    let mut rabbit = RabbitReader::new(&exchange).await;
+    let (qn, qr) = ("ev", "ev.2 *");
+    let js_cfg = SinkConfig {
+        name: "js".into(),
+        kind: "nats".into(),
+        url: nats.url(),
+        namespaces: vec![],
+        queues: vec![qn.into()],
+        subject_prefix: None,
+        stream: Some("DOCKET".into()),
+        exchange: None,
+    };
+    let amqp_cfg = SinkConfig {
+        name: "amqp".into(),
+        kind: "rabbitmq".into(),
+        url: RABBIT.into(),
+        namespaces: vec![],
+        queues: vec![qr.into()],
+        subject_prefix: None,
+        stream: None,
+        exchange: Some(exchange.clone()),
+    };
+    let specs = docket_sinks::build_all(&[js_cfg, amqp_cfg]).unwrap();
+    let stop = CancellationToken::new();
+    let store = db.store.clone();
+    let mut cfg = EngineConfig::new("a", store.backend());
+    cfg.rescue_interval = Duration::from_millis(200);
+    let engine = Engine::new(store.clone(), Arc::new(SystemClock), cfg);
+    engine.start(stop.clone()).await.unwrap();
+    let svc = ProcessService::new(engine.clone(), stop.clone()).with_sinks(specs);
+    svc.start().await.unwrap();
+    // The loops arm the triggers when they first take their lease.
+    let t0 = Instant::now();
+    while svc.sink_status().iter().filter(|s| s.holder).count() < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            svc.sink_status()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut want: HashMap<i64, Vec<&str>> = HashMap::new();
+    for q in [qn, qr, "plain"] {
+        let tasks: Vec<_> = (0..30)
+            .map(|i| docket_core::NewTask {
+                queue: Some(q.into()),
+                ..docket_core::NewTask::new("k", json!(i))
+            })
+            .collect();
+        let tasks = engine.enqueue_many(tasks).await.unwrap();
+        // 10 cancelled before they run, 10 failing once, 10 completing.
+        for t in &tasks[..10] {
+            store
+                .task_cancel(docket_store::TaskCancelParams {
+                    id: t.id,
+                    now: chrono::Utc::now(),
+                })
+                .await
+                .unwrap();
+            want.insert(t.id, vec!["enqueued", "cancelled"]);
+        }
+        let never = CancellationToken::new();
+        let c = engine
+            .claim(q, "w", 100, None, Duration::ZERO, &never)
+            .await
+            .unwrap();
+        assert_eq!(c.len(), 20);
+        let (fail, ok): (Vec<_>, Vec<_>) = c.iter().partition(|t| t.payload.as_i64() < Some(20));
+        let fails: Vec<_> = fail
+            .iter()
+            .map(|t| docket_store::TaskFail {
+                id: t.id,
+                token: t.lease.as_ref().unwrap().token.clone(),
+                error: "again".into(),
+                retry_in: Some(Duration::ZERO),
+                permanent: false,
+            })
+            .collect();
+        engine.fail_many(&fails, None).await.unwrap();
+        let done = |ts: &[&docket_core::Task]| -> Vec<docket_store::TaskComplete> {
+            ts.iter()
+                .map(|t| docket_store::TaskComplete {
+                    id: t.id,
+                    token: t.lease.as_ref().unwrap().token.clone(),
+                    result: json!(null),
+                    next: None,
+                })
+                .collect()
+        };
+        engine.complete_many(&done(&ok)).await.unwrap();
+        let mut again = vec![];
+        let t0 = Instant::now();
+        while again.len() < 10 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "retries never came back"
+            );
+            again.extend(
+                engine
+                    .claim(q, "w", 100, None, Duration::from_millis(500), &never)
+                    .await
+                    .unwrap(),
+            );
+        }
+        engine
+            .complete_many(&done(&again.iter().collect::<Vec<_>>()))
+            .await
+            .unwrap();
+        for t in &fail {
+            want.insert(
+                t.id,
+                vec!["enqueued", "started", "retried", "started", "completed"],
+            );
+        }
+        for t in &ok {
+            want.insert(t.id, vec!["enqueued", "started", "completed"]);
+        }
+        if q == "plain" {
+            for t in &tasks {
+                want.remove(&t.id);
+            }
+        }
+    }
+    let events = |got: &[Seen]| -> HashMap<i64, Vec<String>> {
+        let mut seen = HashSet::new();
+        let mut by: HashMap<i64, Vec<String>> = HashMap::new();
+        for s in got {
+            if seen.insert(s.id.clone()) {
+                let id = s.body["task_id"].as_i64().unwrap();
+                by.entry(id)
+                    .or_default()
+                    .push(s.body["event"].as_str().unwrap().to_string());
+            }
+        }
+        by
+    };
+    let mut js = NatsReader {
+        url: nats.url(),
+        stream: "DOCKET".into(),
+        got: vec![],
+    };
+    let per_queue: usize = want.values().map(Vec::len).sum::<usize>() / 2;
+    wait_nats(&mut js, per_queue, 60).await;
+    wait_rabbit(&mut rabbit, per_queue, 60).await;
+    for (name, got, queue) in [("nats", &js.got, qn), ("rabbitmq", &rabbit.got, qr)] {
+        let by = events(got);
+        assert!(
+            got.iter().all(|s| s.body["queue"] == queue),
+            "{name}: another queue's event"
+        );
+        let mut n = 0;
+        for (id, w) in &want {
+            let Some(g) = by.get(id) else { continue };
+            assert_eq!(g, w, "{backend}/{name}: task {id}");
+            n += 1;
+        }
+        assert_eq!(n, 30, "{backend}/{name}: tasks seen {by:?}");
+    }
+    assert!(
+        db.store
+            .task_event_list(docket_store::TaskEventListParams {
+                queue: "plain",
+                limit: 10
+            })
+            .await
+            .unwrap()
+            .is_empty(),
+        "a queue no sink asks for writes no events"
+    );
+    stop.cancel();
+    rabbit.delete(&exchange).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn task_events_reach_the_brokers_postgres() {
+    task_events_reach_the_brokers("pg").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn task_events_reach_the_brokers_sqlite() {
+    task_events_reach_the_brokers("sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn task_events_reach_the_brokers_mysql() {
+    task_events_reach_the_brokers("mysql").await;
 }

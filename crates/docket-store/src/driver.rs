@@ -137,6 +137,13 @@ pub(crate) trait Driver: Send + Sync {
     /// The database failed.
     async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64>;
 
+    /// Runs statement `s`, which takes no arguments, as plain text (DDL that a backend does not
+    /// prepare: MySQL's `CREATE TRIGGER`).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn execute_text(&self, s: StmtName) -> Result<()>;
+
     /// Runs statement `s` and returns its first row, if any.
     ///
     /// # Errors

@@ -47,6 +47,8 @@ pub struct AuxPruned {
     pub nodes: u64,
     /// Worker reports.
     pub workers: u64,
+    /// Task events no sink published within the notifications' retention (a sink removed).
+    pub task_events: u64,
 }
 
 /// Result of [`MaintenanceStore::task_promote`].

@@ -3,6 +3,7 @@
 use crate::*;
 use async_trait::async_trait;
 pub use docket_core::process::Notification;
+pub use docket_core::sink::TaskTransition;
 use docket_core::Timestamp;
 
 /// What a [`NotificationStore::listen`] subscription delivers.
@@ -50,6 +51,29 @@ pub trait NotificationStore: Send + Sync {
         p: NotificationBacklogParams<'_>,
     ) -> Result<(i64, Option<Timestamp>)>;
 
+    /// Watches these queues' task events: from now on every insert of one of their tasks and
+    /// every change of its state is written to the task event outbox (`docket_task_events`) in
+    /// the transaction that makes it — arming the backend's triggers the first time any queue
+    /// is watched (before that, plain queues pay nothing). Idempotent; a queue stays watched
+    /// (rows no sink takes go by the notifications' retention).
+    ///
+    /// # Errors
+    /// Database failure (MySQL: creating a trigger may need the `TRIGGER` privilege, and with
+    /// binary logging on, `log_bin_trust_function_creators`).
+    async fn task_events_watch(&self, queues: &[String]) -> Result<()>;
+
+    /// The oldest rows of one queue's task event outbox, in seq order.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_event_list(&self, p: TaskEventListParams<'_>) -> Result<Vec<TaskTransition>>;
+
+    /// Deletes task event rows by seq (the ones a sink published); how many there were.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_event_delete(&self, seqs: &[i64]) -> Result<u64>;
+
     /// Leases sink `name` to `owner` until `until` when it is free, expired or already theirs
     /// (creating its cursor at 0); returns the cursor (deliver notifications after it).
     ///
@@ -83,6 +107,15 @@ pub struct NotificationBacklogParams<'a> {
     /// The sink's cursor.
     pub after: i64,
     /// Count at most this many.
+    pub limit: i64,
+}
+
+/// Params of [`NotificationStore::task_event_list`].
+#[derive(Debug, Clone)]
+pub struct TaskEventListParams<'a> {
+    /// The queue.
+    pub queue: &'a str,
+    /// Most rows.
     pub limit: i64,
 }
 

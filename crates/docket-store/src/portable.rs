@@ -172,6 +172,36 @@ impl<D: Driver + Listen> NotificationStore for D {
         }
     }
 
+    async fn task_events_watch(&self, queues: &[String]) -> Result<()> {
+        let list = serde_json::json!(queues);
+        self.execute(stmt!(notifications, task_events_watch), args![&list])
+            .await?;
+        // Each is idempotent (IF NOT EXISTS, or a duplicate ignored): nodes may race here.
+        self.execute_text(stmt!(notifications, task_events_arm_insert))
+            .await?;
+        self.execute_text(stmt!(notifications, task_events_arm_update))
+            .await
+    }
+
+    async fn task_event_list(&self, p: TaskEventListParams<'_>) -> Result<Vec<TaskTransition>> {
+        let rows = self
+            .fetch(
+                stmt!(notifications, task_event_list),
+                args![p.queue, p.limit],
+            )
+            .await?;
+        rows.iter().map(row::task_transition).collect()
+    }
+
+    async fn task_event_delete(&self, seqs: &[i64]) -> Result<u64> {
+        if seqs.is_empty() {
+            return Ok(0);
+        }
+        let list = serde_json::json!(seqs);
+        self.execute(stmt!(notifications, task_event_delete), args![&list])
+            .await
+    }
+
     async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
         let mut tx = self.begin().await?;
         tx.execute(stmt!(notifications, sink_ensure), args![p.name])

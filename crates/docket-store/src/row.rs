@@ -268,3 +268,19 @@ pub(crate) fn audit(r: &impl Cols) -> Result<AuditEntry> {
         detail: r.json_opt("detail").map_err(named)?,
     })
 }
+
+/// A task transition from a row of `docket_task_events`.
+pub(crate) fn task_transition(row: &impl Cols) -> Result<docket_core::sink::TaskTransition> {
+    Ok(docket_core::sink::TaskTransition {
+        seq: row.int("seq")?,
+        task_id: row.int("task_id")?,
+        queue: row.text("queue")?,
+        kind: row.text("kind")?,
+        from_state: row.text_opt("from_state")?,
+        to_state: row.text("to_state")?,
+        attempt: row.int32("attempt")?,
+        from_stage: row.text_opt("from_stage")?,
+        stage: row.text_opt("stage")?,
+        at: row.time("at")?,
+    })
+}

@@ -154,6 +154,7 @@ impl ProcessService {
     /// Store errors of the first load.
     pub async fn start(&self) -> Result<tokio::task::JoinHandle<()>, EngineError> {
         self.refresh().await?;
+        self.start_task_sinks();
         let me = self.clone();
         Ok(tokio::spawn(async move {
             loop {

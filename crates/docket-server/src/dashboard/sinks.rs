@@ -12,16 +12,19 @@ pub(super) async fn sinks(State(s): State<AppState>) -> Page {
         "/ui/sinks",
         html! {
             h1 { "Event sinks" }
-            p class="muted" { "Process events and lifecycle changes published to brokers ([[sinks]] in the config file). One node holds each cursor and publishes; the others wait to take over. Figures are this node's." }
+            p class="muted" { "Process events and lifecycle changes, and task events of the queues asked for, published to brokers ([[sinks]] in the config file). One node holds each cursor and publishes; the others wait to take over. Figures are this node's." }
             @if list.is_empty() { p class="muted" { "No sink is configured, or no namespace is covered by one yet." } }
             @else {
                 table id="sinks" {
-                    tr { th { "sink" } th { "type" } th { "namespace" } th { "cursor here" } th { "delivered up to" } th { "waiting" } th { "oldest waiting" } th { "published" } th { "failures" } th { "last failure" } }
+                    tr { th { "sink" } th { "type" } th { "namespace / queue" } th { "cursor here" } th { "delivered up to" } th { "waiting" } th { "oldest waiting" } th { "published" } th { "failures" } th { "last failure" } }
                     @for st in &list {
-                        tr id=(format!("sink-{}-{}", st.sink, st.namespace)) {
+                        tr id=(format!("sink-{}-{}", st.sink, st.queue.as_deref().unwrap_or(&st.namespace))) {
                             td { (st.sink) }
                             td { (st.kind) }
-                            td { a href=(format!("/ui/processes?ns={}", st.namespace)) { (st.namespace) } }
+                            td {
+                                @if let Some(q) = &st.queue { "tasks of queue " a href=(format!("/ui/tasks?queue={}", urlencode(q))) { (q) } }
+                                @else { a href=(format!("/ui/processes?ns={}", urlencode(&st.namespace))) { (st.namespace) } }
+                            }
                             td { @if st.holder { (state_badge("running")) } @else { span class="muted" { "another node" } } }
                             td class="n" { (st.delivered_seq) }
                             td class="n" { @if st.holder { (st.backlog) } }

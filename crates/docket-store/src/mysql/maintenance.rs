@@ -189,12 +189,20 @@ impl MaintenanceStore for MySqlStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        let task_events =
+            sqlx::query("DELETE FROM docket_task_events WHERE at < ? ORDER BY seq LIMIT ?")
+                .bind(dt(cut(p.notifications)))
+                .bind(p.limit)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
         tx.commit().await?;
         Ok(AuxPruned {
             workers,
             notifications,
             audit,
             nodes,
+            task_events,
         })
     }
 

@@ -642,6 +642,12 @@ impl crate::driver::Driver for MySqlStore {
             .await?
             .rows_affected())
     }
+
+    async fn execute_text(&self, s: StmtName) -> Result<()> {
+        let st = STATEMENTS.stmt(s.0, s.1);
+        sqlx::raw_sql(&st.text).execute(&self.pool).await?;
+        Ok(())
+    }
 }
 
 impl MySqlStore {

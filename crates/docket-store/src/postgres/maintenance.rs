@@ -110,11 +110,18 @@ impl MaintenanceStore for PgStore {
             .execute(&self.pool)
             .await?
             .rows_affected();
+        let task_events = sqlx::query(sql!(maintenance, prune_task_events))
+            .bind(cut(p.notifications))
+            .bind(p.limit)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
         Ok(AuxPruned {
             workers,
             notifications,
             audit,
             nodes,
+            task_events,
         })
     }
 

@@ -92,12 +92,19 @@ impl MaintenanceStore for SqliteStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        let task_events = sqlx::query(sql!(maintenance, prune_task_events))
+            .bind(cut(p.notifications))
+            .bind(p.limit)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         tx.commit().await?;
         Ok(AuxPruned {
             workers,
             notifications,
             audit,
             nodes,
+            task_events,
         })
     }
 

@@ -360,6 +360,12 @@ impl crate::driver::Driver for SqliteStore {
             .await?
             .rows_affected())
     }
+
+    async fn execute_text(&self, s: StmtName) -> Result<()> {
+        let st = STATEMENTS.stmt(s.0, s.1);
+        sqlx::raw_sql(&st.text).execute(&self.writer).await?;
+        Ok(())
+    }
 }
 
 impl SqliteStore {

@@ -222,6 +222,7 @@ const CASES: &[Case] = cases![
     tokens::api_tokens,
     schedules::schedules_put_fire_pause_and_delete,
     notifications::notifications_sinks_and_listen,
+    notifications::task_events_record_transitions,
     processes::process_commit_fail_import_and_remove,
 ];
 

@@ -327,6 +327,21 @@ impl NotificationStore for Recording {
         self.inner.notification_backlog(p).await
     }
 
+    async fn task_events_watch(&self, queues: &[String]) -> Result<()> {
+        self.hit("task_events_watch").await;
+        self.inner.task_events_watch(queues).await
+    }
+
+    async fn task_event_list(&self, p: TaskEventListParams<'_>) -> Result<Vec<TaskTransition>> {
+        self.hit("task_event_list").await;
+        self.inner.task_event_list(p).await
+    }
+
+    async fn task_event_delete(&self, seqs: &[i64]) -> Result<u64> {
+        self.hit("task_event_delete").await;
+        self.inner.task_event_delete(seqs).await
+    }
+
     async fn sink_lease(&self, p: SinkLeaseParams<'_>) -> Result<Option<i64>> {
         self.hit("sink_lease").await;
         self.inner.sink_lease(p).await

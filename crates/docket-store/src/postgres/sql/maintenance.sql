@@ -49,3 +49,8 @@ SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $
 -- or a completion holds.
 UPDATE docket_tasks_live SET slot = 0 WHERE slot = $1 AND id IN
     (SELECT id FROM {leaf} LIMIT $2 FOR UPDATE SKIP LOCKED)
+
+-- name: prune_task_events
+-- Task events no sink published within the notifications' retention (a sink removed).
+DELETE FROM docket_task_events WHERE seq IN (SELECT seq FROM docket_task_events
+    WHERE at < $1 ORDER BY seq LIMIT $2)

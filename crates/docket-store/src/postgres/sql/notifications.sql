@@ -33,3 +33,30 @@ UPDATE docket_sinks SET seq = $3 WHERE name = $1 AND owner = $2
 -- Undelivered notifications of a sink: how many (counted up to $3) and the oldest one's time.
 SELECT count(*)::int8 AS n, min(created_at) AS oldest FROM (SELECT created_at
     FROM docket_notifications WHERE namespace = $1 AND seq > $2 ORDER BY seq LIMIT $3) b
+
+-- name: task_events_watch
+-- Queues ($1, a JSON array of names) whose task events a sink publishes.
+INSERT INTO docket_task_event_queues (queue) SELECT jsonb_array_elements_text($1::jsonb)
+    ON CONFLICT DO NOTHING
+
+-- name: task_events_arm_insert
+-- Nothing to arm: `insert` (tasks.sql) copies inserts into watched queues itself.
+SELECT 1
+
+-- name: task_events_arm_update
+-- Copies each change of state of a watched queue's task (migration 0024). BEFORE: it fires
+-- on the partition a row leaves, also when the change moves it (to docket_tasks_done); the
+-- ring's moves change `slot`, not `state`, and are not seen. Inserts are copied by `insert`
+-- (tasks.sql), which sees only the rows a unique key did not turn away.
+DO $$ BEGIN
+    CREATE TRIGGER docket_task_events_upd BEFORE UPDATE OF state ON docket_tasks FOR EACH ROW
+        WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION docket_task_event();
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$
+
+-- name: task_event_list
+SELECT * FROM docket_task_events WHERE queue = $1 ORDER BY seq LIMIT $2
+
+-- name: task_event_delete
+-- The rows a sink published ($1, a JSON array of seqs).
+DELETE FROM docket_task_events WHERE seq IN (SELECT jsonb_array_elements_text($1::jsonb)::int8)

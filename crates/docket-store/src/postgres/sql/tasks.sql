@@ -17,7 +17,11 @@ WITH ins AS (
     payload, priority, state, run_at, expires_at, max_attempts, bi, bc, bm, bj, timeout_ms,
     unique_key, concurrency_key, concurrency_limit, node, trace_id, ns, pid, bk, uid, stg, prog, ord)
     ORDER BY ord
-    ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state),
+    ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state, kind, attempt, stage),
+    -- Task events (migration 0024) of the rows really inserted, in watched queues.
+    ev AS (INSERT INTO docket_task_events (task_id, queue, kind, to_state, attempt, stage)
+    SELECT id, queue, kind, state, attempt, stage FROM ins
+    WHERE queue IN (SELECT queue FROM docket_task_event_queues)),
     note AS (SELECT pg_notify($19, $20 || '|' || q) IS NULL
     FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'available') s
     UNION ALL SELECT set_config('docket.woken', 'on', true) IS NULL)

@@ -39,3 +39,8 @@ DELETE FROM docket_tasks WHERE id IN (
 -- name: rescue_list
 SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
     AND namespace IS NULL ORDER BY lease_expires_at LIMIT ?
+
+-- name: prune_task_events
+-- Task events no sink published within the notifications' retention (a sink removed).
+DELETE FROM docket_task_events WHERE seq IN (SELECT seq FROM docket_task_events
+    WHERE at < ?1 ORDER BY seq LIMIT ?2)
