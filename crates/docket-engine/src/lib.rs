@@ -264,6 +264,16 @@ impl Engine {
         Ok(out)
     }
 
+    /// Records the task events of these queues from now on (see
+    /// [`docket_store::NotificationStore::task_events_watch`]); event sinks naming queues do it
+    /// themselves.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn task_events_watch(&self, queues: &[String]) -> Result<(), EngineError> {
+        Ok(self.store.task_events_watch(queues).await?)
+    }
+
     /// Completes attempts (see [`LeaseStore::task_complete_many`]) and records their metrics.
     ///
     /// # Errors

@@ -95,6 +95,12 @@ pub struct BenchArgs {
     /// dirty pages to be written out (below 1% of the pool).
     #[arg(long)]
     pub settle: bool,
+    /// Before the measured run, watch these queues' task events (as a sink naming them does:
+    /// the triggers are created): with another queue than the measured one (`bench`), what
+    /// task events cost the queues that do not use them; with `bench`, what recording them
+    /// costs (no sink drains them here).
+    #[arg(long)]
+    pub watch_queue: Vec<String>,
     /// Latency phase: also print where each pickup's time goes (enqueue return → claim start →
     /// claimed → dispatched → handler start), from marks the engine takes (p50/p99 per step).
     #[arg(long)]
@@ -686,6 +692,10 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     );
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(Duration::from_millis(100));
+    if !a.watch_queue.is_empty() {
+        engine.task_events_watch(&a.watch_queue).await?;
+        bar.suspend(|| println!("watching the task events of {:?}", a.watch_queue));
+    }
     if a.preload_finished > 0 {
         bar.set_message(format!("preloading {} finished tasks", a.preload_finished));
         let t = Instant::now();

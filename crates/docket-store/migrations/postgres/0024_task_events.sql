@@ -2,7 +2,7 @@
 -- puts the queue in docket_task_event_queues and arms the triggers (notifications.sql
 -- task_events_arm_*): from then on each change of a task's state in such a queue is copied here
 -- in the transaction that makes it. Until some sink asks, no trigger exists and plain queues pay
--- nothing; after, each insert and state change pays one lookup in docket_task_event_queues.
+-- nothing; after, other queues pay the trigger's WHEN test (the list of watched queues).
 -- A sink deletes the rows it published; retention deletes the rest.
 CREATE TABLE docket_task_events (
     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -18,16 +18,13 @@ CREATE TABLE docket_task_events (
 );
 CREATE INDEX docket_task_events_queue_idx ON docket_task_events (queue, seq);
 CREATE TABLE docket_task_event_queues (queue text PRIMARY KEY);
--- search_path is fixed to docket's schema: plain-SQL writers with another search_path still
--- find these tables.
+-- The trigger (notifications.sql task_events_arm_update) names the watched queues in its WHEN
+-- clause, so the rows of other queues never call this function. search_path is fixed to
+-- docket's schema: plain-SQL writers with another search_path still find the table.
 CREATE FUNCTION docket_task_event() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM docket_task_event_queues q WHERE q.queue = NEW.queue) THEN
-        INSERT INTO docket_task_events (task_id, queue, kind, from_state, to_state, attempt,
-            from_stage, stage)
-        VALUES (NEW.id, NEW.queue, NEW.kind,
-            CASE WHEN TG_OP = 'UPDATE' THEN OLD.state END, NEW.state, NEW.attempt,
-            CASE WHEN TG_OP = 'UPDATE' THEN OLD.stage END, NEW.stage);
-    END IF;
+    INSERT INTO docket_task_events (task_id, queue, kind, from_state, to_state, attempt,
+        from_stage, stage)
+    VALUES (NEW.id, NEW.queue, NEW.kind, OLD.state, NEW.state, NEW.attempt, OLD.stage, NEW.stage);
     RETURN NEW;
 END $$;

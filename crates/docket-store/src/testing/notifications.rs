@@ -137,6 +137,45 @@ pub(super) async fn task_events_record_transitions(b: Bundle) {
     assert_eq!(s.task_event_delete(&first).await.unwrap(), 2);
     assert_eq!(s.task_event_delete(&[]).await.unwrap(), 0);
     assert_eq!(list("ev").await.unwrap().len(), rows.len() - 2);
+    // A queue watched later (another sink, another node) is recorded from then on, and the
+    // ones watched before still are.
+    s.task_events_watch(&["ev2".to_string()]).await.unwrap();
+    insert(s, vec![q("ev2", None), q("ev", None)], t0()).await;
+    claim(s, "ev2", 10, t0()).await;
+    claim(s, "ev", 10, t0()).await;
+    for queue in ["ev2", "ev"] {
+        let tail: Vec<_> = s
+            .task_event_list(TaskEventListParams { queue, limit: 100 })
+            .await
+            .unwrap()
+            .into_iter()
+            .rev()
+            .take(2)
+            .map(|r| r.to_state)
+            .collect();
+        assert_eq!(tail, vec!["running", "available"], "{queue}");
+    }
+    let ev2 = s
+        .task_event_list(TaskEventListParams {
+            queue: "ev2",
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let extra: Vec<i64> = ev2
+        .iter()
+        .map(|r| r.seq)
+        .chain(
+            list("ev")
+                .await
+                .unwrap()
+                .iter()
+                .rev()
+                .take(2)
+                .map(|r| r.seq),
+        )
+        .collect();
+    assert_eq!(s.task_event_delete(&extra).await.unwrap(), 4);
     // What no sink took goes with the notifications' retention.
     let pruned = s
         .aux_prune(AuxPruneParams {

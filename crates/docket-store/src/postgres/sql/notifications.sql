@@ -47,11 +47,31 @@ SELECT 1
 -- Copies each change of state of a watched queue's task (migration 0024). BEFORE: it fires
 -- on the partition a row leaves, also when the change moves it (to docket_tasks_done); the
 -- ring's moves change `slot`, not `state`, and are not seen. Inserts are copied by `insert`
--- (tasks.sql), which sees only the rows a unique key did not turn away.
-DO $$ BEGIN
-    CREATE TRIGGER docket_task_events_upd BEFORE UPDATE OF state ON docket_tasks FOR EACH ROW
-        WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION docket_task_event();
-EXCEPTION WHEN duplicate_object THEN NULL;
+-- (tasks.sql), which sees only the rows a unique key did not turn away. The watched queues
+-- are written into the WHEN clause, so other queues' rows never call the function: the
+-- trigger is made again when the list changed (its comment holds the list it was made
+-- with), under a lock, so nodes watching at once each see the others' queues.
+DO $$
+DECLARE
+    qs text;
+    made text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('docket_task_events_arm'));
+    SELECT string_agg(quote_literal(queue), ', ' ORDER BY queue) INTO qs
+        FROM docket_task_event_queues;
+    IF qs IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT obj_description(t.oid, 'pg_trigger') INTO made FROM pg_trigger t
+        WHERE t.tgrelid = 'docket_tasks'::regclass AND t.tgname = 'docket_task_events_upd';
+    IF made IS NOT DISTINCT FROM qs THEN
+        RETURN;
+    END IF;
+    DROP TRIGGER IF EXISTS docket_task_events_upd ON docket_tasks;
+    EXECUTE format('CREATE TRIGGER docket_task_events_upd BEFORE UPDATE OF state ON docket_tasks '
+        'FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.queue IN (%s)) '
+        'EXECUTE FUNCTION docket_task_event()', qs);
+    EXECUTE format('COMMENT ON TRIGGER docket_task_events_upd ON docket_tasks IS %L', qs);
 END $$
 
 -- name: task_event_list
