@@ -2641,8 +2641,8 @@ fn get_text(url: &str) -> String {
     buf
 }
 
-/// `[[sinks]]` in the config file: a namespace's notifications go to the machine's NATS
-/// (JetStream, a stream of this test's own), and a sink whose broker is not there fails
+/// `[[sinks]]` in the config file: a namespace's notifications and a queue's task events go to
+/// the machine's NATS (JetStream, a stream of this test's own), and a sink whose broker is not there fails
 /// nothing — process calls answer, its failures are counted in `/metrics` and shown on the
 /// dashboard. A bad `[[sinks]]` entry stops the server before anything starts.
 #[test]
@@ -2660,7 +2660,7 @@ fn serve_publishes_to_sinks_from_the_config_file() {
             "listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\n\n\
              [namespaces.orders]\nprocessor = {{ url = \"http://127.0.0.1:{proc_port}/\" }}\n\n\
              [[sinks]]\nname = \"js\"\ntype = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\n\
-             namespaces = [\"orders\"]\nsubject_prefix = \"cli{id}\"\nstream = \"CLI{id}\"\n\n\
+             namespaces = [\"orders\"]\nqueues = [\"mail\"]\nsubject_prefix = \"cli{id}\"\nstream = \"CLI{id}\"\n\n\
              [[sinks]]\nname = \"gone\"\ntype = \"rabbitmq\"\n\
              url = \"amqp://guest:guest@127.0.0.1:{dead}/%2f\"\nnamespaces = [\"*\"]\n",
             dir.path().join("s.db").display()
@@ -2696,14 +2696,31 @@ fn serve_publishes_to_sinks_from_the_config_file() {
             "a call waited for a sink"
         );
     }
+    // A task of the queue the sink names: its events (enqueued) go out too.
+    let out = Command::new(BIN)
+        .args(["task", "add", "--queue", "mail", "--kind", "k"])
+        .env("DOCKET_SERVER", &url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     let metrics = loop {
         let m = get_text(&format!("{url}/metrics"));
-        let published = m.lines().any(|l| {
+        let tasks = m.lines().any(|l| {
             l.starts_with("docket_sink_published_total{")
-                && l.contains("sink=\"js\"")
-                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) >= Some(5.0)
+                && l.contains("queue=\"mail\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) >= Some(1.0)
         });
+        let published = tasks
+            && m.lines().any(|l| {
+                l.starts_with("docket_sink_published_total{")
+                    && l.contains("sink=\"js\"")
+                    && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) >= Some(5.0)
+            });
         let failing = m
             .lines()
             .any(|l| l.starts_with("docket_sink_failures_total{") && l.contains("sink=\"gone\""));
@@ -2738,6 +2755,7 @@ fn serve_publishes_to_sinks_from_the_config_file() {
         "nats",
         "rabbitmq",
         "cannot connect to RabbitMQ",
+        "tasks of queue",
     ] {
         assert!(page.contains(want), "the sinks page lacks {want}: {page}");
     }
