@@ -77,6 +77,8 @@ struct Cursor {
     held: Option<Held>,
     /// When this node last asked for the lease without getting it.
     refused: Option<Instant>,
+    /// A queue's task events are watched (once per loop is enough: watching is for good).
+    watched: bool,
 }
 
 impl ProcessService {
@@ -268,14 +270,13 @@ impl ProcessService {
             return Ok(false);
         }
         if renew {
-            if cur.held.is_none() {
-                if let Scope::Queue(q) = scope {
-                    // Idempotent; the first time on a database it arms the triggers.
-                    store
-                        .task_events_watch(std::slice::from_ref(q))
-                        .await
-                        .map_err(|e| format!("cannot watch the queue's task events: {e}"))?;
-                }
+            if let (Scope::Queue(q), false) = (scope, cur.watched) {
+                // Idempotent; the first time on a database it arms the triggers.
+                store
+                    .task_events_watch(std::slice::from_ref(q))
+                    .await
+                    .map_err(|e| format!("cannot watch the queue's task events: {e}"))?;
+                cur.watched = true;
             }
             let until = docket_core::time::add(now, LEASE);
             let seq = store
