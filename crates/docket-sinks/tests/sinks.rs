@@ -161,6 +161,15 @@ struct NatsReader {
 }
 
 impl NatsReader {
+    /// A reader of stream `DOCKET` on the server at `url`, from its first message.
+    fn new(url: impl Into<String>) -> NatsReader {
+        NatsReader {
+            url: url.into(),
+            stream: "DOCKET".into(),
+            got: vec![],
+        }
+    }
+
     async fn read(&mut self) {
         let Ok(c) = async_nats::connect(self.url.as_str()).await else {
             return;
@@ -413,11 +422,7 @@ async fn thousand_processes_on_two_nodes(backend: &str) {
     let stepped = t0.elapsed();
     let expected = all_notifications(&*db.store).await;
     assert_eq!(expected.len(), 6000, "5 events + created per process");
-    let mut js = NatsReader {
-        url: nats.url(),
-        stream: "DOCKET".into(),
-        got: vec![],
-    };
+    let mut js = NatsReader::new(nats.url());
     wait_nats(&mut js, expected.len(), 120).await;
     wait_rabbit(&mut rabbit, expected.len(), 120).await;
     eprintln!(
@@ -490,11 +495,7 @@ async fn nats_restarted_in_a_burst() {
     put_ns(&a).await;
     let (a2, b2) = (a.clone(), b.clone());
     let run = tokio::spawn(async move { burst(&a2, &b2, "r", 600, 16).await });
-    let mut js = NatsReader {
-        url: nats.url(),
-        stream: "DOCKET".into(),
-        got: vec![],
-    };
+    let mut js = NatsReader::new(nats.url());
     // Down once a part was written (and published: the sink keeps up), for 200 more.
     grows_by(&*db.store, 300).await;
     nats.kill();
@@ -675,11 +676,7 @@ async fn a_refused_message_holds_the_sink_until_the_broker_takes_it() {
     }
     nats.kill();
     nats.start_again_with("");
-    let mut js = NatsReader {
-        url: nats.url(),
-        stream: "DOCKET".into(),
-        got: vec![],
-    };
+    let mut js = NatsReader::new(nats.url());
     wait_nats(&mut js, expected.len(), 60).await;
     check("refused, then taken", &js.got, &expected);
     stop.cancel();
@@ -763,11 +760,7 @@ async fn the_cursor_changes_hands_when_its_node_stops_or_dies() {
     assert!(took < Duration::from_secs(5), "handed over in {took:?}");
     c.init("ns", "after", req(2)).await.unwrap();
     let expected = all_notifications(&*db.store).await;
-    let mut js = NatsReader {
-        url: url.clone(),
-        stream: "DOCKET".into(),
-        got: vec![],
-    };
+    let mut js = NatsReader::new(url.clone());
     wait_nats(&mut js, expected.len(), 60).await;
     check("changing hands", &js.got, &expected);
     stop_c.cancel();
@@ -797,11 +790,7 @@ async fn a_new_sink_starts_from_the_oldest_kept_notification() {
     b.init("ns", "new", req(2)).await.unwrap();
     let expected = all_notifications(&*db.store).await;
     assert_eq!(expected.len(), 33);
-    let mut js = NatsReader {
-        url: nats.url(),
-        stream: "DOCKET".into(),
-        got: vec![],
-    };
+    let mut js = NatsReader::new(nats.url());
     wait_nats(&mut js, expected.len(), 60).await;
     check("a new sink", &js.got, &expected);
     stop.cancel();
@@ -952,11 +941,7 @@ async fn task_events_reach_the_brokers(backend: &str) {
         }
         by
     };
-    let mut js = NatsReader {
-        url: nats.url(),
-        stream: "DOCKET".into(),
-        got: vec![],
-    };
+    let mut js = NatsReader::new(nats.url());
     let per_queue: usize = want.values().map(Vec::len).sum::<usize>() / 2;
     wait_nats(&mut js, per_queue, 60).await;
     wait_rabbit(&mut rabbit, per_queue, 60).await;
