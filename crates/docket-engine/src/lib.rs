@@ -470,9 +470,21 @@ impl Engine {
             }
             // Woken for a task this claimer does not take (another kind or stage): let every
             // claimer look, once, not this one. Without a filter it saw every task there is.
-            let passed_on = std::mem::take(&mut chosen) && filtered;
-            if passed_on {
+            if std::mem::take(&mut chosen) && filtered {
+                // Another claimer passed on while this one looked: everyone waiting then was
+                // woken already, and this claim may have missed the task because the other
+                // claim held its row for a moment (MySQL's SKIP LOCKED skips a row another
+                // claim is only examining). Look again, alone, rather than pass on too: two
+                // claimers passing at once used to ignore each other's pass and both wait for
+                // the poll.
+                if futures::FutureExt::now_or_never(all.as_mut()).is_some() {
+                    continue;
+                }
                 wake.all.notify_waiters();
+                // A fresh registration: this claimer's own pass must not wake it, a later one
+                // must.
+                all.set(wake.all.notified());
+                all.as_mut().enable();
             }
             let every = match every {
                 Some(e) => e,
@@ -483,8 +495,8 @@ impl Engine {
             };
             let nap = (deadline - now).min(every);
             tokio::select! {
-                _ = one => chosen = true,
-                _ = all, if !passed_on => {}
+                _ = &mut one => chosen = true,
+                _ = &mut all => {}
                 _ = tokio::time::sleep(nap) => {}
                 _ = cancel.cancelled() => return Ok(vec![]),
             }

@@ -48,7 +48,8 @@ impl Default for StepFeed {
 ///   more);
 /// - a claimer that takes only some kinds or stages, woken by `one`, whose claim was not full
 ///   (what is left may be of a kind or stage it does not take) wakes every claimer of the queue
-///   through `all`, once (a claimer without a filter saw every task there is);
+///   through `all`, once (a claimer without a filter saw every task there is) — unless another
+///   claimer passed on while it looked, in which case it looks again instead;
 /// - a `one` notification given to a claimer that returns before waiting passes to the next
 ///   waiter (tokio's `Notified` forwards it when dropped), and one given while nobody waits is
 ///   kept for the next claimer.
