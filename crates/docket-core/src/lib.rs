@@ -7,6 +7,7 @@
 pub mod api;
 pub mod auth;
 pub mod backoff;
+pub mod batch;
 pub mod clock;
 pub mod duration;
 pub mod lease;

@@ -196,6 +196,9 @@ pub struct ResolvedTask {
     /// The durable process this task is a step or timer of (progressor): its namespace and id.
     /// Set by the engine's process service, never from a request.
     pub process: Option<ProcessRef>,
+    /// The batch the task belongs to (`POST /v1/batches`). Set by the engine, never from a
+    /// task spec.
+    pub batch_id: Option<i64>,
     /// The stage it starts at.
     pub stage: Option<String>,
     /// Progress from the start.
@@ -395,6 +398,7 @@ impl NewTask {
                     .unwrap_or_else(new_trace_id),
             ),
             process: None,
+            batch_id: None,
             stage: self.stage,
             progress: self.progress,
         })
@@ -424,6 +428,7 @@ impl ResolvedTask {
             user_id: self.user_id,
             trace_id: self.trace_id,
             process: self.process,
+            batch_id: self.batch_id,
             stage: self.stage,
             stages_done: vec![],
             attempt_node: None,
@@ -541,6 +546,9 @@ pub struct Task {
     /// The durable process this task is a step or timer of (`null` for other tasks).
     #[serde(default)]
     pub process: Option<ProcessRef>,
+    /// The batch it belongs to (`POST /v1/batches`); absent for other tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<i64>,
     /// The stage it is at (asyncflow's task_stage; `null` for a single-stage task).
     #[serde(default)]
     pub stage: Option<String>,
@@ -750,6 +758,7 @@ mod tests {
             trace_id: None,
             user_id: None,
             process: None,
+            batch_id: None,
             stage: None,
             stages_done: vec![],
             attempt_node: None,

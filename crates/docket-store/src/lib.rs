@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod audit;
+mod batches;
 mod decode;
 mod driver;
 mod error;
@@ -46,6 +47,7 @@ pub mod testing;
 mod tokens;
 
 pub use audit::*;
+pub use batches::*;
 pub use error::*;
 pub use leases::*;
 pub(crate) use leases::{claim_keys, claim_pick, claimed, ClaimCandidate, ClaimColumns};
@@ -67,6 +69,7 @@ pub use tokens::*;
 #[async_trait]
 pub trait Store:
     TaskStore
+    + BatchStore
     + LeaseStore
     + MaintenanceStore
     + QueueStore

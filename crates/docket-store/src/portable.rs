@@ -7,6 +7,7 @@ use crate::row::Cols;
 use crate::*;
 use async_trait::async_trait;
 use docket_core::api::AuditEntry;
+use docket_core::batch::Batch;
 use docket_core::process::{Notification, Process};
 use std::collections::HashMap;
 
@@ -552,5 +553,181 @@ impl<D: Driver + QueueDriver> QueueStore for D {
         }
         tx.commit().await?;
         self.queue_get(p.name).await
+    }
+}
+
+/// Inserts `tasks` as members of batch `id` in `tx`, in order.
+async fn insert_members<T: DriverTx>(
+    tx: &mut T,
+    id: i64,
+    tasks: &[ResolvedTask],
+    now: Timestamp,
+) -> Result<Vec<Task>> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let mut t = t.clone();
+        t.batch_id = Some(id);
+        let task = tx.insert_task(&t, now).await?.ok_or_else(|| {
+            StoreError::Conflict("a batch member was turned away by its unique_key".into())
+        })?;
+        out.push(task);
+    }
+    Ok(out)
+}
+
+/// The members of batch `id` by state.
+fn batch_counts<R: Cols>(rows: Vec<R>) -> Result<docket_core::batch::StateCounts> {
+    let mut counts = docket_core::batch::StateCounts::new();
+    for r in &rows {
+        let state = r.text("state")?;
+        let s = decode::state(&format!("batch member state {state:?}"), &state)?;
+        counts.insert(s, r.int("n")?);
+    }
+    Ok(counts)
+}
+
+#[async_trait]
+impl<D: Driver> BatchStore for D {
+    async fn batch_create(&self, p: BatchCreateParams) -> Result<(Batch, Vec<Task>)> {
+        let callbacks = serde_json::to_value(&p.callbacks).expect("callbacks serialise");
+        let (id, tasks) = again(|| async {
+            let mut tx = self.begin().await?;
+            tx.execute(
+                stmt!(batches, create),
+                args![p.name.as_deref(), !p.open, &callbacks, p.now],
+            )
+            .await?;
+            let id = tx
+                .fetch_one(stmt!(batches, last_id), args![])
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("a new batch has no id".into()))?
+                .int("id")?;
+            let tasks = insert_members(&mut tx, id, &p.tasks, p.now).await?;
+            tx.commit().await?;
+            Ok((id, tasks))
+        })
+        .await?;
+        let batch = self
+            .batch_get(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("batch {id}")))?;
+        Ok((batch, tasks))
+    }
+
+    async fn batch_add(&self, p: BatchAddParams) -> Result<(Batch, Vec<Task>)> {
+        let tasks = again(|| async {
+            let mut tx = self.begin().await?;
+            let b = match tx.fetch_one(stmt!(batches, lock), args![p.id]).await? {
+                Some(r) => row::batch(&r)?,
+                None => return Err(StoreError::NotFound(format!("batch {}", p.id))),
+            };
+            if b.settled_at.is_some() {
+                return Err(StoreError::Conflict(format!(
+                    "batch {} has settled (its callbacks were enqueued): it takes no more tasks",
+                    p.id
+                )));
+            }
+            let tasks = insert_members(&mut tx, p.id, &p.tasks, p.now).await?;
+            if p.seal && b.open {
+                tx.execute(stmt!(batches, seal), args![p.id]).await?;
+            }
+            tx.commit().await?;
+            Ok(tasks)
+        })
+        .await?;
+        let batch = self
+            .batch_get(p.id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("batch {}", p.id)))?;
+        Ok((batch, tasks))
+    }
+
+    async fn batch_get(&self, id: i64) -> Result<Option<Batch>> {
+        let Some(r) = self.fetch_one(stmt!(batches, get), args![id]).await? else {
+            return Ok(None);
+        };
+        let b = row::batch(&r)?;
+        let counts = batch_counts(self.fetch(stmt!(batches, counts), args![id]).await?)?;
+        Ok(Some(b.with_counts(counts)))
+    }
+
+    async fn batch_list(&self, p: BatchListParams) -> Result<Vec<Batch>> {
+        let rows = self
+            .fetch(stmt!(batches, list), args![p.before, p.limit])
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let b = row::batch(r)?;
+            let counts = batch_counts(self.fetch(stmt!(batches, counts), args![b.id]).await?)?;
+            out.push(b.with_counts(counts));
+        }
+        Ok(out)
+    }
+
+    async fn batch_unsettled(&self, after: i64, limit: i64) -> Result<Vec<i64>> {
+        let rows = self
+            .fetch(stmt!(batches, unsettled), args![after, limit])
+            .await?;
+        rows.iter().map(|r| r.int("id")).collect()
+    }
+
+    async fn batch_settle(&self, p: BatchSettleParams) -> Result<Option<Batch>> {
+        // Looked at first without the lock (SQLite's transaction takes the writer): a batch
+        // with an unfinished member, the sweep's usual case, costs one indexed read.
+        if self
+            .fetch_one(stmt!(batches, unfinished), args![p.id])
+            .await?
+            .is_some()
+        {
+            return Ok(None);
+        }
+        again(|| async {
+            let mut tx = self.begin().await?;
+            let b = match tx.fetch_one(stmt!(batches, lock), args![p.id]).await? {
+                Some(r) => row::batch(&r)?,
+                None => return Ok(None),
+            };
+            if b.open || b.settled_at.is_some() {
+                return Ok(None);
+            }
+            // Under the lock: a member added since the look above counts.
+            if tx
+                .fetch_one(stmt!(batches, unfinished), args![p.id])
+                .await?
+                .is_some()
+            {
+                return Ok(None);
+            }
+            let counts = batch_counts(tx.fetch(stmt!(batches, counts), args![p.id]).await?)?;
+            let b = b.with_counts(counts);
+            let limit = docket_core::batch::MAX_FAILED_IDS as i64 + 1;
+            let failed = tx
+                .fetch(stmt!(batches, failed), args![p.id, limit])
+                .await?
+                .iter()
+                .map(|r| r.int("id"))
+                .collect::<Result<Vec<_>>>()?;
+            let mut fired = std::collections::BTreeMap::new();
+            for (name, t) in (p.rule)(&b, &failed)? {
+                let task = tx.insert_task(&t, p.now).await?.ok_or_else(|| {
+                    StoreError::Conflict(format!("callback {name} turned away by a unique key"))
+                })?;
+                fired.insert(name, task.id);
+            }
+            let fired_json = serde_json::to_value(&fired).expect("fired serialises");
+            let n = tx
+                .execute(stmt!(batches, settle), args![p.id, p.now, &fired_json])
+                .await?;
+            if n != 1 {
+                return Ok(None);
+            }
+            tx.commit().await?;
+            Ok(Some(Batch {
+                settled_at: Some(p.now),
+                fired,
+                ..b
+            }))
+        })
+        .await
     }
 }

@@ -92,6 +92,7 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
             (Some(namespace), Some(id)) => Some(docket_core::ProcessRef { namespace, id }),
             _ => None,
         },
+        batch_id: row.int_opt("batch_id")?,
         stage: row.text_opt("stage")?,
         stages_done: decode::stages(&r, row.json_opt("stages_done")?)?,
         runs: decode::runs(&r, row.json_opt("runs")?, trace_id.as_deref())?,
@@ -282,5 +283,28 @@ pub(crate) fn task_transition(row: &impl Cols) -> Result<docket_core::sink::Task
         from_stage: row.text_opt("from_stage")?,
         stage: row.text_opt("stage")?,
         at: row.time("at")?,
+    })
+}
+
+/// A batch (uncounted) from a row of `docket_batches`.
+pub(crate) fn batch(r: &impl Cols) -> Result<docket_core::batch::Batch> {
+    let id = r.int("id")?;
+    let corrupt =
+        |c: &str, e: serde_json::Error| StoreError::Corrupt(format!("batch {id}: {c}: {e}"));
+    Ok(docket_core::batch::Batch {
+        id,
+        name: r.text_opt("name")?,
+        open: !r.flag("sealed")?,
+        total: 0,
+        done: 0,
+        counts: Default::default(),
+        callbacks: serde_json::from_value(r.json("callbacks")?)
+            .map_err(|e| corrupt("callbacks", e))?,
+        fired: match r.json_opt("fired")? {
+            Some(v) => serde_json::from_value(v).map_err(|e| corrupt("fired", e))?,
+            None => Default::default(),
+        },
+        created_at: r.time("created_at")?,
+        settled_at: r.time_opt("settled_at")?,
     })
 }

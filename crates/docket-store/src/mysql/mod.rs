@@ -295,6 +295,7 @@ impl MySqlStore {
             .bind(&t.user_id)
             .bind(&t.stage)
             .bind(t.progress.as_ref().map(Value::to_string))
+            .bind(t.batch_id)
             .execute(&mut **tx)
             .await;
         match r {
@@ -349,7 +350,8 @@ impl MySqlStore {
                 .bind(t.backoff.kind.as_str())
                 .bind(&t.user_id)
                 .bind(&t.stage)
-                .bind(t.progress.as_ref().map(Value::to_string));
+                .bind(t.progress.as_ref().map(Value::to_string))
+                .bind(t.batch_id);
         }
         let r = q.execute(&mut **tx).await?;
         let first = r.last_insert_id() as i64;
@@ -613,7 +615,7 @@ impl Store for MySqlStore {
 const MIGRATE_LOCK: &str = "SELECT GET_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())), 600)";
 const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())))";
 
-crate::sql::statements!("mysql": audit, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+crate::sql::statements!("mysql": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for MySqlStore {

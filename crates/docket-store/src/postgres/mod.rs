@@ -487,6 +487,7 @@ impl PgStore {
             .bind(col!(|t| t.user_id.clone()))
             .bind(col!(|t| t.stage.clone()))
             .bind(col!(|t| t.progress.clone()))
+            .bind(col!(|t| t.batch_id))
             .fetch_all(&mut *conn)
             .await?;
         Ok(rows)
@@ -543,7 +544,7 @@ pub fn statement(noun: &str, name: &str) -> &'static str {
     STATEMENTS.get(noun, name)
 }
 
-crate::sql::statements!("postgres": audit, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+crate::sql::statements!("postgres": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for PgStore {

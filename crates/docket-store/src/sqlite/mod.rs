@@ -159,6 +159,7 @@ impl SqliteStore {
             .bind(&t.user_id)
             .bind(&t.stage)
             .bind(t.progress.as_ref().map(Value::to_string))
+            .bind(t.batch_id)
             .fetch_optional(&mut **tx)
             .await
             .map_err(StoreError::from)
@@ -327,7 +328,7 @@ impl Store for SqliteStore {
     }
 }
 
-crate::sql::statements!("sqlite": audit, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+crate::sql::statements!("sqlite": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for SqliteStore {

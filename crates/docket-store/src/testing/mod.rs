@@ -13,6 +13,7 @@
 //! explicitly, so no case sleeps. `DOCKET_CONFORMANCE_CASE=name` runs the cases whose name
 //! contains `name` (and skips the coverage check). Behind the `testing` feature.
 
+mod batches;
 mod claims;
 mod fixtures;
 mod nodes;
@@ -220,6 +221,7 @@ const CASES: &[Case] = cases![
     nodes::worker_reports,
     processes::process_zombies_simple_repair_and_list,
     tokens::api_tokens,
+    batches::batches_settle_once,
     schedules::schedules_put_fire_pause_and_delete,
     notifications::notifications_sinks_and_listen,
     notifications::task_events_record_transitions,

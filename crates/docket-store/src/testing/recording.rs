@@ -402,6 +402,45 @@ impl ScheduleStore for Recording {
 }
 
 #[async_trait]
+impl BatchStore for Recording {
+    async fn batch_create(
+        &self,
+        p: BatchCreateParams,
+    ) -> Result<(docket_core::batch::Batch, Vec<Task>)> {
+        self.hit("batch_create").await;
+        self.inner.batch_create(p).await
+    }
+
+    async fn batch_add(&self, p: BatchAddParams) -> Result<(docket_core::batch::Batch, Vec<Task>)> {
+        self.hit("batch_add").await;
+        self.inner.batch_add(p).await
+    }
+
+    async fn batch_get(&self, id: i64) -> Result<Option<docket_core::batch::Batch>> {
+        self.hit("batch_get").await;
+        self.inner.batch_get(id).await
+    }
+
+    async fn batch_list(&self, p: BatchListParams) -> Result<Vec<docket_core::batch::Batch>> {
+        self.hit("batch_list").await;
+        self.inner.batch_list(p).await
+    }
+
+    async fn batch_unsettled(&self, after: i64, limit: i64) -> Result<Vec<i64>> {
+        self.hit("batch_unsettled").await;
+        self.inner.batch_unsettled(after, limit).await
+    }
+
+    async fn batch_settle(
+        &self,
+        p: BatchSettleParams,
+    ) -> Result<Option<docket_core::batch::Batch>> {
+        self.hit("batch_settle").await;
+        self.inner.batch_settle(p).await
+    }
+}
+
+#[async_trait]
 impl AuditStore for Recording {
     async fn audit_add(&self, p: AuditAddParams<'_>) -> Result<()> {
         self.hit("audit_add").await;

@@ -1,0 +1,124 @@
+//! Batches: create with members, add, seal, read, and settle once ([`BatchStore`]). The rules
+//! (which callbacks are due, their payloads) are `docket_core::batch`'s; the engine hands them
+//! to [`BatchStore::batch_settle`] as a closure that runs under the batch's row lock.
+
+use crate::*;
+use async_trait::async_trait;
+use docket_core::batch::Batch;
+use docket_core::task::ResolvedTask;
+use docket_core::{Task, Timestamp};
+
+/// Batches of tasks with callbacks.
+#[async_trait]
+pub trait BatchStore: Send + Sync {
+    /// Creates a batch and inserts its members (their `batch_id` is set here), in one
+    /// transaction. Answers the batch and the members in input order.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when a member was turned away by a unique key (the engine
+    /// refuses members with one); database failure. Nothing is written then.
+    async fn batch_create(&self, p: BatchCreateParams) -> Result<(Batch, Vec<Task>)>;
+
+    /// Adds members to a batch that has not settled and, with `seal`, seals it; one
+    /// transaction under the batch's row lock.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::Conflict`] when the batch has settled (its
+    /// callbacks were enqueued); database failure. Nothing is written then.
+    async fn batch_add(&self, p: BatchAddParams) -> Result<(Batch, Vec<Task>)>;
+
+    /// One batch with its members counted by state.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn batch_get(&self, id: i64) -> Result<Option<Batch>>;
+
+    /// Batches, newest first, with ids below `before` when given; counted like
+    /// [`BatchStore::batch_get`].
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn batch_list(&self, p: BatchListParams) -> Result<Vec<Batch>>;
+
+    /// Ids of sealed batches that have not settled, above `after`, in id order (the engine's
+    /// sweep pages through them).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn batch_unsettled(&self, after: i64, limit: i64) -> Result<Vec<i64>>;
+
+    /// Settles a batch if it is due: under its row lock, when it is sealed, has not settled and
+    /// no member is unfinished, calls `rule` with the batch (counted) and the ids of its
+    /// discarded and cancelled members (at most 1,001, by id), inserts the tasks the rule
+    /// returns, and records them as fired with the settling time. `None` when not due (or
+    /// settled before: a second node settling at once gets `None`).
+    ///
+    /// # Errors
+    /// The rule's error, database failure; nothing is written then.
+    async fn batch_settle(&self, p: BatchSettleParams) -> Result<Option<Batch>>;
+}
+
+/// Params of [`BatchStore::batch_create`].
+#[derive(Debug, Clone)]
+pub struct BatchCreateParams {
+    /// The label.
+    pub name: Option<String>,
+    /// Keep it open (unsealed).
+    pub open: bool,
+    /// The callback specs as given (`docket_core::batch::Callbacks`).
+    pub callbacks: docket_core::batch::Callbacks,
+    /// The members, resolved.
+    pub tasks: Vec<ResolvedTask>,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`BatchStore::batch_add`].
+#[derive(Debug, Clone)]
+pub struct BatchAddParams {
+    /// The batch.
+    pub id: i64,
+    /// Members to add, resolved (may be none).
+    pub tasks: Vec<ResolvedTask>,
+    /// Seal it too.
+    pub seal: bool,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// Params of [`BatchStore::batch_list`].
+#[derive(Debug, Clone, Copy)]
+pub struct BatchListParams {
+    /// Only ids below this.
+    pub before: Option<i64>,
+    /// At most this many.
+    pub limit: i64,
+}
+
+/// The rule of [`BatchStore::batch_settle`]: the batch and its failed members' ids → the
+/// callback tasks to insert, by callback name.
+pub type BatchSettleRule = Arc<
+    dyn Fn(&Batch, &[i64]) -> std::result::Result<Vec<(String, ResolvedTask)>, StoreError>
+        + Send
+        + Sync,
+>;
+
+/// Params of [`BatchStore::batch_settle`].
+#[derive(Clone)]
+pub struct BatchSettleParams {
+    /// The batch.
+    pub id: i64,
+    /// The callbacks to enqueue (the engine's rule).
+    pub rule: BatchSettleRule,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+impl std::fmt::Debug for BatchSettleParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchSettleParams")
+            .field("id", &self.id)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,250 @@
+//! Conformance cases: batches.
+
+use super::fixtures::*;
+use docket_core::batch::{Batch, Callbacks, NewBatch};
+use std::collections::BTreeMap;
+
+/// The engine's rule, as `docket_engine` builds it: the due callbacks, resolved.
+fn rule(now: Timestamp) -> BatchSettleRule {
+    Arc::new(move |b: &Batch, failed: &[i64]| {
+        Ok(docket_core::batch::callbacks_to_enqueue(b, failed)
+            .into_iter()
+            .map(|(name, t)| (name.to_string(), resolve(t, now)))
+            .collect())
+    })
+}
+
+fn member(kind: &str) -> ResolvedTask {
+    resolve(nt(kind), t0())
+}
+
+/// Batches: members carry the batch id and are counted by state; the batch settles only when
+/// sealed with every member finished, once (a second settle does nothing), enqueuing the due
+/// callbacks with counts and failed ids; a settled batch takes no more tasks; an open batch
+/// takes tasks until sealed; the sweep lists sealed unsettled batches.
+pub(super) async fn batches_settle_once(b: Bundle) {
+    let s = &b.store;
+    let callbacks = Callbacks {
+        completed: Some(NewTask::new("all_done", json!({"to": "ops"}))),
+        succeeded: Some(NewTask::new("all_good", json!(null))),
+        discarded: Some(NewTask::new("some_failed", json!({}))),
+        ..Default::default()
+    };
+    let later = resolve(
+        NewTask {
+            run_at: Some(t0() + secs(60)),
+            ..nt("m")
+        },
+        t0(),
+    );
+    let (batch, tasks) = s
+        .batch_create(BatchCreateParams {
+            name: Some("nightly".into()),
+            open: false,
+            callbacks: callbacks.clone(),
+            tasks: vec![member("m"), member("m"), later],
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(batch.name.as_deref(), Some("nightly"));
+    assert!(!batch.open);
+    assert_eq!((batch.total, batch.done), (3, 0));
+    assert_eq!(batch.counts[&TaskState::Available], 2);
+    assert_eq!(batch.counts[&TaskState::Scheduled], 1);
+    assert_eq!(batch.callbacks, callbacks);
+    assert!(batch.fired.is_empty() && batch.settled_at.is_none());
+    assert!(tasks.iter().all(|t| t.batch_id == Some(batch.id)));
+    let stored = s.task_get(tasks[0].id).await.unwrap().unwrap();
+    assert_eq!(stored.batch_id, Some(batch.id));
+    // A plain task is in no batch.
+    let plain = insert(s.as_ref(), vec![nt("m")], t0()).await;
+    assert_eq!(plain[0].batch_id, None);
+    assert_eq!(
+        s.task_get(plain[0].id).await.unwrap().unwrap().batch_id,
+        None
+    );
+
+    let settle = |now| {
+        s.batch_settle(BatchSettleParams {
+            id: batch.id,
+            rule: rule(now),
+            now,
+        })
+    };
+    assert_eq!(settle(t0()).await.unwrap(), None, "members unfinished");
+    assert_eq!(s.batch_unsettled(0, 10).await.unwrap(), vec![batch.id]);
+    assert!(s.batch_unsettled(batch.id, 10).await.unwrap().is_empty());
+
+    // Two complete, one (the scheduled one, once due) fails for good.
+    let got = claim(s.as_ref(), "default", 10, t0() + secs(61)).await;
+    let mine: Vec<_> = got
+        .iter()
+        .filter(|t| t.batch_id == Some(batch.id))
+        .collect();
+    assert_eq!(
+        mine.len(),
+        2,
+        "the scheduled member is not due yet: {got:?}"
+    );
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(mine[0], json!(1)), done(mine[1], json!(2))],
+        now: t0() + secs(61),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    assert_eq!(settle(t0() + secs(61)).await.unwrap(), None);
+    s.task_promote(TaskPromoteParams {
+        now: t0() + secs(61),
+        limit: 100,
+    })
+    .await
+    .unwrap();
+    let got = claim(s.as_ref(), "default", 10, t0() + secs(61)).await;
+    let last = got
+        .iter()
+        .find(|t| t.batch_id == Some(batch.id))
+        .expect("the scheduled member");
+    s.task_fail_many(TaskFailManyParams {
+        items: &[TaskFail {
+            permanent: true,
+            ..fail(last, "no")
+        }],
+        worker: None,
+        now: t0() + secs(62),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+
+    let settled = settle(t0() + secs(63))
+        .await
+        .unwrap()
+        .expect("every member finished");
+    assert_eq!(settled.settled_at, Some(t0() + secs(63)));
+    assert_eq!((settled.total, settled.done), (3, 3));
+    assert_eq!(
+        settled.fired.keys().cloned().collect::<Vec<_>>(),
+        ["completed", "discarded"]
+    );
+    let cb = s
+        .task_get(settled.fired["discarded"])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cb.kind, "some_failed");
+    assert_eq!(cb.batch_id, None, "a callback is not a member");
+    assert_eq!(cb.payload["batch"]["id"], batch.id);
+    assert_eq!(cb.payload["batch"]["completed"], 2);
+    assert_eq!(cb.payload["batch"]["discarded"], 1);
+    assert_eq!(cb.payload["batch"]["failed_ids"], json!([last.id]));
+    let cb = s
+        .task_get(settled.fired["completed"])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cb.payload["to"], "ops");
+    // Once only: a second settle does nothing, and the batch reads as settled.
+    assert_eq!(settle(t0() + secs(64)).await.unwrap(), None);
+    let read = s.batch_get(batch.id).await.unwrap().unwrap();
+    assert_eq!(read.fired, settled.fired);
+    assert_eq!(read.settled_at, settled.settled_at);
+    assert!(s.batch_unsettled(0, 10).await.unwrap().is_empty());
+    let n = s
+        .task_list(TaskListParams {
+            kind: Some("all_done".into()),
+            limit: 10,
+            ..TaskListParams::default()
+        })
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(n, 1);
+    // A settled batch takes no more tasks; an unknown one is not found.
+    let add = |id, tasks, seal| {
+        s.batch_add(BatchAddParams {
+            id,
+            tasks,
+            seal,
+            now: t0() + secs(65),
+        })
+    };
+    assert!(matches!(
+        add(batch.id, vec![member("m")], false).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        add(batch.id + 1000, vec![], true).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // An open batch: callbacks wait for the seal even when every member finished.
+    let (open, none) = s
+        .batch_create(BatchCreateParams {
+            name: None,
+            open: true,
+            callbacks: Callbacks {
+                succeeded: Some(NewTask::new("ok", json!(null))),
+                ..Default::default()
+            },
+            tasks: vec![],
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert!(open.open && none.is_empty() && open.total == 0);
+    let (b2, added) = add(open.id, vec![member("o")], false).await.unwrap();
+    assert!(b2.open);
+    assert_eq!((b2.total, added[0].batch_id), (1, Some(open.id)));
+    let got = claim(s.as_ref(), "default", 10, t0() + secs(66)).await;
+    let o = got.iter().find(|t| t.kind == "o").unwrap();
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(o, json!(null))],
+        now: t0() + secs(66),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let settle_open = || {
+        s.batch_settle(BatchSettleParams {
+            id: open.id,
+            rule: rule(t0() + secs(67)),
+            now: t0() + secs(67),
+        })
+    };
+    assert_eq!(settle_open().await.unwrap(), None, "still open");
+    assert!(s.batch_unsettled(0, 10).await.unwrap().is_empty());
+    let (sealed, _) = add(open.id, vec![], true).await.unwrap();
+    assert!(!sealed.open);
+    assert_eq!(s.batch_unsettled(0, 10).await.unwrap(), vec![open.id]);
+    let done_open = settle_open().await.unwrap().unwrap();
+    assert_eq!(
+        done_open.fired.keys().cloned().collect::<Vec<_>>(),
+        ["succeeded"]
+    );
+
+    // Newest first, paged by id.
+    let all = s
+        .batch_list(BatchListParams {
+            before: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        all.iter().map(|b| b.id).collect::<Vec<_>>(),
+        [open.id, batch.id]
+    );
+    assert_eq!(all[1].counts[&TaskState::Completed], 2);
+    let older = s
+        .batch_list(BatchListParams {
+            before: Some(open.id),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(older.len(), 1);
+    let _: BTreeMap<String, i64> = older[0].fired.clone();
+    let _ = NewBatch::default();
+}
