@@ -48,7 +48,8 @@ pub struct NewBatch {
 }
 
 /// The callback task specs of a batch. Each is a task spec as `POST /v1/tasks` takes (no
-/// `unique_key`); its `payload` must be an object or null, and docket adds a `batch` key to it:
+/// `unique_key`, and times relative to the settling: `run_in` / `expires_in`, not `run_at` /
+/// `expires_at`); its `payload` must be an object or null, and docket adds a `batch` key to it:
 /// `{"id", "name", "callback", "total", "completed", "discarded", "cancelled", "failed_ids"}`
 /// (`failed_ids`: the discarded and cancelled members, the first 1,000 by id).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
@@ -152,6 +153,11 @@ pub fn check(b: &NewBatch) -> Result<(), String> {
             if t.unique_key.is_some() {
                 return Err(format!(
                     "callbacks.{name}: no unique_key (docket enqueues each callback once)"
+                ));
+            }
+            if t.run_at.is_some() || t.expires_at.is_some() {
+                return Err(format!(
+                    "callbacks.{name}: use run_in / expires_in (a callback starts when the batch settles)"
                 ));
             }
             if !(t.payload.is_object() || t.payload.is_null()) {
@@ -329,6 +335,12 @@ mod tests {
         assert!(check(&b)
             .unwrap_err()
             .contains("callbacks.succeeded.payload"));
+        let mut b = ok.clone();
+        b.callbacks.completed = Some(NewTask {
+            run_at: Some(crate::time::min()),
+            ..NewTask::new("k", Value::Null)
+        });
+        assert!(check(&b).unwrap_err().contains("run_in"));
         let mut b = ok.clone();
         b.name = Some("a\0b".into());
         assert!(check(&b).unwrap_err().contains("name"));

@@ -113,6 +113,8 @@ impl Engine {
         };
         if action != TaskAction::Cancel {
             self.waker.wake(&t.queue);
+        } else if t.batch_id.is_some() {
+            self.batches_poke();
         }
         self.waker.changed();
         self.audit(

@@ -8,6 +8,7 @@
 
 pub mod actions;
 pub mod auth;
+pub mod batches;
 mod database;
 mod error;
 pub mod kinds;
@@ -141,6 +142,8 @@ pub struct Engine {
     ring: Arc<std::sync::Mutex<maintenance::RingState>>,
     /// Pickup breakdown marks, when a bench asked for them.
     pub(crate) probe: Option<Arc<probe::Probe>>,
+    /// Whether batches wait to settle, and the settling loop's wake-up (see [`batches`]).
+    pub(crate) batches: Arc<batches::BatchWatch>,
 }
 
 impl Engine {
@@ -156,6 +159,7 @@ impl Engine {
             draining: Arc::default(),
             ring: Arc::default(),
             probe: None,
+            batches: Arc::default(),
         }
     }
 
@@ -217,7 +221,31 @@ impl Engine {
     ///
     /// # Errors
     /// [`EngineError::InvalidTask`] for the first bad spec (nothing is inserted), store errors.
-    pub async fn enqueue_many(&self, mut tasks: Vec<NewTask>) -> Result<Vec<Task>, EngineError> {
+    pub async fn enqueue_many(&self, tasks: Vec<NewTask>) -> Result<Vec<Task>, EngineError> {
+        let now = self.clock.now();
+        let resolved = self.resolve_all(tasks, now).await?;
+        let out = self
+            .store
+            .task_insert_many(TaskInsertManyParams {
+                tasks: resolved,
+                now,
+            })
+            .await?;
+        self.inserted(&out);
+        Ok(out)
+    }
+
+    /// Checks tasks with the kind hooks and resolves their defaults (queue settings, then the
+    /// server's) at `now`.
+    ///
+    /// # Errors
+    /// [`EngineError::Refused`] / [`EngineError::InvalidTask`] for the first bad spec; store
+    /// errors.
+    pub(crate) async fn resolve_all(
+        &self,
+        mut tasks: Vec<NewTask>,
+        now: docket_core::Timestamp,
+    ) -> Result<Vec<docket_core::task::ResolvedTask>, EngineError> {
         for (index, t) in tasks.iter_mut().enumerate() {
             self.kinds
                 .check(t)
@@ -226,7 +254,6 @@ impl Engine {
                     refusal,
                 })?;
         }
-        let now = self.clock.now();
         let mut names: Vec<String> = tasks.iter().map(|t| t.queue_name().to_string()).collect();
         names.sort();
         names.dedup();
@@ -239,16 +266,14 @@ impl Engine {
                 .map_err(|message| EngineError::InvalidTask { index, message })?;
             resolved.push(r);
         }
-        let out = self
-            .store
-            .task_insert_many(TaskInsertManyParams {
-                tasks: resolved,
-                now,
-            })
-            .await?;
-        metrics::record_enqueued(&out);
+        Ok(resolved)
+    }
+
+    /// Counts inserted tasks and wakes their queues' claimers (or the scheduler).
+    pub(crate) fn inserted(&self, out: &[Task]) {
+        metrics::record_enqueued(out);
         let mut woke = std::collections::HashSet::new();
-        for t in &out {
+        for t in out {
             if t.inserted == Some(true) {
                 match t.state {
                     docket_core::TaskState::Available => {
@@ -261,7 +286,6 @@ impl Engine {
                 }
             }
         }
-        Ok(out)
     }
 
     /// Records the task events of these queues from now on (see
@@ -294,6 +318,7 @@ impl Engine {
         metrics::record_outcomes(&out, now);
         if !items.is_empty() {
             self.waker.changed();
+            self.batches_poke();
         }
         Ok(out)
     }
@@ -321,6 +346,7 @@ impl Engine {
         metrics::record_outcomes(&out, now);
         if !items.is_empty() {
             self.waker.wake_scheduler();
+            self.batches_poke();
         }
         Ok(out)
     }
@@ -567,6 +593,7 @@ impl Engine {
             self.waker.set_peers(peers);
             handles.push(h);
         }
+        handles.push(tokio::spawn(batches::run(self.clone(), cancel.clone())));
         handles.push(tokio::spawn(maintenance::run(self.clone(), cancel)));
         Ok(handles)
     }

@@ -100,6 +100,11 @@ pub const DB_CONNECTIONS: &str = "docket_db_connections";
 pub const HTTP_REQUEST: &str = "docket_http_request_duration_seconds";
 /// Tasks enqueued by schedules, by `schedule`.
 pub const SCHEDULE_RUNS: &str = "docket_schedule_runs_total";
+/// Counter: batches settled (their callbacks enqueued).
+pub const BATCHES_SETTLED: &str = "docket_batches_settled_total";
+/// Counter: batch callback tasks enqueued, by `callback` (completed, succeeded, discarded,
+/// cancelled).
+pub const BATCH_CALLBACKS: &str = "docket_batch_callbacks_total";
 
 /// Counts enqueued tasks (one counter update per queue and kind of the batch).
 pub fn record_enqueued(tasks: &[Task]) {
@@ -261,6 +266,14 @@ fn describe() {
         "HTTP request durations by route, method and status"
     );
     describe_counter!(SCHEDULE_RUNS, "Tasks enqueued by schedules, by schedule");
+    describe_counter!(
+        BATCHES_SETTLED,
+        "Batches settled (their callbacks enqueued)"
+    );
+    describe_counter!(
+        BATCH_CALLBACKS,
+        "Batch callback tasks enqueued, by callback"
+    );
     describe_histogram!(
         CALLS_SCANNING,
         "Calls (call, repair) scanning durations in millisecond"

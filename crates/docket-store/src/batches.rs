@@ -49,7 +49,8 @@ pub trait BatchStore: Send + Sync {
 
     /// Settles a batch if it is due: under its row lock, when it is sealed, has not settled and
     /// no member is unfinished, calls `rule` with the batch (counted) and the ids of its
-    /// discarded and cancelled members (at most 1,001, by id), inserts the tasks the rule
+    /// discarded and cancelled members (at most 1,001, by id) and the settings of the
+    /// callbacks' queues (read before the lock), inserts the tasks the rule
     /// returns, and records them as fired with the settling time. `None` when not due (or
     /// settled before: a second node settling at once gets `None`).
     ///
@@ -95,10 +96,14 @@ pub struct BatchListParams {
     pub limit: i64,
 }
 
-/// The rule of [`BatchStore::batch_settle`]: the batch and its failed members' ids → the
-/// callback tasks to insert, by callback name.
+/// The rule of [`BatchStore::batch_settle`]: the batch, its failed members' ids and the
+/// settings of its callbacks' queues → the callback tasks to insert, by callback name.
 pub type BatchSettleRule = Arc<
-    dyn Fn(&Batch, &[i64]) -> std::result::Result<Vec<(String, ResolvedTask)>, StoreError>
+    dyn Fn(
+            &Batch,
+            &[i64],
+            &std::collections::HashMap<String, docket_core::QueueSettings>,
+        ) -> std::result::Result<Vec<(String, ResolvedTask)>, StoreError>
         + Send
         + Sync,
 >;

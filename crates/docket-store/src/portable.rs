@@ -587,7 +587,7 @@ fn batch_counts<R: Cols>(rows: Vec<R>) -> Result<docket_core::batch::StateCounts
 }
 
 #[async_trait]
-impl<D: Driver> BatchStore for D {
+impl<D: Driver + QueueDriver> BatchStore for D {
     async fn batch_create(&self, p: BatchCreateParams) -> Result<(Batch, Vec<Task>)> {
         let callbacks = serde_json::to_value(&p.callbacks).expect("callbacks serialise");
         let (id, tasks) = again(|| async {
@@ -681,6 +681,22 @@ impl<D: Driver> BatchStore for D {
         {
             return Ok(None);
         }
+        // The callbacks' queue settings, for the rule to resolve them with.
+        let Some(r) = self.fetch_one(stmt!(batches, get), args![p.id]).await? else {
+            return Ok(None);
+        };
+        let spec = row::batch(&r)?;
+        if spec.open || spec.settled_at.is_some() {
+            return Ok(None);
+        }
+        let mut names: Vec<String> = docket_core::batch::CALLBACKS
+            .iter()
+            .filter_map(|c| spec.callbacks.get(c))
+            .map(|t| t.queue_name().to_string())
+            .collect();
+        names.sort();
+        names.dedup();
+        let settings = QueueDriver::queue_settings_many(self, &names).await?;
         again(|| async {
             let mut tx = self.begin().await?;
             let b = match tx.fetch_one(stmt!(batches, lock), args![p.id]).await? {
@@ -708,7 +724,7 @@ impl<D: Driver> BatchStore for D {
                 .map(|r| r.int("id"))
                 .collect::<Result<Vec<_>>>()?;
             let mut fired = std::collections::BTreeMap::new();
-            for (name, t) in (p.rule)(&b, &failed)? {
+            for (name, t) in (p.rule)(&b, &failed, &settings)? {
                 let task = tx.insert_task(&t, p.now).await?.ok_or_else(|| {
                     StoreError::Conflict(format!("callback {name} turned away by a unique key"))
                 })?;

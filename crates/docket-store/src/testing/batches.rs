@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// The engine's rule, as `docket_engine` builds it: the due callbacks, resolved.
 fn rule(now: Timestamp) -> BatchSettleRule {
-    Arc::new(move |b: &Batch, failed: &[i64]| {
+    Arc::new(move |b: &Batch, failed: &[i64], _: &_| {
         Ok(docket_core::batch::callbacks_to_enqueue(b, failed)
             .into_iter()
             .map(|(name, t)| (name.to_string(), resolve(t, now)))
