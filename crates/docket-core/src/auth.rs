@@ -150,7 +150,7 @@ pub fn needed_scope(method: &str, path: &str) -> Option<Scope> {
         // A namespace's processor URL and webhook make the server send requests where they
         // say: setting them is an admin's decision.
         ["v1", "namespaces", _] => Scope::Admin,
-        ["v1", "tasks"] | ["v1", "schedules", ..] => Scope::Enqueue,
+        ["v1", "tasks"] | ["v1", "schedules" | "batches", ..] => Scope::Enqueue,
         ["v1", "tasks", "complete" | "fail"] => Scope::Work,
         ["v1", "tasks", _, "heartbeat" | "complete" | "fail"] => Scope::Work,
         ["v1", "queues", _, "claim"] => Scope::Work,

@@ -134,6 +134,35 @@ impl Batch {
     }
 }
 
+/// The answer to `POST /v1/batches` and `POST /v1/batches/{id}/tasks`: the batch (counted)
+/// and the tasks just inserted, in input order.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct BatchCreated {
+    /// The batch.
+    pub batch: Batch,
+    /// The tasks inserted by this request.
+    pub tasks: Vec<crate::Task>,
+}
+
+/// `POST /v1/batches/{id}/tasks`: members to add to a batch that has not settled.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchAdd {
+    /// 0..=10,000 task specs (no `unique_key`).
+    #[serde(default)]
+    pub tasks: Vec<NewTask>,
+    /// Seal the batch too (callbacks may run once every member finished). Default false.
+    #[serde(default)]
+    pub seal: bool,
+}
+
+/// `GET /v1/batches`: newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct BatchList {
+    /// The batches.
+    pub batches: Vec<Batch>,
+}
+
 /// Checks a batch spec beyond what each task's own checks cover.
 ///
 /// # Errors

@@ -28,8 +28,8 @@ pub use state::{AppState, MAX_BATCH, MAX_BODY_BYTES, MAX_PAYLOAD_BYTES, MAX_WAIT
 
 use extract::{json_errors, refuse_nul};
 use routes::{
-    changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*, schedules::*,
-    system::*, tasks::*, tokens::*, workers::*,
+    batches::*, changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*,
+    schedules::*, system::*, tasks::*, tokens::*, workers::*,
 };
 use state::Disconnect;
 
@@ -70,6 +70,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/schedules/{name}/pause", post(schedule_pause))
         .route("/v1/schedules/{name}/resume", post(schedule_resume))
+        .route("/v1/batches", post(batch_create).get(batch_list))
+        .route("/v1/batches/{id}", get(batch_get))
+        .route("/v1/batches/{id}/tasks", post(batch_add))
+        .route("/v1/batches/{id}/seal", post(batch_seal))
         .route("/v1/events", get(events_stream))
         .route("/v1/tokens", post(token_create).get(token_list))
         .route("/v1/tokens/{name}", axum::routing::delete(token_revoke))

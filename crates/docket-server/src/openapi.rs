@@ -6,8 +6,8 @@
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*, schedules::*,
-    system::*, tasks::*, tokens::*, workers::*,
+    batches::*, changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*,
+    schedules::*, system::*, tasks::*, tokens::*, workers::*,
 };
 use crate::schemas::ProcessorError;
 use axum::response::IntoResponse;
@@ -76,6 +76,11 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         schedule_delete,
         schedule_pause,
         schedule_resume,
+        batch_create,
+        batch_list,
+        batch_get,
+        batch_add,
+        batch_seal,
         audit_list,
         status,
         changes,

@@ -1,6 +1,7 @@
 //! The API's handlers, a file per noun; the crate's `router` wires them to paths and
 //! the OpenAPI document (`openapi.rs`) lists them.
 
+pub(crate) mod batches;
 pub(crate) mod changes;
 pub(crate) mod events;
 pub(crate) mod leases;
