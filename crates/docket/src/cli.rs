@@ -117,6 +117,14 @@ pub enum Command {
         #[command(subcommand)]
         cmd: ScheduleCmd,
     },
+    /// Batches: tasks grouped under one id, with callback tasks enqueued once when every one
+    /// finished.
+    Batch {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: BatchCmd,
+    },
     /// The cluster on one screen: queues, nodes, schedules, last hour's throughput.
     Status {
         #[command(flatten)]
@@ -596,6 +604,49 @@ pub enum ScheduleCmd {
     Resume { name: String },
     /// Remove a schedule (its tasks stay).
     Remove { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BatchCmd {
+    /// Create a batch from a JSON spec (`POST /v1/batches`: `{"name"?, "tasks": [...],
+    /// "callbacks": {"completed"?, "succeeded"?, "discarded"?, "cancelled"?}, "open"?}`), read
+    /// from FILE or `-` (stdin).
+    Create {
+        file: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add tasks (a JSON array of task specs, from FILE or `-`) to a batch that has not
+    /// settled.
+    Add {
+        id: i64,
+        file: String,
+        /// Seal the batch too.
+        #[arg(long)]
+        seal: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Seal an open batch: its callbacks run once every task finished.
+    Seal {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One batch: progress by state, callbacks, which were enqueued.
+    Show {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Batches, newest first.
+    List {
+        /// At most this many (1–100).
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]

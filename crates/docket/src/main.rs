@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use commands::{
-    output::*, queue::*, schedule::*, serve::*, status::*, task::*, token::*, worker::*,
+    batch::*, output::*, queue::*, schedule::*, serve::*, status::*, task::*, token::*, worker::*,
 };
 
 fn init_logs(format: LogFormat, default: &str) {
@@ -136,6 +136,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Task { server, cmd } => task_cmd(server.client()?, cmd).await,
         Command::Queue { server, cmd } => queue_cmd(server.client()?, cmd).await,
         Command::Schedule { server, cmd } => schedule_cmd(server.client()?, cmd).await,
+        Command::Batch { server, cmd } => batch_cmd(server.client()?, cmd).await,
         Command::Status { server, json } => status(server.client()?, json).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -1027,6 +1027,58 @@ fn user_task_lists_from_the_cli(backend: &str) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("user_id"));
 }
 
+/// Issue 26 item 2: `docket batch create/add/seal/show/list`; a bad spec is one clear line and
+/// a non-zero exit.
+fn batches_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("batch.json");
+    std::fs::write(
+        &spec,
+        r#"{"name": "nightly", "open": true, "tasks": [{"kind": "a"}],
+            "callbacks": {"completed": {"kind": "report", "payload": {"to": "ops"}}}}"#,
+    )
+    .unwrap();
+    let out: Value =
+        serde_json::from_str(&s.ok(&["batch", "create", spec.to_str().unwrap(), "--json"]))
+            .unwrap();
+    let id = out["batch"]["id"].as_i64().unwrap();
+    assert_eq!(out["batch"]["open"], true);
+    assert_eq!(
+        s.task(out["tasks"][0]["id"].as_i64().unwrap())["batch_id"],
+        id
+    );
+    let more = dir.path().join("more.json");
+    std::fs::write(&more, r#"[{"kind": "b"}, {"kind": "c"}]"#).unwrap();
+    let out: Value = serde_json::from_str(&s.ok(&[
+        "batch",
+        "add",
+        &id.to_string(),
+        more.to_str().unwrap(),
+        "--seal",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(out["batch"]["total"], 3);
+    assert_eq!(out["batch"]["open"], false);
+    let shown: Value =
+        serde_json::from_str(&s.ok(&["batch", "show", &id.to_string(), "--json"])).unwrap();
+    assert_eq!(shown["counts"]["available"], 3);
+    let table = s.ok(&["batch", "list"]);
+    assert!(
+        table.contains("nightly") && table.contains("0/3"),
+        "{table}"
+    );
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"tasks": [{"kind": "a", "unique_key": "u"}]}"#).unwrap();
+    let o = s.cli(&["batch", "create", bad.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unique_key"));
+    let o = s.cli(&["batch", "show", "999999"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
+}
+
 /// Issue 12 item 11: `docket node drain NAME [--to OTHER]` moves the node's pinned waiting
 /// tasks and marks it draining; `docket node resume NAME` ends it; an unknown node is an error.
 fn node_drain_from_the_cli(backend: &str) {
@@ -1501,6 +1553,7 @@ macro_rules! both {
 }
 
 both!(
+    batches_from_the_cli,
     compat_asyncflow_from_the_cli,
     worker_supervisor_from_the_cli,
     schedule_cfg_from_the_cli,

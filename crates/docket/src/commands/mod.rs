@@ -1,5 +1,6 @@
 //! One file per CLI command; `main.rs` parses the command line and dispatches.
 
+pub(crate) mod batch;
 pub(crate) mod output;
 pub(crate) mod queue;
 pub(crate) mod schedule;
