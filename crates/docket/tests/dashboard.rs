@@ -82,6 +82,15 @@ async fn scenario(db: &[&str], shot: &str) {
     )
     .await;
 
+    let batch = post(
+        &http,
+        &format!("{base}/v1/batches"),
+        json!({"name": "import-42", "tasks": [{"queue": "ui-batch", "kind": "row"}, {"queue": "ui-batch", "kind": "row"}],
+               "callbacks": {"completed": {"kind": "report"}}}),
+    )
+    .await;
+    let batch_id = batch["batch"]["id"].as_i64().unwrap();
+
     let c = chromium(driver_port).await;
 
     // Every page loads and shows what it is about.
@@ -90,6 +99,7 @@ async fn scenario(db: &[&str], shot: &str) {
         ("/ui/tasks", "tasks"),
         ("/ui/processes", "processes"),
         ("/ui/schedules", "schedules"),
+        ("/ui/batches", "batches"),
         ("/ui/audit", "audit"),
     ] {
         c.goto(&format!("{base}{path}")).await.unwrap();
@@ -99,6 +109,38 @@ async fn scenario(db: &[&str], shot: &str) {
             .await
             .unwrap_or_else(|e| panic!("{path}: no #{marker}: {e}"));
     }
+    // The batch: its progress (a labelled progress bar) in the list, its counts on its page,
+    // and a link from each of its tasks.
+    c.goto(&format!("{base}/ui/batches")).await.unwrap();
+    let row = text_of(&c, &format!("batch-{batch_id}")).await;
+    assert!(row.contains("import-42") && row.contains("0 / 2"), "{row}");
+    let bar = c
+        .find(Locator::Css(&format!("#batch-{batch_id} progress")))
+        .await
+        .unwrap();
+    let label = bar.attr("aria-label").await.unwrap().unwrap_or_default();
+    assert!(label.contains("0 of 2"), "{label}");
+    c.goto(&format!("{base}/ui/batches/{batch_id}"))
+        .await
+        .unwrap();
+    let counts = text_of(&c, "batch-counts").await;
+    assert!(
+        counts.contains("available") && counts.contains('2'),
+        "{counts}"
+    );
+    let member = batch["tasks"][0]["id"].as_i64().unwrap();
+    c.goto(&format!("{base}/ui/tasks/{member}")).await.unwrap();
+    c.find(Locator::LinkText(&format!("batch {batch_id}")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("batch-counts"))
+        .await
+        .unwrap();
     c.goto(&format!("{base}/")).await.unwrap();
     let overview = c
         .find(Locator::Id("queues"))

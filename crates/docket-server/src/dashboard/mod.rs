@@ -8,6 +8,7 @@
 //! them in the audit log.
 
 mod audit;
+mod batches;
 mod layout;
 mod login;
 mod overview;
@@ -19,6 +20,7 @@ mod tasks;
 mod workers;
 
 use audit::*;
+use batches::*;
 use overview::*;
 use processes::*;
 use schedules::*;
@@ -58,6 +60,8 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/audit", get(audit))
         .route("/ui/workers", get(workers))
         .route("/ui/sinks", get(sinks))
+        .route("/ui/batches", get(batches))
+        .route("/ui/batches/{id}", get(batch))
         .route("/ui/events", get(crate::routes::changes::changes))
         .route("/ui/assets/{file}", get(asset))
         .route("/ui/login", get(login::login_page).post(login::login))
