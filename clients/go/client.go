@@ -399,6 +399,45 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	return c.call(ctx, "POST", "/v1/queues/"+seg(queue)+"/resume", nil, nil)
 }
 
+// CreateBatch creates a batch: its tasks in one transaction, and callback tasks enqueued once
+// when every task finished (POST /v1/batches).
+func (c *Client) CreateBatch(ctx context.Context, b NewBatch) (BatchCreated, error) {
+	var out BatchCreated
+	return out, c.call(ctx, "POST", "/v1/batches", b, &out)
+}
+
+// AddToBatch adds tasks to a batch that has not settled, and seals it when seal is true; a
+// settled batch answers conflict.
+func (c *Client) AddToBatch(ctx context.Context, id int64, tasks []NewTask, seal bool) (BatchCreated, error) {
+	var out BatchCreated
+	body := map[string]interface{}{"tasks": tasks, "seal": seal}
+	return out, c.call(ctx, "POST", fmt.Sprintf("/v1/batches/%d/tasks", id), body, &out)
+}
+
+// SealBatch seals an open batch.
+func (c *Client) SealBatch(ctx context.Context, id int64) (Batch, error) {
+	var out Batch
+	return out, c.call(ctx, "POST", fmt.Sprintf("/v1/batches/%d/seal", id), nil, &out)
+}
+
+// GetBatch reads a batch and its progress.
+func (c *Client) GetBatch(ctx context.Context, id int64) (Batch, error) {
+	var out Batch
+	return out, c.call(ctx, "GET", fmt.Sprintf("/v1/batches/%d", id), nil, &out)
+}
+
+// ListBatches lists batches, newest first (limit 0: the server's default).
+func (c *Client) ListBatches(ctx context.Context, limit int) ([]Batch, error) {
+	var out struct {
+		Batches []Batch `json:"batches"`
+	}
+	path := "/v1/batches"
+	if limit > 0 {
+		path += fmt.Sprintf("?limit=%d", limit)
+	}
+	return out.Batches, c.call(ctx, "GET", path, nil, &out)
+}
+
 // PutSchedule creates or replaces a schedule.
 func (c *Client) PutSchedule(ctx context.Context, s ScheduleSpec) (Schedule, error) {
 	var out Schedule

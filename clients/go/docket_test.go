@@ -659,3 +659,54 @@ func TestReportsAreRetriedWhileTheLeaseLasts(t *testing.T) {
 		}
 	})
 }
+
+func TestBatches(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		row := func(i int) NewTask { return NewTask{Kind: "row", Payload: i, Queue: q} }
+		made := must(c.CreateBatch(ctx, NewBatch{Name: "import", Tasks: []NewTask{row(1), row(2)},
+			Callbacks: Callbacks{Completed: &NewTask{Kind: "report", Queue: q + "-cb", Payload: map[string]string{"to": "ops"}}}}))
+		if made.Batch.Total != 2 || made.Batch.Open || len(made.Tasks) != 2 || *made.Tasks[0].BatchID != made.Batch.ID {
+			t.Fatalf("created: %+v", made)
+		}
+		if added := must(c.AddToBatch(ctx, made.Batch.ID, []NewTask{row(3)}, false)); added.Batch.Total != 3 {
+			t.Fatalf("added: %+v", added.Batch)
+		}
+		got := must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10}))
+		if len(got) != 3 {
+			t.Fatalf("claimed %d", len(got))
+		}
+		var items []CompleteRequest
+		for _, task := range got {
+			items = append(items, CompleteRequest{ID: task.ID, Lease: task.Lease.Token})
+		}
+		must(c.CompleteMany(ctx, items))
+		var done Batch
+		waitFor(t, 20*time.Second, func() bool {
+			done = must(c.GetBatch(ctx, made.Batch.ID))
+			return done.SettledAt != nil
+		})
+		if done.Done != 3 || len(done.Fired) != 1 || done.Fired["completed"] == 0 {
+			t.Fatalf("settled: %+v", done)
+		}
+		report := must(c.GetTask(ctx, done.Fired["completed"]))
+		if !strings.Contains(string(report.Payload), `"completed":3`) {
+			t.Fatalf("callback payload: %s", report.Payload)
+		}
+		found := false
+		for _, b := range must(c.ListBatches(ctx, 100)) {
+			found = found || b.ID == made.Batch.ID
+		}
+		if !found {
+			t.Fatal("ListBatches misses the batch")
+		}
+		if _, err := c.AddToBatch(ctx, made.Batch.ID, []NewTask{row(4)}, false); !IsCode(err, "conflict") {
+			t.Fatalf("want conflict, got %v", err)
+		}
+		open := must(c.CreateBatch(ctx, NewBatch{Open: true}))
+		if !open.Batch.Open || must(c.SealBatch(ctx, open.Batch.ID)).Open {
+			t.Fatalf("open/seal: %+v", open.Batch)
+		}
+	})
+}

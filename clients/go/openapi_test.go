@@ -36,6 +36,7 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"Notification": Notification{}, "WorkerReport": WorkerReport{}, "WorkerView": WorkerView{},
 		"TokenCreateRequest": TokenCreateRequest{}, "TokenView": TokenView{}, "TokenCreated": TokenCreated{},
 		"ProcessorRequest": ProcessorRequest{}, "ProcessorProcess": ProcessorProcess{}, "NewEvent": NewEvent{},
+		"NewBatch": NewBatch{}, "Callbacks": Callbacks{}, "Batch": Batch{}, "BatchCreated": BatchCreated{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

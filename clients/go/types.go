@@ -47,6 +47,7 @@ type Task struct {
 	Inserted          *bool           `json:"inserted,omitempty"`
 	Lease             *Lease          `json:"lease,omitempty"`
 	Process           json.RawMessage `json:"process,omitempty"`
+	BatchID           *int64          `json:"batch_id,omitempty"`
 	// Version is the task's ETag (from GetTask/UpdateTask), not a JSON field.
 	Version string `json:"-"`
 }
@@ -341,4 +342,41 @@ type ProcessorProcess struct {
 type NewEvent struct {
 	Payload  interface{} `json:"payload"`
 	Metadata interface{} `json:"metadata,omitempty"`
+}
+
+// NewBatch is a batch to create (schema NewBatch): tasks, and callbacks enqueued once when
+// every task finished; Open waits for SealBatch.
+type NewBatch struct {
+	Name      string    `json:"name,omitempty"`
+	Tasks     []NewTask `json:"tasks"`
+	Callbacks Callbacks `json:"callbacks"`
+	Open      bool      `json:"open,omitempty"`
+}
+
+// Callbacks are a batch's callback task specs (schema Callbacks).
+type Callbacks struct {
+	Completed *NewTask `json:"completed,omitempty"`
+	Succeeded *NewTask `json:"succeeded,omitempty"`
+	Discarded *NewTask `json:"discarded,omitempty"`
+	Cancelled *NewTask `json:"cancelled,omitempty"`
+}
+
+// Batch is a batch and its progress (schema Batch).
+type Batch struct {
+	ID        int64            `json:"id"`
+	Name      *string          `json:"name,omitempty"`
+	Open      bool             `json:"open"`
+	Total     int64            `json:"total"`
+	Done      int64            `json:"done"`
+	Counts    map[string]int64 `json:"counts"`
+	Callbacks json.RawMessage  `json:"callbacks"`
+	Fired     map[string]int64 `json:"fired"`
+	CreatedAt time.Time        `json:"created_at"`
+	SettledAt *time.Time       `json:"settled_at,omitempty"`
+}
+
+// BatchCreated answers CreateBatch and AddToBatch (schema BatchCreated).
+type BatchCreated struct {
+	Batch Batch  `json:"batch"`
+	Tasks []Task `json:"tasks"`
 }

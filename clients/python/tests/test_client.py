@@ -1,5 +1,6 @@
 """The client against real servers (SQLite and PostgreSQL)."""
 import asyncio
+import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -156,3 +157,33 @@ def test_tokens_and_tls():
             c.revoke_token("py-enqueue")
     finally:
         del os.environ["DOCKET_TOKEN"]
+
+
+def test_batches_with_callbacks(client, queue):
+    made = client.create_batch(
+        [task_spec("row", 1, queue=queue), task_spec("row", 2, queue=queue)],
+        callbacks={"completed": {"kind": "report", "queue": queue + "-cb", "payload": {"to": "ops"}}},
+        name="import")
+    batch = made["batch"]
+    assert batch["total"] == 2 and batch["open"] is False
+    assert all(t["batch_id"] == batch["id"] for t in made["tasks"])
+    added = client.add_to_batch(batch["id"], [task_spec("row", 3, queue=queue)])
+    assert added["batch"]["total"] == 3
+    claimed = client.claim(queue, "py", limit=10)
+    assert len(claimed) == 3
+    client.complete_many([{"id": t["id"], "lease": t["lease"]["token"]} for t in claimed])
+    deadline = time.time() + 20
+    while client.get_batch(batch["id"])["settled_at"] is None:
+        assert time.time() < deadline, "the batch did not settle"
+        time.sleep(0.05)
+    done = client.get_batch(batch["id"])
+    assert done["done"] == 3 and list(done["fired"]) == ["completed"]
+    report = client.get_task(done["fired"]["completed"])
+    assert report["payload"]["to"] == "ops" and report["payload"]["batch"]["completed"] == 3
+    assert any(b["id"] == batch["id"] for b in client.list_batches(limit=100))
+    with pytest.raises(Conflict):
+        client.add_to_batch(batch["id"], [task_spec("row", 4, queue=queue)])
+    with pytest.raises(InvalidRequest):
+        client.create_batch([dict(task_spec("row", 5, queue=queue), unique_key="u")])
+    opened = client.create_batch([], open=True)["batch"]
+    assert opened["open"] is True and client.seal_batch(opened["id"])["open"] is False

@@ -132,6 +132,19 @@ export declare class Client {
     putQueue(queue: string, settings: Schemas["QueueSettings"]): Promise<QueueStats>;
     pauseQueue(queue: string): Promise<unknown>;
     resumeQueue(queue: string): Promise<unknown>;
+    /** `POST /v1/batches`: tasks in one transaction, callbacks enqueued once when every task finished. */
+    createBatch(spec: Schemas["NewBatch"]): Promise<Schemas["BatchCreated"]>;
+    /** `POST /v1/batches/{id}/tasks`: more tasks for a batch that has not settled (409 `conflict` once it has). */
+    addToBatch(id: number, tasks: Schemas["NewTask"][], seal?: boolean): Promise<Schemas["BatchCreated"]>;
+    /** `POST /v1/batches/{id}/seal`. */
+    sealBatch(id: number): Promise<Schemas["Batch"]>;
+    /** `GET /v1/batches/{id}`: `total`, `done`, `counts` by state, `fired`. */
+    getBatch(id: number): Promise<Schemas["Batch"]>;
+    /** `GET /v1/batches`: newest first. */
+    listBatches(opts?: {
+        before?: number;
+        limit?: number;
+    }): Promise<Schemas["Batch"][]>;
     /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
     putSchedule(spec: Schemas["ScheduleSpec"]): Promise<Schedule>;
     listSchedules(): Promise<Schedule[]>;

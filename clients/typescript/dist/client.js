@@ -186,6 +186,27 @@ export class Client {
     putQueue(queue, settings) { return this.call("PUT", `/v1/queues/${seg(queue)}`, settings); }
     pauseQueue(queue) { return this.call("POST", `/v1/queues/${seg(queue)}/pause`); }
     resumeQueue(queue) { return this.call("POST", `/v1/queues/${seg(queue)}/resume`); }
+    // --- batches -------------------------------------------------------------------------
+    /** `POST /v1/batches`: tasks in one transaction, callbacks enqueued once when every task finished. */
+    createBatch(spec) { return this.call("POST", "/v1/batches", spec); }
+    /** `POST /v1/batches/{id}/tasks`: more tasks for a batch that has not settled (409 `conflict` once it has). */
+    addToBatch(id, tasks, seal = false) {
+        return this.call("POST", `/v1/batches/${id}/tasks`, { tasks, seal });
+    }
+    /** `POST /v1/batches/{id}/seal`. */
+    sealBatch(id) { return this.call("POST", `/v1/batches/${id}/seal`); }
+    /** `GET /v1/batches/{id}`: `total`, `done`, `counts` by state, `fired`. */
+    getBatch(id) { return this.call("GET", `/v1/batches/${id}`); }
+    /** `GET /v1/batches`: newest first. */
+    async listBatches(opts = {}) {
+        const q = new URLSearchParams();
+        if (opts.before !== undefined)
+            q.set("before", String(opts.before));
+        if (opts.limit !== undefined)
+            q.set("limit", String(opts.limit));
+        const s = q.toString();
+        return (await this.call("GET", `/v1/batches${s ? "?" + s : ""}`)).batches;
+    }
     // --- schedules -----------------------------------------------------------------------
     /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
     putSchedule(spec) { return this.call("POST", "/v1/schedules", spec); }

@@ -77,6 +77,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List batches
+         * @description Scope: `read`.
+         */
+        get: operations["batch_list"];
+        put?: never;
+        /**
+         * Create a batch: its tasks in one transaction, and callback tasks enqueued once when every task finished
+         * @description Scope: `enqueue`.
+         */
+        post: operations["batch_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One batch and its progress
+         * @description Scope: `read`.
+         */
+        get: operations["batch_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/seal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Seal an open batch: its callbacks run once every task finished
+         * @description Scope: `enqueue`.
+         */
+        post: operations["batch_seal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/tasks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add tasks to a batch that has not settled (from a running member, too), and seal it when asked
+         * @description Scope: `enqueue`.
+         */
+        post: operations["batch_add"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/changes": {
         parameters: {
             query?: never;
@@ -933,6 +1017,68 @@ export interface components {
          * @enum {string}
          */
         BackoffKind: "exponential" | "linear";
+        /** @description A batch as stored and returned by `GET /v1/batches/{id}`. */
+        Batch: {
+            /** @description The callback specs given at creation. */
+            callbacks: components["schemas"]["Callbacks"];
+            /** @description Members by state. */
+            counts: Record<string, never>;
+            /**
+             * Format: date-time
+             * @description When created.
+             */
+            created_at: string;
+            /**
+             * Format: int64
+             * @description Members finished (completed, discarded or cancelled).
+             */
+            done: number;
+            /** @description The callbacks enqueued at settling: name → task id. */
+            fired: {
+                [key: string]: number;
+            };
+            /**
+             * Format: int64
+             * @description Id, increasing with creation.
+             */
+            id: number;
+            /** @description The label given at creation. */
+            name?: string | null;
+            /** @description Still taking tasks before callbacks may run (not yet sealed). */
+            open: boolean;
+            /**
+             * Format: date-time
+             * @description When it settled (its callbacks were enqueued); null before.
+             */
+            settled_at?: string | null;
+            /**
+             * Format: int64
+             * @description Members in all.
+             */
+            total: number;
+        };
+        /** @description `POST /v1/batches/{id}/tasks`: members to add to a batch that has not settled. */
+        BatchAdd: {
+            /** @description Seal the batch too (callbacks may run once every member finished). Default false. */
+            seal?: boolean;
+            /** @description 0..=10,000 task specs (no `unique_key`). */
+            tasks?: components["schemas"]["NewTask"][];
+        };
+        /**
+         * @description The answer to `POST /v1/batches` and `POST /v1/batches/{id}/tasks`: the batch (counted)
+         *     and the tasks just inserted, in input order.
+         */
+        BatchCreated: {
+            /** @description The batch. */
+            batch: components["schemas"]["Batch"];
+            /** @description The tasks inserted by this request. */
+            tasks: components["schemas"]["Task"][];
+        };
+        /** @description `GET /v1/batches`: newest first. */
+        BatchList: {
+            /** @description The batches. */
+            batches: components["schemas"]["Batch"][];
+        };
         /** @description `POST /v1/tasks/complete` and `POST /v1/tasks/fail`: many items in one statement. */
         BatchRequest_CompleteRequest: {
             /** @description 1..=10,000 items. */
@@ -999,6 +1145,19 @@ export interface components {
         BatchResponse: {
             /** @description Results. */
             results: components["schemas"]["ItemOutcome"][];
+        };
+        /**
+         * @description The callback task specs of a batch. Each is a task spec as `POST /v1/tasks` takes (no
+         *     `unique_key`, and times relative to the settling: `run_in` / `expires_in`, not `run_at` /
+         *     `expires_at`); its `payload` must be an object or null, and docket adds a `batch` key to it:
+         *     `{"id", "name", "callback", "total", "completed", "discarded", "cancelled", "failed_ids"}`
+         *     (`failed_ids`: the discarded and cancelled members, the first 1,000 by id).
+         */
+        Callbacks: {
+            cancelled?: null | components["schemas"]["NewTask"];
+            completed?: null | components["schemas"]["NewTask"];
+            discarded?: null | components["schemas"]["NewTask"];
+            succeeded?: null | components["schemas"]["NewTask"];
         };
         /** @description `POST /v1/queues/{queue}/claim`. */
         ClaimRequest: {
@@ -1309,6 +1468,23 @@ export interface components {
             config: components["schemas"]["NamespaceConfig"];
             /** @description Namespace name. */
             name: string;
+        };
+        /** @description A batch to create. JSON shape of `POST /v1/batches`. */
+        NewBatch: {
+            /** @description Task specs enqueued when the batch settles; see [`Callbacks`]. */
+            callbacks?: components["schemas"]["Callbacks"];
+            /** @description A label for people (1–256 characters); not unique. */
+            name?: string | null;
+            /**
+             * @description Keep the batch open: callbacks wait until `POST /v1/batches/{id}/seal`, so tasks can be
+             *     added in several requests first. Default false (sealed at once).
+             */
+            open?: boolean;
+            /**
+             * @description The members, 0..=10,000 (0 only with `open: true`). No member may carry `unique_key`: a
+             *     task turned away by it would not be in the batch.
+             */
+            tasks?: components["schemas"]["NewTask"][];
         };
         /** @description A new event from the processor. */
         NewEvent: {
@@ -1968,6 +2144,11 @@ export interface components {
             /** @description Retry policy. */
             backoff: components["schemas"]["Backoff"];
             /**
+             * Format: int64
+             * @description The batch it belongs to (`POST /v1/batches`); absent for other tasks.
+             */
+            batch_id?: number | null;
+            /**
              * Format: date-time
              * @description Set when a running task was asked to cancel; it stops at its next heartbeat/complete.
              */
@@ -2550,6 +2731,308 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    batch_list: {
+        parameters: {
+            query?: {
+                /** @description Only batches with ids below this (the next page: the last id seen). */
+                before?: number;
+                /** @description At most this many, 1..=100; default 50. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description batches, newest first, with their progress */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchList"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    batch_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewBatch"];
+            };
+        };
+        responses: {
+            /** @description the batch and its tasks */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchCreated"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description invalid_task */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    batch_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description batch id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the batch: its tasks counted by state, its callbacks and which were enqueued */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    batch_seal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description batch id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the batch, sealed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict: the batch settled */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    batch_add: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description batch id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchAdd"];
+            };
+        };
+        responses: {
+            /** @description the batch and the tasks added */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchCreated"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict: the batch settled */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description invalid_task */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             /** @description unavailable: the database did not answer */
             503: {

@@ -234,6 +234,26 @@ export class Client {
   pauseQueue(queue: string): Promise<unknown> { return this.call("POST", `/v1/queues/${seg(queue)}/pause`); }
   resumeQueue(queue: string): Promise<unknown> { return this.call("POST", `/v1/queues/${seg(queue)}/resume`); }
 
+  // --- batches -------------------------------------------------------------------------
+  /** `POST /v1/batches`: tasks in one transaction, callbacks enqueued once when every task finished. */
+  createBatch(spec: Schemas["NewBatch"]): Promise<Schemas["BatchCreated"]> { return this.call("POST", "/v1/batches", spec); }
+  /** `POST /v1/batches/{id}/tasks`: more tasks for a batch that has not settled (409 `conflict` once it has). */
+  addToBatch(id: number, tasks: Schemas["NewTask"][], seal = false): Promise<Schemas["BatchCreated"]> {
+    return this.call("POST", `/v1/batches/${id}/tasks`, { tasks, seal });
+  }
+  /** `POST /v1/batches/{id}/seal`. */
+  sealBatch(id: number): Promise<Schemas["Batch"]> { return this.call("POST", `/v1/batches/${id}/seal`); }
+  /** `GET /v1/batches/{id}`: `total`, `done`, `counts` by state, `fired`. */
+  getBatch(id: number): Promise<Schemas["Batch"]> { return this.call("GET", `/v1/batches/${id}`); }
+  /** `GET /v1/batches`: newest first. */
+  async listBatches(opts: { before?: number; limit?: number } = {}): Promise<Schemas["Batch"][]> {
+    const q = new URLSearchParams();
+    if (opts.before !== undefined) q.set("before", String(opts.before));
+    if (opts.limit !== undefined) q.set("limit", String(opts.limit));
+    const s = q.toString();
+    return (await this.call<Schemas["BatchList"]>("GET", `/v1/batches${s ? "?" + s : ""}`)).batches;
+  }
+
   // --- schedules -----------------------------------------------------------------------
   /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
   putSchedule(spec: Schemas["ScheduleSpec"]): Promise<Schedule> { return this.call("POST", "/v1/schedules", spec); }

@@ -51,6 +51,27 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     await assert.rejects(c.getSchedule(name), (e) => e.code === "not_found");
   });
 
+  test(`${backend}: batches: tasks, progress, a callback once every task finished`, async () => {
+    const queue = uniq();
+    const made = await c.createBatch({ name: "import", tasks: [taskSpec("row", 1, { queue }), taskSpec("row", 2, { queue })],
+      callbacks: { completed: { kind: "report", queue: `${queue}-cb`, payload: { to: "ops" } } } });
+    assert.equal(made.batch.total, 2); assert.equal(made.batch.open, false);
+    assert.ok(made.tasks.every((t) => t.batch_id === made.batch.id));
+    assert.equal((await c.addToBatch(made.batch.id, [taskSpec("row", 3, { queue })])).batch.total, 3);
+    const got = await c.claim(queue, { worker: "ts", limit: 10 });
+    assert.equal(got.length, 3);
+    await c.completeMany(got.map((t) => ({ id: t.id, lease: t.lease.token })));
+    const done = await waitFor(async () => { const b = await c.getBatch(made.batch.id); return b.settled_at ? b : null; }, 20_000);
+    assert.equal(done.done, 3); assert.deepEqual(Object.keys(done.fired), ["completed"]);
+    const report = await c.getTask(done.fired.completed);
+    assert.equal(report.payload.to, "ops"); assert.equal(report.payload.batch.completed, 3);
+    assert.ok((await c.listBatches({ limit: 100 })).some((b) => b.id === made.batch.id));
+    await assert.rejects(c.addToBatch(made.batch.id, [taskSpec("row", 4, { queue })]), (e) => e.code === "conflict" && e.status === 409);
+    await assert.rejects(c.createBatch({ tasks: [{ ...taskSpec("row", 5, { queue }), unique_key: "u" }] }), (e) => e.status === 400);
+    const open = (await c.createBatch({ open: true })).batch;
+    assert.equal(open.open, true); assert.equal((await c.sealBatch(open.id)).open, false);
+  });
+
   test(`${backend}: a worker runs handlers and records results, retries, failures`, async () => {
     const queue = uniq();
     const ids = (await c.enqueueMany([...Array(30).keys()].map((i) => taskSpec("add", [i, i], { queue })))).map((t) => t.id);

@@ -2361,26 +2361,36 @@ async fn batches_over_http(n: Node) {
         assert_eq!(n.call("GET", path, None).await.0, want, "{path}");
     }
 
-    // One completes, one fails for good: `completed` runs, `succeeded` does not.
-    let got = n.claim("bq", json!({"worker": "w", "limit": 2})).await;
-    assert_eq!(got.len(), 2);
-    let (a, b) = if got[0]["kind"] == "a" {
-        (&got[0], &got[1])
-    } else {
-        (&got[1], &got[0])
-    };
-    let (st, _) = n
+    // A sealed batch that has not settled takes more tasks (a running member fanning out).
+    let (st, v) = n
         .call(
             "POST",
-            &format!("/v1/tasks/{}/complete", a["id"]),
-            Some(json!({"lease": a["lease"]["token"]})),
+            &format!("/v1/batches/{id}/tasks"),
+            Some(json!({"tasks": [{"kind": "a", "queue": "bq"}]})),
         )
         .await;
-    assert_eq!(st, StatusCode::OK);
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(v["batch"]["total"], 3);
+    assert_eq!(v["tasks"][0]["batch_id"], id);
+
+    // Two complete, one fails for good: `completed` runs, `succeeded` does not.
+    let got = n.claim("bq", json!({"worker": "w", "limit": 3})).await;
+    assert_eq!(got.len(), 3);
+    let b = got.iter().find(|t| t["kind"] == "b").unwrap();
+    for a in got.iter().filter(|t| t["kind"] == "a") {
+        let (st, _) = n
+            .call(
+                "POST",
+                &format!("/v1/tasks/{}/complete", a["id"]),
+                Some(json!({"lease": a["lease"]["token"]})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK);
+    }
     let (_, mid) = n.call("GET", &format!("/v1/batches/{id}"), None).await;
     assert_eq!(
         (mid["done"].as_i64(), mid["total"].as_i64()),
-        (Some(1), Some(2))
+        (Some(2), Some(3))
     );
     assert!(mid["settled_at"].is_null());
     let (st, _) = n
@@ -2409,6 +2419,8 @@ async fn batches_over_http(n: Node) {
     assert_eq!(cb_task["payload"]["to"], "done");
     assert_eq!(cb_task["payload"]["batch"]["failed_ids"], json!([b["id"]]));
     assert_eq!(cb_task["payload"]["batch"]["name"], "import");
+    assert_eq!(cb_task["payload"]["batch"]["total"], 3);
+    assert_eq!(cb_task["payload"]["batch"]["completed"], 2);
     let (st, v) = n
         .call(
             "POST",

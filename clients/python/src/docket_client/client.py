@@ -237,6 +237,34 @@ class _Api:
     def resume_queue(self, queue: str) -> Any:
         return self._call("POST", f"/v1/queues/{_seg(queue)}/resume")
 
+    # --- batches -----------------------------------------------------------------------
+    def create_batch(self, tasks: List[Dict[str, Any]], callbacks: Optional[Dict[str, Any]] = None,
+                     name: Optional[str] = None, open: bool = False) -> Any:
+        """``POST /v1/batches``: ``tasks`` (``NewTask`` dicts) in one transaction, and
+        ``callbacks`` (``completed``, ``succeeded``, ``discarded``, ``cancelled``: ``NewTask``
+        dicts) enqueued once when every task finished. ``open=True`` waits for
+        :meth:`seal_batch`. Answers ``{"batch", "tasks"}``."""
+        body = _drop_none(dict(name=name, tasks=tasks, callbacks=callbacks, open=open or None))
+        return self._call("POST", "/v1/batches", body)
+
+    def add_to_batch(self, batch_id: int, tasks: List[Dict[str, Any]], seal: bool = False) -> Any:
+        """``POST /v1/batches/{id}/tasks``: more tasks for a batch that has not settled (409
+        ``conflict`` once it has)."""
+        return self._call("POST", f"/v1/batches/{int(batch_id)}/tasks", dict(tasks=tasks, seal=seal))
+
+    def seal_batch(self, batch_id: int) -> Any:
+        """``POST /v1/batches/{id}/seal``: its callbacks may run once every task finished."""
+        return self._call("POST", f"/v1/batches/{int(batch_id)}/seal")
+
+    def get_batch(self, batch_id: int) -> Any:
+        """``GET /v1/batches/{id}``: ``total``, ``done``, ``counts`` by state, ``fired``."""
+        return self._call("GET", f"/v1/batches/{int(batch_id)}")
+
+    def list_batches(self, before: Optional[int] = None, limit: Optional[int] = None) -> Any:
+        """``GET /v1/batches``: newest first."""
+        params = _drop_none(dict(before=before, limit=limit))
+        return self._call("GET", "/v1/batches", params=params, then=lambda r: r["batches"])
+
     # --- schedules ---------------------------------------------------------------------
     def put_schedule(self, name: str, task: Dict[str, Any], every: Optional[Duration] = None,
                      cron: Optional[str] = None, **options: Any) -> Any:

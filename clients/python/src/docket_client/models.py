@@ -557,6 +557,7 @@ class Task(TypedDict):
     attempt_node: NotRequired[Optional[str]]
     attempted_at: NotRequired[Optional[str]]
     backoff: Backoff
+    batch_id: NotRequired[Optional[int]]
     cancel_requested_at: NotRequired[Optional[str]]
     concurrency_key: NotRequired[Optional[str]]
     concurrency_limit: NotRequired[Optional[int]]
@@ -655,8 +656,20 @@ class WorkerView(TypedDict):
     state: WorkerState
 
 
+class BatchAdd(TypedDict):
+    seal: NotRequired[bool]
+    tasks: NotRequired[List[NewTask]]
+
+
 class BatchResponse(TypedDict):
     results: List[ItemOutcome]
+
+
+class Callbacks(TypedDict):
+    cancelled: NotRequired[Optional[NewTask]]
+    completed: NotRequired[Optional[NewTask]]
+    discarded: NotRequired[Optional[NewTask]]
+    succeeded: NotRequired[Optional[NewTask]]
 
 
 class ClaimResponse(TypedDict):
@@ -665,6 +678,13 @@ class ClaimResponse(TypedDict):
 
 class NamespaceList(TypedDict):
     namespaces: List[NamespaceView]
+
+
+class NewBatch(TypedDict):
+    callbacks: NotRequired[Callbacks]
+    name: NotRequired[Optional[str]]
+    open: NotRequired[bool]
+    tasks: NotRequired[List[NewTask]]
 
 
 class ProcessTrace(TypedDict):
@@ -677,3 +697,25 @@ class QueueList(TypedDict):
 
 class WorkerList(TypedDict):
     workers: List[WorkerView]
+
+
+class Batch(TypedDict):
+    callbacks: Callbacks
+    counts: Dict[str, Any]
+    created_at: str
+    done: int
+    fired: Dict[str, int]
+    id: int
+    name: NotRequired[Optional[str]]
+    open: bool
+    settled_at: NotRequired[Optional[str]]
+    total: int
+
+
+class BatchCreated(TypedDict):
+    batch: Batch
+    tasks: List[Task]
+
+
+class BatchList(TypedDict):
+    batches: List[Batch]
