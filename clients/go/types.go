@@ -348,7 +348,7 @@ type NewEvent struct {
 // every task finished; Open waits for SealBatch.
 type NewBatch struct {
 	Name      string    `json:"name,omitempty"`
-	Tasks     []NewTask `json:"tasks"`
+	Tasks     []NewTask `json:"tasks,omitempty"`
 	Callbacks Callbacks `json:"callbacks"`
 	Open      bool      `json:"open,omitempty"`
 }
