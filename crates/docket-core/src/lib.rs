@@ -22,6 +22,7 @@ pub mod state;
 pub mod task;
 pub mod time;
 pub mod trace;
+pub mod workflow;
 
 pub use backoff::{Backoff, BackoffKind};
 pub use clock::{Clock, ManualClock, SystemClock};

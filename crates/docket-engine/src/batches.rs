@@ -43,6 +43,8 @@ impl Engine {
                 open,
                 callbacks: b.callbacks,
                 tasks,
+                refs: vec![],
+                deps: vec![],
                 now,
             })
             .await?;

@@ -57,6 +57,71 @@ pub trait BatchStore: Send + Sync {
     /// # Errors
     /// The rule's error, database failure; nothing is written then.
     async fn batch_settle(&self, p: BatchSettleParams) -> Result<Option<Batch>>;
+
+    /// The tasks of batch `batch_id` that wait for their dependencies (`scheduled` at
+    /// [`docket_core::workflow::waiting_run_at`]), each with its dependencies' states (`None`:
+    /// the dependency was pruned) and edges, by id.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn workflow_waiting(&self, batch_id: i64) -> Result<Vec<WaitingTask>>;
+
+    /// Releases (makes `available` now) and cancels waiting tasks, in one transaction; a task
+    /// that no longer waits (released or cancelled by another node, changed by hand) is left
+    /// alone. Answers the tasks released and how many were cancelled.
+    ///
+    /// # Errors
+    /// Database failure; nothing is written then.
+    async fn workflow_apply(&self, p: WorkflowApplyParams) -> Result<WorkflowApplied>;
+
+    /// The graph of a workflow's tasks: each task with its ref, kind, state and edges, by id.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn workflow_graph(
+        &self,
+        batch_id: i64,
+    ) -> Result<Vec<docket_core::workflow::WorkflowNode>>;
+
+    /// The results of a task's dependencies by ref (a workflow task's `deps` at its claim).
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn workflow_dep_results(
+        &self,
+        task_id: i64,
+    ) -> Result<Vec<(String, Option<serde_json::Value>)>>;
+}
+
+/// A task waiting for its dependencies (see [`BatchStore::workflow_waiting`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitingTask {
+    /// Its id.
+    pub id: i64,
+    /// Its queue.
+    pub queue: String,
+    /// Each dependency's state (`None`: pruned) and whether its edge ignores a failure.
+    pub deps: Vec<(Option<docket_core::TaskState>, bool)>,
+}
+
+/// Params of [`BatchStore::workflow_apply`].
+#[derive(Debug, Clone, Default)]
+pub struct WorkflowApplyParams {
+    /// Tasks to make available.
+    pub release: Vec<i64>,
+    /// Tasks to cancel.
+    pub cancel: Vec<i64>,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// What [`BatchStore::workflow_apply`] changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkflowApplied {
+    /// Released tasks' ids.
+    pub released: Vec<i64>,
+    /// How many were cancelled.
+    pub cancelled: u64,
 }
 
 /// Params of [`BatchStore::batch_create`].
@@ -70,6 +135,11 @@ pub struct BatchCreateParams {
     pub callbacks: docket_core::batch::Callbacks,
     /// The members, resolved.
     pub tasks: Vec<ResolvedTask>,
+    /// A workflow's refs, one per task (empty for a plain batch).
+    pub refs: Vec<String>,
+    /// A workflow's dependencies: per task, the indexes in `tasks` it waits for and whether
+    /// each edge ignores a failure (empty for a plain batch).
+    pub deps: Vec<Vec<(usize, bool)>>,
     /// The current time (the engine's clock).
     pub now: Timestamp,
 }

@@ -603,6 +603,19 @@ impl<D: Driver + QueueDriver> BatchStore for D {
                 .ok_or_else(|| StoreError::Corrupt("a new batch has no id".into()))?
                 .int("id")?;
             let tasks = insert_members(&mut tx, id, &p.tasks, p.now).await?;
+            for (t, r) in tasks.iter().zip(&p.refs) {
+                tx.execute(stmt!(batches, add_ref), args![t.id, id, r.as_str()])
+                    .await?;
+            }
+            for (t, deps) in tasks.iter().zip(&p.deps) {
+                for (j, ignore) in deps {
+                    let dep = tasks.get(*j).ok_or_else(|| {
+                        StoreError::Invalid(format!("a dependency on task {j} of {}", tasks.len()))
+                    })?;
+                    tx.execute(stmt!(batches, add_dep), args![t.id, dep.id, *ignore])
+                        .await?;
+                }
+            }
             tx.commit().await?;
             Ok((id, tasks))
         })
@@ -745,5 +758,106 @@ impl<D: Driver + QueueDriver> BatchStore for D {
             }))
         })
         .await
+    }
+
+    async fn workflow_waiting(&self, batch_id: i64) -> Result<Vec<WaitingTask>> {
+        let wait = docket_core::workflow::waiting_run_at();
+        let rows = self
+            .fetch(stmt!(batches, waiting), args![batch_id, wait])
+            .await?;
+        let mut out: Vec<WaitingTask> = vec![];
+        for r in &rows {
+            let id = r.int("id")?;
+            let state = match r.text_opt("dep_state")? {
+                Some(s) => Some(decode::state(&format!("task {id}'s dependency"), &s)?),
+                None => None,
+            };
+            let dep = (state, r.flag("ignore_failure")?);
+            match out.last_mut() {
+                Some(w) if w.id == id => w.deps.push(dep),
+                _ => out.push(WaitingTask {
+                    id,
+                    queue: r.text("queue")?,
+                    deps: vec![dep],
+                }),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn workflow_apply(&self, p: WorkflowApplyParams) -> Result<WorkflowApplied> {
+        let wait = docket_core::workflow::waiting_run_at();
+        again(|| async {
+            let mut tx = self.begin().await?;
+            let mut out = WorkflowApplied::default();
+            for id in &p.release {
+                let n = tx
+                    .execute(stmt!(batches, release), args![*id, p.now, wait])
+                    .await?;
+                if n == 1 {
+                    out.released.push(*id);
+                }
+            }
+            for id in &p.cancel {
+                out.cancelled += tx
+                    .execute(stmt!(batches, cancel_waiting), args![*id, p.now, wait])
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn workflow_graph(
+        &self,
+        batch_id: i64,
+    ) -> Result<Vec<docket_core::workflow::WorkflowNode>> {
+        use docket_core::workflow::{Dependency, WorkflowNode};
+        let wait = docket_core::workflow::waiting_run_at();
+        let nodes = self.fetch(stmt!(batches, nodes), args![batch_id]).await?;
+        let edges = self.fetch(stmt!(batches, edges), args![batch_id]).await?;
+        let mut by_task: HashMap<i64, Vec<Dependency>> = HashMap::new();
+        for e in &edges {
+            let target = e.text("ref")?;
+            by_task
+                .entry(e.int("task_id")?)
+                .or_default()
+                .push(if e.flag("ignore_failure")? {
+                    Dependency::Edge {
+                        target,
+                        ignore_failure: true,
+                    }
+                } else {
+                    Dependency::Ref(target)
+                });
+        }
+        nodes
+            .iter()
+            .map(|n| {
+                let id = n.int("id")?;
+                let state = decode::state(&format!("task {id}"), &n.text("state")?)?;
+                Ok(WorkflowNode {
+                    reference: n.text("ref")?,
+                    id,
+                    kind: n.text("kind")?,
+                    waiting: state == TaskState::Scheduled && n.time("run_at")? == wait,
+                    state,
+                    depends_on: by_task.remove(&id).unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    async fn workflow_dep_results(
+        &self,
+        task_id: i64,
+    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        let rows = self
+            .fetch(stmt!(batches, dep_results), args![task_id])
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.text("ref")?, r.json_opt("result")?)))
+            .collect()
     }
 }

@@ -43,6 +43,8 @@ pub(super) async fn batches_settle_once(b: Bundle) {
             open: false,
             callbacks: callbacks.clone(),
             tasks: vec![member("m"), member("m"), later],
+            refs: vec![],
+            deps: vec![],
             now: t0(),
         })
         .await
@@ -189,6 +191,8 @@ pub(super) async fn batches_settle_once(b: Bundle) {
                 ..Default::default()
             },
             tasks: vec![],
+            refs: vec![],
+            deps: vec![],
             now: t0(),
         })
         .await
@@ -247,4 +251,115 @@ pub(super) async fn batches_settle_once(b: Bundle) {
     assert_eq!(older.len(), 1);
     let _: BTreeMap<String, i64> = older[0].fired.clone();
     let _ = NewBatch::default();
+}
+
+/// Workflows: a batch whose tasks have refs and dependencies. Waiting tasks are listed with their
+/// dependencies' states, and are neither promoted nor claimed; release makes a waiting task
+/// available and cancel cancels it, each once (a second apply changes nothing); the graph shows
+/// refs, states and edges; a task's dependencies' results are read by ref.
+pub(super) async fn workflows_release_and_cancel(b: Bundle) {
+    let s = &b.store;
+    let wait = docket_core::workflow::waiting_run_at();
+    let waiting = |kind: &str| {
+        let mut t = member(kind);
+        t.state = TaskState::Scheduled;
+        t.run_at = wait;
+        t
+    };
+    // a → b; a, b → c (c ignores b's failure); d alone.
+    let (wf, tasks) = s
+        .batch_create(BatchCreateParams {
+            name: Some("dag".into()),
+            open: false,
+            callbacks: Callbacks::default(),
+            tasks: vec![member("a"), waiting("b"), waiting("c"), member("d")],
+            refs: ["a", "b", "c", "d"].map(String::from).to_vec(),
+            deps: vec![
+                vec![],
+                vec![(0, false)],
+                vec![(0, false), (1, true)],
+                vec![],
+            ],
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    let ids: Vec<i64> = tasks.iter().map(|t| t.id).collect();
+    let graph = s.workflow_graph(wf.id).await.unwrap();
+    assert_eq!(
+        graph
+            .iter()
+            .map(|n| (n.reference.as_str(), n.waiting))
+            .collect::<Vec<_>>(),
+        [("a", false), ("b", true), ("c", true), ("d", false)]
+    );
+    assert_eq!(graph[2].depends_on.len(), 2);
+    assert!(graph[2].depends_on[1].ignore_failure());
+    assert_eq!(graph[2].depends_on[0].target(), "a");
+    let w = s.workflow_waiting(wf.id).await.unwrap();
+    assert_eq!(w.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[1], ids[2]]);
+    assert_eq!(w[0].deps, vec![(Some(TaskState::Available), false)]);
+    assert_eq!(w[1].deps.len(), 2);
+    // The waiting tasks are never promoted or claimed.
+    s.task_promote(TaskPromoteParams {
+        now: t0() + secs(3600),
+        limit: 100,
+    })
+    .await
+    .unwrap();
+    let got = claim(s.as_ref(), "default", 10, t0() + secs(1)).await;
+    let mut kinds: Vec<&str> = got.iter().map(|t| t.kind.as_str()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["a", "d"]);
+    let a = got.iter().find(|t| t.kind == "a").unwrap();
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(a, json!({"rows": 3}))],
+        now: t0() + secs(2),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let w = s.workflow_waiting(wf.id).await.unwrap();
+    assert_eq!(w[0].deps, vec![(Some(TaskState::Completed), false)]);
+    // Release b, cancel c; again: nothing more changes.
+    let apply = || {
+        s.workflow_apply(WorkflowApplyParams {
+            release: vec![ids[1]],
+            cancel: vec![ids[2]],
+            now: t0() + secs(3),
+        })
+    };
+    assert_eq!(
+        apply().await.unwrap(),
+        WorkflowApplied {
+            released: vec![ids[1]],
+            cancelled: 1
+        }
+    );
+    assert_eq!(apply().await.unwrap(), WorkflowApplied::default());
+    let b_task = s.task_get(ids[1]).await.unwrap().unwrap();
+    assert_eq!(
+        (b_task.state, b_task.run_at),
+        (TaskState::Available, t0() + secs(3))
+    );
+    let c_task = s.task_get(ids[2]).await.unwrap().unwrap();
+    assert_eq!(c_task.state, TaskState::Cancelled);
+    assert!(s.workflow_waiting(wf.id).await.unwrap().is_empty());
+    let got = claim(s.as_ref(), "default", 10, t0() + secs(4)).await;
+    assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[1]]);
+    assert_eq!(
+        s.workflow_dep_results(ids[1]).await.unwrap(),
+        vec![("a".to_string(), Some(json!({"rows": 3})))]
+    );
+    assert_eq!(
+        s.workflow_dep_results(ids[2]).await.unwrap().len(),
+        2,
+        "a, and b without a result yet"
+    );
+    assert!(s.workflow_dep_results(ids[0]).await.unwrap().is_empty());
+    let graph = s.workflow_graph(wf.id).await.unwrap();
+    assert!(graph.iter().all(|n| !n.waiting));
+    assert_eq!(graph[2].state, TaskState::Cancelled);
+    // Another batch has no graph.
+    assert!(s.workflow_graph(wf.id + 1000).await.unwrap().is_empty());
 }

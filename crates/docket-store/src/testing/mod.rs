@@ -222,6 +222,7 @@ const CASES: &[Case] = cases![
     processes::process_zombies_simple_repair_and_list,
     tokens::api_tokens,
     batches::batches_settle_once,
+    batches::workflows_release_and_cancel,
     schedules::schedules_put_fire_pause_and_delete,
     notifications::notifications_sinks_and_listen,
     notifications::task_events_record_transitions,

@@ -438,6 +438,32 @@ impl BatchStore for Recording {
         self.hit("batch_settle").await;
         self.inner.batch_settle(p).await
     }
+
+    async fn workflow_waiting(&self, batch_id: i64) -> Result<Vec<WaitingTask>> {
+        self.hit("workflow_waiting").await;
+        self.inner.workflow_waiting(batch_id).await
+    }
+
+    async fn workflow_apply(&self, p: WorkflowApplyParams) -> Result<WorkflowApplied> {
+        self.hit("workflow_apply").await;
+        self.inner.workflow_apply(p).await
+    }
+
+    async fn workflow_graph(
+        &self,
+        batch_id: i64,
+    ) -> Result<Vec<docket_core::workflow::WorkflowNode>> {
+        self.hit("workflow_graph").await;
+        self.inner.workflow_graph(batch_id).await
+    }
+
+    async fn workflow_dep_results(
+        &self,
+        task_id: i64,
+    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        self.hit("workflow_dep_results").await;
+        self.inner.workflow_dep_results(task_id).await
+    }
 }
 
 #[async_trait]

@@ -37,3 +37,41 @@ UPDATE docket_batches SET settled_at = $2, fired = $3 WHERE id = $1 AND settled_
 
 -- name: unsettled
 SELECT id FROM docket_batches WHERE settled_at IS NULL AND sealed AND id > $1 ORDER BY id LIMIT $2
+
+-- Workflows (migration 0026): a workflow is a batch whose tasks have refs and dependencies.
+
+-- name: add_ref
+INSERT INTO docket_task_refs (task_id, batch_id, ref) VALUES ($1, $2, $3)
+
+-- name: add_dep
+INSERT INTO docket_task_deps (task_id, dep_id, ignore_failure) VALUES ($1, $2, $3)
+
+-- name: waiting
+-- The tasks of batch $1 waiting for their dependencies (scheduled at $2, never due), one row
+-- per dependency with its state (null: the dependency was pruned).
+SELECT w.id, w.queue, d.ignore_failure, t.state AS dep_state FROM docket_tasks w
+    JOIN docket_task_deps d ON d.task_id = w.id LEFT JOIN docket_tasks t ON t.id = d.dep_id
+    WHERE w.batch_id = $1 AND w.state = 'scheduled' AND w.run_at = $2 ORDER BY w.id
+
+-- name: release
+-- Into the current ring slot, as promote does (migration 0021).
+UPDATE docket_tasks SET state = 'available', run_at = $2,
+    slot = COALESCE((SELECT current FROM docket_task_slots), 0)
+    WHERE id = $1 AND state = 'scheduled' AND run_at = $3
+
+-- name: cancel_waiting
+UPDATE docket_tasks SET state = 'cancelled', finished_at = $2
+    WHERE id = $1 AND state = 'scheduled' AND run_at = $3
+
+-- name: nodes
+SELECT t.id, t.kind, t.state, t.run_at, r.ref FROM docket_task_refs r
+    JOIN docket_tasks t ON t.id = r.task_id WHERE r.batch_id = $1 ORDER BY r.task_id
+
+-- name: edges
+SELECT d.task_id, d.ignore_failure, r.ref FROM docket_task_refs w
+    JOIN docket_task_deps d ON d.task_id = w.task_id JOIN docket_task_refs r ON r.task_id = d.dep_id
+    WHERE w.batch_id = $1 ORDER BY d.task_id, d.dep_id
+
+-- name: dep_results
+SELECT r.ref, t.result FROM docket_task_deps d JOIN docket_task_refs r ON r.task_id = d.dep_id
+    JOIN docket_tasks t ON t.id = d.dep_id WHERE d.task_id = $1 ORDER BY d.dep_id
