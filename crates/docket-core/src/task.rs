@@ -429,6 +429,7 @@ impl ResolvedTask {
             trace_id: self.trace_id,
             process: self.process,
             batch_id: self.batch_id,
+            deps: None,
             stage: self.stage,
             stages_done: vec![],
             attempt_node: None,
@@ -549,6 +550,11 @@ pub struct Task {
     /// The batch it belongs to (`POST /v1/batches`); absent for other tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_id: Option<i64>,
+    /// In a claim of a workflow's task: its dependencies' results by ref (null for one that
+    /// failed on an `ignore_failure` edge). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub deps: Option<std::collections::BTreeMap<String, Value>>,
     /// The stage it is at (asyncflow's task_stage; `null` for a single-stage task).
     #[serde(default)]
     pub stage: Option<String>,
@@ -759,6 +765,7 @@ mod tests {
             user_id: None,
             process: None,
             batch_id: None,
+            deps: None,
             stage: None,
             stages_done: vec![],
             attempt_node: None,

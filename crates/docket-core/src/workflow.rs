@@ -15,7 +15,7 @@ use crate::task::NewTask;
 use crate::{TaskState, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// The `run_at` of a task waiting for its dependencies ([`crate::time::max`],
 /// 9999-12-31T23:59:59.999999Z): never due, so the scheduler leaves it alone; the engine
@@ -118,6 +118,10 @@ pub struct NewWorkflow {
     pub name: Option<String>,
     /// 1..=10,000 tasks.
     pub tasks: Vec<WorkflowTask>,
+    /// Callback tasks enqueued once every task finished, as for a batch
+    /// ([`crate::batch::Callbacks`]).
+    #[serde(default)]
+    pub callbacks: crate::batch::Callbacks,
 }
 
 /// Checks a workflow and answers its tasks' dependencies as indexes, in input order.
@@ -237,21 +241,23 @@ pub fn decide(deps: &[(TaskState, bool)]) -> Decision {
     }
 }
 
-/// A workflow as `GET /v1/workflows/{id}` shows it.
+/// A workflow as `GET /v1/workflows/{id}` shows it: its batch (id, progress, callbacks) and
+/// its graph.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Workflow {
-    /// Id, increasing with creation.
-    pub id: i64,
-    /// The label given at creation.
-    pub name: Option<String>,
-    /// When created.
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: Timestamp,
-    /// Its tasks by state.
-    #[schema(value_type = Object)]
-    pub counts: BTreeMap<TaskState, i64>,
-    /// Every task, in creation order.
+    /// The batch the workflow is: `batch.id` is the workflow's id.
+    pub batch: crate::batch::Batch,
+    /// Every task with its ref, state and edges, in creation order.
     pub tasks: Vec<WorkflowNode>,
+}
+
+/// The answer to `POST /v1/workflows`: the workflow and its tasks as inserted (input order).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct WorkflowCreated {
+    /// The workflow.
+    pub workflow: Workflow,
+    /// Its tasks.
+    pub tasks: Vec<crate::Task>,
 }
 
 /// One task of a workflow and its edges.

@@ -1,5 +1,6 @@
 //! Batches (issue 26 item 2): create, add, seal, read, and settle — enqueue the due callbacks
-//! once (rules: [`docket_core::batch`]; the store settles under the batch's row lock).
+//! once (rules: [`docket_core::batch`]; the store settles under the batch's row lock). The same
+//! pass releases the waiting tasks of workflows ([`crate::workflows`]).
 //!
 //! When a batch settles: this node looks at its unsettled batches as soon as it finished a task
 //! (a completion, a failure, a cancel: [`Engine::batches_poke`]) and every
@@ -54,7 +55,7 @@ impl Engine {
     }
 
     /// The callbacks resolve now as they will at settling (their times are relative).
-    async fn check_callbacks(
+    pub(crate) async fn check_callbacks(
         &self,
         b: &NewBatch,
         now: docket_core::Timestamp,
@@ -184,7 +185,7 @@ impl Engine {
         }
     }
 
-    fn batches_known(&self) {
+    pub(crate) fn batches_known(&self) {
         self.batches.pending.store(true, Ordering::Relaxed);
     }
 }
@@ -211,6 +212,8 @@ pub async fn settle_due(engine: &Engine) -> Result<u64, EngineError> {
         let ids = engine.store.batch_unsettled(after, SWEEP_PAGE).await?;
         seen |= !ids.is_empty();
         for id in &ids {
+            // A workflow's waiting tasks first: a release means the batch is not done.
+            crate::maintenance::guarded("workflows", engine.workflow_step(*id)).await;
             if let Some(Some(_)) =
                 crate::maintenance::guarded("batches", engine.batch_settle(*id)).await
             {

@@ -23,6 +23,7 @@ pub mod schedule;
 pub mod sink;
 pub mod waker;
 pub mod worker;
+pub mod workflows;
 
 use docket_core::{Clock, NewTask, Task, TaskDefaults};
 use docket_store::{Store, TaskClaimParams, TaskInsertManyParams};
@@ -470,6 +471,13 @@ impl Engine {
                 })
                 .await?;
             let mut got = got;
+            if got.iter().any(|t| t.batch_id.is_some()) {
+                // The tasks are claimed already: a failed read leaves `deps` out rather than
+                // stranding them under a lease nobody got.
+                if let Err(e) = self.attach_deps(&mut got).await {
+                    tracing::warn!(error = %e, "could not read the dependencies' results of claimed workflow tasks");
+                }
+            }
             for t in &mut got {
                 self.mark(probe::Step::Claimed, t.id);
                 if let (Some(l), Some(trace)) = (t.lease.as_mut(), t.trace_id.as_deref()) {

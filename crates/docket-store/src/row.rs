@@ -93,6 +93,7 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
             _ => None,
         },
         batch_id: row.int_opt("batch_id")?,
+        deps: None,
         stage: row.text_opt("stage")?,
         stages_done: decode::stages(&r, row.json_opt("stages_done")?)?,
         runs: decode::runs(&r, row.json_opt("runs")?, trace_id.as_deref())?,

@@ -1,0 +1,187 @@
+//! Workflows (issue 26 item 1): a batch whose tasks have refs and dependencies (rules:
+//! [`docket_core::workflow`]). The engine releases a waiting task once its dependencies have
+//! finished, or cancels it, in the same pass that settles batches ([`crate::batches`]): right
+//! after this node completes, fails or cancels a task, and every second in any case.
+
+use crate::{Engine, EngineError};
+use docket_core::workflow::{decide, Decision, NewWorkflow, Workflow, WorkflowCreated};
+use docket_core::{NewTask, TaskState};
+use docket_store::{BatchCreateParams, WorkflowApplyParams};
+
+/// Most release rounds in one pass over a workflow: each round lets a cancellation reach the
+/// next level of dependants; what is left waits for the next pass.
+const MAX_ROUNDS: usize = 64;
+
+impl Engine {
+    /// Creates a workflow: its tasks and their dependencies in one transaction (nothing is
+    /// written when the graph or a task is bad). Tasks without dependencies start as any task;
+    /// the others wait.
+    ///
+    /// # Errors
+    /// [`EngineError::Invalid`] for a bad graph ([`docket_core::workflow::check`]) or callback,
+    /// [`EngineError::InvalidTask`] / [`EngineError::Refused`] for a bad task (its index), store
+    /// errors.
+    pub async fn workflow_create(&self, w: NewWorkflow) -> Result<WorkflowCreated, EngineError> {
+        let deps = docket_core::workflow::check(&w).map_err(EngineError::Invalid)?;
+        let as_batch = docket_core::batch::NewBatch {
+            name: w.name.clone(),
+            tasks: vec![],
+            callbacks: w.callbacks.clone(),
+            open: true,
+        };
+        docket_core::batch::check(&as_batch).map_err(EngineError::Invalid)?;
+        let now = self.clock.now();
+        self.check_callbacks(&as_batch, now).await?;
+        let refs: Vec<String> = w.tasks.iter().map(|t| t.reference.clone()).collect();
+        let specs: Vec<NewTask> = w.tasks.into_iter().map(|t| t.task).collect();
+        let mut tasks = self.resolve_all(specs, now).await?;
+        for (t, d) in tasks.iter_mut().zip(&deps) {
+            if !d.is_empty() {
+                t.state = TaskState::Scheduled;
+                t.run_at = docket_core::workflow::waiting_run_at();
+            }
+        }
+        let (batch, out) = self
+            .store
+            .batch_create(BatchCreateParams {
+                name: w.name,
+                open: false,
+                callbacks: w.callbacks,
+                tasks,
+                refs,
+                deps,
+                now,
+            })
+            .await?;
+        self.inserted(&out);
+        self.batches_known();
+        let tasks = self.store.workflow_graph(batch.id).await?;
+        Ok(WorkflowCreated {
+            workflow: Workflow { batch, tasks },
+            tasks: out,
+        })
+    }
+
+    /// A workflow: its batch and its graph; `None` for an unknown id (or a batch without refs).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn workflow_get(&self, id: i64) -> Result<Option<Workflow>, EngineError> {
+        let Some(batch) = self.store.batch_get(id).await? else {
+            return Ok(None);
+        };
+        let tasks = self.store.workflow_graph(id).await?;
+        if tasks.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Workflow { batch, tasks }))
+    }
+
+    /// Cancels every unfinished task of a workflow (a running one is asked to stop, as a task
+    /// cancel does); audited once as `workflow.cancel`.
+    ///
+    /// # Errors
+    /// [`EngineError::NotFound`], store errors.
+    pub async fn workflow_cancel(&self, actor: &str, id: i64) -> Result<Workflow, EngineError> {
+        let Some(w) = self.workflow_get(id).await? else {
+            return Err(EngineError::NotFound(format!("workflow {id}")));
+        };
+        let now = self.clock.now();
+        let mut n = 0;
+        for node in w.tasks.iter().filter(|t| !t.state.is_finished()) {
+            match self
+                .store
+                .task_cancel(docket_store::TaskCancelParams { id: node.id, now })
+                .await
+            {
+                Ok(_) => n += 1,
+                // Finished meanwhile: nothing to cancel.
+                Err(docket_store::StoreError::InvalidState(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.waker.changed();
+        self.batches_poke();
+        self.audit(
+            actor,
+            "workflow.cancel",
+            &format!("workflow:{id}"),
+            Some(serde_json::json!({"cancelled": n})),
+        )
+        .await;
+        self.workflow_get(id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("workflow {id}")))
+    }
+
+    /// Releases or cancels the waiting tasks of batch `id` whose dependencies decide it
+    /// ([`decide`]; a pruned dependency counts as failed), round after round while
+    /// cancellations reach further dependants. Returns how many tasks changed.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn workflow_step(&self, id: i64) -> Result<u64, EngineError> {
+        let mut changed = 0;
+        for _ in 0..MAX_ROUNDS {
+            let waiting = self.store.workflow_waiting(id).await?;
+            let mut p = WorkflowApplyParams {
+                now: self.clock.now(),
+                ..Default::default()
+            };
+            let mut queues = vec![];
+            for w in &waiting {
+                let deps: Vec<(TaskState, bool)> = w
+                    .deps
+                    .iter()
+                    .map(|(s, i)| (s.unwrap_or(TaskState::Cancelled), *i))
+                    .collect();
+                match decide(&deps) {
+                    Decision::Wait => {}
+                    Decision::Release => {
+                        p.release.push(w.id);
+                        queues.push(w.queue.as_str());
+                    }
+                    Decision::Cancel => p.cancel.push(w.id),
+                }
+            }
+            if p.release.is_empty() && p.cancel.is_empty() {
+                break;
+            }
+            let cascade = !p.cancel.is_empty();
+            let done = self.store.workflow_apply(p).await?;
+            changed += done.released.len() as u64 + done.cancelled;
+            queues.sort_unstable();
+            queues.dedup();
+            for q in queues {
+                self.waker.wake(q);
+            }
+            self.waker.changed();
+            if !cascade || done.cancelled == 0 {
+                break;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Fills `deps` of claimed workflow tasks with their dependencies' results.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub(crate) async fn attach_deps(
+        &self,
+        tasks: &mut [docket_core::Task],
+    ) -> Result<(), EngineError> {
+        for t in tasks.iter_mut().filter(|t| t.batch_id.is_some()) {
+            let results = self.store.workflow_dep_results(t.id).await?;
+            if !results.is_empty() {
+                t.deps = Some(
+                    results
+                        .into_iter()
+                        .map(|(r, v)| (r, v.unwrap_or(serde_json::Value::Null)))
+                        .collect(),
+                );
+            }
+        }
+        Ok(())
+    }
+}
