@@ -151,6 +151,7 @@ pub fn needed_scope(method: &str, path: &str) -> Option<Scope> {
         // say: setting them is an admin's decision.
         ["v1", "namespaces", _] => Scope::Admin,
         ["v1", "tasks"] | ["v1", "schedules" | "batches", ..] => Scope::Enqueue,
+        ["v1", "workflows"] => Scope::Enqueue,
         ["v1", "tasks", "complete" | "fail"] => Scope::Work,
         ["v1", "tasks", _, "heartbeat" | "complete" | "fail"] => Scope::Work,
         ["v1", "queues", _, "claim"] => Scope::Work,

@@ -29,7 +29,7 @@ pub use state::{AppState, MAX_BATCH, MAX_BODY_BYTES, MAX_PAYLOAD_BYTES, MAX_WAIT
 use extract::{json_errors, refuse_nul};
 use routes::{
     batches::*, changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*,
-    schedules::*, system::*, tasks::*, tokens::*, workers::*,
+    schedules::*, system::*, tasks::*, tokens::*, workers::*, workflows::*,
 };
 use state::Disconnect;
 
@@ -74,6 +74,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/batches/{id}", get(batch_get))
         .route("/v1/batches/{id}/tasks", post(batch_add))
         .route("/v1/batches/{id}/seal", post(batch_seal))
+        .route("/v1/workflows", post(workflow_create))
+        .route("/v1/workflows/{id}", get(workflow_get))
+        .route("/v1/workflows/{id}/cancel", post(workflow_cancel))
         .route("/v1/events", get(events_stream))
         .route("/v1/tokens", post(token_create).get(token_list))
         .route("/v1/tokens/{name}", axum::routing::delete(token_revoke))

@@ -7,7 +7,7 @@
 use crate::error::ErrorBody;
 use crate::routes::{
     batches::*, changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*,
-    schedules::*, system::*, tasks::*, tokens::*, workers::*,
+    schedules::*, system::*, tasks::*, tokens::*, workers::*, workflows::*,
 };
 use crate::schemas::ProcessorError;
 use axum::response::IntoResponse;
@@ -81,6 +81,9 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         batch_get,
         batch_add,
         batch_seal,
+        workflow_create,
+        workflow_get,
+        workflow_cancel,
         audit_list,
         status,
         changes,

@@ -2506,3 +2506,190 @@ mod batches {
         batches_over_http(super::mysql().await).await;
     }
 }
+
+/// Issue 26 item 1: workflows over HTTP — a bad graph (cycle, unknown ref, duplicate ref,
+/// self-dependency) is refused with nothing written; a task runs only once its dependencies
+/// completed and sees their results; a failure cancels what waits on it, transitively, except
+/// across an `ignore_failure` edge; the graph shows each task's state; cancel stops the rest.
+async fn workflows_over_http(n: Node) {
+    let task = |r: &str, deps: Value| json!({"ref": r, "kind": r, "queue": "wq", "depends_on": deps, "max_attempts": 1});
+    for (tasks, want) in [
+        (
+            json!([task("a", json!(["b"])), task("b", json!(["a"]))]),
+            "cycle",
+        ),
+        (json!([task("a", json!(["zz"]))]), "not a ref"),
+        (json!([task("a", json!([])), task("a", json!([]))]), "twice"),
+        (json!([task("a", json!(["a"]))]), "itself"),
+        (json!([]), "1 to"),
+        (json!([{"ref": "a", "kind": "k", "colour": 1}]), "colour"),
+    ] {
+        let (st, v) = n
+            .call("POST", "/v1/workflows", Some(json!({"tasks": tasks})))
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{tasks}: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap_or("").contains(want),
+            "{tasks}: {v}"
+        );
+    }
+    let (_, q) = n.call("GET", "/v1/queues/wq", None).await;
+    assert_eq!(q["counts"]["available"].as_i64().unwrap_or(0), 0, "{q}");
+
+    // a → b → c; a → d (ignores a's failure); e alone.
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/workflows",
+            Some(json!({"name": "etl", "tasks": [
+                task("a", json!([])),
+                task("b", json!(["a"])),
+                task("c", json!(["b"])),
+                task("d", json!([{"ref": "a", "ignore_failure": true}])),
+                task("e", json!([])),
+            ], "callbacks": {"completed": {"kind": "etl_done", "queue": "wcb"}}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let id = v["workflow"]["batch"]["id"].as_i64().unwrap();
+    let waiting: Vec<&str> = v["workflow"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["waiting"] == true)
+        .map(|t| t["ref"].as_str().unwrap())
+        .collect();
+    assert_eq!(waiting, ["b", "c", "d"]);
+    // Only a and e can run; a fails for good.
+    let got = n.claim("wq", json!({"worker": "w", "limit": 10})).await;
+    let mut kinds: Vec<&str> = got.iter().map(|t| t["kind"].as_str().unwrap()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["a", "e"]);
+    for t in &got {
+        let (verb, body) = if t["kind"] == "a" {
+            ("fail", json!({"lease": t["lease"]["token"], "error": "no"}))
+        } else {
+            (
+                "complete",
+                json!({"lease": t["lease"]["token"], "result": {"e": 1}}),
+            )
+        };
+        let (st, r) = n
+            .call("POST", &format!("/v1/tasks/{}/{verb}", t["id"]), Some(body))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{r}");
+    }
+    // b and c are cancelled; d runs and sees a's (missing) result.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let d = loop {
+        let got = n
+            .claim("wq", json!({"worker": "w", "limit": 10, "wait": "1s"}))
+            .await;
+        if let Some(d) = got.first() {
+            assert_eq!(got.len(), 1, "{got:?}");
+            break d.clone();
+        }
+        assert!(Instant::now() < deadline, "d was never released");
+    };
+    assert_eq!(d["kind"], "d");
+    assert_eq!(d["deps"], json!({"a": null}));
+    let (_, w) = n.call("GET", &format!("/v1/workflows/{id}"), None).await;
+    let state = |r: &str| {
+        w["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["ref"] == r)
+            .unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(state("a"), "discarded");
+    assert_eq!(state("b"), "cancelled");
+    assert_eq!(state("c"), "cancelled");
+    assert_eq!(state("d"), "running");
+    assert_eq!(state("e"), "completed");
+    n.call(
+        "POST",
+        &format!("/v1/tasks/{}/complete", d["id"]),
+        Some(json!({"lease": d["lease"]["token"]})),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, w) = n.call("GET", &format!("/v1/workflows/{id}"), None).await;
+        if !w["batch"]["settled_at"].is_null() {
+            assert!(w["batch"]["fired"]["completed"].is_i64(), "{w}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not settled: {w}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A chain released step by step sees each result; cancel stops what is left.
+    let (_, v) = n
+        .call(
+            "POST",
+            "/v1/workflows",
+            Some(json!({"tasks": [task("x", json!([])), task("y", json!(["x"])), task("z", json!(["y"]))]})),
+        )
+        .await;
+    let id2 = v["workflow"]["batch"]["id"].as_i64().unwrap();
+    let x = n.claim("wq", json!({"worker": "w"})).await;
+    assert_eq!(x[0]["kind"], "x");
+    n.call(
+        "POST",
+        &format!("/v1/tasks/{}/complete", x[0]["id"]),
+        Some(json!({"lease": x[0]["lease"]["token"], "result": 42})),
+    )
+    .await;
+    let y = n.claim("wq", json!({"worker": "w", "wait": "10s"})).await;
+    assert_eq!(y[0]["kind"], "y");
+    assert_eq!(y[0]["deps"], json!({"x": 42}));
+    let (st, w) = n
+        .call("POST", &format!("/v1/workflows/{id2}/cancel"), None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{w}");
+    let states: Vec<&str> = w["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    // y runs: its cancel is requested (it stops at its next heartbeat); z never starts.
+    assert_eq!(states, ["completed", "running", "cancelled"]);
+    for (path, want) in [
+        ("/v1/workflows/999999", StatusCode::NOT_FOUND),
+        ("/v1/workflows/x", StatusCode::BAD_REQUEST),
+    ] {
+        assert_eq!(n.call("GET", path, None).await.0, want, "{path}");
+    }
+    // A plain batch is not a workflow.
+    let (_, b) = n
+        .call(
+            "POST",
+            "/v1/batches",
+            Some(json!({"tasks": [{"kind": "k", "queue": "other"}]})),
+        )
+        .await;
+    let bid = b["batch"]["id"].as_i64().unwrap();
+    assert_eq!(
+        n.call("GET", &format!("/v1/workflows/{bid}"), None).await.0,
+        StatusCode::NOT_FOUND
+    );
+}
+
+mod workflows {
+    use super::*;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        workflows_over_http(pg().await).await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        workflows_over_http(super::sqlite().await).await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql() {
+        workflows_over_http(super::mysql().await).await;
+    }
+}

@@ -13,3 +13,4 @@ pub(crate) mod system;
 pub(crate) mod tasks;
 pub(crate) mod tokens;
 pub(crate) mod workers;
+pub(crate) mod workflows;
