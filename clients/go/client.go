@@ -438,6 +438,25 @@ func (c *Client) ListBatches(ctx context.Context, limit int) ([]Batch, error) {
 	return out.Batches, c.call(ctx, "GET", path, nil, &out)
 }
 
+// CreateWorkflow creates a workflow: tasks with dependencies, in one transaction
+// (POST /v1/workflows).
+func (c *Client) CreateWorkflow(ctx context.Context, w NewWorkflow) (WorkflowCreated, error) {
+	var out WorkflowCreated
+	return out, c.call(ctx, "POST", "/v1/workflows", w, &out)
+}
+
+// GetWorkflow reads a workflow: its batch and the state of each task.
+func (c *Client) GetWorkflow(ctx context.Context, id int64) (Workflow, error) {
+	var out Workflow
+	return out, c.call(ctx, "GET", fmt.Sprintf("/v1/workflows/%d", id), nil, &out)
+}
+
+// CancelWorkflow cancels every unfinished task of a workflow.
+func (c *Client) CancelWorkflow(ctx context.Context, id int64) (Workflow, error) {
+	var out Workflow
+	return out, c.call(ctx, "POST", fmt.Sprintf("/v1/workflows/%d/cancel", id), nil, &out)
+}
+
 // PutSchedule creates or replaces a schedule.
 func (c *Client) PutSchedule(ctx context.Context, s ScheduleSpec) (Schedule, error) {
 	var out Schedule

@@ -710,3 +710,37 @@ func TestBatches(t *testing.T) {
 		}
 	})
 }
+
+func TestWorkflows(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		made := must(c.CreateWorkflow(ctx, NewWorkflow{Name: "etl", Tasks: []WorkflowTask{
+			{NewTask: NewTask{Kind: "extract", Queue: q}, Ref: "x"},
+			{NewTask: NewTask{Kind: "load", Queue: q}, Ref: "y", DependsOn: []interface{}{"x"}},
+		}}))
+		if len(made.Workflow.Tasks) != 2 || made.Workflow.Tasks[0].Waiting || !made.Workflow.Tasks[1].Waiting {
+			t.Fatalf("created: %+v", made.Workflow.Tasks)
+		}
+		first := must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10}))
+		if len(first) != 1 || first[0].Kind != "extract" {
+			t.Fatalf("first claim: %+v", first)
+		}
+		must(c.Complete(ctx, first[0].ID, CompleteRequest{Lease: first[0].Lease.Token, Result: map[string]int{"rows": 3}}))
+		second := must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10, Wait: "10s"}))
+		if len(second) != 1 || second[0].Kind != "load" || string(second[0].Deps["x"]) != `{"rows":3}` {
+			t.Fatalf("second claim: %+v", second)
+		}
+		w := must(c.GetWorkflow(ctx, made.Workflow.Batch.ID))
+		if w.Tasks[0].State != "completed" || w.Tasks[1].State != "running" {
+			t.Fatalf("graph: %+v", w.Tasks)
+		}
+		if must(c.CancelWorkflow(ctx, made.Workflow.Batch.ID)).Batch.ID != made.Workflow.Batch.ID {
+			t.Fatal("cancel answered another workflow")
+		}
+		_, err := c.CreateWorkflow(ctx, NewWorkflow{Tasks: []WorkflowTask{{NewTask: NewTask{Kind: "a"}, Ref: "a", DependsOn: []interface{}{"a"}}}})
+		if !IsCode(err, "invalid_request") {
+			t.Fatalf("want invalid_request, got %v", err)
+		}
+	})
+}

@@ -37,6 +37,8 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"TokenCreateRequest": TokenCreateRequest{}, "TokenView": TokenView{}, "TokenCreated": TokenCreated{},
 		"ProcessorRequest": ProcessorRequest{}, "ProcessorProcess": ProcessorProcess{}, "NewEvent": NewEvent{},
 		"NewBatch": NewBatch{}, "Callbacks": Callbacks{}, "Batch": Batch{}, "BatchCreated": BatchCreated{},
+		"NewWorkflow": NewWorkflow{}, "Workflow": Workflow{}, "WorkflowNode": WorkflowNode{},
+		"WorkflowCreated": WorkflowCreated{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

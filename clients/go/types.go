@@ -48,6 +48,8 @@ type Task struct {
 	Lease             *Lease          `json:"lease,omitempty"`
 	Process           json.RawMessage `json:"process,omitempty"`
 	BatchID           *int64          `json:"batch_id,omitempty"`
+	// Deps holds a workflow task's dependencies' results by ref (in a claim).
+	Deps map[string]json.RawMessage `json:"deps,omitempty"`
 	// Version is the task's ETag (from GetTask/UpdateTask), not a JSON field.
 	Version string `json:"-"`
 }
@@ -379,4 +381,41 @@ type Batch struct {
 type BatchCreated struct {
 	Batch Batch  `json:"batch"`
 	Tasks []Task `json:"tasks"`
+}
+
+// NewWorkflow is a workflow to create (schema NewWorkflow): tasks with refs and dependencies.
+type NewWorkflow struct {
+	Name      string         `json:"name,omitempty"`
+	Tasks     []WorkflowTask `json:"tasks"`
+	Callbacks Callbacks      `json:"callbacks"`
+}
+
+// WorkflowTask is a task spec with its ref and what it waits for (schema WorkflowTask); each
+// entry of DependsOn is a ref (string) or {"ref": r, "ignore_failure": true}.
+type WorkflowTask struct {
+	NewTask
+	Ref       string        `json:"ref"`
+	DependsOn []interface{} `json:"depends_on,omitempty"`
+}
+
+// Workflow is a workflow's batch and graph (schema Workflow).
+type Workflow struct {
+	Batch Batch          `json:"batch"`
+	Tasks []WorkflowNode `json:"tasks"`
+}
+
+// WorkflowNode is one task of a workflow (schema WorkflowNode).
+type WorkflowNode struct {
+	Ref       string        `json:"ref"`
+	ID        int64         `json:"id"`
+	Kind      string        `json:"kind"`
+	State     string        `json:"state"`
+	Waiting   bool          `json:"waiting"`
+	DependsOn []interface{} `json:"depends_on"`
+}
+
+// WorkflowCreated answers CreateWorkflow (schema WorkflowCreated).
+type WorkflowCreated struct {
+	Workflow Workflow `json:"workflow"`
+	Tasks    []Task   `json:"tasks"`
 }

@@ -187,3 +187,22 @@ def test_batches_with_callbacks(client, queue):
         client.create_batch([dict(task_spec("row", 5, queue=queue), unique_key="u")])
     opened = client.create_batch([], open=True)["batch"]
     assert opened["open"] is True and client.seal_batch(opened["id"])["open"] is False
+
+
+def test_workflows_release_in_dependency_order(client, queue):
+    made = client.create_workflow([
+        dict(task_spec("extract", None, queue=queue), ref="x"),
+        dict(task_spec("load", None, queue=queue), ref="y", depends_on=["x"]),
+    ], name="etl")
+    wf = made["workflow"]
+    assert [t["waiting"] for t in wf["tasks"]] == [False, True]
+    first = client.claim(queue, "py", limit=10)
+    assert [t["kind"] for t in first] == ["extract"]
+    client.complete(first[0]["id"], first[0]["lease"]["token"], {"rows": 3})
+    second = client.claim(queue, "py", limit=10, wait="10s")
+    assert [t["kind"] for t in second] == ["load"] and second[0]["deps"] == {"x": {"rows": 3}}
+    assert [t["state"] for t in client.get_workflow(wf["batch"]["id"])["tasks"]] == \
+        ["completed", "running"]
+    assert client.cancel_workflow(wf["batch"]["id"])["batch"]["id"] == wf["batch"]["id"]
+    with pytest.raises(InvalidRequest):
+        client.create_workflow([dict(task_spec("a", None), ref="a", depends_on=["a"])])

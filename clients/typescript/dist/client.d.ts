@@ -145,6 +145,12 @@ export declare class Client {
         before?: number;
         limit?: number;
     }): Promise<Schemas["Batch"][]>;
+    /** `POST /v1/workflows`: tasks with `ref` and `depends_on`; a task runs once its dependencies completed. */
+    createWorkflow(spec: Schemas["NewWorkflow"]): Promise<Schemas["WorkflowCreated"]>;
+    /** `GET /v1/workflows/{id}`: its batch and each task's ref, state and edges. */
+    getWorkflow(id: number): Promise<Schemas["Workflow"]>;
+    /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
+    cancelWorkflow(id: number): Promise<Schemas["Workflow"]>;
     /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
     putSchedule(spec: Schemas["ScheduleSpec"]): Promise<Schedule>;
     listSchedules(): Promise<Schedule[]>;

@@ -207,6 +207,13 @@ export class Client {
         const s = q.toString();
         return (await this.call("GET", `/v1/batches${s ? "?" + s : ""}`)).batches;
     }
+    // --- workflows -----------------------------------------------------------------------
+    /** `POST /v1/workflows`: tasks with `ref` and `depends_on`; a task runs once its dependencies completed. */
+    createWorkflow(spec) { return this.call("POST", "/v1/workflows", spec); }
+    /** `GET /v1/workflows/{id}`: its batch and each task's ref, state and edges. */
+    getWorkflow(id) { return this.call("GET", `/v1/workflows/${id}`); }
+    /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
+    cancelWorkflow(id) { return this.call("POST", `/v1/workflows/${id}/cancel`); }
     // --- schedules -----------------------------------------------------------------------
     /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
     putSchedule(spec) { return this.call("POST", "/v1/schedules", spec); }

@@ -254,6 +254,14 @@ export class Client {
     return (await this.call<Schemas["BatchList"]>("GET", `/v1/batches${s ? "?" + s : ""}`)).batches;
   }
 
+  // --- workflows -----------------------------------------------------------------------
+  /** `POST /v1/workflows`: tasks with `ref` and `depends_on`; a task runs once its dependencies completed. */
+  createWorkflow(spec: Schemas["NewWorkflow"]): Promise<Schemas["WorkflowCreated"]> { return this.call("POST", "/v1/workflows", spec); }
+  /** `GET /v1/workflows/{id}`: its batch and each task's ref, state and edges. */
+  getWorkflow(id: number): Promise<Schemas["Workflow"]> { return this.call("GET", `/v1/workflows/${id}`); }
+  /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
+  cancelWorkflow(id: number): Promise<Schemas["Workflow"]> { return this.call("POST", `/v1/workflows/${id}/cancel`); }
+
   // --- schedules -----------------------------------------------------------------------
   /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
   putSchedule(spec: Schemas["ScheduleSpec"]): Promise<Schedule> { return this.call("POST", "/v1/schedules", spec); }

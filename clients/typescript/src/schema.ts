@@ -938,6 +938,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a workflow: tasks with dependencies (a DAG) in one transaction; a task runs once every dependency completed
+         * @description Scope: `enqueue`.
+         */
+        post: operations["workflow_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflows/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One workflow and the state of each of its tasks
+         * @description Scope: `read`.
+         */
+        get: operations["workflow_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflows/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel every unfinished task of a workflow (running ones are asked to stop)
+         * @description Scope: `admin`.
+         */
+        post: operations["workflow_cancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1231,6 +1291,13 @@ export interface components {
              * @example 5m
              */
             run_in?: string | null;
+        };
+        /** @description One dependency edge: the ref it waits on, and whether a failure there still lets it run. */
+        Dependency: string | {
+            /** @description Run this task even when `ref` was discarded or cancelled. */
+            ignore_failure?: boolean;
+            /** @description The task waited on. */
+            ref: string;
         };
         /**
          * @description History direction.
@@ -1574,6 +1641,18 @@ export interface components {
         NewTaskBatch: {
             /** @description 1..=10,000 tasks. */
             tasks: components["schemas"]["NewTask"][];
+        };
+        /** @description A workflow to create. JSON shape of `POST /v1/workflows`. */
+        NewWorkflow: {
+            /**
+             * @description Callback tasks enqueued once every task finished, as for a batch
+             *     ([`crate::batch::Callbacks`]).
+             */
+            callbacks?: components["schemas"]["Callbacks"];
+            /** @description A label for people (1–256 characters). */
+            name?: string | null;
+            /** @description 1..=10,000 tasks. */
+            tasks: components["schemas"]["WorkflowTask"][];
         };
         /** @description Answer of `GET /v1/nodes`. */
         NodeList: {
@@ -2166,6 +2245,11 @@ export interface components {
              * @description When it was enqueued.
              */
             created_at: string;
+            /**
+             * @description In a claim of a workflow's task: its dependencies' results by ref (null for one that
+             *     failed on an `ignore_failure` edge). Absent otherwise.
+             */
+            deps?: Record<string, never> | null;
             /** @description One entry per failed attempt. */
             errors: components["schemas"]["TaskError"][];
             /**
@@ -2536,6 +2620,48 @@ export interface components {
             reported_at: string;
             /** @description Its state now: the reported one, or `lost`. */
             state: components["schemas"]["WorkerState"];
+        };
+        /**
+         * @description A workflow as `GET /v1/workflows/{id}` shows it: its batch (id, progress, callbacks) and
+         *     its graph.
+         */
+        Workflow: {
+            /** @description The batch the workflow is: `batch.id` is the workflow's id. */
+            batch: components["schemas"]["Batch"];
+            /** @description Every task with its ref, state and edges, in creation order. */
+            tasks: components["schemas"]["WorkflowNode"][];
+        };
+        /** @description The answer to `POST /v1/workflows`: the workflow and its tasks as inserted (input order). */
+        WorkflowCreated: {
+            /** @description Its tasks. */
+            tasks: components["schemas"]["Task"][];
+            /** @description The workflow. */
+            workflow: components["schemas"]["Workflow"];
+        };
+        /** @description One task of a workflow and its edges. */
+        WorkflowNode: {
+            /** @description What it waits for. */
+            depends_on: components["schemas"]["Dependency"][];
+            /**
+             * Format: int64
+             * @description The task id.
+             */
+            id: number;
+            /** @description Its kind. */
+            kind: string;
+            /** @description Its ref. */
+            ref: string;
+            /** @description Its state; `scheduled` while it waits for dependencies (`waiting` says which). */
+            state: components["schemas"]["TaskState"];
+            /** @description Waiting for its dependencies (not yet released or cancelled). */
+            waiting: boolean;
+        };
+        /** @description One task of a workflow: a task spec (as `POST /v1/tasks`) plus `ref` and `depends_on`. */
+        WorkflowTask: components["schemas"]["NewTask"] & {
+            /** @description What it waits for (refs of this workflow). */
+            depends_on?: components["schemas"]["Dependency"][];
+            /** @description Its name in the workflow (1–128 characters, unique in it). */
+            ref: string;
         };
     };
     responses: {
@@ -5661,6 +5787,177 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    workflow_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewWorkflow"];
+            };
+        };
+        responses: {
+            /** @description the workflow (its batch and graph) and its tasks */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowCreated"];
+                };
+            };
+            /** @description invalid_request: a cycle, an unknown or duplicate ref, …; nothing written */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description invalid_task */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    workflow_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description workflow id (its batch's id) */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the workflow: its batch (progress, callbacks) and every task with its ref, state and edges */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    workflow_cancel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description workflow id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the workflow after the cancel */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             /** @description unavailable: the database did not answer */

@@ -72,6 +72,24 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.equal(open.open, true); assert.equal((await c.sealBatch(open.id)).open, false);
   });
 
+  test(`${backend}: workflows: a task runs once its dependencies completed and sees their results`, async () => {
+    const queue = uniq();
+    const made = await c.createWorkflow({ name: "etl", tasks: [
+      { ...taskSpec("extract", null, { queue }), ref: "x" },
+      { ...taskSpec("load", null, { queue }), ref: "y", depends_on: ["x"] },
+    ] });
+    assert.deepEqual(made.workflow.tasks.map((t) => t.waiting), [false, true]);
+    const first = await c.claim(queue, { worker: "ts", limit: 10 });
+    assert.deepEqual(first.map((t) => t.kind), ["extract"]);
+    await c.complete(first[0].id, first[0].lease.token, { rows: 3 });
+    const second = await c.claim(queue, { worker: "ts", limit: 10, wait: "10s" });
+    assert.deepEqual(second.map((t) => t.kind), ["load"]); assert.deepEqual(second[0].deps, { x: { rows: 3 } });
+    const w = await c.getWorkflow(made.workflow.batch.id);
+    assert.deepEqual(w.tasks.map((t) => t.state), ["completed", "running"]);
+    assert.equal((await c.cancelWorkflow(made.workflow.batch.id)).batch.id, made.workflow.batch.id);
+    await assert.rejects(c.createWorkflow({ tasks: [{ ...taskSpec("a", null), ref: "a", depends_on: ["a"] }] }), (e) => e.status === 400);
+  });
+
   test(`${backend}: a worker runs handlers and records results, retries, failures`, async () => {
     const queue = uniq();
     const ids = (await c.enqueueMany([...Array(30).keys()].map((i) => taskSpec("add", [i, i], { queue })))).map((t) => t.id);

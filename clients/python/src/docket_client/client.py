@@ -265,6 +265,23 @@ class _Api:
         params = _drop_none(dict(before=before, limit=limit))
         return self._call("GET", "/v1/batches", params=params, then=lambda r: r["batches"])
 
+    # --- workflows ---------------------------------------------------------------------
+    def create_workflow(self, tasks: List[Dict[str, Any]], name: Optional[str] = None,
+                        callbacks: Optional[Dict[str, Any]] = None) -> Any:
+        """``POST /v1/workflows``: ``tasks`` are task specs with ``ref`` and ``depends_on``
+        (refs, or ``{"ref", "ignore_failure"}``); a task runs once its dependencies completed.
+        Answers ``{"workflow": {"batch", "tasks"}, "tasks"}``."""
+        body = _drop_none(dict(name=name, tasks=tasks, callbacks=callbacks))
+        return self._call("POST", "/v1/workflows", body)
+
+    def get_workflow(self, workflow_id: int) -> Any:
+        """``GET /v1/workflows/{id}``: its batch and each task's ref, state and edges."""
+        return self._call("GET", f"/v1/workflows/{int(workflow_id)}")
+
+    def cancel_workflow(self, workflow_id: int) -> Any:
+        """``POST /v1/workflows/{id}/cancel``: cancels every unfinished task."""
+        return self._call("POST", f"/v1/workflows/{int(workflow_id)}/cancel")
+
     # --- schedules ---------------------------------------------------------------------
     def put_schedule(self, name: str, task: Dict[str, Any], every: Optional[Duration] = None,
                      cron: Optional[str] = None, **options: Any) -> Any:

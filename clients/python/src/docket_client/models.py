@@ -109,6 +109,14 @@ class CompleteRequest(TypedDict):
     run_in: NotRequired[Optional[str]]
 
 
+class Dependency1(TypedDict):
+    ignore_failure: NotRequired[bool]
+    ref: str
+
+
+Dependency = Union[str, Dependency1]
+
+
 Direction = Literal['forward', 'backward']
 
 
@@ -356,6 +364,15 @@ UnsetTimer = Literal['unset_timer']
 WorkerState = Literal['idle', 'work', 'stop', 'lost']
 
 
+class WorkflowNode(TypedDict):
+    depends_on: List[Dependency]
+    id: int
+    kind: str
+    ref: str
+    state: TaskState
+    waiting: bool
+
+
 Action = Union[UnsetTimer, SetTimer]
 
 
@@ -562,6 +579,7 @@ class Task(TypedDict):
     concurrency_key: NotRequired[Optional[str]]
     concurrency_limit: NotRequired[Optional[int]]
     created_at: str
+    deps: NotRequired[Optional[Dict[str, Any]]]
     errors: List[TaskError]
     expires_at: NotRequired[Optional[str]]
     finished_at: NotRequired[Optional[str]]
@@ -656,6 +674,11 @@ class WorkerView(TypedDict):
     state: WorkerState
 
 
+class WorkflowTask(NewTask):
+    depends_on: NotRequired[List[Dependency]]
+    ref: str
+
+
 class BatchAdd(TypedDict):
     seal: NotRequired[bool]
     tasks: NotRequired[List[NewTask]]
@@ -685,6 +708,12 @@ class NewBatch(TypedDict):
     name: NotRequired[Optional[str]]
     open: NotRequired[bool]
     tasks: NotRequired[List[NewTask]]
+
+
+class NewWorkflow(TypedDict):
+    callbacks: NotRequired[Callbacks]
+    name: NotRequired[Optional[str]]
+    tasks: List[WorkflowTask]
 
 
 class ProcessTrace(TypedDict):
@@ -719,3 +748,13 @@ class BatchCreated(TypedDict):
 
 class BatchList(TypedDict):
     batches: List[Batch]
+
+
+class Workflow(TypedDict):
+    batch: Batch
+    tasks: List[WorkflowNode]
+
+
+class WorkflowCreated(TypedDict):
+    tasks: List[Task]
+    workflow: Workflow
