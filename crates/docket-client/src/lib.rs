@@ -889,6 +889,42 @@ impl Client {
 }
 
 impl Client {
+    /// `POST /v1/workflows`: tasks with dependencies, in one transaction.
+    ///
+    /// # Errors
+    /// `invalid_request` (a cycle, an unknown or duplicate ref, …), `invalid_task`, transport
+    /// errors.
+    pub async fn workflow_create(
+        &self,
+        w: &docket_core::workflow::NewWorkflow,
+    ) -> Result<docket_core::workflow::WorkflowCreated> {
+        self.send(self.http.post(self.url("/v1/workflows")).json(w))
+            .await
+    }
+
+    /// `GET /v1/workflows/{id}`.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn workflow_get(&self, id: i64) -> Result<docket_core::workflow::Workflow> {
+        self.send(self.http.get(self.url(&format!("/v1/workflows/{id}"))))
+            .await
+    }
+
+    /// `POST /v1/workflows/{id}/cancel`.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn workflow_cancel(&self, id: i64) -> Result<docket_core::workflow::Workflow> {
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/workflows/{id}/cancel"))),
+        )
+        .await
+    }
+}
+
+impl Client {
     /// `POST /v1/tokens` (needs `admin`): the new token, shown this once.
     ///
     /// # Errors

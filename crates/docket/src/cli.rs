@@ -125,6 +125,13 @@ pub enum Command {
         #[command(subcommand)]
         cmd: BatchCmd,
     },
+    /// Workflows: tasks with dependencies (a DAG); a task runs once every dependency completed.
+    Workflow {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: WorkflowCmd,
+    },
     /// The cluster on one screen: queues, nodes, schedules, last hour's throughput.
     Status {
         #[command(flatten)]
@@ -604,6 +611,29 @@ pub enum ScheduleCmd {
     Resume { name: String },
     /// Remove a schedule (its tasks stay).
     Remove { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkflowCmd {
+    /// Create a workflow from a JSON spec (`POST /v1/workflows`: `{"name"?, "tasks": [{"ref",
+    /// "depends_on"?, …task spec}], "callbacks"?}`), read from FILE or `-` (stdin).
+    Create {
+        file: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One workflow: each task's ref, state and what it waits for.
+    Show {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel every unfinished task of a workflow.
+    Cancel {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use commands::{
     batch::*, output::*, queue::*, schedule::*, serve::*, status::*, task::*, token::*, worker::*,
+    workflow::*,
 };
 
 fn init_logs(format: LogFormat, default: &str) {
@@ -137,6 +138,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Queue { server, cmd } => queue_cmd(server.client()?, cmd).await,
         Command::Schedule { server, cmd } => schedule_cmd(server.client()?, cmd).await,
         Command::Batch { server, cmd } => batch_cmd(server.client()?, cmd).await,
+        Command::Workflow { server, cmd } => workflow_cmd(server.client()?, cmd).await,
         Command::Status { server, json } => status(server.client()?, json).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -1079,6 +1079,47 @@ fn batches_from_the_cli(backend: &str) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
 }
 
+/// Issue 26 item 1: `docket workflow create/show/cancel`; a cycle is one clear line and a
+/// non-zero exit.
+fn workflows_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("wf.json");
+    std::fs::write(
+        &spec,
+        r#"{"name": "etl", "tasks": [{"ref": "x", "kind": "extract"},
+            {"ref": "y", "kind": "load", "depends_on": ["x"]},
+            {"ref": "z", "kind": "report", "depends_on": [{"ref": "y", "ignore_failure": true}]}]}"#,
+    )
+    .unwrap();
+    let out: Value =
+        serde_json::from_str(&s.ok(&["workflow", "create", spec.to_str().unwrap(), "--json"]))
+            .unwrap();
+    let id = out["workflow"]["batch"]["id"].as_i64().unwrap();
+    let table = s.ok(&["workflow", "show", &id.to_string()]);
+    assert!(
+        table.contains("etl") && table.contains("waiting"),
+        "{table}"
+    );
+    assert!(table.contains("y (ignore failure)"), "{table}");
+    let w: Value =
+        serde_json::from_str(&s.ok(&["workflow", "cancel", &id.to_string(), "--json"])).unwrap();
+    assert!(w["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["state"] == "cancelled"));
+    let bad = dir.path().join("cycle.json");
+    std::fs::write(
+        &bad,
+        r#"{"tasks": [{"ref": "a", "kind": "k", "depends_on": ["b"]}, {"ref": "b", "kind": "k", "depends_on": ["a"]}]}"#,
+    )
+    .unwrap();
+    let o = s.cli(&["workflow", "create", bad.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cycle"));
+}
+
 /// Issue 12 item 11: `docket node drain NAME [--to OTHER]` moves the node's pinned waiting
 /// tasks and marks it draining; `docket node resume NAME` ends it; an unknown node is an error.
 fn node_drain_from_the_cli(backend: &str) {
@@ -1554,6 +1595,7 @@ macro_rules! both {
 
 both!(
     batches_from_the_cli,
+    workflows_from_the_cli,
     compat_asyncflow_from_the_cli,
     worker_supervisor_from_the_cli,
     schedule_cfg_from_the_cli,

@@ -90,6 +90,15 @@ async fn scenario(db: &[&str], shot: &str) {
     )
     .await;
     let batch_id = batch["batch"]["id"].as_i64().unwrap();
+    let wf = post(
+        &http,
+        &format!("{base}/v1/workflows"),
+        json!({"name": "etl", "tasks": [{"ref": "extract", "kind": "x", "queue": "ui-wf"},
+               {"ref": "load", "kind": "y", "queue": "ui-wf", "depends_on": ["extract"]},
+               {"ref": "report", "kind": "z", "queue": "ui-wf", "depends_on": [{"ref": "load", "ignore_failure": true}]}]}),
+    )
+    .await;
+    let wf_id = wf["workflow"]["batch"]["id"].as_i64().unwrap();
 
     let c = chromium(driver_port).await;
 
@@ -141,6 +150,33 @@ async fn scenario(db: &[&str], shot: &str) {
         .for_element(Locator::Id("batch-counts"))
         .await
         .unwrap();
+    // A workflow's page draws its graph: a box per task, a line per edge, and the same in a
+    // table.
+    c.goto(&format!("{base}/ui/batches/{wf_id}")).await.unwrap();
+    let boxes = c
+        .find_all(Locator::Css("#workflow-graph rect"))
+        .await
+        .unwrap();
+    assert_eq!(boxes.len(), 3);
+    let lines = c
+        .find_all(Locator::Css("#workflow-graph line"))
+        .await
+        .unwrap();
+    assert_eq!(lines.len(), 2);
+    let rows = text_of(&c, "workflow-tasks").await;
+    assert!(
+        rows.contains("waiting") && rows.contains("ignores failure"),
+        "{rows}"
+    );
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(
+        format!(
+            "{}/../../target/dashboard-workflow-{shot}.png",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        &png,
+    )
+    .unwrap();
     c.goto(&format!("{base}/")).await.unwrap();
     let overview = c
         .find(Locator::Id("queues"))

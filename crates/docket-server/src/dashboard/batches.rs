@@ -82,11 +82,15 @@ pub(super) async fn batch(State(s): State<AppState>, Path(id): Path<String>) -> 
         }
     };
     let callbacks = serde_json::to_value(&b.callbacks).unwrap_or(Value::Null);
+    let graph = s.engine.workflow_get(id).await.map_err(fail)?;
     Ok(layout(
-        &format!("Batch {id}"),
+        &format!(
+            "{} {id}",
+            if graph.is_some() { "Workflow" } else { "Batch" }
+        ),
         &format!("/ui/batches/{id}"),
         html! {
-            h1 { "Batch " (id) @if let Some(n) = &b.name { " — " (n) } }
+            h1 { @if graph.is_some() { "Workflow " } @else { "Batch " } (id) @if let Some(n) = &b.name { " — " (n) } }
             dl {
                 dt { "state" } dd { span class=(format!("st st-{}", status(&b))) { (status_text(&b)) } }
                 dt { "finished" } dd { (progress(&b)) }
@@ -101,8 +105,105 @@ pub(super) async fn batch(State(s): State<AppState>, Path(id): Path<String>) -> 
                     tr { td { (state_badge(st.as_str())) } td class="n" { (n) } }
                 }
             }
+            @if let Some(w) = &graph {
+                h2 { "Workflow" }
+                (workflow_svg(&w.tasks))
+                table id="workflow-tasks" {
+                    tr { th { "ref" } th { "task" } th { "kind" } th { "state" } th { "depends on" } }
+                    @for n in &w.tasks {
+                        tr {
+                            td { (n.reference) }
+                            td { a href=(format!("/ui/tasks/{}", n.id)) { (n.id) } }
+                            td { (n.kind) }
+                            td { @if n.waiting { (state_badge("waiting")) } @else { (state_badge(n.state.as_str())) } }
+                            td { @for d in &n.depends_on { (d.target()) @if d.ignore_failure() { " (ignores failure)" } " " } }
+                        }
+                    }
+                }
+            }
             h2 { "Callbacks" }
             (json_block(&callbacks))
         },
     ))
+}
+
+/// Most tasks drawn in a workflow's graph; a bigger one shows its table only.
+const MAX_DRAWN: usize = 300;
+
+/// A workflow's graph as server-side SVG: a column per depth (longest chain of dependencies
+/// before the task), a box per task coloured by state, a line per edge (dashed when it ignores
+/// a failure). The table beside it says the same for screen readers.
+fn workflow_svg(nodes: &[docket_core::workflow::WorkflowNode]) -> Markup {
+    use std::collections::HashMap;
+    if nodes.len() > MAX_DRAWN {
+        return html! { p class="muted" { "The graph is drawn for workflows of up to " (MAX_DRAWN) " tasks; the table below lists all " (nodes.len()) "." } };
+    }
+    let index: HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.reference.as_str(), i))
+        .collect();
+    // Longest path from a root, by relaxation: the graph is acyclic, so n rounds suffice.
+    let mut depth = vec![0usize; nodes.len()];
+    for _ in 0..nodes.len() {
+        let mut moved = false;
+        for (i, n) in nodes.iter().enumerate() {
+            for d in &n.depends_on {
+                if let Some(&j) = index.get(d.target()) {
+                    if depth[i] < depth[j] + 1 {
+                        depth[i] = depth[j] + 1;
+                        moved = true;
+                    }
+                }
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    let (w, h, dx, dy) = (150.0, 34.0, 200.0, 48.0);
+    let mut row_of = vec![0usize; nodes.len()];
+    let mut rows: HashMap<usize, usize> = HashMap::new();
+    for (i, d) in depth.iter().enumerate() {
+        let r = rows.entry(*d).or_default();
+        row_of[i] = *r;
+        *r += 1;
+    }
+    let pos = |i: usize| (10.0 + depth[i] as f64 * dx, 10.0 + row_of[i] as f64 * dy);
+    let width = 20.0 + (depth.iter().max().copied().unwrap_or(0) as f64) * dx + w;
+    let height = 20.0 + (rows.values().max().copied().unwrap_or(1) as f64 - 1.0) * dy + h;
+    let fill = |n: &docket_core::workflow::WorkflowNode| match (n.waiting, n.state) {
+        (true, _) => "#eef0f4",
+        (_, TaskState::Completed) => "#d7f0dc",
+        (_, TaskState::Running) => "#d9e8ff",
+        (_, TaskState::Available) => "#fff4cc",
+        (_, TaskState::Discarded) => "#f8d4d4",
+        (_, TaskState::Cancelled) => "#e6e0ec",
+        _ => "#ffffff",
+    };
+    html! {
+        svg id="workflow-graph" role="img" aria-labelledby="workflow-graph-title" xmlns="http://www.w3.org/2000/svg"
+            width=(format!("{width:.0}")) height=(format!("{height:.0}")) style="background:#fff;max-width:100%" {
+            title id="workflow-graph-title" { "Workflow graph: " (nodes.len()) " tasks; the table below lists each with its state and dependencies" }
+            @for (i, n) in nodes.iter().enumerate() {
+                @for d in &n.depends_on {
+                    @if let Some(&j) = index.get(d.target()) {
+                        @let (x1, y1) = pos(j);
+                        @let (x2, y2) = pos(i);
+                        line x1=(format!("{:.0}", x1 + w)) y1=(format!("{:.0}", y1 + h / 2.0)) x2=(format!("{x2:.0}")) y2=(format!("{:.0}", y2 + h / 2.0))
+                            stroke="#8a93a6" stroke-dasharray=(if d.ignore_failure() { "4 3" } else { "none" }) {}
+                    }
+                }
+            }
+            @for (i, n) in nodes.iter().enumerate() {
+                @let (x, y) = pos(i);
+                g {
+                    rect x=(format!("{x:.0}")) y=(format!("{y:.0}")) width=(w) height=(h) rx="5" fill=(fill(n)) stroke="#8a93a6" {}
+                    text x=(format!("{:.0}", x + 8.0)) y=(format!("{:.0}", y + 21.0)) font-size="12" {
+                        (short(&n.reference, 14)) " · " (if n.waiting { "waiting" } else { n.state.as_str() })
+                    }
+                }
+            }
+        }
+    }
 }

@@ -4,7 +4,7 @@ use crate::*;
 use docket_core::batch::{Batch, BatchAdd, NewBatch};
 
 /// Reads a JSON document from `path` (`-`: stdin).
-fn read_json<T: serde::de::DeserializeOwned>(path: &str, what: &str) -> Result<T> {
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &str, what: &str) -> Result<T> {
     let text = if path == "-" {
         std::io::read_to_string(std::io::stdin().lock())?
     } else {

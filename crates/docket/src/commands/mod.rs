@@ -9,3 +9,4 @@ pub(crate) mod status;
 pub(crate) mod task;
 pub(crate) mod token;
 pub(crate) mod worker;
+pub(crate) mod workflow;

@@ -1,0 +1,77 @@
+//! `docket workflow …`.
+
+use crate::*;
+use docket_core::workflow::{NewWorkflow, Workflow};
+
+fn table(w: &Workflow) {
+    let rows = w
+        .tasks
+        .iter()
+        .map(|n| {
+            vec![
+                n.reference.clone(),
+                n.id.to_string(),
+                n.kind.clone(),
+                if n.waiting {
+                    "waiting".to_string()
+                } else {
+                    n.state.as_str().to_string()
+                },
+                n.depends_on
+                    .iter()
+                    .map(|d| {
+                        if d.ignore_failure() {
+                            format!("{} (ignore failure)", d.target())
+                        } else {
+                            d.target().to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        })
+        .collect();
+    println!(
+        "workflow {}{}: {}/{} finished{}",
+        w.batch.id,
+        w.batch
+            .name
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default(),
+        w.batch.done,
+        w.batch.total,
+        if w.batch.settled_at.is_some() {
+            ", settled"
+        } else {
+            ""
+        }
+    );
+    print_table(&["REF", "ID", "KIND", "STATE", "DEPENDS ON"], rows);
+}
+
+fn show(w: &Workflow, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(w)?);
+    } else {
+        table(w);
+    }
+    Ok(())
+}
+
+pub(crate) async fn workflow_cmd(c: Client, cmd: WorkflowCmd) -> Result<()> {
+    match cmd {
+        WorkflowCmd::Create { file, json } => {
+            let spec: NewWorkflow = read_json(&file, "a workflow spec")?;
+            let out = c.workflow_create(&spec).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(());
+            }
+            table(&out.workflow);
+            Ok(())
+        }
+        WorkflowCmd::Show { id, json } => show(&c.workflow_get(id).await?, json),
+        WorkflowCmd::Cancel { id, json } => show(&c.workflow_cancel(id).await?, json),
+    }
+}
