@@ -105,6 +105,11 @@ pub struct BenchArgs {
     /// claimed → dispatched → handler start), from marks the engine takes (p50/p99 per step).
     #[arg(long)]
     pub breakdown: bool,
+    /// In-process, after the plain run: the same number of tasks as one workflow of this many
+    /// parallel chains (each task waits for the one before it in its chain), created and worked
+    /// the same way, and its cost per task against the plain run (0: no workflow run).
+    #[arg(long, default_value_t = 0)]
+    pub workflow_chains: usize,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
@@ -187,6 +192,52 @@ fn noop_tasks(n: usize, queue: &str) -> Vec<NewTask> {
             ..NewTask::new("noop", json!({"i": i}))
         })
         .collect()
+}
+
+/// `n` tasks as one workflow of `chains` parallel chains on queue `bench-wf`: created, then
+/// worked as the plain run was; prints both rates and the cost per task against `plain`.
+async fn workflow_phase(
+    engine: &Engine,
+    n: usize,
+    chains: usize,
+    c: usize,
+    claim_batch: usize,
+    plain: Duration,
+) -> Result<()> {
+    use docket_core::workflow::{Dependency, NewWorkflow, WorkflowTask};
+    let tasks: Vec<WorkflowTask> = noop_tasks(n, "bench-wf")
+        .into_iter()
+        .enumerate()
+        .map(|(i, task)| WorkflowTask {
+            reference: i.to_string(),
+            depends_on: if i >= chains {
+                vec![Dependency::Ref((i - chains).to_string())]
+            } else {
+                vec![]
+            },
+            task,
+        })
+        .collect();
+    let t = Instant::now();
+    engine
+        .workflow_create(NewWorkflow {
+            name: Some("bench".into()),
+            tasks,
+            callbacks: Default::default(),
+        })
+        .await?;
+    let created = t.elapsed();
+    let work = work_queue(engine, "bench-wf", n, c, claim_batch).await?;
+    let per_task_ms = (work.as_secs_f64() - plain.as_secs_f64()) * 1000.0 / n as f64;
+    println!(
+        "workflow: {n} tasks in {chains} chains: created in {:.3} s ({:.0} tasks/s), worked \
+         {:.0} tasks/s ({:.3} s); cost per task against the plain run {per_task_ms:+.3} ms",
+        created.as_secs_f64(),
+        n as f64 / created.as_secs_f64(),
+        n as f64 / work.as_secs_f64(),
+        work.as_secs_f64()
+    );
+    Ok(())
 }
 
 /// A fresh database for a bench run, what it was opened with (to open more nodes on it), its
@@ -836,6 +887,17 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         a.tasks,
         work.as_secs_f64()
     );
+    if a.workflow_chains > 0 && a.mode == Mode::Inproc {
+        workflow_phase(
+            &engine,
+            a.tasks,
+            a.workflow_chains,
+            a.concurrency,
+            a.claim_batch,
+            work,
+        )
+        .await?;
+    }
     if a.breakdown && !lat.is_empty() {
         print_breakdown(&lat, &probe.marks());
     }
