@@ -320,6 +320,15 @@ mod tests {
         ]}));
         assert!(cyc.ends_with("(through a, b, c)"), "{cyc}");
         assert!(err(json!({"tasks": [{"ref": "", "kind": "k"}]})).contains("ref"));
+        assert!(err(json!({"tasks": [
+            {"ref": "a", "kind": "k"},
+            {"ref": "b", "kind": "k", "depends_on": ["a", {"ref": "a", "ignore_failure": true}]},
+        ]}))
+        .contains("twice in depends_on"));
+        let many: Vec<Value> = (0..=MAX_TASKS)
+            .map(|i| json!({"ref": i.to_string(), "kind": "k"}))
+            .collect();
+        assert!(err(json!({ "tasks": many })).contains("1 to 10000"));
         assert!(
             err(json!({"tasks": [{"ref": "a", "kind": "k", "unique_key": "u"}]}))
                 .contains("unique_key")

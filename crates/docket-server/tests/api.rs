@@ -2663,6 +2663,31 @@ async fn workflows_over_http(n: Node) {
     ] {
         assert_eq!(n.call("GET", path, None).await.0, want, "{path}");
     }
+    // The workflow is a batch: its progress there too.
+    let (st, b) = n.call("GET", &format!("/v1/batches/{id}"), None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(
+        (b["total"].as_i64(), b["done"].as_i64()),
+        (Some(5), Some(5))
+    );
+    // The dashboard draws graphs of up to 300 tasks; a bigger one gets its table only.
+    let big: Vec<Value> = (0..301)
+        .map(|i| json!({"ref": format!("t{i}"), "kind": "k", "queue": "big", "run_in": "1h"}))
+        .collect();
+    let (st, v) = n
+        .call("POST", "/v1/workflows", Some(json!({"tasks": big})))
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let big_id = v["workflow"]["batch"]["id"].as_i64().unwrap();
+    let page = |id: i64| {
+        let http = n.http.clone();
+        let url = format!("{}/ui/batches/{id}", n.base);
+        async move { http.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let html = page(big_id).await;
+    assert!(html.contains("drawn for workflows of up to 300"), "{html}");
+    assert!(!html.contains("<svg"));
+    assert!(page(id2).await.contains("<svg"));
     // A plain batch is not a workflow.
     let (_, b) = n
         .call(
