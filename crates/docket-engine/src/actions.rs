@@ -114,6 +114,7 @@ impl Engine {
         if action != TaskAction::Cancel {
             self.waker.wake(&t.queue);
         } else if t.batch_id.is_some() {
+            self.tasks_finished([id]);
             self.batches_poke();
         }
         self.waker.changed();

@@ -185,6 +185,18 @@ impl Engine {
         }
     }
 
+    /// Tasks `ids` finished here (completed, failed, cancelled): what waits on them in a
+    /// workflow is looked at in the next pass (when there are unsettled batches), then a poke.
+    pub(crate) fn tasks_finished(&self, ids: impl IntoIterator<Item = i64>) {
+        if !self.batches.pending.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(mut f) = self.batches.finished.lock() {
+            f.extend(ids);
+        }
+        self.batches.poke.notify_one();
+    }
+
     pub(crate) fn batches_known(&self) {
         self.batches.pending.store(true, Ordering::Relaxed);
     }
@@ -196,15 +208,27 @@ impl Engine {
 pub(crate) struct BatchWatch {
     pending: std::sync::atomic::AtomicBool,
     poke: tokio::sync::Notify,
+    /// Tasks finished on this node since the last pass (see [`Engine::tasks_finished`]).
+    finished: std::sync::Mutex<Vec<i64>>,
 }
 
 /// Settles every due batch (pages through the sealed, unsettled ones); returns how many
-/// settled. A batch whose settling fails is logged and counted and tried again next time; the
-/// others go on.
+/// settled. First the workflow tasks waiting on tasks this node just finished are decided;
+/// with `full`, every waiting task of each unsettled batch is (what finished elsewhere). A batch
+/// whose settling fails is logged and counted and tried again next time; the others go on.
 ///
 /// # Errors
 /// Store errors reading the list.
-pub async fn settle_due(engine: &Engine) -> Result<u64, EngineError> {
+pub async fn settle_due(engine: &Engine, full: bool) -> Result<u64, EngineError> {
+    let finished = engine
+        .batches
+        .finished
+        .lock()
+        .map(|mut f| std::mem::take(&mut *f))
+        .unwrap_or_default();
+    for chunk in finished.chunks(1000) {
+        crate::maintenance::guarded("workflows", engine.workflow_after(chunk)).await;
+    }
     let mut after = 0;
     let mut settled = 0;
     let mut seen = false;
@@ -213,7 +237,9 @@ pub async fn settle_due(engine: &Engine) -> Result<u64, EngineError> {
         seen |= !ids.is_empty();
         for id in &ids {
             // A workflow's waiting tasks first: a release means the batch is not done.
-            crate::maintenance::guarded("workflows", engine.workflow_step(*id)).await;
+            if full {
+                crate::maintenance::guarded("workflows", engine.workflow_step(*id)).await;
+            }
             if let Some(Some(_)) =
                 crate::maintenance::guarded("batches", engine.batch_settle(*id)).await
             {
@@ -229,14 +255,20 @@ pub async fn settle_due(engine: &Engine) -> Result<u64, EngineError> {
     Ok(settled)
 }
 
-/// The settling loop of one node, until `cancel`: on a poke, else every [`SWEEP_INTERVAL`].
+/// The settling loop of one node, until `cancel`: on a poke (what this node finished), and a
+/// full pass every [`SWEEP_INTERVAL`].
 pub(crate) async fn run(engine: Engine, cancel: CancellationToken) {
+    let mut full = true;
+    let mut next_full = tokio::time::Instant::now();
     loop {
-        crate::maintenance::guarded("batches", settle_due(&engine)).await;
+        if full {
+            next_full = tokio::time::Instant::now() + SWEEP_INTERVAL;
+        }
+        crate::maintenance::guarded("batches", settle_due(&engine, full)).await;
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = engine.batches.poke.notified() => {}
-            _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
+            _ = engine.batches.poke.notified() => full = false,
+            _ = tokio::time::sleep_until(next_full) => full = true,
         }
     }
 }

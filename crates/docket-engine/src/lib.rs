@@ -319,6 +319,7 @@ impl Engine {
         metrics::record_outcomes(&out, now);
         if !items.is_empty() {
             self.waker.changed();
+            self.tasks_finished(items.iter().map(|i| i.id));
             self.batches_poke();
         }
         Ok(out)
@@ -347,6 +348,7 @@ impl Engine {
         metrics::record_outcomes(&out, now);
         if !items.is_empty() {
             self.waker.wake_scheduler();
+            self.tasks_finished(items.iter().map(|i| i.id));
             self.batches_poke();
         }
         Ok(out)

@@ -88,19 +88,24 @@ impl Engine {
         };
         let now = self.clock.now();
         let mut n = 0;
+        let mut done = vec![];
         for node in w.tasks.iter().filter(|t| !t.state.is_finished()) {
             match self
                 .store
                 .task_cancel(docket_store::TaskCancelParams { id: node.id, now })
                 .await
             {
-                Ok(_) => n += 1,
+                Ok(_) => {
+                    n += 1;
+                    done.push(node.id);
+                }
                 // Finished meanwhile: nothing to cancel.
                 Err(docket_store::StoreError::InvalidState(_)) => {}
                 Err(e) => return Err(e.into()),
             }
         }
         self.waker.changed();
+        self.tasks_finished(done);
         self.batches_poke();
         self.audit(
             actor,
@@ -124,12 +129,48 @@ impl Engine {
         let mut changed = 0;
         for _ in 0..MAX_ROUNDS {
             let waiting = self.store.workflow_waiting(id).await?;
+            let (n, cancelled) = self.decide_waiting(&waiting).await?;
+            changed += n;
+            if cancelled.is_empty() {
+                break;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// As [`Engine::workflow_step`], for the waiting tasks that depend on `finished` (tasks
+    /// that just finished), then on what that cancelled, and so on.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn workflow_after(&self, finished: &[i64]) -> Result<u64, EngineError> {
+        let mut changed = 0;
+        let mut ids = finished.to_vec();
+        for _ in 0..MAX_ROUNDS {
+            if ids.is_empty() {
+                break;
+            }
+            let waiting = self.store.workflow_waiting_on(&ids).await?;
+            let (n, cancelled) = self.decide_waiting(&waiting).await?;
+            changed += n;
+            ids = cancelled;
+        }
+        Ok(changed)
+    }
+
+    /// Decides each waiting task and applies the releases and cancels; returns how many changed
+    /// and the ids cancelled (their dependants are next).
+    async fn decide_waiting(
+        &self,
+        waiting: &[docket_store::WaitingTask],
+    ) -> Result<(u64, Vec<i64>), EngineError> {
+        {
             let mut p = WorkflowApplyParams {
                 now: self.clock.now(),
                 ..Default::default()
             };
             let mut queues = vec![];
-            for w in &waiting {
+            for w in waiting {
                 let deps: Vec<(TaskState, bool)> = w
                     .deps
                     .iter()
@@ -145,22 +186,23 @@ impl Engine {
                 }
             }
             if p.release.is_empty() && p.cancel.is_empty() {
-                break;
+                return Ok((0, vec![]));
             }
-            let cascade = !p.cancel.is_empty();
+            let cancelled = p.cancel.clone();
             let done = self.store.workflow_apply(p).await?;
-            changed += done.released.len() as u64 + done.cancelled;
             queues.sort_unstable();
             queues.dedup();
             for q in queues {
                 self.waker.wake(q);
             }
             self.waker.changed();
-            if !cascade || done.cancelled == 0 {
-                break;
-            }
+            let cancelled = if done.cancelled > 0 {
+                cancelled
+            } else {
+                vec![]
+            };
+            Ok((done.released.len() as u64 + done.cancelled, cancelled))
         }
-        Ok(changed)
     }
 
     /// Fills `deps` of claimed workflow tasks with their dependencies' results.

@@ -66,6 +66,14 @@ pub trait BatchStore: Send + Sync {
     /// Database failure.
     async fn workflow_waiting(&self, batch_id: i64) -> Result<Vec<WaitingTask>>;
 
+    /// As [`BatchStore::workflow_waiting`], for the waiting tasks (of any batch) that depend on
+    /// one of `finished` — the tasks that just finished: what the engine looks at after a
+    /// completion, without reading every waiting task.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn workflow_waiting_on(&self, finished: &[i64]) -> Result<Vec<WaitingTask>>;
+
     /// Releases (makes `available` now) and cancels waiting tasks, in one transaction; a task
     /// that no longer waits (released or cancelled by another node, changed by hand) is left
     /// alone. Answers the tasks released and how many were cancelled.

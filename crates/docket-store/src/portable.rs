@@ -556,6 +556,28 @@ impl<D: Driver + QueueDriver> QueueStore for D {
     }
 }
 
+/// Waiting tasks from rows of `waiting` / `waiting_on` (one per dependency, by task id).
+fn waiting_tasks<R: Cols>(rows: &[R]) -> Result<Vec<WaitingTask>> {
+    let mut out: Vec<WaitingTask> = vec![];
+    for r in rows {
+        let id = r.int("id")?;
+        let state = match r.text_opt("dep_state")? {
+            Some(s) => Some(decode::state(&format!("task {id}'s dependency"), &s)?),
+            None => None,
+        };
+        let dep = (state, r.flag("ignore_failure")?);
+        match out.last_mut() {
+            Some(w) if w.id == id => w.deps.push(dep),
+            _ => out.push(WaitingTask {
+                id,
+                queue: r.text("queue")?,
+                deps: vec![dep],
+            }),
+        }
+    }
+    Ok(out)
+}
+
 /// Inserts `tasks` as members of batch `id` in `tx`, in order.
 async fn insert_members<T: DriverTx>(
     tx: &mut T,
@@ -765,24 +787,19 @@ impl<D: Driver + QueueDriver> BatchStore for D {
         let rows = self
             .fetch(stmt!(batches, waiting), args![batch_id, wait])
             .await?;
-        let mut out: Vec<WaitingTask> = vec![];
-        for r in &rows {
-            let id = r.int("id")?;
-            let state = match r.text_opt("dep_state")? {
-                Some(s) => Some(decode::state(&format!("task {id}'s dependency"), &s)?),
-                None => None,
-            };
-            let dep = (state, r.flag("ignore_failure")?);
-            match out.last_mut() {
-                Some(w) if w.id == id => w.deps.push(dep),
-                _ => out.push(WaitingTask {
-                    id,
-                    queue: r.text("queue")?,
-                    deps: vec![dep],
-                }),
-            }
+        waiting_tasks(&rows)
+    }
+
+    async fn workflow_waiting_on(&self, finished: &[i64]) -> Result<Vec<WaitingTask>> {
+        if finished.is_empty() {
+            return Ok(vec![]);
         }
-        Ok(out)
+        let wait = docket_core::workflow::waiting_run_at();
+        let ids = serde_json::Value::from(finished.to_vec());
+        let rows = self
+            .fetch(stmt!(batches, waiting_on), args![&ids, wait])
+            .await?;
+        waiting_tasks(&rows)
     }
 
     async fn workflow_apply(&self, p: WorkflowApplyParams) -> Result<WorkflowApplied> {

@@ -321,6 +321,19 @@ pub(super) async fn workflows_release_and_cancel(b: Bundle) {
     .unwrap();
     let w = s.workflow_waiting(wf.id).await.unwrap();
     assert_eq!(w[0].deps, vec![(Some(TaskState::Completed), false)]);
+    // What waits on a: b and c (with all their dependencies); on d: nothing.
+    let on_a = s.workflow_waiting_on(&[a.id]).await.unwrap();
+    assert_eq!(on_a, w);
+    assert!(s.workflow_waiting_on(&[ids[3]]).await.unwrap().is_empty());
+    assert!(s.workflow_waiting_on(&[]).await.unwrap().is_empty());
+    assert_eq!(
+        s.workflow_waiting_on(&[ids[1], ids[3]])
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "c waits on b"
+    );
     // Release b, cancel c; again: nothing more changes.
     let apply = || {
         s.workflow_apply(WorkflowApplyParams {

@@ -444,6 +444,11 @@ impl BatchStore for Recording {
         self.inner.workflow_waiting(batch_id).await
     }
 
+    async fn workflow_waiting_on(&self, finished: &[i64]) -> Result<Vec<WaitingTask>> {
+        self.hit("workflow_waiting_on").await;
+        self.inner.workflow_waiting_on(finished).await
+    }
+
     async fn workflow_apply(&self, p: WorkflowApplyParams) -> Result<WorkflowApplied> {
         self.hit("workflow_apply").await;
         self.inner.workflow_apply(p).await

@@ -86,3 +86,12 @@ SELECT r.ref, COALESCE(t.result, f.result) AS result FROM docket_task_deps d
     JOIN docket_task_refs r ON r.task_id = d.dep_id
     LEFT JOIN docket_tasks t ON t.id = d.dep_id LEFT JOIN docket_tasks_done f ON f.id = d.dep_id
     WHERE d.task_id = ?1 ORDER BY d.dep_id
+
+-- name: waiting_on
+-- As waiting, for the waiting tasks that depend on one of the tasks in ?1 (a JSON array of
+-- ids: tasks that just finished), whatever their batch.
+SELECT w.id, w.queue, d.ignore_failure, COALESCE(t.state, f.state) AS dep_state FROM docket_tasks w
+    JOIN docket_task_deps d ON d.task_id = w.id
+    LEFT JOIN docket_tasks t ON t.id = d.dep_id LEFT JOIN docket_tasks_done f ON f.id = d.dep_id
+    WHERE w.id IN (SELECT x.task_id FROM docket_task_deps x WHERE x.dep_id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COLUMNS (id BIGINT PATH '$')) j))
+    AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id
