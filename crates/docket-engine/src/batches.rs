@@ -255,8 +255,8 @@ pub async fn settle_due(engine: &Engine, full: bool) -> Result<u64, EngineError>
     Ok(settled)
 }
 
-/// The settling loop of one node, until `cancel`: on a poke (what this node finished), and a
-/// full pass every [`SWEEP_INTERVAL`].
+/// The settling loop of one node, until `cancel` (at once, in the middle of a pass if need be):
+/// on a poke (what this node finished), and a full pass every [`SWEEP_INTERVAL`].
 pub(crate) async fn run(engine: Engine, cancel: CancellationToken) {
     let mut full = true;
     let mut next_full = tokio::time::Instant::now();
@@ -264,7 +264,12 @@ pub(crate) async fn run(engine: Engine, cancel: CancellationToken) {
         if full {
             next_full = tokio::time::Instant::now() + SWEEP_INTERVAL;
         }
-        crate::maintenance::guarded("batches", settle_due(&engine, full)).await;
+        // A shutdown stops a pass in the middle (its transaction rolls back): with the
+        // database gone, a pass would wait for the pool's timeout and hold the node up.
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = crate::maintenance::guarded("batches", settle_due(&engine, full)) => {}
+        }
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = engine.batches.poke.notified() => full = false,
