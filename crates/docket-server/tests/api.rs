@@ -2593,7 +2593,16 @@ async fn workflows_over_http(n: Node) {
     };
     assert_eq!(d["kind"], "d");
     assert_eq!(d["deps"], json!({"a": null}));
-    let (_, w) = n.call("GET", &format!("/v1/workflows/{id}"), None).await;
+    // The cascade reaches c in the round after b's cancel: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let w = loop {
+        let (_, w) = n.call("GET", &format!("/v1/workflows/{id}"), None).await;
+        if w["tasks"][2]["state"] == "cancelled" {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "c not cancelled: {w}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let state = |r: &str| {
         w["tasks"]
             .as_array()

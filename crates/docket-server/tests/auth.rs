@@ -987,6 +987,46 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
             };
             (t.replace("{id}", &id.to_string()), body)
         }
+        ("POST", "/v1/batches") => (
+            path(template),
+            json!({"tasks": [{"kind": "k", "queue": "fixture-batches"}]}),
+        ),
+        (_, t) if t.starts_with("/v1/batches/{id}") => {
+            let (st, b) = call(
+                n,
+                Some(root),
+                "POST",
+                "/v1/batches",
+                Some(json!({"open": true})),
+            )
+            .await;
+            assert!(st.is_success(), "{b}");
+            let body = if t.ends_with("/tasks") {
+                json!({"tasks": [{"kind": "k", "queue": "fixture-batches"}]})
+            } else {
+                empty
+            };
+            (t.replace("{id}", &b["batch"]["id"].to_string()), body)
+        }
+        ("POST", "/v1/workflows") => (
+            path(template),
+            json!({"tasks": [{"ref": "a", "kind": "k", "queue": "fixture-workflows"}]}),
+        ),
+        (_, t) if t.starts_with("/v1/workflows/{id}") => {
+            let (st, w) = call(
+                n,
+                Some(root),
+                "POST",
+                "/v1/workflows",
+                Some(json!({"tasks": [{"ref": "a", "kind": "k", "queue": "fixture-workflows"}]})),
+            )
+            .await;
+            assert!(st.is_success(), "{w}");
+            (
+                t.replace("{id}", &w["workflow"]["batch"]["id"].to_string()),
+                empty,
+            )
+        }
         ("POST", "/v1/workers/{name}/report") => (
             path("/v1/workers/w1/report"),
             json!({"state": "idle", "interval": "5s", "queue": "q"}),

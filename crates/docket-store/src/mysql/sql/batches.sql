@@ -60,7 +60,7 @@ INSERT INTO docket_task_deps (task_id, dep_id, ignore_failure) VALUES (?1, ?2, ?
 SELECT w.id, w.queue, d.ignore_failure, COALESCE(t.state, f.state) AS dep_state
     FROM docket_tasks w JOIN docket_task_deps d ON d.task_id = w.id
     LEFT JOIN docket_tasks t ON t.id = d.dep_id LEFT JOIN docket_tasks_done f ON f.id = d.dep_id
-    WHERE w.batch_id = ?1 AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id
+    WHERE w.batch_id = ?1 AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id, d.dep_id
 
 -- name: release
 UPDATE docket_tasks SET state = 'available', run_at = ?2
@@ -94,4 +94,4 @@ SELECT w.id, w.queue, d.ignore_failure, COALESCE(t.state, f.state) AS dep_state 
     JOIN docket_task_deps d ON d.task_id = w.id
     LEFT JOIN docket_tasks t ON t.id = d.dep_id LEFT JOIN docket_tasks_done f ON f.id = d.dep_id
     WHERE w.id IN (SELECT x.task_id FROM docket_task_deps x WHERE x.dep_id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COLUMNS (id BIGINT PATH '$')) j))
-    AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id
+    AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id, d.dep_id

@@ -51,7 +51,7 @@ INSERT INTO docket_task_deps (task_id, dep_id, ignore_failure) VALUES (?1, ?2, ?
 -- per dependency with its state (null: the dependency was pruned).
 SELECT w.id, w.queue, d.ignore_failure, t.state AS dep_state FROM docket_tasks w
     JOIN docket_task_deps d ON d.task_id = w.id LEFT JOIN docket_tasks t ON t.id = d.dep_id
-    WHERE w.batch_id = ?1 AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id
+    WHERE w.batch_id = ?1 AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id, d.dep_id
 
 -- name: release
 UPDATE docket_tasks SET state = 'available', run_at = ?2
@@ -80,4 +80,4 @@ SELECT r.ref, t.result FROM docket_task_deps d JOIN docket_task_refs r ON r.task
 SELECT w.id, w.queue, d.ignore_failure, t.state AS dep_state FROM docket_tasks w
     JOIN docket_task_deps d ON d.task_id = w.id LEFT JOIN docket_tasks t ON t.id = d.dep_id
     WHERE w.id IN (SELECT x.task_id FROM docket_task_deps x WHERE x.dep_id IN (SELECT value FROM json_each(?1)))
-    AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id
+    AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id, d.dep_id
