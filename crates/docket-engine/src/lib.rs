@@ -145,6 +145,8 @@ pub struct Engine {
     pub(crate) probe: Option<Arc<probe::Probe>>,
     /// Whether batches wait to settle, and the settling loop's wake-up (see [`batches`]).
     pub(crate) batches: Arc<batches::BatchWatch>,
+    /// The store's wake-up feed is being read (set by [`Engine::start`]).
+    feed_running: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Engine {
@@ -161,6 +163,7 @@ impl Engine {
             ring: Arc::default(),
             probe: None,
             batches: Arc::default(),
+            feed_running: Arc::default(),
         }
     }
 
@@ -273,6 +276,13 @@ impl Engine {
     /// Counts inserted tasks and wakes their queues' claimers (or the scheduler).
     pub(crate) fn inserted(&self, out: &[Task]) {
         metrics::record_enqueued(out);
+        // SQLite and MySQL: the store's commit feed wakes the queue (and the peers) already,
+        // once the engine runs it. A second wake-up let two claimers filtered by kind look at
+        // once, and MySQL's SKIP LOCKED could then hide the new row from the one that takes it
+        // (it was locked by the other's scan): both waited for the poll (CI, issue 24's test
+        // one_wake_finds_every_task).
+        let fed = self.feed_running.load(std::sync::atomic::Ordering::Relaxed)
+            && !self.store.backend().listens();
         let mut woke = std::collections::HashSet::new();
         for t in out {
             if t.inserted == Some(true) {
@@ -280,7 +290,9 @@ impl Engine {
                     docket_core::TaskState::Available => {
                         if woke.insert(t.queue.clone()) {
                             self.mark(probe::Step::Wake, 0);
-                            self.waker.wake(&t.queue);
+                            if !fed {
+                                self.waker.wake(&t.queue);
+                            }
                         }
                     }
                     _ => self.waker.wake_scheduler(),
@@ -564,6 +576,8 @@ impl Engine {
     ) -> Result<Vec<tokio::task::JoinHandle<()>>, EngineError> {
         let mut handles = vec![];
         if let Some(mut rx) = self.store.listen().await? {
+            self.feed_running
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             let waker = self.waker.clone();
             let c = cancel.clone();
             let engine = self.clone();
