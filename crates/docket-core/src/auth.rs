@@ -202,6 +202,8 @@ mod tests {
             ("POST", "/v1/queues/q/claim", Some(Work)),
             ("POST", "/v1/tasks/7/cancel", Some(Admin)),
             ("PUT", "/v1/queues/q", Some(Admin)),
+            ("PUT", "/v1/rate-limits/x", Some(Admin)),
+            ("DELETE", "/v1/rate-limits/x", Some(Admin)),
             ("POST", "/v1/queues/q/pause", Some(Admin)),
             ("PUT", "/v1/namespaces/n", Some(Admin)),
             ("PUT", "/v1/namespaces/n/processes/p", Some(Process)),

@@ -14,6 +14,7 @@ pub mod lease;
 pub mod patch;
 pub mod process;
 pub mod queue;
+pub mod rate_limit;
 pub mod run;
 pub mod schedule;
 pub mod sink;

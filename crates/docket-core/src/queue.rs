@@ -40,6 +40,10 @@ pub struct QueueSettings {
     )]
     #[schema(value_type = Option<String>, example = "10s")]
     pub schedule_interval: Option<Duration>,
+    /// The rate limit key of tasks enqueued without one (`name` or `name:partition`; see
+    /// `PUT /v1/rate-limits/{name}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<String>,
     /// max_attempts for tasks enqueued without one (asyncflow max_retry_num).
     #[serde(default)]
     #[schema(minimum = 1)]
@@ -75,6 +79,9 @@ impl QueueSettings {
             if l < 1 {
                 return Err(format!("concurrency_limit must be at least 1, got {l}"));
             }
+        }
+        if let Some(k) = &self.rate_limit {
+            crate::rate_limit::check_key(k)?;
         }
         if let Some(m) = self.max_attempts {
             if m < 1 {

@@ -100,6 +100,17 @@ pub struct NewTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub concurrency_limit: Option<i32>,
+    /// The rate limit the task counts against: a limit's name (`PUT /v1/rate-limits/{name}`),
+    /// or `name:partition` for one budget per partition (`"stripe:customer-42"`). Default: the
+    /// queue's `rate_limit`. Claims pass over it while its key is at the limit; it waits
+    /// `available` and spends no attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[A-Za-z0-9_.-]+(:[^\u0000-\u001F\u007F-\u009F]+)?$"
+    )]
+    pub rate_limit: Option<String>,
     /// Only the node with this name may run the task (node-daemons node_id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(
@@ -187,6 +198,8 @@ pub struct ResolvedTask {
     pub concurrency_key: Option<String>,
     /// Concurrency limit (set when the key is).
     pub concurrency_limit: Option<i32>,
+    /// Rate limit key (the task's, else the queue's).
+    pub rate_limit: Option<String>,
     /// Node affinity.
     pub node: Option<String>,
     /// The user the task is for.
@@ -301,6 +314,9 @@ impl NewTask {
         if let Some(t) = &self.trace_id {
             check_trace_id(t)?;
         }
+        if let Some(k) = &self.rate_limit {
+            crate::rate_limit::check_key(k)?;
+        }
         if self.expires_at.is_some() && self.expires_in.is_some() {
             return Err("give expires_at or expires_in, not both".into());
         }
@@ -390,6 +406,7 @@ impl NewTask {
             unique_key: self.unique_key,
             concurrency_key: self.concurrency_key,
             concurrency_limit,
+            rate_limit: self.rate_limit.or(q.rate_limit),
             node: self.node,
             user_id: self.user_id,
             trace_id: Some(
@@ -424,6 +441,7 @@ impl ResolvedTask {
             unique_key: self.unique_key,
             concurrency_key: self.concurrency_key,
             concurrency_limit: self.concurrency_limit,
+            rate_limit: self.rate_limit,
             node: self.node,
             user_id: self.user_id,
             trace_id: self.trace_id,
@@ -536,6 +554,9 @@ pub struct Task {
     pub concurrency_key: Option<String>,
     /// Concurrency limit for the key.
     pub concurrency_limit: Option<i32>,
+    /// The rate limit key it counts against (`name` or `name:partition`); absent for others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<String>,
     /// Node affinity.
     pub node: Option<String>,
     /// The user the task is for (asyncflow's `user_id`).
@@ -760,6 +781,7 @@ mod tests {
             unique_key: None,
             concurrency_key: None,
             concurrency_limit: None,
+            rate_limit: None,
             node: None,
             trace_id: None,
             user_id: None,

@@ -18,6 +18,7 @@ pub mod panels;
 pub mod peers;
 pub mod probe;
 pub mod process;
+pub mod rate_limits;
 mod reads;
 pub mod schedule;
 pub mod sink;
@@ -270,6 +271,7 @@ impl Engine {
                 .map_err(|message| EngineError::InvalidTask { index, message })?;
             resolved.push(r);
         }
+        self.check_rate_limits(&resolved).await?;
         Ok(resolved)
     }
 

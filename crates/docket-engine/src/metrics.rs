@@ -106,6 +106,28 @@ pub const BATCHES_SETTLED: &str = "docket_batches_settled_total";
 /// cancelled).
 pub const BATCH_CALLBACKS: &str = "docket_batch_callbacks_total";
 
+/// Counter: tasks admitted by claims, by rate `limit`, cluster-wide (read from the database
+/// at scrape time: every node reports the same totals).
+pub const RATE_LIMIT_ADMITTED: &str = "docket_rate_limit_admitted_total";
+/// Counter: claims that met a key of rate `limit` at the limit (each held the key's other
+/// tasks back), cluster-wide (read at scrape time).
+pub const RATE_LIMIT_DELAYED: &str = "docket_rate_limit_delayed_total";
+/// Keys of a rate `limit` (the name and each partition seen in the last day).
+pub const RATE_LIMIT_KEYS: &str = "docket_rate_limit_keys";
+/// Keys of a rate `limit` at the limit now (their tasks wait for the next window or token).
+pub const RATE_LIMIT_BLOCKED: &str = "docket_rate_limit_blocked_keys";
+
+/// Sets the rate limit metrics from a fresh read of the database.
+pub fn record_rate_limits(all: &[docket_core::rate_limit::RateLimit]) {
+    for l in all {
+        let n = |v: i64| v.max(0).unsigned_abs();
+        counter!(RATE_LIMIT_ADMITTED, "limit" => l.name.clone()).absolute(n(l.admitted));
+        counter!(RATE_LIMIT_DELAYED, "limit" => l.name.clone()).absolute(n(l.delayed));
+        gauge!(RATE_LIMIT_KEYS, "limit" => l.name.clone()).set(l.keys as f64);
+        gauge!(RATE_LIMIT_BLOCKED, "limit" => l.name.clone()).set(l.blocked as f64);
+    }
+}
+
 /// Counts enqueued tasks (one counter update per queue and kind of the batch).
 pub fn record_enqueued(tasks: &[Task]) {
     let mut by: HashMap<(&str, &str), u64> = HashMap::new();
@@ -274,6 +296,19 @@ fn describe() {
         BATCH_CALLBACKS,
         "Batch callback tasks enqueued, by callback"
     );
+    describe_counter!(
+        RATE_LIMIT_ADMITTED,
+        "Tasks admitted by claims, by rate limit (cluster-wide)"
+    );
+    describe_counter!(
+        RATE_LIMIT_DELAYED,
+        "Claims that met a key of the rate limit at its limit (cluster-wide)"
+    );
+    describe_gauge!(
+        RATE_LIMIT_KEYS,
+        "Keys of a rate limit (name and partitions)"
+    );
+    describe_gauge!(RATE_LIMIT_BLOCKED, "Keys of a rate limit at the limit now");
     describe_histogram!(
         CALLS_SCANNING,
         "Calls (call, repair) scanning durations in millisecond"

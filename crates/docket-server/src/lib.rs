@@ -29,7 +29,7 @@ pub use state::{AppState, MAX_BATCH, MAX_BODY_BYTES, MAX_PAYLOAD_BYTES, MAX_WAIT
 use extract::{json_errors, refuse_nul};
 use routes::{
     batches::*, changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*,
-    schedules::*, system::*, tasks::*, tokens::*, workers::*, workflows::*,
+    rate_limits::*, schedules::*, system::*, tasks::*, tokens::*, workers::*, workflows::*,
 };
 use state::Disconnect;
 
@@ -74,6 +74,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/batches/{id}", get(batch_get))
         .route("/v1/batches/{id}/tasks", post(batch_add))
         .route("/v1/batches/{id}/seal", post(batch_seal))
+        .route("/v1/rate-limits", get(rate_limit_list))
+        .route(
+            "/v1/rate-limits/{name}",
+            get(rate_limit_get)
+                .put(rate_limit_put)
+                .delete(rate_limit_delete),
+        )
         .route("/v1/workflows", post(workflow_create))
         .route("/v1/workflows/{id}", get(workflow_get))
         .route("/v1/workflows/{id}/cancel", post(workflow_cancel))

@@ -7,7 +7,7 @@
 use crate::error::ErrorBody;
 use crate::routes::{
     batches::*, changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*,
-    schedules::*, system::*, tasks::*, tokens::*, workers::*, workflows::*,
+    rate_limits::*, schedules::*, system::*, tasks::*, tokens::*, workers::*, workflows::*,
 };
 use crate::schemas::ProcessorError;
 use axum::response::IntoResponse;
@@ -81,6 +81,10 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         batch_get,
         batch_add,
         batch_seal,
+        rate_limit_put,
+        rate_limit_list,
+        rate_limit_get,
+        rate_limit_delete,
         workflow_create,
         workflow_get,
         workflow_cancel,

@@ -1027,6 +1027,22 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
                 empty,
             )
         }
+        ("PUT", "/v1/rate-limits/{name}") => (
+            format!("/v1/rate-limits/{uniq}"),
+            json!({"kind": "window", "limit": 5, "period": "1s"}),
+        ),
+        (_, t) if t.starts_with("/v1/rate-limits/{name}") => {
+            let (st, v) = call(
+                n,
+                Some(root),
+                "PUT",
+                &format!("/v1/rate-limits/{uniq}"),
+                Some(json!({"kind": "concurrent", "limit": 2})),
+            )
+            .await;
+            assert!(st.is_success(), "{v}");
+            (t.replace("{name}", &uniq), empty)
+        }
         ("POST", "/v1/workers/{name}/report") => (
             path("/v1/workers/w1/report"),
             json!({"state": "idle", "interval": "5s", "queue": "q"}),

@@ -123,6 +123,8 @@ pub struct TaskFailManyParams<'a> {
 pub(crate) struct ClaimCandidate {
     pub id: i64,
     pub key: Option<(String, i32)>,
+    /// Its rate limit key (`docket_core::rate_limit`).
+    pub rate: Option<String>,
     pub timeout_ms: i64,
     pub process: bool,
 }
@@ -178,18 +180,26 @@ pub(crate) fn claim_keys(cands: &[ClaimCandidate]) -> Vec<(String, i32)> {
 }
 
 /// Which candidates (in claim order) a claim takes: at most `room` (the queue's free slots),
-/// and of each key at most the slots `key_room` counts as free (running tasks of the key
-/// subtracted from its limit). The same rule on every backend; each backend counts `room`
-/// and `key_room` under its own locks.
-pub(crate) fn claim_pick(
-    cands: &[ClaimCandidate],
+/// of each key at most the slots `key_room` counts as free (running tasks of the key
+/// subtracted from its limit), and of each rate limit key at most what `rate_room` admits
+/// (keys absent from it are unlimited). The same rule on every backend; each backend counts
+/// `room`, `key_room` and `rate_room` under its own locks.
+pub(crate) fn claim_pick<'c>(
+    cands: &'c [ClaimCandidate],
     room: usize,
     mut key_room: HashMap<String, i64>,
-) -> Vec<&ClaimCandidate> {
+    rate_room: &HashMap<String, i64>,
+) -> Vec<&'c ClaimCandidate> {
+    let mut rate_left = rate_room.clone();
     let mut ids = Vec::with_capacity(cands.len().min(room));
     for c in cands {
         if ids.len() >= room {
             break;
+        }
+        if let Some(k) = &c.rate {
+            if rate_left.get(k).is_some_and(|n| *n <= 0) {
+                continue;
+            }
         }
         if let Some((k, _)) = &c.key {
             let left = key_room.entry(k.clone()).or_insert(0);
@@ -197,6 +207,9 @@ pub(crate) fn claim_pick(
                 continue;
             }
             *left -= 1;
+        }
+        if let Some(n) = c.rate.as_ref().and_then(|k| rate_left.get_mut(k)) {
+            *n -= 1;
         }
         ids.push(c);
     }
@@ -237,11 +250,15 @@ mod tests {
         let c = |id, key: Option<&str>| ClaimCandidate {
             id,
             key: key.map(|k| (k.to_string(), 2)),
+            rate: None,
             timeout_ms: 1000,
             process: false,
         };
         let claim_pick = |c, room, kr| -> Vec<i64> {
-            claim_pick(c, room, kr).into_iter().map(|c| c.id).collect()
+            claim_pick(c, room, kr, &HashMap::new())
+                .into_iter()
+                .map(|c| c.id)
+                .collect()
         };
         let cands = vec![
             c(1, Some("a")),
@@ -261,5 +278,34 @@ mod tests {
         // A key already full (or over: a limit lowered while tasks run) takes nothing.
         assert_eq!(claim_pick(&cands, usize::MAX, room(0, -1)), vec![4, 6]);
         assert_eq!(claim_pick(&cands, 0, room(2, 2)), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn claim_pick_keeps_rate_room() {
+        let c = |id, key: Option<&str>, rate: Option<&str>| ClaimCandidate {
+            id,
+            key: key.map(|k| (k.to_string(), 1)),
+            rate: rate.map(str::to_string),
+            timeout_ms: 1000,
+            process: false,
+        };
+        let cands = vec![
+            c(1, None, Some("s:a")),
+            c(2, None, Some("s:a")),
+            c(3, Some("k"), Some("s:b")),
+            c(4, Some("k"), Some("s:b")),
+            c(5, None, Some("s:b")),
+            c(6, None, Some("unknown")),
+            c(7, None, None),
+        ];
+        let rate = HashMap::from([("s:a".to_string(), 1), ("s:b".to_string(), 2)]);
+        let keys = HashMap::from([("k".to_string(), 1)]);
+        let ids: Vec<i64> = claim_pick(&cands, usize::MAX, keys, &rate)
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        // s:a admits one; task 4 is held by its concurrency key, so it does not use up s:b's
+        // room and task 5 gets it; keys without a limit are unlimited.
+        assert_eq!(ids, vec![1, 3, 5, 6, 7]);
     }
 }

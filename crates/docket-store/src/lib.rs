@@ -37,6 +37,7 @@ mod portable;
 pub mod postgres;
 mod processes;
 mod queues;
+mod rate_limits;
 mod row;
 mod schedules;
 mod sql;
@@ -57,6 +58,7 @@ pub use notifications::*;
 pub use processes::*;
 pub use queues::*;
 pub(crate) use queues::{empty_counts, merge_queues, QueueTimes};
+pub use rate_limits::RateLimitStore;
 pub use schedules::*;
 pub(crate) use sql::sql;
 pub use tasks::*;
@@ -70,6 +72,7 @@ pub use tokens::*;
 pub trait Store:
     TaskStore
     + BatchStore
+    + RateLimitStore
     + LeaseStore
     + MaintenanceStore
     + QueueStore

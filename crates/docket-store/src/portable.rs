@@ -544,6 +544,7 @@ impl<D: Driver + QueueDriver> QueueStore for D {
                 s.mask_payload,
                 s.schedule_limit,
                 ms(s.schedule_interval),
+                s.rate_limit.as_deref(),
             ],
         )
         .await?;

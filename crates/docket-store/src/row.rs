@@ -93,6 +93,7 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
             _ => None,
         },
         batch_id: row.int_opt("batch_id")?,
+        rate_limit: row.text_opt("rate_limit")?,
         deps: None,
         stage: row.text_opt("stage")?,
         stages_done: decode::stages(&r, row.json_opt("stages_done")?)?,
@@ -210,6 +211,7 @@ pub(crate) fn queue_settings(row: &impl Cols) -> Result<QueueSettings> {
         mask_payload: row.flag("mask_payload")?,
         schedule_limit: row.int32_opt("schedule_limit")?,
         schedule_interval: d("schedule_interval_ms")?,
+        rate_limit: row.text_opt("rate_limit")?,
     })
 }
 

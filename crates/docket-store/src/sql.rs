@@ -32,7 +32,7 @@ pub(crate) const TASK_COLS: &str =
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
     created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
     cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
-    stages_done, runs, run_count, attempt_node, edited_at, batch_id";
+    stages_done, runs, run_count, attempt_node, edited_at, batch_id, rate_limit";
 
 /// The columns a [`docket_core::Schedule`] is decoded from.
 pub(crate) const SCHEDULE_COLS: &str =
@@ -226,6 +226,7 @@ macro_rules! statements {
                     include_str!("queues.rs"),
                     include_str!("tasks.rs"),
                     include_str!("../portable.rs"),
+                    include_str!("../rate_limits.rs"),
                 ];
                 crate::sql::check_used(&super::STATEMENTS, code);
             }

@@ -51,7 +51,7 @@ pub async fn prune_aux(engine: &Engine, now: Timestamp) -> Result<u64, EngineErr
             .await?;
         total += p.notifications + p.audit + p.nodes;
         if (p.notifications.max(p.audit) as i64) < c.prune_batch {
-            return Ok(total);
+            return Ok(total + crate::rate_limits::prune_keys(engine, now).await?);
         }
         tokio::task::yield_now().await;
     }

@@ -8,6 +8,7 @@ pub(crate) mod leases;
 pub(crate) mod namespaces;
 pub(crate) mod processes;
 pub(crate) mod queues;
+pub(crate) mod rate_limits;
 pub(crate) mod schedules;
 pub(crate) mod system;
 pub(crate) mod tasks;

@@ -53,6 +53,10 @@ pub(crate) async fn metrics_text(State(s): State<AppState>) -> Response {
             .collect();
         docket_engine::metrics::record_queues(&queues, &ages);
     }
+    // Rate limit totals too (cluster-wide, like the queue gauges).
+    if let Err(e) = s.engine.record_rate_limits().await {
+        tracing::warn!(error = %e, "rate limit metrics not read");
+    }
     let pool = s.engine.pool_connections();
     metrics::gauge!(docket_engine::metrics::DB_CONNECTIONS, "state" => "in_use")
         .set(pool.in_use as f64);

@@ -318,7 +318,12 @@ impl MySqlStore {
         for k in p.kinds.iter().flatten().chain(p.stages.iter().flatten()) {
             q = q.bind(k);
         }
-        let cands = q.bind(dt(p.now)).bind(limit).fetch_all(&mut *tx).await?;
+        let cands = q
+            .bind(dt(p.now))
+            .bind(dt(p.now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
         if cands.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);
@@ -331,13 +336,16 @@ impl MySqlStore {
                 Ok(ClaimCandidate {
                     id: r.try_get("id")?,
                     key: key.map(|k| (k, limit.unwrap_or(1))),
+                    rate: text_opt(r, "rate_limit")?,
                     timeout_ms: r.try_get("timeout_ms")?,
                     process: r.try_get::<i64, _>("process")? != 0,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let keys = claim_keys(&cands);
-        let picked: Vec<&ClaimCandidate> = if queue_limit.is_none() && keys.is_empty() {
+        let rated = cands.iter().any(|c| c.rate.is_some());
+        let mut rate_keys = vec![];
+        let picked: Vec<&ClaimCandidate> = if queue_limit.is_none() && keys.is_empty() && !rated {
             cands.iter().collect()
         } else {
             // Serialise on the queue and on each key (lock rows, in key order), then count what
@@ -365,8 +373,20 @@ impl MySqlStore {
                 .await?;
                 key_room.insert(k.clone(), *l as i64 - running);
             }
-            claim_pick(&cands, room, key_room)
+            // Rate limit keys last (their rows, in key order): one lock order for every claim.
+            if rated {
+                let mut d = self.tx_of(tx);
+                rate_keys = crate::rate_limits::rate_lock(&mut d, &cands, p.now).await?;
+                tx = d.into_inner();
+            }
+            let rate_room = crate::rate_limits::rate_room(&rate_keys, p.now);
+            claim_pick(&cands, room, key_room, &rate_room)
         };
+        if !rate_keys.is_empty() {
+            let mut d = self.tx_of(tx);
+            crate::rate_limits::rate_record(&mut d, &rate_keys, &cands, &picked, p.now).await?;
+            tx = d.into_inner();
+        }
         if picked.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);

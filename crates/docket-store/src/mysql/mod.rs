@@ -296,6 +296,7 @@ impl MySqlStore {
             .bind(&t.stage)
             .bind(t.progress.as_ref().map(Value::to_string))
             .bind(t.batch_id)
+            .bind(&t.rate_limit)
             .execute(&mut **tx)
             .await;
         match r {
@@ -351,7 +352,8 @@ impl MySqlStore {
                 .bind(&t.user_id)
                 .bind(&t.stage)
                 .bind(t.progress.as_ref().map(Value::to_string))
-                .bind(t.batch_id);
+                .bind(t.batch_id)
+                .bind(&t.rate_limit);
         }
         let r = q.execute(&mut **tx).await?;
         let first = r.last_insert_id() as i64;
@@ -615,7 +617,7 @@ impl Store for MySqlStore {
 const MIGRATE_LOCK: &str = "SELECT GET_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())), 600)";
 const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())))";
 
-crate::sql::statements!("mysql": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+crate::sql::statements!("mysql": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for MySqlStore {
@@ -665,6 +667,24 @@ pub(crate) struct MySqlTx {
     tx: Transaction<'static, MySql>,
     wake: crate::local_wake::LocalWake,
     queues: Vec<String>,
+}
+
+impl MySqlStore {
+    /// Runs the portable code's statements in a transaction begun elsewhere (a claim's).
+    pub(crate) fn tx_of(&self, tx: Transaction<'static, MySql>) -> MySqlTx {
+        MySqlTx {
+            tx,
+            wake: self.wake.clone(),
+            queues: vec![],
+        }
+    }
+}
+
+impl MySqlTx {
+    /// The transaction back (after [`MySqlStore::tx_of`]); its wake-ups are not sent.
+    pub(crate) fn into_inner(self) -> Transaction<'static, MySql> {
+        self.tx
+    }
 }
 
 #[async_trait]

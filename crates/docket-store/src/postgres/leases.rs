@@ -11,6 +11,7 @@ fn candidate(r: &PgRow) -> Result<ClaimCandidate> {
     Ok(ClaimCandidate {
         id: r.try_get("id")?,
         key: key.map(|k| (k, limit.unwrap_or(1))),
+        rate: r.try_get("rate_limit")?,
         timeout_ms: r.try_get("timeout_ms")?,
         process: r.try_get("process")?,
     })
@@ -83,7 +84,9 @@ impl LeaseStore for PgStore {
             let queue_limit: Option<i32> = rows[0].try_get("queue_limit")?;
             let cands = rows.iter().map(candidate).collect::<Result<Vec<_>>>()?;
             let keys = claim_keys(&cands);
-            let picked = if queue_limit.is_none() && keys.is_empty() {
+            let rated = cands.iter().any(|c| c.rate.is_some());
+            let mut rate_keys = vec![];
+            let picked = if queue_limit.is_none() && keys.is_empty() && !rated {
                 cands.iter().collect()
             } else {
                 // Slow path: serialise on the queue and on each key (advisory locks, in key
@@ -110,8 +113,22 @@ impl LeaseStore for PgStore {
                     .await?;
                     key_room.insert(k.clone(), *l as i64 - running);
                 }
-                claim_pick(&cands, room, key_room)
+                // Rate limit keys last (their rows, in key order), so every claim takes its
+                // locks in one order: queue, concurrency keys, rate keys.
+                if rated {
+                    let mut d = PgTx::of(tx, &self.schema);
+                    rate_keys = crate::rate_limits::rate_lock(&mut d, &cands, p.now).await?;
+                    tx = d.into_inner();
+                }
+                let rate_room = crate::rate_limits::rate_room(&rate_keys, p.now);
+                claim_pick(&cands, room, key_room, &rate_room)
             };
+            if !rate_keys.is_empty() {
+                let mut d = PgTx::of(tx, &self.schema);
+                crate::rate_limits::rate_record(&mut d, &rate_keys, &cands, &picked, p.now)
+                    .await?;
+                tx = d.into_inner();
+            }
             if picked.is_empty() {
                 tx.commit().await?;
                 return Ok(vec![]);

@@ -488,6 +488,7 @@ impl PgStore {
             .bind(col!(|t| t.stage.clone()))
             .bind(col!(|t| t.progress.clone()))
             .bind(col!(|t| t.batch_id))
+            .bind(col!(|t| t.rate_limit.clone()))
             .fetch_all(&mut *conn)
             .await?;
         Ok(rows)
@@ -544,7 +545,7 @@ pub fn statement(noun: &str, name: &str) -> &'static str {
     STATEMENTS.get(noun, name)
 }
 
-crate::sql::statements!("postgres": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+crate::sql::statements!("postgres": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for PgStore {
@@ -591,6 +592,21 @@ impl PgStore {
 pub(crate) struct PgTx {
     tx: Transaction<'static, Postgres>,
     schema: String,
+}
+
+impl PgTx {
+    /// Runs the portable code's statements in a transaction begun elsewhere (a claim's).
+    pub(crate) fn of(tx: Transaction<'static, Postgres>, schema: &str) -> Self {
+        PgTx {
+            tx,
+            schema: schema.to_string(),
+        }
+    }
+
+    /// The transaction back.
+    pub(crate) fn into_inner(self) -> Transaction<'static, Postgres> {
+        self.tx
+    }
 }
 
 #[async_trait]

@@ -33,6 +33,7 @@ impl LeaseStore for SqliteStore {
                 Ok(ClaimCandidate {
                     id: r.try_get("id")?,
                     key: key.map(|k| (k, limit.unwrap_or(1))),
+                    rate: r.try_get("rate_limit")?,
                     timeout_ms: r.try_get("timeout_ms")?,
                     process: r.try_get("process")?,
                 })
@@ -58,7 +59,19 @@ impl LeaseStore for SqliteStore {
             .await?;
             key_room.insert(k, l as i64 - running);
         }
-        let picked = claim_pick(&cands, room, key_room);
+        let mut rate_keys = vec![];
+        if cands.iter().any(|c| c.rate.is_some()) {
+            let mut d = self.tx_of(tx);
+            rate_keys = crate::rate_limits::rate_lock(&mut d, &cands, p.now).await?;
+            tx = d.into_inner();
+        }
+        let rate_room = crate::rate_limits::rate_room(&rate_keys, p.now);
+        let picked = claim_pick(&cands, room, key_room, &rate_room);
+        if !rate_keys.is_empty() {
+            let mut d = self.tx_of(tx);
+            crate::rate_limits::rate_record(&mut d, &rate_keys, &cands, &picked, p.now).await?;
+            tx = d.into_inner();
+        }
         if picked.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);

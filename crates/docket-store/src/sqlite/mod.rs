@@ -160,6 +160,7 @@ impl SqliteStore {
             .bind(&t.stage)
             .bind(t.progress.as_ref().map(Value::to_string))
             .bind(t.batch_id)
+            .bind(&t.rate_limit)
             .fetch_optional(&mut **tx)
             .await
             .map_err(StoreError::from)
@@ -328,7 +329,7 @@ impl Store for SqliteStore {
     }
 }
 
-crate::sql::statements!("sqlite": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, schedules, tasks, tokens);
+crate::sql::statements!("sqlite": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for SqliteStore {
@@ -382,6 +383,24 @@ pub(crate) struct SqliteTx {
     tx: Transaction<'static, Sqlite>,
     wake: crate::local_wake::LocalWake,
     queues: Vec<String>,
+}
+
+impl SqliteStore {
+    /// Runs the portable code's statements in a transaction begun elsewhere (a claim's).
+    pub(crate) fn tx_of(&self, tx: Transaction<'static, Sqlite>) -> SqliteTx {
+        SqliteTx {
+            tx,
+            wake: self.wake.clone(),
+            queues: vec![],
+        }
+    }
+}
+
+impl SqliteTx {
+    /// The transaction back (after [`SqliteStore::tx_of`]); its wake-ups are not sent.
+    pub(crate) fn into_inner(self) -> Transaction<'static, Sqlite> {
+        self.tx
+    }
 }
 
 #[async_trait]

@@ -18,6 +18,7 @@ pub(super) async fn queue_settings_round_trip(b: Bundle) {
         mask_payload: true,
         schedule_limit: Some(2),
         schedule_interval: Some(Duration::from_secs(10)),
+        rate_limit: Some("stripe:eu".into()),
     };
     let q = s
         .queue_put(QueuePutParams {

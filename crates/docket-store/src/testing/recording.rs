@@ -539,3 +539,48 @@ impl Store for Recording {
         self.inner.close().await
     }
 }
+
+#[async_trait]
+impl RateLimitStore for Recording {
+    async fn rate_limit_put(
+        &self,
+        name: &str,
+        spec: &docket_core::rate_limit::RateLimitSpec,
+        now: Timestamp,
+    ) -> Result<docket_core::rate_limit::RateLimit> {
+        self.hit("rate_limit_put").await;
+        self.inner.rate_limit_put(name, spec, now).await
+    }
+
+    async fn rate_limit_get(
+        &self,
+        name: &str,
+        now: Timestamp,
+    ) -> Result<Option<docket_core::rate_limit::RateLimit>> {
+        self.hit("rate_limit_get").await;
+        self.inner.rate_limit_get(name, now).await
+    }
+
+    async fn rate_limit_list(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<docket_core::rate_limit::RateLimit>> {
+        self.hit("rate_limit_list").await;
+        self.inner.rate_limit_list(now).await
+    }
+
+    async fn rate_limit_names(&self, names: &[String]) -> Result<Vec<String>> {
+        self.hit("rate_limit_names").await;
+        self.inner.rate_limit_names(names).await
+    }
+
+    async fn rate_limit_delete(&self, name: &str) -> Result<bool> {
+        self.hit("rate_limit_delete").await;
+        self.inner.rate_limit_delete(name).await
+    }
+
+    async fn rate_limit_prune(&self, before: Timestamp) -> Result<u64> {
+        self.hit("rate_limit_prune").await;
+        self.inner.rate_limit_prune(before).await
+    }
+}

@@ -39,13 +39,18 @@ UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL,
 -- name: claim_candidates
 -- The tasks a claim may take, in claim order, locked. {kinds} and {stages} are empty or
 -- `AND t.kind IN (?, …)` / `AND t.stage IN (?, …)` (asyncflow's hold by type and stage).
-SELECT t.id, t.concurrency_key, t.concurrency_limit, t.timeout_ms,
+SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit, t.timeout_ms,
     t.namespace IS NOT NULL AS process FROM docket_tasks t
     WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}{stages}
     AND (t.expires_at IS NULL OR t.expires_at > ?)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
         WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running')
         < COALESCE(t.concurrency_limit, 1))
+    -- Rate limits: keys blocked until later (window, bucket), or at their concurrent limit.
+    AND (t.rate_limit IS NULL OR NOT EXISTS (SELECT 1 FROM docket_rate_limit_keys k
+        JOIN docket_rate_limits p ON p.name = k.name WHERE k.`key` = t.rate_limit
+        AND (k.blocked_until > ? OR (p.kind = 'concurrent' AND (SELECT count(*)
+        FROM docket_tasks r WHERE r.rate_limit = k.`key` AND r.state = 'running') >= p.lim))))
     ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT ? FOR UPDATE SKIP LOCKED
 
 -- name: claim

@@ -1,6 +1,6 @@
 -- name: claim_candidates
 SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit,
-    t.timeout_ms, t.namespace IS NOT NULL AS process
+    t.rate_limit, t.timeout_ms, t.namespace IS NOT NULL AS process
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = ?1
     AND (t.node IS NULL OR t.node = ?2)
@@ -11,6 +11,10 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
     WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
     < t.concurrency_limit)
+    AND (t.rate_limit IS NULL OR NOT EXISTS (SELECT 1 FROM docket_rate_limit_keys k
+    JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
+    AND (k.blocked_until > ?3 OR (p.kind = 'concurrent' AND (SELECT count(*)
+    FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
     ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
     LIMIT min(?4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = ?1), ?4))
 
