@@ -132,6 +132,13 @@ pub enum Command {
         #[command(subcommand)]
         cmd: WorkflowCmd,
     },
+    /// Rate limits: named limits (window, bucket, concurrent) that tasks name in rate_limit.
+    RateLimit {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: RateLimitCmd,
+    },
     /// The cluster on one screen: queues, nodes, schedules, last hour's throughput.
     Status {
         #[command(flatten)]
@@ -384,6 +391,9 @@ pub struct TaskAddArgs {
     /// Concurrency limit for the key.
     #[arg(long)]
     pub concurrency_limit: Option<i32>,
+    /// Rate limit key: a limit's name (`docket rate-limit set`), or NAME:PARTITION.
+    #[arg(long = "rate-limit-key")]
+    pub rate_limit: Option<String>,
     /// Node affinity.
     #[arg(long)]
     pub node: Option<String>,
@@ -634,6 +644,41 @@ pub enum WorkflowCmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RateLimitCmd {
+    /// Create or replace a limit: `--kind window|bucket --limit N --period 1s`, or
+    /// `--kind concurrent --limit N`. Tasks name it in rate_limit (`NAME` or
+    /// `NAME:partition`).
+    Set {
+        name: String,
+        /// window: N per fixed window; bucket: bursts of N, N per period on average;
+        /// concurrent: N running at once.
+        #[arg(long, value_parser = ["window", "bucket", "concurrent"])]
+        kind: String,
+        /// Admissions per period, or running at once (1–1,000,000).
+        #[arg(long)]
+        limit: i64,
+        /// Window or refill period (window, bucket), e.g. 1s, 1m.
+        #[arg(long, value_parser = parse_duration)]
+        period: Option<Duration>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every limit with what it admitted and delayed.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One limit.
+    Show {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a limit (its tasks run unlimited).
+    Delete { name: String },
 }
 
 #[derive(Subcommand, Debug)]

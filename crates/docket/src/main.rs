@@ -18,8 +18,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use commands::{
-    batch::*, output::*, queue::*, schedule::*, serve::*, status::*, task::*, token::*, worker::*,
-    workflow::*,
+    batch::*, output::*, queue::*, rate_limit::*, schedule::*, serve::*, status::*, task::*,
+    token::*, worker::*, workflow::*,
 };
 
 fn init_logs(format: LogFormat, default: &str) {
@@ -138,6 +138,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Queue { server, cmd } => queue_cmd(server.client()?, cmd).await,
         Command::Schedule { server, cmd } => schedule_cmd(server.client()?, cmd).await,
         Command::Batch { server, cmd } => batch_cmd(server.client()?, cmd).await,
+        Command::RateLimit { server, cmd } => rate_limit_cmd(server.client()?, cmd).await,
         Command::Workflow { server, cmd } => workflow_cmd(server.client()?, cmd).await,
         Command::Status { server, json } => status(server.client()?, json).await,
         Command::Completions { shell } => {

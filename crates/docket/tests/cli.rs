@@ -1079,6 +1079,74 @@ fn batches_from_the_cli(backend: &str) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
 }
 
+/// Issue 26 item 3: `docket rate-limit set/list/show/delete`; a task names a limit with
+/// `--rate-limit-key`; a task naming no limit, and a bad spec, are one clear line and a non-zero
+/// exit.
+fn rate_limits_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let l: Value = serde_json::from_str(&s.ok(&[
+        "rate-limit",
+        "set",
+        "stripe",
+        "--kind",
+        "window",
+        "--limit",
+        "1",
+        "--period",
+        "1h",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (l["kind"].as_str(), l["limit"].as_i64()),
+        (Some("window"), Some(1))
+    );
+    assert_eq!(l["period"], "1h");
+    s.ok(&[
+        "rate-limit",
+        "set",
+        "pdf",
+        "--kind",
+        "concurrent",
+        "--limit",
+        "3",
+    ]);
+    let a = s.add(&[
+        "--kind",
+        "charge",
+        "--queue",
+        "rl",
+        "--rate-limit-key",
+        "stripe:acme",
+    ]);
+    let b = s.add(&[
+        "--kind",
+        "charge",
+        "--queue",
+        "rl",
+        "--rate-limit-key",
+        "stripe:acme",
+    ]);
+    assert_eq!(s.task(a)["rate_limit"], "stripe:acme");
+    assert_eq!(s.task(b)["state"], "available");
+    let shown: Value =
+        serde_json::from_str(&s.ok(&["rate-limit", "show", "stripe", "--json"])).unwrap();
+    assert_eq!(shown["name"], "stripe");
+    let table = s.ok(&["rate-limit", "list"]);
+    assert!(table.contains("stripe") && table.contains("pdf"), "{table}");
+    assert!(table.contains("concurrent"), "{table}");
+    let o = s.cli(&["task", "add", "--kind", "x", "--rate-limit-key", "nosuch"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nosuch"));
+    let o = s.cli(&["rate-limit", "set", "x", "--kind", "window", "--limit", "5"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("period"));
+    s.ok(&["rate-limit", "delete", "pdf"]);
+    let o = s.cli(&["rate-limit", "show", "pdf"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
+}
+
 /// Issue 26 item 1: `docket workflow create/show/cancel`; a cycle is one clear line and a
 /// non-zero exit.
 fn workflows_from_the_cli(backend: &str) {
@@ -1594,6 +1662,7 @@ macro_rules! both {
 }
 
 both!(
+    rate_limits_from_the_cli,
     batches_from_the_cli,
     workflows_from_the_cli,
     compat_asyncflow_from_the_cli,

@@ -3,6 +3,7 @@
 pub(crate) mod batch;
 pub(crate) mod output;
 pub(crate) mod queue;
+pub(crate) mod rate_limit;
 pub(crate) mod schedule;
 pub(crate) mod serve;
 pub(crate) mod status;
