@@ -99,6 +99,28 @@ async fn scenario(db: &[&str], shot: &str) {
     )
     .await;
     let wf_id = wf["workflow"]["batch"]["id"].as_i64().unwrap();
+    // A rate limit that one claim fills: its page shows it blocked.
+    let r = http
+        .put(format!("{base}/v1/rate-limits/stripe"))
+        .json(&json!({"kind": "window", "limit": 1, "period": "1h"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    for _ in 0..2 {
+        post(
+            &http,
+            &format!("{base}/v1/tasks"),
+            json!({"queue": "ui-rl", "kind": "charge", "rate_limit": "stripe:acme"}),
+        )
+        .await;
+    }
+    post(
+        &http,
+        &format!("{base}/v1/queues/ui-rl/claim"),
+        json!({"worker": "w", "limit": 5}),
+    )
+    .await;
 
     let c = chromium(driver_port).await;
 
@@ -109,6 +131,7 @@ async fn scenario(db: &[&str], shot: &str) {
         ("/ui/processes", "processes"),
         ("/ui/schedules", "schedules"),
         ("/ui/batches", "batches"),
+        ("/ui/rate-limits", "rate-limits"),
         ("/ui/audit", "audit"),
     ] {
         c.goto(&format!("{base}{path}")).await.unwrap();
@@ -118,6 +141,21 @@ async fn scenario(db: &[&str], shot: &str) {
             .await
             .unwrap_or_else(|e| panic!("{path}: no #{marker}: {e}"));
     }
+    // The rate limit: admitted one, its key blocked now.
+    c.goto(&format!("{base}/ui/rate-limits")).await.unwrap();
+    let row = text_of(&c, "rate-limit-stripe").await;
+    assert!(
+        row.contains("window") && row.contains("1h") && row.contains(" 1 "),
+        "{row}"
+    );
+    std::fs::write(
+        format!(
+            "{}/../../target/dashboard-rate-limits-{shot}.png",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
     // The batch: its progress (a labelled progress bar) in the list, its counts on its page,
     // and a link from each of its tasks.
     c.goto(&format!("{base}/ui/batches")).await.unwrap();

@@ -14,6 +14,7 @@ mod login;
 mod overview;
 mod prelude;
 mod processes;
+mod rate_limits;
 mod schedules;
 mod sinks;
 mod tasks;
@@ -23,6 +24,7 @@ use audit::*;
 use batches::*;
 use overview::*;
 use processes::*;
+use rate_limits::*;
 use schedules::*;
 use sinks::*;
 use tasks::*;
@@ -62,6 +64,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/sinks", get(sinks))
         .route("/ui/batches", get(batches))
         .route("/ui/batches/{id}", get(batch))
+        .route("/ui/rate-limits", get(rate_limits))
         .route("/ui/events", get(crate::routes::changes::changes))
         .route("/ui/assets/{file}", get(asset))
         .route("/ui/login", get(login::login_page).post(login::login))
