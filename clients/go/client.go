@@ -457,6 +457,31 @@ func (c *Client) CancelWorkflow(ctx context.Context, id int64) (Workflow, error)
 	return out, c.call(ctx, "POST", fmt.Sprintf("/v1/workflows/%d/cancel", id), nil, &out)
 }
 
+// PutRateLimit creates or replaces rate limit name (admin): kind window or bucket (with a
+// Period), or concurrent. Tasks name it in RateLimit ("name" or "name:partition").
+func (c *Client) PutRateLimit(ctx context.Context, name string, s RateLimitSpec) (RateLimit, error) {
+	var out RateLimit
+	return out, c.call(ctx, "PUT", "/v1/rate-limits/"+seg(name), s, &out)
+}
+
+// GetRateLimit reads a rate limit with its totals.
+func (c *Client) GetRateLimit(ctx context.Context, name string) (RateLimit, error) {
+	var out RateLimit
+	return out, c.call(ctx, "GET", "/v1/rate-limits/"+seg(name), nil, &out)
+}
+
+// ListRateLimits lists every rate limit, by name.
+func (c *Client) ListRateLimits(ctx context.Context) ([]RateLimit, error) {
+	var out RateLimitList
+	err := c.call(ctx, "GET", "/v1/rate-limits", nil, &out)
+	return out.RateLimits, err
+}
+
+// DeleteRateLimit deletes a rate limit (admin); its tasks run unlimited.
+func (c *Client) DeleteRateLimit(ctx context.Context, name string) error {
+	return c.call(ctx, "DELETE", "/v1/rate-limits/"+seg(name), nil, nil)
+}
+
 // PutSchedule creates or replaces a schedule.
 func (c *Client) PutSchedule(ctx context.Context, s ScheduleSpec) (Schedule, error) {
 	var out Schedule

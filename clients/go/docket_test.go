@@ -711,6 +711,47 @@ func TestBatches(t *testing.T) {
 	})
 }
 
+func TestRateLimits(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		name := "rl-" + q
+		made := must(c.PutRateLimit(ctx, name, RateLimitSpec{Kind: "window", Limit: 2, Period: "1h"}))
+		if made.Period != "1h" || made.Limit != 2 {
+			t.Fatalf("made: %+v", made)
+		}
+		for i := 0; i < 3; i++ {
+			must(c.Enqueue(ctx, NewTask{Kind: "call", Queue: q, RateLimit: name + ":acme"}))
+		}
+		if got := must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10})); len(got) != 2 || got[0].RateLimit != name+":acme" {
+			t.Fatalf("first claim: %+v", got)
+		}
+		if got := must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10})); len(got) != 0 {
+			t.Fatalf("over the limit: %+v", got)
+		}
+		l := must(c.GetRateLimit(ctx, name))
+		if l.Admitted != 2 || l.Keys != 1 || l.Blocked != 1 {
+			t.Fatalf("totals: %+v", l)
+		}
+		found := false
+		for _, x := range must(c.ListRateLimits(ctx)) {
+			found = found || x.Name == name
+		}
+		if !found {
+			t.Fatal("ListRateLimits misses the limit")
+		}
+		if _, err := c.PutRateLimit(ctx, name, RateLimitSpec{Kind: "window", Limit: 2}); !IsCode(err, "invalid_request") {
+			t.Fatalf("want invalid_request, got %v", err)
+		}
+		if err := c.DeleteRateLimit(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if got := must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10})); len(got) != 1 {
+			t.Fatalf("after delete: %+v", got)
+		}
+	})
+}
+
 func TestWorkflows(t *testing.T) {
 	eachServer(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()

@@ -32,6 +32,7 @@ type Task struct {
 	UniqueKey         *string         `json:"unique_key,omitempty"`
 	ConcurrencyKey    *string         `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit  *int32          `json:"concurrency_limit,omitempty"`
+	RateLimit         string          `json:"rate_limit,omitempty"`
 	Node              *string         `json:"node,omitempty"`
 	AttemptNode       *string         `json:"attempt_node,omitempty"`
 	Worker            *string         `json:"worker,omitempty"`
@@ -96,6 +97,7 @@ type NewTask struct {
 	UniqueKey        string      `json:"unique_key,omitempty"`
 	ConcurrencyKey   string      `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit *int32      `json:"concurrency_limit,omitempty"`
+	RateLimit        string      `json:"rate_limit,omitempty"`
 	Timeout          string      `json:"timeout,omitempty"`
 	Backoff          *Backoff    `json:"backoff,omitempty"`
 	Stage            string      `json:"stage,omitempty"`
@@ -203,6 +205,33 @@ type QueueSettings struct {
 	RetentionCompleted *string  `json:"retention_completed,omitempty"`
 	RetentionFailed    *string  `json:"retention_failed,omitempty"`
 	MaskPayload        *bool    `json:"mask_payload,omitempty"`
+	RateLimit          *string  `json:"rate_limit,omitempty"`
+}
+
+// RateLimitSpec is the body of PUT /v1/rate-limits/{name} (schema RateLimitSpec).
+type RateLimitSpec struct {
+	Kind   string `json:"kind"`
+	Limit  int64  `json:"limit"`
+	Period string `json:"period,omitempty"`
+}
+
+// RateLimit is a named rate limit with its cluster-wide totals (schema RateLimit).
+type RateLimit struct {
+	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	Limit     int64     `json:"limit"`
+	Period    string    `json:"period,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Keys      int64     `json:"keys"`
+	Admitted  int64     `json:"admitted"`
+	Delayed   int64     `json:"delayed"`
+	Blocked   int64     `json:"blocked"`
+}
+
+// RateLimitList is the answer of GET /v1/rate-limits (schema RateLimitList).
+type RateLimitList struct {
+	RateLimits []RateLimit `json:"rate_limits"`
 }
 
 // QueueStats is a queue with its counts by state (schema QueueStats).

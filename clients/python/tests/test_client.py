@@ -189,6 +189,24 @@ def test_batches_with_callbacks(client, queue):
     assert opened["open"] is True and client.seal_batch(opened["id"])["open"] is False
 
 
+def test_rate_limits_hold_tasks_over_the_limit(client, queue):
+    name = "rl-" + queue
+    made = client.put_rate_limit(name, "window", 2, period="1h")
+    assert (made["kind"], made["limit"], made["period"]) == ("window", 2, "1h")
+    for i in range(3):
+        t = client.enqueue("call", i, queue=queue, rate_limit=f"{name}:acme")
+        assert t["rate_limit"] == f"{name}:acme"
+    assert len(client.claim(queue, "py", limit=10)) == 2
+    assert client.claim(queue, "py", limit=10) == []
+    got = client.get_rate_limit(name)
+    assert (got["admitted"], got["keys"], got["blocked"]) == (2, 1, 1)
+    assert name in [l["name"] for l in client.list_rate_limits()]
+    with pytest.raises(InvalidRequest):
+        client.put_rate_limit(name, "window", 2)
+    client.delete_rate_limit(name)
+    assert len(client.claim(queue, "py", limit=10)) == 1
+
+
 def test_workflows_release_in_dependency_order(client, queue):
     made = client.create_workflow([
         dict(task_spec("extract", None, queue=queue), ref="x"),

@@ -28,6 +28,8 @@ export interface TaskOptions {
     uniqueKey?: string;
     concurrencyKey?: string;
     concurrencyLimit?: number;
+    /** Rate limit key: a limit's name, or `name:partition`. */
+    rateLimit?: string;
     timeout?: Duration;
     backoff?: Schemas["Backoff"];
     stage?: string;
@@ -151,6 +153,13 @@ export declare class Client {
     getWorkflow(id: number): Promise<Schemas["Workflow"]>;
     /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
     cancelWorkflow(id: number): Promise<Schemas["Workflow"]>;
+    /** `PUT /v1/rate-limits/{name}` (admin): `kind` window | bucket (with `period`) | concurrent. */
+    putRateLimit(name: string, spec: Schemas["RateLimitSpec"]): Promise<Schemas["RateLimit"]>;
+    /** `GET /v1/rate-limits/{name}`: with `keys`, `admitted`, `delayed`, `blocked`. */
+    getRateLimit(name: string): Promise<Schemas["RateLimit"]>;
+    listRateLimits(): Promise<Schemas["RateLimit"][]>;
+    /** `DELETE /v1/rate-limits/{name}` (admin): its tasks run unlimited. */
+    deleteRateLimit(name: string): Promise<unknown>;
     /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
     putSchedule(spec: Schemas["ScheduleSpec"]): Promise<Schedule>;
     listSchedules(): Promise<Schedule[]>;

@@ -20,6 +20,7 @@ export function taskSpec(kind, payload, o = {}) {
     put("unique_key", o.uniqueKey);
     put("concurrency_key", o.concurrencyKey);
     put("concurrency_limit", o.concurrencyLimit);
+    put("rate_limit", o.rateLimit);
     put("timeout", o.timeout !== undefined ? formatDuration(o.timeout) : undefined);
     put("backoff", o.backoff);
     put("stage", o.stage);
@@ -214,6 +215,14 @@ export class Client {
     getWorkflow(id) { return this.call("GET", `/v1/workflows/${id}`); }
     /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
     cancelWorkflow(id) { return this.call("POST", `/v1/workflows/${id}/cancel`); }
+    // --- rate limits ---------------------------------------------------------------------
+    /** `PUT /v1/rate-limits/{name}` (admin): `kind` window | bucket (with `period`) | concurrent. */
+    putRateLimit(name, spec) { return this.call("PUT", `/v1/rate-limits/${seg(name)}`, spec); }
+    /** `GET /v1/rate-limits/{name}`: with `keys`, `admitted`, `delayed`, `blocked`. */
+    getRateLimit(name) { return this.call("GET", `/v1/rate-limits/${seg(name)}`); }
+    async listRateLimits() { return (await this.call("GET", "/v1/rate-limits")).rate_limits; }
+    /** `DELETE /v1/rate-limits/{name}` (admin): its tasks run unlimited. */
+    deleteRateLimit(name) { return this.call("DELETE", `/v1/rate-limits/${seg(name)}`); }
     // --- schedules -----------------------------------------------------------------------
     /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */
     putSchedule(spec) { return this.call("POST", "/v1/schedules", spec); }

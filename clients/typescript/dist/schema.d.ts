@@ -537,6 +537,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/rate-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List rate limits with what they admitted and delayed
+         * @description Scope: `read`.
+         */
+        get: operations["rate_limit_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rate-limits/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a rate limit with its totals
+         * @description Scope: `read`.
+         */
+        get: operations["rate_limit_get"];
+        /**
+         * Create or replace a rate limit (window, bucket or concurrent); its keys start afresh
+         * @description Scope: `admin`.
+         */
+        put: operations["rate_limit_put"];
+        post?: never;
+        /**
+         * Delete a rate limit (tasks naming it run unlimited)
+         * @description Scope: `admin`.
+         */
+        delete: operations["rate_limit_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/schedules": {
         parameters: {
             query?: never;
@@ -1465,6 +1513,11 @@ export interface components {
             run_at?: string | null;
             state?: null | components["schemas"]["TaskState"];
         };
+        /**
+         * @description How a limit counts (see the module documentation).
+         * @enum {string}
+         */
+        Kind: "window" | "bucket" | "concurrent";
         /** @description The last hour in `GET /v1/status`. */
         LastHour: {
             /**
@@ -1603,6 +1656,13 @@ export interface components {
             progress?: unknown;
             /** @description Queue name; default `"default"`. */
             queue?: string | null;
+            /**
+             * @description The rate limit the task counts against: a limit's name (`PUT /v1/rate-limits/{name}`),
+             *     or `name:partition` for one budget per partition (`"stripe:customer-42"`). Default: the
+             *     queue's `rate_limit`. Claims pass over it while its key is at the limit; it waits
+             *     `available` and spends no attempt.
+             */
+            rate_limit?: string | null;
             /**
              * Format: date-time
              * @description Earliest start (RFC 3339); default now.
@@ -1934,6 +1994,11 @@ export interface components {
             /** @description No task of a paused queue is claimed. */
             paused?: boolean;
             /**
+             * @description The rate limit key of tasks enqueued without one (`name` or `name:partition`; see
+             *     `PUT /v1/rate-limits/{name}`).
+             */
+            rate_limit?: string | null;
+            /**
              * @description How long completed tasks are kept; default 24 h.
              * @example 30s
              */
@@ -1991,6 +2056,78 @@ export interface components {
              * @description `run_at` of its oldest available task (null: none).
              */
             oldest_available_at?: string | null;
+        };
+        /** @description A named limit as stored, with what it did (`GET /v1/rate-limits`). */
+        RateLimit: {
+            /**
+             * Format: int64
+             * @description Tasks admitted by claims, cluster-wide, since the limit was created.
+             */
+            admitted?: number;
+            /**
+             * Format: int64
+             * @description Keys at the limit now (claims skip their tasks until `blocked_until`).
+             */
+            blocked?: number;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            created_at: string;
+            /**
+             * Format: int64
+             * @description Claims that met one of its keys at the limit (they passed over some of the key's tasks,
+             *     or took the last admission of its window, bucket or concurrency): each held the key's
+             *     other tasks back. Once per claim and key; how many tasks waited is not counted (claims
+             *     skip a blocked key's tasks without reading them).
+             */
+            delayed?: number;
+            /**
+             * Format: int64
+             * @description Keys seen (the name itself and each partition), cluster-wide.
+             */
+            keys?: number;
+            /** @description How it counts. */
+            kind: components["schemas"]["Kind"];
+            /**
+             * Format: int64
+             * @description Admissions per period, or running at once.
+             */
+            limit: number;
+            /** @description Its name: what tasks put in `rate_limit`, before an optional `:partition`. */
+            name: string;
+            /**
+             * @description Window or refill period (absent for concurrent).
+             * @example 1s
+             */
+            period?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was last changed.
+             */
+            updated_at: string;
+        };
+        /** @description The answer of `GET /v1/rate-limits`. */
+        RateLimitList: {
+            /** @description Every limit, by name. */
+            rate_limits: components["schemas"]["RateLimit"][];
+        };
+        /** @description The body of `PUT /v1/rate-limits/{name}`. */
+        RateLimitSpec: {
+            /** @description How it counts. */
+            kind: components["schemas"]["Kind"];
+            /**
+             * Format: int64
+             * @description Admissions per period (window, bucket) or tasks running at once (concurrent),
+             *     1..=1,000,000.
+             */
+            limit: number;
+            /**
+             * @description The window or refill period, 1 ms..=366 days, as humantime (`"1s"`, `"1m"`); required
+             *     for window and bucket, refused for concurrent.
+             * @example 1s
+             */
+            period?: string | null;
         };
         /**
          * @description Retry policy of a namespace's timers (progressor's defaults in brackets): interval
@@ -2295,6 +2432,8 @@ export interface components {
             progress?: unknown;
             /** @description Queue name. */
             queue: string;
+            /** @description The rate limit key it counts against (`name` or `name:partition`); absent for others. */
+            rate_limit?: string | null;
             /** @description What the last successful attempt returned. */
             result?: unknown;
             /**
@@ -4403,6 +4542,201 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rate_limit_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description every limit with its totals */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimitList"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rate_limit_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the limit's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the limit */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimit"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rate_limit_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the limit's name (tasks name it in rate_limit, optionally with :partition) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RateLimitSpec"];
+            };
+        };
+        responses: {
+            /** @description the limit */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimit"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rate_limit_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the limit's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted: its tasks run unlimited */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             /** @description unavailable: the database did not answer */

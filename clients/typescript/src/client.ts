@@ -30,6 +30,8 @@ export interface TaskOptions {
   uniqueKey?: string;
   concurrencyKey?: string;
   concurrencyLimit?: number;
+  /** Rate limit key: a limit's name, or `name:partition`. */
+  rateLimit?: string;
   timeout?: Duration;
   backoff?: Schemas["Backoff"];
   stage?: string;
@@ -63,7 +65,7 @@ export function taskSpec(kind: string, payload?: unknown, o: TaskOptions = {}): 
   put("queue", o.queue); put("priority", o.priority);
   put("run_at", o.runAt && iso(o.runAt)); put("run_in", o.runIn !== undefined ? formatDuration(o.runIn) : undefined);
   put("unique_key", o.uniqueKey); put("concurrency_key", o.concurrencyKey);
-  put("concurrency_limit", o.concurrencyLimit);
+  put("concurrency_limit", o.concurrencyLimit); put("rate_limit", o.rateLimit);
   put("timeout", o.timeout !== undefined ? formatDuration(o.timeout) : undefined);
   put("backoff", o.backoff); put("stage", o.stage); put("user_id", o.userId); put("trace_id", o.traceId);
   put("max_attempts", o.maxAttempts); put("expires_at", o.expiresAt && iso(o.expiresAt));
@@ -261,6 +263,15 @@ export class Client {
   getWorkflow(id: number): Promise<Schemas["Workflow"]> { return this.call("GET", `/v1/workflows/${id}`); }
   /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
   cancelWorkflow(id: number): Promise<Schemas["Workflow"]> { return this.call("POST", `/v1/workflows/${id}/cancel`); }
+
+  // --- rate limits ---------------------------------------------------------------------
+  /** `PUT /v1/rate-limits/{name}` (admin): `kind` window | bucket (with `period`) | concurrent. */
+  putRateLimit(name: string, spec: Schemas["RateLimitSpec"]): Promise<Schemas["RateLimit"]> { return this.call("PUT", `/v1/rate-limits/${seg(name)}`, spec); }
+  /** `GET /v1/rate-limits/{name}`: with `keys`, `admitted`, `delayed`, `blocked`. */
+  getRateLimit(name: string): Promise<Schemas["RateLimit"]> { return this.call("GET", `/v1/rate-limits/${seg(name)}`); }
+  async listRateLimits(): Promise<Schemas["RateLimit"][]> { return (await this.call<Schemas["RateLimitList"]>("GET", "/v1/rate-limits")).rate_limits; }
+  /** `DELETE /v1/rate-limits/{name}` (admin): its tasks run unlimited. */
+  deleteRateLimit(name: string): Promise<unknown> { return this.call("DELETE", `/v1/rate-limits/${seg(name)}`); }
 
   // --- schedules -----------------------------------------------------------------------
   /** `POST /v1/schedules`: create or replace (`every` or `cron`, `timezone`, …). */

@@ -72,6 +72,22 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.equal(open.open, true); assert.equal((await c.sealBatch(open.id)).open, false);
   });
 
+  test(`${backend}: rate limits hold tasks over the limit`, async () => {
+    const queue = uniq();
+    const name = `rl-${queue}`.replace(/[^A-Za-z0-9_.-]/g, "-").slice(0, 90);
+    const made = await c.putRateLimit(name, { kind: "window", limit: 2, period: "1h" });
+    assert.equal(made.period, "1h");
+    for (let i = 0; i < 3; i++) await c.enqueue("call", i, { queue, rateLimit: `${name}:acme` });
+    assert.equal((await c.claim(queue, { worker: "ts", limit: 10 })).length, 2);
+    assert.equal((await c.claim(queue, { worker: "ts", limit: 10 })).length, 0);
+    const got = await c.getRateLimit(name);
+    assert.deepEqual([got.admitted, got.keys, got.blocked], [2, 1, 1]);
+    assert.ok((await c.listRateLimits()).some((l) => l.name === name));
+    await assert.rejects(c.putRateLimit(name, { kind: "window", limit: 2 }), (e) => e.status === 400);
+    await c.deleteRateLimit(name);
+    assert.equal((await c.claim(queue, { worker: "ts", limit: 10 })).length, 1);
+  });
+
   test(`${backend}: workflows: a task runs once its dependencies completed and sees their results`, async () => {
     const queue = uniq();
     const made = await c.createWorkflow({ name: "etl", tasks: [

@@ -27,6 +27,7 @@ Time = Union[str, datetime]
 # NewTask's fields (models.NewTask); `enqueue` takes each as a keyword.
 TASK_OPTIONS = (
     "queue", "priority", "run_at", "run_in", "unique_key", "concurrency_key", "concurrency_limit",
+    "rate_limit",
     "timeout", "backoff", "stage", "user_id", "trace_id", "max_attempts", "expires_at",
     "expires_in", "node", "progress",
 )
@@ -264,6 +265,28 @@ class _Api:
         """``GET /v1/batches``: newest first."""
         params = _drop_none(dict(before=before, limit=limit))
         return self._call("GET", "/v1/batches", params=params, then=lambda r: r["batches"])
+
+    # --- rate limits -------------------------------------------------------------------
+    def put_rate_limit(self, name: str, kind: str, limit: int,
+                       period: Optional[Duration] = None) -> Any:
+        """``PUT /v1/rate-limits/{name}`` (admin): ``kind`` is ``"window"``, ``"bucket"``
+        (both need ``period``) or ``"concurrent"``. Tasks name it in ``rate_limit``
+        (``name`` or ``name:partition``)."""
+        body = _drop_none(dict(kind=kind, limit=limit, period=_dur(period)))
+        return self._call("PUT", f"/v1/rate-limits/{_seg(name)}", body)
+
+    def get_rate_limit(self, name: str) -> Any:
+        """``GET /v1/rate-limits/{name}``: with ``keys``, ``admitted``, ``delayed``,
+        ``blocked``."""
+        return self._call("GET", f"/v1/rate-limits/{_seg(name)}")
+
+    def list_rate_limits(self) -> Any:
+        """``GET /v1/rate-limits``: every limit, by name."""
+        return self._call("GET", "/v1/rate-limits", then=lambda r: r["rate_limits"])
+
+    def delete_rate_limit(self, name: str) -> Any:
+        """``DELETE /v1/rate-limits/{name}`` (admin): its tasks run unlimited."""
+        return self._call("DELETE", f"/v1/rate-limits/{_seg(name)}")
 
     # --- workflows ---------------------------------------------------------------------
     def create_workflow(self, tasks: List[Dict[str, Any]], name: Optional[str] = None,

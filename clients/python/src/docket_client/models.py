@@ -177,6 +177,9 @@ class ImportedEvent(TypedDict):
     timestamp: NotRequired[Optional[str]]
 
 
+Kind = Literal['window', 'bucket', 'concurrent']
+
+
 class Lease(TypedDict):
     expires_at: str
     token: str
@@ -260,6 +263,29 @@ class ProcessorRequest(TypedDict):
     context: Any
     process: ProcessorProcess
     task_type: str
+
+
+class RateLimit(TypedDict):
+    admitted: NotRequired[int]
+    blocked: NotRequired[int]
+    created_at: str
+    delayed: NotRequired[int]
+    keys: NotRequired[int]
+    kind: Kind
+    limit: int
+    name: str
+    period: NotRequired[Optional[str]]
+    updated_at: str
+
+
+class RateLimitList(TypedDict):
+    rate_limits: List[RateLimit]
+
+
+class RateLimitSpec(TypedDict):
+    kind: Kind
+    limit: int
+    period: NotRequired[Optional[str]]
 
 
 class RetryPolicy(TypedDict):
@@ -435,6 +461,7 @@ class NewTask(TypedDict):
     priority: NotRequired[Optional[int]]
     progress: NotRequired[Any]
     queue: NotRequired[Optional[str]]
+    rate_limit: NotRequired[Optional[str]]
     run_at: NotRequired[Optional[str]]
     run_in: NotRequired[Optional[str]]
     stage: NotRequired[Optional[str]]
@@ -509,6 +536,7 @@ class QueueSettings(TypedDict):
     mask_payload: NotRequired[bool]
     max_attempts: NotRequired[Optional[int]]
     paused: NotRequired[bool]
+    rate_limit: NotRequired[Optional[str]]
     retention_completed: NotRequired[Optional[str]]
     retention_failed: NotRequired[Optional[str]]
     schedule_interval: NotRequired[Optional[str]]
@@ -595,6 +623,7 @@ class Task(TypedDict):
     process: NotRequired[Optional[ProcessRef]]
     progress: NotRequired[Any]
     queue: str
+    rate_limit: NotRequired[Optional[str]]
     result: NotRequired[Any]
     run_at: str
     run_count: NotRequired[int]
