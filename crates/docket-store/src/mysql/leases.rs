@@ -122,7 +122,7 @@ impl LeaseStore for MySqlStore {
             } else if check != LeaseCheck::Held {
                 out.push(check.refusal());
             } else if let Some(n) = &it.next {
-                if t.concurrency_key.is_some() || n.state == TaskState::Available {
+                if t.concurrency_key.is_some() || t.rate_limit.is_some() || n.state == TaskState::Available {
                     freed.push(t.queue.clone());
                 }
                 staged.push((it, n, t));
@@ -132,7 +132,7 @@ impl LeaseStore for MySqlStore {
                     labels: TaskLabels::of(t),
                 });
             } else {
-                if t.concurrency_key.is_some() {
+                if t.concurrency_key.is_some() || t.rate_limit.is_some() {
                     freed.push(t.queue.clone());
                 }
                 complete.push((it, t));

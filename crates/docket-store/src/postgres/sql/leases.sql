@@ -33,7 +33,7 @@ UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.resu
     AND t.cancel_requested_at IS NULL
     -- Within the deadline the claim wrote (docket_core::lease::deadline_of; none for steps).
     AND (t.deadline_at IS NULL OR $1 < t.deadline_at)
-    RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS (
+    RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR t.rate_limit IS NOT NULL OR EXISTS (
     SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     t.kind, t.attempted_at
 
@@ -53,7 +53,7 @@ UPDATE docket_tasks t SET state = $3, run_at = $4, stage = $5, payload = COALESC
     WHERE t.id = $1 AND t.lease_token = $2 AND t.state = 'running'
     AND t.cancel_requested_at IS NULL
     AND (t.deadline_at IS NULL OR $9 < t.deadline_at)
-    RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR EXISTS (
+    RETURNING t.id, t.run_at, t.queue, (t.concurrency_key IS NOT NULL OR t.rate_limit IS NOT NULL OR EXISTS (
     SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     t.kind, t.attempted_at
 

@@ -28,7 +28,7 @@ UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result
     -- Within the deadline the claim wrote (docket_core::lease::deadline_of; none for steps).
     AND (docket_tasks.deadline_at IS NULL OR ?1 < docket_tasks.deadline_at)
     RETURNING docket_tasks.id, docket_tasks.run_at, docket_tasks.queue,
-    (docket_tasks.concurrency_key IS NOT NULL OR EXISTS (SELECT 1 FROM docket_queues q
+    (docket_tasks.concurrency_key IS NOT NULL OR docket_tasks.rate_limit IS NOT NULL OR EXISTS (SELECT 1 FROM docket_queues q
     WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     docket_tasks.kind, docket_tasks.attempted_at
 
@@ -47,7 +47,7 @@ UPDATE docket_tasks SET state = ?3, run_at = ?4, stage = ?5, payload = COALESCE(
     {runs:completed:?9}
     WHERE id = ?1 AND lease_token = ?2 AND state = 'running' AND cancel_requested_at IS NULL
     AND (deadline_at IS NULL OR ?9 < deadline_at)
-    RETURNING id, run_at, queue, (concurrency_key IS NOT NULL OR EXISTS (SELECT 1
+    RETURNING id, run_at, queue, (concurrency_key IS NOT NULL OR rate_limit IS NOT NULL OR EXISTS (SELECT 1
     FROM docket_queues q WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     kind, attempted_at
 
