@@ -711,6 +711,24 @@ func TestBatches(t *testing.T) {
 	})
 }
 
+func TestFairQueue(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		if err := c.PutQueue(ctx, q, QueueSettings{Fair: true, PartitionWeights: map[string]int32{"b": 1}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			must(c.Enqueue(ctx, NewTask{Kind: "a", Queue: q, PartitionKey: "a"}))
+		}
+		must(c.Enqueue(ctx, NewTask{Kind: "b", Queue: q, PartitionKey: "b"}))
+		got := must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 2}))
+		if len(got) != 2 || got[0].Kind == got[1].Kind {
+			t.Fatalf("fair claim: %+v", got)
+		}
+	})
+}
+
 func TestRateLimits(t *testing.T) {
 	eachServer(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()

@@ -33,6 +33,7 @@ type Task struct {
 	ConcurrencyKey    *string         `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit  *int32          `json:"concurrency_limit,omitempty"`
 	RateLimit         string          `json:"rate_limit,omitempty"`
+	PartitionKey      string          `json:"partition_key,omitempty"`
 	Node              *string         `json:"node,omitempty"`
 	AttemptNode       *string         `json:"attempt_node,omitempty"`
 	Worker            *string         `json:"worker,omitempty"`
@@ -98,6 +99,7 @@ type NewTask struct {
 	ConcurrencyKey   string      `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit *int32      `json:"concurrency_limit,omitempty"`
 	RateLimit        string      `json:"rate_limit,omitempty"`
+	PartitionKey     string      `json:"partition_key,omitempty"`
 	Timeout          string      `json:"timeout,omitempty"`
 	Backoff          *Backoff    `json:"backoff,omitempty"`
 	Stage            string      `json:"stage,omitempty"`
@@ -195,17 +197,20 @@ type ItemOutcome struct {
 
 // QueueSettings are a queue's settings (schema QueueSettings).
 type QueueSettings struct {
-	Paused             *bool    `json:"paused,omitempty"`
-	ConcurrencyLimit   *int32   `json:"concurrency_limit,omitempty"`
-	ScheduleLimit      *int32   `json:"schedule_limit,omitempty"`
-	ScheduleInterval   *string  `json:"schedule_interval,omitempty"`
-	MaxAttempts        *int32   `json:"max_attempts,omitempty"`
-	Backoff            *Backoff `json:"backoff,omitempty"`
-	Timeout            *string  `json:"timeout,omitempty"`
-	RetentionCompleted *string  `json:"retention_completed,omitempty"`
-	RetentionFailed    *string  `json:"retention_failed,omitempty"`
-	MaskPayload        *bool    `json:"mask_payload,omitempty"`
-	RateLimit          *string  `json:"rate_limit,omitempty"`
+	Paused             *bool            `json:"paused,omitempty"`
+	ConcurrencyLimit   *int32           `json:"concurrency_limit,omitempty"`
+	ScheduleLimit      *int32           `json:"schedule_limit,omitempty"`
+	ScheduleInterval   *string          `json:"schedule_interval,omitempty"`
+	MaxAttempts        *int32           `json:"max_attempts,omitempty"`
+	Backoff            *Backoff         `json:"backoff,omitempty"`
+	Timeout            *string          `json:"timeout,omitempty"`
+	RetentionCompleted *string          `json:"retention_completed,omitempty"`
+	RetentionFailed    *string          `json:"retention_failed,omitempty"`
+	MaskPayload        *bool            `json:"mask_payload,omitempty"`
+	RateLimit          *string          `json:"rate_limit,omitempty"`
+	Fair               bool             `json:"fair,omitempty"`
+	PartitionWeights   map[string]int32 `json:"partition_weights,omitempty"`
+	PartitionLimit     *int32           `json:"partition_limit,omitempty"`
 }
 
 // RateLimitSpec is the body of PUT /v1/rate-limits/{name} (schema RateLimitSpec).

@@ -189,6 +189,15 @@ def test_batches_with_callbacks(client, queue):
     assert opened["open"] is True and client.seal_batch(opened["id"])["open"] is False
 
 
+def test_fair_queue_takes_partitions_in_turn(client, queue):
+    client.put_queue(queue, fair=True, partition_weights={"b": 1})
+    client.enqueue_many([task_spec("a", i, queue=queue, partition_key="a") for i in range(5)])
+    client.enqueue("b", None, queue=queue, partition_key="b")
+    got = client.claim(queue, "py", limit=2)
+    assert sorted(t["kind"] for t in got) == ["a", "b"]
+    assert {t["partition_key"] for t in got} == {"a", "b"}
+
+
 def test_rate_limits_hold_tasks_over_the_limit(client, queue):
     name = "rl-" + queue
     made = client.put_rate_limit(name, "window", 2, period="1h")

@@ -30,6 +30,8 @@ export interface TaskOptions {
     concurrencyLimit?: number;
     /** Rate limit key: a limit's name, or `name:partition`. */
     rateLimit?: string;
+    /** The partition (tenant) of the task: fair queues take partitions in turn. */
+    partitionKey?: string;
     timeout?: Duration;
     backoff?: Schemas["Backoff"];
     stage?: string;

@@ -21,6 +21,7 @@ export function taskSpec(kind, payload, o = {}) {
     put("concurrency_key", o.concurrencyKey);
     put("concurrency_limit", o.concurrencyLimit);
     put("rate_limit", o.rateLimit);
+    put("partition_key", o.partitionKey);
     put("timeout", o.timeout !== undefined ? formatDuration(o.timeout) : undefined);
     put("backoff", o.backoff);
     put("stage", o.stage);

@@ -1642,6 +1642,12 @@ export interface components {
             max_attempts?: number | null;
             /** @description Only the node with this name may run the task (node-daemons node_id). */
             node?: string | null;
+            /**
+             * @description The partition (a tenant, a customer) the task belongs to: in a queue with `fair`
+             *     claims, partitions take turns; with `partition_limit`, at most that many of one
+             *     partition run at once.
+             */
+            partition_key?: string | null;
             /** @description Any JSON; default null. */
             payload?: unknown;
             /**
@@ -1982,6 +1988,13 @@ export interface components {
              */
             concurrency_limit?: number | null;
             /**
+             * @description Fair claims (issue 26 item 4): claims take from the queue's partitions (tasks'
+             *     `partition_key`, one partition for tasks without one) in turn — the first task of each
+             *     partition, then the second of each, … — so one tenant's backlog does not starve the
+             *     others. Off: claims follow claim order alone (priority, attempt, run_at, id).
+             */
+            fair?: boolean;
+            /**
              * @description Hide the payload, result and progress of the queue's tasks from read-only tokens and
              *     the dashboard (they show `"***"`); workers still get them when they claim.
              */
@@ -1991,6 +2004,20 @@ export interface components {
              * @description max_attempts for tasks enqueued without one (asyncflow max_retry_num).
              */
             max_attempts?: number | null;
+            /**
+             * Format: int32
+             * @description At most this many tasks of one partition run at once, cluster-wide (River Pro's
+             *     partitioned concurrency limits): tasks enqueued with a `partition_key` and no
+             *     `concurrency_key` get the key `partition:{queue}:{partition_key}` with this limit.
+             */
+            partition_limit?: number | null;
+            /**
+             * @description Weights of partitions in fair claims, 1..=100 (default 1): a partition of weight 3
+             *     gets three turns per round. At most 1,000 entries.
+             */
+            partition_weights?: {
+                [key: string]: number;
+            } | null;
             /** @description No task of a paused queue is claimed. */
             paused?: boolean;
             /**
@@ -2420,6 +2447,8 @@ export interface components {
             max_attempts: number;
             /** @description Node affinity. */
             node?: string | null;
+            /** @description The partition (tenant) it belongs to; absent for others. */
+            partition_key?: string | null;
             /** @description Any JSON. */
             payload: unknown;
             /**

@@ -32,6 +32,8 @@ export interface TaskOptions {
   concurrencyLimit?: number;
   /** Rate limit key: a limit's name, or `name:partition`. */
   rateLimit?: string;
+  /** The partition (tenant) of the task: fair queues take partitions in turn. */
+  partitionKey?: string;
   timeout?: Duration;
   backoff?: Schemas["Backoff"];
   stage?: string;
@@ -65,7 +67,7 @@ export function taskSpec(kind: string, payload?: unknown, o: TaskOptions = {}): 
   put("queue", o.queue); put("priority", o.priority);
   put("run_at", o.runAt && iso(o.runAt)); put("run_in", o.runIn !== undefined ? formatDuration(o.runIn) : undefined);
   put("unique_key", o.uniqueKey); put("concurrency_key", o.concurrencyKey);
-  put("concurrency_limit", o.concurrencyLimit); put("rate_limit", o.rateLimit);
+  put("concurrency_limit", o.concurrencyLimit); put("rate_limit", o.rateLimit); put("partition_key", o.partitionKey);
   put("timeout", o.timeout !== undefined ? formatDuration(o.timeout) : undefined);
   put("backoff", o.backoff); put("stage", o.stage); put("user_id", o.userId); put("trace_id", o.traceId);
   put("max_attempts", o.maxAttempts); put("expires_at", o.expiresAt && iso(o.expiresAt));

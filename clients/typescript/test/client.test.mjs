@@ -72,6 +72,15 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.equal(open.open, true); assert.equal((await c.sealBatch(open.id)).open, false);
   });
 
+  test(`${backend}: a fair queue takes partitions in turn`, async () => {
+    const queue = uniq();
+    await c.putQueue(queue, { fair: true });
+    await c.enqueueMany([...Array(5).keys()].map((i) => taskSpec("a", i, { queue, partitionKey: "a" })));
+    await c.enqueue("b", null, { queue, partitionKey: "b" });
+    const got = await c.claim(queue, { worker: "ts", limit: 2 });
+    assert.deepEqual(got.map((t) => t.kind).sort(), ["a", "b"]);
+  });
+
   test(`${backend}: rate limits hold tasks over the limit`, async () => {
     const queue = uniq();
     const name = `rl-${queue}`.replace(/[^A-Za-z0-9_.-]/g, "-").slice(0, 90);

@@ -10,6 +10,11 @@ pub const DEFAULT_RETENTION_COMPLETED: Duration = Duration::from_secs(24 * 3600)
 /// Default retention of discarded and cancelled tasks: 7 days (node-daemons' maxFailed was 3 days).
 pub const DEFAULT_RETENTION_FAILED: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// Most entries of `partition_weights`.
+pub const MAX_PARTITION_WEIGHTS: usize = 1000;
+/// Largest partition weight.
+pub const MAX_PARTITION_WEIGHT: i32 = 100;
+
 /// Largest `schedule_limit` (the largest claim the API takes).
 pub const MAX_SCHEDULE_LIMIT: i32 = 10_000;
 
@@ -40,6 +45,22 @@ pub struct QueueSettings {
     )]
     #[schema(value_type = Option<String>, example = "10s")]
     pub schedule_interval: Option<Duration>,
+    /// Fair claims (issue 26 item 4): claims take from the queue's partitions (tasks'
+    /// `partition_key`, one partition for tasks without one) in turn — the first task of each
+    /// partition, then the second of each, … — so one tenant's backlog does not starve the
+    /// others. Off: claims follow claim order alone (priority, attempt, run_at, id).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fair: bool,
+    /// Weights of partitions in fair claims, 1..=100 (default 1): a partition of weight 3
+    /// gets three turns per round. At most 1,000 entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_weights: Option<BTreeMap<String, i32>>,
+    /// At most this many tasks of one partition run at once, cluster-wide (River Pro's
+    /// partitioned concurrency limits): tasks enqueued with a `partition_key` and no
+    /// `concurrency_key` get the key `partition:{queue}:{partition_key}` with this limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub partition_limit: Option<i32>,
     /// The rate limit key of tasks enqueued without one (`name` or `name:partition`; see
     /// `PUT /v1/rate-limits/{name}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +103,27 @@ impl QueueSettings {
         }
         if let Some(k) = &self.rate_limit {
             crate::rate_limit::check_key(k)?;
+        }
+        if let Some(l) = self.partition_limit {
+            if l < 1 {
+                return Err(format!("partition_limit must be at least 1, got {l}"));
+            }
+        }
+        if let Some(w) = &self.partition_weights {
+            if w.len() > MAX_PARTITION_WEIGHTS {
+                return Err(format!(
+                    "partition_weights takes at most {MAX_PARTITION_WEIGHTS} partitions, got {}",
+                    w.len()
+                ));
+            }
+            for (k, n) in w {
+                crate::task::check_name("partition_weights key", k)?;
+                if !(1..=MAX_PARTITION_WEIGHT).contains(n) {
+                    return Err(format!(
+                        "partition_weights[{k:?}] must be within 1..={MAX_PARTITION_WEIGHT}, got {n}"
+                    ));
+                }
+            }
         }
         if let Some(m) = self.max_attempts {
             if m < 1 {

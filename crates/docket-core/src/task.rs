@@ -111,6 +111,16 @@ pub struct NewTask {
         pattern = r"^[A-Za-z0-9_.-]+(:[^\u0000-\u001F\u007F-\u009F]+)?$"
     )]
     pub rate_limit: Option<String>,
+    /// The partition (a tenant, a customer) the task belongs to: in a queue with `fair`
+    /// claims, partitions take turns; with `partition_limit`, at most that many of one
+    /// partition run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    pub partition_key: Option<String>,
     /// Only the node with this name may run the task (node-daemons node_id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(
@@ -200,6 +210,8 @@ pub struct ResolvedTask {
     pub concurrency_limit: Option<i32>,
     /// Rate limit key (the task's, else the queue's).
     pub rate_limit: Option<String>,
+    /// Partition (tenant) for fair claims.
+    pub partition_key: Option<String>,
     /// Node affinity.
     pub node: Option<String>,
     /// The user the task is for.
@@ -306,6 +318,7 @@ impl NewTask {
             ("node", &self.node),
             ("user_id", &self.user_id),
             ("stage", &self.stage),
+            ("partition_key", &self.partition_key),
         ] {
             if let Some(v) = v {
                 check_name(f, v)?;
@@ -381,10 +394,26 @@ impl NewTask {
             TaskState::Available
         };
         let q = queue.cloned().unwrap_or_default();
-        let concurrency_limit = self
+        let mut concurrency_limit = self
             .concurrency_key
             .as_ref()
             .map(|_| self.concurrency_limit.unwrap_or(1));
+        let queue_name = self.queue_name().to_string();
+        let mut concurrency_key = self.concurrency_key;
+        // The queue's per-partition limit rides on the concurrency key (claims already count
+        // and lock keys): only for tasks without a key of their own.
+        if let (Some(l), Some(p), None) = (q.partition_limit, &self.partition_key, &concurrency_key)
+        {
+            let key = format!("partition:{queue_name}:{p}");
+            if key.chars().count() > 512 {
+                return Err(
+                    "queue and partition_key are too long together for the queue's partition_limit (512 characters)"
+                        .into(),
+                );
+            }
+            concurrency_key = Some(key);
+            concurrency_limit = Some(l);
+        }
         Ok(ResolvedTask {
             queue: self.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_string()),
             kind: self.kind,
@@ -404,9 +433,10 @@ impl NewTask {
                 .map(crate::duration::to_ms)
                 .unwrap_or(defaults.timeout_ms),
             unique_key: self.unique_key,
-            concurrency_key: self.concurrency_key,
+            concurrency_key,
             concurrency_limit,
             rate_limit: self.rate_limit.or(q.rate_limit),
+            partition_key: self.partition_key,
             node: self.node,
             user_id: self.user_id,
             trace_id: Some(
@@ -442,6 +472,7 @@ impl ResolvedTask {
             concurrency_key: self.concurrency_key,
             concurrency_limit: self.concurrency_limit,
             rate_limit: self.rate_limit,
+            partition_key: self.partition_key,
             node: self.node,
             user_id: self.user_id,
             trace_id: self.trace_id,
@@ -557,6 +588,9 @@ pub struct Task {
     /// The rate limit key it counts against (`name` or `name:partition`); absent for others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<String>,
+    /// The partition (tenant) it belongs to; absent for others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_key: Option<String>,
     /// Node affinity.
     pub node: Option<String>,
     /// The user the task is for (asyncflow's `user_id`).
@@ -740,6 +774,36 @@ mod tests {
     }
 
     #[test]
+    fn partition_limit_rides_on_the_concurrency_key() {
+        let q = QueueSettings {
+            partition_limit: Some(3),
+            ..QueueSettings::default()
+        };
+        let d = TaskDefaults::default();
+        let mut n = NewTask::new("k", Value::Null);
+        n.partition_key = Some("acme".into());
+        let r = n.clone().resolve(Some(&q), &d, t0()).unwrap();
+        assert_eq!(r.concurrency_key.as_deref(), Some("partition:default:acme"));
+        assert_eq!(r.concurrency_limit, Some(3));
+        assert_eq!(r.partition_key.as_deref(), Some("acme"));
+        // A key of its own wins; no partition, no key.
+        n.concurrency_key = Some("own".into());
+        let r = n.resolve(Some(&q), &d, t0()).unwrap();
+        assert_eq!(r.concurrency_key.as_deref(), Some("own"));
+        let r = NewTask::new("k", Value::Null)
+            .resolve(Some(&q), &d, t0())
+            .unwrap();
+        assert_eq!(r.concurrency_key, None);
+        let mut n = NewTask::new("k", Value::Null);
+        n.queue = Some("q".repeat(256));
+        n.partition_key = Some("p".repeat(256));
+        assert!(n
+            .resolve(Some(&q), &d, t0())
+            .unwrap_err()
+            .contains("partition_limit"));
+    }
+
+    #[test]
     fn resolve_rejects_bad_fields() {
         let d = TaskDefaults::default();
         let bad = |f: &dyn Fn(&mut NewTask)| {
@@ -782,6 +846,7 @@ mod tests {
             concurrency_key: None,
             concurrency_limit: None,
             rate_limit: None,
+            partition_key: None,
             node: None,
             trace_id: None,
             user_id: None,

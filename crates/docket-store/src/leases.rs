@@ -216,6 +216,40 @@ pub(crate) fn claim_pick<'c>(
     ids
 }
 
+/// A fair queue's settings as a claim needs them (issue 26 item 4).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Fairness {
+    /// Partitions' weights (default 1).
+    pub weights: std::collections::BTreeMap<String, i32>,
+}
+
+impl Fairness {
+    fn weight(&self, partition: Option<&str>) -> i64 {
+        partition
+            .and_then(|p| self.weights.get(p))
+            .map_or(1, |w| i64::from(*w).max(1))
+    }
+
+    /// How many candidates of one partition, and in all, the fair statement should return
+    /// for a claim of `limit`: enough rounds for the heaviest partition, twice over (another
+    /// claim may lock some first), at most 20,000 rows.
+    pub(crate) fn fetch(&self, limit: i64) -> (i64, i64) {
+        let heaviest = self.weights.values().copied().max().unwrap_or(1).max(1);
+        let per = limit.saturating_mul(i64::from(heaviest)).clamp(1, 20_000);
+        (per, per.saturating_mul(2).min(20_000))
+    }
+
+    /// The order a fair claim takes candidates in: round by round, a partition of weight w
+    /// giving w tasks per round. `ranks` are each candidate's partition and rank within it
+    /// (1 = its first task in claim order), as the statement returned them (by rank, then
+    /// claim order, which the stable sort keeps within a round). Indices into `ranks`.
+    pub(crate) fn order(&self, ranks: &[(Option<String>, i64)]) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..ranks.len()).collect();
+        idx.sort_by_key(|&i| (ranks[i].1 - 1).max(0) / self.weight(ranks[i].0.as_deref()));
+        idx
+    }
+}
+
 /// The answer of a claim on every backend: each task the claim's update returned gets its
 /// lease (the claim's `nonce` and the task's id; it ends at `lease_expires_at`), in claim order.
 pub(crate) fn claimed(mut tasks: Vec<Task>, nonce: u128, now: Timestamp) -> Vec<Task> {
@@ -278,6 +312,31 @@ mod tests {
         // A key already full (or over: a limit lowered while tasks run) takes nothing.
         assert_eq!(claim_pick(&cands, usize::MAX, room(0, -1)), vec![4, 6]);
         assert_eq!(claim_pick(&cands, 0, room(2, 2)), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn fair_order_takes_partitions_in_turn_by_weight() {
+        let r = |p: &str, rn| (Some(p.to_string()), rn);
+        // As the statement returns them: by rank, then claim order.
+        let ranks = vec![
+            r("a", 1),
+            r("b", 1),
+            r("c", 1),
+            r("a", 2),
+            r("b", 2),
+            r("a", 3),
+            r("a", 4),
+        ];
+        let plain = Fairness::default();
+        assert_eq!(plain.order(&ranks), vec![0, 1, 2, 3, 4, 5, 6]);
+        let weighted = Fairness {
+            weights: [("a".to_string(), 3)].into(),
+        };
+        // a takes three per round: a1 b1 c1 a2 a3 | b2 a4.
+        assert_eq!(weighted.order(&ranks), vec![0, 1, 2, 3, 5, 4, 6]);
+        assert_eq!(weighted.fetch(10), (30, 60));
+        assert_eq!(weighted.fetch(10_000), (20_000, 20_000));
+        assert_eq!(plain.fetch(0), (1, 2));
     }
 
     #[test]

@@ -528,6 +528,10 @@ impl<D: Driver + QueueDriver> QueueStore for D {
         let backoff = s
             .backoff
             .map(|b| serde_json::to_value(b).expect("backoff serialises"));
+        let weights = s
+            .partition_weights
+            .as_ref()
+            .map(|w| serde_json::to_value(w).expect("weights serialise"));
         let mut tx = self.begin().await?;
         tx.execute(
             stmt!(queues, put),
@@ -545,6 +549,9 @@ impl<D: Driver + QueueDriver> QueueStore for D {
                 s.schedule_limit,
                 ms(s.schedule_interval),
                 s.rate_limit.as_deref(),
+                s.fair,
+                weights.as_ref(),
+                s.partition_limit,
             ],
         )
         .await?;

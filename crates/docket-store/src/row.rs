@@ -94,6 +94,7 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
         },
         batch_id: row.int_opt("batch_id")?,
         rate_limit: row.text_opt("rate_limit")?,
+        partition_key: row.text_opt("partition_key")?,
         deps: None,
         stage: row.text_opt("stage")?,
         stages_done: decode::stages(&r, row.json_opt("stages_done")?)?,
@@ -212,6 +213,15 @@ pub(crate) fn queue_settings(row: &impl Cols) -> Result<QueueSettings> {
         schedule_limit: row.int32_opt("schedule_limit")?,
         schedule_interval: d("schedule_interval_ms")?,
         rate_limit: row.text_opt("rate_limit")?,
+        fair: row.flag("fair")?,
+        partition_limit: row.int32_opt("partition_limit")?,
+        partition_weights: match row.json_opt("partition_weights")? {
+            Some(v) => Some(
+                serde_json::from_value(v)
+                    .map_err(|e| StoreError::Corrupt(format!("{r}: partition_weights: {e}")))?,
+            ),
+            None => None,
+        },
     })
 }
 

@@ -110,6 +110,11 @@ pub struct BenchArgs {
     /// the same way, and its cost per task against the plain run (0: no workflow run).
     #[arg(long, default_value_t = 0)]
     pub workflow_chains: usize,
+    /// In-process, after the plain run: tenant A enqueues this many tasks, then tenant B 100,
+    /// in one queue (each task's partition_key its tenant), worked with fair claims on and
+    /// then off; prints B's pickup (p50/p99/max) each way (issue 26 item 4; 0: no fair run).
+    #[arg(long, default_value_t = 0)]
+    pub fair_tenants: usize,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
@@ -237,6 +242,70 @@ async fn workflow_phase(
         n as f64 / work.as_secs_f64(),
         work.as_secs_f64()
     );
+    Ok(())
+}
+
+/// Tenant A's `a_tasks` then tenant B's 100 in one queue, worked with fair claims on, then
+/// in another queue with them off: B's pickup (claim − enqueue) each way.
+async fn fair_phase(engine: &Engine, a_tasks: usize, c: usize, claim_batch: usize) -> Result<()> {
+    for fair in [true, false] {
+        let queue = if fair {
+            "bench-fair-on"
+        } else {
+            "bench-fair-off"
+        };
+        engine
+            .queue_put(
+                "bench",
+                queue,
+                &docket_core::QueueSettings {
+                    fair,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let tenant = |n: usize, t: &str| -> Vec<NewTask> {
+            noop_tasks(n, queue)
+                .into_iter()
+                .map(|task| NewTask {
+                    partition_key: Some(t.into()),
+                    ..task
+                })
+                .collect()
+        };
+        let t = Instant::now();
+        for chunk in tenant(a_tasks, "A").chunks(5000) {
+            engine.enqueue_many(chunk.to_vec()).await?;
+        }
+        let b: Vec<i64> = engine
+            .enqueue_many(tenant(100, "B"))
+            .await?
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        let enq = t.elapsed();
+        let work = work_queue(engine, queue, a_tasks + 100, c, claim_batch).await?;
+        let mut pickup = Vec::with_capacity(b.len());
+        for id in b {
+            let t = engine
+                .task_get(id)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("task {id} is gone"))?;
+            let started = t.attempted_at.unwrap_or(t.run_at);
+            pickup.push((started - t.run_at).num_microseconds().unwrap_or(0) as f64 / 1000.0);
+        }
+        pickup.sort_by(|x, y| x.partial_cmp(y).expect("no NaN"));
+        println!(
+            "fair {}: tenant A {a_tasks} + tenant B 100 (enqueued in {:.3} s, worked in {:.3} s): \
+             B's pickup p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
+            if fair { "on " } else { "off" },
+            enq.as_secs_f64(),
+            work.as_secs_f64(),
+            pct(&pickup, 50.0),
+            pct(&pickup, 99.0),
+            pickup.last().copied().unwrap_or(f64::NAN)
+        );
+    }
     Ok(())
 }
 
@@ -897,6 +966,9 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             work,
         )
         .await?;
+    }
+    if a.fair_tenants > 0 && a.mode == Mode::Inproc {
+        fair_phase(&engine, a.fair_tenants, a.concurrency, a.claim_batch).await?;
     }
     if a.breakdown && !lat.is_empty() {
         print_breakdown(&lat, &probe.marks());

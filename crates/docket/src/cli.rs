@@ -394,6 +394,9 @@ pub struct TaskAddArgs {
     /// Rate limit key: a limit's name (`docket rate-limit set`), or NAME:PARTITION.
     #[arg(long = "rate-limit-key")]
     pub rate_limit: Option<String>,
+    /// The partition (tenant) the task belongs to: fair queues take partitions in turn.
+    #[arg(long)]
+    pub partition_key: Option<String>,
     /// Node affinity.
     #[arg(long)]
     pub node: Option<String>,
@@ -542,6 +545,18 @@ pub struct QueueSetArgs {
     /// Cluster-wide concurrency limit (0 = none).
     #[arg(long)]
     pub concurrency_limit: Option<i32>,
+    /// Fair claims: the partitions (tasks' partition_key) take turns (true/false).
+    #[arg(long)]
+    pub fair: Option<bool>,
+    /// At most this many tasks of one partition run at once (0 = none).
+    #[arg(long)]
+    pub partition_limit: Option<i32>,
+    /// A partition's weight in fair claims, PARTITION=WEIGHT (repeatable; 1..=100).
+    #[arg(long, value_name = "PARTITION=WEIGHT")]
+    pub partition_weight: Vec<String>,
+    /// Rate limit key of tasks enqueued without one ("" = none).
+    #[arg(long = "rate-limit-key")]
+    pub rate_limit: Option<String>,
     /// Default max attempts (0 = server default; asyncflow max_retry_num).
     #[arg(long, visible_alias = "max-retry-num")]
     pub max_attempts: Option<i32>,
@@ -592,7 +607,7 @@ pub enum QueueCmd {
         json: bool,
     },
     /// Change a queue's settings (others are kept).
-    Set(QueueSetArgs),
+    Set(Box<QueueSetArgs>),
     /// Pause a queue: nothing of it is claimed.
     Pause { queue: String },
     /// Resume a paused queue.

@@ -1079,6 +1079,37 @@ fn batches_from_the_cli(backend: &str) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
 }
 
+/// Issue 26 item 4: `docket queue set Q --fair true --partition-weight P=W --partition-limit N`
+/// and `task add --partition-key`; a bad weight is one clear line and a non-zero exit.
+fn fair_queues_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    s.ok(&[
+        "queue",
+        "set",
+        "fq",
+        "--fair",
+        "true",
+        "--partition-weight",
+        "acme=3",
+        "--partition-limit",
+        "2",
+    ]);
+    let q: Value = serde_json::from_str(&s.ok(&["queue", "show", "fq", "--json"])).unwrap();
+    assert_eq!(q["settings"]["fair"], true, "{q}");
+    assert_eq!(q["settings"]["partition_weights"]["acme"], 3, "{q}");
+    assert_eq!(q["settings"]["partition_limit"], 2, "{q}");
+    let id = s.add(&["--kind", "k", "--queue", "fq", "--partition-key", "acme"]);
+    let t = s.task(id);
+    assert_eq!(t["partition_key"], "acme");
+    assert_eq!(t["concurrency_key"], "partition:fq:acme");
+    let o = s.cli(&["queue", "set", "fq", "--partition-weight", "acme=0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("partition_weights"));
+    let o = s.cli(&["queue", "set", "fq", "--partition-weight", "acme"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("PARTITION=WEIGHT"));
+}
+
 /// Issue 26 item 3: `docket rate-limit set/list/show/delete`; a task names a limit with
 /// `--rate-limit-key`; a task naming no limit, and a bad spec, are one clear line and a non-zero
 /// exit.
@@ -1662,6 +1693,7 @@ macro_rules! both {
 }
 
 both!(
+    fair_queues_from_the_cli,
     rate_limits_from_the_cli,
     batches_from_the_cli,
     workflows_from_the_cli,

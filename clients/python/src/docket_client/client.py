@@ -27,7 +27,7 @@ Time = Union[str, datetime]
 # NewTask's fields (models.NewTask); `enqueue` takes each as a keyword.
 TASK_OPTIONS = (
     "queue", "priority", "run_at", "run_in", "unique_key", "concurrency_key", "concurrency_limit",
-    "rate_limit",
+    "rate_limit", "partition_key",
     "timeout", "backoff", "stage", "user_id", "trace_id", "max_attempts", "expires_at",
     "expires_in", "node", "progress",
 )

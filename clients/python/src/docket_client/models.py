@@ -457,6 +457,7 @@ class NewTask(TypedDict):
     kind: str
     max_attempts: NotRequired[Optional[int]]
     node: NotRequired[Optional[str]]
+    partition_key: NotRequired[Optional[str]]
     payload: NotRequired[Any]
     priority: NotRequired[Optional[int]]
     progress: NotRequired[Any]
@@ -533,8 +534,11 @@ class ProcessorResult(TypedDict):
 class QueueSettings(TypedDict):
     backoff: NotRequired[Optional[Backoff]]
     concurrency_limit: NotRequired[Optional[int]]
+    fair: NotRequired[bool]
     mask_payload: NotRequired[bool]
     max_attempts: NotRequired[Optional[int]]
+    partition_limit: NotRequired[Optional[int]]
+    partition_weights: NotRequired[Optional[Dict[str, Any]]]
     paused: NotRequired[bool]
     rate_limit: NotRequired[Optional[str]]
     retention_completed: NotRequired[Optional[str]]
@@ -618,6 +622,7 @@ class Task(TypedDict):
     lease_expires_at: NotRequired[Optional[str]]
     max_attempts: int
     node: NotRequired[Optional[str]]
+    partition_key: NotRequired[Optional[str]]
     payload: Any
     priority: int
     process: NotRequired[Optional[ProcessRef]]

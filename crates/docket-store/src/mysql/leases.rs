@@ -274,7 +274,7 @@ impl MySqlStore {
     async fn claim_once(&self, p: &TaskClaimParams) -> Result<Vec<Task>> {
         let mut tx = self.begin().await?;
         let q = sqlx::query(
-            "SELECT paused, concurrency_limit, schedule_limit FROM docket_queues WHERE name = ?",
+            "SELECT paused, concurrency_limit, schedule_limit, fair, partition_weights FROM docket_queues WHERE name = ?",
         )
         .bind(&p.queue)
         .fetch_optional(&mut *tx)
@@ -288,6 +288,18 @@ impl MySqlStore {
             None => (false, None, None),
         };
         let limit = schedule_limit.map_or(p.limit, |l| p.limit.min(i64::from(l)));
+        let fair = match &q {
+            Some(r) if r.try_get::<bool, _>("fair")? => Some(Fairness {
+                weights: text_opt(r, "partition_weights")?
+                    .map(|w| serde_json::from_str(&w))
+                    .transpose()
+                    .map_err(|e| {
+                        StoreError::Corrupt(format!("queue {}: partition_weights: {e}", p.queue))
+                    })?
+                    .unwrap_or_default(),
+            }),
+            _ => None,
+        };
         if paused {
             tx.commit().await?;
             return Ok(vec![]);
@@ -310,20 +322,54 @@ impl MySqlStore {
             Some(k) => format!("AND t.stage IN ({}) ", marks(k.len())),
             None => String::new(),
         };
-        let sql = fill(
-            sql!(leases, claim_candidates),
-            &[("kinds", &kinds), ("stages", &stages)],
-        );
+        let name = if fair.is_some() {
+            sql!(leases, claim_candidates_fair)
+        } else {
+            sql!(leases, claim_candidates)
+        };
+        let sql = fill(name, &[("kinds", &kinds), ("stages", &stages)]);
         let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.node);
         for k in p.kinds.iter().flatten().chain(p.stages.iter().flatten()) {
             q = q.bind(k);
         }
-        let cands = q
-            .bind(dt(p.now))
-            .bind(dt(p.now))
-            .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
+        let q = q.bind(dt(p.now)).bind(dt(p.now));
+        let cands = if let Some(f) = &fair {
+            // Ranked unlocked (a window function cannot be locked), ordered by weight, then the
+            // ones still available locked, in that order.
+            let (per, fetch) = f.fetch(limit);
+            let all = q.bind(per).bind(fetch).fetch_all(&mut *tx).await?;
+            let ranks = all
+                .iter()
+                .map(|r| Ok((text_opt(r, "partition_key")?, r.try_get("rn")?)))
+                .collect::<Result<Vec<_>>>()?;
+            let order = f.order(&ranks);
+            let ids: Vec<i64> = order
+                .iter()
+                .map(|i| all[*i].try_get("id"))
+                .collect::<std::result::Result<_, _>>()?;
+            let mut locked = std::collections::HashSet::new();
+            if !ids.is_empty() {
+                let sql = fill(sql!(leases, lock_available), &[("ids", &marks(ids.len()))]);
+                let mut lq = sqlx::query_scalar::<_, i64>(&sql);
+                for id in &ids {
+                    lq = lq.bind(id);
+                }
+                locked.extend(lq.fetch_all(&mut *tx).await?);
+            }
+            let mut all: Vec<Option<MySqlRow>> = all.into_iter().map(Some).collect();
+            let mut out = Vec::new();
+            for (i, id) in order.into_iter().zip(ids) {
+                if out.len() as i64 >= limit {
+                    break;
+                }
+                if locked.contains(&id) {
+                    out.extend(all[i].take());
+                }
+            }
+            out
+        } else {
+            q.bind(limit).fetch_all(&mut *tx).await?
+        };
         if cands.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);

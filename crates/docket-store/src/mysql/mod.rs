@@ -297,6 +297,7 @@ impl MySqlStore {
             .bind(t.progress.as_ref().map(Value::to_string))
             .bind(t.batch_id)
             .bind(&t.rate_limit)
+            .bind(&t.partition_key)
             .execute(&mut **tx)
             .await;
         match r {
@@ -353,7 +354,8 @@ impl MySqlStore {
                 .bind(&t.stage)
                 .bind(t.progress.as_ref().map(Value::to_string))
                 .bind(t.batch_id)
-                .bind(&t.rate_limit);
+                .bind(&t.rate_limit)
+                .bind(&t.partition_key);
         }
         let r = q.execute(&mut **tx).await?;
         let first = r.last_insert_id() as i64;

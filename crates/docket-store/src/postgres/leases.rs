@@ -68,15 +68,75 @@ impl LeaseStore for PgStore {
             // Slow path: a concurrency key or a queue limit among the candidates, or a lease or
             // timeout past FAST_CLAIM_MAX.
             let mut tx = self.begin_hot().await?;
-            let rows = sqlx::query(sql!(leases, claim_candidates))
-                .bind(&p.queue)
-                .bind(&p.node)
-                .bind(p.now)
-                .bind(p.limit)
-                .bind(&p.kinds)
-                .bind(&p.stages)
-                .fetch_all(&mut *tx)
-                .await?;
+            let q = sqlx::query(
+                "SELECT fair, partition_weights, schedule_limit FROM docket_queues WHERE name = $1",
+            )
+            .bind(&p.queue)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let fair = match &q {
+                Some(r) if r.try_get::<bool, _>("fair")? => Some(Fairness {
+                    weights: r
+                        .try_get::<Option<serde_json::Value>, _>("partition_weights")?
+                        .map(serde_json::from_value)
+                        .transpose()
+                        .map_err(|e| StoreError::Corrupt(format!("queue {}: partition_weights: {e}", p.queue)))?
+                        .unwrap_or_default(),
+                }),
+                _ => None,
+            };
+            let rows = if let Some(f) = &fair {
+                let schedule_limit: Option<i32> = q.as_ref().map(|r| r.try_get("schedule_limit")).transpose()?.flatten();
+                let want = schedule_limit.map_or(p.limit, |l| p.limit.min(i64::from(l)));
+                let (per, fetch) = f.fetch(want);
+                let all = sqlx::query(sql!(leases, claim_candidates_fair))
+                    .bind(&p.queue)
+                    .bind(&p.node)
+                    .bind(p.now)
+                    .bind(fetch)
+                    .bind(&p.kinds)
+                    .bind(&p.stages)
+                    .bind(per)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let ranks = all
+                    .iter()
+                    .map(|r| Ok((r.try_get("partition_key")?, r.try_get("rn")?)))
+                    .collect::<Result<Vec<_>>>()?;
+                let order = f.order(&ranks);
+                let ids: Vec<i64> = order
+                    .iter()
+                    .map(|i| all[*i].try_get("id"))
+                    .collect::<std::result::Result<_, _>>()?;
+                let locked: std::collections::HashSet<i64> =
+                    sqlx::query_scalar(sql!(leases, lock_available))
+                        .bind(&ids)
+                        .fetch_all(&mut *tx)
+                        .await?
+                        .into_iter()
+                        .collect();
+                let mut all: Vec<Option<PgRow>> = all.into_iter().map(Some).collect();
+                let mut out = Vec::new();
+                for (i, id) in order.into_iter().zip(ids) {
+                    if out.len() as i64 >= want {
+                        break;
+                    }
+                    if locked.contains(&id) {
+                        out.extend(all[i].take());
+                    }
+                }
+                out
+            } else {
+                sqlx::query(sql!(leases, claim_candidates))
+                    .bind(&p.queue)
+                    .bind(&p.node)
+                    .bind(p.now)
+                    .bind(p.limit)
+                    .bind(&p.kinds)
+                    .bind(&p.stages)
+                    .fetch_all(&mut *tx)
+                    .await?
+            };
             if rows.is_empty() {
                 tx.commit().await?;
                 return Ok(vec![]);

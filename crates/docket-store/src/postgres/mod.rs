@@ -489,6 +489,7 @@ impl PgStore {
             .bind(col!(|t| t.progress.clone()))
             .bind(col!(|t| t.batch_id))
             .bind(col!(|t| t.rate_limit.clone()))
+            .bind(col!(|t| t.partition_key.clone()))
             .fetch_all(&mut *conn)
             .await?;
         Ok(rows)

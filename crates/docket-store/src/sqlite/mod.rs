@@ -161,6 +161,7 @@ impl SqliteStore {
             .bind(t.progress.as_ref().map(Value::to_string))
             .bind(t.batch_id)
             .bind(&t.rate_limit)
+            .bind(&t.partition_key)
             .fetch_optional(&mut **tx)
             .await
             .map_err(StoreError::from)

@@ -15,6 +15,7 @@
 
 mod batches;
 mod claims;
+mod fair;
 mod fixtures;
 mod nodes;
 mod notifications;
@@ -225,6 +226,7 @@ const CASES: &[Case] = cases![
     batches::batches_settle_once,
     batches::workflows_release_and_cancel,
     rate_limits::rate_limits_admit_at_claim,
+    fair::fair_claims_take_partitions_in_turn,
     schedules::schedules_put_fire_pause_and_delete,
     notifications::notifications_sinks_and_listen,
     notifications::task_events_record_transitions,

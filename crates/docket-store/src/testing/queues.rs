@@ -19,6 +19,9 @@ pub(super) async fn queue_settings_round_trip(b: Bundle) {
         schedule_limit: Some(2),
         schedule_interval: Some(Duration::from_secs(10)),
         rate_limit: Some("stripe:eu".into()),
+        fair: true,
+        partition_weights: Some([("acme".to_string(), 3)].into()),
+        partition_limit: Some(2),
     };
     let q = s
         .queue_put(QueuePutParams {

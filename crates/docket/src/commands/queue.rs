@@ -69,6 +69,26 @@ pub(crate) async fn queue_cmd(c: Client, cmd: QueueCmd) -> Result<()> {
             if let Some(v) = a.concurrency_limit {
                 s.concurrency_limit = (v > 0).then_some(v);
             }
+            if let Some(v) = a.fair {
+                s.fair = v;
+            }
+            if let Some(v) = a.partition_limit {
+                s.partition_limit = (v > 0).then_some(v);
+            }
+            for w in &a.partition_weight {
+                let (p, n) = w.rsplit_once('=').ok_or_else(|| {
+                    anyhow::anyhow!("--partition-weight takes PARTITION=WEIGHT, got {w:?}")
+                })?;
+                let n: i32 = n.parse().map_err(|_| {
+                    anyhow::anyhow!("--partition-weight {w:?}: the weight is not a number")
+                })?;
+                s.partition_weights
+                    .get_or_insert_with(Default::default)
+                    .insert(p.to_string(), n);
+            }
+            if let Some(v) = &a.rate_limit {
+                s.rate_limit = (!v.is_empty()).then(|| v.clone());
+            }
             if let Some(v) = a.max_attempts {
                 s.max_attempts = (v > 0).then_some(v);
             }

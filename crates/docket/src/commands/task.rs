@@ -135,6 +135,7 @@ pub(crate) fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
         unique_key: a.unique_key.clone(),
         concurrency_key: a.concurrency_key.clone(),
         rate_limit: a.rate_limit.clone(),
+        partition_key: a.partition_key.clone(),
         concurrency_limit: a.concurrency_limit,
         node: a.node.clone(),
         user_id: a.user_id.clone(),

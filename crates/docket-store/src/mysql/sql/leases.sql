@@ -53,6 +53,30 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit, t.timeout_ms,
         FROM docket_tasks r WHERE r.rate_limit = k.`key` AND r.state = 'running') >= p.lim))))
     ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT ? FOR UPDATE SKIP LOCKED
 
+-- name: claim_candidates_fair
+-- A fair queue's candidates (issue 26 item 4): see the PostgreSQL statement; the last two
+-- placeholders are the per-partition cap and the limit.
+SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit,
+    t.timeout_ms, t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt,
+    t.run_at, CAST(row_number() OVER (PARTITION BY t.partition_key
+    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id) AS SIGNED) AS rn FROM docket_tasks t
+    WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}{stages}
+    AND (t.expires_at IS NULL OR t.expires_at > ?)
+    AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
+        WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running')
+        < COALESCE(t.concurrency_limit, 1))
+    -- Rate limits: keys blocked until later (window, bucket), or at their concurrent limit.
+    AND (t.rate_limit IS NULL OR NOT EXISTS (SELECT 1 FROM docket_rate_limit_keys k
+        JOIN docket_rate_limits p ON p.name = k.name WHERE k.`key` = t.rate_limit
+        AND (k.blocked_until > ? OR (p.kind = 'concurrent' AND (SELECT count(*)
+        FROM docket_tasks r WHERE r.rate_limit = k.`key` AND r.state = 'running') >= p.lim))))
+    ) c WHERE c.rn <= ?
+    ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT ?
+
+-- name: lock_available
+-- Of the ids {ids}, those still available and not locked by another claim, locked.
+SELECT id FROM docket_tasks WHERE id IN ({ids}) AND state = 'available' FOR UPDATE SKIP LOCKED
+
 -- name: claim
 -- Starts the attempt of each picked task under the claim's nonce; {leases} is a `WHEN ? THEN ?`
 -- per task (its id and lease length, then its id and lease end), {ids} their placeholders.

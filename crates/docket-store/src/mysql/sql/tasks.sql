@@ -6,8 +6,8 @@ SELECT CAST(@@innodb_autoinc_lock_mode AS SIGNED) AS m,
 INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
-    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, errors)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
+    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, errors)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
 
 -- name: request_cancel
 UPDATE docket_tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?)
@@ -82,10 +82,10 @@ ORDER BY id {order} LIMIT ?
 INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
-    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, errors) VALUES {rows}
+    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, errors) VALUES {rows}
 
 -- name: insert_values
-(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
+(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
 
 -- name: lock
 SELECT {COLS} FROM docket_tasks WHERE id = ? FOR UPDATE

@@ -19,6 +19,37 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     LIMIT LEAST($4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = $1), $4))
     FOR UPDATE OF t SKIP LOCKED
 
+-- name: claim_candidates_fair
+-- A fair queue's candidates (issue 26 item 4): the same filters, unlocked, each ranked within its
+-- partition in claim order (rn), round by round; at most $7 per partition and $4 in all. The
+-- claim orders them by weight (docket_store::leases::fair_pick) and locks what it takes
+-- (lock_available). A window function cannot be locked: hence the two steps.
+SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
+    q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
+    t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at,
+    row_number() OVER (PARTITION BY t.partition_key
+    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id) AS rn
+    FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
+    WHERE t.state = 'available' AND t.queue = $1
+    AND (t.node IS NULL OR t.node = $2)
+    AND ($5::text[] IS NULL OR t.kind = ANY($5))
+    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND (t.expires_at IS NULL OR t.expires_at > $3)
+    AND (q.paused IS NULL OR NOT q.paused)
+    AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
+    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
+    < t.concurrency_limit)
+    AND (t.rate_limit IS NULL OR NOT EXISTS (SELECT 1 FROM docket_rate_limit_keys k
+    JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
+    AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
+    FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
+    ) c WHERE c.rn <= $7
+    ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT $4
+
+-- name: lock_available
+-- Of the ids $1, those still available and not locked by another claim, locked.
+SELECT id FROM docket_tasks WHERE id = ANY($1) AND state = 'available' FOR UPDATE SKIP LOCKED
+
 -- name: complete_held
 UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.result,
     lease_expires_at = NULL, run_count = t.run_count + 1
@@ -74,7 +105,7 @@ UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fi
 -- name: claim_fast
 -- The whole claim in one statement (issue 24), run on a claim connection (session settings:
 -- HOT_PATH_SETTINGS, synchronous_commit): the candidates in claim order, locked, and their
--- leases — unless one of them has a concurrency key, a rate limit or its queue a limit (then `fast_ok` is
+-- leases — unless one of them has a concurrency key, a rate limit or its queue a limit or fair claims (then `fast_ok` is
 -- false, nothing is written, and the claim takes the transaction below, which counts running
 -- tasks under locks). The lease is docket_core::lease::claim_lease: lease_ms the asked lease
 -- ($7) else the timeout; the deadline now + timeout, none for a process step; the lease ends
@@ -85,7 +116,7 @@ UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fi
 WITH c AS (
     SELECT t.id AS c_id, t.concurrency_key AS c_key, q.concurrency_limit AS c_queue_limit,
         GREATEST(t.timeout_ms, 0) AS c_timeout, t.namespace IS NOT NULL AS c_process,
-        t.rate_limit IS NOT NULL AS c_rate
+        t.rate_limit IS NOT NULL AS c_rate, COALESCE(q.fair, false) AS c_fair
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = $1
     AND (t.node IS NULL OR t.node = $2)
@@ -98,7 +129,7 @@ WITH c AS (
     FOR UPDATE OF t SKIP LOCKED
 ), fast AS (
     SELECT NOT EXISTS (SELECT 1 FROM c WHERE c_key IS NOT NULL OR c_queue_limit IS NOT NULL
-        OR c_rate OR c_timeout > $10) AS ok
+        OR c_rate OR c_fair OR c_timeout > $10) AS ok
 ), l AS (
     SELECT c_id, COALESCE($7::bigint, c_timeout) AS l_ms,
         CASE WHEN c_process THEN NULL ELSE $3 + c_timeout * interval '1 millisecond' END

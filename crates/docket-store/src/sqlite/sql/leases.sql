@@ -18,6 +18,31 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
     LIMIT min(?4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = ?1), ?4))
 
+-- name: claim_candidates_fair
+-- A fair queue's candidates (issue 26 item 4): see the PostgreSQL statement. SQLite's writer
+-- lock is held: nothing else can take them meanwhile.
+SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
+    q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
+    t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at,
+    row_number() OVER (PARTITION BY t.partition_key
+    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id) AS rn
+    FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
+    WHERE t.state = 'available' AND t.queue = ?1
+    AND (t.node IS NULL OR t.node = ?2)
+    AND (?5 IS NULL OR t.kind IN (SELECT value FROM json_each(?5)))
+    AND (?6 IS NULL OR t.stage IN (SELECT value FROM json_each(?6)))
+    AND (t.expires_at IS NULL OR t.expires_at > ?3)
+    AND (q.paused IS NULL OR q.paused = 0)
+    AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
+    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
+    < t.concurrency_limit)
+    AND (t.rate_limit IS NULL OR NOT EXISTS (SELECT 1 FROM docket_rate_limit_keys k
+    JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
+    AND (k.blocked_until > ?3 OR (p.kind = 'concurrent' AND (SELECT count(*)
+    FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
+    ) c WHERE c.rn <= ?7
+    ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT ?4
+
 -- name: complete_held
 UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result,
     lease_expires_at = NULL, run_count = run_count + 1
