@@ -107,8 +107,9 @@ async fn scenario(db: &[&str], shot: &str) {
         .await
         .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
+    let mut held = Value::Null;
     for _ in 0..2 {
-        post(
+        held = post(
             &http,
             &format!("{base}/v1/tasks"),
             json!({"queue": "ui-rl", "kind": "charge", "rate_limit": "stripe:acme"}),
@@ -141,8 +142,21 @@ async fn scenario(db: &[&str], shot: &str) {
             .await
             .unwrap_or_else(|e| panic!("{path}: no #{marker}: {e}"));
     }
-    // The rate limit: admitted one, its key blocked now.
-    c.goto(&format!("{base}/ui/rate-limits")).await.unwrap();
+    // The rate limit: admitted one, its key blocked now; a task of it links to the page.
+    c.goto(&format!("{base}/ui/tasks/{}", held["id"]))
+        .await
+        .unwrap();
+    c.find(Locator::LinkText("stripe:acme"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("rate-limits"))
+        .await
+        .unwrap();
     let row = text_of(&c, "rate-limit-stripe").await;
     assert!(
         row.contains("window") && row.contains("1h") && row.contains(" 1 "),

@@ -166,6 +166,8 @@ pub(super) async fn task(
                 dt { "state" } dd id="state" { (t.state.as_str()) }
                 @if let Some(u) = &t.user_id { dt { "user" } dd { a href=(format!("/ui/tasks?user_id={}", urlencode(u))) { (u) } } }
                 @if let Some(b) = t.batch_id { dt { "batch" } dd { a href=(format!("/ui/batches/{b}")) { "batch " (b) } } }
+                @if let Some(r) = &t.rate_limit { dt { "rate limit" } dd { a href="/ui/rate-limits" { (r) } } }
+                @if let Some(p) = &t.partition_key { dt { "partition" } dd { (p) } }
                 @if let Some(st) = &t.stage {
                     dt { "stage" } dd id="stage" {
                         @for d in &t.stages_done { (d.as_deref().unwrap_or("(first)")) " → " }

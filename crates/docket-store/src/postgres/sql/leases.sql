@@ -21,16 +21,27 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
 
 -- name: claim_candidates_fair
 -- A fair queue's candidates (issue 26 item 4): the same filters, unlocked, each ranked within its
--- partition in claim order (rn), round by round; at most $7 per partition and $4 in all. The
--- claim orders them by weight (docket_store::leases::fair_pick) and locks what it takes
--- (lock_available). A window function cannot be locked: hence the two steps.
-SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
-    q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
-    t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at,
-    row_number() OVER (PARTITION BY t.partition_key
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id) AS rn
-    FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
-    WHERE t.state = 'available' AND t.queue = $1
+-- partition in claim order (rn); at most $7 per partition and $4 in all, by rank then claim
+-- order. The claim orders them by weight (docket_store::leases::Fairness) and locks what it takes
+-- (lock_available): a window function cannot be locked. The partitions with available tasks
+-- are found by a skip scan of docket_tasks_fair_idx (one probe per partition), and each
+-- partition's first $7 by the same index, so a claim reads partitions × $7 rows, not the
+-- queue's whole backlog; tasks without a partition are one more partition.
+WITH RECURSIVE parts(pk) AS (
+    SELECT min(t.partition_key) FROM docket_tasks t
+    WHERE t.state = 'available' AND t.queue = $1 AND t.partition_key IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(t.partition_key) FROM docket_tasks t
+        WHERE t.state = 'available' AND t.queue = $1 AND t.partition_key > p.pk)
+    FROM parts p WHERE p.pk IS NOT NULL
+)
+SELECT c.* FROM (
+    SELECT pr.* FROM parts pp CROSS JOIN LATERAL (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.attempt, x.run_at, x.id) AS rn
+        FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
+        q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
+        t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at
+        FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
+        WHERE t.state = 'available' AND t.queue = $1 AND t.partition_key = pp.pk
     AND (t.node IS NULL OR t.node = $2)
     AND ($5::text[] IS NULL OR t.kind = ANY($5))
     AND ($6::text[] IS NULL OR t.stage = ANY($6))
@@ -43,8 +54,29 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-    ) c WHERE c.rn <= $7
-    ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT $4
+        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7) x) pr
+    WHERE pp.pk IS NOT NULL
+    UNION ALL
+    SELECT n.* FROM (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.attempt, x.run_at, x.id) AS rn
+        FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
+        q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
+        t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at
+        FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
+        WHERE t.state = 'available' AND t.queue = $1 AND t.partition_key IS NULL
+    AND (t.node IS NULL OR t.node = $2)
+    AND ($5::text[] IS NULL OR t.kind = ANY($5))
+    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND (t.expires_at IS NULL OR t.expires_at > $3)
+    AND (q.paused IS NULL OR NOT q.paused)
+    AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
+    WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
+    < t.concurrency_limit)
+    AND (t.rate_limit IS NULL OR NOT EXISTS (SELECT 1 FROM docket_rate_limit_keys k
+    JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
+    AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
+    FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
+        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7) x) n
+) c ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT $4
 
 -- name: lock_available
 -- Of the ids $1, those still available and not locked by another claim, locked.
