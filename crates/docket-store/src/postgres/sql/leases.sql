@@ -26,7 +26,9 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
 -- (lock_available): a window function cannot be locked. The partitions with available tasks
 -- are found by a skip scan of docket_tasks_fair_idx (one probe per partition), and each
 -- partition's first $7 by the same index, so a claim reads partitions × $7 rows, not the
--- queue's whole backlog; tasks without a partition are one more partition.
+-- queue's whole backlog. Tasks without a partition are one more partition, looked for among the
+-- queue's first 1,000 available tasks in claim order (the claim index; an index of their own
+-- would cost every plain queue).
 WITH RECURSIVE parts(pk) AS (
     SELECT min(t.partition_key) FROM docket_tasks t
     WHERE t.state = 'available' AND t.queue = $1 AND t.partition_key IS NOT NULL
@@ -62,7 +64,9 @@ SELECT c.* FROM (
         q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
         t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at
         FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
-        WHERE t.state = 'available' AND t.queue = $1 AND t.partition_key IS NULL
+        WHERE t.id IN (SELECT f.id FROM docket_tasks f WHERE f.state = 'available'
+            AND f.queue = $1 ORDER BY f.priority DESC, f.attempt, f.run_at, f.id LIMIT 1000)
+        AND t.state = 'available' AND t.queue = $1 AND t.partition_key IS NULL
     AND (t.node IS NULL OR t.node = $2)
     AND ($5::text[] IS NULL OR t.kind = ANY($5))
     AND ($6::text[] IS NULL OR t.stage = ANY($6))
