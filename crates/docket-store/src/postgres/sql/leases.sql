@@ -22,8 +22,9 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
 -- name: claim_candidates_fair
 -- A fair queue's candidates (issue 26 item 4): the same filters, unlocked, each ranked within its
 -- partition in claim order (rn); at most $7 per partition and $4 in all, by rank then claim
--- order. The claim orders them by weight (docket_store::leases::Fairness) and locks what it takes
--- (lock_available): a window function cannot be locked. The partitions with available tasks
+-- order. Each partition's first rows are locked as they are read (SKIP LOCKED: concurrent fair
+-- claims take different rows, as plain ones do; the rank is over the rows this claim locked),
+-- then the claim orders them by weight (docket_store::leases::Fairness) and keeps what it takes. The partitions with available tasks
 -- are found by a skip scan of docket_tasks_fair_idx (one probe per partition), and each
 -- partition's first $7 by the same index, so a claim reads partitions × $7 rows, not the
 -- queue's whole backlog. Tasks without a partition are one more partition, looked for among the
@@ -56,7 +57,8 @@ SELECT c.* FROM (
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7) x) pr
+        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7
+        FOR UPDATE OF t SKIP LOCKED) x) pr
     WHERE pp.pk IS NOT NULL
     UNION ALL
     SELECT n.* FROM (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.attempt, x.run_at, x.id) AS rn
@@ -79,7 +81,8 @@ SELECT c.* FROM (
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7) x) n
+        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7
+        FOR UPDATE OF t SKIP LOCKED) x) n
 ) c ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT $4
 
 -- name: lock_available
