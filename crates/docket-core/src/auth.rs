@@ -151,7 +151,7 @@ pub fn needed_scope(method: &str, path: &str) -> Option<Scope> {
         // say: setting them is an admin's decision.
         ["v1", "namespaces", _] => Scope::Admin,
         ["v1", "tasks"] | ["v1", "schedules" | "batches", ..] => Scope::Enqueue,
-        ["v1", "workflows"] => Scope::Enqueue,
+        ["v1", "workflows"] | ["v1", "workflows", _, "tasks"] => Scope::Enqueue,
         ["v1", "tasks", "complete" | "fail"] => Scope::Work,
         ["v1", "tasks", _, "heartbeat" | "complete" | "fail"] => Scope::Work,
         ["v1", "queues", _, "claim"] => Scope::Work,
@@ -195,6 +195,8 @@ mod tests {
             ("GET", "/metrics", Some(Read)),
             ("GET", "/ui", Some(Read)),
             ("POST", "/v1/tasks", Some(Enqueue)),
+            ("POST", "/v1/workflows/7/tasks", Some(Enqueue)),
+            ("POST", "/v1/workflows/7/retry", Some(Admin)),
             ("POST", "/v1/schedules", Some(Enqueue)),
             ("DELETE", "/v1/schedules/x", Some(Enqueue)),
             ("POST", "/v1/tasks/complete", Some(Work)),

@@ -94,6 +94,8 @@ impl Engine {
                 id,
                 tasks,
                 seal,
+                refs: vec![],
+                deps: vec![],
                 now,
             })
             .await?;

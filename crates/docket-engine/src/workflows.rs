@@ -22,7 +22,7 @@ impl Engine {
     /// [`EngineError::InvalidTask`] / [`EngineError::Refused`] for a bad task (its index), store
     /// errors.
     pub async fn workflow_create(&self, w: NewWorkflow) -> Result<WorkflowCreated, EngineError> {
-        let deps = docket_core::workflow::check(&w).map_err(EngineError::Invalid)?;
+        let plan = docket_core::workflow::check(&w).map_err(EngineError::Invalid)?;
         let as_batch = docket_core::batch::NewBatch {
             name: w.name.clone(),
             tasks: vec![],
@@ -32,15 +32,8 @@ impl Engine {
         docket_core::batch::check(&as_batch).map_err(EngineError::Invalid)?;
         let now = self.clock.now();
         self.check_callbacks(&as_batch, now).await?;
-        let refs: Vec<String> = w.tasks.iter().map(|t| t.reference.clone()).collect();
-        let specs: Vec<NewTask> = w.tasks.into_iter().map(|t| t.task).collect();
-        let mut tasks = self.resolve_all(specs, now).await?;
-        for (t, d) in tasks.iter_mut().zip(&deps) {
-            if !d.is_empty() {
-                t.state = TaskState::Scheduled;
-                t.run_at = docket_core::workflow::waiting_run_at();
-            }
-        }
+        let (refs, tasks) = self.resolve_plan(plan.tasks, &plan.deps, now).await?;
+        let deps = plan.deps;
         let (batch, out) = self
             .store
             .batch_create(BatchCreateParams {
@@ -60,6 +53,127 @@ impl Engine {
             workflow: Workflow { batch, tasks },
             tasks: out,
         })
+    }
+
+    /// Resolves a plan's tasks (as `POST /v1/tasks` would) and makes those with dependencies
+    /// wait; answers their refs too.
+    async fn resolve_plan(
+        &self,
+        tasks: Vec<docket_core::workflow::WorkflowTask>,
+        deps: &[Vec<(docket_core::workflow::Target, bool)>],
+        now: docket_core::Timestamp,
+    ) -> Result<(Vec<String>, Vec<docket_core::task::ResolvedTask>), EngineError> {
+        let refs: Vec<String> = tasks.iter().map(|t| t.reference.clone()).collect();
+        let specs: Vec<NewTask> = tasks.into_iter().map(|t| t.task).collect();
+        let mut resolved = self.resolve_all(specs, now).await?;
+        for (t, d) in resolved.iter_mut().zip(deps) {
+            if !d.is_empty() {
+                t.state = TaskState::Scheduled;
+                t.run_at = docket_core::workflow::waiting_run_at();
+            }
+        }
+        Ok((refs, resolved))
+    }
+
+    /// Adds tasks (and sub-workflows) to a workflow that has not settled — fan-out decided at
+    /// run time, typically by one of its own tasks ([`docket_core::workflow::check_addition`]).
+    /// Their dependencies may name the workflow's refs; one that already finished counts at
+    /// once (the new task is released or cancelled before this returns). Audited as
+    /// `workflow.add`.
+    ///
+    /// # Errors
+    /// [`EngineError::NotFound`]; [`EngineError::Invalid`] for a bad graph or a ref the
+    /// workflow has; [`EngineError::Conflict`] when the workflow has settled (every task
+    /// finished and its callbacks fired: retry it first) or another addition took a ref;
+    /// [`EngineError::InvalidTask`] for a bad task; store errors. Nothing is written then.
+    pub async fn workflow_add(
+        &self,
+        actor: &str,
+        id: i64,
+        add: docket_core::workflow::WorkflowAddition,
+    ) -> Result<WorkflowCreated, EngineError> {
+        let graph = self.store.workflow_graph(id).await?;
+        if graph.is_empty() {
+            return Err(EngineError::NotFound(format!("workflow {id}")));
+        }
+        let existing: std::collections::HashMap<String, i64> =
+            graph.into_iter().map(|n| (n.reference, n.id)).collect();
+        let plan =
+            docket_core::workflow::check_addition(&add, &existing).map_err(EngineError::Invalid)?;
+        let now = self.clock.now();
+        let (refs, tasks) = self.resolve_plan(plan.tasks, &plan.deps, now).await?;
+        let n = tasks.len();
+        let (_, out) = self
+            .store
+            .batch_add(docket_store::BatchAddParams {
+                id,
+                tasks,
+                seal: false,
+                refs,
+                deps: plan.deps,
+                now,
+            })
+            .await?;
+        self.inserted(&out);
+        self.batches_known();
+        // A dependency that finished before the addition decides now, not at the sweep.
+        self.workflow_step(id).await?;
+        self.audit(
+            actor,
+            "workflow.add",
+            &format!("workflow:{id}"),
+            Some(serde_json::json!({"tasks": n})),
+        )
+        .await;
+        let workflow = self
+            .workflow_get(id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("workflow {id}")))?;
+        Ok(WorkflowCreated {
+            workflow,
+            tasks: out,
+        })
+    }
+
+    /// Retries a workflow: its failed tasks (discarded, cancelled) run again — those without
+    /// dependencies now, the others once their dependencies complete
+    /// ([`docket_core::workflow::retry_plan`]) — so what a failure cancelled runs after what
+    /// failed. Completed tasks are not run again. A settled workflow is unsettled: its
+    /// callbacks fire again when it next finishes. Audited as `workflow.retry`.
+    ///
+    /// # Errors
+    /// [`EngineError::NotFound`], store errors.
+    pub async fn workflow_retry(&self, actor: &str, id: i64) -> Result<Workflow, EngineError> {
+        let Some(w) = self.workflow_get(id).await? else {
+            return Err(EngineError::NotFound(format!("workflow {id}")));
+        };
+        let plan = docket_core::workflow::retry_plan(&w.tasks);
+        let done = self
+            .store
+            .workflow_retry(docket_store::WorkflowRetryParams {
+                id,
+                run: plan.run,
+                wait: plan.wait,
+                now: self.clock.now(),
+            })
+            .await?;
+        for (_, q) in &done.run {
+            self.waker.wake(q);
+        }
+        self.waker.changed();
+        self.batches_known();
+        // What waits again on tasks that completed is released now.
+        self.workflow_step(id).await?;
+        self.audit(
+            actor,
+            "workflow.retry",
+            &format!("workflow:{id}"),
+            Some(serde_json::json!({"run": done.run.len(), "waiting": done.waiting})),
+        )
+        .await;
+        self.workflow_get(id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(format!("workflow {id}")))
     }
 
     /// A workflow: its batch and its graph; `None` for an unknown id (or a batch without refs).

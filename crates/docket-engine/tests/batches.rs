@@ -252,6 +252,7 @@ async fn dag_runs_in_dependency_order(db: TestStore) {
         .workflow_create(NewWorkflow {
             name: Some("dag".into()),
             tasks,
+            workflows: vec![],
             callbacks: Callbacks {
                 succeeded: cb("dag_done"),
                 ..Default::default()

@@ -84,6 +84,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/workflows", post(workflow_create))
         .route("/v1/workflows/{id}", get(workflow_get))
         .route("/v1/workflows/{id}/cancel", post(workflow_cancel))
+        .route("/v1/workflows/{id}/retry", post(workflow_retry))
+        .route("/v1/workflows/{id}/tasks", post(workflow_add))
         .route("/v1/events", get(events_stream))
         .route("/v1/tokens", post(token_create).get(token_list))
         .route("/v1/tokens/{name}", axum::routing::delete(token_revoke))

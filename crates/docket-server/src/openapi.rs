@@ -88,6 +88,8 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         workflow_create,
         workflow_get,
         workflow_cancel,
+        workflow_retry,
+        workflow_add,
         audit_list,
         status,
         changes,

@@ -1022,9 +1022,14 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
             )
             .await;
             assert!(st.is_success(), "{w}");
+            let body = if t.ends_with("/tasks") {
+                json!({"tasks": [{"ref": "b", "kind": "k", "queue": "fixture-workflows", "depends_on": ["a"]}]})
+            } else {
+                empty
+            };
             (
                 t.replace("{id}", &w["workflow"]["batch"]["id"].to_string()),
-                empty,
+                body,
             )
         }
         ("PUT", "/v1/rate-limits/{name}") => (

@@ -82,6 +82,16 @@ pub trait BatchStore: Send + Sync {
     /// Database failure; nothing is written then.
     async fn workflow_apply(&self, p: WorkflowApplyParams) -> Result<WorkflowApplied>;
 
+    /// Retries a workflow's failed tasks, in one transaction under its batch's row lock: the
+    /// `run` tasks become available now and the `wait` tasks wait for their dependencies again
+    /// (each only if still discarded or cancelled, `max_attempts` raised to allow one more
+    /// attempt, as a task retry does), and, when any changed, the batch is unsettled so its
+    /// callbacks fire again when it next finishes.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an unknown batch; database failure (nothing written).
+    async fn workflow_retry(&self, p: WorkflowRetryParams) -> Result<WorkflowRetried>;
+
     /// The graph of a workflow's tasks: each task with its ref, kind, state and edges, by id.
     ///
     /// # Errors
@@ -145,9 +155,10 @@ pub struct BatchCreateParams {
     pub tasks: Vec<ResolvedTask>,
     /// A workflow's refs, one per task (empty for a plain batch).
     pub refs: Vec<String>,
-    /// A workflow's dependencies: per task, the indexes in `tasks` it waits for and whether
-    /// each edge ignores a failure (empty for a plain batch).
-    pub deps: Vec<Vec<(usize, bool)>>,
+    /// A workflow's dependencies: per task, what it waits for (an index in `tasks`; an
+    /// existing task is refused here) and whether each edge ignores a failure (empty for a
+    /// plain batch).
+    pub deps: Vec<Vec<(docket_core::workflow::Target, bool)>>,
     /// The current time (the engine's clock).
     pub now: Timestamp,
 }
@@ -161,8 +172,36 @@ pub struct BatchAddParams {
     pub tasks: Vec<ResolvedTask>,
     /// Seal it too.
     pub seal: bool,
+    /// For a workflow: the new tasks' refs, one per task (empty for a plain batch). A ref the
+    /// workflow already has is refused under the batch's lock.
+    pub refs: Vec<String>,
+    /// For a workflow: per new task, what it waits for (a new task's index or an existing
+    /// task's id) and whether each edge ignores a failure.
+    pub deps: Vec<Vec<(docket_core::workflow::Target, bool)>>,
     /// The current time (the engine's clock).
     pub now: Timestamp,
+}
+
+/// Params of [`BatchStore::workflow_retry`].
+#[derive(Debug, Clone, Default)]
+pub struct WorkflowRetryParams {
+    /// The workflow (its batch).
+    pub id: i64,
+    /// Failed tasks to make available now (`docket_core::workflow::RetryPlan::run`).
+    pub run: Vec<i64>,
+    /// Failed tasks to make wait for their dependencies again.
+    pub wait: Vec<i64>,
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+}
+
+/// What [`BatchStore::workflow_retry`] changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkflowRetried {
+    /// Tasks made available, with their queues.
+    pub run: Vec<(i64, String)>,
+    /// How many wait again.
+    pub waiting: u64,
 }
 
 /// Params of [`BatchStore::batch_list`].

@@ -232,6 +232,16 @@ pub(crate) trait DriverTx: Send + Sized {
         now: Timestamp,
     ) -> Result<Option<docket_core::Task>>;
 
+    /// Brings finished tasks `ids` back to where statements change tasks, before a change
+    /// that makes them unfinished again: MySQL moves finished tasks to `docket_tasks_done`
+    /// (migration 0004); the other backends keep them in place.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn unarchive(&mut self, _ids: &[i64]) -> Result<()> {
+        Ok(())
+    }
+
     /// Commits (then sends the wake-ups of backends without LISTEN/NOTIFY).
     ///
     /// # Errors

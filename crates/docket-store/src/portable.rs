@@ -605,6 +605,41 @@ async fn insert_members<T: DriverTx>(
     Ok(out)
 }
 
+/// Writes the refs and dependency edges of a workflow's new `tasks` (inserted in `tx`, in the
+/// order of `refs` and `deps`); `existing` allows edges to tasks already in the workflow.
+async fn insert_graph<T: DriverTx>(
+    tx: &mut T,
+    batch: i64,
+    tasks: &[Task],
+    refs: &[String],
+    deps: &[Vec<(docket_core::workflow::Target, bool)>],
+    existing: bool,
+) -> Result<()> {
+    use docket_core::workflow::Target;
+    for (t, r) in tasks.iter().zip(refs) {
+        tx.execute(stmt!(batches, add_ref), args![t.id, batch, r.as_str()])
+            .await?;
+    }
+    for (t, deps) in tasks.iter().zip(deps) {
+        for (target, ignore) in deps {
+            let dep = match *target {
+                Target::New(j) => tasks.get(j).map(|d| d.id).ok_or_else(|| {
+                    StoreError::Invalid(format!("a dependency on task {j} of {}", tasks.len()))
+                })?,
+                Target::Existing(id) if existing => id,
+                Target::Existing(id) => {
+                    return Err(StoreError::Invalid(format!(
+                        "a new workflow's task depends on task {id}, which is not in it"
+                    )))
+                }
+            };
+            tx.execute(stmt!(batches, add_dep), args![t.id, dep, *ignore])
+                .await?;
+        }
+    }
+    Ok(())
+}
+
 /// The members of batch `id` by state.
 fn batch_counts<R: Cols>(rows: Vec<R>) -> Result<docket_core::batch::StateCounts> {
     let mut counts = docket_core::batch::StateCounts::new();
@@ -633,19 +668,7 @@ impl<D: Driver + QueueDriver> BatchStore for D {
                 .ok_or_else(|| StoreError::Corrupt("a new batch has no id".into()))?
                 .int("id")?;
             let tasks = insert_members(&mut tx, id, &p.tasks, p.now).await?;
-            for (t, r) in tasks.iter().zip(&p.refs) {
-                tx.execute(stmt!(batches, add_ref), args![t.id, id, r.as_str()])
-                    .await?;
-            }
-            for (t, deps) in tasks.iter().zip(&p.deps) {
-                for (j, ignore) in deps {
-                    let dep = tasks.get(*j).ok_or_else(|| {
-                        StoreError::Invalid(format!("a dependency on task {j} of {}", tasks.len()))
-                    })?;
-                    tx.execute(stmt!(batches, add_dep), args![t.id, dep.id, *ignore])
-                        .await?;
-                }
-            }
+            insert_graph(&mut tx, id, &tasks, &p.refs, &p.deps, false).await?;
             tx.commit().await?;
             Ok((id, tasks))
         })
@@ -670,7 +693,23 @@ impl<D: Driver + QueueDriver> BatchStore for D {
                     p.id
                 )));
             }
+            if !p.refs.is_empty() {
+                // Under the lock: a ref another addition wrote since the engine read the graph.
+                let have: std::collections::HashSet<String> = tx
+                    .fetch(stmt!(batches, refs), args![p.id])
+                    .await?
+                    .iter()
+                    .map(|r| r.text("ref"))
+                    .collect::<Result<_>>()?;
+                if let Some(r) = p.refs.iter().find(|r| have.contains(*r)) {
+                    return Err(StoreError::Conflict(format!(
+                        "workflow {} already has a task with ref {r:?}",
+                        p.id
+                    )));
+                }
+            }
             let tasks = insert_members(&mut tx, p.id, &p.tasks, p.now).await?;
+            insert_graph(&mut tx, p.id, &tasks, &p.refs, &p.deps, true).await?;
             if p.seal && b.open {
                 tx.execute(stmt!(batches, seal), args![p.id]).await?;
             }
@@ -827,6 +866,53 @@ impl<D: Driver + QueueDriver> BatchStore for D {
                 out.cancelled += tx
                     .execute(stmt!(batches, cancel_waiting), args![*id, p.now, wait])
                     .await?;
+            }
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn workflow_retry(&self, p: WorkflowRetryParams) -> Result<WorkflowRetried> {
+        let wait = docket_core::workflow::waiting_run_at();
+        again(|| async {
+            let mut tx = self.begin().await?;
+            if tx
+                .fetch_one(stmt!(batches, lock), args![p.id])
+                .await?
+                .is_none()
+            {
+                return Err(StoreError::NotFound(format!("workflow {}", p.id)));
+            }
+            let mut out = WorkflowRetried::default();
+            let all: Vec<i64> = p.run.iter().chain(&p.wait).copied().collect();
+            tx.unarchive(&all).await?;
+            for id in &p.run {
+                let Some(q) = tx
+                    .fetch_one(stmt!(batches, retry_queue), args![*id])
+                    .await?
+                else {
+                    continue;
+                };
+                if tx
+                    .execute(stmt!(batches, retry_run), args![*id, p.now])
+                    .await?
+                    == 1
+                {
+                    out.run.push((*id, q.text("queue")?));
+                }
+            }
+            for id in &p.wait {
+                out.waiting += tx
+                    .execute(stmt!(batches, retry_wait), args![*id, p.now, wait])
+                    .await?;
+            }
+            if !out.run.is_empty() || out.waiting > 0 {
+                tx.execute(stmt!(batches, unsettle), args![p.id]).await?;
+                let mut queues: Vec<String> = out.run.iter().map(|(_, q)| q.clone()).collect();
+                queues.sort();
+                queues.dedup();
+                tx.wake(&queues).await?;
             }
             tx.commit().await?;
             Ok(out)

@@ -228,6 +228,7 @@ async fn workflow_phase(
         .workflow_create(NewWorkflow {
             name: Some("bench".into()),
             tasks,
+            workflows: vec![],
             callbacks: Default::default(),
         })
         .await?;

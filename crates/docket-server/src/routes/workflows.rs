@@ -1,7 +1,8 @@
-//! Workflows (issue 26): a graph of tasks with dependencies; read its state; cancel it.
+//! Workflows (issue 26): a graph of tasks with dependencies (and sub-workflows); read its
+//! state; add tasks to it at run time; cancel or retry it.
 
 use crate::prelude::*;
-use docket_core::workflow::{NewWorkflow, Workflow, WorkflowCreated};
+use docket_core::workflow::{NewWorkflow, Workflow, WorkflowAddition, WorkflowCreated};
 
 #[utoipa::path(
     post, path = "/v1/workflows",
@@ -24,11 +25,13 @@ pub(crate) async fn workflow_create(
         .filter_map(|c| w.callbacks.get(c))
         .collect();
     auth::check_kind_scope(&s.engine, caller, &callbacks)?;
-    for t in &mut w.tasks {
-        auth::check_kind_scope(&s.engine, caller, &[&t.task])?;
-        check_size("payload", &t.task.payload)?;
-        if t.task.trace_id.is_none() {
-            t.task.trace_id = trace.clone();
+    let mut specs = vec![];
+    collect_tasks(&mut w.tasks, &mut w.workflows, &mut specs);
+    for t in specs {
+        auth::check_kind_scope(&s.engine, caller, &[t])?;
+        check_size("payload", &t.payload)?;
+        if t.trace_id.is_none() {
+            t.trace_id = trace.clone();
         }
     }
     let out = s.engine.workflow_create(w).await?;
@@ -77,4 +80,66 @@ pub(crate) async fn workflow_cancel(
     let id = workflow_id(&id)?;
     let who = actions::actor(&headers, "api");
     Ok(Json(s.engine.workflow_cancel(&who, id).await?))
+}
+
+#[utoipa::path(
+    post, path = "/v1/workflows/{id}/retry",
+    tag = "workflows",
+    params(("id" = i64, Path, minimum = 1, description = "workflow id")),
+    responses((status = 200, description = "the workflow after the retry", body = Workflow), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "Retry a workflow: its discarded and cancelled tasks run again, those with dependencies once these complete; a settled workflow's callbacks fire again when it next finishes"
+)]
+pub(crate) async fn workflow_retry(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Workflow>> {
+    let id = workflow_id(&id)?;
+    let who = actions::actor(&headers, "api");
+    Ok(Json(s.engine.workflow_retry(&who, id).await?))
+}
+
+#[utoipa::path(
+    post, path = "/v1/workflows/{id}/tasks",
+    tag = "workflows",
+    params(("id" = i64, Path, minimum = 1, description = "workflow id")),
+    request_body = WorkflowAddition,
+    responses((status = 201, description = "the workflow after the addition, and the tasks added", body = WorkflowCreated), (status = 400, description = "invalid_request: a cycle, an unknown ref, a ref the workflow has, …; nothing written", body = crate::error::ErrorBody), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "conflict: the workflow has settled (retry it first)", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    summary = "Add tasks (and sub-workflows) to a running workflow: fan-out decided at run time; their depends_on may name the workflow's refs"
+)]
+pub(crate) async fn workflow_add(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let id = workflow_id(&id)?;
+    let mut add: WorkflowAddition = parse(body)?;
+    let caller = caller.as_ref().map(|c| &c.0);
+    let trace = request_trace_id(&headers);
+    let mut specs = vec![];
+    collect_tasks(&mut add.tasks, &mut add.workflows, &mut specs);
+    for t in specs {
+        auth::check_kind_scope(&s.engine, caller, &[t])?;
+        check_size("payload", &t.payload)?;
+        if t.trace_id.is_none() {
+            t.trace_id = trace.clone();
+        }
+    }
+    let who = actions::actor(&headers, "api");
+    let out = s.engine.workflow_add(&who, id, add).await?;
+    Ok((StatusCode::CREATED, Json(out)).into_response())
+}
+
+/// Every task spec of a workflow request, sub-workflows' included.
+fn collect_tasks<'a>(
+    tasks: &'a mut [docket_core::workflow::WorkflowTask],
+    subs: &'a mut [docket_core::workflow::SubWorkflow],
+    out: &mut Vec<&'a mut NewTask>,
+) {
+    out.extend(tasks.iter_mut().map(|t| &mut t.task));
+    for s in subs {
+        collect_tasks(&mut s.tasks, &mut s.workflows, out);
+    }
 }

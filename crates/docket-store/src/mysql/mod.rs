@@ -693,6 +693,10 @@ impl MySqlTx {
 impl crate::driver::DriverTx for MySqlTx {
     type Row = MySqlRow;
 
+    async fn unarchive(&mut self, ids: &[i64]) -> Result<()> {
+        MySqlStore::unarchive(&mut self.tx, ids).await
+    }
+
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
         let st = MySqlStore::st(s);
         Ok(bind(sqlx::query(&st.text), st, args)

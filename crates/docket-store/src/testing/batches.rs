@@ -169,6 +169,8 @@ pub(super) async fn batches_settle_once(b: Bundle) {
             id,
             tasks,
             seal,
+            refs: vec![],
+            deps: vec![],
             now: t0() + secs(65),
         })
     };
@@ -266,6 +268,7 @@ pub(super) async fn workflows_release_and_cancel(b: Bundle) {
         t.run_at = wait;
         t
     };
+    use docket_core::workflow::Target::{Existing, New};
     // a → b; a, b → c (c ignores b's failure); d alone.
     let (wf, tasks) = s
         .batch_create(BatchCreateParams {
@@ -276,8 +279,8 @@ pub(super) async fn workflows_release_and_cancel(b: Bundle) {
             refs: ["a", "b", "c", "d"].map(String::from).to_vec(),
             deps: vec![
                 vec![],
-                vec![(0, false)],
-                vec![(0, false), (1, true)],
+                vec![(New(0), false)],
+                vec![(New(0), false), (New(1), true)],
                 vec![],
             ],
             now: t0(),
@@ -375,4 +378,178 @@ pub(super) async fn workflows_release_and_cancel(b: Bundle) {
     assert_eq!(graph[2].state, TaskState::Cancelled);
     // Another batch has no graph.
     assert!(s.workflow_graph(wf.id + 1000).await.unwrap().is_empty());
+
+    // Tasks added at run time: e waits on b (already there), f on e ignoring its failure.
+    let add = |tasks, refs: &[&str], deps| {
+        s.batch_add(BatchAddParams {
+            id: wf.id,
+            tasks,
+            seal: false,
+            refs: refs.iter().map(|r| r.to_string()).collect(),
+            deps,
+            now: t0() + secs(5),
+        })
+    };
+    let (_, added) = add(
+        vec![waiting("e"), waiting("f")],
+        &["e", "f"],
+        vec![vec![(Existing(ids[1]), false)], vec![(New(0), true)]],
+    )
+    .await
+    .unwrap();
+    let graph = s.workflow_graph(wf.id).await.unwrap();
+    assert_eq!(graph.len(), 6);
+    assert_eq!((graph[4].reference.as_str(), graph[4].waiting), ("e", true));
+    assert_eq!(graph[4].depends_on[0].target(), "b");
+    assert!(graph[5].depends_on[0].ignore_failure());
+    assert_eq!(graph[5].depends_on[0].target(), "e");
+    let on_b = s.workflow_waiting_on(&[ids[1]]).await.unwrap();
+    assert_eq!(on_b.iter().map(|w| w.id).collect::<Vec<_>>(), [added[0].id]);
+    // A ref the workflow has is refused, and nothing is written.
+    assert!(matches!(
+        add(vec![member("x")], &["a"], vec![vec![]]).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(s.workflow_graph(wf.id).await.unwrap().len(), 6);
+    // A new workflow's task cannot point outside it.
+    assert!(s
+        .batch_create(BatchCreateParams {
+            name: None,
+            open: false,
+            callbacks: Callbacks::default(),
+            tasks: vec![member("x")],
+            refs: vec!["x".into()],
+            deps: vec![vec![(Existing(ids[0]), false)]],
+            now: t0(),
+        })
+        .await
+        .is_err());
+
+    // Retry: c (cancelled, with dependencies) waits again; a second retry finds nothing
+    // failed; cancelled once more, c runs now; a (completed) is not run again.
+    let retry = |run: Vec<i64>, wait: Vec<i64>| {
+        s.workflow_retry(WorkflowRetryParams {
+            id: wf.id,
+            run,
+            wait,
+            now: t0() + secs(6),
+        })
+    };
+    assert_eq!(
+        retry(vec![], vec![ids[2]]).await.unwrap(),
+        WorkflowRetried {
+            run: vec![],
+            waiting: 1
+        }
+    );
+    let c = s.task_get(ids[2]).await.unwrap().unwrap();
+    assert_eq!(
+        (c.state, c.run_at, c.finished_at),
+        (TaskState::Scheduled, wait, None)
+    );
+    assert_eq!(
+        retry(vec![ids[2]], vec![ids[2]]).await.unwrap(),
+        WorkflowRetried::default()
+    );
+    s.workflow_apply(WorkflowApplyParams {
+        release: vec![],
+        cancel: vec![ids[2]],
+        now: t0() + secs(7),
+    })
+    .await
+    .unwrap();
+    let r = retry(vec![ids[2], ids[0]], vec![]).await.unwrap();
+    assert_eq!(r.run, vec![(ids[2], "default".to_string())]);
+    let c = s.task_get(ids[2]).await.unwrap().unwrap();
+    assert_eq!(
+        (c.state, c.run_at, c.finished_at),
+        (TaskState::Available, t0() + secs(6), None)
+    );
+    assert!(matches!(
+        s.workflow_retry(WorkflowRetryParams {
+            id: wf.id + 1000,
+            ..Default::default()
+        })
+        .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // A settled workflow retried is unsettled, and its callbacks fire again when it finishes
+    // again: the succeeded callback this time.
+    let solo = resolve(
+        NewTask {
+            queue: Some("solo".into()),
+            ..nt("s")
+        },
+        t0(),
+    );
+    let (w2, solo) = s
+        .batch_create(BatchCreateParams {
+            name: None,
+            open: false,
+            callbacks: Callbacks {
+                completed: Some(NewTask::new("again", json!(null))),
+                succeeded: Some(NewTask::new("fine", json!(null))),
+                ..Default::default()
+            },
+            tasks: vec![solo],
+            refs: vec!["s".into()],
+            deps: vec![vec![]],
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    let settle2 = |now| {
+        s.batch_settle(BatchSettleParams {
+            id: w2.id,
+            rule: rule(now),
+            now,
+        })
+    };
+    let got = claim(s.as_ref(), "solo", 10, t0() + secs(8)).await;
+    s.task_fail_many(TaskFailManyParams {
+        items: &[TaskFail {
+            permanent: true,
+            ..fail(&got[0], "no")
+        }],
+        worker: None,
+        now: t0() + secs(8),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let first = settle2(t0() + secs(9)).await.unwrap().unwrap();
+    assert_eq!(
+        first.fired.keys().cloned().collect::<Vec<_>>(),
+        ["completed"]
+    );
+    let r = s
+        .workflow_retry(WorkflowRetryParams {
+            id: w2.id,
+            run: vec![solo[0].id],
+            wait: vec![],
+            now: t0() + secs(10),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.run.len(), 1);
+    let b = s.batch_get(w2.id).await.unwrap().unwrap();
+    assert!(b.settled_at.is_none() && b.fired.is_empty());
+    assert_eq!(s.batch_unsettled(w2.id - 1, 10).await.unwrap(), vec![w2.id]);
+    let t = s.task_get(solo[0].id).await.unwrap().unwrap();
+    assert!(t.max_attempts > t.attempt, "one more attempt allowed");
+    let got = claim(s.as_ref(), "solo", 10, t0() + secs(11)).await;
+    assert_eq!(got.len(), 1);
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(&got[0], json!(null))],
+        now: t0() + secs(11),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let second = settle2(t0() + secs(12)).await.unwrap().unwrap();
+    assert_eq!(
+        second.fired.keys().cloned().collect::<Vec<_>>(),
+        ["completed", "succeeded"]
+    );
 }

@@ -454,6 +454,11 @@ impl BatchStore for Recording {
         self.inner.workflow_apply(p).await
     }
 
+    async fn workflow_retry(&self, p: WorkflowRetryParams) -> Result<WorkflowRetried> {
+        self.hit("workflow_retry").await;
+        self.inner.workflow_retry(p).await
+    }
+
     async fn workflow_graph(
         &self,
         batch_id: i64,

@@ -81,3 +81,27 @@ SELECT w.id, w.queue, d.ignore_failure, t.state AS dep_state FROM docket_tasks w
     JOIN docket_task_deps d ON d.task_id = w.id LEFT JOIN docket_tasks t ON t.id = d.dep_id
     WHERE w.id IN (SELECT x.task_id FROM docket_task_deps x WHERE x.dep_id IN (SELECT value FROM json_each(?1)))
     AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id, d.dep_id
+
+-- name: refs
+-- Every ref of workflow ?1 (run-time additions check theirs against these under the lock).
+SELECT ref FROM docket_task_refs WHERE batch_id = ?1
+
+-- name: retry_queue
+-- The queue of a failed task about to run again.
+SELECT queue FROM docket_tasks WHERE id = ?1 AND state IN ('discarded', 'cancelled')
+
+-- name: retry_run
+-- A workflow retry (docket_core::workflow::retry_plan): a failed task runs again now; one more
+-- attempt allowed, as tasks.retry.
+UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2, finished_at = NULL,
+    cancel_requested_at = NULL, max_attempts = MAX(max_attempts, attempt + 1)
+    WHERE id = ?1 AND state IN ('discarded', 'cancelled')
+
+-- name: retry_wait
+-- A workflow retry: a failed task with dependencies waits for them again (run_at ?3, never due).
+UPDATE docket_tasks SET state = 'scheduled', run_at = ?3, edited_at = ?2, finished_at = NULL,
+    cancel_requested_at = NULL, max_attempts = MAX(max_attempts, attempt + 1)
+    WHERE id = ?1 AND state IN ('discarded', 'cancelled')
+
+-- name: unsettle
+UPDATE docket_batches SET settled_at = NULL, fired = NULL WHERE id = ?1
