@@ -978,6 +978,36 @@ impl Client {
         )
         .await
     }
+
+    /// `POST /v1/workflows/{id}/retry`: failed tasks run again, what they cancelled after them.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn workflow_retry(&self, id: i64) -> Result<docket_core::workflow::Workflow> {
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/workflows/{id}/retry"))),
+        )
+        .await
+    }
+
+    /// `POST /v1/workflows/{id}/tasks`: tasks (and sub-workflows) added at run time.
+    ///
+    /// # Errors
+    /// `invalid_request` (a cycle, an unknown ref, a ref the workflow has), `conflict` (settled),
+    /// `not_found`, `invalid_task`, transport errors.
+    pub async fn workflow_add(
+        &self,
+        id: i64,
+        add: &docket_core::workflow::WorkflowAddition,
+    ) -> Result<docket_core::workflow::WorkflowCreated> {
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/workflows/{id}/tasks")))
+                .json(add),
+        )
+        .await
+    }
 }
 
 impl Client {

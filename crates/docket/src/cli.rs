@@ -641,7 +641,8 @@ pub enum ScheduleCmd {
 #[derive(Subcommand, Debug)]
 pub enum WorkflowCmd {
     /// Create a workflow from a JSON spec (`POST /v1/workflows`: `{"name"?, "tasks": [{"ref",
-    /// "depends_on"?, …task spec}], "callbacks"?}`), read from FILE or `-` (stdin).
+    /// "depends_on"?, …task spec}], "workflows"?: [{"ref", "depends_on"?, "tasks"}],
+    /// "callbacks"?}`), read from FILE or `-` (stdin).
     Create {
         file: String,
         #[arg(long)]
@@ -656,6 +657,22 @@ pub enum WorkflowCmd {
     /// Cancel every unfinished task of a workflow.
     Cancel {
         id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Retry a workflow: its discarded and cancelled tasks run again, those with dependencies
+    /// once these complete; its callbacks fire again when it next finishes.
+    Retry {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add tasks (and sub-workflows) to a running workflow from a JSON spec
+    /// (`POST /v1/workflows/{id}/tasks`: `{"tasks": [{"ref", "depends_on"?, …}], "workflows"?}`;
+    /// depends_on may name the workflow's refs), read from FILE or `-` (stdin).
+    Add {
+        id: i64,
+        file: String,
         #[arg(long)]
         json: bool,
     },

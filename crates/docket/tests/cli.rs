@@ -1178,8 +1178,8 @@ fn rate_limits_from_the_cli(backend: &str) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
 }
 
-/// Issue 26 item 1: `docket workflow create/show/cancel`; a cycle is one clear line and a
-/// non-zero exit.
+/// Issue 26 item 1: `docket workflow create/show/cancel/retry/add`; a cycle or a ref given
+/// twice is one clear line and a non-zero exit.
 fn workflows_from_the_cli(backend: &str) {
     let s = serve(backend);
     let dir = tempfile::tempdir().unwrap();
@@ -1208,6 +1208,42 @@ fn workflows_from_the_cli(backend: &str) {
         .unwrap()
         .iter()
         .all(|t| t["state"] == "cancelled"));
+    // Retry: x runs again now, y and z wait for it again.
+    let w: Value =
+        serde_json::from_str(&s.ok(&["workflow", "retry", &id.to_string(), "--json"])).unwrap();
+    let states: Vec<(&str, bool)> = w["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["state"].as_str().unwrap(), t["waiting"] == true))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("available", false),
+            ("scheduled", true),
+            ("scheduled", true)
+        ],
+        "{w}"
+    );
+    // Tasks and a sub-workflow added at run time, after x.
+    let more = dir.path().join("more.json");
+    std::fs::write(
+        &more,
+        r#"{"tasks": [{"ref": "w", "kind": "k", "depends_on": ["x"]}],
+            "workflows": [{"ref": "s", "depends_on": ["w"], "tasks": [{"ref": "q", "kind": "k"}]}]}"#,
+    )
+    .unwrap();
+    let table = s.ok(&["workflow", "add", &id.to_string(), more.to_str().unwrap()]);
+    assert!(table.contains("added 2 task(s)"), "{table}");
+    assert!(table.contains("s/q") && table.contains("w "), "{table}");
+    let o = s.cli(&["workflow", "add", &id.to_string(), more.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already in the workflow"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let bad = dir.path().join("cycle.json");
     std::fs::write(
         &bad,

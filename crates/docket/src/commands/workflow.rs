@@ -1,7 +1,7 @@
 //! `docket workflow …`.
 
 use crate::*;
-use docket_core::workflow::{NewWorkflow, Workflow};
+use docket_core::workflow::{NewWorkflow, Workflow, WorkflowAddition};
 
 fn table(w: &Workflow) {
     let rows = w
@@ -73,5 +73,17 @@ pub(crate) async fn workflow_cmd(c: Client, cmd: WorkflowCmd) -> Result<()> {
         }
         WorkflowCmd::Show { id, json } => show(&c.workflow_get(id).await?, json),
         WorkflowCmd::Cancel { id, json } => show(&c.workflow_cancel(id).await?, json),
+        WorkflowCmd::Retry { id, json } => show(&c.workflow_retry(id).await?, json),
+        WorkflowCmd::Add { id, file, json } => {
+            let spec: WorkflowAddition = read_json(&file, "tasks to add to a workflow")?;
+            let out = c.workflow_add(id, &spec).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(());
+            }
+            println!("added {} task(s)", out.tasks.len());
+            table(&out.workflow);
+            Ok(())
+        }
     }
 }
