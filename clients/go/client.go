@@ -457,6 +457,20 @@ func (c *Client) CancelWorkflow(ctx context.Context, id int64) (Workflow, error)
 	return out, c.call(ctx, "POST", fmt.Sprintf("/v1/workflows/%d/cancel", id), nil, &out)
 }
 
+// AddToWorkflow adds tasks (and sub-workflows) to a running workflow (POST
+// /v1/workflows/{id}/tasks): fan-out decided at run time.
+func (c *Client) AddToWorkflow(ctx context.Context, id int64, a WorkflowAddition) (WorkflowCreated, error) {
+	var out WorkflowCreated
+	return out, c.call(ctx, "POST", fmt.Sprintf("/v1/workflows/%d/tasks", id), a, &out)
+}
+
+// RetryWorkflow re-runs a workflow's discarded and cancelled tasks, those with dependencies
+// once these complete (POST /v1/workflows/{id}/retry).
+func (c *Client) RetryWorkflow(ctx context.Context, id int64) (Workflow, error) {
+	var out Workflow
+	return out, c.call(ctx, "POST", fmt.Sprintf("/v1/workflows/%d/retry", id), nil, &out)
+}
+
 // PutRateLimit creates or replaces rate limit name (admin): kind window or bucket (with a
 // Period), or concurrent. Tasks name it in RateLimit ("name" or "name:partition").
 func (c *Client) PutRateLimit(ctx context.Context, name string, s RateLimitSpec) (RateLimit, error) {

@@ -794,8 +794,26 @@ func TestWorkflows(t *testing.T) {
 		if w.Tasks[0].State != "completed" || w.Tasks[1].State != "running" {
 			t.Fatalf("graph: %+v", w.Tasks)
 		}
-		if must(c.CancelWorkflow(ctx, made.Workflow.Batch.ID)).Batch.ID != made.Workflow.Batch.ID {
+		wid := made.Workflow.Batch.ID
+		added := must(c.AddToWorkflow(ctx, wid, WorkflowAddition{
+			Tasks: []WorkflowTask{{NewTask: NewTask{Kind: "report", Queue: q}, Ref: "z", DependsOn: []interface{}{"y"}}},
+			Workflows: []SubWorkflow{{Ref: "s", DependsOn: []interface{}{"z"},
+				Tasks: []WorkflowTask{{NewTask: NewTask{Kind: "q", Queue: q}, Ref: "q"}}}},
+		}))
+		var refs []string
+		for _, n := range added.Workflow.Tasks {
+			refs = append(refs, n.Ref)
+		}
+		if fmt.Sprint(refs) != "[x y z s/q]" {
+			t.Fatalf("added: %v", refs)
+		}
+		if must(c.CancelWorkflow(ctx, wid)).Batch.ID != wid {
 			t.Fatal("cancel answered another workflow")
+		}
+		// z and s/q were cancelled; a retry makes them wait for y again.
+		r := must(c.RetryWorkflow(ctx, wid))
+		if len(r.Tasks) != 4 || r.Tasks[1].Waiting || !r.Tasks[2].Waiting || !r.Tasks[3].Waiting {
+			t.Fatalf("retried: %+v", r.Tasks)
 		}
 		_, err := c.CreateWorkflow(ctx, NewWorkflow{Tasks: []WorkflowTask{{NewTask: NewTask{Kind: "a"}, Ref: "a", DependsOn: []interface{}{"a"}}}})
 		if !IsCode(err, "invalid_request") {

@@ -421,7 +421,24 @@ type BatchCreated struct {
 type NewWorkflow struct {
 	Name      string         `json:"name,omitempty"`
 	Tasks     []WorkflowTask `json:"tasks"`
+	Workflows []SubWorkflow  `json:"workflows,omitempty"`
 	Callbacks Callbacks      `json:"callbacks"`
+}
+
+// SubWorkflow is a workflow inside a workflow (schema SubWorkflow): its tasks' refs become
+// "{Ref}/{task ref}"; depending on Ref means depending on all of its tasks.
+type SubWorkflow struct {
+	Ref       string         `json:"ref"`
+	DependsOn []interface{}  `json:"depends_on,omitempty"`
+	Tasks     []WorkflowTask `json:"tasks"`
+	Workflows []SubWorkflow  `json:"workflows,omitempty"`
+}
+
+// WorkflowAddition is what AddToWorkflow adds (schema WorkflowAddition); DependsOn may name
+// the workflow's refs.
+type WorkflowAddition struct {
+	Tasks     []WorkflowTask `json:"tasks"`
+	Workflows []SubWorkflow  `json:"workflows,omitempty"`
 }
 
 // WorkflowTask is a task spec with its ref and what it waits for (schema WorkflowTask); each

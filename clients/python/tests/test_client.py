@@ -230,6 +230,15 @@ def test_workflows_release_in_dependency_order(client, queue):
     assert [t["kind"] for t in second] == ["load"] and second[0]["deps"] == {"x": {"rows": 3}}
     assert [t["state"] for t in client.get_workflow(wf["batch"]["id"])["tasks"]] == \
         ["completed", "running"]
-    assert client.cancel_workflow(wf["batch"]["id"])["batch"]["id"] == wf["batch"]["id"]
+    wid = wf["batch"]["id"]
+    added = client.add_to_workflow(
+        wid, [dict(task_spec("report", None, queue=queue), ref="z", depends_on=["y"])],
+        workflows=[{"ref": "s", "depends_on": ["z"],
+                    "tasks": [dict(task_spec("q", None, queue=queue), ref="q")]}])
+    assert [t["ref"] for t in added["workflow"]["tasks"]] == ["x", "y", "z", "s/q"]
+    assert client.cancel_workflow(wid)["batch"]["id"] == wid
+    # z and s/q were cancelled; a retry makes them wait for y again.
+    retried = client.retry_workflow(wid)
+    assert [t["waiting"] for t in retried["tasks"]] == [False, False, True, True]
     with pytest.raises(InvalidRequest):
         client.create_workflow([dict(task_spec("a", None), ref="a", depends_on=["a"])])

@@ -155,6 +155,10 @@ export declare class Client {
     getWorkflow(id: number): Promise<Schemas["Workflow"]>;
     /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
     cancelWorkflow(id: number): Promise<Schemas["Workflow"]>;
+    /** `POST /v1/workflows/{id}/tasks`: tasks (and sub-workflows) added at run time; `depends_on` may name the workflow's refs. */
+    addToWorkflow(id: number, add: Schemas["WorkflowAddition"]): Promise<Schemas["WorkflowCreated"]>;
+    /** `POST /v1/workflows/{id}/retry`: discarded and cancelled tasks run again, those with dependencies once these complete. */
+    retryWorkflow(id: number): Promise<Schemas["Workflow"]>;
     /** `PUT /v1/rate-limits/{name}` (admin): `kind` window | bucket (with `period`) | concurrent. */
     putRateLimit(name: string, spec: Schemas["RateLimitSpec"]): Promise<Schemas["RateLimit"]>;
     /** `GET /v1/rate-limits/{name}`: with `keys`, `admitted`, `delayed`, `blocked`. */

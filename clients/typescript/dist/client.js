@@ -216,6 +216,10 @@ export class Client {
     getWorkflow(id) { return this.call("GET", `/v1/workflows/${id}`); }
     /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
     cancelWorkflow(id) { return this.call("POST", `/v1/workflows/${id}/cancel`); }
+    /** `POST /v1/workflows/{id}/tasks`: tasks (and sub-workflows) added at run time; `depends_on` may name the workflow's refs. */
+    addToWorkflow(id, add) { return this.call("POST", `/v1/workflows/${id}/tasks`, add); }
+    /** `POST /v1/workflows/{id}/retry`: discarded and cancelled tasks run again, those with dependencies once these complete. */
+    retryWorkflow(id) { return this.call("POST", `/v1/workflows/${id}/retry`); }
     // --- rate limits ---------------------------------------------------------------------
     /** `PUT /v1/rate-limits/{name}` (admin): `kind` window | bucket (with `period`) | concurrent. */
     putRateLimit(name, spec) { return this.call("PUT", `/v1/rate-limits/${seg(name)}`, spec); }

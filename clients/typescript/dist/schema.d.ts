@@ -1045,6 +1045,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry a workflow: its discarded and cancelled tasks run again, those with dependencies once these complete; a settled workflow's callbacks fire again when it next finishes
+         * @description Scope: `admin`.
+         */
+        post: operations["workflow_retry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflows/{id}/tasks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add tasks (and sub-workflows) to a running workflow: fan-out decided at run time; their depends_on may name the workflow's refs
+         * @description Scope: `enqueue`.
+         */
+        post: operations["workflow_add"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1716,8 +1756,13 @@ export interface components {
             callbacks?: components["schemas"]["Callbacks"];
             /** @description A label for people (1–256 characters). */
             name?: string | null;
-            /** @description 1..=10,000 tasks. */
+            /** @description 1..=10,000 tasks (counting those of the sub-workflows). */
             tasks: components["schemas"]["WorkflowTask"][];
+            /**
+             * @description Sub-workflows: groups of tasks with a ref of their own that tasks (and other
+             *     sub-workflows) may depend on as a whole ([`SubWorkflow`]).
+             */
+            workflows?: components["schemas"]["SubWorkflow"][];
         };
         /** @description Answer of `GET /v1/nodes`. */
         NodeList: {
@@ -2370,6 +2415,23 @@ export interface components {
             /** @description Schedules. */
             schedules: components["schemas"]["ScheduleCounts"];
         };
+        /**
+         * @description A workflow inside a workflow (Oban Pro's `add_workflow`). Its tasks' refs become
+         *     `{ref}/{task ref}`; its tasks without dependencies of their own wait for the sub-workflow's
+         *     `depends_on`; depending on the sub-workflow's ref means depending on every one of its tasks
+         *     (with that edge's `ignore_failure`). Refs inside it name its own tasks and sub-workflows only.
+         *     At most [`MAX_DEPTH`] levels deep.
+         */
+        SubWorkflow: {
+            /** @description What its tasks wait for (refs of the enclosing level). */
+            depends_on?: components["schemas"]["Dependency"][];
+            /** @description Its name in the enclosing workflow (1–128 characters without '/', unique there). */
+            ref: string;
+            /** @description Its tasks. */
+            tasks?: components["schemas"]["WorkflowTask"][];
+            /** @description Its own sub-workflows. */
+            workflows?: components["schemas"]["SubWorkflow"][];
+        };
         /** @description A stored task. JSON shape of every task the API returns. */
         Task: {
             /**
@@ -2797,6 +2859,17 @@ export interface components {
             batch: components["schemas"]["Batch"];
             /** @description Every task with its ref, state and edges, in creation order. */
             tasks: components["schemas"]["WorkflowNode"][];
+        };
+        /**
+         * @description Tasks added to a running workflow (`POST /v1/workflows/{id}/tasks`): fan-out decided by
+         *     data. Their `depends_on` may name refs already in the workflow (a sub-workflow's ref means
+         *     all of its tasks) as well as each other.
+         */
+        WorkflowAddition: {
+            /** @description The tasks to add. */
+            tasks?: components["schemas"]["WorkflowTask"][];
+            /** @description Sub-workflows to add. */
+            workflows?: components["schemas"]["SubWorkflow"][];
         };
         /** @description The answer to `POST /v1/workflows`: the workflow and its tasks as inserted (input order). */
         WorkflowCreated: {
@@ -6321,6 +6394,145 @@ export interface operations {
                 };
             };
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    workflow_retry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description workflow id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the workflow after the retry */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    workflow_add: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description workflow id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkflowAddition"];
+            };
+        };
+        responses: {
+            /** @description the workflow after the addition, and the tasks added */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowCreated"];
+                };
+            };
+            /** @description invalid_request: a cycle, an unknown ref, a ref the workflow has, …; nothing written */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict: the workflow has settled (retry it first) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description invalid_task */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             /** @description unavailable: the database did not answer */
             503: {

@@ -111,7 +111,15 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.deepEqual(second.map((t) => t.kind), ["load"]); assert.deepEqual(second[0].deps, { x: { rows: 3 } });
     const w = await c.getWorkflow(made.workflow.batch.id);
     assert.deepEqual(w.tasks.map((t) => t.state), ["completed", "running"]);
-    assert.equal((await c.cancelWorkflow(made.workflow.batch.id)).batch.id, made.workflow.batch.id);
+    const wid = made.workflow.batch.id;
+    const added = await c.addToWorkflow(wid, {
+      tasks: [{ ...taskSpec("report", null, { queue }), ref: "z", depends_on: ["y"] }],
+      workflows: [{ ref: "s", depends_on: ["z"], tasks: [{ ...taskSpec("q", null, { queue }), ref: "q" }] }],
+    });
+    assert.deepEqual(added.workflow.tasks.map((t) => t.ref), ["x", "y", "z", "s/q"]);
+    assert.equal((await c.cancelWorkflow(wid)).batch.id, wid);
+    // z and s/q were cancelled; a retry makes them wait for y again.
+    assert.deepEqual((await c.retryWorkflow(wid)).tasks.map((t) => t.waiting), [false, false, true, true]);
     await assert.rejects(c.createWorkflow({ tasks: [{ ...taskSpec("a", null), ref: "a", depends_on: ["a"] }] }), (e) => e.status === 400);
   });
 

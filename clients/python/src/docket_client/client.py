@@ -290,12 +290,26 @@ class _Api:
 
     # --- workflows ---------------------------------------------------------------------
     def create_workflow(self, tasks: List[Dict[str, Any]], name: Optional[str] = None,
-                        callbacks: Optional[Dict[str, Any]] = None) -> Any:
+                        callbacks: Optional[Dict[str, Any]] = None,
+                        workflows: Optional[List[Dict[str, Any]]] = None) -> Any:
         """``POST /v1/workflows``: ``tasks`` are task specs with ``ref`` and ``depends_on``
         (refs, or ``{"ref", "ignore_failure"}``); a task runs once its dependencies completed.
-        Answers ``{"workflow": {"batch", "tasks"}, "tasks"}``."""
-        body = _drop_none(dict(name=name, tasks=tasks, callbacks=callbacks))
+        ``workflows`` are sub-workflows (``{"ref", "depends_on"?, "tasks"}``), waited on as a
+        whole. Answers ``{"workflow": {"batch", "tasks"}, "tasks"}``."""
+        body = _drop_none(dict(name=name, tasks=tasks, callbacks=callbacks, workflows=workflows))
         return self._call("POST", "/v1/workflows", body)
+
+    def add_to_workflow(self, workflow_id: int, tasks: List[Dict[str, Any]],
+                        workflows: Optional[List[Dict[str, Any]]] = None) -> Any:
+        """``POST /v1/workflows/{id}/tasks``: tasks (and sub-workflows) added at run time; their
+        ``depends_on`` may name the workflow's refs. Answers ``{"workflow", "tasks"}``."""
+        body = _drop_none(dict(tasks=tasks, workflows=workflows))
+        return self._call("POST", f"/v1/workflows/{int(workflow_id)}/tasks", body)
+
+    def retry_workflow(self, workflow_id: int) -> Any:
+        """``POST /v1/workflows/{id}/retry``: discarded and cancelled tasks run again, those with
+        dependencies once these complete; callbacks fire again when it next finishes."""
+        return self._call("POST", f"/v1/workflows/{int(workflow_id)}/retry")
 
     def get_workflow(self, workflow_id: int) -> Any:
         """``GET /v1/workflows/{id}``: its batch and each task's ref, state and edges."""

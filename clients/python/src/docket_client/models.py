@@ -744,12 +744,6 @@ class NewBatch(TypedDict):
     tasks: NotRequired[List[NewTask]]
 
 
-class NewWorkflow(TypedDict):
-    callbacks: NotRequired[Callbacks]
-    name: NotRequired[Optional[str]]
-    tasks: List[WorkflowTask]
-
-
 class ProcessTrace(TypedDict):
     tasks: List[TraceTask]
 
@@ -758,8 +752,20 @@ class QueueList(TypedDict):
     queues: List[QueueStats]
 
 
+class SubWorkflow(TypedDict):
+    depends_on: NotRequired[List[Dependency]]
+    ref: str
+    tasks: NotRequired[List[WorkflowTask]]
+    workflows: NotRequired[List[SubWorkflow]]
+
+
 class WorkerList(TypedDict):
     workers: List[WorkerView]
+
+
+class WorkflowAddition(TypedDict):
+    tasks: NotRequired[List[WorkflowTask]]
+    workflows: NotRequired[List[SubWorkflow]]
 
 
 class Batch(TypedDict):
@@ -782,6 +788,13 @@ class BatchCreated(TypedDict):
 
 class BatchList(TypedDict):
     batches: List[Batch]
+
+
+class NewWorkflow(TypedDict):
+    callbacks: NotRequired[Callbacks]
+    name: NotRequired[Optional[str]]
+    tasks: List[WorkflowTask]
+    workflows: NotRequired[List[SubWorkflow]]
 
 
 class Workflow(TypedDict):
