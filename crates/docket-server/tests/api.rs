@@ -2883,20 +2883,29 @@ async fn workflows_over_http(n: Node) {
         .call(
             "POST",
             &format!("/v1/workflows/{id}/tasks"),
-            Some(json!({"tasks": [task("f", json!(["b"]))],
+            Some(json!({"tasks": [task("f", json!(["b"])), task("h", json!(["e"]))],
                 "workflows": [{"ref": "sub", "depends_on": ["f"], "tasks": [task("g", json!([]))]}]})),
         )
         .await;
     assert_eq!(st, StatusCode::CREATED, "{v}");
-    assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 3);
     let refs: Vec<&str> = v["workflow"]["tasks"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t["ref"].as_str().unwrap())
         .collect();
-    assert_eq!(refs, ["a", "b", "c", "d", "e", "f", "sub/g"]);
-    assert_eq!(v["workflow"]["tasks"][6]["depends_on"], json!(["f"]), "{v}");
+    assert_eq!(refs, ["a", "b", "c", "d", "e", "f", "h", "sub/g"]);
+    // h's dependency (e) had completed: h was released before the answer.
+    assert_eq!(
+        (
+            &v["workflow"]["tasks"][6]["state"],
+            &v["workflow"]["tasks"][6]["waiting"]
+        ),
+        (&json!("available"), &json!(false)),
+        "{v}"
+    );
+    assert_eq!(v["workflow"]["tasks"][7]["depends_on"], json!(["f"]), "{v}");
     for (path, want) in [
         ("/v1/workflows/999999/tasks", StatusCode::NOT_FOUND),
         ("/v1/workflows/0/tasks", StatusCode::BAD_REQUEST),
@@ -2907,14 +2916,14 @@ async fn workflows_over_http(n: Node) {
             .await;
         assert_eq!(st, want, "{path}: {v}");
     }
-    run(&["b"]).await;
+    run(&["b", "h"]).await;
     run(&["c", "f"]).await;
     run(&["g"]).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (_, w) = n.call("GET", &format!("/v1/workflows/{id}"), None).await;
         if !w["batch"]["settled_at"].is_null() {
-            assert_eq!(w["batch"]["counts"]["completed"], 7, "{w}");
+            assert_eq!(w["batch"]["counts"]["completed"], 8, "{w}");
             assert!(w["batch"]["fired"]["completed"].is_i64(), "{w}");
             break;
         }
@@ -2965,7 +2974,7 @@ async fn workflows_over_http(n: Node) {
     assert_eq!(st, StatusCode::OK);
     assert_eq!(
         (b["total"].as_i64(), b["done"].as_i64()),
-        (Some(7), Some(7))
+        (Some(8), Some(8))
     );
     // The dashboard draws graphs of up to 300 tasks; a bigger one gets its table only.
     let big: Vec<Value> = (0..301)
