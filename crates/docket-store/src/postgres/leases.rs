@@ -89,6 +89,13 @@ impl LeaseStore for PgStore {
                 let schedule_limit: Option<i32> = q.as_ref().map(|r| r.try_get("schedule_limit")).transpose()?.flatten();
                 let want = schedule_limit.map_or(p.limit, |l| p.limit.min(i64::from(l)));
                 let (per, fetch) = f.fetch(want);
+                // The generic plan, built once per connection: planning this statement takes
+                // ~20 ms, and the planner would otherwise plan it afresh at every claim (its
+                // custom plans look cheaper than the generic one, which runs as fast: 5.6 ms
+                // against 6.6 ms at 100,000 waiting, EXPLAIN ANALYZE).
+                sqlx::query("SET LOCAL plan_cache_mode = force_generic_plan")
+                    .execute(&mut *tx)
+                    .await?;
                 let all = sqlx::query(sql!(leases, claim_candidates_fair))
                     .bind(&p.queue)
                     .bind(&p.node)

@@ -151,7 +151,12 @@ impl PgStore {
                 })?;
             c.close().await?;
         }
-        let conn = base.options([("search_path", schema.as_str())]);
+        // No JIT: docket's statements are short, and a plan the planner costs high (a fair
+        // claim's skip scan and per-partition LATERAL, over 100,000 waiting tasks) is compiled
+        // before it runs — 612 ms of JIT for a 12 ms fair claim with a custom plan, 12.8 s with
+        // the generic one (EXPLAIN ANALYZE, PostgreSQL 15, jit_above_cost 100000). That was
+        // what held fair claims to a few hundred tasks a second (issue 26 item 4).
+        let conn = base.options([("search_path", schema.as_str()), ("jit", "off")]);
         let pool = crate::driver::pool_options::<Postgres>()
             .max_connections(opts.max_connections.unwrap_or(10))
             .connect_with(conn.clone())

@@ -11,15 +11,34 @@ impl LeaseStore for SqliteStore {
         let mut tx = self.begin().await?;
         // The writer lock is held for the whole transaction, so the counts below cannot change
         // under us: no row or advisory locks are needed on SQLite.
-        let q = sqlx::query(
-            "SELECT fair, partition_weights, schedule_limit FROM docket_queues WHERE name = ?",
-        )
-        .bind(&p.queue)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let fair = match &q {
-            Some(r) if r.try_get::<bool, _>("fair")? => Some(Fairness {
-                weights: r
+        let kinds = p.kinds.as_ref().map(|k| serde_json::json!(k).to_string());
+        let stages = p.stages.as_ref().map(|k| serde_json::json!(k).to_string());
+        let mut cands = sqlx::query(sql!(leases, claim_candidates))
+            .bind(&p.queue)
+            .bind(&p.node)
+            .bind(us(p.now))
+            .bind(p.limit)
+            .bind(&kinds)
+            .bind(&stages)
+            .fetch_all(&mut *tx)
+            .await?;
+        // A fair queue (the candidates say so): its candidates again, in the fair order. The
+        // writer lock is held: what the statement returns cannot be taken by another claim, so
+        // the fair order is all there is to it.
+        if cands
+            .first()
+            .map(|r| r.try_get::<bool, _>("fair"))
+            .transpose()?
+            == Some(true)
+        {
+            let q = sqlx::query(
+                "SELECT partition_weights, schedule_limit FROM docket_queues WHERE name = ?",
+            )
+            .bind(&p.queue)
+            .fetch_one(&mut *tx)
+            .await?;
+            let f = Fairness {
+                weights: q
                     .try_get::<Option<String>, _>("partition_weights")?
                     .map(|w| serde_json::from_str(&w))
                     .transpose()
@@ -27,19 +46,8 @@ impl LeaseStore for SqliteStore {
                         StoreError::Corrupt(format!("queue {}: partition_weights: {e}", p.queue))
                     })?
                     .unwrap_or_default(),
-            }),
-            _ => None,
-        };
-        let kinds = p.kinds.as_ref().map(|k| serde_json::json!(k).to_string());
-        let stages = p.stages.as_ref().map(|k| serde_json::json!(k).to_string());
-        let cands = if let Some(f) = &fair {
-            // The writer lock is held: what the statement returns cannot be taken by another
-            // claim, so the fair order is all there is to it.
-            let schedule_limit: Option<i32> = q
-                .as_ref()
-                .map(|r| r.try_get("schedule_limit"))
-                .transpose()?
-                .flatten();
+            };
+            let schedule_limit: Option<i32> = q.try_get("schedule_limit")?;
             let want = schedule_limit.map_or(p.limit, |l| p.limit.min(i64::from(l)));
             let (per, fetch) = f.fetch(want);
             let all = sqlx::query(sql!(leases, claim_candidates_fair))
@@ -58,22 +66,12 @@ impl LeaseStore for SqliteStore {
                 .collect::<Result<Vec<_>>>()?;
             let order = f.order(&ranks);
             let mut all: Vec<Option<SqliteRow>> = all.into_iter().map(Some).collect();
-            order
+            cands = order
                 .into_iter()
                 .take(usize::try_from(want).unwrap_or(0))
                 .filter_map(|i| all[i].take())
-                .collect()
-        } else {
-            sqlx::query(sql!(leases, claim_candidates))
-                .bind(&p.queue)
-                .bind(&p.node)
-                .bind(us(p.now))
-                .bind(p.limit)
-                .bind(&kinds)
-                .bind(&stages)
-                .fetch_all(&mut *tx)
-                .await?
-        };
+                .collect();
+        }
         if cands.is_empty() {
             tx.commit().await?;
             return Ok(vec![]);

@@ -1,6 +1,8 @@
 -- name: claim_candidates
+-- `fair`: the queue takes fair claims (claim_candidates_fair instead), read here so that a
+-- plain queue's claim reads its queue's row only in this join.
 SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queue_limit,
-    t.rate_limit, t.timeout_ms, t.namespace IS NOT NULL AS process
+    t.rate_limit, t.timeout_ms, t.namespace IS NOT NULL AS process, COALESCE(q.fair, 0) AS fair
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = ?1
     AND (t.node IS NULL OR t.node = ?2)
