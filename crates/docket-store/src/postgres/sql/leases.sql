@@ -144,9 +144,10 @@ UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fi
 -- name: claim_fast
 -- The whole claim in one statement (issue 24), run on a claim connection (session settings:
 -- HOT_PATH_SETTINGS, synchronous_commit): the candidates in claim order, locked, and their
--- leases — unless one of them has a concurrency key, a rate limit or its queue a limit or fair claims (then `fast_ok` is
--- false, nothing is written, and the claim takes the transaction below, which counts running
--- tasks under locks). The lease is docket_core::lease::claim_lease: lease_ms the asked lease
+-- leases — unless one of them has a concurrency key, a rate limit or its queue a limit, or the
+-- queue takes fair claims (then `fast_ok` is false, nothing is written, and the claim takes the
+-- transaction below, which counts running tasks under locks). A fair queue's tasks are not even
+-- locked here: concurrent fair claims would have to skip them. The lease is docket_core::lease::claim_lease: lease_ms the asked lease
 -- ($7) else the timeout; the deadline now + timeout, none for a process step; the lease ends
 -- at the earlier of now + lease and the deadline. A timeout over $10 ms (the caller passes
 -- lease_ms under it) also takes the transaction, where the Rust rule's saturating arithmetic
@@ -155,9 +156,9 @@ UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fi
 WITH c AS (
     SELECT t.id AS c_id, t.concurrency_key AS c_key, q.concurrency_limit AS c_queue_limit,
         GREATEST(t.timeout_ms, 0) AS c_timeout, t.namespace IS NOT NULL AS c_process,
-        t.rate_limit IS NOT NULL AS c_rate, COALESCE(q.fair, false) AS c_fair
+        t.rate_limit IS NOT NULL AS c_rate
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
-    WHERE t.state = 'available' AND t.queue = $1
+    WHERE t.state = 'available' AND t.queue = $1 AND NOT COALESCE(q.fair, false)
     AND (t.node IS NULL OR t.node = $2)
     AND ($5::text[] IS NULL OR t.kind = ANY($5))
     AND ($6::text[] IS NULL OR t.stage = ANY($6))
@@ -168,7 +169,8 @@ WITH c AS (
     FOR UPDATE OF t SKIP LOCKED
 ), fast AS (
     SELECT NOT EXISTS (SELECT 1 FROM c WHERE c_key IS NOT NULL OR c_queue_limit IS NOT NULL
-        OR c_rate OR c_fair OR c_timeout > $10) AS ok
+        OR c_rate OR c_timeout > $10)
+        AND NOT EXISTS (SELECT 1 FROM docket_queues WHERE name = $1 AND fair) AS ok
 ), l AS (
     SELECT c_id, COALESCE($7::bigint, c_timeout) AS l_ms,
         CASE WHEN c_process THEN NULL ELSE $3 + c_timeout * interval '1 millisecond' END
