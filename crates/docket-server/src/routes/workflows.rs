@@ -25,15 +25,7 @@ pub(crate) async fn workflow_create(
         .filter_map(|c| w.callbacks.get(c))
         .collect();
     auth::check_kind_scope(&s.engine, caller, &callbacks)?;
-    let mut specs = vec![];
-    collect_tasks(&mut w.tasks, &mut w.workflows, &mut specs);
-    for t in specs {
-        auth::check_kind_scope(&s.engine, caller, &[t])?;
-        check_size("payload", &t.payload)?;
-        if t.trace_id.is_none() {
-            t.trace_id = trace.clone();
-        }
-    }
+    vet(&s, caller, trace, &mut w.tasks, &mut w.workflows)?;
     let out = s.engine.workflow_create(w).await?;
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
@@ -118,8 +110,24 @@ pub(crate) async fn workflow_add(
     let mut add: WorkflowAddition = parse(body)?;
     let caller = caller.as_ref().map(|c| &c.0);
     let trace = request_trace_id(&headers);
+    vet(&s, caller, trace, &mut add.tasks, &mut add.workflows)?;
+    let who = actions::actor(&headers, "api");
+    let out = s.engine.workflow_add(&who, id, add).await?;
+    Ok((StatusCode::CREATED, Json(out)).into_response())
+}
+
+/// Checks every task of a workflow request (sub-workflows' included) as `POST /v1/tasks`
+/// does — the caller's kind scope, the payload's size — and gives those without a trace id the
+/// request's.
+fn vet(
+    s: &AppState,
+    caller: Option<&docket_engine::auth::Caller>,
+    trace: Option<String>,
+    tasks: &mut [docket_core::workflow::WorkflowTask],
+    subs: &mut [docket_core::workflow::SubWorkflow],
+) -> ApiResult<()> {
     let mut specs = vec![];
-    collect_tasks(&mut add.tasks, &mut add.workflows, &mut specs);
+    collect_tasks(tasks, subs, &mut specs);
     for t in specs {
         auth::check_kind_scope(&s.engine, caller, &[t])?;
         check_size("payload", &t.payload)?;
@@ -127,9 +135,7 @@ pub(crate) async fn workflow_add(
             t.trace_id = trace.clone();
         }
     }
-    let who = actions::actor(&headers, "api");
-    let out = s.engine.workflow_add(&who, id, add).await?;
-    Ok((StatusCode::CREATED, Json(out)).into_response())
+    Ok(())
 }
 
 /// Every task spec of a workflow request, sub-workflows' included.
