@@ -147,7 +147,8 @@ UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fi
 -- leases — unless one of them has a concurrency key, a rate limit or its queue a limit, or the
 -- queue takes fair claims (then `fast_ok` is false, nothing is written, and the claim takes the
 -- transaction below, which counts running tasks under locks). A fair queue's tasks are not even
--- locked here: concurrent fair claims would have to skip them. The lease is docket_core::lease::claim_lease: lease_ms the asked lease
+-- locked here (concurrent fair claims would have to skip them); the test is uncorrelated, so it
+-- is made once before the scan — as a join filter it read the fair queue's whole backlog. The lease is docket_core::lease::claim_lease: lease_ms the asked lease
 -- ($7) else the timeout; the deadline now + timeout, none for a process step; the lease ends
 -- at the earlier of now + lease and the deadline. A timeout over $10 ms (the caller passes
 -- lease_ms under it) also takes the transaction, where the Rust rule's saturating arithmetic
@@ -158,7 +159,8 @@ WITH c AS (
         GREATEST(t.timeout_ms, 0) AS c_timeout, t.namespace IS NOT NULL AS c_process,
         t.rate_limit IS NOT NULL AS c_rate
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
-    WHERE t.state = 'available' AND t.queue = $1 AND NOT COALESCE(q.fair, false)
+    WHERE t.state = 'available' AND t.queue = $1
+    AND NOT EXISTS (SELECT 1 FROM docket_queues fq WHERE fq.name = $1 AND fq.fair)
     AND (t.node IS NULL OR t.node = $2)
     AND ($5::text[] IS NULL OR t.kind = ANY($5))
     AND ($6::text[] IS NULL OR t.stage = ANY($6))
