@@ -229,6 +229,55 @@ async fn scenario(db: &[&str], shot: &str) {
         &png,
     )
     .unwrap();
+    // Cancel, then retry, the whole workflow from its page, each through its confirmation.
+    assert!(
+        c.find(Locator::Id("action-retry")).await.is_err(),
+        "nothing failed yet: no retry"
+    );
+    for (action, want) in [("cancel", "cancelled"), ("retry", "available")] {
+        c.goto(&format!("{base}/ui/batches/{wf_id}")).await.unwrap();
+        c.find(Locator::Id(&format!("action-{action}")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Id("confirm"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let w = http
+                .get(format!("{base}/v1/workflows/{wf_id}"))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap();
+            let states: Vec<&str> = w["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["state"].as_str().unwrap())
+                .collect();
+            if states[0] == want {
+                if action == "cancel" {
+                    assert!(states.iter().all(|s| *s == "cancelled"), "{states:?}");
+                } else {
+                    assert!(w["tasks"][1]["waiting"].as_bool().unwrap(), "{w}");
+                }
+                break;
+            }
+            assert!(Instant::now() < deadline, "{action}: {states:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     c.goto(&format!("{base}/")).await.unwrap();
     let overview = c
         .find(Locator::Id("queues"))
@@ -458,6 +507,15 @@ async fn login_scenario(db: &[&str]) {
         .await
         .unwrap();
     let id = task["id"].as_i64().unwrap();
+    let wf: Value = as_admin(reqwest::Method::POST, "/v1/workflows")
+        .json(&json!({"tasks": [{"ref": "a", "kind": "x", "queue": "ui-wf"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let wf_id = wf["workflow"]["batch"]["id"].as_i64().unwrap();
     let viewer: Value = as_admin(reqwest::Method::POST, "/v1/tokens")
         .json(&json!({"name": "viewer", "scopes": ["read"]}))
         .send()
@@ -509,6 +567,12 @@ async fn login_scenario(db: &[&str]) {
     assert!(
         c.find(Locator::Id("action-cancel")).await.is_err(),
         "a read-only session sees no action buttons"
+    );
+    c.goto(&format!("{base}/ui/batches/{wf_id}")).await.unwrap();
+    assert!(
+        c.find(Locator::Id("workflow-graph")).await.is_ok()
+            && c.find(Locator::Id("action-cancel")).await.is_err(),
+        "a read-only session sees a workflow without its action buttons"
     );
     c.goto(&format!("{base}/ui/tasks/{id}/cancel"))
         .await

@@ -69,7 +69,11 @@ pub(super) async fn batches(State(s): State<AppState>) -> Page {
     ))
 }
 
-pub(super) async fn batch(State(s): State<AppState>, Path(id): Path<String>) -> Page {
+pub(super) async fn batch(
+    State(s): State<AppState>,
+    Extension(act): Extension<CanAct>,
+    Path(id): Path<String>,
+) -> Page {
     let Ok(id) = id.parse::<i64>() else {
         return Err(error_page(ApiError::invalid("batch id must be an integer")));
     };
@@ -91,6 +95,14 @@ pub(super) async fn batch(State(s): State<AppState>, Path(id): Path<String>) -> 
         &format!("/ui/batches/{id}"),
         html! {
             h1 { @if graph.is_some() { "Workflow " } @else { "Batch " } (id) @if let Some(n) = &b.name { " — " (n) } }
+            @if let Some(w) = graph.as_ref().filter(|_| act.0) {
+                div class="actions" {
+                    @for a in workflow_actions(&w.tasks) {
+                        a class=(if a == WorkflowAction::Cancel { "btn warn" } else { "btn" }) id=(format!("action-{}", a.as_str()))
+                            href=(format!("/ui/batches/{id}/{}", a.as_str())) { (a.label()) " workflow" }
+                    }
+                }
+            }
             dl {
                 dt { "state" } dd { span class=(format!("st st-{}", status(&b))) { (status_text(&b)) } }
                 dt { "finished" } dd { (progress(&b)) }
@@ -125,6 +137,107 @@ pub(super) async fn batch(State(s): State<AppState>, Path(id): Path<String>) -> 
             (json_block(&callbacks))
         },
     ))
+}
+
+/// What an operator may do to a whole workflow from its page (the API's
+/// `POST /v1/workflows/{id}/cancel|retry`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum WorkflowAction {
+    Cancel,
+    Retry,
+}
+
+impl WorkflowAction {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "cancel" => Some(Self::Cancel),
+            "retry" => Some(Self::Retry),
+            _ => None,
+        }
+    }
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Cancel => "cancel",
+            Self::Retry => "retry",
+        }
+    }
+    fn label(self) -> &'static str {
+        match self {
+            Self::Cancel => "Cancel",
+            Self::Retry => "Retry",
+        }
+    }
+}
+
+/// Cancel while a task is unfinished; retry once a task failed (discarded or cancelled — what
+/// waited on it is re-run with it).
+fn workflow_actions(nodes: &[docket_core::workflow::WorkflowNode]) -> Vec<WorkflowAction> {
+    let mut v = vec![];
+    if nodes.iter().any(|n| !n.state.is_finished()) {
+        v.push(WorkflowAction::Cancel);
+    }
+    if nodes
+        .iter()
+        .any(|n| matches!(n.state, TaskState::Discarded | TaskState::Cancelled))
+    {
+        v.push(WorkflowAction::Retry);
+    }
+    v
+}
+
+pub(super) async fn workflow_confirm(
+    State(s): State<AppState>,
+    Extension(csrf): Extension<Csrf>,
+    Path((id, action)): Path<(i64, String)>,
+) -> Page {
+    let a = WorkflowAction::parse(&action).ok_or_else(|| no_action(&action))?;
+    let w = s
+        .engine
+        .workflow_get(id)
+        .await
+        .map_err(fail)?
+        .ok_or_else(|| fail(ApiError::not_found(format!("workflow {id} not found"))))?;
+    let open = w.tasks.iter().filter(|n| !n.state.is_finished()).count();
+    let failed = w
+        .tasks
+        .iter()
+        .filter(|n| matches!(n.state, TaskState::Discarded | TaskState::Cancelled))
+        .count();
+    let question = match a {
+        WorkflowAction::Cancel => html! {
+            "Cancel workflow " b { (id) } "? Its " (open) " unfinished tasks of " (w.tasks.len()) " will be cancelled."
+        },
+        WorkflowAction::Retry => html! {
+            "Retry workflow " b { (id) } "? Its " (failed) " discarded or cancelled tasks run again, and what waited on them waits again."
+        },
+    };
+    Ok(confirm(
+        &csrf,
+        &format!("{} workflow {id}?", a.label()),
+        question,
+        &format!("/ui/batches/{id}/{action}"),
+        &format!("Yes, {}", a.as_str()),
+        &format!("/ui/batches/{id}"),
+    ))
+}
+
+pub(super) async fn workflow_act(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(i64, String)>,
+) -> Response {
+    let Some(a) = WorkflowAction::parse(&action) else {
+        return no_action(&action);
+    };
+    let who = dashboard_actor(&headers);
+    let done = match a {
+        WorkflowAction::Cancel => s.engine.workflow_cancel(&who, id).await,
+        WorkflowAction::Retry => s.engine.workflow_retry(&who, id).await,
+    };
+    match done {
+        Ok(_) => Redirect::to(&format!("/ui/batches/{id}")).into_response(),
+        Err(e) => error_page(e.into()),
+    }
 }
 
 /// Most tasks drawn in a workflow's graph; a bigger one shows its table only.

@@ -64,6 +64,10 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/sinks", get(sinks))
         .route("/ui/batches", get(batches))
         .route("/ui/batches/{id}", get(batch))
+        .route(
+            "/ui/batches/{id}/{action}",
+            get(workflow_confirm).post(workflow_act),
+        )
         .route("/ui/rate-limits", get(rate_limits))
         .route("/ui/events", get(crate::routes::changes::changes))
         .route("/ui/assets/{file}", get(asset))
