@@ -9,6 +9,7 @@ pub mod auth;
 pub mod backoff;
 pub mod batch;
 pub mod clock;
+pub mod counts;
 pub mod duration;
 pub mod lease;
 pub mod patch;

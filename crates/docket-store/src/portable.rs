@@ -450,6 +450,59 @@ impl<D: Driver + ProcessDriver> ProcessStore for D {
     }
 }
 
+/// Takes the kept counts' lock in `tx` ([`docket_core::counts`]) and returns `counted_to`:
+/// a prune takes it before deleting, so what it subtracts matches what a step counted.
+///
+/// # Errors
+/// Database failure; [`StoreError::Corrupt`] without the counts' row.
+pub(crate) async fn counts_lock<T: DriverTx>(tx: &mut T) -> Result<Timestamp> {
+    match tx.fetch_one(stmt!(queues, counts_lock), args![]).await? {
+        Some(r) => r.time("counted_to"),
+        None => Err(StoreError::Corrupt(
+            "docket_counts has no row (migration 0029 / sqlite 0027 / mysql 0011 adds it)".into(),
+        )),
+    }
+}
+
+/// Subtracts from the kept counts, in `tx` after [`counts_lock`], the deleted finished tasks
+/// `rows` (queue, state, finished_at) that were counted ([`docket_core::counts::forgotten`]).
+///
+/// # Errors
+/// Database failure.
+pub(crate) async fn counts_forget<T: DriverTx>(
+    tx: &mut T,
+    counted_to: Timestamp,
+    rows: &[(String, TaskState, Option<Timestamp>)],
+) -> Result<()> {
+    let gone = docket_core::counts::forgotten(
+        rows.iter().map(|(q, s, t)| (q.as_str(), *s, *t)),
+        counted_to,
+    );
+    for ((queue, state), n) in gone {
+        tx.execute(
+            stmt!(queues, counts_add),
+            args![queue.as_str(), state.as_str(), -n],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// (queue, state, finished_at) of rows a prune's `RETURNING` gave.
+pub(crate) fn pruned_rows<R: Cols>(
+    rows: &[R],
+) -> Result<Vec<(String, TaskState, Option<Timestamp>)>> {
+    rows.iter()
+        .map(|r| {
+            let state = r.text("state")?;
+            let state = state
+                .parse::<TaskState>()
+                .map_err(|_| StoreError::Corrupt(format!("task state {state:?}")))?;
+            Ok((r.text("queue")?, state, r.time_opt("finished_at")?))
+        })
+        .collect()
+}
+
 /// Tasks by queue and state, for one queue or all.
 async fn counts<D: Driver>(
     d: &D,
@@ -501,6 +554,45 @@ impl<D: Driver + QueueDriver> QueueStore for D {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(merge_queues(settings, counts))
+    }
+
+    async fn counts_step(&self, p: CountsStepParams) -> Result<Option<CountsStepped>> {
+        let mut tx = self.begin().await?;
+        let counted_to = counts_lock(&mut tx).await?;
+        let recounted_at = match tx
+            .fetch_one(stmt!(queues, counts_recounted), args![])
+            .await?
+        {
+            Some(r) => r.time_opt("recounted_at")?,
+            None => None,
+        };
+        let Some(step) =
+            docket_core::counts::step(counted_to, recounted_at, p.now, p.recount_every)
+        else {
+            return Ok(None);
+        };
+        let rows = tx
+            .fetch(stmt!(queues, counts_finished), args![step.from, step.to])
+            .await?;
+        if step.from.is_none() {
+            tx.execute(stmt!(queues, counts_clear), args![]).await?;
+        }
+        let mut counted = 0;
+        for r in &rows {
+            let n = r.int("n")?;
+            counted += n;
+            let (queue, state) = (r.text("queue")?, r.text("state")?);
+            tx.execute(
+                stmt!(queues, counts_add),
+                args![queue.as_str(), state.as_str(), n],
+            )
+            .await?;
+        }
+        let recounted = step.from.is_none().then_some(p.now);
+        tx.execute(stmt!(queues, counts_moved), args![step.to, recounted])
+            .await?;
+        tx.commit().await?;
+        Ok(Some(CountsStepped { step, counted }))
     }
 
     async fn queue_get(&self, name: &str) -> Result<QueueStats> {

@@ -34,6 +34,16 @@ pub trait QueueStore: Send + Sync {
     /// Database failure.
     async fn queue_get(&self, name: &str) -> Result<QueueStats>;
 
+    /// One step of the kept counts of finished tasks ([`docket_core::counts`]): under the
+    /// counts' lock, decides with [`docket_core::counts::step`] whether to recount from scratch
+    /// (every `recount_every`), advance `counted_to` to `now - LAG`, or do nothing, and
+    /// applies it. Safe on any number of nodes at once (they take turns on the lock). Returns
+    /// the step taken and how many finished tasks it counted.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn counts_step(&self, p: CountsStepParams) -> Result<Option<CountsStepped>>;
+
     /// Replaces a queue's settings.
     ///
     /// # Errors
@@ -65,6 +75,24 @@ pub struct QueuePutParams<'a> {
     pub settings: &'a QueueSettings,
     /// The current time (the engine's clock).
     pub now: Timestamp,
+}
+
+/// Params of [`QueueStore::counts_step`].
+#[derive(Debug, Clone, Copy)]
+pub struct CountsStepParams {
+    /// The current time (the engine's clock).
+    pub now: Timestamp,
+    /// How often to recount from scratch ([`docket_core::counts::RECOUNT_EVERY`]).
+    pub recount_every: std::time::Duration,
+}
+
+/// What [`QueueStore::counts_step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountsStepped {
+    /// The step: a full recount when `from` is `None`.
+    pub step: docket_core::counts::Step,
+    /// Finished tasks it counted.
+    pub counted: i64,
 }
 
 /// Params of [`QueueStore::queue_set_paused`].

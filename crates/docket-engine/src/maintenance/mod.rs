@@ -1,9 +1,10 @@
 //! The services every node runs (node-daemons' Manager, without a master), one small job per
 //! file: [`heartbeat`] the node registry, fire due [`schedule`](crate::schedule)s, [`promote`]
 //! due tasks, collect [`zombies`], [`rescue`] expired leases, [`expire`] tasks past
-//! `expires_at`, [`prune`] old ones, [`rotate`] the ring of task slots. Each works in small `SKIP LOCKED` batches, so any number of
+//! `expires_at`, [`prune`] old ones, keep the finished tasks' [`counts`], [`rotate`] the ring of task slots. Each works in small `SKIP LOCKED` batches, so any number of
 //! nodes can run it at once; [`run`] drives them, each on its own period.
 
+mod counts;
 mod expire;
 mod heartbeat;
 mod promote;
@@ -12,6 +13,7 @@ mod rescue;
 mod rotate;
 mod zombies;
 
+pub use counts::counts;
 pub use expire::expire;
 pub use heartbeat::heartbeat;
 pub use promote::promote;
@@ -56,6 +58,7 @@ pub async fn pass(engine: &Engine, now: Timestamp) -> Result<Pass, EngineError> 
     let aux_pruned = prune_aux(engine, now).await?;
     let scheduled = crate::schedule::fire_due(engine, now).await?;
     rotate(engine, now).await?;
+    counts(engine, now).await?;
     Ok(Pass {
         aux_pruned,
         scheduled,
@@ -78,10 +81,11 @@ enum Job {
     Prune,
     PruneAux,
     Rotate,
+    Counts,
 }
 
 impl Job {
-    const ALL: [Job; 9] = [
+    const ALL: [Job; 10] = [
         Job::Heartbeat,
         Job::Schedule,
         Job::Promote,
@@ -91,6 +95,7 @@ impl Job {
         Job::Prune,
         Job::PruneAux,
         Job::Rotate,
+        Job::Counts,
     ];
 
     fn name(self) -> &'static str {
@@ -104,6 +109,7 @@ impl Job {
             Job::Prune => "prune",
             Job::PruneAux => "prune_aux",
             Job::Rotate => "rotate",
+            Job::Counts => "counts",
         }
     }
 
@@ -117,6 +123,7 @@ impl Job {
             // Pruning waits a little after start: a starting node has more urgent work.
             Job::Prune | Job::PruneAux => Some((Duration::from_secs(5), c.prune_interval)),
             Job::Rotate => Some((Duration::ZERO, c.rotate_interval)),
+            Job::Counts => Some((Duration::ZERO, docket_core::counts::ADVANCE_EVERY)),
         }
     }
 
@@ -137,6 +144,7 @@ impl Job {
                 n
             }
             Job::Rotate => rotate(engine, now).await?,
+            Job::Counts => counts(engine, now).await?,
             Job::PruneAux => {
                 let n = prune_aux(engine, now).await?;
                 if n > 0 {

@@ -122,7 +122,12 @@ impl MaintenanceStore for MySqlStore {
     }
 
     async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
-        let mut tx = self.begin().await?;
+        // Under the kept counts' lock, so what it subtracts from them matches what they
+        // counted (docket_core::counts).
+        let mut t = crate::driver::Driver::begin(self).await?;
+        let counted_to = crate::portable::counts_lock(&mut t).await?;
+        let mut gone = vec![];
+        let tx = &mut t.tx;
         let cut = |d: Duration| docket_core::time::sub(p.now, d);
         let mut n = 0;
         // docket_tasks_done (0004), then what `rotate` has not moved there yet.
@@ -141,18 +146,36 @@ impl MaintenanceStore for MySqlStore {
                 .bind(dt(cut(p.retention_failed)))
                 .bind(dt(p.now))
                 .bind(left)
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut **tx)
                 .await?;
             // Unlocked select (a locking one would lock the joined queue rows too): a task
             // retried since is no longer finished and stays.
+            if ids.is_empty() {
+                continue;
+            }
+            let sql = fill(
+                sql!(maintenance, prune_lock),
+                &[("table", table), ("ids", &marks(ids.len()))],
+            );
+            let mut q = sqlx::query(&sql);
+            for id in &ids {
+                q = q.bind(id);
+            }
+            let rows = q.fetch_all(&mut **tx).await?;
+            let locked = rows
+                .iter()
+                .map(|r| r.try_get::<i64, _>("id"))
+                .collect::<std::result::Result<Vec<i64>, _>>()?;
             n += by_ids(
-                &mut tx,
+                tx,
                 &fill(sql!(maintenance, prune), &[("table", table)]),
-                &ids,
+                &locked,
             )
             .await?;
+            gone.extend(crate::portable::pruned_rows(&rows)?);
         }
-        tx.commit().await?;
+        crate::portable::counts_forget(&mut t, counted_to, &gone).await?;
+        crate::driver::DriverTx::commit(t).await?;
         Ok(n)
     }
 

@@ -2,6 +2,7 @@
 //! slots (migration 0021).
 
 use super::*;
+use crate::driver::{args, stmt, DriverTx};
 
 #[async_trait]
 impl MaintenanceStore for PgStore {
@@ -72,14 +73,25 @@ impl MaintenanceStore for PgStore {
             let p = p.clone();
             // Queues with their own retention are pruned by their own cutoffs; the rest by the
             // defaults. One statement, one small batch: it never holds many rows locked.
-            let r = sqlx::query(sql!(maintenance, prune))
-                .bind(p.now)
-                .bind(ms(p.retention_completed))
-                .bind(ms(p.retention_failed))
-                .bind(p.limit)
-                .execute(&self.pool)
+            // Under the kept counts' lock, so what it subtracts from them matches what they
+            // counted (docket_core::counts).
+            let mut tx = crate::driver::Driver::begin(self).await?;
+            let counted_to = crate::portable::counts_lock(&mut tx).await?;
+            let rows = tx
+                .fetch(
+                    stmt!(maintenance, prune),
+                    args![
+                        p.now,
+                        ms(p.retention_completed),
+                        ms(p.retention_failed),
+                        p.limit
+                    ],
+                )
                 .await?;
-            Ok(r.rows_affected())
+            let rows = crate::portable::pruned_rows(&rows)?;
+            crate::portable::counts_forget(&mut tx, counted_to, &rows).await?;
+            tx.commit().await?;
+            Ok(rows.len() as u64)
         })
         .await
     }

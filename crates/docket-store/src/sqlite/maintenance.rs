@@ -1,6 +1,7 @@
 //! SQLite: what the maintenance services run: promote, rescue, expire, prune.
 
 use super::*;
+use crate::driver::{args, stmt, DriverTx};
 
 #[async_trait]
 impl MaintenanceStore for SqliteStore {
@@ -53,16 +54,24 @@ impl MaintenanceStore for SqliteStore {
     }
 
     async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
-        let mut tx = self.begin().await?;
-        let r = sqlx::query(sql!(maintenance, prune))
-            .bind(us(p.now))
-            .bind(ms(p.retention_completed))
-            .bind(ms(p.retention_failed))
-            .bind(p.limit)
-            .execute(&mut *tx)
+        // The write transaction also holds the kept counts still (docket_core::counts).
+        let mut tx = crate::driver::Driver::begin(self).await?;
+        let counted_to = crate::portable::counts_lock(&mut tx).await?;
+        let rows = tx
+            .fetch(
+                stmt!(maintenance, prune),
+                args![
+                    p.now,
+                    ms(p.retention_completed),
+                    ms(p.retention_failed),
+                    p.limit
+                ],
+            )
             .await?;
+        let rows = crate::portable::pruned_rows(&rows)?;
+        crate::portable::counts_forget(&mut tx, counted_to, &rows).await?;
         tx.commit().await?;
-        Ok(r.rows_affected())
+        Ok(rows.len() as u64)
     }
 
     async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {

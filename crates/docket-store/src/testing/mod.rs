@@ -218,6 +218,7 @@ const CASES: &[Case] = cases![
     claims::stages_hand_the_task_on,
     claims::tasks_survive_the_ring_turning,
     queues::queue_settings_round_trip,
+    queues::counts_stay_exact,
     nodes::node_registry,
     nodes::node_drain,
     nodes::worker_reports,

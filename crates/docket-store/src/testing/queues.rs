@@ -77,3 +77,125 @@ pub(super) async fn queue_settings_round_trip(b: Bundle) {
     let unknown = s.queue_get("nothing").await.unwrap();
     assert_eq!(unknown.settings, QueueSettings::default());
 }
+
+/// The kept counts of finished tasks (docket_core::counts): exact before any step, after a
+/// full recount, across advances (what finished after `counted_to` is read live), and after a
+/// prune (it subtracts what it deleted); a finished task retried still counts in its finished
+/// state until the next recount, which repairs it.
+pub(super) async fn counts_stay_exact(b: Bundle) {
+    let s = &*b.store;
+    let hour = Duration::from_secs(3600);
+    let step = |now| async move {
+        s.counts_step(CountsStepParams {
+            now,
+            recount_every: hour,
+        })
+        .await
+        .unwrap()
+    };
+    let counts = |q: &'static str| async move {
+        let c = s.queue_get(q).await.unwrap().counts;
+        [
+            TaskState::Available,
+            TaskState::Completed,
+            TaskState::Discarded,
+        ]
+        .map(|st| c[&st])
+    };
+    let in_c = || NewTask {
+        queue: Some("c".into()),
+        ..nt("k")
+    };
+    insert(s, (0..4).map(|_| in_c()).collect(), t0()).await;
+    let got = claim(s, "c", 3, t0()).await;
+    s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[done(&got[0], json!(1)), done(&got[1], json!(1))],
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    let mut f = fail(&got[2], "x");
+    f.permanent = true;
+    s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[f],
+        worker: None,
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        counts("c").await,
+        [1, 2, 1],
+        "nothing kept yet: all read live"
+    );
+    // The first step recounts from scratch, up to now - LAG.
+    let st = step(t0() + secs(10)).await.expect("a first step");
+    assert_eq!(st.step.from, None);
+    assert_eq!(st.step.to, t0() + secs(8));
+    assert_eq!(st.counted, 3);
+    assert_eq!(counts("c").await, [1, 2, 1]);
+    assert_eq!(step(t0() + secs(10)).await, None, "the clock did not move");
+    // A task finished after counted_to is read live until an advance passes it.
+    let last = claim(s, "c", 1, t0() + secs(20)).await;
+    s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[done(&last[0], json!(1))],
+        now: t0() + secs(20),
+    })
+    .await
+    .unwrap();
+    assert_eq!(counts("c").await, [0, 3, 1]);
+    let st = step(t0() + secs(21)).await.expect("an advance");
+    assert_eq!(
+        (st.step.from, st.step.to, st.counted),
+        (Some(t0() + secs(8)), t0() + secs(19), 0)
+    );
+    assert_eq!(counts("c").await, [0, 3, 1]);
+    let st = step(t0() + secs(30)).await.expect("an advance");
+    assert_eq!(st.counted, 1);
+    assert_eq!(counts("c").await, [0, 3, 1], "counted once, not twice");
+    // A prune subtracts what it deleted.
+    let pruned = s
+        .task_prune(TaskPruneParams {
+            now: t0() + secs(100),
+            retention_completed: Duration::from_secs(1),
+            retention_failed: Duration::from_secs(1),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(pruned, 4);
+    assert_eq!(counts("c").await, [0, 0, 0]);
+    // A discarded task retried still counts as discarded until the next recount repairs it.
+    insert(s, vec![in_c()], t0() + secs(200)).await;
+    let t = claim(s, "c", 1, t0() + secs(200)).await.remove(0);
+    let mut f = fail(&t, "x");
+    f.permanent = true;
+    s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[f],
+        worker: None,
+        now: t0() + secs(200),
+    })
+    .await
+    .unwrap();
+    assert_eq!(step(t0() + secs(300)).await.map(|s| s.counted), Some(1));
+    s.task_retry(TaskRetryParams {
+        id: t.id,
+        now: t0() + secs(301),
+    })
+    .await
+    .unwrap();
+    assert_eq!(counts("c").await, [1, 0, 1], "the documented inexactness");
+    let st = step(t0() + secs(3700))
+        .await
+        .expect("a recount, an hour on");
+    assert_eq!(st.step.from, None);
+    assert_eq!(counts("c").await, [1, 0, 0], "repaired");
+    let all = s.queue_list().await.unwrap();
+    let c = all.iter().find(|q| q.name == "c").unwrap();
+    assert_eq!(c.counts[&TaskState::Available], 1);
+    assert_eq!(c.counts[&TaskState::Discarded], 0);
+}

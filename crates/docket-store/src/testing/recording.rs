@@ -192,6 +192,11 @@ impl QueueStore for Recording {
         self.inner.queue_get(name).await
     }
 
+    async fn counts_step(&self, p: CountsStepParams) -> Result<Option<CountsStepped>> {
+        self.hit("counts_step").await;
+        self.inner.counts_step(p).await
+    }
+
     async fn queue_put(&self, p: QueuePutParams<'_>) -> Result<QueueStats> {
         self.hit("queue_put").await;
         self.inner.queue_put(p).await

@@ -67,6 +67,12 @@ UPDATE docket_tasks SET finished_at = ?,
 DELETE FROM {table} WHERE id IN ({ids})
     AND state IN ('completed','discarded','cancelled')
 
+-- name: prune_lock
+-- The prunable rows found, locked, with what the kept counts need (docket_core::counts).
+-- Not DELETE … RETURNING: MariaDB's prepared statements describe no columns for it.
+SELECT id, queue, state, finished_at FROM {table} WHERE id IN ({ids})
+    AND state IN ('completed','discarded','cancelled') FOR UPDATE
+
 -- name: lock_finished
 SELECT id FROM docket_tasks WHERE id IN ({ids})
     AND state IN ('completed','discarded','cancelled') FOR UPDATE SKIP LOCKED

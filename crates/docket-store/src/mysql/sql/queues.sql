@@ -1,14 +1,51 @@
 -- Queues: their settings rows, and their tasks counted by state.
 
 -- name: counts
--- The hot table and docket_tasks_done (0004).
+-- One statement (docket_core::counts): unfinished tasks in the hot table; finished ones kept up
+-- to counted_to, plus those finished after it in either table (rotate moves them to
+-- docket_tasks_done, 0004).
 SELECT queue, state, CAST(SUM(n) AS SIGNED) AS n FROM (
     SELECT queue, state, count(*) AS n FROM docket_tasks
-        WHERE (?1 IS NULL OR queue = ?1) GROUP BY queue, state
+        WHERE state IN ('scheduled', 'available', 'running', 'retryable')
+        AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state
     UNION ALL
-    SELECT queue, state, count(*) AS n FROM docket_tasks_done
-        WHERE (?1 IS NULL OR queue = ?1) GROUP BY queue, state) c
+    SELECT queue, state, n FROM docket_queue_counts WHERE (?1 IS NULL OR queue = ?1)
+    UNION ALL
+    SELECT queue, state, count(*) FROM docket_tasks
+        WHERE state IN ('completed', 'discarded', 'cancelled')
+        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state
+    UNION ALL
+    SELECT queue, state, count(*) FROM docket_tasks_done
+        WHERE finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state) c
     GROUP BY queue, state
+
+-- name: counts_lock
+SELECT counted_to, recounted_at FROM docket_counts WHERE id = 1 FOR UPDATE
+
+-- name: counts_recounted
+SELECT recounted_at FROM docket_counts WHERE id = 1
+
+-- name: counts_finished
+SELECT queue, state, CAST(SUM(n) AS SIGNED) AS n FROM (
+    SELECT queue, state, count(*) AS n FROM docket_tasks
+        WHERE state IN ('completed', 'discarded', 'cancelled')
+        AND finished_at <= ?2 AND (?1 IS NULL OR finished_at > ?1) GROUP BY queue, state
+    UNION ALL
+    SELECT queue, state, count(*) FROM docket_tasks_done
+        WHERE finished_at <= ?2 AND (?1 IS NULL OR finished_at > ?1) GROUP BY queue, state) c
+    GROUP BY queue, state
+
+-- name: counts_clear
+DELETE FROM docket_queue_counts
+
+-- name: counts_add
+INSERT INTO docket_queue_counts (queue, state, n) VALUES (?1, ?2, ?3)
+    ON DUPLICATE KEY UPDATE n = n + VALUES(n)
+
+-- name: counts_moved
+UPDATE docket_counts SET counted_to = ?1, recounted_at = COALESCE(?2, recounted_at) WHERE id = 1
 
 -- name: put
 INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff,

@@ -1,8 +1,46 @@
 -- Queues: their settings rows, and their tasks counted by state.
 
 -- name: counts
+-- One statement, one snapshot (docket_core::counts): unfinished tasks counted in the hot
+-- partition; finished ones kept up to counted_to, plus those finished after it (a range of
+-- docket_tasks_finished_idx).
+SELECT queue, state, sum(n)::bigint AS n FROM (
+    SELECT queue, state, count(*) AS n FROM docket_tasks
+        WHERE state IN ('scheduled', 'available', 'running', 'retryable')
+        AND ($1::text IS NULL OR queue = $1) GROUP BY queue, state
+    UNION ALL
+    SELECT queue, state, n FROM docket_queue_counts WHERE ($1::text IS NULL OR queue = $1)
+    UNION ALL
+    SELECT queue, state, count(*) FROM docket_tasks
+        WHERE state IN ('completed', 'discarded', 'cancelled')
+        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND ($1::text IS NULL OR queue = $1) GROUP BY queue, state) c
+    GROUP BY queue, state
+
+-- name: counts_lock
+-- Serialises the steps of the kept counts and the prunes that subtract from them.
+SELECT counted_to, recounted_at FROM docket_counts WHERE id = 1 FOR UPDATE
+
+-- name: counts_recounted
+SELECT recounted_at FROM docket_counts WHERE id = 1
+
+-- name: counts_finished
+-- Finished tasks by queue and state with finished_at in ($1, $2] ($1 NULL: from the start).
 SELECT queue, state, count(*) AS n FROM docket_tasks
-    WHERE ($1::text IS NULL OR queue = $1) GROUP BY queue, state
+    WHERE state IN ('completed', 'discarded', 'cancelled')
+    AND finished_at <= $2 AND ($1::timestamptz IS NULL OR finished_at > $1)
+    GROUP BY queue, state
+
+-- name: counts_clear
+DELETE FROM docket_queue_counts
+
+-- name: counts_add
+-- $3 may be negative (a prune).
+INSERT INTO docket_queue_counts (queue, state, n) VALUES ($1, $2, $3)
+    ON CONFLICT (queue, state) DO UPDATE SET n = docket_queue_counts.n + excluded.n
+
+-- name: counts_moved
+UPDATE docket_counts SET counted_to = $1, recounted_at = COALESCE($2, recounted_at) WHERE id = 1
 
 -- name: put
 INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff,

@@ -35,6 +35,7 @@ DELETE FROM docket_tasks WHERE id IN (
     AND NOT (t.namespace IS NOT NULL AND EXISTS (SELECT 1 FROM docket_processes p
     WHERE p.namespace = t.namespace AND p.id = t.process_id))
     LIMIT ?4)
+    RETURNING queue, state, finished_at
 
 -- name: rescue_list
 SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?

@@ -1,8 +1,50 @@
 -- Queues: their settings rows, and their tasks counted by state.
 
 -- name: counts
+-- One statement, one snapshot (docket_core::counts). Each unfinished state is counted through
+-- its own partial index (claim_idx, lease_idx, due_idx), so the finished rows this table also
+-- holds are never read; finished ones are kept up to counted_to, plus those finished after it.
+SELECT queue, state, sum(n) AS n FROM (
+    SELECT queue, 'available' AS state, count(*) AS n FROM docket_tasks
+        WHERE state = 'available' AND (?1 IS NULL OR queue = ?1) GROUP BY queue
+    UNION ALL
+    SELECT queue, 'running', count(*) FROM docket_tasks INDEXED BY docket_tasks_lease_idx
+        WHERE state = 'running' AND (?1 IS NULL OR queue = ?1) GROUP BY queue
+    UNION ALL
+    SELECT queue, state, count(*) FROM docket_tasks INDEXED BY docket_tasks_due_idx
+        WHERE state IN ('scheduled', 'retryable') AND (?1 IS NULL OR queue = ?1)
+        GROUP BY queue, state
+    UNION ALL
+    SELECT queue, state, n FROM docket_queue_counts WHERE (?1 IS NULL OR queue = ?1)
+    UNION ALL
+    SELECT queue, state, count(*) FROM docket_tasks
+        WHERE finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND state IN ('completed', 'discarded', 'cancelled')
+        AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state)
+    GROUP BY queue, state
+
+-- name: counts_lock
+-- The write transaction (BEGIN IMMEDIATE) already serialises the steps and the prunes.
+SELECT counted_to, recounted_at FROM docket_counts WHERE id = 1
+
+-- name: counts_recounted
+SELECT recounted_at FROM docket_counts WHERE id = 1
+
+-- name: counts_finished
 SELECT queue, state, count(*) AS n FROM docket_tasks
-    WHERE (?1 IS NULL OR queue = ?1) GROUP BY queue, state
+    WHERE state IN ('completed', 'discarded', 'cancelled')
+    AND finished_at <= ?2 AND (?1 IS NULL OR finished_at > ?1)
+    GROUP BY queue, state
+
+-- name: counts_clear
+DELETE FROM docket_queue_counts
+
+-- name: counts_add
+INSERT INTO docket_queue_counts (queue, state, n) VALUES (?1, ?2, ?3)
+    ON CONFLICT (queue, state) DO UPDATE SET n = docket_queue_counts.n + excluded.n
+
+-- name: counts_moved
+UPDATE docket_counts SET counted_to = ?1, recounted_at = COALESCE(?2, recounted_at) WHERE id = 1
 
 -- name: put
 INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff,
