@@ -37,6 +37,19 @@ pub const ADVANCE_EVERY: Duration = Duration::from_secs(1);
 /// second on PostgreSQL, holding only the counts' lock.
 pub const RECOUNT_EVERY: Duration = Duration::from_secs(3600);
 
+/// How long finished tasks per queue and minute are kept (25 h): the overview's charts show
+/// the last hour and the last day.
+pub const MINUTES_KEPT: Duration = Duration::from_secs(25 * 3600);
+
+/// The range of `finished_at` a step adds to the per-minute counts: (`from`, `to`] where
+/// `from` is the old `counted_to`, but no further back than [`MINUTES_KEPT`] (a first recount
+/// of years of history fills only the minutes kept). Also the cutoff below which minutes are
+/// deleted: `to - MINUTES_KEPT`.
+pub fn minutes(counted_to: Timestamp, to: Timestamp) -> (Timestamp, Timestamp) {
+    let floor = crate::time::sub(to, MINUTES_KEPT);
+    (counted_to.max(floor), floor)
+}
+
 /// The kept counts' position before anything was counted: 1970, so the first advance counts
 /// every finished task there is.
 pub fn origin() -> Timestamp {
@@ -147,6 +160,22 @@ mod tests {
             })
         );
         assert_eq!(step(t(98), Some(Timestamp::MAX_UTC), t(100), hour), None);
+    }
+
+    #[test]
+    fn minutes_cover_what_the_step_adds_within_a_day() {
+        let day = 25 * 3600;
+        assert_eq!(
+            minutes(t(2 * day + 100), t(2 * day + 200)),
+            (t(2 * day + 100), t(day + 200))
+        );
+        // Never before 1970 (time::sub's floor).
+        assert_eq!(minutes(t(100), t(200)), (t(100), origin()));
+        assert_eq!(
+            minutes(origin(), t(10 * day)),
+            (t(9 * day), t(9 * day)),
+            "a first recount fills the minutes kept only"
+        );
     }
 
     #[test]

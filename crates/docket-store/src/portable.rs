@@ -588,6 +588,27 @@ impl<D: Driver + QueueDriver> QueueStore for D {
             )
             .await?;
         }
+        // The per-minute counts of the same range (each finished task lands once), kept a day.
+        let (from, floor) = docket_core::counts::minutes(counted_to, step.to);
+        for r in tx
+            .fetch(stmt!(queues, counts_minutes), args![from, step.to])
+            .await?
+        {
+            let queue = r.text("queue")?;
+            tx.execute(
+                stmt!(queues, minutes_add),
+                args![
+                    queue.as_str(),
+                    r.time("minute")?,
+                    r.int("completed")?,
+                    r.int("discarded")?,
+                    r.int("cancelled")?
+                ],
+            )
+            .await?;
+        }
+        tx.execute(stmt!(queues, minutes_prune), args![floor])
+            .await?;
         let recounted = step.from.is_none().then_some(p.now);
         tx.execute(stmt!(queues, counts_moved), args![step.to, recounted])
             .await?;

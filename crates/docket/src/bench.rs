@@ -115,6 +115,12 @@ pub struct BenchArgs {
     /// then off; prints B's pickup (p50/p99/max) each way (issue 26 item 4; 0: no fair run).
     #[arg(long, default_value_t = 0)]
     pub fair_tenants: usize,
+    /// Before the measured run (after any preload and settle): how long the operator's reads
+    /// take — the engine's queue counts, `GET /v1/queues`, `GET /metrics` and the dashboard's
+    /// overview (`GET /`) through an in-process server — this many times each, sequentially
+    /// (p50/p99/max), after one step of the kept counts (issue 27; 0: no probe).
+    #[arg(long, default_value_t = 0)]
+    pub read_probe: usize,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq)]
@@ -409,6 +415,49 @@ async fn wait_completed(engine: &Engine, queue: &str) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(())
+}
+
+/// The operator's reads, `n` times each: what `--read-probe` prints.
+async fn read_probe(engine: &Engine, n: usize) -> Result<String> {
+    let mut out = String::new();
+    let t = Instant::now();
+    let counted = docket_engine::maintenance::counts(engine, engine.clock.now()).await?;
+    out += &format!(
+        "kept counts: one step counted {counted} finished tasks in {:.1} ms\n",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let (addr, shutdown) = start_server(engine, false).await?;
+    let http = reqwest::Client::new();
+    let mut line = |what: &str, mut v: Vec<f64>| {
+        v.sort_by(|x, y| x.partial_cmp(y).expect("no NaN"));
+        out += &format!(
+            "{what:<28} p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  ({n} reads)\n",
+            pct(&v, 50.0),
+            pct(&v, 99.0),
+            v.last().copied().unwrap_or(f64::NAN)
+        );
+    };
+    let mut v = vec![];
+    let mut queues = 0;
+    for _ in 0..n {
+        let t = Instant::now();
+        queues = engine.queue_list().await?.len();
+        v.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    line(&format!("engine queue counts ({queues} q)"), v);
+    for path in ["/v1/queues", "/metrics", "/"] {
+        let mut v = vec![];
+        for _ in 0..n {
+            let t = Instant::now();
+            let r = http.get(format!("{addr}{path}")).send().await?;
+            anyhow::ensure!(r.status().is_success(), "GET {path}: {}", r.status());
+            r.bytes().await?;
+            v.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        line(&format!("GET {path}"), v);
+    }
+    shutdown.cancel();
+    Ok(out.trim_end().to_string())
 }
 
 /// After the clock stopped: `n` tasks of `queue` completed.
@@ -903,6 +952,11 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                 )
             });
         }
+    }
+    if a.read_probe > 0 {
+        bar.set_message("probing the operator's reads");
+        let out = read_probe(&engine, a.read_probe).await?;
+        bar.suspend(|| println!("{out}"));
     }
     bar.set_message("enqueueing");
     let enq = enqueue_all(

@@ -12,3 +12,12 @@ CREATE TABLE docket_counts (
     recounted_at DATETIME(6) NULL
 );
 INSERT INTO docket_counts VALUES (1, '1970-01-01 00:00:00', NULL);
+CREATE TABLE docket_queue_minutes (
+    queue VARCHAR(512) NOT NULL,
+    minute DATETIME(6) NOT NULL,
+    completed BIGINT NOT NULL,
+    discarded BIGINT NOT NULL,
+    cancelled BIGINT NOT NULL,
+    PRIMARY KEY (queue, minute),
+    KEY docket_queue_minutes_minute_idx (minute)
+);

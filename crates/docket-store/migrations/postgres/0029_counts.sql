@@ -16,3 +16,15 @@ CREATE TABLE docket_counts (
     recounted_at timestamptz
 );
 INSERT INTO docket_counts VALUES (1, '1970-01-01T00:00:00Z', NULL);
+-- Finished tasks per queue and minute (the overview's charts), added by the same steps over the
+-- same ranges, so each finished task lands once; kept a day (docket_core::counts::MINUTES_KEPT).
+-- A prune leaves them: they are history, not what is stored.
+CREATE TABLE docket_queue_minutes (
+    queue text NOT NULL,
+    minute timestamptz NOT NULL,
+    completed bigint NOT NULL,
+    discarded bigint NOT NULL,
+    cancelled bigint NOT NULL,
+    PRIMARY KEY (queue, minute)
+);
+CREATE INDEX docket_queue_minutes_minute_idx ON docket_queue_minutes (minute);

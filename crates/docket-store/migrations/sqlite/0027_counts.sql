@@ -12,3 +12,12 @@ CREATE TABLE docket_counts (
     recounted_at INTEGER
 );
 INSERT INTO docket_counts VALUES (1, 0, NULL);
+CREATE TABLE docket_queue_minutes (
+    queue TEXT NOT NULL,
+    minute INTEGER NOT NULL,
+    completed INTEGER NOT NULL,
+    discarded INTEGER NOT NULL,
+    cancelled INTEGER NOT NULL,
+    PRIMARY KEY (queue, minute)
+) WITHOUT ROWID;
+CREATE INDEX docket_queue_minutes_minute_idx ON docket_queue_minutes (minute);

@@ -277,11 +277,13 @@ impl TaskStore for MySqlStore {
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        let rows = sqlx::query(sql!(tasks, throughput))
-            .bind(dt(since))
-            .bind(dt(since))
-            .fetch_all(&self.pool)
-            .await?;
+        // Through the driver: it binds the numbered placeholders in their order.
+        let rows = crate::driver::Driver::fetch(
+            self,
+            crate::driver::stmt!(tasks, throughput),
+            crate::driver::args![since],
+        )
+        .await?;
         rows.iter()
             .map(|r| {
                 Ok(Throughput {

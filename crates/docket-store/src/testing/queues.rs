@@ -156,6 +156,16 @@ pub(super) async fn counts_stay_exact(b: Bundle) {
     let st = step(t0() + secs(30)).await.expect("an advance");
     assert_eq!(st.counted, 1);
     assert_eq!(counts("c").await, [0, 3, 1], "counted once, not twice");
+    // The per-minute counts of the same steps: each finished task once, in its minute.
+    let per_minute = || async move {
+        s.task_throughput(t0() - secs(60))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.minute, m.completed, m.failed))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(per_minute().await, vec![(t0(), 3, 1)]);
     // A prune subtracts what it deleted.
     let pruned = s
         .task_prune(TaskPruneParams {
@@ -168,6 +178,11 @@ pub(super) async fn counts_stay_exact(b: Bundle) {
         .unwrap();
     assert_eq!(pruned, 4);
     assert_eq!(counts("c").await, [0, 0, 0]);
+    assert_eq!(
+        per_minute().await,
+        vec![(t0(), 3, 1)],
+        "history: a prune leaves the minutes"
+    );
     // A discarded task retried still counts as discarded until the next recount repairs it.
     insert(s, vec![in_c()], t0() + secs(200)).await;
     let t = claim(s, "c", 1, t0() + secs(200)).await.remove(0);

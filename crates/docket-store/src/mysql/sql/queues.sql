@@ -37,6 +37,29 @@ SELECT queue, state, CAST(SUM(n) AS SIGNED) AS n FROM (
         WHERE finished_at <= ?2 AND (?1 IS NULL OR finished_at > ?1) GROUP BY queue, state) c
     GROUP BY queue, state
 
+-- name: counts_minutes
+SELECT queue, minute, CAST(SUM(completed) AS SIGNED) AS completed,
+    CAST(SUM(discarded) AS SIGNED) AS discarded, CAST(SUM(cancelled) AS SIGNED) AS cancelled
+    FROM (
+    SELECT queue, CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)) AS minute,
+        state = 'completed' AS completed, state = 'discarded' AS discarded,
+        state = 'cancelled' AS cancelled
+        FROM docket_tasks WHERE state IN ('completed', 'discarded', 'cancelled')
+        AND finished_at > ?1 AND finished_at <= ?2
+    UNION ALL
+    SELECT queue, CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)),
+        state = 'completed', state = 'discarded', state = 'cancelled'
+        FROM docket_tasks_done WHERE finished_at > ?1 AND finished_at <= ?2) f
+    GROUP BY queue, minute
+
+-- name: minutes_add
+INSERT INTO docket_queue_minutes (queue, minute, completed, discarded, cancelled)
+    VALUES (?1, ?2, ?3, ?4, ?5) ON DUPLICATE KEY UPDATE completed = completed + VALUES(completed),
+    discarded = discarded + VALUES(discarded), cancelled = cancelled + VALUES(cancelled)
+
+-- name: minutes_prune
+DELETE FROM docket_queue_minutes WHERE minute < ?1
+
 -- name: counts_clear
 DELETE FROM docket_queue_counts
 

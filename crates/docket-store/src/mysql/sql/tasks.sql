@@ -23,13 +23,22 @@ UPDATE docket_tasks SET state = 'available', run_at = ?, edited_at = run_at
     WHERE id = ? AND state IN ('scheduled', 'retryable')
 
 -- name: throughput
-SELECT CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)) AS m,
-    CAST(SUM(state = 'completed') AS SIGNED) AS completed,
-    CAST(SUM(state = 'discarded') AS SIGNED) AS failed
-    FROM (SELECT finished_at, state FROM docket_tasks
-        WHERE finished_at >= ? AND state IN ('completed', 'discarded')
-        UNION ALL SELECT finished_at, state FROM docket_tasks_done
-        WHERE finished_at >= ? AND state IN ('completed', 'discarded')) f
+-- The kept minutes (docket_core::counts) and what finished after counted_to, in either table.
+SELECT m, CAST(SUM(c) AS SIGNED) AS completed, CAST(SUM(f) AS SIGNED) AS failed FROM (
+    SELECT minute AS m, completed AS c, discarded AS f FROM docket_queue_minutes
+        WHERE minute >= CAST(DATE_FORMAT(?1, '%Y-%m-%d %H:%i:00') AS DATETIME(6))
+    UNION ALL
+    SELECT CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)),
+        state = 'completed', state = 'discarded' FROM docket_tasks
+        WHERE state IN ('completed', 'discarded')
+        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND finished_at >= CAST(DATE_FORMAT(?1, '%Y-%m-%d %H:%i:00') AS DATETIME(6))
+    UNION ALL
+    SELECT CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)),
+        state = 'completed', state = 'discarded' FROM docket_tasks_done
+        WHERE state IN ('completed', 'discarded')
+        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND finished_at >= CAST(DATE_FORMAT(?1, '%Y-%m-%d %H:%i:00') AS DATETIME(6))) t
     GROUP BY m ORDER BY m
 
 -- name: update

@@ -31,6 +31,25 @@ SELECT queue, state, count(*) AS n FROM docket_tasks
     AND finished_at <= $2 AND ($1::timestamptz IS NULL OR finished_at > $1)
     GROUP BY queue, state
 
+-- name: counts_minutes
+-- Finished tasks per queue and minute with finished_at in ($1, $2].
+SELECT queue, date_trunc('minute', finished_at) AS minute,
+    count(*) FILTER (WHERE state = 'completed') AS completed,
+    count(*) FILTER (WHERE state = 'discarded') AS discarded,
+    count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+    FROM docket_tasks WHERE state IN ('completed', 'discarded', 'cancelled')
+    AND finished_at > $1 AND finished_at <= $2 GROUP BY queue, minute
+
+-- name: minutes_add
+INSERT INTO docket_queue_minutes (queue, minute, completed, discarded, cancelled)
+    VALUES ($1, $2, $3, $4, $5) ON CONFLICT (queue, minute) DO UPDATE SET
+    completed = docket_queue_minutes.completed + excluded.completed,
+    discarded = docket_queue_minutes.discarded + excluded.discarded,
+    cancelled = docket_queue_minutes.cancelled + excluded.cancelled
+
+-- name: minutes_prune
+DELETE FROM docket_queue_minutes WHERE minute < $1
+
 -- name: counts_clear
 DELETE FROM docket_queue_counts
 

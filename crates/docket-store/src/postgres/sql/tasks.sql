@@ -28,9 +28,16 @@ WITH ins AS (
     SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM note) >= 0
 
 -- name: throughput
-SELECT date_trunc('minute', finished_at) AS m,
-    count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'discarded')
-    FROM docket_tasks WHERE finished_at >= $1 AND state IN ('completed', 'discarded')
+-- The kept minutes (docket_core::counts) and what finished after counted_to.
+SELECT m, sum(completed)::bigint, sum(failed)::bigint FROM (
+    SELECT minute AS m, completed, discarded AS failed FROM docket_queue_minutes
+        WHERE minute >= date_trunc('minute', $1::timestamptz)
+    UNION ALL
+    SELECT date_trunc('minute', finished_at), count(*) FILTER (WHERE state = 'completed'),
+        count(*) FILTER (WHERE state = 'discarded')
+        FROM docket_tasks WHERE state IN ('completed', 'discarded')
+        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND finished_at >= date_trunc('minute', $1::timestamptz) GROUP BY 1) c
     GROUP BY m ORDER BY m
 
 -- name: update

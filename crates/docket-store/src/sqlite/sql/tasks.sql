@@ -8,9 +8,15 @@ INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires
     ON CONFLICT DO NOTHING RETURNING id
 
 -- name: throughput
-SELECT (finished_at / 60000000) * 60000000 AS m,
-    sum(state = 'completed'), sum(state = 'discarded')
-    FROM docket_tasks WHERE finished_at >= ?1 AND state IN ('completed', 'discarded')
+-- The kept minutes (docket_core::counts) and what finished after counted_to.
+SELECT m, sum(c), sum(f) FROM (
+    SELECT minute AS m, completed AS c, discarded AS f FROM docket_queue_minutes
+        WHERE minute >= (?1 / 60000000) * 60000000
+    UNION ALL
+    SELECT (finished_at / 60000000) * 60000000, sum(state = 'completed'), sum(state = 'discarded')
+        FROM docket_tasks WHERE state IN ('completed', 'discarded')
+        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND finished_at >= (?1 / 60000000) * 60000000 GROUP BY 1)
     GROUP BY m ORDER BY m
 
 -- name: update
