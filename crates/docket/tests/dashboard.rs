@@ -142,6 +142,32 @@ async fn scenario(db: &[&str], shot: &str) {
             .await
             .unwrap_or_else(|e| panic!("{path}: no #{marker}: {e}"));
     }
+    // State tabs with the queue's counts: a tab per state, its count, and it filters.
+    c.goto(&format!("{base}/ui/tasks?queue=ui-batch"))
+        .await
+        .unwrap();
+    let tab = c.find(Locator::Id("tab-available")).await.unwrap();
+    assert_eq!(tab.text().await.unwrap(), "available 2");
+    assert_eq!(text_of(&c, "tab-completed").await, "completed 0");
+    tab.click().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !c
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .contains("queue=ui-batch&state=available")
+    {
+        assert!(Instant::now() < deadline, "the tab did not filter");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        c.find_all(Locator::Css("#tasks tr[data-id]"))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     // The rate limit: admitted one, its key blocked now; a task of it links to the page.
     c.goto(&format!("{base}/ui/tasks/{}", held["id"]))
         .await

@@ -34,5 +34,7 @@ pre{background:#fff;border:1px solid #e3e6eb;padding:.6em;overflow:auto;max-heig
 form.f{display:flex;gap:.5em;align-items:end;margin-bottom:.8em;flex-wrap:wrap}label{display:flex;flex-direction:column;font-size:.85em}
 input,select,button{font:inherit;padding:.25em .4em}button,.btn{background:#1d2330;color:#fff;border:0;border-radius:.3em;padding:.35em .8em;text-decoration:none;cursor:pointer}
 .btn.warn,button.warn{background:#b3261e}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;background:#fff;padding:.8em;border:1px solid #e3e6eb}
+.tabs{display:flex;gap:.3em;flex-wrap:wrap;margin:.2em 0 .8em}.tabs a{padding:.25em .6em;border:1px solid #e3e6eb;border-radius:.3em;background:#fff;color:#1d2330;text-decoration:none}
+.tabs a[aria-current=page]{background:#1d2330;color:#fff}.tabs .n{font-variant-numeric:tabular-nums;color:inherit;opacity:.8}
 dt{color:#5b6476}dd{margin:0}.muted{color:#5b6476}.err{color:#b3261e}.actions{display:flex;gap:.5em;margin:.6em 0}
 ";

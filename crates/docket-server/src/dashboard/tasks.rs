@@ -65,6 +65,54 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
         }
     };
     let here = format!("/ui/tasks{}", qs(f.after));
+    // State tabs with the queue's counts (or all queues'): the kept counts, so they cost the
+    // same at 10 million finished tasks as at ten (docs/src/operations/counts.md).
+    let counts: std::collections::BTreeMap<TaskState, i64> = match some(&f.queue) {
+        Some(q) => s.engine.queue_get(&q).await.map_err(fail)?.counts,
+        None => {
+            let mut all = std::collections::BTreeMap::new();
+            for q in s.engine.queue_list().await.map_err(fail)? {
+                for (st, n) in q.counts {
+                    *all.entry(st).or_insert(0) += n;
+                }
+            }
+            all
+        }
+    };
+    let tab = |state: Option<&str>| {
+        let mut p = vec![];
+        for (k, v) in [
+            ("queue", some(&f.queue)),
+            ("kind", some(&f.kind)),
+            ("text", some(&f.text)),
+            ("user_id", some(&f.user_id)),
+        ] {
+            if let Some(v) = v {
+                p.push(format!("{k}={}", urlencode(&v)));
+            }
+        }
+        if let Some(st) = state {
+            p.push(format!("state={st}"));
+        }
+        if p.is_empty() {
+            "/ui/tasks".to_string()
+        } else {
+            format!("/ui/tasks?{}", p.join("&"))
+        }
+    };
+    let current = some(&f.state);
+    let total: i64 = counts.values().sum();
+    let tabs = html! {
+        nav id="state-tabs" class="tabs" aria-label="Tasks by state" {
+            a href=(tab(None)) aria-current=[current.is_none().then_some("page")] { "all " span class="n" { (thousands(total)) } }
+            @for st in TaskState::ALL {
+                a href=(tab(Some(st.as_str()))) id=(format!("tab-{}", st.as_str()))
+                    aria-current=[(current.as_deref() == Some(st.as_str())).then_some("page")] {
+                    (st.as_str()) " " span class="n" { (thousands(counts.get(&st).copied().unwrap_or(0))) }
+                }
+            }
+        }
+    };
     let form = html! {
         form class="f" method="get" action="/ui/tasks" id="filter" {
             label { "queue" input name="queue" value=(some(&f.queue).unwrap_or_default()); }
@@ -84,6 +132,7 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
     };
     let body = html! {
         h1 { "Tasks" }
+        (tabs)
         table id="tasks" {
             tr { th { "id" } th { "queue" } th { "kind" } th { "state" } th { "attempt" } th { "run at" } th { "last error" } }
             @for t in &list {
@@ -315,5 +364,35 @@ pub(super) async fn queue_act(
     match actions::queue_paused(&s, &dashboard_actor(&headers), &queue, paused).await {
         Ok(_) => Redirect::to("/").into_response(),
         Err(e) => error_page(e),
+    }
+}
+
+/// `48210` → `48,210`.
+pub(super) fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn thousands_are_grouped() {
+        use super::thousands;
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(48_210), "48,210");
+        assert_eq!(thousands(-1_234_567), "-1,234,567");
+        assert_eq!(thousands(i64::MIN), "-9,223,372,036,854,775,808");
     }
 }
