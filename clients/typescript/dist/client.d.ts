@@ -90,6 +90,9 @@ export declare class Client {
         text?: string;
         concurrency_key?: string;
         order?: string;
+        trace_id?: string;
+        unique_key?: string;
+        worker?: string;
     }): Promise<TaskPage>;
     /** `PATCH /v1/tasks/{id}`; with `version` (an ETag) → 412 `version_mismatch` if it moved on. */
     updateTask(id: number, patch: Schemas["TaskPatch"], version?: string): Promise<Task>;

@@ -5226,6 +5226,18 @@ export interface operations {
                 text?: string;
                 /** @description Only this user's tasks (asyncflow's user task list). */
                 user_id?: string;
+                /**
+                 * @description Only tasks with this trace id (32 hex digits). Reads at most 100,000 ids per page, as
+                 *     `text` does.
+                 */
+                trace_id?: string;
+                /** @description Only tasks with this unique key (indexed). */
+                unique_key?: string;
+                /**
+                 * @description Only tasks whose last attempt ran on this worker. Reads at most 100,000 ids per page, as
+                 *     `text` does.
+                 */
+                worker?: string;
             };
             header?: never;
             path?: never;

@@ -153,7 +153,8 @@ export class Client {
 
   /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states. */
   listTasks(filter: { queue?: string; state?: string | string[]; kind?: string; limit?: number; after?: number;
-    user_id?: string; text?: string; concurrency_key?: string; order?: string } = {}): Promise<TaskPage> {
+    user_id?: string; text?: string; concurrency_key?: string; order?: string;
+    trace_id?: string; unique_key?: string; worker?: string } = {}): Promise<TaskPage> {
     const q: Record<string, unknown> = { ...filter };
     if (Array.isArray(filter.state)) q.state = filter.state.join(",");
     return this.call("GET", "/v1/tasks", undefined, q);

@@ -123,6 +123,12 @@ pub struct ListFilter {
     pub text: Option<String>,
     /// Only this user's tasks.
     pub user_id: Option<String>,
+    /// Only tasks with this trace id.
+    pub trace_id: Option<String>,
+    /// Only tasks with this unique key.
+    pub unique_key: Option<String>,
+    /// Only tasks whose last attempt ran on this worker.
+    pub worker: Option<String>,
 }
 
 /// A client of one docket server.
@@ -336,8 +342,15 @@ impl Client {
         if let Some(v) = &f.text {
             q.push(("text", v.clone()));
         }
-        if let Some(v) = &f.user_id {
-            q.push(("user_id", v.clone()));
+        for (k, v) in [
+            ("user_id", &f.user_id),
+            ("trace_id", &f.trace_id),
+            ("unique_key", &f.unique_key),
+            ("worker", &f.worker),
+        ] {
+            if let Some(v) = v {
+                q.push((k, v.clone()));
+            }
         }
         self.send(self.http.get(self.url("/v1/tasks")).query(&q))
             .await

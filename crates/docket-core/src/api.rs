@@ -635,8 +635,62 @@ pub struct TaskListParams {
     pub descending: bool,
     /// At most this many.
     pub limit: i64,
-    /// Only tasks whose payload or errors contain this text (case-insensitive).
+    /// Only tasks whose payload or errors contain this text (case-insensitive). Bounded: see
+    /// [`TaskListParams::text_window`].
     pub text: Option<String>,
+    /// Only tasks with this trace id (W3C trace context, 32 hex digits). Bounded like `text`.
+    pub trace_id: Option<String>,
+    /// Only tasks with this unique key (the unfinished one and any kept finished ones).
+    pub unique_key: Option<String>,
+    /// Only tasks whose last attempt ran on this worker. Bounded like `text`.
+    pub worker: Option<String>,
+    /// Only ids at or above this (set by [`TaskListParams::text_window`]).
+    pub min_id: Option<i64>,
+    /// Only ids at or below this (set by [`TaskListParams::text_window`]).
+    pub max_id: Option<i64>,
+}
+
+/// Most task ids a search without an index reads per page (100,000): `text` (a substring of
+/// payload or errors), `trace_id` and `worker`. A search for something rare would otherwise read
+/// every task kept (issue 27: search that does not hurt the database). Every task gets a trace
+/// id, so an index on it would cost every enqueue a random-key index insert; the window costs
+/// nothing until someone searches. The page's `next_after` continues past the window.
+pub const TEXT_SEARCH_IDS: i64 = 100_000;
+
+impl TaskListParams {
+    /// Searches no index serves: `text`, `trace_id` or `worker`.
+    pub fn unindexed(&self) -> bool {
+        self.text.is_some() || self.trace_id.is_some() || self.worker.is_some()
+    }
+
+    /// Bounds an [`unindexed`](Self::unindexed) search to [`TEXT_SEARCH_IDS`] ids from where
+    /// the page starts (`after`, or past `newest`, the highest id there is, newest first): sets
+    /// `min_id` / `max_id`. Nothing changes for other lists.
+    pub fn text_window(&mut self, newest: i64) {
+        if !self.unindexed() {
+            return;
+        }
+        if self.descending {
+            let top = self.after.unwrap_or(newest.saturating_add(1));
+            self.min_id = Some(top.saturating_sub(TEXT_SEARCH_IDS).max(0));
+        } else {
+            self.max_id = Some(self.after.unwrap_or(0).saturating_add(TEXT_SEARCH_IDS));
+        }
+    }
+
+    /// The page's `next_after`: the last id of a full page; for a short page of a bounded
+    /// search that stopped before the oldest (or newest) id, the window's edge, so paging goes
+    /// on; else `None`.
+    pub fn next_after(&self, ids: &[i64], newest: i64) -> Option<i64> {
+        if ids.len() as i64 >= self.limit {
+            return ids.last().copied();
+        }
+        match (self.descending, self.min_id, self.max_id) {
+            (true, Some(min), _) if min > 1 => Some(min),
+            (false, _, Some(max)) if max < newest => Some(max),
+            _ => None,
+        }
+    }
 }
 
 /// Finished tasks in one minute.
@@ -723,5 +777,44 @@ impl Backend {
     /// others poll.
     pub fn listens(self) -> bool {
         self == Backend::Postgres
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_searches_read_a_bounded_window_and_page_on() {
+        let mut p = TaskListParams {
+            text: Some("needle".into()),
+            descending: true,
+            limit: 50,
+            ..Default::default()
+        };
+        p.text_window(250_000);
+        assert_eq!(p.min_id, Some(150_001));
+        assert_eq!(p.next_after(&[200_000], 250_000), Some(150_001));
+        p.after = Some(50_000);
+        p.min_id = None;
+        p.text_window(250_000);
+        assert_eq!(p.min_id, Some(0), "never below zero");
+        assert_eq!(p.next_after(&[], 250_000), None, "the oldest reached");
+        let mut up = TaskListParams {
+            text: Some("x".into()),
+            limit: 2,
+            ..Default::default()
+        };
+        up.text_window(250_000);
+        assert_eq!(up.max_id, Some(100_000));
+        assert_eq!(up.next_after(&[5], 250_000), Some(100_000));
+        assert_eq!(up.next_after(&[5, 6], 250_000), Some(6), "a full page");
+        let mut plain = TaskListParams {
+            limit: 10,
+            ..Default::default()
+        };
+        plain.text_window(i64::MAX);
+        assert_eq!((plain.min_id, plain.max_id), (None, None));
+        assert_eq!(plain.next_after(&[1], 5), None);
     }
 }

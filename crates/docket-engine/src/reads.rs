@@ -27,6 +27,39 @@ impl Engine {
         Ok(self.store.task_list(p).await?)
     }
 
+    /// A page of tasks as `GET /v1/tasks` and the dashboard answer it: a search no index
+    /// serves (`text`, `trace_id`, `worker`) reads at most
+    /// [`TEXT_SEARCH_IDS`](docket_core::api::TEXT_SEARCH_IDS) ids per page
+    /// ([`TaskListParams::text_window`]), and `next_after` goes on past the window.
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn task_page(
+        &self,
+        mut p: TaskListParams,
+    ) -> Result<docket_core::api::TaskPage, EngineError> {
+        let mut newest = i64::MAX;
+        if p.unindexed() {
+            newest = self
+                .store
+                .task_list(TaskListParams {
+                    descending: true,
+                    limit: 1,
+                    ..Default::default()
+                })
+                .await?
+                .first()
+                .map_or(0, |t| t.id);
+            p.text_window(newest);
+        }
+        let tasks = self.store.task_list(p.clone()).await?;
+        let ids: Vec<i64> = tasks.iter().map(|t| t.id).collect();
+        Ok(docket_core::api::TaskPage {
+            next_after: p.next_after(&ids, newest),
+            tasks,
+        })
+    }
+
     /// Extends the lease `token` of task `id` by `extend` (default: the task's timeout, never
     /// past the attempt's deadline) and records `progress`; counted in
     /// `docket_task_heartbeats_total` by queue and outcome. An attempt found past its deadline

@@ -442,6 +442,16 @@ pub enum TaskCmd {
         /// Only this user's tasks (several states: `--state running,retryable`).
         #[arg(long)]
         user_id: Option<String>,
+        /// Only tasks with this trace id (`--text`, `--trace-id` and `--worker` read at most
+        /// 100,000 ids per page; `more: --after N` goes on).
+        #[arg(long)]
+        trace_id: Option<String>,
+        /// Only tasks with this unique key.
+        #[arg(long)]
+        unique_key: Option<String>,
+        /// Only tasks whose last attempt ran on this worker.
+        #[arg(long)]
+        worker: Option<String>,
         #[arg(long)]
         json: bool,
     },

@@ -356,6 +356,49 @@ async fn scenario(db: &[&str], shot: &str) {
         rows[0].attr("data-id").await.unwrap(),
         Some(needle["id"].to_string())
     );
+    // Search by trace id: the one task that carries it.
+    c.goto(&format!("{base}/ui/tasks")).await.unwrap();
+    let trace = needle["trace_id"].as_str().unwrap().to_string();
+    c.find(Locator::Css("#filter input[name=trace_id]"))
+        .await
+        .unwrap()
+        .send_keys(&trace)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#filter button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !c
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .contains("trace_id=")
+    {
+        assert!(Instant::now() < deadline, "the search was not submitted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rows = c
+        .find_all(Locator::Css("#tasks tr[data-id]"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].attr("data-id").await.unwrap(),
+        Some(needle["id"].to_string())
+    );
+    // A task id in the search box opens that task.
+    c.goto(&format!("{base}/ui/tasks?text={}", needle["id"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.current_url().await.unwrap().path(),
+        format!("/ui/tasks/{}", needle["id"])
+    );
     // Cancel from the dashboard: the action, its confirmation, the task cancelled.
     let id = needle["id"].as_i64().unwrap();
     c.goto(&format!("{base}/ui/tasks/{id}")).await.unwrap();

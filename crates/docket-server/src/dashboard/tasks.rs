@@ -11,6 +11,9 @@ pub(super) struct TaskFilter {
     state: Option<String>,
     text: Option<String>,
     user_id: Option<String>,
+    trace_id: Option<String>,
+    unique_key: Option<String>,
+    worker: Option<String>,
     after: Option<i64>,
 }
 
@@ -24,16 +27,28 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             None => (vec![], true),
         },
     };
-    let list = if none {
-        vec![]
+    // A number in the search box is a task id: straight to its page.
+    if let Some(id) = some(&f.text).and_then(|t| t.trim().parse::<i64>().ok()) {
+        if s.engine.task_get(id).await.map_err(fail)?.is_some() {
+            return Err(Redirect::to(&format!("/ui/tasks/{id}")).into_response());
+        }
+    }
+    let page = if none {
+        docket_core::api::TaskPage {
+            tasks: vec![],
+            next_after: None,
+        }
     } else {
         s.engine
-            .task_list(TaskListParams {
+            .task_page(TaskListParams {
                 queue: some(&f.queue),
                 kind: some(&f.kind),
                 states,
                 text: some(&f.text),
                 user_id: some(&f.user_id),
+                trace_id: some(&f.trace_id).map(|t| t.to_ascii_lowercase()),
+                unique_key: some(&f.unique_key),
+                worker: some(&f.worker),
                 after: f.after,
                 descending: true,
                 limit: PAGE,
@@ -42,6 +57,7 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             .await
             .map_err(fail)?
     };
+    let list = page.tasks;
     let qs = |after: Option<i64>| {
         let mut p = vec![];
         for (k, v) in [
@@ -50,6 +66,9 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             ("state", some(&f.state)),
             ("text", some(&f.text)),
             ("user_id", some(&f.user_id)),
+            ("trace_id", some(&f.trace_id)),
+            ("unique_key", some(&f.unique_key)),
+            ("worker", some(&f.worker)),
         ] {
             if let Some(v) = v {
                 p.push(format!("{k}={}", urlencode(&v)));
@@ -86,6 +105,9 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             ("kind", some(&f.kind)),
             ("text", some(&f.text)),
             ("user_id", some(&f.user_id)),
+            ("trace_id", some(&f.trace_id)),
+            ("unique_key", some(&f.unique_key)),
+            ("worker", some(&f.worker)),
         ] {
             if let Some(v) = v {
                 p.push(format!("{k}={}", urlencode(&v)));
@@ -125,8 +147,11 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
                     }
                 }
             }
-            label { "text in payload or errors" input name="text" value=(some(&f.text).unwrap_or_default()); }
+            label { "id, or text in payload or errors" input name="text" value=(some(&f.text).unwrap_or_default()); }
             label { "user" input name="user_id" value=(some(&f.user_id).unwrap_or_default()); }
+            label { "trace id" input name="trace_id" value=(some(&f.trace_id).unwrap_or_default()); }
+            label { "unique key" input name="unique_key" value=(some(&f.unique_key).unwrap_or_default()); }
+            label { "worker" input name="worker" value=(some(&f.worker).unwrap_or_default()); }
             button type="submit" { "Filter" }
         }
     };
@@ -145,9 +170,9 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
                 }
             }
         }
-        @if list.is_empty() { p class="muted" { "No tasks match." } }
-        @if list.len() as i64 == PAGE {
-            p { a href=(format!("/ui/tasks{}", qs(list.last().map(|t| t.id)))) { "Older →" } }
+        @if list.is_empty() { p class="muted" { "No tasks match" @if page.next_after.is_some() { " among the newest " (thousands(docket_core::api::TEXT_SEARCH_IDS)) " tasks searched" } "." } }
+        @if let Some(next) = page.next_after {
+            p { a href=(format!("/ui/tasks{}", qs(Some(next)))) id="older" { "Older →" } }
         }
     };
     // The filter form stays outside the live part, so a refresh never eats what is typed.

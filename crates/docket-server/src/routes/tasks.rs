@@ -93,6 +93,14 @@ pub(crate) struct ListQuery {
     text: Option<String>,
     /// Only this user's tasks (asyncflow's user task list).
     user_id: Option<String>,
+    /// Only tasks with this trace id (32 hex digits). Reads at most 100,000 ids per page, as
+    /// `text` does.
+    trace_id: Option<String>,
+    /// Only tasks with this unique key (indexed).
+    unique_key: Option<String>,
+    /// Only tasks whose last attempt ran on this worker. Reads at most 100,000 ids per page, as
+    /// `text` does.
+    worker: Option<String>,
 }
 
 #[utoipa::path(
@@ -136,9 +144,10 @@ pub(crate) async fn task_list(
             }))
         }
     };
-    let tasks = s
+    let nonempty = |v: Option<String>| v.filter(|t| !t.is_empty());
+    let mut page = s
         .engine
-        .task_list(TaskListParams {
+        .task_page(TaskListParams {
             queue: q.queue,
             concurrency_key: q.concurrency_key,
             states,
@@ -146,23 +155,18 @@ pub(crate) async fn task_list(
             after: q.after,
             descending,
             limit,
-            text: q.text.filter(|t| !t.is_empty()),
+            text: nonempty(q.text),
             user_id: q.user_id,
+            trace_id: nonempty(q.trace_id).map(|t| t.to_ascii_lowercase()),
+            unique_key: nonempty(q.unique_key),
+            worker: nonempty(q.worker),
+            ..Default::default()
         })
         .await?;
-    let next = if tasks.len() as i64 == limit {
-        tasks.last().map(|t| t.id)
-    } else {
-        None
-    };
-    let mut tasks = tasks;
     if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
-        auth::mask_tasks(&s, tasks.iter_mut()).await?;
+        auth::mask_tasks(&s, page.tasks.iter_mut()).await?;
     }
-    Ok(Json(TaskPage {
-        tasks,
-        next_after: next,
-    }))
+    Ok(Json(page))
 }
 
 #[utoipa::path(

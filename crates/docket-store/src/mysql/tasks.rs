@@ -116,6 +116,16 @@ impl TaskStore for MySqlStore {
                 .bind(&p.text)
                 .bind(&p.user_id)
                 .bind(&p.user_id)
+                .bind(&p.trace_id)
+                .bind(&p.trace_id)
+                .bind(&p.unique_key)
+                .bind(&p.unique_key)
+                .bind(&p.worker)
+                .bind(&p.worker)
+                .bind(p.min_id)
+                .bind(p.min_id)
+                .bind(p.max_id)
+                .bind(p.max_id)
                 .bind(p.limit);
         }
         let rows = q.bind(p.limit).fetch_all(&self.pool).await?;

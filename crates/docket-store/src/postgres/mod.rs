@@ -156,7 +156,15 @@ impl PgStore {
         // before it runs — 612 ms of JIT for a 12 ms fair claim with a custom plan, 12.8 s with
         // the generic one (EXPLAIN ANALYZE, PostgreSQL 15, jit_above_cost 100000). That was
         // what held fair claims to a few hundred tasks a second (issue 26 item 4).
-        let conn = base.options([("search_path", schema.as_str()), ("jit", "off")]);
+        // No parallel workers either: starting them cost a queue-counts read 17 of its 25 ms at
+        // 10 million finished tasks, for a range of a few rows the planner could not size (a
+        // subquery's bound; EXPLAIN ANALYZE, issue 27), and they would take the cores claimers
+        // need; the one big statement, the hourly recount, runs on one core.
+        let conn = base.options([
+            ("search_path", schema.as_str()),
+            ("jit", "off"),
+            ("max_parallel_workers_per_gather", "0"),
+        ]);
         let pool = crate::driver::pool_options::<Postgres>()
             .max_connections(opts.max_connections.unwrap_or(10))
             .connect_with(conn.clone())

@@ -66,6 +66,11 @@ impl TaskStore for SqliteStore {
             .bind(&p.concurrency_key)
             .bind(&p.text)
             .bind(&p.user_id)
+            .bind(&p.trace_id)
+            .bind(&p.unique_key)
+            .bind(&p.worker)
+            .bind(p.min_id)
+            .bind(p.max_id)
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(decode).collect()

@@ -453,6 +453,74 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
         found.iter().map(|t| t.id).collect::<Vec<_>>(),
         vec![tasks[0].id]
     );
+    // By trace id, unique key and worker; an id window bounds any of them.
+    let ids = |p: TaskListParams| async move {
+        s.task_list(TaskListParams { limit: 10, ..p })
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .collect::<Vec<_>>()
+    };
+    let keyed = insert(
+        s,
+        vec![NewTask {
+            unique_key: Some("order-7".into()),
+            trace_id: Some("0af7651916cd43dd8448eb211c80319c".into()),
+            queue: Some("search".into()),
+            ..nt("keyed")
+        }],
+        t0(),
+    )
+    .await
+    .remove(0);
+    assert_eq!(
+        ids(TaskListParams {
+            trace_id: Some("0af7651916cd43dd8448eb211c80319c".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![keyed.id]
+    );
+    assert_eq!(
+        ids(TaskListParams {
+            unique_key: Some("order-7".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![keyed.id]
+    );
+    claim(s, "search", 10, t0()).await;
+    assert_eq!(
+        ids(TaskListParams {
+            worker: Some("w1".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![keyed.id]
+    );
+    assert!(ids(TaskListParams {
+        worker: Some("w2".into()),
+        ..Default::default()
+    })
+    .await
+    .is_empty());
+    assert_eq!(
+        ids(TaskListParams {
+            min_id: Some(tasks[1].id),
+            max_id: Some(tasks[2].id),
+            ..Default::default()
+        })
+        .await,
+        vec![tasks[1].id, tasks[2].id]
+    );
+    assert!(ids(TaskListParams {
+        text: Some("needle".into()),
+        min_id: Some(tasks[0].id + 1),
+        ..Default::default()
+    })
+    .await
+    .is_empty());
     // Oldest available per queue.
     let oldest = s.queue_oldest_available().await.unwrap();
     assert_eq!(

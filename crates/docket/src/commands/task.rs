@@ -14,6 +14,9 @@ pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
             desc,
             text,
             user_id,
+            trace_id,
+            unique_key,
+            worker,
             json,
         } => {
             let page = c
@@ -26,6 +29,9 @@ pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
                     descending: desc,
                     text,
                     user_id,
+                    trace_id,
+                    unique_key,
+                    worker,
                 })
                 .await?;
             if json {
@@ -228,10 +234,9 @@ pub(crate) async fn bulk(c: &Client, f: BulkFilter, verb: &str) -> Result<()> {
                 state: f.state.clone(),
                 kind: f.kind.clone(),
                 text: f.text.clone(),
-                user_id: None,
                 limit: Some(1000),
                 after,
-                descending: false,
+                ..Default::default()
             })
             .await?;
         ids.extend(page.tasks.iter().map(|t| t.id));

@@ -75,14 +75,18 @@ SELECT {COLS} FROM docket_tasks WHERE id IN ({ids})
     AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?)
     AND (? IS NULL OR concurrency_key = ?)
     AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0)
-    AND (? IS NULL OR user_id = ?)
+    AND (? IS NULL OR user_id = ?) AND (? IS NULL OR trace_id = ?)
+    AND (? IS NULL OR unique_key = ?) AND (? IS NULL OR worker = ?)
+    AND (? IS NULL OR id >= ?) AND (? IS NULL OR id <= ?)
     ORDER BY id {order} LIMIT ?)
 UNION ALL
 (SELECT {COLS} FROM docket_tasks_done WHERE (? IS NULL OR queue = ?) {states}
     AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?)
     AND (? IS NULL OR concurrency_key = ?)
     AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0)
-    AND (? IS NULL OR user_id = ?)
+    AND (? IS NULL OR user_id = ?) AND (? IS NULL OR trace_id = ?)
+    AND (? IS NULL OR unique_key = ?) AND (? IS NULL OR worker = ?)
+    AND (? IS NULL OR id >= ?) AND (? IS NULL OR id <= ?)
     ORDER BY id {order} LIMIT ?)
 ORDER BY id {order} LIMIT ?
 

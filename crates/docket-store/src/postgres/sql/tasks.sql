@@ -87,5 +87,7 @@ SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1)
     AND ($2::text[] IS NULL OR state = ANY($2)) AND ($3::text IS NULL OR kind = $3)
     AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6)
     AND ($7::text IS NULL OR strpos(lower(payload::text || ' ' || COALESCE(errors::text, '')), lower($7)) > 0)
-    AND ($8::text IS NULL OR user_id = $8)
+    AND ($8::text IS NULL OR user_id = $8) AND ($9::text IS NULL OR trace_id = $9)
+    AND ($10::text IS NULL OR unique_key = $10) AND ($11::text IS NULL OR worker = $11)
+    AND ($12::bigint IS NULL OR id >= $12) AND ($13::bigint IS NULL OR id <= $13)
     ORDER BY id {order} LIMIT $5

@@ -60,5 +60,7 @@ SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1)
     AND (?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) AND (?3 IS NULL OR kind = ?3)
     AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6)
     AND (?7 IS NULL OR instr(lower(payload || ' ' || COALESCE(errors, '')), lower(?7)) > 0)
-    AND (?8 IS NULL OR user_id = ?8)
+    AND (?8 IS NULL OR user_id = ?8) AND (?9 IS NULL OR trace_id = ?9)
+    AND (?10 IS NULL OR unique_key = ?10) AND (?11 IS NULL OR worker = ?11)
+    AND (?12 IS NULL OR id >= ?12) AND (?13 IS NULL OR id <= ?13)
     ORDER BY id {order} LIMIT ?5
