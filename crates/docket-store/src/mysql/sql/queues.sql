@@ -13,13 +13,17 @@ SELECT queue, state, CAST(SUM(n) AS SIGNED) AS n FROM (
     UNION ALL
     SELECT queue, state, count(*) FROM docket_tasks
         WHERE state IN ('completed', 'discarded', 'cancelled')
-        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
-        AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state
+        AND finished_at > ?2 AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state
     UNION ALL
     SELECT queue, state, count(*) FROM docket_tasks_done
-        WHERE finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
-        AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state) c
+        WHERE finished_at > ?2 AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state
+    UNION ALL
+    -- The kept counts moved past ?2 (the counted_to the caller read): read again.
+    SELECT '', 'stale', 1 FROM docket_counts WHERE id = 1 AND counted_to <> ?2) c
     GROUP BY queue, state
+
+-- name: counted_to
+SELECT counted_to FROM docket_counts WHERE id = 1
 
 -- name: counts_lock
 SELECT counted_to, recounted_at FROM docket_counts WHERE id = 1 FOR UPDATE

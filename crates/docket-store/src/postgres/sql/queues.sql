@@ -2,8 +2,8 @@
 
 -- name: counts
 -- One statement, one snapshot (docket_core::counts): unfinished tasks counted in the hot
--- partition; finished ones kept up to counted_to, plus those finished after it (a range of
--- docket_tasks_finished_idx).
+-- partition; finished ones kept up to counted_to ($2, read before), plus those finished after
+-- it (a range of docket_tasks_finished_idx).
 SELECT queue, state, sum(n)::bigint AS n FROM (
     SELECT queue, state, count(*) AS n FROM docket_tasks
         WHERE state IN ('scheduled', 'available', 'running', 'retryable')
@@ -13,9 +13,14 @@ SELECT queue, state, sum(n)::bigint AS n FROM (
     UNION ALL
     SELECT queue, state, count(*) FROM docket_tasks
         WHERE state IN ('completed', 'discarded', 'cancelled')
-        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
-        AND ($1::text IS NULL OR queue = $1) GROUP BY queue, state) c
+        AND finished_at > $2 AND ($1::text IS NULL OR queue = $1) GROUP BY queue, state
+    UNION ALL
+    -- The kept counts moved past $2 (the counted_to the caller read): read again.
+    SELECT '', 'stale', 1 FROM docket_counts WHERE id = 1 AND counted_to <> $2) c
     GROUP BY queue, state
+
+-- name: counted_to
+SELECT counted_to FROM docket_counts WHERE id = 1
 
 -- name: counts_lock
 -- Serialises the steps of the kept counts and the prunes that subtract from them.

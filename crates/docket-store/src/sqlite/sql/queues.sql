@@ -18,10 +18,15 @@ SELECT queue, state, sum(n) AS n FROM (
     SELECT queue, state, n FROM docket_queue_counts WHERE (?1 IS NULL OR queue = ?1)
     UNION ALL
     SELECT queue, state, count(*) FROM docket_tasks
-        WHERE finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
-        AND state IN ('completed', 'discarded', 'cancelled')
-        AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state)
+        WHERE finished_at > ?2 AND state IN ('completed', 'discarded', 'cancelled')
+        AND (?1 IS NULL OR queue = ?1) GROUP BY queue, state
+    UNION ALL
+    -- The kept counts moved past ?2 (the counted_to the caller read): read again.
+    SELECT '', 'stale', 1 FROM docket_counts WHERE id = 1 AND counted_to <> ?2)
     GROUP BY queue, state
+
+-- name: counted_to
+SELECT counted_to FROM docket_counts WHERE id = 1
 
 -- name: counts_lock
 -- The write transaction (BEGIN IMMEDIATE) already serialises the steps and the prunes.
