@@ -488,6 +488,20 @@ pub(crate) async fn counts_forget<T: DriverTx>(
     Ok(())
 }
 
+/// The kept counts' `counted_to` ([`docket_core::counts`]), read to be bound into a statement
+/// (a bound value the planner sizes; a subquery it cannot).
+///
+/// # Errors
+/// Database failure.
+pub(crate) async fn counted_to<D: Driver>(d: &D) -> Result<Timestamp> {
+    Ok(
+        match d.fetch_one(stmt!(queues, counted_to), args![]).await? {
+            Some(r) => r.time("counted_to")?,
+            None => docket_core::counts::origin(),
+        },
+    )
+}
+
 /// (queue, state, finished_at) of rows a prune's `RETURNING` gave.
 pub(crate) fn pruned_rows<R: Cols>(
     rows: &[R],
@@ -514,10 +528,7 @@ async fn counts<D: Driver>(
     // that the kept counts are still at that `counted_to` (else a row `stale`): a step that
     // committed in between would have them count the same tasks twice, so read again.
     for _ in 0..5 {
-        let counted_to = match d.fetch_one(stmt!(queues, counted_to), args![]).await? {
-            Some(r) => r.time("counted_to")?,
-            None => docket_core::counts::origin(),
-        };
+        let counted_to = counted_to(d).await?;
         let mut out: HashMap<String, _> = HashMap::new();
         let mut stale = false;
         for r in d

@@ -291,7 +291,7 @@ impl TaskStore for MySqlStore {
         let rows = crate::driver::Driver::fetch(
             self,
             crate::driver::stmt!(tasks, throughput),
-            crate::driver::args![since],
+            crate::driver::args![since, crate::portable::counted_to(self).await?],
         )
         .await?;
         rows.iter()

@@ -204,8 +204,11 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        // See the PostgreSQL store: counted_to bound, so the index range starts there.
+        let counted_to = crate::portable::counted_to(self).await?;
         let rows: Vec<(i64, i64, i64)> = sqlx::query_as(sql!(tasks, throughput))
             .bind(us(since))
+            .bind(us(counted_to))
             .fetch_all(&self.reader)
             .await?;
         rows.into_iter()

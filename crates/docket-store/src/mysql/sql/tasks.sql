@@ -31,13 +31,13 @@ SELECT m, CAST(SUM(c) AS SIGNED) AS completed, CAST(SUM(f) AS SIGNED) AS failed 
     SELECT CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)),
         state = 'completed', state = 'discarded' FROM docket_tasks
         WHERE state IN ('completed', 'discarded')
-        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND finished_at > ?2
         AND finished_at >= CAST(DATE_FORMAT(?1, '%Y-%m-%d %H:%i:00') AS DATETIME(6))
     UNION ALL
     SELECT CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)),
         state = 'completed', state = 'discarded' FROM docket_tasks_done
         WHERE state IN ('completed', 'discarded')
-        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
+        AND finished_at > ?2
         AND finished_at >= CAST(DATE_FORMAT(?1, '%Y-%m-%d %H:%i:00') AS DATETIME(6))) t
     GROUP BY m ORDER BY m
 

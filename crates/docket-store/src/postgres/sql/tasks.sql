@@ -28,7 +28,7 @@ WITH ins AS (
     SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM note) >= 0
 
 -- name: throughput
--- The kept minutes (docket_core::counts) and what finished after counted_to.
+-- The kept minutes (docket_core::counts) and what finished after counted_to ($2, bound).
 SELECT m, sum(completed)::bigint, sum(failed)::bigint FROM (
     SELECT minute AS m, completed, discarded AS failed FROM docket_queue_minutes
         WHERE minute >= date_trunc('minute', $1::timestamptz)
@@ -36,8 +36,8 @@ SELECT m, sum(completed)::bigint, sum(failed)::bigint FROM (
     SELECT date_trunc('minute', finished_at), count(*) FILTER (WHERE state = 'completed'),
         count(*) FILTER (WHERE state = 'discarded')
         FROM docket_tasks WHERE state IN ('completed', 'discarded')
-        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
-        AND finished_at >= date_trunc('minute', $1::timestamptz) GROUP BY 1) c
+        AND finished_at > $2 AND finished_at >= date_trunc('minute', $1::timestamptz)
+        GROUP BY 1) c
     GROUP BY m ORDER BY m
 
 -- name: update

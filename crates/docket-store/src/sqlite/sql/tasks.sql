@@ -15,8 +15,7 @@ SELECT m, sum(c), sum(f) FROM (
     UNION ALL
     SELECT (finished_at / 60000000) * 60000000, sum(state = 'completed'), sum(state = 'discarded')
         FROM docket_tasks WHERE state IN ('completed', 'discarded')
-        AND finished_at > (SELECT counted_to FROM docket_counts WHERE id = 1)
-        AND finished_at >= (?1 / 60000000) * 60000000 GROUP BY 1)
+        AND finished_at > ?2 AND finished_at >= (?1 / 60000000) * 60000000 GROUP BY 1)
     GROUP BY m ORDER BY m
 
 -- name: update
