@@ -204,11 +204,14 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        // See the PostgreSQL store: counted_to bound, so the index range starts there.
+        // See the PostgreSQL store: counted_to bound. One lower bound, the later of the two:
+        // with both, SQLite ranged over the index by `since` (an hour of finished tasks, 430 ms
+        // at 1M) and filtered by counted_to.
         let counted_to = crate::portable::counted_to(self).await?;
+        let minute = us(since).div_euclid(60_000_000) * 60_000_000;
         let rows: Vec<(i64, i64, i64)> = sqlx::query_as(sql!(tasks, throughput))
             .bind(us(since))
-            .bind(us(counted_to))
+            .bind(us(counted_to).max(minute - 1))
             .fetch_all(&self.reader)
             .await?;
         rows.into_iter()

@@ -8,14 +8,15 @@ INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires
     ON CONFLICT DO NOTHING RETURNING id
 
 -- name: throughput
--- The kept minutes (docket_core::counts) and what finished after counted_to.
+-- The kept minutes (docket_core::counts) and what finished after ?2: the later of counted_to
+-- and the first minute asked for (one bound, so the index range starts there).
 SELECT m, sum(c), sum(f) FROM (
     SELECT minute AS m, completed AS c, discarded AS f FROM docket_queue_minutes
         WHERE minute >= (?1 / 60000000) * 60000000
     UNION ALL
     SELECT (finished_at / 60000000) * 60000000, sum(state = 'completed'), sum(state = 'discarded')
         FROM docket_tasks WHERE state IN ('completed', 'discarded')
-        AND finished_at > ?2 AND finished_at >= (?1 / 60000000) * 60000000 GROUP BY 1)
+        AND finished_at > ?2 GROUP BY 1)
     GROUP BY m ORDER BY m
 
 -- name: update
