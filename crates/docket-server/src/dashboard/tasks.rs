@@ -58,12 +58,14 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             .map_err(fail)?
     };
     let list = page.tasks;
-    let qs = |after: Option<i64>| {
+    // The list's URL with this page's filters, another state and a cursor: the pager and the
+    // state tabs share it.
+    let url = |state: Option<String>, after: Option<i64>| {
         let mut p = vec![];
         for (k, v) in [
             ("queue", some(&f.queue)),
             ("kind", some(&f.kind)),
-            ("state", some(&f.state)),
+            ("state", state),
             ("text", some(&f.text)),
             ("user_id", some(&f.user_id)),
             ("trace_id", some(&f.trace_id)),
@@ -78,12 +80,12 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             p.push(format!("after={a}"));
         }
         if p.is_empty() {
-            String::new()
+            "/ui/tasks".to_string()
         } else {
-            format!("?{}", p.join("&"))
+            format!("/ui/tasks?{}", p.join("&"))
         }
     };
-    let here = format!("/ui/tasks{}", qs(f.after));
+    let here = url(some(&f.state), f.after);
     // State tabs with the queue's counts (or all queues'): the kept counts, so they cost the
     // same at 10 million finished tasks as at ten (docs/src/operations/counts.md).
     let counts: std::collections::BTreeMap<TaskState, i64> = match some(&f.queue) {
@@ -98,30 +100,7 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             all
         }
     };
-    let tab = |state: Option<&str>| {
-        let mut p = vec![];
-        for (k, v) in [
-            ("queue", some(&f.queue)),
-            ("kind", some(&f.kind)),
-            ("text", some(&f.text)),
-            ("user_id", some(&f.user_id)),
-            ("trace_id", some(&f.trace_id)),
-            ("unique_key", some(&f.unique_key)),
-            ("worker", some(&f.worker)),
-        ] {
-            if let Some(v) = v {
-                p.push(format!("{k}={}", urlencode(&v)));
-            }
-        }
-        if let Some(st) = state {
-            p.push(format!("state={st}"));
-        }
-        if p.is_empty() {
-            "/ui/tasks".to_string()
-        } else {
-            format!("/ui/tasks?{}", p.join("&"))
-        }
-    };
+    let tab = |state: Option<&str>| url(state.map(str::to_string), None);
     let current = some(&f.state);
     let total: i64 = counts.values().sum();
     let tabs = html! {
@@ -172,7 +151,7 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
         }
         @if list.is_empty() { p class="muted" { "No tasks match" @if page.next_after.is_some() { " among the newest " (thousands(docket_core::api::TEXT_SEARCH_IDS)) " tasks searched" } "." } }
         @if let Some(next) = page.next_after {
-            p { a href=(format!("/ui/tasks{}", qs(Some(next)))) id="older" { "Older →" } }
+            p { a href=(url(some(&f.state), Some(next))) id="older" { "Older →" } }
         }
     };
     // The filter form stays outside the live part, so a refresh never eats what is typed.
