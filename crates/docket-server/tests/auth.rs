@@ -620,7 +620,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
             Some(&root),
             "POST",
             "/v1/tasks",
-            Some(json!({"queue": queue, "kind": "k", "payload": {"card": "4111-1111"}})),
+            Some(json!({"queue": queue, "kind": "k", "payload": {"card": "Zq4111-1111"}})),
         )
     };
     let (_, hidden) = add("secret").await;
@@ -637,7 +637,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
     )
     .await;
     assert_eq!(st, StatusCode::OK);
-    assert_eq!(c["tasks"][0]["payload"]["card"], "4111-1111");
+    assert_eq!(c["tasks"][0]["payload"]["card"], "Zq4111-1111");
     let lease = c["tasks"][0]["lease"]["token"]
         .as_str()
         .unwrap()
@@ -647,7 +647,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
         Some(&worker),
         "POST",
         &format!("/v1/tasks/{hid}/complete"),
-        Some(json!({"lease": lease, "result": {"auth": "ok-4111"}})),
+        Some(json!({"lease": lease, "result": {"auth": "ok-Zq4111"}})),
     )
     .await;
     assert_eq!(st, StatusCode::OK);
@@ -659,7 +659,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
         "{t}"
     );
     let (_, t) = call(&a, Some(&reader), "GET", &format!("/v1/tasks/{oid}"), None).await;
-    assert_eq!(t["payload"]["card"], "4111-1111");
+    assert_eq!(t["payload"]["card"], "Zq4111-1111");
     let (_, page) = call(&a, Some(&reader), "GET", "/v1/tasks?queue=secret", None).await;
     let listed = page["tasks"]
         .as_array()
@@ -668,7 +668,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
         .find(|t| t["id"] == hid)
         .unwrap_or_else(|| panic!("the masked task is listed: {page}"));
     assert_eq!(listed["payload"], json!("***"), "{page}");
-    assert!(!page.to_string().contains("4111"), "{page}");
+    assert!(!page.to_string().contains("Zq4111"), "{page}");
     // Progress a worker reports on a masked task: masked for readers too.
     let (_, second) = add("secret").await;
     let (_, c) = call(
@@ -689,7 +689,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
         Some(&worker),
         "POST",
         &format!("/v1/tasks/{}/heartbeat", second["id"]),
-        Some(json!({"lease": lease2, "progress": {"last4": "4111"}})),
+        Some(json!({"lease": lease2, "progress": {"last4": "Zq4111"}})),
     )
     .await;
     assert!(st.is_success(), "{st} {v}");
@@ -710,7 +710,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
         None,
     )
     .await;
-    assert_eq!(t["progress"]["last4"], "4111", "{t}");
+    assert_eq!(t["progress"]["last4"], "Zq4111", "{t}");
     // A process's steps live in queue process:<ns>: masking it masks the process's trace.
     let processor = axum::Router::new().route(
         "/",
@@ -742,7 +742,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
         Some(&root),
         "POST",
         "/v1/namespaces/pay/processes",
-        Some(json!({"id": "p1", "args": {"card": "4111-1111"}})),
+        Some(json!({"id": "p1", "args": {"card": "Zq4111-1111"}})),
     )
     .await;
     assert!(st.is_success(), "{st} {v}");
@@ -756,7 +756,7 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
     .await;
     assert_eq!(st, StatusCode::OK, "{tr}");
     assert_eq!(tr["tasks"][0]["payload"], json!("***"), "{tr}");
-    assert!(!tr.to_string().contains("4111"), "{tr}");
+    assert!(!tr.to_string().contains("Zq4111"), "{tr}");
     let (_, tr) = call(
         &a,
         Some(&root),
@@ -765,10 +765,10 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
         None,
     )
     .await;
-    assert!(tr.to_string().contains("4111"), "an admin sees it: {tr}");
+    assert!(tr.to_string().contains("Zq4111"), "an admin sees it: {tr}");
     // An admin sees it all through the API; the dashboard masks for everyone.
     let (_, t) = call(&a, Some(&root), "GET", &format!("/v1/tasks/{hid}"), None).await;
-    assert_eq!(t["result"]["auth"], "ok-4111");
+    assert_eq!(t["result"]["auth"], "ok-Zq4111");
     let html = http()
         .get(format!("{}/ui/tasks/{hid}", a.base))
         .bearer_auth(&root)
@@ -778,7 +778,10 @@ async fn masked_payloads((a, _b, _dir): (Node, Node, TestStore)) {
         .text()
         .await
         .unwrap();
-    assert!(html.contains("Payload") && !html.contains("4111"), "{html}");
+    assert!(
+        html.contains("Payload") && !html.contains("Zq4111"),
+        "{html}"
+    );
 }
 
 /// A server on a loopback address answers only requests addressed to a loopback name, so a
