@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 pub mod backoff;
 pub mod batch;
+pub mod bulk;
 pub mod clock;
 pub mod counts;
 pub mod duration;

@@ -87,6 +87,21 @@ pub trait TaskStore: Send + Sync {
     /// # Errors
     /// [`StoreError::NotFound`]; whatever the rule returns; store failure.
     async fn task_update(&self, p: TaskUpdateParams) -> Result<Task>;
+
+    /// How many tasks match `p`'s filters, counted up to `p.limit` (a bulk action's
+    /// confirmation, [`docket_core::bulk::COUNT_CAP`]); `after` and `descending` are ignored.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn task_count(&self, p: TaskListParams) -> Result<i64>;
+
+    /// Deletes the tasks among `ids` that are finished (completed, discarded, cancelled) and
+    /// not a live process's (its history needs them; the prune's rule), subtracting them from
+    /// the kept counts under their lock ([`docket_core::counts`]). Returns how many it deleted.
+    ///
+    /// # Errors
+    /// Database failure; nothing is deleted then.
+    async fn task_delete(&self, ids: &[i64]) -> Result<u64>;
 }
 
 /// Params of [`TaskStore::task_cancel`].

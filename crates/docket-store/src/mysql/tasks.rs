@@ -85,51 +85,20 @@ impl TaskStore for MySqlStore {
     }
 
     async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
-        let (cmp, order) = if p.descending {
-            ("<", "DESC")
-        } else {
-            (">", "ASC")
-        };
-        let states = if p.states.is_empty() {
-            String::new()
-        } else {
-            format!("AND state IN ({}) ", marks(p.states.len()))
-        };
-        let sql = fill(
-            sql!(tasks, list),
-            &[("states", &states), ("cmp", cmp), ("order", order)],
-        );
-        let mut q = sqlx::query(&sql);
-        for _ in 0..2 {
-            q = q.bind(&p.queue).bind(&p.queue);
-            for s in &p.states {
-                q = q.bind(s.as_str());
-            }
-            q = q
-                .bind(&p.kind)
-                .bind(&p.kind)
-                .bind(p.after)
-                .bind(p.after)
-                .bind(&p.concurrency_key)
-                .bind(&p.concurrency_key)
-                .bind(&p.text)
-                .bind(&p.text)
-                .bind(&p.user_id)
-                .bind(&p.user_id)
-                .bind(&p.trace_id)
-                .bind(&p.trace_id)
-                .bind(&p.unique_key)
-                .bind(&p.unique_key)
-                .bind(&p.worker)
-                .bind(&p.worker)
-                .bind(p.min_id)
-                .bind(p.min_id)
-                .bind(p.max_id)
-                .bind(p.max_id)
-                .bind(p.limit);
-        }
-        let rows = q.bind(p.limit).fetch_all(&self.pool).await?;
+        let rows = list_query(&list_sql(&p), &p).fetch_all(&self.pool).await?;
         rows.iter().map(decode).collect()
+    }
+
+    async fn task_count(&self, p: TaskListParams) -> Result<i64> {
+        // Both tables' pages are cut at the limit each; the union's count, at most twice it,
+        // is cut again.
+        let sql = format!("SELECT count(*) FROM ({}) x", list_sql(&p));
+        let row = list_query(&sql, &p).fetch_one(&self.pool).await?;
+        Ok(row.try_get::<i64, _>(0)?.min(p.limit.max(0)))
+    }
+
+    async fn task_delete(&self, ids: &[i64]) -> Result<u64> {
+        crate::portable::task_delete(self, ids).await
     }
 
     async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
@@ -304,4 +273,60 @@ impl TaskStore for MySqlStore {
             })
             .collect()
     }
+}
+
+/// The list statement for `p`'s order and states.
+fn list_sql(p: &TaskListParams) -> String {
+    let (cmp, order) = if p.descending {
+        ("<", "DESC")
+    } else {
+        (">", "ASC")
+    };
+    let states = if p.states.is_empty() {
+        String::new()
+    } else {
+        format!("AND state IN ({}) ", marks(p.states.len()))
+    };
+    fill(
+        sql!(tasks, list),
+        &[("states", &states), ("cmp", cmp), ("order", order)],
+    )
+}
+
+/// `sql` (the list statement, or one wrapping it) with `p`'s filters bound (twice: once per
+/// table, then the page's limit).
+fn list_query<'q>(
+    sql: &'q str,
+    p: &'q TaskListParams,
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    let mut q = sqlx::query(sql);
+    for _ in 0..2 {
+        q = q.bind(&p.queue).bind(&p.queue);
+        for s in &p.states {
+            q = q.bind(s.as_str());
+        }
+        q = q
+            .bind(&p.kind)
+            .bind(&p.kind)
+            .bind(p.after)
+            .bind(p.after)
+            .bind(&p.concurrency_key)
+            .bind(&p.concurrency_key)
+            .bind(&p.text)
+            .bind(&p.text)
+            .bind(&p.user_id)
+            .bind(&p.user_id)
+            .bind(&p.trace_id)
+            .bind(&p.trace_id)
+            .bind(&p.unique_key)
+            .bind(&p.unique_key)
+            .bind(&p.worker)
+            .bind(&p.worker)
+            .bind(p.min_id)
+            .bind(p.min_id)
+            .bind(p.max_id)
+            .bind(p.max_id)
+            .bind(p.limit);
+    }
+    q.bind(p.limit)
 }

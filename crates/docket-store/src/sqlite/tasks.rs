@@ -48,32 +48,20 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
-        let (cmp, order) = if p.descending {
-            ("<", "DESC")
-        } else {
-            (">", "ASC")
-        };
-        let sql = crate::sql::fill(sql!(tasks, list), &[("cmp", cmp), ("order", order)]);
-        let rows = sqlx::query(&sql)
-            .bind(&p.queue)
-            .bind((!p.states.is_empty()).then(|| {
-                serde_json::json!(p.states.iter().map(|s| s.as_str()).collect::<Vec<_>>())
-                    .to_string()
-            }))
-            .bind(&p.kind)
-            .bind(p.after)
-            .bind(p.limit)
-            .bind(&p.concurrency_key)
-            .bind(&p.text)
-            .bind(&p.user_id)
-            .bind(&p.trace_id)
-            .bind(&p.unique_key)
-            .bind(&p.worker)
-            .bind(p.min_id)
-            .bind(p.max_id)
+        let rows = list_query(&list_sql(&p), &p)
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(decode).collect()
+    }
+
+    async fn task_count(&self, p: TaskListParams) -> Result<i64> {
+        let sql = format!("SELECT count(*) FROM ({}) x", list_sql(&p));
+        let row = list_query(&sql, &p).fetch_one(&self.reader).await?;
+        Ok(row.try_get::<i64, _>(0)?)
+    }
+
+    async fn task_delete(&self, ids: &[i64]) -> Result<u64> {
+        crate::portable::task_delete(self, ids).await
     }
 
     async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
@@ -224,4 +212,37 @@ impl TaskStore for SqliteStore {
             })
             .collect()
     }
+}
+
+/// The list statement for `p`'s order.
+fn list_sql(p: &TaskListParams) -> String {
+    let (cmp, order) = if p.descending {
+        ("<", "DESC")
+    } else {
+        (">", "ASC")
+    };
+    crate::sql::fill(sql!(tasks, list), &[("cmp", cmp), ("order", order)])
+}
+
+/// `sql` (the list statement, or one wrapping it) with `p`'s filters bound.
+fn list_query<'q>(
+    sql: &'q str,
+    p: &'q TaskListParams,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    sqlx::query(sql)
+        .bind(&p.queue)
+        .bind((!p.states.is_empty()).then(|| {
+            serde_json::json!(p.states.iter().map(|s| s.as_str()).collect::<Vec<_>>()).to_string()
+        }))
+        .bind(&p.kind)
+        .bind(p.after)
+        .bind(p.limit)
+        .bind(&p.concurrency_key)
+        .bind(&p.text)
+        .bind(&p.user_id)
+        .bind(&p.trace_id)
+        .bind(&p.unique_key)
+        .bind(&p.worker)
+        .bind(p.min_id)
+        .bind(p.max_id)
 }

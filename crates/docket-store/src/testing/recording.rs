@@ -99,6 +99,16 @@ impl TaskStore for Recording {
         self.hit("task_update").await;
         self.inner.task_update(p).await
     }
+
+    async fn task_count(&self, p: TaskListParams) -> Result<i64> {
+        self.hit("task_count").await;
+        self.inner.task_count(p).await
+    }
+
+    async fn task_delete(&self, ids: &[i64]) -> Result<u64> {
+        self.hit("task_delete").await;
+        self.inner.task_delete(ids).await
+    }
 }
 
 #[async_trait]

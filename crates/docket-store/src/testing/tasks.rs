@@ -987,3 +987,78 @@ pub(super) async fn finished_tasks_leave_the_hot_table(b: Bundle) {
         assert!(s.task_get(*id).await.unwrap().is_none(), "task {id} pruned");
     }
 }
+
+/// `task_count` (a bulk action's confirmation) and `task_delete` (bulk delete): only finished
+/// tasks go, the kept counts follow, and a second delete finds nothing.
+pub(super) async fn bulk_count_and_delete(b: Bundle) {
+    let s = &*b.store;
+    let in_d = || NewTask {
+        queue: Some("d".into()),
+        ..nt("k")
+    };
+    let all = insert(s, (0..5).map(|_| in_d()).collect(), t0()).await;
+    let other = insert(s, vec![nt("k")], t0()).await;
+    let got = claim(s, "d", 3, t0()).await;
+    s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[done(&got[0], json!(1)), done(&got[1], json!(1))],
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    let mut f = fail(&got[2], "x");
+    f.permanent = true;
+    s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[f],
+        worker: None,
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    // Counted into the kept counts, so the delete must subtract from them.
+    s.counts_step(CountsStepParams {
+        now: t0() + secs(10),
+        recount_every: Duration::from_secs(3600),
+    })
+    .await
+    .unwrap();
+    let count = |states: Vec<TaskState>, limit: i64| async move {
+        s.task_count(TaskListParams {
+            queue: Some("d".into()),
+            states,
+            limit,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(count(vec![], 100).await, 5);
+    assert_eq!(count(vec![TaskState::Completed], 100).await, 2);
+    assert_eq!(
+        count(vec![TaskState::Completed, TaskState::Discarded], 100).await,
+        3
+    );
+    assert_eq!(count(vec![], 2).await, 2, "counted up to the limit");
+    let mut ids: Vec<i64> = all.iter().map(|t| t.id).collect();
+    ids.push(other[0].id);
+    ids.push(i64::MAX);
+    assert_eq!(s.task_delete(&ids).await.unwrap(), 3);
+    for t in &got {
+        assert_eq!(s.task_get(t.id).await.unwrap(), None, "finished: deleted");
+    }
+    assert_eq!(count(vec![], 100).await, 2, "the unfinished stay");
+    assert!(s.task_get(other[0].id).await.unwrap().is_some());
+    let c = s.queue_get("d").await.unwrap().counts;
+    assert_eq!(
+        (
+            c[&TaskState::Available],
+            c[&TaskState::Completed],
+            c[&TaskState::Discarded]
+        ),
+        (2, 0, 0),
+        "the kept counts lost what was deleted"
+    );
+    assert_eq!(s.task_delete(&ids).await.unwrap(), 0);
+    assert_eq!(s.task_delete(&[]).await.unwrap(), 0);
+}

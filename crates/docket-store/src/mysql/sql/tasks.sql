@@ -122,3 +122,17 @@ SELECT {COLS} FROM docket_tasks WHERE id IN ({ids}) ORDER BY id FOR UPDATE
 
 -- name: get_many_done
 SELECT {COLS} FROM docket_tasks_done WHERE id IN ({ids})
+
+-- name: delete_lock
+-- The finished tasks among ?1 (a JSON array of ids, brought back from docket_tasks_done
+-- first) that no live process needs (the prune's rule), locked, with what the kept counts
+-- need (docket_core::counts).
+SELECT t.id, t.queue, t.state, t.finished_at FROM docket_tasks t
+    WHERE t.id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COLUMNS (id BIGINT PATH '$')) j)
+    AND t.state IN ('completed','discarded','cancelled')
+    AND NOT (t.namespace IS NOT NULL AND EXISTS (SELECT 1 FROM docket_processes p
+    WHERE p.namespace = t.namespace AND p.id = t.process_id))
+    ORDER BY t.id FOR UPDATE
+
+-- name: delete
+DELETE FROM docket_tasks WHERE id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COLUMNS (id BIGINT PATH '$')) j)

@@ -91,3 +91,16 @@ SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1)
     AND ($10::text IS NULL OR unique_key = $10) AND ($11::text IS NULL OR worker = $11)
     AND ($12::bigint IS NULL OR id >= $12) AND ($13::bigint IS NULL OR id <= $13)
     ORDER BY id {order} LIMIT $5
+
+-- name: delete_lock
+-- The finished tasks among $1 (a JSON array of ids) that no live process needs (the prune's
+-- rule), locked, with what the kept counts need (docket_core::counts).
+SELECT t.id, t.queue, t.state, t.finished_at FROM docket_tasks t
+    WHERE t.id IN (SELECT (jsonb_array_elements_text($1))::bigint)
+    AND t.state IN ('completed','discarded','cancelled')
+    AND NOT (t.namespace IS NOT NULL AND EXISTS (SELECT 1 FROM docket_processes p
+    WHERE p.namespace = t.namespace AND p.id = t.process_id))
+    ORDER BY t.id FOR UPDATE OF t
+
+-- name: delete
+DELETE FROM docket_tasks WHERE id IN (SELECT (jsonb_array_elements_text($1))::bigint)

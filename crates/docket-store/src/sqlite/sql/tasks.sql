@@ -64,3 +64,16 @@ SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1)
     AND (?10 IS NULL OR unique_key = ?10) AND (?11 IS NULL OR worker = ?11)
     AND (?12 IS NULL OR id >= ?12) AND (?13 IS NULL OR id <= ?13)
     ORDER BY id {order} LIMIT ?5
+
+-- name: delete_lock
+-- The finished tasks among ?1 (a JSON array of ids) that no live process needs (the prune's
+-- rule), with what the kept counts need (docket_core::counts). The write transaction locks.
+SELECT t.id, t.queue, t.state, t.finished_at FROM docket_tasks t
+    WHERE t.id IN (SELECT value FROM json_each(?1))
+    AND t.state IN ('completed','discarded','cancelled')
+    AND NOT (t.namespace IS NOT NULL AND EXISTS (SELECT 1 FROM docket_processes p
+    WHERE p.namespace = t.namespace AND p.id = t.process_id))
+    ORDER BY t.id
+
+-- name: delete
+DELETE FROM docket_tasks WHERE id IN (SELECT value FROM json_each(?1))
