@@ -32,7 +32,7 @@ pub const COUNT_CAP: i64 = 100_000;
 pub enum BulkAction {
     /// Cancel unfinished tasks (a running one is asked to stop, as `POST /v1/tasks/{id}/cancel`).
     Cancel,
-    /// Run finished tasks again (as `POST /v1/tasks/{id}/retry`).
+    /// Run discarded and cancelled tasks again (as `POST /v1/tasks/{id}/retry`).
     Retry,
     /// Make scheduled and retryable tasks available now.
     RunNow,
@@ -65,12 +65,12 @@ impl BulkAction {
     }
 
     /// The states a task must be in for this action to change it — the single-task actions'
-    /// rules (a completed task may be retried, as River and Oban allow).
+    /// rules (the store's `task_retry` takes discarded and cancelled tasks).
     pub fn states(self) -> &'static [TaskState] {
         use TaskState::*;
         match self {
             BulkAction::Cancel => &[Scheduled, Available, Running, Retryable],
-            BulkAction::Retry => &[Completed, Discarded, Cancelled],
+            BulkAction::Retry => &[Discarded, Cancelled],
             BulkAction::RunNow => &[Scheduled, Retryable],
             BulkAction::Delete => &[Completed, Discarded, Cancelled],
         }
@@ -236,6 +236,68 @@ impl BulkProgress {
             .skipped
             .saturating_add((ids.len() as i64).saturating_sub(done).max(0));
         ids.len() as i64 >= BATCH
+    }
+}
+
+/// A bulk action as `POST /v1/tasks/bulk` and `GET /v1/tasks/bulk/{id}` answer it: read
+/// from its task ([`BulkJob::of`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BulkJob {
+    /// The bulk action's task id (its run log is at `GET /v1/tasks/{id}`).
+    pub id: i64,
+    /// What it does.
+    pub action: BulkAction,
+    /// To which tasks.
+    pub filter: BulkFilter,
+    /// Its task's state: `available` or `running` while it works, `completed` when done,
+    /// `retryable` after a failed batch (it goes on from its cursor), `cancelled`, `discarded`.
+    pub state: TaskState,
+    /// How many matched when it was asked.
+    pub total: i64,
+    /// True when more than `total` matched ([`COUNT_CAP`]).
+    pub more: bool,
+    /// Tasks changed so far.
+    pub done: i64,
+    /// Matching tasks that had moved on when their turn came.
+    pub skipped: i64,
+    /// When it was asked.
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: crate::Timestamp,
+    /// When it finished.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub finished_at: Option<crate::Timestamp>,
+    /// The last failure, if any.
+    pub error: Option<String>,
+}
+
+impl BulkJob {
+    /// The bulk action that task `t` is; `None` when it is not one (another queue or kind,
+    /// or a payload that is not a [`BulkRequest`]).
+    pub fn of(t: &crate::Task) -> Option<BulkJob> {
+        if t.queue != QUEUE || t.kind != KIND {
+            return None;
+        }
+        let req: BulkRequest = serde_json::from_value(t.payload.clone()).ok()?;
+        // Finished: the result holds the final numbers; else the last progress written.
+        let progress: BulkProgress = t
+            .result
+            .clone()
+            .or_else(|| t.progress.clone())
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        Some(BulkJob {
+            id: t.id,
+            action: req.action,
+            filter: req.filter,
+            state: t.state,
+            total: req.total,
+            more: req.more,
+            done: progress.done,
+            skipped: progress.skipped,
+            created_at: t.created_at,
+            finished_at: t.finished_at,
+            error: t.errors.last().map(|e| e.message.clone()),
+        })
     }
 }
 

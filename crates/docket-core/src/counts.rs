@@ -16,9 +16,10 @@
 //! How exact: exact, except that (1) a task finished with a `finished_at` already behind
 //! `counted_to` when its transaction committed (a completion whose transaction took longer
 //! than [`LAG`], or a node whose clock is more than [`LAG`] behind) is not counted, and (2) a
-//! finished task retried or cancelled-workflow-retried (moved back to an unfinished state) still
-//! counts in its finished state, until the next full recount ([`RECOUNT_EVERY`]), which counts
-//! everything again and repairs both.
+//! finished task moved back to an unfinished state by a workflow retry still counts in its
+//! finished state, until the next full recount ([`RECOUNT_EVERY`]), which counts everything
+//! again and repairs both. A task retried by itself (`task_retry`, one by one or in bulk) is
+//! subtracted in the retry's own transaction, under the counts' lock.
 
 use crate::{TaskState, Timestamp};
 use std::collections::BTreeMap;

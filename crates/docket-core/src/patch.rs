@@ -202,6 +202,19 @@ impl TaskPatch {
         now: Timestamp,
     ) -> Result<Task, PatchError> {
         self.validate()?;
+        // A bulk action's task is docket's own: its payload is what an admin confirmed.
+        if t.queue == crate::bulk::QUEUE && self.lease.is_none() {
+            return Err(PatchError::State(format!(
+                "task {} is a bulk action: docket runs it (cancel it to stop it)",
+                t.id
+            )));
+        }
+        if self.queue.as_deref() == Some(crate::bulk::QUEUE) {
+            return Err(PatchError::Invalid(format!(
+                "queue {} is docket's own (POST /v1/tasks/bulk)",
+                crate::bulk::QUEUE
+            )));
+        }
         if let Some(v) = if_match.or(self.version.as_deref()) {
             let cur = version(t);
             if !v.eq_ignore_ascii_case(&cur) {

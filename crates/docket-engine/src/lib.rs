@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod auth;
 pub mod batches;
+pub mod bulk;
 mod database;
 mod error;
 pub mod kinds;
@@ -252,6 +253,17 @@ impl Engine {
         now: docket_core::Timestamp,
     ) -> Result<Vec<docket_core::task::ResolvedTask>, EngineError> {
         for (index, t) in tasks.iter_mut().enumerate() {
+            // Bulk actions run with an admin's confirmation (`POST /v1/tasks/bulk`); a task
+            // put in their queue by hand would run one without it.
+            if t.queue_name() == docket_core::bulk::QUEUE {
+                return Err(EngineError::InvalidTask {
+                    index,
+                    message: format!(
+                        "queue {} is docket's own: ask POST /v1/tasks/bulk",
+                        docket_core::bulk::QUEUE
+                    ),
+                });
+            }
             self.kinds
                 .check(t)
                 .map_err(|refusal| EngineError::Refused {
@@ -620,6 +632,7 @@ impl Engine {
             handles.push(h);
         }
         handles.push(tokio::spawn(batches::run(self.clone(), cancel.clone())));
+        handles.push(tokio::spawn(bulk::run(self.clone(), cancel.clone())));
         handles.push(tokio::spawn(maintenance::run(self.clone(), cancel)));
         Ok(handles)
     }

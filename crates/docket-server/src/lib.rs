@@ -43,6 +43,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks", post(task_add).get(task_list))
         .route("/v1/tasks/complete", post(task_complete_batch))
         .route("/v1/tasks/fail", post(task_fail_batch))
+        .route("/v1/tasks/bulk", post(task_bulk))
+        .route("/v1/tasks/bulk/{id}", get(task_bulk_get))
         .route("/v1/tasks/{id}", get(task_get).patch(task_patch))
         .route("/v1/tasks/{id}/cancel", post(task_cancel))
         .route("/v1/tasks/{id}/retry", post(task_retry))

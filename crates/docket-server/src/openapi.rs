@@ -42,6 +42,8 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         task_get,
         task_cancel,
         task_retry,
+        task_bulk,
+        task_bulk_get,
         task_run_now,
         task_patch,
         worker_report,

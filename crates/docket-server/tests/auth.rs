@@ -1051,6 +1051,22 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
             assert!(st.is_success(), "{v}");
             (t.replace("{name}", &uniq), empty)
         }
+        ("POST", "/v1/tasks/bulk") => (
+            path(template),
+            json!({"action": "cancel", "filter": {"queue": uniq}}),
+        ),
+        ("GET", "/v1/tasks/bulk/{id}") => {
+            let (st, v) = call(
+                n,
+                Some(root),
+                "POST",
+                "/v1/tasks/bulk",
+                Some(json!({"action": "cancel", "filter": {"queue": uniq}})),
+            )
+            .await;
+            assert!(st.is_success(), "{v}");
+            (format!("/v1/tasks/bulk/{}", v["id"]), empty)
+        }
         ("POST", "/v1/workers/{name}/report") => (
             path("/v1/workers/w1/report"),
             json!({"state": "idle", "interval": "5s", "queue": "q"}),

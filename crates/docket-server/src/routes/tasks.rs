@@ -311,3 +311,77 @@ pub(crate) async fn task_run_now(
 ) -> ApiResult<Json<Task>> {
     task_by_hand(s, &headers, &id, actions::TaskAction::RunNow).await
 }
+
+/// Body of `POST /v1/tasks/bulk`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BulkBody {
+    /// What to do to each matching task.
+    action: docket_core::bulk::BulkAction,
+    /// Which tasks (absent or empty: every task the action applies to).
+    #[serde(default)]
+    filter: docket_core::bulk::BulkFilter,
+    /// Only count: answer how many tasks would change, change none.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// Answer of a dry run of `POST /v1/tasks/bulk`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct BulkCount {
+    /// The action counted for.
+    action: docket_core::bulk::BulkAction,
+    /// How many tasks it would change now (at most 100,000 unless the filter is by queue and
+    /// state only).
+    total: i64,
+    /// True when more than `total` matched.
+    more: bool,
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/bulk",
+    tag = "tasks",
+    request_body = BulkBody,
+    responses(
+        (status = 202, description = "the bulk action, asked: poll GET /v1/tasks/bulk/{id}", body = docket_core::bulk::BulkJob),
+        (status = 200, description = "dry_run: how many would change", body = BulkCount),
+        (status = 422, description = "invalid_request: a bad filter, or one naming no state the action changes", body = crate::error::ErrorBody)),
+    summary = "Cancel, retry, run now or delete every task a filter matches, in the background (admin)"
+)]
+pub(crate) async fn task_bulk(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let b: BulkBody = parse(body)?;
+    if b.dry_run {
+        let (total, more) = s.engine.bulk_count(&b.filter, b.action).await?;
+        return Ok(Json(BulkCount {
+            action: b.action,
+            total,
+            more,
+        })
+        .into_response());
+    }
+    let who = actions::actor(&headers, "api");
+    let job = s.engine.bulk_start(&who, b.filter, b.action).await?;
+    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+}
+
+#[utoipa::path(
+    get, path = "/v1/tasks/bulk/{id}",
+    tag = "tasks",
+    params(("id" = i64, Path, minimum = 1, description = "the bulk action's id (its task's)")),
+    responses((status = 200, description = "the bulk action and its progress", body = docket_core::bulk::BulkJob), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
+    summary = "A bulk action's progress"
+)]
+pub(crate) async fn task_bulk_get(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<docket_core::bulk::BulkJob>> {
+    let id = task_id(&id)?;
+    match s.engine.bulk_get(id).await? {
+        Some(j) => Ok(Json(j)),
+        None => Err(ApiError::not_found(format!("no bulk action {id}"))),
+    }
+}

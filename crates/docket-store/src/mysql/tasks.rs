@@ -149,6 +149,9 @@ impl TaskStore for MySqlStore {
         let TaskRetryParams { id, now } = p;
         let mut tx = self.begin().await?;
         Self::unarchive(&mut tx, &[id]).await?;
+        let mut t = self.tx_of(tx);
+        crate::portable::counts_before_retry(&mut t, id).await?;
+        let mut tx = t.into_inner();
         let r = sqlx::query(sql!(tasks, retry))
             .bind(dt(now))
             .bind(id)

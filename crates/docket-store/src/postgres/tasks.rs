@@ -130,7 +130,9 @@ impl TaskStore for PgStore {
         again(|| async move {
             let p = p.clone();
             let TaskRetryParams { id, now } = p;
-            let mut tx = self.pool.begin().await?;
+            let mut t = PgTx::of(self.pool.begin().await?, &self.schema);
+            crate::portable::counts_before_retry(&mut t, id).await?;
+            let mut tx = t.into_inner();
             let sql = sql!(tasks, retry);
             let row = sqlx::query(sql)
                 .bind(id)

@@ -92,7 +92,9 @@ impl TaskStore for SqliteStore {
     async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
         let TaskRetryParams { id, now } = p;
         let sql = sql!(tasks, retry);
-        let mut tx = self.begin().await?;
+        let mut t = self.tx_of(self.begin().await?);
+        crate::portable::counts_before_retry(&mut t, id).await?;
+        let mut tx = t.into_inner();
         let row = sqlx::query(sql)
             .bind(id)
             .bind(us(now))

@@ -1061,4 +1061,48 @@ pub(super) async fn bulk_count_and_delete(b: Bundle) {
     );
     assert_eq!(s.task_delete(&ids).await.unwrap(), 0);
     assert_eq!(s.task_delete(&[]).await.unwrap(), 0);
+    // A retry (one by one, or a bulk retry's) takes a counted failure out of the counts at once.
+    let r = insert(
+        s,
+        vec![NewTask {
+            queue: Some("r".into()),
+            ..nt("k")
+        }],
+        t0() + secs(20),
+    )
+    .await;
+    let got = claim(s, "r", 1, t0() + secs(20)).await;
+    let mut f = fail(&got[0], "x");
+    f.permanent = true;
+    s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[f],
+        worker: None,
+        now: t0() + secs(20),
+    })
+    .await
+    .unwrap();
+    s.counts_step(CountsStepParams {
+        now: t0() + secs(30),
+        recount_every: Duration::from_secs(3600),
+    })
+    .await
+    .unwrap();
+    let discarded = || async { s.queue_get("r").await.unwrap().counts[&TaskState::Discarded] };
+    assert_eq!(discarded().await, 1);
+    s.task_retry(TaskRetryParams {
+        id: r[0].id,
+        now: t0() + secs(31),
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        discarded().await,
+        0,
+        "a retried task leaves the kept counts"
+    );
+    assert_eq!(
+        s.queue_get("r").await.unwrap().counts[&TaskState::Available],
+        1
+    );
 }

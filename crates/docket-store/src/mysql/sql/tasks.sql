@@ -136,3 +136,9 @@ SELECT t.id, t.queue, t.state, t.finished_at FROM docket_tasks t
 
 -- name: delete
 DELETE FROM docket_tasks WHERE id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COLUMNS (id BIGINT PATH '$')) j)
+
+-- name: retry_lock
+-- A task a retry may make unfinished (brought back from docket_tasks_done first), locked, with
+-- what the kept counts need.
+SELECT queue, state, finished_at FROM docket_tasks WHERE id = ?1
+    AND state IN ('discarded','cancelled') FOR UPDATE

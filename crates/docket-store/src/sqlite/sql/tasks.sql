@@ -77,3 +77,8 @@ SELECT t.id, t.queue, t.state, t.finished_at FROM docket_tasks t
 
 -- name: delete
 DELETE FROM docket_tasks WHERE id IN (SELECT value FROM json_each(?1))
+
+-- name: retry_lock
+-- A task a retry may make unfinished, with what the kept counts need.
+SELECT queue, state, finished_at FROM docket_tasks WHERE id = ?1
+    AND state IN ('discarded','cancelled')
