@@ -292,10 +292,14 @@ async fn scenario(db: &[&str], shot: &str) {
                 .iter()
                 .map(|t| t["state"].as_str().unwrap())
                 .collect();
-            if states[0] == want {
-                if action == "cancel" {
-                    assert!(states.iter().all(|s| *s == "cancelled"), "{states:?}");
-                } else {
+            // A cancel reaches what waited on the cancelled tasks a moment later (the release
+            // rule runs after the cancel commits): wait for all of them.
+            let done = match action {
+                "cancel" => states.iter().all(|s| *s == "cancelled"),
+                _ => states[0] == want,
+            };
+            if done {
+                if action != "cancel" {
                     assert!(w["tasks"][1]["waiting"].as_bool().unwrap(), "{w}");
                 }
                 break;
@@ -449,6 +453,125 @@ async fn scenario(db: &[&str], shot: &str) {
         .await
         .unwrap();
     wait_text(&c, "state", "available").await;
+    // Bulk retry over a filter of 2,000 tasks: the list's form, a confirmation naming the
+    // count, the bulk action's page following its progress, the result.
+    let many: Vec<Value> = (0..2000)
+        .map(|i| json!({"queue": "bulk", "kind": "sync", "payload": {"i": i}}))
+        .collect();
+    post(&http, &format!("{base}/v1/tasks"), json!({"tasks": many})).await;
+    let job = post(
+        &http,
+        &format!("{base}/v1/tasks/bulk"),
+        json!({"action": "cancel", "filter": {"queue": "bulk"}}),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http
+        .get(format!("{base}/v1/tasks/bulk/{}", job["id"]))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["state"]
+        != "completed"
+    {
+        assert!(Instant::now() < deadline, "the bulk cancel did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    c.goto(&format!("{base}/ui/tasks?queue=bulk&state=cancelled"))
+        .await
+        .unwrap();
+    c.find(Locator::Css("#bulk-action option[value=retry]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.find(Locator::Id("bulk-go"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let count = c
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("bulk-count"))
+        .await
+        .unwrap();
+    assert_eq!(count.attr("data-n").await.unwrap().as_deref(), Some("2000"));
+    let question = count.text().await.unwrap();
+    assert!(question.contains("Retry all 2,000 matching"), "{question}");
+    std::fs::write(
+        format!(
+            "{}/../../target/dashboard-bulk-confirm-{shot}.png",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    c.find(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Id("bulk-progress"))
+        .await
+        .unwrap();
+    // The page follows the action live; a reload now and then only guards a lost event.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut polls = 0;
+    // The live region is swapped as it goes: an element read mid-swap is read again.
+    while !matches!(
+        try_text(&c, "bulk-state").await.as_deref(),
+        Some("completed")
+    ) {
+        assert!(Instant::now() < deadline, "the bulk retry did not finish");
+        polls += 1;
+        if polls % 20 == 0 {
+            c.refresh().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let mut done = None;
+    for _ in 0..50 {
+        if let Ok(e) = c.find(Locator::Id("bulk-done")).await {
+            if let Ok(n) = e.attr("data-n").await {
+                done = n;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(done.as_deref(), Some("2000"));
+    std::fs::write(
+        format!(
+            "{}/../../target/dashboard-bulk-{shot}.png",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    let q = http
+        .get(format!("{base}/v1/queues/bulk"))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            q["counts"]["available"].as_i64(),
+            q["counts"]["cancelled"].as_i64()
+        ),
+        (Some(2000), Some(0)),
+        "{q}"
+    );
     // Every action is in the audit log, with who did it.
     c.goto(&format!("{base}/ui/audit")).await.unwrap();
     let audit = c
@@ -467,6 +590,7 @@ async fn scenario(db: &[&str], shot: &str) {
         "{audit}"
     );
     assert!(audit.contains("task.run-now"), "{audit}");
+    assert!(audit.contains("tasks.bulk"), "{audit}");
     c.close().await.unwrap();
     drop(driver);
     drop(server);
@@ -700,6 +824,11 @@ async fn login_scenario(db: &[&str]) {
         .unwrap();
     wait_text(&c, "state", "cancelled").await;
     c.close().await.unwrap();
+}
+
+/// Element `id`'s text; `None` when it is not there or was replaced while read.
+async fn try_text(c: &fantoccini::Client, id: &str) -> Option<String> {
+    c.find(Locator::Id(id)).await.ok()?.text().await.ok()
 }
 
 async fn text_of(c: &fantoccini::Client, id: &str) -> String {

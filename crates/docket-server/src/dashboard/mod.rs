@@ -9,6 +9,7 @@
 
 mod audit;
 mod batches;
+mod bulk;
 mod layout;
 mod login;
 mod overview;
@@ -22,6 +23,7 @@ mod workers;
 
 use audit::*;
 use batches::*;
+use bulk::*;
 use overview::*;
 use processes::*;
 use rate_limits::*;
@@ -68,6 +70,8 @@ pub fn routes() -> Router<AppState> {
             "/ui/batches/{id}/{action}",
             get(workflow_confirm).post(workflow_act),
         )
+        .route("/ui/bulk", get(bulk_confirm).post(bulk_act))
+        .route("/ui/bulk/{id}", get(bulk_page))
         .route("/ui/rate-limits", get(rate_limits))
         .route("/ui/events", get(crate::routes::changes::changes))
         .route("/ui/assets/{file}", get(asset))

@@ -17,7 +17,11 @@ pub(super) struct TaskFilter {
     after: Option<i64>,
 }
 
-pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>) -> Page {
+pub(super) async fn tasks(
+    State(s): State<AppState>,
+    Extension(act): Extension<CanAct>,
+    Query(f): Query<TaskFilter>,
+) -> Page {
     let now = s.engine.clock.now();
     // Several states (`running,retryable`); one that names no known state matches nothing.
     let (states, none) = match some(&f.state) {
@@ -132,6 +136,10 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(f): Query<TaskFilter>
             label { "unique key" input name="unique_key" value=(some(&f.unique_key).unwrap_or_default()); }
             label { "worker" input name="worker" value=(some(&f.worker).unwrap_or_default()); }
             button type="submit" { "Filter" }
+        }
+        // Bulk actions take the filters an index serves (docket_core::bulk::BulkFilter).
+        @if act.0 && some(&f.text).is_none() && some(&f.trace_id).is_none() && some(&f.worker).is_none() {
+            (super::bulk::bulk_form(some(&f.queue), some(&f.kind), some(&f.state), some(&f.user_id), some(&f.unique_key)))
         }
     };
     let body = html! {
@@ -368,23 +376,6 @@ pub(super) async fn queue_act(
     match actions::queue_paused(&s, &dashboard_actor(&headers), &queue, paused).await {
         Ok(_) => Redirect::to("/").into_response(),
         Err(e) => error_page(e),
-    }
-}
-
-/// `48210` → `48,210`.
-pub(super) fn thousands(n: i64) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
     }
 }
 
