@@ -374,6 +374,58 @@ impl Client {
             .await
     }
 
+    /// `POST /v1/tasks/bulk` with `dry_run`: how many tasks `action` would change over
+    /// `filter` now, and whether more matched than counted (100,000 unless the filter is by
+    /// queue and state only).
+    ///
+    /// # Errors
+    /// `invalid_request` (a bad filter, or one naming no state the action changes), transport
+    /// errors.
+    pub async fn task_bulk_count(
+        &self,
+        action: docket_core::bulk::BulkAction,
+        filter: &docket_core::bulk::BulkFilter,
+    ) -> Result<(i64, bool)> {
+        let v: Value = self
+            .send(
+                self.http.post(self.url("/v1/tasks/bulk")).json(
+                    &serde_json::json!({"action": action, "filter": filter, "dry_run": true}),
+                ),
+            )
+            .await?;
+        Ok((
+            v["total"].as_i64().unwrap_or(0),
+            v["more"].as_bool().unwrap_or(false),
+        ))
+    }
+
+    /// `POST /v1/tasks/bulk`: `action` over every task `filter` matches now, in the background
+    /// (admin). Poll [`Client::task_bulk_get`].
+    ///
+    /// # Errors
+    /// `invalid_request`, `forbidden` (not an admin token), transport errors.
+    pub async fn task_bulk(
+        &self,
+        action: docket_core::bulk::BulkAction,
+        filter: &docket_core::bulk::BulkFilter,
+    ) -> Result<docket_core::bulk::BulkJob> {
+        self.send(
+            self.http
+                .post(self.url("/v1/tasks/bulk"))
+                .json(&serde_json::json!({"action": action, "filter": filter})),
+        )
+        .await
+    }
+
+    /// `GET /v1/tasks/bulk/{id}`: a bulk action's progress.
+    ///
+    /// # Errors
+    /// `not_found`, transport errors.
+    pub async fn task_bulk_get(&self, id: i64) -> Result<docket_core::bulk::BulkJob> {
+        self.send(self.http.get(self.url(&format!("/v1/tasks/bulk/{id}"))))
+            .await
+    }
+
     /// `POST /v1/queues/{queue}/claim`: up to `limit` tasks (of `kinds` only, when not empty),
     /// long-polling up to `wait`.
     ///

@@ -515,6 +515,27 @@ pub enum TaskCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Cancel, retry, run now or delete every task a filter matches, on the server in the
+    /// background (`POST /v1/tasks/bulk`, an admin token): counts them, asks (unless --yes),
+    /// then follows the progress. Ctrl-C stops the following, not the bulk action (cancel it
+    /// with `docket task cancel ID`).
+    Bulk {
+        /// cancel, retry, run-now or delete.
+        action: String,
+        #[command(flatten)]
+        filter: ServerBulkFilter,
+        /// Only count the matching tasks.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask for confirmation (needed without a terminal).
+        #[arg(long)]
+        yes: bool,
+        /// Print the bulk action's id and return without following it.
+        #[arg(long)]
+        no_wait: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Follow a task until it finishes: prints each change; exits 0 when it completed, 1 when
     /// it was discarded or cancelled.
     Watch {
@@ -524,8 +545,29 @@ pub enum TaskCmd {
     },
 }
 
-/// Which tasks a bulk cancel/retry takes (at least one filter; Ctrl-C stops after the
-/// current task, nothing half-done).
+/// Which tasks `docket task bulk` takes: the filters an index serves.
+#[derive(Args, Debug, Default)]
+pub struct ServerBulkFilter {
+    /// Only this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only this kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only these states (`discarded,cancelled`); default: every state the action changes.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only this user's tasks.
+    #[arg(long)]
+    pub user_id: Option<String>,
+    /// Only tasks with this unique key.
+    #[arg(long)]
+    pub unique_key: Option<String>,
+}
+
+/// Which tasks a bulk cancel/retry takes (at least one filter). Without `--text` the server
+/// does it (`docket task bulk … --yes`); with it the CLI walks the matches itself, one request
+/// per task (Ctrl-C stops after the current task, nothing half-done).
 #[derive(Args, Debug, Default)]
 pub struct BulkFilter {
     /// Only this queue.

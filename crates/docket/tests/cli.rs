@@ -2352,6 +2352,51 @@ fn operator_cli_status_watch_bulk_completions_man() {
     assert_eq!(s.task(keep)["state"], "available");
     let out = s.ok(&["task", "retry", "--kind", "bulk", "--state", "cancelled"]);
     assert!(out.contains("retry: 4 done"), "{out}");
+    // `task bulk`: counted, refused without a confirmation when there is no terminal to ask
+    // on, done on the server with --yes; delete takes only finished tasks.
+    let v: Value = serde_json::from_str(&s.ok(&[
+        "task",
+        "bulk",
+        "cancel",
+        "--queue",
+        "ops",
+        "--kind",
+        "bulk",
+        "--dry-run",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (v["total"].as_i64(), v["more"].as_bool()),
+        (Some(4), Some(false))
+    );
+    let o = s.cli(&["task", "bulk", "cancel", "--queue", "ops", "--kind", "bulk"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--yes"),
+        "{o:?}"
+    );
+    assert_eq!(
+        s.task(keep)["state"],
+        "available",
+        "nothing done unconfirmed"
+    );
+    let out = s.ok(&[
+        "task", "bulk", "cancel", "--queue", "ops", "--kind", "bulk", "--yes",
+    ]);
+    assert!(out.contains("cancel: 4 done, 0 refused"), "{out}");
+    let out = s.ok(&["task", "bulk", "delete", "--queue", "ops", "--yes"]);
+    assert!(out.contains("delete: 4 done"), "{out}");
+    assert_eq!(
+        s.task(keep)["state"],
+        "available",
+        "unfinished: not deleted"
+    );
+    let o = s.cli(&["task", "bulk", "nuke", "--queue", "ops", "--yes"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no bulk action"));
+    let o = s.cli(&["task", "bulk", "retry", "--state", "running", "--yes"]);
+    assert!(!o.status.success(), "retry applies to no running task");
     let o = s.cli(&["task", "cancel", "1", "--queue", "ops"]);
     assert!(
         !o.status.success(),

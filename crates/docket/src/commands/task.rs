@@ -85,14 +85,41 @@ pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
         }
         TaskCmd::Cancel { id, filter, json } => match id {
             Some(id) if !filter.any() => print_task(&c.task_cancel(id).await?, json),
+            None if filter.any() && filter.text.is_none() => {
+                server_bulk(&c, "cancel", filter.into(), BulkRun::yes()).await
+            }
             None if filter.any() => bulk(&c, filter, "cancel").await,
             _ => bail!("give a task id or a filter (--queue, --kind, --state, --text), not both"),
         },
         TaskCmd::Retry { id, filter, json } => match id {
             Some(id) if !filter.any() => print_task(&c.task_retry(id).await?, json),
+            None if filter.any() && filter.text.is_none() => {
+                server_bulk(&c, "retry", filter.into(), BulkRun::yes()).await
+            }
             None if filter.any() => bulk(&c, filter, "retry").await,
             _ => bail!("give a task id or a filter (--queue, --kind, --state, --text), not both"),
         },
+        TaskCmd::Bulk {
+            action,
+            filter,
+            dry_run,
+            yes,
+            no_wait,
+            json,
+        } => {
+            server_bulk(
+                &c,
+                &action,
+                filter,
+                BulkRun {
+                    dry_run,
+                    yes,
+                    no_wait,
+                    json,
+                },
+            )
+            .await
+        }
         TaskCmd::Watch { id, json } => watch(&c, id, json).await,
     }
 }
@@ -224,6 +251,137 @@ pub(crate) async fn task_add(c: &Client, a: TaskAddArgs) -> Result<()> {
 
 /// Cancels or retries every task matching `f`, one by one with a progress bar; Ctrl-C stops
 /// after the task in hand.
+/// How `docket task bulk` runs.
+pub(crate) struct BulkRun {
+    dry_run: bool,
+    yes: bool,
+    no_wait: bool,
+    json: bool,
+}
+
+impl BulkRun {
+    /// `task cancel/retry` with a filter: no question (as before the server did it).
+    fn yes() -> Self {
+        BulkRun {
+            dry_run: false,
+            yes: true,
+            no_wait: false,
+            json: false,
+        }
+    }
+}
+
+impl From<BulkFilter> for ServerBulkFilter {
+    fn from(f: BulkFilter) -> Self {
+        ServerBulkFilter {
+            queue: f.queue,
+            kind: f.kind,
+            state: f.state,
+            user_id: None,
+            unique_key: None,
+        }
+    }
+}
+
+/// `docket task bulk`: counts, asks, asks the server, follows the progress with a bar; exits
+/// non-zero when the bulk action did not complete.
+pub(crate) async fn server_bulk(
+    c: &Client,
+    action: &str,
+    f: ServerBulkFilter,
+    run: BulkRun,
+) -> Result<()> {
+    use docket_core::bulk::{BulkAction, BulkFilter as Filter};
+    use std::io::{BufRead, IsTerminal, Write};
+    let action = BulkAction::parse(action)
+        .with_context(|| format!("no bulk action {action:?}: cancel, retry, run-now or delete"))?;
+    let states = match &f.state {
+        None => vec![],
+        Some(s) => docket_core::state::parse_filter(s)
+            .with_context(|| format!("--state {s:?} names no task state"))?,
+    };
+    let filter = Filter {
+        queue: f.queue,
+        states,
+        kind: f.kind,
+        user_id: f.user_id,
+        unique_key: f.unique_key,
+        concurrency_key: None,
+    };
+    let verb = action.as_str();
+    let (total, more) = c.task_bulk_count(action, &filter).await?;
+    let count = if more {
+        format!("more than {total}")
+    } else {
+        total.to_string()
+    };
+    if run.dry_run {
+        if run.json {
+            println!(
+                "{}",
+                serde_json::json!({"action": verb, "total": total, "more": more})
+            );
+        } else {
+            println!("{verb}: {count} matching tasks");
+        }
+        return Ok(());
+    }
+    if total == 0 {
+        println!("{verb}: 0 done, 0 refused (nothing matches)");
+        return Ok(());
+    }
+    if !run.yes {
+        if !std::io::stdin().is_terminal() {
+            bail!("{verb} {count} matching tasks: confirm with --yes (no terminal to ask on)");
+        }
+        eprint!("{verb} {count} matching tasks? [y/N] ");
+        std::io::stderr().flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        if !matches!(line.trim(), "y" | "Y" | "yes") {
+            bail!("not confirmed: nothing done");
+        }
+    }
+    let mut job = c.task_bulk(action, &filter).await?;
+    if run.no_wait {
+        if run.json {
+            println!("{}", serde_json::to_string_pretty(&job)?);
+        } else {
+            println!("{}", job.id);
+        }
+        return Ok(());
+    }
+    let bar = indicatif::ProgressBar::new(total.max(1) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} ({eta})")
+            .expect("template"),
+    );
+    bar.set_message(format!("{verb} (bulk action {}):", job.id));
+    while !job.state.is_finished() {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        job = c.task_bulk_get(job.id).await?;
+        bar.set_position(job.done.saturating_add(job.skipped).max(0) as u64);
+    }
+    bar.finish_and_clear();
+    if run.json {
+        println!("{}", serde_json::to_string_pretty(&job)?);
+    } else {
+        println!(
+            "{verb}: {} done, {} refused (state changed meanwhile)",
+            job.done, job.skipped
+        );
+    }
+    if job.state != docket_core::TaskState::Completed {
+        bail!(
+            "bulk action {} ended {}{}",
+            job.id,
+            job.state,
+            job.error.map(|e| format!(": {e}")).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 pub(crate) async fn bulk(c: &Client, f: BulkFilter, verb: &str) -> Result<()> {
     let mut ids = vec![];
     let mut after = None;
