@@ -867,6 +867,42 @@ async fn bulk_actions_over_a_filter(n: Node) {
         StatusCode::UNPROCESSABLE_ENTITY,
         "the bulk queue is docket's own: {v}"
     );
+    let (st, v) = n
+        .call(
+            "PATCH",
+            &format!("/v1/tasks/{}", j["id"]),
+            Some(json!({"priority": 3})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bulk action"),
+        "a bulk action's task is not edited: {v}"
+    );
+    let (_, fresh) = n
+        .call("POST", "/v1/tasks", Some(json!({"queue": q, "kind": "k"})))
+        .await;
+    let (st, v) = n
+        .call(
+            "PATCH",
+            &format!("/v1/tasks/{}", fresh["id"]),
+            Some(json!({"queue": "docket:bulk"})),
+        )
+        .await;
+    assert!(
+        st.is_client_error(),
+        "nor is a task moved into its queue: {v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("docket's own"),
+        "{v}"
+    );
     let (st, _) = n
         .call("GET", &format!("/v1/tasks/bulk/{}", later["id"]), None)
         .await;
