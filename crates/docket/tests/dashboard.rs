@@ -255,6 +255,57 @@ async fn scenario(db: &[&str], shot: &str) {
         &png,
     )
     .unwrap();
+    // A task's page: its place in the workflow, its timeline, a curl that enqueues it again.
+    let load = wf["tasks"][1]["id"].as_i64().unwrap();
+    c.goto(&format!("{base}/ui/tasks/{load}")).await.unwrap();
+    let needs = text_of(&c, "depends-on").await;
+    let needed = text_of(&c, "needed-by").await;
+    assert!(
+        needs.contains("extract") && needed.contains("report"),
+        "{needs} / {needed}"
+    );
+    c.find(Locator::Id("timeline")).await.unwrap();
+    let curl = text_of(&c, "curl").await;
+    assert!(
+        curl.contains(&format!("{base}/v1/tasks")) && curl.contains(r#""kind":"y""#),
+        "{curl}"
+    );
+    // A task that ran: a bar per attempt on its timeline.
+    let ran = post(
+        &http,
+        &format!("{base}/v1/tasks"),
+        json!({"queue": "ui-run", "kind": "once"}),
+    )
+    .await;
+    let got = post(
+        &http,
+        &format!("{base}/v1/queues/ui-run/claim"),
+        json!({"worker": "w", "limit": 1}),
+    )
+    .await;
+    post(
+        &http,
+        &format!("{base}/v1/tasks/{}/complete", ran["id"]),
+        json!({"lease": got["tasks"][0]["lease"]["token"], "result": 1}),
+    )
+    .await;
+    c.goto(&format!("{base}/ui/tasks/{}", ran["id"]))
+        .await
+        .unwrap();
+    let bars = c
+        .find_all(Locator::Css("#timeline rect.run"))
+        .await
+        .unwrap();
+    assert_eq!(bars.len(), 1);
+    std::fs::write(
+        format!(
+            "{}/../../target/dashboard-task-{shot}.png",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    c.goto(&format!("{base}/ui/batches/{wf_id}")).await.unwrap();
     // Cancel, then retry, the whole workflow from its page, each through its confirmation.
     assert!(
         c.find(Locator::Id("action-retry")).await.is_err(),

@@ -70,6 +70,7 @@ pub(super) fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Ma
                 // Close the page's event stream when it is left, so it never holds one of the
                 // browser's six connections per host (back/forward cache).
                 script src="/ui/assets/close.js" {}
+                script src="/ui/assets/copy.js" {}
             }
             body hx-ext="sse" sse-connect="/ui/events" {
                 header {

@@ -19,6 +19,7 @@ mod rate_limits;
 mod schedules;
 mod sinks;
 mod tasks;
+mod timeline;
 mod workers;
 
 use audit::*;
@@ -38,7 +39,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use prelude::CLOSE_ON_LEAVE;
+use prelude::{CLOSE_ON_LEAVE, COPY};
 
 const HTMX: &[u8] = include_bytes!("../../assets/htmx-2.0.11.min.js");
 const HTMX_SSE: &[u8] = include_bytes!("../../assets/htmx-ext-sse-2.2.4.min.js");
@@ -101,6 +102,7 @@ async fn asset(Path(file): Path<String>) -> Response {
         "htmx.min.js" => HTMX,
         "sse.min.js" => HTMX_SSE,
         "close.js" => CLOSE_ON_LEAVE.as_bytes(),
+        "copy.js" => COPY.as_bytes(),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     (

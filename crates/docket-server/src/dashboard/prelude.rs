@@ -18,6 +18,10 @@ pub(super) use serde_json::Value;
 /// Rows per list page.
 pub(super) const PAGE: i64 = 50;
 
+/// A button `data-copy="ID"` copies element ID's text (the page's only script of its own; the
+/// policy allows scripts from this server only, so it is an asset, not inline).
+pub(super) const COPY: &str = "document.addEventListener('click',function(e){var b=e.target.closest('[data-copy]');if(!b)return;var t=document.getElementById(b.getAttribute('data-copy'));if(t&&navigator.clipboard){navigator.clipboard.writeText(t.textContent).then(function(){b.textContent='Copied'})}})";
+
 pub(super) const CLOSE_ON_LEAVE: &str = "addEventListener('pagehide',function(){htmx.trigger(document.body,'htmx:beforeCleanupElement')})";
 
 pub(super) const STYLE: &str = "

@@ -166,26 +166,25 @@ pub(super) async fn tasks(
     Ok(layout_with_top("Tasks", &here, form, body))
 }
 
+/// The actions a task's page offers: the states each action changes are the bulk actions'
+/// rule ([`docket_core::bulk::BulkAction::states`]), the single-task actions' own.
 pub(super) fn task_actions(t: &Task) -> Vec<TaskAction> {
-    let mut v = vec![];
-    if !t.state.is_finished() {
-        v.push(TaskAction::Cancel);
-    }
-    if matches!(t.state, TaskState::Scheduled | TaskState::Retryable) {
-        v.push(TaskAction::RunNow);
-    }
-    if matches!(
-        t.state,
-        TaskState::Discarded | TaskState::Cancelled | TaskState::Completed
-    ) {
-        v.push(TaskAction::Retry);
-    }
-    v
+    use docket_core::bulk::BulkAction;
+    [
+        (TaskAction::Cancel, BulkAction::Cancel),
+        (TaskAction::RunNow, BulkAction::RunNow),
+        (TaskAction::Retry, BulkAction::Retry),
+    ]
+    .into_iter()
+    .filter(|(_, b)| b.states().contains(&t.state))
+    .map(|(a, _)| a)
+    .collect()
 }
 
 pub(super) async fn task(
     State(s): State<AppState>,
     Extension(act): Extension<CanAct>,
+    headers: HeaderMap,
     Path(id): Path<i64>,
 ) -> Page {
     let now = s.engine.clock.now();
@@ -210,6 +209,17 @@ pub(super) async fn task(
         .and_then(|k| k.split_once(':'))
         .map(|(ns, pid)| (ns.to_string(), pid.to_string()));
     let opt = |v: Option<Timestamp>| v.map(ts).unwrap_or_else(|| "—".into());
+    let workflow = match t.batch_id {
+        Some(b) => s.engine.workflow_get(b).await.map_err(fail)?,
+        None => None,
+    };
+    // The server as the browser reached it, for the copy-as-curl.
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1:7070");
+    let origin = format!("{}://{host}", if s.tls { "https" } else { "http" });
+    let curl = super::timeline::curl(&t, &origin);
     Ok(layout(
         &format!("Task {id}"),
         &format!("/ui/tasks/{id}"),
@@ -259,6 +269,9 @@ pub(super) async fn task(
                     dt { "process" } dd { a href=(format!("/ui/processes/{}/{}", urlencode(ns), urlencode(pid))) { (ns) "/" (pid) } }
                 }
             }
+            h2 { "Timeline" }
+            (super::timeline::timeline(&t, now))
+            @if let Some(w) = &workflow { (super::timeline::workflow_links(&t, w)) }
             h2 { "Payload" } (json_block(&t.payload))
             @if let Some(r) = &t.result { h2 { "Result" } (json_block(r)) }
             @if let Some(p) = &t.progress { h2 { "Progress" } (json_block(p)) }
@@ -291,6 +304,10 @@ pub(super) async fn task(
                     }
                 }
             }
+            h2 { "Enqueue it again" }
+            p class="muted" { "The same task as a new one, over the API (a masked payload stays masked):" }
+            pre id="curl" { (curl) }
+            button type="button" class="btn" data-copy="curl" id="copy-curl" { "Copy" }
         },
     ))
 }
