@@ -12,6 +12,7 @@ pub mod bulk;
 pub mod clock;
 pub mod counts;
 pub mod duration;
+pub mod history;
 pub mod lease;
 pub mod patch;
 pub mod process;

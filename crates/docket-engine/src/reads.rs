@@ -304,6 +304,27 @@ impl Engine {
         Ok(self.store.task_throughput(since).await?)
     }
 
+    /// The charts of queue `queue` (or of all) over `range` ending now, folded into its bins
+    /// ([`docket_core::history`]).
+    ///
+    /// # Errors
+    /// Store failure.
+    pub async fn queue_history(
+        &self,
+        queue: Option<&str>,
+        range: docket_core::history::Range,
+    ) -> Result<Vec<docket_core::history::Bin>, EngineError> {
+        let now = self.clock.now();
+        let h = self
+            .store
+            .queue_history(docket_store::QueueHistoryParams {
+                queue: queue.map(str::to_string),
+                since: range.since(now),
+            })
+            .await?;
+        Ok(range.bins(&h, now))
+    }
+
     /// Connections of the store's pool(s).
     pub fn pool_connections(&self) -> PoolStats {
         self.store.pool_connections()

@@ -667,32 +667,83 @@ impl<D: Driver + QueueDriver> QueueStore for D {
             )
             .await?;
         }
-        // The per-minute counts of the same range (each finished task lands once), kept a day.
+        // The per-minute counts of the same range (each finished task lands once) with their
+        // pickup latency by bucket (docket_core::history), kept a day.
         let (from, floor) = docket_core::counts::minutes(counted_to, step.to);
+        let mut minutes: HashMap<(String, Timestamp), [i64; 3]> = HashMap::new();
         for r in tx
             .fetch(stmt!(queues, counts_minutes), args![from, step.to])
             .await?
         {
-            let queue = r.text("queue")?;
+            let (queue, minute) = (r.text("queue")?, r.time("minute")?);
+            let n = [
+                r.int("completed")?,
+                r.int("discarded")?,
+                r.int("cancelled")?,
+            ];
+            if let Some(bucket) = r.int_opt("bucket")? {
+                tx.execute(
+                    stmt!(queues, latency_add),
+                    args![queue.as_str(), minute, bucket, n.iter().sum::<i64>()],
+                )
+                .await?;
+            }
+            let m = minutes.entry((queue, minute)).or_default();
+            for (a, b) in m.iter_mut().zip(n) {
+                *a += b;
+            }
+        }
+        for ((queue, minute), [completed, discarded, cancelled]) in &minutes {
             tx.execute(
                 stmt!(queues, minutes_add),
-                args![
-                    queue.as_str(),
-                    r.time("minute")?,
-                    r.int("completed")?,
-                    r.int("discarded")?,
-                    r.int("cancelled")?
-                ],
+                args![queue.as_str(), *minute, *completed, *discarded, *cancelled],
             )
             .await?;
         }
+        // The depth once a minute: the first step past a minute's start samples it.
+        if let Some(m) = docket_core::history::depth_minute(counted_to, step.to) {
+            tx.execute(stmt!(queues, depth_sample), args![m]).await?;
+        }
         tx.execute(stmt!(queues, minutes_prune), args![floor])
+            .await?;
+        tx.execute(stmt!(queues, latency_prune), args![floor])
             .await?;
         let recounted = step.from.is_none().then_some(p.now);
         tx.execute(stmt!(queues, counts_moved), args![step.to, recounted])
             .await?;
         tx.commit().await?;
         Ok(Some(CountsStepped { step, counted }))
+    }
+
+    async fn queue_history(&self, p: QueueHistoryParams) -> Result<docket_core::history::History> {
+        use docket_core::history::{LatencyCount, Minute, BUCKETS};
+        let q = p.queue.as_deref();
+        let mut h = docket_core::history::History::default();
+        for r in self
+            .fetch(stmt!(queues, history_minutes), args![q, p.since])
+            .await?
+        {
+            h.minutes.push(Minute {
+                minute: r.time("minute")?,
+                completed: r.int("completed")?,
+                discarded: r.int("discarded")?,
+                cancelled: r.int("cancelled")?,
+                available: r.int_opt("available")?,
+                running: r.int_opt("running")?,
+            });
+        }
+        for r in self
+            .fetch(stmt!(queues, history_latency), args![q, p.since])
+            .await?
+        {
+            let bucket = r.int("bucket")?;
+            h.latency.push(LatencyCount {
+                minute: r.time("minute")?,
+                bucket: usize::try_from(bucket).unwrap_or(BUCKETS).min(BUCKETS - 1),
+                n: r.int("n")?,
+            });
+        }
+        Ok(h)
     }
 
     async fn queue_get(&self, name: &str) -> Result<QueueStats> {

@@ -44,6 +44,15 @@ pub trait QueueStore: Send + Sync {
     /// Database failure.
     async fn counts_step(&self, p: CountsStepParams) -> Result<Option<CountsStepped>>;
 
+    /// The charts' history since `p.since` ([`docket_core::history`]), of queue `p.queue` or of
+    /// all queues: finished tasks and sampled depth per minute, pickup latency counts per minute
+    /// and bucket. Written by [`QueueStore::counts_step`], so it lags the clock by about
+    /// [`docket_core::counts::LAG`].
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn queue_history(&self, p: QueueHistoryParams) -> Result<docket_core::history::History>;
+
     /// Replaces a queue's settings.
     ///
     /// # Errors
@@ -137,4 +146,13 @@ pub(crate) fn merge_queues(
 /// Zero counts for every state, so answers always list all seven.
 pub(crate) fn empty_counts() -> std::collections::BTreeMap<TaskState, i64> {
     TaskState::ALL.into_iter().map(|s| (s, 0)).collect()
+}
+
+/// Params of [`QueueStore::queue_history`].
+#[derive(Debug, Clone)]
+pub struct QueueHistoryParams {
+    /// One queue, or all.
+    pub queue: Option<String>,
+    /// From this minute on.
+    pub since: Timestamp,
 }

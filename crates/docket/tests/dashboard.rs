@@ -623,6 +623,54 @@ async fn scenario(db: &[&str], shot: &str) {
         (Some(2000), Some(0)),
         "{q}"
     );
+    // Charts: all queues on the overview; a queue's own on its page, once the kept counts'
+    // step (every second, a few seconds behind) has taken its finished task in.
+    c.goto(&format!("{base}/")).await.unwrap();
+    for id in ["chart-throughput", "chart-depth", "chart-latency"] {
+        c.find(Locator::Id(id)).await.unwrap();
+    }
+    c.goto(&format!("{base}/ui/queues/ui-run?range=day"))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c
+        .find(Locator::Css("#chart-latency circle.p50"))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "no latency drawn for ui-run");
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        c.refresh().await.unwrap();
+    }
+    let label = c
+        .find(Locator::Id("chart-throughput"))
+        .await
+        .unwrap()
+        .attr("aria-label")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(label.starts_with("1 completed"), "{label}");
+    let latency = c
+        .find(Locator::Id("chart-latency"))
+        .await
+        .unwrap()
+        .attr("aria-label")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(
+        latency.contains("p50") && latency.contains("p99"),
+        "{latency}"
+    );
+    std::fs::write(
+        format!(
+            "{}/../../target/dashboard-queue-{shot}.png",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
     // Every action is in the audit log, with who did it.
     c.goto(&format!("{base}/ui/audit")).await.unwrap();
     let audit = c

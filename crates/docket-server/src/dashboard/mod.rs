@@ -10,6 +10,7 @@
 mod audit;
 mod batches;
 mod bulk;
+mod charts;
 mod layout;
 mod login;
 mod overview;
@@ -25,6 +26,7 @@ mod workers;
 use audit::*;
 use batches::*;
 use bulk::*;
+use charts::*;
 use overview::*;
 use processes::*;
 use rate_limits::*;
@@ -51,6 +53,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/tasks", get(tasks))
         .route("/ui/tasks/{id}", get(task))
         .route("/ui/tasks/{id}/{action}", get(task_confirm).post(task_act))
+        .route("/ui/queues/{queue}", get(queue_page))
         .route(
             "/ui/queues/{queue}/{action}",
             get(queue_confirm).post(queue_act),

@@ -36,7 +36,11 @@ pub(super) fn throughput_chart(now: Timestamp, rows: &[docket_core::api::Through
     }
 }
 
-pub(super) async fn overview(State(s): State<AppState>, Extension(act): Extension<CanAct>) -> Page {
+pub(super) async fn overview(
+    State(s): State<AppState>,
+    Extension(act): Extension<CanAct>,
+    Query(q): Query<super::charts::RangeQuery>,
+) -> Page {
     let now = s.engine.clock.now();
     let engine = &s.engine;
     let queues = engine.queue_list().await.map_err(fail)?;
@@ -50,6 +54,8 @@ pub(super) async fn overview(State(s): State<AppState>, Extension(act): Extensio
         .await
         .map_err(fail)?;
     let schedules = engine.schedule_list().await.map_err(fail)?;
+    let range = q.range();
+    let bins = engine.queue_history(None, range).await.map_err(fail)?;
     let states = [
         TaskState::Scheduled,
         TaskState::Available,
@@ -61,7 +67,7 @@ pub(super) async fn overview(State(s): State<AppState>, Extension(act): Extensio
     ];
     Ok(layout(
         "Overview",
-        "/",
+        &format!("/?range={}", range.as_str()),
         html! {
             h1 { "Overview" }
             h2 { "Queues" }
@@ -75,7 +81,7 @@ pub(super) async fn overview(State(s): State<AppState>, Extension(act): Extensio
                     }
                     @for q in &queues {
                         tr data-queue=(q.name) {
-                            td { a href=(format!("/ui/tasks?queue={}", urlencode(&q.name))) { (q.name) } }
+                            td { a href=(format!("/ui/queues/{}", urlencode(&q.name))) { (q.name) } }
                             td { @if q.settings.paused { (state_badge("paused")) } @else { "active" } }
                             @for st in &states {
                                 td class="n" {
@@ -103,6 +109,9 @@ pub(super) async fn overview(State(s): State<AppState>, Extension(act): Extensio
             }
             h2 { "Throughput, last hour" }
             (throughput_chart(now, &through))
+            h2 { "All queues over time" }
+            p class="muted" { "Each queue's own: its name above." }
+            (super::charts::charts(&bins, range, "/"))
             h2 { "Nodes" }
             table id="nodes" {
                 tr { th { "node" } th { "state" } th { "last heartbeat" } th { "started" } th { "version" } }

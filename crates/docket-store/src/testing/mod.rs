@@ -220,6 +220,7 @@ const CASES: &[Case] = cases![
     claims::tasks_survive_the_ring_turning,
     queues::queue_settings_round_trip,
     queues::counts_stay_exact,
+    queues::history_of_minutes_depth_and_latency,
     nodes::node_registry,
     nodes::node_drain,
     nodes::worker_reports,

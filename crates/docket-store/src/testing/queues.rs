@@ -183,7 +183,7 @@ pub(super) async fn counts_stay_exact(b: Bundle) {
         vec![(t0(), 3, 1)],
         "history: a prune leaves the minutes"
     );
-    // A discarded task retried still counts as discarded until the next recount repairs it.
+    // A discarded task retried leaves the discarded count in the retry's transaction.
     insert(s, vec![in_c()], t0() + secs(200)).await;
     let t = claim(s, "c", 1, t0() + secs(200)).await.remove(0);
     let mut f = fail(&t, "x");
@@ -203,14 +203,106 @@ pub(super) async fn counts_stay_exact(b: Bundle) {
     })
     .await
     .unwrap();
-    assert_eq!(counts("c").await, [1, 0, 1], "the documented inexactness");
+    assert_eq!(
+        counts("c").await,
+        [1, 0, 0],
+        "a retry takes its task out of the kept counts at once"
+    );
     let st = step(t0() + secs(3700))
         .await
         .expect("a recount, an hour on");
     assert_eq!(st.step.from, None);
-    assert_eq!(counts("c").await, [1, 0, 0], "repaired");
+    assert_eq!(counts("c").await, [1, 0, 0], "and a recount agrees");
     let all = s.queue_list().await.unwrap();
     let c = all.iter().find(|q| q.name == "c").unwrap();
     assert_eq!(c.counts[&TaskState::Available], 1);
     assert_eq!(c.counts[&TaskState::Discarded], 0);
+}
+
+/// The charts' history (docket_core::history): a step writes each finished task's minute and
+/// pickup latency bucket, and samples the depth at the minute's start; reads by queue or all.
+pub(super) async fn history_of_minutes_depth_and_latency(b: Bundle) {
+    use docket_core::history::bucket;
+    let s = &*b.store;
+    let in_h = || NewTask {
+        queue: Some("h".into()),
+        ..nt("k")
+    };
+    insert(s, (0..3).map(|_| in_h()).collect(), t0()).await;
+    // Picked up 20 ms after its run_at (bucket "< 50 ms"), completed.
+    let fast = claim(s, "h", 1, docket_core::time::add_ms(t0(), 20)).await;
+    s.task_complete_many(TaskCompleteManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[done(&fast[0], json!(1))],
+        now: t0() + secs(1),
+    })
+    .await
+    .unwrap();
+    // Picked up 3 s after (bucket "< 5 s"), failed for good.
+    let slow = claim(s, "h", 1, t0() + secs(3)).await;
+    let mut f = fail(&slow[0], "x");
+    f.permanent = true;
+    s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[f],
+        worker: None,
+        now: t0() + secs(4),
+    })
+    .await
+    .unwrap();
+    s.counts_step(CountsStepParams {
+        now: t0() + secs(10),
+        recount_every: Duration::from_secs(3600),
+    })
+    .await
+    .unwrap();
+    for queue in [Some("h".to_string()), None] {
+        let h = s
+            .queue_history(QueueHistoryParams {
+                queue: queue.clone(),
+                since: t0() - secs(3600),
+            })
+            .await
+            .unwrap();
+        let m: Vec<_> = h.minutes.iter().filter(|m| m.minute == t0()).collect();
+        assert_eq!(m.len(), 1, "{queue:?}: {h:?}");
+        assert_eq!(
+            (m[0].completed, m[0].discarded, m[0].cancelled),
+            (1, 1, 0),
+            "{h:?}"
+        );
+        // Sampled at the minute's start, by the first step past it: one available left.
+        assert_eq!((m[0].available, m[0].running), (Some(1), Some(0)), "{h:?}");
+        let mut lat: Vec<(usize, i64)> = h
+            .latency
+            .iter()
+            .filter(|l| l.minute == t0())
+            .map(|l| (l.bucket, l.n))
+            .collect();
+        lat.sort();
+        assert_eq!(lat, vec![(bucket(20), 1), (bucket(3000), 1)], "{h:?}");
+    }
+    let other = s
+        .queue_history(QueueHistoryParams {
+            queue: Some("nope".into()),
+            since: t0() - secs(3600),
+        })
+        .await
+        .unwrap();
+    assert!(other.minutes.is_empty() && other.latency.is_empty());
+    // A later step adds, it does not count twice.
+    s.counts_step(CountsStepParams {
+        now: t0() + secs(20),
+        recount_every: Duration::from_secs(3600),
+    })
+    .await
+    .unwrap();
+    let h = s
+        .queue_history(QueueHistoryParams {
+            queue: Some("h".into()),
+            since: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(h.latency.iter().map(|l| l.n).sum::<i64>(), 2, "{h:?}");
 }

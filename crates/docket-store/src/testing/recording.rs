@@ -207,6 +207,11 @@ impl QueueStore for Recording {
         self.inner.counts_step(p).await
     }
 
+    async fn queue_history(&self, p: QueueHistoryParams) -> Result<docket_core::history::History> {
+        self.hit("queue_history").await;
+        self.inner.queue_history(p).await
+    }
+
     async fn queue_put(&self, p: QueuePutParams<'_>) -> Result<QueueStats> {
         self.hit("queue_put").await;
         self.inner.queue_put(p).await

@@ -41,20 +41,30 @@ SELECT queue, state, CAST(SUM(n) AS SIGNED) AS n FROM (
         WHERE finished_at <= ?2 AND (?1 IS NULL OR finished_at > ?1) GROUP BY queue, state) c
     GROUP BY queue, state
 
+-- Finished tasks per queue, minute and pickup latency bucket (docket_core::history: the last
+-- attempt's start - its run_at, in the buckets of LATENCY_BOUNDS_MS; NULL: never started), with
+-- finished_at in (?1, ?2].
 -- name: counts_minutes
-SELECT queue, minute, CAST(SUM(completed) AS SIGNED) AS completed,
-    CAST(SUM(discarded) AS SIGNED) AS discarded, CAST(SUM(cancelled) AS SIGNED) AS cancelled
-    FROM (
-    SELECT queue, CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)) AS minute,
-        state = 'completed' AS completed, state = 'discarded' AS discarded,
-        state = 'cancelled' AS cancelled
-        FROM docket_tasks WHERE state IN ('completed', 'discarded', 'cancelled')
-        AND finished_at > ?1 AND finished_at <= ?2
-    UNION ALL
-    SELECT queue, CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)),
-        state = 'completed', state = 'discarded', state = 'cancelled'
-        FROM docket_tasks_done WHERE finished_at > ?1 AND finished_at <= ?2) f
-    GROUP BY queue, minute
+SELECT queue, minute, CAST(bucket AS SIGNED) AS bucket,
+    CAST(SUM(state = 'completed') AS SIGNED) AS completed,
+    CAST(SUM(state = 'discarded') AS SIGNED) AS discarded,
+    CAST(SUM(state = 'cancelled') AS SIGNED) AS cancelled
+    FROM (SELECT queue, state, minute,
+        CASE WHEN lat < 10 THEN 0 WHEN lat < 50 THEN 1 WHEN lat < 100 THEN 2
+            WHEN lat < 250 THEN 3 WHEN lat < 500 THEN 4 WHEN lat < 1000 THEN 5
+            WHEN lat < 2500 THEN 6 WHEN lat < 5000 THEN 7 WHEN lat < 10000 THEN 8
+            WHEN lat < 30000 THEN 9 WHEN lat < 60000 THEN 10 WHEN lat < 300000 THEN 11
+            WHEN lat IS NOT NULL THEN 12 END AS bucket
+        FROM (
+        SELECT queue, state, CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)) AS minute,
+            TIMESTAMPDIFF(MICROSECOND, run_at, attempted_at) / 1000 AS lat
+            FROM docket_tasks WHERE state IN ('completed', 'discarded', 'cancelled')
+            AND finished_at > ?1 AND finished_at <= ?2
+        UNION ALL
+        SELECT queue, state, CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)),
+            TIMESTAMPDIFF(MICROSECOND, run_at, attempted_at) / 1000
+            FROM docket_tasks_done WHERE finished_at > ?1 AND finished_at <= ?2) l) f
+    GROUP BY queue, minute, bucket
 
 -- name: minutes_add
 INSERT INTO docket_queue_minutes (queue, minute, completed, discarded, cancelled)
@@ -97,3 +107,30 @@ SELECT * FROM docket_queues
 
 -- name: oldest_available
 SELECT queue, min(run_at) AS run_at FROM docket_tasks WHERE state = 'available' GROUP BY queue
+
+-- name: latency_add
+INSERT INTO docket_queue_latency (queue, minute, bucket, n) VALUES (?1, ?2, ?3, ?4)
+    ON DUPLICATE KEY UPDATE n = n + VALUES(n)
+
+-- name: latency_prune
+DELETE FROM docket_queue_latency WHERE minute < ?1
+
+-- name: depth_sample
+-- Available and running tasks per queue, as the depth of minute ?1 (docket_core::history).
+INSERT INTO docket_queue_minutes (queue, minute, completed, discarded, cancelled, available, running)
+    SELECT queue, ?1, 0, 0, 0, SUM(state = 'available'), SUM(state = 'running')
+    FROM docket_tasks WHERE state IN ('available', 'running') GROUP BY queue
+    ON DUPLICATE KEY UPDATE available = VALUES(available), running = VALUES(running)
+
+-- name: history_minutes
+-- The charts' minutes since ?2, of queue ?1 or of all queues.
+SELECT minute, CAST(SUM(completed) AS SIGNED) AS completed,
+    CAST(SUM(discarded) AS SIGNED) AS discarded, CAST(SUM(cancelled) AS SIGNED) AS cancelled,
+    CAST(SUM(available) AS SIGNED) AS available, CAST(SUM(running) AS SIGNED) AS running
+    FROM docket_queue_minutes WHERE minute >= ?2 AND (?1 IS NULL OR queue = ?1)
+    GROUP BY minute ORDER BY minute
+
+-- name: history_latency
+SELECT minute, CAST(bucket AS SIGNED) AS bucket, CAST(SUM(n) AS SIGNED) AS n
+    FROM docket_queue_latency WHERE minute >= ?2 AND (?1 IS NULL OR queue = ?1)
+    GROUP BY minute, bucket

@@ -41,12 +41,23 @@ SELECT queue, state, count(*) AS n FROM docket_tasks
     AND finished_at <= ?2 AND (?1 IS NULL OR finished_at > ?1)
     GROUP BY queue, state
 
+-- Finished tasks per queue, minute and pickup latency bucket (docket_core::history: the last
+-- attempt's start - its run_at, in the buckets of LATENCY_BOUNDS_MS; NULL: never started), with
+-- finished_at in (?1, ?2].
 -- name: counts_minutes
-SELECT queue, (finished_at / 60000000) * 60000000 AS minute,
-    sum(state = 'completed') AS completed, sum(state = 'discarded') AS discarded,
-    sum(state = 'cancelled') AS cancelled
-    FROM docket_tasks WHERE state IN ('completed', 'discarded', 'cancelled')
-    AND finished_at > ?1 AND finished_at <= ?2 GROUP BY queue, minute
+SELECT queue, minute, bucket, sum(state = 'completed') AS completed,
+    sum(state = 'discarded') AS discarded, sum(state = 'cancelled') AS cancelled
+    FROM (SELECT queue, state, minute,
+        CASE WHEN lat < 10 THEN 0 WHEN lat < 50 THEN 1 WHEN lat < 100 THEN 2
+            WHEN lat < 250 THEN 3 WHEN lat < 500 THEN 4 WHEN lat < 1000 THEN 5
+            WHEN lat < 2500 THEN 6 WHEN lat < 5000 THEN 7 WHEN lat < 10000 THEN 8
+            WHEN lat < 30000 THEN 9 WHEN lat < 60000 THEN 10 WHEN lat < 300000 THEN 11
+            WHEN lat IS NOT NULL THEN 12 END AS bucket
+        FROM (SELECT queue, state, (finished_at / 60000000) * 60000000 AS minute,
+            (attempted_at - run_at) / 1000 AS lat
+            FROM docket_tasks WHERE state IN ('completed', 'discarded', 'cancelled')
+            AND finished_at > ?1 AND finished_at <= ?2))
+    GROUP BY queue, minute, bucket
 
 -- name: minutes_add
 INSERT INTO docket_queue_minutes (queue, minute, completed, discarded, cancelled)
@@ -91,3 +102,29 @@ SELECT * FROM docket_queues
 
 -- name: oldest_available
 SELECT queue, min(run_at) AS run_at FROM docket_tasks WHERE state = 'available' GROUP BY queue
+
+-- name: latency_add
+INSERT INTO docket_queue_latency (queue, minute, bucket, n) VALUES (?1, ?2, ?3, ?4)
+    ON CONFLICT (queue, minute, bucket) DO UPDATE SET n = docket_queue_latency.n + excluded.n
+
+-- name: latency_prune
+DELETE FROM docket_queue_latency WHERE minute < ?1
+
+-- name: depth_sample
+-- Available and running tasks per queue, as the depth of minute ?1 (docket_core::history).
+INSERT INTO docket_queue_minutes (queue, minute, completed, discarded, cancelled, available, running)
+    SELECT queue, ?1, 0, 0, 0, sum(state = 'available'), sum(state = 'running')
+    FROM docket_tasks WHERE state IN ('available', 'running') GROUP BY queue
+    ON CONFLICT (queue, minute) DO UPDATE SET available = excluded.available,
+    running = excluded.running
+
+-- name: history_minutes
+-- The charts' minutes since ?2, of queue ?1 or of all queues.
+SELECT minute, sum(completed) AS completed, sum(discarded) AS discarded,
+    sum(cancelled) AS cancelled, sum(available) AS available, sum(running) AS running
+    FROM docket_queue_minutes WHERE minute >= ?2 AND (?1 IS NULL OR queue = ?1)
+    GROUP BY minute ORDER BY minute
+
+-- name: history_latency
+SELECT minute, bucket, sum(n) AS n FROM docket_queue_latency
+    WHERE minute >= ?2 AND (?1 IS NULL OR queue = ?1) GROUP BY minute, bucket
