@@ -671,6 +671,59 @@ async fn scenario(db: &[&str], shot: &str) {
         c.screenshot().await.unwrap(),
     )
     .unwrap();
+    // Every page at a desktop's 1280×800 and a phone's 390×844: no control without a label a
+    // screen reader reads, no chart without its words, no link or button without a name,
+    // nothing out of the keyboard's reach, and no page wider than the screen (a wide table
+    // scrolls in its own box).
+    let pages = [
+        "/".to_string(),
+        "/ui/tasks".into(),
+        format!("/ui/tasks/{load}"),
+        format!("/ui/tasks/{}", ran["id"]),
+        "/ui/queues/ui-run".into(),
+        format!("/ui/bulk/{}", job["id"]),
+        "/ui/batches".into(),
+        format!("/ui/batches/{wf_id}"),
+        "/ui/processes".into(),
+        "/ui/schedules".into(),
+        "/ui/rate-limits".into(),
+        "/ui/workers".into(),
+        "/ui/sinks".into(),
+        "/ui/audit".into(),
+    ];
+    const CHECK: &str = r#"
+        const named = e => (e.getAttribute('aria-label') || e.textContent || '').trim() || e.getAttribute('title');
+        const bad = [];
+        for (const e of document.querySelectorAll('input:not([type=hidden]),select,textarea'))
+            if (!(e.labels && e.labels.length) && !e.getAttribute('aria-label')) bad.push('unlabelled ' + e.name);
+        for (const e of document.querySelectorAll('svg'))
+            if (!e.getAttribute('aria-label') && !e.getAttribute('aria-labelledby')) bad.push('svg ' + e.id);
+        for (const e of document.querySelectorAll('a[href],button'))
+            if (!named(e)) bad.push('nameless ' + e.outerHTML.slice(0, 60));
+        for (const e of document.querySelectorAll('a[href],button,input,select'))
+            if (e.tabIndex < 0) bad.push('unreachable ' + e.outerHTML.slice(0, 60));
+        if (document.documentElement.scrollWidth > window.innerWidth + 1)
+            bad.push('page ' + document.documentElement.scrollWidth + ' wide on ' + window.innerWidth);
+        return bad;"#;
+    for (w, h) in [(1280u32, 800u32), (390, 844)] {
+        c.set_window_size(w, h).await.unwrap();
+        for path in &pages {
+            c.goto(&format!("{base}{path}")).await.unwrap();
+            let bad = c.execute(CHECK, vec![]).await.unwrap();
+            assert_eq!(bad, json!([]), "{path} at {w}×{h}");
+        }
+    }
+    c.set_window_size(390, 844).await.unwrap();
+    c.goto(&format!("{base}/ui/tasks/{load}")).await.unwrap();
+    std::fs::write(
+        format!(
+            "{}/../../target/dashboard-phone-{shot}.png",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    c.set_window_size(1280, 900).await.unwrap();
     // Every action is in the audit log, with who did it.
     c.goto(&format!("{base}/ui/audit")).await.unwrap();
     let audit = c

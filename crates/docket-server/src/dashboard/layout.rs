@@ -73,7 +73,8 @@ pub(super) fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Ma
                 script src="/ui/assets/copy.js" {}
             }
             body hx-ext="sse" sse-connect="/ui/events" {
-                header {
+                a class="skip" href="#live" { "Skip to the page's content" }
+                header aria-label="docket dashboard" {
                     b { "docket" }
                     a href="/" { "Overview" }
                     a href="/ui/tasks" { "Tasks" }
@@ -88,7 +89,7 @@ pub(super) fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Ma
                     a href="/ui/logout" class="right" { "Log out" }
                 }
                 @if !top.0.is_empty() { div style="padding:1em 1.2em 0" { (top) } }
-                main id="live" hx-get=(live_url) hx-trigger="sse:changed" hx-select="#live" hx-swap="outerHTML" {
+                main id="live" tabindex="-1" hx-get=(live_url) hx-trigger="sse:changed" hx-select="#live" hx-swap="outerHTML" {
                     (body)
                 }
             }
