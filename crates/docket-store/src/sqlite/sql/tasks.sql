@@ -14,8 +14,10 @@ SELECT m, sum(c), sum(f) FROM (
     SELECT minute AS m, completed AS c, discarded AS f FROM docket_queue_minutes
         WHERE minute >= (?1 / 60000000) * 60000000
     UNION ALL
+    -- All three finished states, as docket_tasks_finished_idx's condition says them: a subset
+    -- is not seen to imply it, and the plan was a scan of every task (430 ms at 1M).
     SELECT (finished_at / 60000000) * 60000000, sum(state = 'completed'), sum(state = 'discarded')
-        FROM docket_tasks WHERE state IN ('completed', 'discarded')
+        FROM docket_tasks WHERE state IN ('completed', 'discarded', 'cancelled')
         AND finished_at > ?2 GROUP BY 1)
     GROUP BY m ORDER BY m
 
