@@ -676,20 +676,20 @@ async fn scenario(db: &[&str], shot: &str) {
     // nothing out of the keyboard's reach, and no page wider than the screen (a wide table
     // scrolls in its own box).
     let pages = [
-        "/".to_string(),
-        "/ui/tasks".into(),
-        format!("/ui/tasks/{load}"),
-        format!("/ui/tasks/{}", ran["id"]),
-        "/ui/queues/ui-run".into(),
-        format!("/ui/bulk/{}", job["id"]),
-        "/ui/batches".into(),
-        format!("/ui/batches/{wf_id}"),
-        "/ui/processes".into(),
-        "/ui/schedules".into(),
-        "/ui/rate-limits".into(),
-        "/ui/workers".into(),
-        "/ui/sinks".into(),
-        "/ui/audit".into(),
+        ("/".to_string(), "overview"),
+        ("/ui/tasks".into(), "tasks"),
+        (format!("/ui/tasks/{load}"), "task-in-workflow"),
+        (format!("/ui/tasks/{}", ran["id"]), "task"),
+        ("/ui/queues/ui-run".into(), "queue"),
+        (format!("/ui/bulk/{}", job["id"]), "bulk"),
+        ("/ui/batches".into(), "batches"),
+        (format!("/ui/batches/{wf_id}"), "workflow"),
+        ("/ui/processes".into(), "processes"),
+        ("/ui/schedules".into(), "schedules"),
+        ("/ui/rate-limits".into(), "rate-limits"),
+        ("/ui/workers".into(), "workers"),
+        ("/ui/sinks".into(), "sinks"),
+        ("/ui/audit".into(), "audit"),
     ];
     const CHECK: &str = r#"
         const named = e => (e.getAttribute('aria-label') || e.textContent || '').trim() || e.getAttribute('title');
@@ -705,12 +705,28 @@ async fn scenario(db: &[&str], shot: &str) {
         if (document.documentElement.scrollWidth > window.innerWidth + 1)
             bad.push('page ' + document.documentElement.scrollWidth + ' wide on ' + window.innerWidth);
         return bad;"#;
+    std::fs::create_dir_all(format!(
+        "{}/../../target/screens-{shot}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
     for (w, h) in [(1280u32, 800u32), (390, 844)] {
         c.set_window_size(w, h).await.unwrap();
-        for path in &pages {
+        for (path, name) in &pages {
             c.goto(&format!("{base}{path}")).await.unwrap();
             let bad = c.execute(CHECK, vec![]).await.unwrap();
             assert_eq!(bad, json!([]), "{path} at {w}×{h}");
+            if w == 1280 {
+                // Each page's picture, for the docs (docs/src/screens/).
+                std::fs::write(
+                    format!(
+                        "{}/../../target/screens-{shot}/{name}.png",
+                        env!("CARGO_MANIFEST_DIR")
+                    ),
+                    c.screenshot().await.unwrap(),
+                )
+                .unwrap();
+            }
         }
     }
     c.set_window_size(390, 844).await.unwrap();

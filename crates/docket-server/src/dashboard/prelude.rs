@@ -41,7 +41,7 @@ input,select,button{font:inherit;padding:.25em .4em}button,.btn{background:#1d23
 .tabs{display:flex;gap:.3em;flex-wrap:wrap;margin:.2em 0 .8em}.tabs a{padding:.25em .6em;border:1px solid #e3e6eb;border-radius:.3em;background:#fff;color:#1d2330;text-decoration:none}
 .tabs a[aria-current=page]{background:#1d2330;color:#fff}.tabs .n{font-variant-numeric:tabular-nums;color:inherit;opacity:.8}
 dt{color:#5b6476}dd{margin:0}.muted{color:#5b6476}.err{color:#b3261e}.actions{display:flex;gap:.5em;margin:.6em 0}
-header{flex-wrap:wrap;row-gap:.3em}table{display:block;overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}
+header{flex-wrap:wrap;row-gap:.3em}table{display:block;overflow-x:auto;max-width:100%;width:max-content}svg{max-width:100%;height:auto}
 a:focus-visible,button:focus-visible,input:focus-visible,select:focus-visible{outline:2px solid #2b6cb0;outline-offset:2px}
 .skip{position:absolute;left:-999em}.skip:focus{left:.5em;top:.5em;background:#fff;color:#1d2330;padding:.3em .6em;z-index:9}
 dd,code,td{overflow-wrap:anywhere}pre{max-width:100%;box-sizing:border-box}
