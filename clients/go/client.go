@@ -295,6 +295,27 @@ func (c *Client) CancelTask(ctx context.Context, id int64) (*Task, error) {
 	return c.taskAction(ctx, id, "cancel")
 }
 
+// Bulk asks for action ("cancel", "retry", "run-now", "delete") over every task f matches
+// now (POST /v1/tasks/bulk, an admin token); it runs in the background: poll GetBulk.
+func (c *Client) Bulk(ctx context.Context, action string, f BulkFilter) (BulkJob, error) {
+	var out BulkJob
+	body := map[string]interface{}{"action": action, "filter": f}
+	return out, c.call(ctx, "POST", "/v1/tasks/bulk", body, &out)
+}
+
+// CountBulk is Bulk's dry run: how many tasks action would change now.
+func (c *Client) CountBulk(ctx context.Context, action string, f BulkFilter) (BulkCount, error) {
+	var out BulkCount
+	body := map[string]interface{}{"action": action, "filter": f, "dry_run": true}
+	return out, c.call(ctx, "POST", "/v1/tasks/bulk", body, &out)
+}
+
+// GetBulk reads a bulk action's progress (GET /v1/tasks/bulk/{id}).
+func (c *Client) GetBulk(ctx context.Context, id int64) (BulkJob, error) {
+	var out BulkJob
+	return out, c.call(ctx, "GET", fmt.Sprintf("/v1/tasks/bulk/%d", id), nil, &out)
+}
+
 // RetryTask runs a finished task again.
 func (c *Client) RetryTask(ctx context.Context, id int64) (*Task, error) {
 	return c.taskAction(ctx, id, "retry")

@@ -711,6 +711,32 @@ func TestBatches(t *testing.T) {
 	})
 }
 
+func TestBulk(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		var tasks []NewTask
+		for i := 0; i < 30; i++ {
+			tasks = append(tasks, NewTask{Kind: "k", Payload: i, Queue: q})
+		}
+		must(c.EnqueueMany(ctx, tasks))
+		if n := must(c.CountBulk(ctx, "cancel", BulkFilter{Queue: q})); n.Total != 30 || n.More {
+			t.Fatalf("count: %+v", n)
+		}
+		job := must(c.Bulk(ctx, "cancel", BulkFilter{Queue: q, States: []string{"available"}}))
+		waitFor(t, 60*time.Second, func() bool {
+			job = must(c.GetBulk(ctx, job.ID))
+			return job.State == "completed"
+		})
+		if job.Done != 30 || job.Skipped != 0 || job.Action != "cancel" {
+			t.Fatalf("done: %+v", job)
+		}
+		if _, err := c.Bulk(ctx, "retry", BulkFilter{Queue: q, States: []string{"running"}}); !IsCode(err, "invalid_request") {
+			t.Fatalf("want invalid_request, got %v", err)
+		}
+	})
+}
+
 func TestFairQueue(t *testing.T) {
 	eachServer(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()

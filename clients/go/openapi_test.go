@@ -38,7 +38,8 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"ProcessorRequest": ProcessorRequest{}, "ProcessorProcess": ProcessorProcess{}, "NewEvent": NewEvent{},
 		"NewBatch": NewBatch{}, "Callbacks": Callbacks{}, "Batch": Batch{}, "BatchCreated": BatchCreated{},
 		"NewWorkflow": NewWorkflow{}, "Workflow": Workflow{}, "WorkflowNode": WorkflowNode{},
-		"WorkflowCreated": WorkflowCreated{},
+		"WorkflowCreated": WorkflowCreated{}, "BulkFilter": BulkFilter{}, "BulkJob": BulkJob{},
+		"BulkCount": BulkCount{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

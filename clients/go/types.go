@@ -470,3 +470,36 @@ type WorkflowCreated struct {
 	Workflow Workflow `json:"workflow"`
 	Tasks    []Task   `json:"tasks"`
 }
+
+// BulkFilter says which tasks a bulk action takes (schema BulkFilter): the filters an index
+// serves. No States: every state the action changes.
+type BulkFilter struct {
+	Queue          string   `json:"queue,omitempty"`
+	States         []string `json:"states,omitempty"`
+	Kind           string   `json:"kind,omitempty"`
+	UserID         string   `json:"user_id,omitempty"`
+	UniqueKey      string   `json:"unique_key,omitempty"`
+	ConcurrencyKey string   `json:"concurrency_key,omitempty"`
+}
+
+// BulkJob is a bulk action and its progress (schema BulkJob).
+type BulkJob struct {
+	ID         int64      `json:"id"`
+	Action     string     `json:"action"`
+	Filter     BulkFilter `json:"filter"`
+	State      string     `json:"state"`
+	Total      int64      `json:"total"`
+	More       bool       `json:"more"`
+	Done       int64      `json:"done"`
+	Skipped    int64      `json:"skipped"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Error      *string    `json:"error"`
+}
+
+// BulkCount is a dry run's answer (schema BulkCount).
+type BulkCount struct {
+	Action string `json:"action"`
+	Total  int64  `json:"total"`
+	More   bool   `json:"more"`
+}

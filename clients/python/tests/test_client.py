@@ -242,3 +242,18 @@ def test_workflows_release_in_dependency_order(client, queue):
     assert [t["waiting"] for t in retried["tasks"]] == [False, False, True, True]
     with pytest.raises(InvalidRequest):
         client.create_workflow([dict(task_spec("a", None), ref="a", depends_on=["a"])])
+
+
+def test_bulk_actions_over_a_filter(client, queue):
+    client.enqueue_many([task_spec("k", {"i": i}, queue=queue) for i in range(30)])
+    counted = client.bulk("cancel", {"queue": queue}, dry_run=True)
+    assert (counted["total"], counted["more"]) == (30, False)
+    job = client.bulk("cancel", {"queue": queue, "states": ["available"]})
+    deadline = time.time() + 60
+    while job["state"] != "completed":
+        assert time.time() < deadline, job
+        time.sleep(0.1)
+        job = client.get_bulk(job["id"])
+    assert (job["done"], job["skipped"], job["action"]) == (30, 0, "cancel")
+    with pytest.raises(InvalidRequest):
+        client.bulk("retry", {"queue": queue, "states": ["running"]})

@@ -102,6 +102,12 @@ export declare class Client {
     retryTask(id: number): Promise<Task>;
     /** A scheduled or retryable task becomes available now. */
     runNow(id: number): Promise<Task>;
+    /** `POST /v1/tasks/bulk` (admin): `action` over every task `filter` matches now, in the background; poll `getBulk`. */
+    bulk(action: Schemas["BulkAction"], filter?: Schemas["BulkFilter"]): Promise<Schemas["BulkJob"]>;
+    /** `POST /v1/tasks/bulk` with `dry_run`: how many tasks `action` would change now. */
+    countBulk(action: Schemas["BulkAction"], filter?: Schemas["BulkFilter"]): Promise<Schemas["BulkCount"]>;
+    /** `GET /v1/tasks/bulk/{id}`: state, total, done, skipped. */
+    getBulk(id: number): Promise<Schemas["BulkJob"]>;
     /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
     claim(queue: string, o: {
         worker: string;

@@ -125,6 +125,12 @@ export class Client {
     retryTask(id) { return this.call("POST", `/v1/tasks/${id}/retry`); }
     /** A scheduled or retryable task becomes available now. */
     runNow(id) { return this.call("POST", `/v1/tasks/${id}/run-now`); }
+    /** `POST /v1/tasks/bulk` (admin): `action` over every task `filter` matches now, in the background; poll `getBulk`. */
+    bulk(action, filter = {}) { return this.call("POST", "/v1/tasks/bulk", { action, filter }); }
+    /** `POST /v1/tasks/bulk` with `dry_run`: how many tasks `action` would change now. */
+    countBulk(action, filter = {}) { return this.call("POST", "/v1/tasks/bulk", { action, filter, dry_run: true }); }
+    /** `GET /v1/tasks/bulk/{id}`: state, total, done, skipped. */
+    getBulk(id) { return this.call("GET", `/v1/tasks/bulk/${id}`); }
     // --- the work path -------------------------------------------------------------------
     /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
     async claim(queue, o) {

@@ -717,6 +717,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tasks/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel, retry, run now or delete every task a filter matches, in the background (admin)
+         * @description Scope: `admin`.
+         */
+        post: operations["task_bulk"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tasks/bulk/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A bulk action's progress
+         * @description Scope: `read`.
+         */
+        get: operations["task_bulk_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tasks/complete": {
         parameters: {
             query?: never;
@@ -1293,6 +1333,101 @@ export interface components {
         BatchResponse: {
             /** @description Results. */
             results: components["schemas"]["ItemOutcome"][];
+        };
+        /**
+         * @description What a bulk action does to each matching task.
+         * @enum {string}
+         */
+        BulkAction: "cancel" | "retry" | "run-now" | "delete";
+        /** @description Body of `POST /v1/tasks/bulk`. */
+        BulkBody: {
+            /** @description What to do to each matching task. */
+            action: components["schemas"]["BulkAction"];
+            /** @description Only count: answer how many tasks would change, change none. */
+            dry_run?: boolean;
+            /** @description Which tasks (absent or empty: every task the action applies to). */
+            filter?: components["schemas"]["BulkFilter"];
+        };
+        /** @description Answer of a dry run of `POST /v1/tasks/bulk`. */
+        BulkCount: {
+            /** @description The action counted for. */
+            action: components["schemas"]["BulkAction"];
+            /** @description True when more than `total` matched. */
+            more: boolean;
+            /**
+             * Format: int64
+             * @description How many tasks it would change now (at most 100,000 unless the filter is by queue and
+             *     state only).
+             */
+            total: number;
+        };
+        /**
+         * @description Which tasks a bulk action acts on: the task list's filters an index serves. Text, trace id
+         *     and worker searches read a bounded window of ids ([`crate::api::TEXT_SEARCH_IDS`]) and are
+         *     for finding tasks, not for acting on all of them.
+         */
+        BulkFilter: {
+            /** @description Only tasks with this concurrency key. */
+            concurrency_key?: string | null;
+            /** @description Only this kind. */
+            kind?: string | null;
+            /** @description Only this queue. */
+            queue?: string | null;
+            /** @description Only these states (empty: every state the action applies to). */
+            states?: components["schemas"]["TaskState"][];
+            /** @description Only tasks with this unique key. */
+            unique_key?: string | null;
+            /** @description Only this user's tasks. */
+            user_id?: string | null;
+        };
+        /**
+         * @description A bulk action as `POST /v1/tasks/bulk` and `GET /v1/tasks/bulk/{id}` answer it: read
+         *     from its task ([`BulkJob::of`]).
+         */
+        BulkJob: {
+            /** @description What it does. */
+            action: components["schemas"]["BulkAction"];
+            /**
+             * Format: date-time
+             * @description When it was asked.
+             */
+            created_at: string;
+            /**
+             * Format: int64
+             * @description Tasks changed so far.
+             */
+            done: number;
+            /** @description The last failure, if any. */
+            error?: string | null;
+            /** @description To which tasks. */
+            filter: components["schemas"]["BulkFilter"];
+            /**
+             * Format: date-time
+             * @description When it finished.
+             */
+            finished_at?: string | null;
+            /**
+             * Format: int64
+             * @description The bulk action's task id (its run log is at `GET /v1/tasks/{id}`).
+             */
+            id: number;
+            /** @description True when more than `total` matched ([`COUNT_CAP`]). */
+            more: boolean;
+            /**
+             * Format: int64
+             * @description Matching tasks that had moved on when their turn came.
+             */
+            skipped: number;
+            /**
+             * @description Its task's state: `available` or `running` while it works, `completed` when done,
+             *     `retryable` after a failed batch (it goes on from its cursor), `cancelled`, `discarded`.
+             */
+            state: components["schemas"]["TaskState"];
+            /**
+             * Format: int64
+             * @description How many matched when it was asked.
+             */
+            total: number;
         };
         /**
          * @description The callback task specs of a batch. Each is a task spec as `POST /v1/tasks` takes (no
@@ -5322,6 +5457,123 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             /** @description invalid_task */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    task_bulk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkBody"];
+            };
+        };
+        responses: {
+            /** @description dry_run: how many would change */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkCount"];
+                };
+            };
+            /** @description the bulk action, asked: poll GET /v1/tasks/bulk/{id} */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkJob"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description invalid_request: a bad filter, or one naming no state the action changes */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    task_bulk_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the bulk action's id (its task's) */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the bulk action and its progress */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkJob"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -174,6 +174,13 @@ export class Client {
   /** A scheduled or retryable task becomes available now. */
   runNow(id: number): Promise<Task> { return this.call("POST", `/v1/tasks/${id}/run-now`); }
 
+  /** `POST /v1/tasks/bulk` (admin): `action` over every task `filter` matches now, in the background; poll `getBulk`. */
+  bulk(action: Schemas["BulkAction"], filter: Schemas["BulkFilter"] = {}): Promise<Schemas["BulkJob"]> { return this.call("POST", "/v1/tasks/bulk", { action, filter }); }
+  /** `POST /v1/tasks/bulk` with `dry_run`: how many tasks `action` would change now. */
+  countBulk(action: Schemas["BulkAction"], filter: Schemas["BulkFilter"] = {}): Promise<Schemas["BulkCount"]> { return this.call("POST", "/v1/tasks/bulk", { action, filter, dry_run: true }); }
+  /** `GET /v1/tasks/bulk/{id}`: state, total, done, skipped. */
+  getBulk(id: number): Promise<Schemas["BulkJob"]> { return this.call("GET", `/v1/tasks/bulk/${id}`); }
+
   // --- the work path -------------------------------------------------------------------
   /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
   async claim(queue: string, o: { worker: string; limit?: number; lease?: Duration; wait?: Duration;

@@ -97,6 +97,22 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.equal((await c.claim(queue, { worker: "ts", limit: 10 })).length, 1);
   });
 
+  test(`${backend}: bulk actions over a filter: counted, asked, followed to the end`, async () => {
+    const queue = uniq();
+    await c.enqueueMany(Array.from({ length: 30 }, (_, i) => taskSpec("k", { i }, { queue })));
+    const counted = await c.countBulk("cancel", { queue });
+    assert.deepEqual([counted.total, counted.more], [30, false]);
+    let job = await c.bulk("cancel", { queue, states: ["available"] });
+    const deadline = Date.now() + 60000;
+    while (job.state !== "completed") {
+      assert.ok(Date.now() < deadline, JSON.stringify(job));
+      await new Promise((r) => setTimeout(r, 100));
+      job = await c.getBulk(job.id);
+    }
+    assert.deepEqual([job.done, job.skipped, job.action], [30, 0, "cancel"]);
+    await assert.rejects(c.bulk("retry", { queue, states: ["running"] }), (e) => e.status === 400);
+  });
+
   test(`${backend}: workflows: a task runs once its dependencies completed and sees their results`, async () => {
     const queue = uniq();
     const made = await c.createWorkflow({ name: "etl", tasks: [

@@ -160,6 +160,18 @@ class _Api:
         """``POST /v1/tasks/{id}/run-now``: a scheduled or retryable task becomes available."""
         return self._call("POST", f"/v1/tasks/{int(task_id)}/run-now")
 
+    def bulk(self, action: str, filter: Optional[dict] = None, dry_run: bool = False) -> Any:
+        """``POST /v1/tasks/bulk`` (admin): ``action`` (cancel, retry, run-now, delete) over
+        every task ``filter`` matches now (queue, states, kind, user_id, unique_key,
+        concurrency_key), in the background; the bulk action to poll with :meth:`get_bulk`.
+        ``dry_run``: only ``{action, total, more}``."""
+        return self._call("POST", "/v1/tasks/bulk",
+                          {"action": action, "filter": filter or {}, "dry_run": dry_run})
+
+    def get_bulk(self, bulk_id: int) -> Any:
+        """``GET /v1/tasks/bulk/{id}``: state, total, done, skipped."""
+        return self._call("GET", f"/v1/tasks/bulk/{int(bulk_id)}")
+
     # --- the work path -----------------------------------------------------------------
     def claim(self, queue: str, worker: str, limit: int = 1, lease: Optional[Duration] = None,
               wait: Optional[Duration] = None, kinds: Optional[Sequence[str]] = None,

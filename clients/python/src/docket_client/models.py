@@ -51,6 +51,15 @@ class BatchRequestFailRequest(TypedDict):
     items: List[Item1]
 
 
+BulkAction = Literal['cancel', 'retry', 'run-now', 'delete']
+
+
+class BulkCount(TypedDict):
+    action: BulkAction
+    more: bool
+    total: int
+
+
 class ClaimRequest(TypedDict):
     kinds: NotRequired[List[str]]
     lease: NotRequired[Optional[str]]
@@ -410,6 +419,29 @@ class Backoff(TypedDict):
     max: NotRequired[str]
 
 
+class BulkFilter(TypedDict):
+    concurrency_key: NotRequired[Optional[str]]
+    kind: NotRequired[Optional[str]]
+    queue: NotRequired[Optional[str]]
+    states: NotRequired[List[TaskState]]
+    unique_key: NotRequired[Optional[str]]
+    user_id: NotRequired[Optional[str]]
+
+
+class BulkJob(TypedDict):
+    action: BulkAction
+    created_at: str
+    done: int
+    error: NotRequired[Optional[str]]
+    filter: BulkFilter
+    finished_at: NotRequired[Optional[str]]
+    id: int
+    more: bool
+    skipped: int
+    state: TaskState
+    total: int
+
+
 class ErrorBody(TypedDict):
     error: ErrorDetail
 
@@ -720,6 +752,12 @@ class BatchAdd(TypedDict):
 
 class BatchResponse(TypedDict):
     results: List[ItemOutcome]
+
+
+class BulkBody(TypedDict):
+    action: BulkAction
+    dry_run: NotRequired[bool]
+    filter: NotRequired[BulkFilter]
 
 
 class Callbacks(TypedDict):
