@@ -583,9 +583,11 @@ async fn counts<D: Driver>(
             if state == "stale" {
                 stale = true;
             } else if let Ok(st) = state.parse::<TaskState>() {
+                // Never below zero: a state changed behind the engine's back (plain SQL) is
+                // subtracted without having been counted, until the hourly recount.
                 out.entry(r.text("queue")?)
                     .or_insert_with(empty_counts)
-                    .insert(st, r.int("n")?);
+                    .insert(st, r.int("n")?.max(0));
             }
         }
         if !stale {
