@@ -311,8 +311,13 @@ impl Engine {
 pub async fn run(engine: Engine, cancel: CancellationToken) {
     let worker = format!("{}/bulk", engine.config.node);
     while !cancel.is_cancelled() {
-        match engine
-            .claim_polling(
+        // A shutdown stops a claim or a bulk action in the middle (a batch's changes are each
+        // their own transaction; the lease runs out and another node goes on from the cursor):
+        // with the database gone, a store call would wait for the pool's timeout and hold the
+        // node up (CLI test serve_stops_promptly_when_the_database_is_gone).
+        let claimed = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = engine.claim_polling(
                 QUEUE,
                 &worker,
                 None,
@@ -322,12 +327,15 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
                 POLL,
                 Some(POLL),
                 &cancel,
-            )
-            .await
-        {
+            ) => r,
+        };
+        match claimed {
             Ok(tasks) => {
                 for t in tasks {
-                    engine.bulk_work(t, &cancel).await;
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = engine.bulk_work(t, &cancel) => {}
+                    }
                 }
             }
             Err(e) => {
