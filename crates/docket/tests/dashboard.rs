@@ -188,14 +188,7 @@ async fn scenario(db: &[&str], shot: &str) {
         row.contains("window") && row.contains("1h") && row.contains(" 1 "),
         "{row}"
     );
-    std::fs::write(
-        format!(
-            "{}/../../target/dashboard-rate-limits-{shot}.png",
-            env!("CARGO_MANIFEST_DIR")
-        ),
-        c.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    save_shot(&c, &format!("dashboard-rate-limits-{shot}.png")).await;
     // The batch: its progress (a labelled progress bar) in the list, its counts on its page,
     // and a link from each of its tasks.
     c.goto(&format!("{base}/ui/batches")).await.unwrap();
@@ -297,14 +290,7 @@ async fn scenario(db: &[&str], shot: &str) {
         .await
         .unwrap();
     assert_eq!(bars.len(), 1);
-    std::fs::write(
-        format!(
-            "{}/../../target/dashboard-task-{shot}.png",
-            env!("CARGO_MANIFEST_DIR")
-        ),
-        c.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    save_shot(&c, &format!("dashboard-task-{shot}.png")).await;
     c.goto(&format!("{base}/ui/batches/{wf_id}")).await.unwrap();
     // Cancel, then retry, the whole workflow from its page, each through its confirmation.
     assert!(
@@ -554,14 +540,7 @@ async fn scenario(db: &[&str], shot: &str) {
     assert_eq!(count.attr("data-n").await.unwrap().as_deref(), Some("2000"));
     let question = count.text().await.unwrap();
     assert!(question.contains("Retry all 2,000 matching"), "{question}");
-    std::fs::write(
-        format!(
-            "{}/../../target/dashboard-bulk-confirm-{shot}.png",
-            env!("CARGO_MANIFEST_DIR")
-        ),
-        c.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    save_shot(&c, &format!("dashboard-bulk-confirm-{shot}.png")).await;
     c.find(Locator::Id("confirm"))
         .await
         .unwrap()
@@ -599,14 +578,7 @@ async fn scenario(db: &[&str], shot: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(done.as_deref(), Some("2000"));
-    std::fs::write(
-        format!(
-            "{}/../../target/dashboard-bulk-{shot}.png",
-            env!("CARGO_MANIFEST_DIR")
-        ),
-        c.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    save_shot(&c, &format!("dashboard-bulk-{shot}.png")).await;
     let q = http
         .get(format!("{base}/v1/queues/bulk"))
         .send()
@@ -663,14 +635,7 @@ async fn scenario(db: &[&str], shot: &str) {
         latency.contains("p50") && latency.contains("p99"),
         "{latency}"
     );
-    std::fs::write(
-        format!(
-            "{}/../../target/dashboard-queue-{shot}.png",
-            env!("CARGO_MANIFEST_DIR")
-        ),
-        c.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    save_shot(&c, &format!("dashboard-queue-{shot}.png")).await;
     // Every page at a desktop's 1280×800 and a phone's 390×844: no control without a label a
     // screen reader reads, no chart without its words, no link or button without a name,
     // nothing out of the keyboard's reach, and no page wider than the screen (a wide table
@@ -718,27 +683,13 @@ async fn scenario(db: &[&str], shot: &str) {
             assert_eq!(bad, json!([]), "{path} at {w}×{h}");
             if w == 1280 {
                 // Each page's picture, for the docs (docs/src/screens/).
-                std::fs::write(
-                    format!(
-                        "{}/../../target/screens-{shot}/{name}.png",
-                        env!("CARGO_MANIFEST_DIR")
-                    ),
-                    c.screenshot().await.unwrap(),
-                )
-                .unwrap();
+                save_shot(&c, &format!("screens-{shot}/{name}.png")).await;
             }
         }
     }
     c.set_window_size(390, 844).await.unwrap();
     c.goto(&format!("{base}/ui/tasks/{load}")).await.unwrap();
-    std::fs::write(
-        format!(
-            "{}/../../target/dashboard-phone-{shot}.png",
-            env!("CARGO_MANIFEST_DIR")
-        ),
-        c.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    save_shot(&c, &format!("dashboard-phone-{shot}.png")).await;
     c.set_window_size(1280, 900).await.unwrap();
     // Every action is in the audit log, with who did it.
     c.goto(&format!("{base}/ui/audit")).await.unwrap();
@@ -992,6 +943,16 @@ async fn login_scenario(db: &[&str]) {
         .unwrap();
     wait_text(&c, "state", "cancelled").await;
     c.close().await.unwrap();
+}
+
+/// Saves the page's screenshot as `target/<name>` (test artifacts; docs/src copies some).
+async fn save_shot(c: &fantoccini::Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(
+        format!("{}/../../target/{name}", env!("CARGO_MANIFEST_DIR")),
+        png,
+    )
+    .unwrap();
 }
 
 /// Element `id`'s text; `None` when it is not there or was replaced while read.

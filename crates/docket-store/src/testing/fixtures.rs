@@ -89,6 +89,20 @@ pub(super) fn fail(t: &docket_core::Task, msg: &str) -> TaskFail {
     }
 }
 
+/// Fails `t`'s attempt for good (`discarded`) with `msg` at `now`.
+pub(super) async fn discard(s: &dyn Store, t: &docket_core::Task, msg: &str, now: Timestamp) {
+    let mut f = fail(t, msg);
+    f.permanent = true;
+    s.task_fail_many(TaskFailManyParams {
+        fail_rule: docket_core::task::standard_fail_rule,
+        items: &[f],
+        worker: None,
+        now,
+    })
+    .await
+    .unwrap();
+}
+
 /// A rescue as the engine's rescuer runs it: list the expired leases, decide each with
 /// [`docket_core::lease::Failure::rescue`] and `rule`, apply.
 pub(super) async fn rescue(

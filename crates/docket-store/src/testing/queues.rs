@@ -115,16 +115,7 @@ pub(super) async fn counts_stay_exact(b: Bundle) {
     })
     .await
     .unwrap();
-    let mut f = fail(&got[2], "x");
-    f.permanent = true;
-    s.task_fail_many(TaskFailManyParams {
-        fail_rule: docket_core::task::standard_fail_rule,
-        items: &[f],
-        worker: None,
-        now: t0(),
-    })
-    .await
-    .unwrap();
+    discard(s, &got[2], "x", t0()).await;
     assert_eq!(
         counts("c").await,
         [1, 2, 1],
@@ -186,16 +177,7 @@ pub(super) async fn counts_stay_exact(b: Bundle) {
     // A discarded task retried leaves the discarded count in the retry's transaction.
     insert(s, vec![in_c()], t0() + secs(200)).await;
     let t = claim(s, "c", 1, t0() + secs(200)).await.remove(0);
-    let mut f = fail(&t, "x");
-    f.permanent = true;
-    s.task_fail_many(TaskFailManyParams {
-        fail_rule: docket_core::task::standard_fail_rule,
-        items: &[f],
-        worker: None,
-        now: t0() + secs(200),
-    })
-    .await
-    .unwrap();
+    discard(s, &t, "x", t0() + secs(200)).await;
     assert_eq!(step(t0() + secs(300)).await.map(|s| s.counted), Some(1));
     s.task_retry(TaskRetryParams {
         id: t.id,
@@ -240,16 +222,7 @@ pub(super) async fn history_of_minutes_depth_and_latency(b: Bundle) {
     .unwrap();
     // Picked up 3 s after (bucket "< 5 s"), failed for good.
     let slow = claim(s, "h", 1, t0() + secs(3)).await;
-    let mut f = fail(&slow[0], "x");
-    f.permanent = true;
-    s.task_fail_many(TaskFailManyParams {
-        fail_rule: docket_core::task::standard_fail_rule,
-        items: &[f],
-        worker: None,
-        now: t0() + secs(4),
-    })
-    .await
-    .unwrap();
+    discard(s, &slow[0], "x", t0() + secs(4)).await;
     s.counts_step(CountsStepParams {
         now: t0() + secs(10),
         recount_every: Duration::from_secs(3600),

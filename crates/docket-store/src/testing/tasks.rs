@@ -302,16 +302,7 @@ pub(super) async fn prune_by_retention(b: Bundle) {
     })
     .await
     .unwrap();
-    let mut f = fail(&bad[0], "x");
-    f.permanent = true;
-    s.task_fail_many(TaskFailManyParams {
-        fail_rule: docket_core::task::standard_fail_rule,
-        items: &[f],
-        worker: None,
-        now: t0(),
-    })
-    .await
-    .unwrap();
+    discard(s, &bad[0], "x", t0()).await;
     let short = claim(s, "short", 1, t0()).await;
     s.task_complete_many(TaskCompleteManyParams {
         fail_rule: docket_core::task::standard_fail_rule,
@@ -562,16 +553,7 @@ pub(super) async fn dashboard_reads_and_operator_actions(b: Bundle) {
     })
     .await
     .unwrap();
-    let mut f = fail(&c[2], "boom in the errors");
-    f.permanent = true;
-    s.task_fail_many(TaskFailManyParams {
-        fail_rule: docket_core::task::standard_fail_rule,
-        items: &[f],
-        worker: None,
-        now: t0() + secs(130),
-    })
-    .await
-    .unwrap();
+    discard(s, &c[2], "boom in the errors", t0() + secs(130)).await;
     let by_error = s
         .task_list(TaskListParams {
             text: Some("BOOM".into()),
@@ -1006,16 +988,7 @@ pub(super) async fn bulk_count_and_delete(b: Bundle) {
     })
     .await
     .unwrap();
-    let mut f = fail(&got[2], "x");
-    f.permanent = true;
-    s.task_fail_many(TaskFailManyParams {
-        fail_rule: docket_core::task::standard_fail_rule,
-        items: &[f],
-        worker: None,
-        now: t0(),
-    })
-    .await
-    .unwrap();
+    discard(s, &got[2], "x", t0()).await;
     // Counted into the kept counts, so the delete must subtract from them.
     s.counts_step(CountsStepParams {
         now: t0() + secs(10),
@@ -1072,16 +1045,7 @@ pub(super) async fn bulk_count_and_delete(b: Bundle) {
     )
     .await;
     let got = claim(s, "r", 1, t0() + secs(20)).await;
-    let mut f = fail(&got[0], "x");
-    f.permanent = true;
-    s.task_fail_many(TaskFailManyParams {
-        fail_rule: docket_core::task::standard_fail_rule,
-        items: &[f],
-        worker: None,
-        now: t0() + secs(20),
-    })
-    .await
-    .unwrap();
+    discard(s, &got[0], "x", t0() + secs(20)).await;
     s.counts_step(CountsStepParams {
         now: t0() + secs(30),
         recount_every: Duration::from_secs(3600),
