@@ -48,6 +48,37 @@ pub struct ClaimRequest {
     )]
     #[schema(value_type = Option<String>, example = "5s")]
     pub wait: Option<Duration>,
+    /// An id of your choosing for this claim: a random UUID (or 32 hex digits). Should its
+    /// answer never reach you — a stop while the claim waits, a cut connection — `POST
+    /// /v1/queues/{queue}/claims/{claim_id}/release` hands back what it took, at once and
+    /// without counting an attempt, even when the release arrives before the claim commits
+    /// [none]. It becomes the nonce of the claim's lease tokens: never reuse or guess one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        pattern = "^([0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$",
+        example = "0b0d9c1e-6a77-4b43-9d55-3f0c3b6f2a41"
+    )]
+    pub claim_id: Option<String>,
+}
+
+/// Answer of `POST /v1/queues/{queue}/claims/{claim_id}/release`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ClaimReleased {
+    /// The tasks handed back (now `available`, their attempt not counted); empty when the
+    /// claim took nothing or its tasks were finished or handed back already.
+    pub released: Vec<i64>,
+}
+
+/// One item of `POST /v1/tasks/release`: a task held but not started, handed back.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseItem {
+    /// Task id.
+    #[schema(minimum = 1)]
+    pub id: i64,
+    /// The lease token of the claim.
+    #[schema(min_length = 1)]
+    pub lease: String,
 }
 
 /// Answer of a claim: the tasks, each with its `lease`.

@@ -152,9 +152,9 @@ pub fn needed_scope(method: &str, path: &str) -> Option<Scope> {
         ["v1", "namespaces", _] => Scope::Admin,
         ["v1", "tasks"] | ["v1", "schedules" | "batches", ..] => Scope::Enqueue,
         ["v1", "workflows"] | ["v1", "workflows", _, "tasks"] => Scope::Enqueue,
-        ["v1", "tasks", "complete" | "fail"] => Scope::Work,
+        ["v1", "tasks", "complete" | "fail" | "release"] => Scope::Work,
         ["v1", "tasks", _, "heartbeat" | "complete" | "fail"] => Scope::Work,
-        ["v1", "queues", _, "claim"] => Scope::Work,
+        ["v1", "queues", _, "claim"] | ["v1", "queues", _, "claims", _, "release"] => Scope::Work,
         ["v1", "workers", _, "report"] => Scope::Work,
         // asyncflow's routes (`--compat asyncflow`): its config list is a POST that reads.
         ["api", "task_schedule_cfg", "list"] => Scope::Read,

@@ -132,6 +132,22 @@ impl LeaseToken {
         })
     }
 
+    /// The nonce a claim id names (`api::ClaimRequest::claim_id`): 32 hex digits, or a UUID
+    /// in its hyphenated form; `None` for anything else.
+    pub fn claim_nonce(claim_id: &str) -> Option<u128> {
+        let b = claim_id.as_bytes();
+        let hex: String = if b.len() == 36 {
+            if [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+                return None;
+            }
+            claim_id.chars().filter(|c| *c != '-').collect()
+        } else {
+            claim_id.to_string()
+        };
+        nonce_from_hex(&hex.to_ascii_lowercase())
+            .filter(|_| hex.bytes().all(|c| c.is_ascii_hexdigit()))
+    }
+
     /// The nonce `token` carries for task `id`: `None` when it is malformed or names another
     /// task (such a token can never hold `id`).
     pub fn nonce_for(token: &str, id: i64) -> Option<u128> {
@@ -432,6 +448,30 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn claim_ids_name_a_nonce() {
+        let n = 0x67e5_5044_10b1_426f_9247_bb68_0e5f_e0c8_u128;
+        assert_eq!(
+            LeaseToken::claim_nonce("67e55044-10b1-426f-9247-bb680e5fe0c8"),
+            Some(n)
+        );
+        assert_eq!(
+            LeaseToken::claim_nonce("67E5504410B1426F9247BB680E5FE0C8"),
+            Some(n)
+        );
+        for bad in [
+            "",
+            "67e55044",
+            "+7e5504410b1426f9247bb680e5fe0c8",
+            "67e55044-10b1-426f-9247_bb680e5fe0c8",
+            "67e5504410b1-426f-9247-bb680e5fe0c8-",
+            "g7e5504410b1426f9247bb680e5fe0c8",
+            "67e5504410b1426f9247bb680e5fe0c\0",
+        ] {
+            assert_eq!(LeaseToken::claim_nonce(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

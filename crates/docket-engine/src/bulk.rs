@@ -309,7 +309,15 @@ impl Engine {
 /// [`QUEUE`] (woken by a local ask, else every [`POLL`]). A failed claim is logged and tried
 /// again after the poll; the loop never ends on an error.
 pub async fn run(engine: Engine, cancel: CancellationToken) {
-    let worker = format!("{}/bulk", engine.config.node);
+    let claim = crate::Claim {
+        queue: QUEUE.into(),
+        worker: format!("{}/bulk", engine.config.node),
+        limit: 1,
+        lease: Some(LEASE),
+        wait: POLL,
+        poll: Some(POLL),
+        ..Default::default()
+    };
     while !cancel.is_cancelled() {
         // A shutdown stops a claim or a bulk action in the middle (a batch's changes are each
         // their own transaction; the lease runs out and another node goes on from the cursor):
@@ -317,17 +325,7 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
         // node up (CLI test serve_stops_promptly_when_the_database_is_gone).
         let claimed = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = engine.claim_polling(
-                QUEUE,
-                &worker,
-                None,
-                None,
-                1,
-                Some(LEASE),
-                POLL,
-                Some(POLL),
-                &cancel,
-            ) => r,
+            r = engine.claim_with(&claim, &cancel) => r,
         };
         match claimed {
             Ok(tasks) => {

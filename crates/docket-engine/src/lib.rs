@@ -10,6 +10,7 @@ pub mod actions;
 pub mod auth;
 pub mod batches;
 pub mod bulk;
+mod claims;
 mod database;
 mod error;
 pub mod kinds;
@@ -28,12 +29,13 @@ pub mod worker;
 pub mod workflows;
 
 use docket_core::{Clock, NewTask, Task, TaskDefaults};
-use docket_store::{Store, TaskClaimParams, TaskInsertManyParams};
+use docket_store::{Release, Store, TaskClaimParams, TaskInsertManyParams, TaskReleaseParams};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+pub use claims::Claim;
 pub use database::{Database, DatabaseOptions};
 pub use error::EngineError;
 pub use waker::Waker;
@@ -437,30 +439,52 @@ impl Engine {
         wait: Duration,
         cancel: &CancellationToken,
     ) -> Result<Vec<Task>, EngineError> {
-        self.claim_polling(
-            queue, worker, kinds, stages, limit, lease, wait, None, cancel,
-        )
-        .await
+        let c = Claim {
+            queue: queue.to_string(),
+            worker: worker.to_string(),
+            kinds: kinds.map(<[String]>::to_vec),
+            stages: stages.map(<[String]>::to_vec),
+            limit,
+            lease,
+            wait,
+            poll: None,
+            claim_id: None,
+        };
+        self.claim_with(&c, cancel).await
     }
 
-    /// [`Engine::claim_where`] whose idle wait looks at the database at least every `poll`
-    /// (None: the queue's `schedule_interval`, else `poll_interval`); a process namespace's
-    /// runner passes its `call_scan_timeout` (progressor scans calls on their own cadence).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn claim_polling(
+    /// Claims as `c` says (see [`Claim`]): up to `c.limit` tasks, waiting up to `c.wait` for
+    /// one when none is available, waking as soon as one is (or `cancel` fires). A claim with
+    /// a `claim_id` checks, once committed, whether its worker released it meanwhile
+    /// ([`Engine::release_claim`]), and then hands its tasks back and answers none.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn claim_with(
         &self,
-        queue: &str,
-        worker: &str,
-        kinds: Option<&[String]>,
-        stages: Option<&[String]>,
-        limit: i64,
-        lease: Option<Duration>,
-        wait: Duration,
-        poll: Option<Duration>,
+        c: &Claim,
         cancel: &CancellationToken,
     ) -> Result<Vec<Task>, EngineError> {
-        let kinds = kinds.map(<[String]>::to_vec);
-        let stages = stages.map(<[String]>::to_vec);
+        let Claim {
+            queue,
+            worker,
+            kinds,
+            stages,
+            limit,
+            lease,
+            wait,
+            poll,
+            claim_id,
+        } = c;
+        let (queue, worker, limit, lease, wait, poll) = (
+            queue.as_str(),
+            worker.as_str(),
+            *limit,
+            *lease,
+            *wait,
+            *poll,
+        );
+
         let deadline = tokio::time::Instant::now() + wait;
         if self.is_draining() {
             // A drained node claims nothing; its claimers wait as they would on an empty queue.
@@ -496,9 +520,34 @@ impl Engine {
                     limit,
                     lease,
                     now: self.clock.now(),
+                    nonce: *claim_id,
                 })
                 .await?;
             let mut got = got;
+            if let (Some(nonce), false) = (claim_id, got.is_empty()) {
+                // A release that arrived before this claim committed (the worker stopped and
+                // gave up on the answer): hand back what it took; nobody will run it.
+                let ids: Vec<i64> = got.iter().map(|t| t.id).collect();
+                let back = self
+                    .store
+                    .task_release(TaskReleaseParams {
+                        nonce: *nonce,
+                        release: Release::IfClaimReleased(&ids),
+                        queue: None,
+                        now: self.clock.now(),
+                    })
+                    .await
+                    // The tasks are claimed already: answering them beats stranding them
+                    // under a lease nobody got.
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "could not check whether a claim was released");
+                        vec![]
+                    });
+                if !back.is_empty() {
+                    got.retain(|t| !back.iter().any(|r| r.id == t.id));
+                    self.waker.wake(queue);
+                }
+            }
             if got.iter().any(|t| t.batch_id.is_some()) {
                 // The tasks are claimed already: a failed read leaves `deps` out rather than
                 // stranding them under a lease nobody got.

@@ -43,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks", post(task_add).get(task_list))
         .route("/v1/tasks/complete", post(task_complete_batch))
         .route("/v1/tasks/fail", post(task_fail_batch))
+        .route("/v1/tasks/release", post(task_release_batch))
         .route("/v1/tasks/bulk", post(task_bulk))
         .route("/v1/tasks/bulk/{id}", get(task_bulk_get))
         .route("/v1/tasks/{id}", get(task_get).patch(task_patch))
@@ -60,6 +61,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/queues/{queue}/pause", post(queue_pause))
         .route("/v1/queues/{queue}/resume", post(queue_resume))
         .route("/v1/queues/{queue}/claim", post(queue_claim))
+        .route(
+            "/v1/queues/{queue}/claims/{claim_id}/release",
+            post(claim_release),
+        )
         .route("/v1/nodes", get(node_list))
         .route("/v1/nodes/{name}/drain", post(node_drain))
         .route("/v1/nodes/{name}/resume", post(node_resume))

@@ -13,12 +13,13 @@ pub(crate) use axum::response::{IntoResponse, Response};
 pub(crate) use axum::Json;
 pub(crate) use docket_core::api::TaskListParams;
 pub(crate) use docket_core::api::{
-    BatchRequest, BatchResponse, ClaimRequest, ClaimResponse, CompleteRequest, FailRequest,
-    Finished, HeartbeatRequest, ItemOutcome, NamespaceList, NamespaceView, NodeList, NodeView,
-    ProcessCallRequest, ProcessImported, ProcessInitRequest, ProcessPage, ProcessRepaired,
-    ProcessResponse, ProcessTrace, ProcessView, QueueList, ScheduleList, TaskPage,
+    BatchRequest, BatchResponse, ClaimReleased, ClaimRequest, ClaimResponse, CompleteRequest,
+    FailRequest, Finished, HeartbeatRequest, ItemOutcome, NamespaceList, NamespaceView, NodeList,
+    NodeView, ProcessCallRequest, ProcessImported, ProcessInitRequest, ProcessPage,
+    ProcessRepaired, ProcessResponse, ProcessTrace, ProcessView, QueueList, ReleaseItem,
+    ScheduleList, TaskPage,
 };
-pub(crate) use docket_core::lease::{LeaseOutcome, TaskComplete, TaskFail};
+pub(crate) use docket_core::lease::{LeaseOutcome, LeaseToken, TaskComplete, TaskFail};
 pub(crate) use docket_core::process::{HistoryRange, NamespaceConfig};
 pub(crate) use docket_core::QueueStats;
 pub(crate) use docket_core::{NewTask, QueueSettings, Task};

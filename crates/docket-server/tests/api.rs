@@ -918,6 +918,214 @@ async fn bulk_actions_over_a_filter(n: Node) {
     );
 }
 
+/// Issue 37: a claim whose answer never reached its worker (a stop mid-claim) is handed back
+/// by its claim_id — at once, its attempt not counted — also when the release overtakes the
+/// claim; tasks held but not started go back by their leases. Then the stop the issue measured:
+/// a client that gives up on a long-polled claim at a random moment around an enqueue and
+/// releases it, 30 times — no task is left running.
+async fn claims_handed_back_on_stop(n: Node) {
+    let q = format!("r{}", uuid::Uuid::new_v4().simple());
+    let add = |k: usize| {
+        let (n, q) = (&n, q.clone());
+        async move {
+            let mut ids = vec![];
+            for i in 0..k {
+                let (st, v) = n
+                    .call(
+                        "POST",
+                        "/v1/tasks",
+                        Some(json!({"queue": q, "kind": "k", "payload": i})),
+                    )
+                    .await;
+                assert_eq!(st, StatusCode::CREATED, "{v}");
+                ids.push(v["id"].as_i64().unwrap());
+            }
+            ids
+        }
+    };
+    let ids = add(3).await;
+    let x = uuid::Uuid::new_v4().to_string();
+    let got = n
+        .claim(&q, json!({"worker": "w", "limit": 2, "claim_id": x}))
+        .await;
+    assert_eq!(got.len(), 2);
+    let (st, v) = n
+        .call("POST", &format!("/v1/queues/{q}/claims/{x}/release"), None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let mut back: Vec<i64> = v["released"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_i64().unwrap())
+        .collect();
+    back.sort_unstable();
+    let mut want: Vec<i64> = got.iter().map(|t| t["id"].as_i64().unwrap()).collect();
+    want.sort_unstable();
+    assert_eq!(back, want);
+    for id in &want {
+        let t = n.task(*id).await;
+        assert_eq!(
+            (t["state"].as_str(), t["attempt"].as_i64()),
+            (Some("available"), Some(0)),
+            "{t}"
+        );
+    }
+    // Another queue's path reaches nothing; a second release finds nothing held.
+    let (_, v) = n
+        .call("POST", &format!("/v1/queues/{q}x/claims/{x}/release"), None)
+        .await;
+    assert_eq!(v["released"], json!([]));
+    // A release that overtakes its claim: the claim answers nothing and leaves the tasks.
+    let y = uuid::Uuid::new_v4().simple().to_string();
+    let (st, v) = n
+        .call("POST", &format!("/v1/queues/{q}/claims/{y}/release"), None)
+        .await;
+    assert_eq!((st, v["released"].clone()), (StatusCode::OK, json!([])));
+    let got = n
+        .claim(&q, json!({"worker": "w", "limit": 10, "claim_id": y}))
+        .await;
+    assert!(got.is_empty(), "{got:?}");
+    // Held, not started: released by lease; a stale or foreign token is lease_lost.
+    let got = n.claim(&q, json!({"worker": "w", "limit": 3})).await;
+    assert_eq!(got.len(), 3);
+    let (st, v) = n
+        .call(
+            "POST",
+            "/v1/tasks/release",
+            Some(json!({"items": [
+                {"id": got[0]["id"], "lease": got[0]["lease"]["token"]},
+                {"id": got[1]["id"], "lease": got[0]["lease"]["token"]},
+                {"id": got[2]["id"], "lease": "nonsense"},
+            ]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let outcomes: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["ok", "lease_lost", "lease_lost"], "{v}");
+    assert_eq!(n.task(got[0]["id"].as_i64().unwrap()).await["attempt"], 0);
+    assert_eq!(
+        n.task(got[1]["id"].as_i64().unwrap()).await["state"],
+        "running"
+    );
+    for t in &got[1..] {
+        let (st, v) = n
+            .call(
+                "POST",
+                "/v1/tasks/release",
+                Some(json!({"items": [{"id": t["id"], "lease": t["lease"]["token"]}]})),
+            )
+            .await;
+        assert_eq!(
+            (st, v["results"][0]["outcome"].as_str()),
+            (StatusCode::OK, Some("ok")),
+            "{v}"
+        );
+    }
+    // Worst values: 4xx, nothing changed.
+    for bad in [
+        "",
+        "zz",
+        "0b0d9c1e-6a77-4b43-9d55-3f0c3b6f2a4",
+        "+7e5504410b1426f9247bb680e5fe0c8",
+        "a\u{0}",
+    ] {
+        let (st, v) = n
+            .call(
+                "POST",
+                &format!("/v1/queues/{q}/claim"),
+                Some(json!({"worker": "w", "claim_id": bad})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad:?}: {v}");
+    }
+    for bad in ["zz", "0b0d9c1e-6a77-4b43-9d55-3f0c3b6f2a4"] {
+        let (st, v) = n
+            .call(
+                "POST",
+                &format!("/v1/queues/{q}/claims/{bad}/release"),
+                None,
+            )
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad:?}: {v}");
+    }
+    let (st, _) = n
+        .call("POST", "/v1/tasks/release", Some(json!({"items": []})))
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    for id in &ids {
+        assert_eq!(n.task(*id).await["state"], "available");
+    }
+
+    // The stop: a long-polled claim given up on at a random moment around the enqueue that
+    // answers it, then released. Whatever the timing, nothing is left running.
+    let q2 = format!("s{}", uuid::Uuid::new_v4().simple());
+    for round in 0..30u64 {
+        let claim_id = uuid::Uuid::new_v4().to_string();
+        let http = reqwest::Client::new();
+        let url = format!("{}/v1/queues/{q2}/claim", n.base);
+        let body = json!({"worker": "w", "limit": 4, "wait": "5s", "claim_id": claim_id});
+        let poll = tokio::spawn(async move {
+            http.post(url)
+                .json(&body)
+                .send()
+                .await
+                .ok()?
+                .json::<Value>()
+                .await
+                .ok()
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (st, _) = n
+            .call("POST", "/v1/tasks", Some(json!({"queue": q2, "kind": "k"})))
+            .await;
+        assert_eq!(st, StatusCode::CREATED);
+        // Give up within 0..6 ms of the enqueue (the claim answers within about that).
+        tokio::time::sleep(Duration::from_micros(round * 200)).await;
+        poll.abort();
+        let answered = poll.await.ok().flatten();
+        let (st, v) = n
+            .call(
+                "POST",
+                &format!("/v1/queues/{q2}/claims/{claim_id}/release"),
+                None,
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        let _ = answered;
+    }
+    // Nothing running, every task at attempt 0: none lost an attempt to a stop.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (st, v) = n
+            .call("GET", &format!("/v1/tasks?queue={q2}&limit=100"), None)
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        let tasks = v["tasks"].as_array().unwrap().clone();
+        assert_eq!(tasks.len(), 30);
+        if tasks.iter().all(|t| t["state"] == "available") {
+            assert!(tasks.iter().all(|t| t["attempt"] == 0), "{tasks:?}");
+            break;
+        }
+        // A claim still finishing on the server after its client gave up hands its task
+        // back itself (the release's mark); allow it the moment that takes.
+        assert!(
+            Instant::now() < deadline,
+            "stranded: {:?}",
+            tasks
+                .iter()
+                .filter(|t| t["state"] != "available")
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::pg().await).await; } )* }
@@ -1791,6 +1999,7 @@ both!(
     expired_lease_is_rescued,
     openapi_matches_routes,
     bulk_actions_over_a_filter,
+    claims_handed_back_on_stop,
 );
 
 /// Issue 9: a row inserted with plain SQL wakes a long-polling claimer at once (the statement

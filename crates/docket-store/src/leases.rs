@@ -30,6 +30,47 @@ pub struct TaskClaimParams {
     pub stages: Option<Vec<String>>,
     /// Now.
     pub now: Timestamp,
+    /// The claim's nonce (its lease tokens' first half; `api::ClaimRequest::claim_id`), so
+    /// that what it took can be released by it ([`LeaseStore::task_release`]); None: a
+    /// random one.
+    pub nonce: Option<u128>,
+}
+
+/// What [`LeaseStore::task_release`] hands back.
+#[derive(Debug, Clone, Copy)]
+pub enum Release<'a> {
+    /// A claim whose answer its worker never got: marks the claim released (so a claim that
+    /// commits later is released by its own check, [`Release::IfClaimReleased`]), then
+    /// releases every task it holds.
+    Claim,
+    /// These tasks, held under the nonce and not started (a worker's stop, a claim whose
+    /// connection closed before its answer went out).
+    Tasks(&'a [i64]),
+    /// The check right after a claim: these tasks, only if the claim was marked released
+    /// meanwhile — a release that arrived before the claim committed.
+    IfClaimReleased(&'a [i64]),
+}
+
+/// Params of [`LeaseStore::task_release`].
+#[derive(Debug, Clone, Copy)]
+pub struct TaskReleaseParams<'a> {
+    /// The claim's nonce.
+    pub nonce: u128,
+    /// What to release.
+    pub release: Release<'a>,
+    /// Only tasks of this queue (the caller's token may reach no other) [any].
+    pub queue: Option<&'a str>,
+    /// Now (a release mark is kept an hour: longer than any claim takes).
+    pub now: Timestamp,
+}
+
+/// A task a release handed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released {
+    /// Task id.
+    pub id: i64,
+    /// Its queue (to wake its claimers).
+    pub queue: String,
 }
 
 /// Params of [`LeaseStore::task_heartbeat`].
@@ -84,6 +125,15 @@ pub trait LeaseStore: Send + Sync {
     /// # Errors
     /// Database failure (then nothing changed).
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>>;
+
+    /// Hands back running tasks held under a claim's nonce that were never started: each is
+    /// `available` again at once, its attempt not counted (`attempt` one less, no run-log or
+    /// `errors` entry, the lease cleared). Tasks finished, failed or claimed anew meanwhile
+    /// are left alone. Rate-limit room the claim used is not given back.
+    ///
+    /// # Errors
+    /// Database failure; nothing is released then (a [`Release::Claim`]'s mark may stay).
+    async fn task_release(&self, p: TaskReleaseParams<'_>) -> Result<Vec<Released>>;
 
     /// The lease token of task `id` while it runs (None otherwise): for protocols without
     /// leases (asyncflow's compat routes, whose workers name a held task by its id alone).

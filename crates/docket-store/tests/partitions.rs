@@ -60,6 +60,7 @@ async fn claim(s: &dyn Store, limit: i64) -> Vec<docket_core::Task> {
         kinds: None,
         stages: None,
         now: chrono::Utc::now(),
+        nonce: None,
     })
     .await
     .unwrap()

@@ -28,15 +28,16 @@ impl ProcessService {
             // call_scan_timeout (progressor's call scan), or sooner at the queue's poll interval.
             let claimed = self
                 .engine
-                .claim_polling(
-                    &queue,
-                    &worker,
-                    None,
-                    None,
-                    free as i64,
-                    Some(lease),
-                    Duration::from_secs(30),
-                    Some(call_scan),
+                .claim_with(
+                    &crate::Claim {
+                        queue: queue.clone(),
+                        worker: worker.clone(),
+                        limit: free as i64,
+                        lease: Some(lease),
+                        wait: Duration::from_secs(30),
+                        poll: Some(call_scan),
+                        ..Default::default()
+                    },
                     &self.cancel,
                 )
                 .await;

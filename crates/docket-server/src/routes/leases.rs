@@ -259,24 +259,100 @@ pub(crate) async fn queue_claim(
             docket_core::duration::format(MAX_WAIT)
         )));
     }
+    let claim_id = b
+        .claim_id
+        .as_deref()
+        .map(|c| {
+            LeaseToken::claim_nonce(c).ok_or_else(|| {
+                ApiError::invalid("claim_id must be a UUID or 32 hex digits".to_string())
+            })
+        })
+        .transpose()?;
     // Held until the claim answers; a claim that does not wait takes no slot.
     let _slot = if wait.is_zero() {
         None
     } else {
         auth::long_poll(&s, caller.as_ref().map(|c| &c.0))?
     };
-    let tasks = s
-        .engine
-        .claim_where(
-            &queue,
-            &b.worker,
-            b.kinds.as_deref(),
-            b.stages.as_deref(),
-            limit,
-            b.lease,
-            wait,
-            &cancel,
-        )
-        .await?;
+    let claim = docket_engine::Claim {
+        queue,
+        worker: b.worker,
+        kinds: b.kinds,
+        stages: b.stages,
+        limit,
+        lease: b.lease,
+        wait,
+        poll: None,
+        claim_id,
+    };
+    let tasks = s.engine.claim_with(&claim, &cancel).await?;
+    if !tasks.is_empty() && cancel.is_cancelled() && !s.shutdown.is_cancelled() {
+        // The client went away while the claim ran: the answer cannot reach it. Hand the
+        // tasks back now rather than let their leases run out (a client that hung up just
+        // after this look releases them by claim_id).
+        let held: Vec<(i64, String)> = tasks
+            .iter()
+            .filter_map(|t| t.lease.as_ref().map(|l| (t.id, l.token.clone())))
+            .collect();
+        s.engine.release_tasks(&held).await?;
+        return Ok(Json(ClaimResponse { tasks: vec![] }));
+    }
     Ok(Json(ClaimResponse { tasks }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/claims/{claim_id}/release",
+    tag = "queues",
+    params(
+        ("queue" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "queue name"),
+        ("claim_id" = String, Path, pattern = "^([0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$", description = "the claim_id the claim was sent with")
+    ),
+    responses((status = 200, description = "the tasks handed back", body = docket_core::api::ClaimReleased)),
+    summary = "Hand back what a claim took whose answer never arrived (a stop mid-claim): available at once, no attempt counted, even when this arrives before the claim commits"
+)]
+pub(crate) async fn claim_release(
+    State(s): State<AppState>,
+    Path((queue, claim_id)): Path<(String, String)>,
+    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+) -> ApiResult<Json<ClaimReleased>> {
+    check_name("queue", &queue)?;
+    auth::check_queue(caller.as_ref().map(|c| &c.0), &queue)?;
+    let nonce = LeaseToken::claim_nonce(&claim_id)
+        .ok_or_else(|| ApiError::invalid("claim_id must be a UUID or 32 hex digits".to_string()))?;
+    let released = s.engine.release_claim(&queue, nonce).await?;
+    Ok(Json(ClaimReleased { released }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/tasks/release",
+    tag = "tasks",
+    request_body = docket_core::api::BatchRequest<docket_core::api::ReleaseItem>,
+    responses((status = 200, description = "one result per item, in order: ok (state available) or lease_lost", body = docket_core::api::BatchResponse)),
+    summary = "Hand back tasks held but not started (a worker's prefetched tasks at its stop): available at once, no attempt counted"
+)]
+pub(crate) async fn task_release_batch(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<BatchResponse>> {
+    let b: BatchRequest<ReleaseItem> = parse(body)?;
+    let ids = batch_ids(&b.items, |i| Some(i.id))?;
+    let items: Vec<(i64, String)> = b
+        .items
+        .into_iter()
+        .zip(ids)
+        .map(|(i, id)| (id, i.lease))
+        .collect();
+    let back = s.engine.release_tasks(&items).await?;
+    let now = s.engine.clock.now();
+    let results = items
+        .iter()
+        .zip(back)
+        .map(|((id, _), ok)| ItemOutcome {
+            id: *id,
+            outcome: if ok { "ok" } else { "lease_lost" }.to_string(),
+            state: ok.then_some(docket_core::TaskState::Available),
+            run_at: ok.then_some(now),
+        })
+        .collect();
+    Ok(Json(BatchResponse { results }))
 }

@@ -210,6 +210,10 @@ impl LeaseStore for MySqlStore {
         .await
     }
 
+    async fn task_release(&self, p: TaskReleaseParams<'_>) -> Result<Vec<Released>> {
+        crate::portable::task_release(self, p).await
+    }
+
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
         const SQL: &str = "SELECT lease_token FROM docket_tasks WHERE id = ? AND state = 'running'";
         let row = sqlx::query(SQL).bind(id).fetch_optional(&self.pool).await?;
@@ -440,7 +444,7 @@ impl MySqlStore {
         // Each task's lease by `docket_core::lease::claim_lease`, by a CASE on its id.
         let c = ClaimColumns::of(&picked, p.now, p.lease);
         let ids = &c.ids;
-        let nonce = LeaseToken::new_nonce();
+        let nonce = p.nonce.unwrap_or_else(LeaseToken::new_nonce);
         let sql = fill(
             sql!(leases, claim),
             &[

@@ -32,7 +32,7 @@ impl LeaseStore for PgStore {
             if p.limit <= 0 {
                 return Ok(vec![]);
             }
-            let nonce = LeaseToken::new_nonce();
+            let nonce = p.nonce.unwrap_or_else(LeaseToken::new_nonce);
             let fast_max = docket_core::duration::to_ms(FAST_CLAIM_MAX);
             let lease_ms = p.lease.map(docket_core::duration::to_ms);
             let rows = if lease_ms.is_some_and(|l| l > fast_max) {
@@ -416,6 +416,10 @@ impl LeaseStore for PgStore {
             Ok(out)
         })
         .await
+    }
+
+    async fn task_release(&self, p: TaskReleaseParams<'_>) -> Result<Vec<Released>> {
+        crate::portable::task_release(self, p).await
     }
 
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {

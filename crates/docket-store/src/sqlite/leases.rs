@@ -141,7 +141,7 @@ impl LeaseStore for SqliteStore {
                 ])
             })
             .collect();
-        let nonce = LeaseToken::new_nonce();
+        let nonce = p.nonce.unwrap_or_else(LeaseToken::new_nonce);
         let sql = sql!(leases, claim);
         let rows = sqlx::query(sql)
             .bind(Value::Array(leases).to_string())
@@ -310,6 +310,10 @@ impl LeaseStore for SqliteStore {
         self.wake_queues(&freed);
         self.wake_queues(timed_out.iter().map(|f| &f.labels.queue));
         Ok(out)
+    }
+
+    async fn task_release(&self, p: TaskReleaseParams<'_>) -> Result<Vec<Released>> {
+        crate::portable::task_release(self, p).await
     }
 
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {

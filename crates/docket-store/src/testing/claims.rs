@@ -82,6 +82,7 @@ pub(super) async fn claim_by_kinds(b: Bundle) {
         kinds: kinds.map(|k| k.into_iter().map(String::from).collect()),
         stages: None,
         now: t0(),
+        nonce: None,
     };
     let got = s.task_claim(by(Some(vec!["a", "c"]))).await.unwrap();
     let mut kinds: Vec<&str> = got.iter().map(|t| t.kind.as_str()).collect();
@@ -274,6 +275,7 @@ pub(super) async fn exactly_once_under_concurrent_claimers(b: Bundle) {
                         limit: 7,
                         lease: None,
                         now: t0(),
+                        nonce: None,
                     })
                     .await
                     .unwrap();
@@ -483,6 +485,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
             limit: 2,
             lease: Some(Duration::from_secs(3600)),
             now: t0(),
+            nonce: None,
         })
         .await
         .unwrap();
@@ -534,6 +537,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
             limit: 1,
             lease: Some(Duration::from_secs(2)),
             now: t0(),
+            nonce: None,
         })
         .await
         .unwrap();
@@ -920,6 +924,7 @@ pub(super) async fn fail_rule_is_the_callers(b: Bundle) {
             limit: 1,
             lease: Some(Duration::from_secs(1)),
             now: t0(),
+            nonce: None,
         })
         .await
         .unwrap()
@@ -1121,6 +1126,7 @@ pub(super) async fn stages_hand_the_task_on(b: Bundle) {
         kinds: None,
         stages: Some(stages.iter().map(|x| x.to_string()).collect()),
         now,
+        nonce: None,
     };
     assert!(s
         .task_claim(by_stage(&["ship"], t0()))
@@ -1479,6 +1485,7 @@ pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
                             limit: 10,
                             lease,
                             now: t0(),
+                            nonce: None,
                         })
                         .await
                         .unwrap();
@@ -1519,4 +1526,135 @@ pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
             }
         }
     }
+}
+
+/// A claim released by its nonce (a worker's stop, issue 37): its tasks are available again at
+/// once and their attempt not counted; a release that arrives before the claim commits is found
+/// by the claim's own check; finished tasks, other queues and other claims are left alone.
+pub(super) async fn released_claims_count_no_attempt(b: Bundle) {
+    let s = &*b.store;
+    let by = |nonce: u128, limit: i64, now: Timestamp| TaskClaimParams {
+        kinds: None,
+        stages: None,
+        queue: "default".into(),
+        worker: "w1".into(),
+        node: "n1".into(),
+        limit,
+        lease: None,
+        now,
+        nonce: Some(nonce),
+    };
+    async fn release(
+        s: &dyn Store,
+        nonce: u128,
+        release: Release<'_>,
+        queue: Option<&str>,
+    ) -> Result<Vec<Released>> {
+        s.task_release(TaskReleaseParams {
+            nonce,
+            release,
+            queue,
+            now: t0(),
+        })
+        .await
+    }
+    let ids = |r: &[Released]| {
+        let mut v: Vec<i64> = r.iter().map(|x| x.id).collect();
+        v.sort_unstable();
+        v
+    };
+    let made = insert(s, vec![nt("a"), nt("b"), nt("c"), nt("d")], t0()).await;
+    let (n1, n2, n3) = (0x11_u128 << 100, 0x22_u128 << 100 | 7, u128::MAX - 5);
+
+    // Released by its claim id: back to available, attempt 0, the old token holds nothing.
+    let got = s.task_claim(by(n1, 2, t0())).await.unwrap();
+    assert_eq!(got.len(), 2);
+    assert!(got[0]
+        .lease
+        .as_ref()
+        .unwrap()
+        .token
+        .starts_with(&format!("{n1:032x}")));
+    assert!(release(s, n1, Release::Claim, Some("elsewhere"))
+        .await
+        .unwrap()
+        .is_empty());
+    let r = release(s, n1, Release::Claim, Some("default"))
+        .await
+        .unwrap();
+    assert_eq!(ids(&r), ids_of(&got));
+    assert!(r.iter().all(|x| x.queue == "default"));
+    for t in &got {
+        let now = s.task_get(t.id).await.unwrap().unwrap();
+        assert_eq!(now.state, TaskState::Available, "{now:?}");
+        assert_eq!(now.attempt, 0);
+        assert!(now.errors.is_empty() && now.lease.is_none(), "{now:?}");
+    }
+    let late = s
+        .task_complete_many(TaskCompleteManyParams {
+            items: &[done(&got[0], json!(1))],
+            now: t0(),
+            fail_rule: docket_core::task::standard_fail_rule,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(late[0], LeaseOutcome::LeaseLost), "{late:?}");
+    // Releasing again finds nothing: they are not held.
+    assert!(release(s, n1, Release::Claim, None)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // A release that overtook its claim: the claim commits after it, and its check hands the
+    // tasks back. Without a mark the check leaves a claim alone.
+    assert!(release(s, n2, Release::Claim, None)
+        .await
+        .unwrap()
+        .is_empty());
+    let got2 = s.task_claim(by(n2, 2, t0())).await.unwrap();
+    assert_eq!(got2.len(), 2);
+    let got3 = s.task_claim(by(n3, 2, t0())).await.unwrap();
+    assert_eq!(got3.len(), 2);
+    let i3 = ids_of(&got3);
+    assert!(release(s, n3, Release::IfClaimReleased(&i3), None)
+        .await
+        .unwrap()
+        .is_empty());
+    let i2 = ids_of(&got2);
+    let r = release(s, n2, Release::IfClaimReleased(&i2), None)
+        .await
+        .unwrap();
+    assert_eq!(ids(&r), i2);
+
+    // Some tasks of a claim (held, not started); the wrong nonce holds none of them; a
+    // finished task stays finished.
+    assert!(release(s, n1, Release::Tasks(&i3), None)
+        .await
+        .unwrap()
+        .is_empty());
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(&got3[0], json!(1))],
+        now: t0(),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    let r = release(s, n3, Release::Tasks(&i3), Some("default"))
+        .await
+        .unwrap();
+    assert_eq!(ids(&r), vec![got3[1].id]);
+    assert_eq!(
+        s.task_get(got3[0].id).await.unwrap().unwrap().state,
+        TaskState::Completed
+    );
+    // Everything not completed is claimable again, each at its first attempt.
+    let again = claim(s, "default", 10, t0()).await;
+    assert_eq!(again.len(), made.len() - 1);
+    assert!(again.iter().all(|t| t.attempt == 1), "{again:?}");
+}
+
+fn ids_of(tasks: &[docket_core::Task]) -> Vec<i64> {
+    let mut v: Vec<i64> = tasks.iter().map(|t| t.id).collect();
+    v.sort_unstable();
+    v
 }

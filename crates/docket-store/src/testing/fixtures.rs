@@ -65,6 +65,7 @@ pub(super) async fn claim(
         limit,
         lease: None,
         now,
+        nonce: None,
     })
     .await
     .unwrap()

@@ -218,6 +218,7 @@ const CASES: &[Case] = cases![
     claims::run_log_of_every_attempt,
     claims::stages_hand_the_task_on,
     claims::tasks_survive_the_ring_turning,
+    claims::released_claims_count_no_attempt,
     queues::queue_settings_round_trip,
     queues::counts_stay_exact,
     queues::history_of_minutes_depth_and_latency,

@@ -88,6 +88,7 @@ pub(super) async fn node_drain(b: Bundle) {
             limit: 1,
             lease: None,
             now: t0(),
+            nonce: None,
         })
         .await
         .unwrap();

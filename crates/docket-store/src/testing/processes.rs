@@ -83,6 +83,7 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
             limit: 5,
             lease: Some(Duration::from_secs(10)),
             now: t0(),
+            nonce: None,
         })
         .await
         .unwrap();

@@ -118,6 +118,11 @@ impl LeaseStore for Recording {
         self.inner.task_lease_token(id).await
     }
 
+    async fn task_release(&self, p: TaskReleaseParams<'_>) -> Result<Vec<Released>> {
+        self.hit("task_release").await;
+        self.inner.task_release(p).await
+    }
+
     async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
         self.hit("task_claim").await;
         self.inner.task_claim(p).await

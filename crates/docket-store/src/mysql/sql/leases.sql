@@ -84,3 +84,26 @@ UPDATE docket_tasks SET attempt = attempt + 1, attempted_at = ?, worker = ?,
     lease_token = ?, lease_ms = CASE id {leases}END, lease_expires_at = CASE id {leases}END,
     cancel_requested_at = NULL, state = 'running', attempt_node = ?
     WHERE id IN ({ids})
+
+-- name: release_mark
+-- A claim handed back by its worker: see the PostgreSQL statement.
+INSERT IGNORE INTO docket_claim_releases (nonce, released_at) VALUES (?1, ?2)
+
+-- name: release_prune
+DELETE FROM docket_claim_releases WHERE released_at < ?1
+
+-- name: release_marked
+SELECT 1 AS marked FROM docket_claim_releases WHERE nonce = ?1
+
+-- name: release_lock
+-- The running tasks under nonce ?1 (see the PostgreSQL statement), locked.
+SELECT id, queue FROM docket_tasks WHERE state = 'running' AND lease_token = ?1
+    AND (?2 IS NULL OR queue = ?2)
+    AND (?3 IS NULL OR id IN (SELECT j.id FROM JSON_TABLE(?3, '$[*]' COLUMNS (id BIGINT PATH '$')) j))
+    FOR UPDATE
+
+-- name: release
+UPDATE docket_tasks SET state = 'available', attempt = GREATEST(attempt - 1, 0),
+    lease_token = NULL, lease_expires_at = NULL
+    WHERE id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COLUMNS (id BIGINT PATH '$')) j)
+    AND state = 'running'

@@ -200,3 +200,30 @@ UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at =
 UPDATE docket_tasks SET progress = COALESCE($2, progress),
     edited_at = CASE WHEN $2 IS NULL THEN edited_at ELSE $3 END,
     lease_ms = $4, lease_expires_at = $5 WHERE id = $1 RETURNING {COLS}
+
+-- name: release_mark
+-- A claim handed back by its worker (docket_store::Release::Claim): the claim's own check, run
+-- right after it commits, reads this mark, so a release that overtook its claim still finds it.
+INSERT INTO docket_claim_releases (nonce, released_at) VALUES ($1::uuid, $2)
+    ON CONFLICT DO NOTHING
+
+-- name: release_prune
+DELETE FROM docket_claim_releases WHERE released_at < $1
+
+-- name: release_marked
+-- Whether claim $1 was marked released (the claim's check; a plain read, no lock).
+SELECT 1 AS marked FROM docket_claim_releases WHERE nonce = $1::uuid
+
+-- name: release_lock
+-- The running tasks under nonce $1 — of queue $2 unless NULL, among the ids of the JSON array $3
+-- unless NULL — locked. Without ids the lease index (running tasks only) finds them.
+SELECT id, queue FROM docket_tasks WHERE state = 'running' AND lease_token = $1::uuid
+    AND ($2::text IS NULL OR queue = $2)
+    AND ($3::jsonb IS NULL OR id IN (SELECT (jsonb_array_elements_text($3))::bigint))
+    FOR UPDATE
+
+-- name: release
+-- The locked tasks (JSON array $1) as if never claimed: available, the attempt not counted.
+UPDATE docket_tasks SET state = 'available', attempt = GREATEST(attempt - 1, 0),
+    lease_token = NULL, lease_expires_at = NULL, deadline_at = NULL
+    WHERE id IN (SELECT (jsonb_array_elements_text($1))::bigint) AND state = 'running'

@@ -101,3 +101,24 @@ UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at =
 UPDATE docket_tasks SET progress = COALESCE(?2, progress),
     edited_at = CASE WHEN ?2 IS NULL THEN edited_at ELSE ?3 END,
     lease_ms = ?4, lease_expires_at = ?5 WHERE id = ?1 RETURNING {COLS}
+
+-- name: release_mark
+-- A claim handed back by its worker: see the PostgreSQL statement.
+INSERT OR IGNORE INTO docket_claim_releases (nonce, released_at) VALUES (?1, ?2)
+
+-- name: release_prune
+DELETE FROM docket_claim_releases WHERE released_at < ?1
+
+-- name: release_marked
+SELECT 1 AS marked FROM docket_claim_releases WHERE nonce = ?1
+
+-- name: release_lock
+-- The running tasks under nonce ?1 (see the PostgreSQL statement); the write transaction locks.
+SELECT id, queue FROM docket_tasks WHERE state = 'running' AND lease_token = ?1
+    AND (?2 IS NULL OR queue = ?2)
+    AND (?3 IS NULL OR id IN (SELECT value FROM json_each(?3)))
+
+-- name: release
+UPDATE docket_tasks SET state = 'available', attempt = MAX(attempt - 1, 0),
+    lease_token = NULL, lease_expires_at = NULL, deadline_at = NULL
+    WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running'
