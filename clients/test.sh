@@ -3,10 +3,13 @@
 # SQLite file, one on PostgreSQL (a schema of its own), and one with tokens required and TLS
 # (SQLite). Installs what the clients need (a Python venv with httpx and pytest under
 # target/clients-venv, the TypeScript package's dev dependencies with npm, Go with apt when
-# missing). Run by scripts/test.sh; alone:
+# missing). Then installs each client as its README says, from the committed state (git archive
+# HEAD) into empty projects, and runs a call and the README's quickstart with it. Run by
+# scripts/test.sh; alone:
 #   clients/test.sh                # every client
 #   clients/test.sh python go      # some
-# DOCKET_BIN (default target/debug/docket, built when missing) and DOCKET_TEST_PG_URL apply.
+# DOCKET_BIN (default target/debug/docket, built when missing) and DOCKET_TEST_PG_URL apply;
+# DOCKET_CLIENTS_INSTALL_FROM (a commit or tree, default HEAD) is what the installs take.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -78,12 +81,13 @@ for lang in $WHICH; do
       say "python: pytest"
       (cd "$HERE/python" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider) ;;
     typescript)
-      # dist/ is checked in (so `npm install ./clients/typescript` needs no build): it must be
-      # what the sources compile to.
-      (cd "$HERE/typescript" && { [ -d node_modules ] || npm ci --no-audit --no-fund -s; } && npm run -s build)
-      if [ -n "$(git status --porcelain -- "$HERE/typescript/dist")" ]; then
+      # dist/ is checked in (so `npm install ./clients/typescript` builds nothing): it must be
+      # exactly what src/ compiles to — compiled apart here, so the checkout is not touched.
+      (cd "$HERE/typescript" && { [ -d node_modules ] || npm ci --no-audit --no-fund -s; } &&
+        npm run -s build -- --outDir "$WORK/ts-dist")
+      if ! diff -r "$HERE/typescript/dist" "$WORK/ts-dist" >/dev/null; then
         say "clients/typescript/dist is not what src/ compiles to: run npm run build there and commit dist/"
-        git status --short -- "$HERE/typescript/dist" >&2
+        diff -rq "$HERE/typescript/dist" "$WORK/ts-dist" >&2 || true
         exit 1
       fi
       say "typescript: node --test"
@@ -99,8 +103,8 @@ for lang in $WHICH; do
     *) say "unknown client $lang"; exit 2 ;;
   esac
 done
-# Each README's quickstart is the example file beside it, and runs as written.
-say "quickstarts: README blocks = examples/, then run against the SQLite server"
+# Each README's quickstart is the example file beside it.
+say "quickstarts: README blocks = examples/"
 python3 - "$ROOT" <<'PY'
 import re, sys
 root = sys.argv[1]
@@ -113,18 +117,132 @@ for readme, lang, example in [("python", "python", "examples/python/quickstart.p
     if block != open(f"{root}/{example}").read():
         sys.exit(f"clients/{readme}/README.md: the quickstart differs from {example}")
 PY
+
+# Each client installed as its README and docs/src/clients.md say, from the committed state:
+# `git archive HEAD` into a directory of its own (no node_modules, venv or Go cache comes along),
+# into an empty project (npm), a new venv (pip) or an empty module with fresh Go caches and no
+# module proxy (Go). Then one real call each — a task enqueued and read back, on the SQLite server
+# and on the TLS one with its CA and token — and the README's quickstart as written, on SQLite.
+CLONE=$WORK/clone FROM=${DOCKET_CLIENTS_INSTALL_FROM:-HEAD}
+mkdir -p "$CLONE" && git -C "$ROOT" archive "$FROM" | tar -x -C "$CLONE"
+say "installs: from $FROM $(git -C "$ROOT" rev-parse --short "$FROM") (changes not committed are not in it)"
 export DOCKET_SERVER=${DOCKET_TEST_SERVERS#sqlite=}; DOCKET_SERVER=${DOCKET_SERVER%%,*}
-expect() { # what, output
-  if [ "$2" != "$3" ]; then say "$1 quickstart printed '$2', not '$3'"; exit 1; fi
+install_line() { # file prefix: its first line starting with prefix (comment dropped), also in clients.md
+  local line
+  line=$(grep -m1 "^$2" "$1" | sed 's/[[:space:]]*#.*$//' || true)
+  if [ -z "$line" ]; then say "$1: no install line starting '$2'"; return 1; fi
+  if ! grep -qF "\`$line\`" "$ROOT/docs/src/clients.md"; then
+    say "docs/src/clients.md does not give \`$line\` as $1 does"; return 1
+  fi
+  printf '%s' "$line"
+}
+quietly() { # log command...: runs it, shows its output only when it fails
+  local log=$1; shift
+  if ! "$@" >"$log" 2>&1; then cat "$log" >&2; return 1; fi
+}
+expect() { # what, output, wanted
+  if [ "$2" != "$3" ]; then say "$1 printed '$2', not '$3'"; exit 1; fi
 }
 for lang in $WHICH; do
   case $lang in
-    python) expect python "$("$ROOT/target/clients-venv/bin/python" "$ROOT/examples/python/quickstart.py")" "hello, Ada" ;;
+    python)
+      line=$(install_line "$HERE/python/README.md" "pip install ")
+      say "python: '$line' in a new venv, from the repository's root"
+      python3 -m venv "$WORK/venv"
+      (cd "$CLONE" && . "$WORK/venv/bin/activate" && quietly "$WORK/pip.log" eval "$line")
+      expect "python, installed," "$(cd "$WORK" && VIRTUAL_ENV_DIR=$WORK/venv "$WORK/venv/bin/python" - <<'PY'
+import os
+import docket_client
+from docket_client import Client
+assert docket_client.__file__.startswith(os.environ["VIRTUAL_ENV_DIR"]), docket_client.__file__
+for c in (Client(), Client(server=os.environ["DOCKET_TEST_TLS_URL"], token=os.environ["DOCKET_TEST_TOKEN"],
+                          ca_file=os.environ["DOCKET_TEST_CA"])):
+    t = c.enqueue("installed", {"from": "pip"}, queue="install-check")
+    got = c.get_task(t["id"])
+    assert (got["queue"], got["payload"]) == ("install-check", {"from": "pip"}), got
+print("ok")
+PY
+)" ok
+      expect "python quickstart" "$(cd "$CLONE" && timeout 120 "$WORK/venv/bin/python" examples/python/quickstart.py)" "hello, Ada" ;;
     typescript)
-      mkdir -p "$WORK/ts-quickstart" && cp "$ROOT/examples/typescript/quickstart.mjs" "$WORK/ts-quickstart/"
-      (cd "$WORK/ts-quickstart" && npm init -y >/dev/null && npm install --no-audit --no-fund -s "$HERE/typescript")
-      expect typescript "$(cd "$WORK/ts-quickstart" && node quickstart.mjs)" "hello, Ada" ;;
-    go) expect go "$(cd "$ROOT/examples/go" && GOPROXY=off GOFLAGS=-mod=mod go run .)" '"hello, Ada"' ;;
+      line=$(install_line "$HERE/typescript/README.md" "npm install ")
+      say "typescript: '$line' into an empty project (the path: the copy's)"
+      mkdir -p "$WORK/ts-project"
+      (cd "$WORK/ts-project" && npm init -y >/dev/null &&
+        quietly "$WORK/npm.log" eval "${line/.\//$CLONE/} --no-audit --no-fund")
+      cat > "$WORK/ts-project/check.mjs" <<'JS'
+import { Client } from "@docket/client";
+const env = process.env;
+for (const c of [new Client(), new Client({ server: env.DOCKET_TEST_TLS_URL, token: env.DOCKET_TEST_TOKEN, caFile: env.DOCKET_TEST_CA })]) {
+  const t = await c.enqueue("installed", { from: "npm" }, { queue: "install-check" });
+  const got = await c.getTask(t.id);
+  if (got.queue !== "install-check" || got.payload.from !== "npm") throw new Error(JSON.stringify(got));
+}
+console.log("ok");
+JS
+      # CommonJS code requires the package (Node ≥ 20.19).
+      cat > "$WORK/ts-project/check.cjs" <<'JS'
+const { Client } = require("@docket/client");
+new Client().enqueue("installed", { from: "require" }, { queue: "install-check" })
+  .then((t) => new Client().getTask(t.id))
+  .then((got) => console.log(got.payload.from === "require" ? "ok" : JSON.stringify(got)));
+JS
+      expect "typescript, installed (import)," "$(cd "$WORK/ts-project" && node check.mjs)" ok
+      expect "typescript, installed (require)," "$(cd "$WORK/ts-project" && node check.cjs)" ok
+      cp "$CLONE/examples/typescript/quickstart.mjs" "$WORK/ts-project/"
+      expect "typescript quickstart" "$(cd "$WORK/ts-project" && timeout 120 node quickstart.mjs)" "hello, Ada" ;;
+    go)
+      line=$(install_line "$HERE/go/README.md" "cd clients/go")
+      # The go.mod lines of a program elsewhere: the README's block after "A program outside".
+      block=$(python3 -c 'import re, sys; t = open(sys.argv[1]).read(); t = t[t.index("A program outside"):]
+print(re.search(r"```sh\n(.*?)```", t, re.S).group(1), end="")' "$HERE/go/README.md")
+      say "go: '$line' from the repository's root; an empty module with the README's go.mod lines"
+      mkdir -p "$WORK/go-project"
+      cat > "$WORK/go-project/main.go" <<'GO'
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	docket "github.com/docket/docket/clients/go"
+)
+
+func main() {
+	ctx := context.Background()
+	tls := docket.Options{Server: os.Getenv("DOCKET_TEST_TLS_URL"), Token: os.Getenv("DOCKET_TEST_TOKEN"), CAFile: os.Getenv("DOCKET_TEST_CA")}
+	for _, o := range []docket.Options{{}, tls} {
+		c, err := docket.NewClient(o)
+		check(err)
+		t, err := c.Enqueue(ctx, docket.NewTask{Kind: "installed", Payload: map[string]string{"from": "go"}, Queue: "install-check"})
+		check(err)
+		got, err := c.GetTask(ctx, t.ID)
+		check(err)
+		var p map[string]string
+		check(json.Unmarshal(got.Payload, &p))
+		if got.Queue != "install-check" || p["from"] != "go" {
+			check(fmt.Errorf("read back %s %v", got.Queue, p))
+		}
+	}
+	fmt.Println("ok")
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+GO
+      (
+        export GOPATH=$WORK/gopath GOCACHE=$WORK/gocache GOPROXY=off GOFLAGS=
+        (cd "$CLONE" && quietly "$WORK/go-build.log" eval "$line")
+        (cd "$WORK/go-project" && quietly "$WORK/go-mod.log" eval "${block//\/path\/to\/docket/$CLONE}")
+        expect "go, installed," "$(cd "$WORK/go-project" && go run .)" ok
+        expect "go quickstart" "$(cd "$CLONE/examples/go" && timeout 120 go run .)" '"hello, Ada"'
+      ) ;;
   esac
 done
 say "ok"

@@ -3,14 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 
 	docket "github.com/docket/docket/clients/go"
 )
 
 func main() {
 	ctx, stop := context.WithCancel(context.Background()) // or signal.NotifyContext for SIGTERM
-	client, _ := docket.NewClient(docket.Options{})       // $DOCKET_SERVER, else http://127.0.0.1:7070
-	task, _ := client.Enqueue(ctx, docket.NewTask{Kind: "greet", Payload: map[string]string{"name": "Ada"}, Queue: "quickstart"})
+	client, err := docket.NewClient(docket.Options{})     // $DOCKET_SERVER, else http://127.0.0.1:7070
+	if err != nil {
+		log.Fatal(err)
+	}
+	task, err := client.Enqueue(ctx, docket.NewTask{Kind: "greet", Payload: map[string]string{"name": "Ada"}, Queue: "quickstart"})
+	if err != nil {
+		log.Fatal(err) // docket not running, for one
+	}
 	worker, _ := docket.NewWorker(docket.WorkerOptions{Client: client, Queue: "quickstart"})
 	worker.Register("greet", func(_ context.Context, job *docket.Job) (interface{}, error) {
 		var p struct{ Name string }
@@ -19,6 +26,9 @@ func main() {
 		return "hello, " + p.Name, nil
 	})
 	_ = worker.Run(ctx) // until ctx ends
-	done, _ := client.GetTask(context.Background(), task.ID)
+	done, err := client.GetTask(context.Background(), task.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(string(done.Result)) // "hello, Ada"
 }

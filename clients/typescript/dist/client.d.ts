@@ -60,7 +60,7 @@ export declare class Client {
     readonly server: string;
     private readonly headers;
     private readonly timeoutMs;
-    private fetcher;
+    private readonly fetch;
     constructor(opts?: ClientOptions);
     /** One request; `waitMs` lengthens the timeout for long polls. */
     request<T = unknown>(method: string, path: string, body?: unknown, o?: {

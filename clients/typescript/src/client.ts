@@ -4,6 +4,8 @@
  * Durations are humantime strings or milliseconds; times are RFC 3339 strings or `Date`s.
  */
 import { readFileSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
+import { Readable } from "node:stream";
 import { formatDuration, type Duration } from "./durations.js";
 import { DocketError, errorFor } from "./errors.js";
 import type { components } from "./schema.js";
@@ -76,14 +78,41 @@ export function taskSpec(kind: string, payload?: unknown, o: TaskOptions = {}): 
   return spec as unknown as NewTask;
 }
 
-type Fetch = (url: string, init: RequestInit & { dispatcher?: unknown }) => Promise<Response>;
+type Fetch = (url: string, init: RequestInit) => Promise<Response>;
+
+/**
+ * A `fetch` whose `https://` requests trust `ca` (PEM): node:https under a `Response`, the body
+ * streamed (the event stream reads it as it comes); `signal` aborts the request and the body.
+ */
+function fetchTrusting(ca: string): Fetch {
+  return (url, init) => {
+    const u = new URL(url);
+    if (u.protocol !== "https:") return globalThis.fetch(url, init);
+    return new Promise<Response>((resolve, reject) => {
+      const req = httpsRequest(u, { method: init.method ?? "GET", headers: init.headers as Record<string, string>, ca,
+        signal: init.signal ?? undefined }, (res) => {
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) {
+          for (const one of Array.isArray(v) ? v : v === undefined ? [] : [v]) headers.append(k, one);
+        }
+        const status = res.statusCode ?? 502;
+        const bodiless = status === 204 || status === 205 || status === 304 || init.method === "HEAD";
+        if (bodiless) res.resume();
+        resolve(new Response(bodiless ? null : (Readable.toWeb(res) as unknown as ReadableStream<Uint8Array>),
+          { status, statusText: res.statusMessage, headers }));
+      });
+      req.on("error", reject);
+      req.end(typeof init.body === "string" ? init.body : undefined);
+    });
+  };
+}
 
 /** Every operation of docket's API. Errors: {@link DocketError} with docket's `code`. */
 export class Client {
   readonly server: string;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number;
-  private fetcher: Promise<{ fetch: Fetch; dispatcher?: unknown }>;
+  private readonly fetch: Fetch;
 
   constructor(opts: ClientOptions = {}) {
     this.server = (opts.server ?? process.env.DOCKET_SERVER ?? "http://127.0.0.1:7070").replace(/\/+$/, "");
@@ -91,13 +120,9 @@ export class Client {
     this.headers = { "content-type": "application/json", "user-agent": "docket-client-ts/0.1" };
     if (token) this.headers.authorization = `Bearer ${token}`;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
-    // Node's fetch takes no CA option: a private CA goes through undici's own fetch and Agent.
-    this.fetcher = opts.caFile
-      ? import("undici").then(({ Agent, fetch }) => ({
-          fetch: fetch as unknown as Fetch,
-          dispatcher: new Agent({ connect: { ca: readFileSync(opts.caFile!, "utf8") } }),
-        }))
-      : Promise.resolve({ fetch: globalThis.fetch as Fetch });
+    // Node's fetch takes no CA option: a private CA goes through node:https (the package has
+    // no dependencies, so installing it from a folder needs nothing else).
+    this.fetch = opts.caFile ? fetchTrusting(readFileSync(opts.caFile, "utf8")) : (url, init) => globalThis.fetch(url, init);
   }
 
   /** One request; `waitMs` lengthens the timeout for long polls. */
@@ -111,11 +136,10 @@ export class Client {
       const s = q.toString();
       if (s) url += `?${s}`;
     }
-    const { fetch, dispatcher } = await this.fetcher;
     const timeout = AbortSignal.timeout(this.timeoutMs + (o.waitMs ?? 0));
     const signal = o.signal ? AbortSignal.any([timeout, o.signal]) : timeout;
-    const resp = await fetch(url, {
-      method, headers: { ...this.headers, ...o.headers }, signal, dispatcher,
+    const resp = await this.fetch(url, {
+      method, headers: { ...this.headers, ...o.headers }, signal,
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await resp.text();
@@ -330,14 +354,13 @@ export class Client {
    */
   async *events(o: { namespace?: string; after?: number; signal?: AbortSignal } = {}): AsyncGenerator<Notification> {
     let after = o.after;
-    const { fetch, dispatcher } = await this.fetcher;
     for (;;) {
       const q = new URLSearchParams();
       if (o.namespace) q.set("namespace", o.namespace);
       if (after !== undefined) q.set("after", String(after));
       const ctl = new AbortController();
       const signal = o.signal ? AbortSignal.any([ctl.signal, o.signal]) : ctl.signal;
-      const resp = await fetch(`${this.server}/v1/events?${q}`, { headers: this.headers, signal, dispatcher });
+      const resp = await this.fetch(`${this.server}/v1/events?${q}`, { headers: this.headers, signal });
       if (resp.status >= 400) throw errorFor(resp.status, await resp.json().catch(() => null));
       const reader = resp.body!.pipeThrough(new TextDecoderStream()).getReader();
       let buf = "";
