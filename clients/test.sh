@@ -180,9 +180,10 @@ for (const c of [new Client(), new Client({ server: env.DOCKET_TEST_TLS_URL, tok
 }
 console.log("ok");
 JS
-      # CommonJS code requires the package (Node ≥ 20.19).
+      # CommonJS code (node-daemons' workers are) requires the package (Node ≥ 20.19).
       cat > "$WORK/ts-project/check.cjs" <<'JS'
-const { Client } = require("@docket/client");
+const { Client, TaskWorker } = require("@docket/client");
+if (typeof TaskWorker !== "function") throw new Error("no TaskWorker");
 new Client().enqueue("installed", { from: "require" }, { queue: "install-check" })
   .then((t) => new Client().getTask(t.id))
   .then((got) => console.log(got.payload.from === "require" ? "ok" : JSON.stringify(got)));

@@ -2,10 +2,12 @@
  * @docket/client — the TypeScript client, worker and processor helper for docket.
  * - {@link Client}: every API operation (tasks, the work path, queues, schedules, processes, events, tokens);
  * - {@link Worker}: handlers per kind, batched claims and reports, heartbeats, timeouts, cancellation, graceful stop;
- * - {@link Processor}: `init`/`call`/`repair`/`timeout` handlers for durable processes.
+ * - {@link Processor}: `init`/`call`/`repair`/`timeout` handlers for durable processes;
+ * - {@link TaskWorker}: node-daemons' base task worker (`handleTask`, `delay`) on the Worker.
  */
 export * from "./client.js";
 export * from "./durations.js";
 export * from "./errors.js";
 export * from "./worker.js";
 export * from "./processor.js";
+export * from "./node-daemons.js";
