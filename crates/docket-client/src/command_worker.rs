@@ -18,6 +18,7 @@
 //! — the lease token makes a repeated report harmless — and only then abandoned.
 
 use crate::{Client, ClientError};
+use docket_core::api::ClaimRequest;
 use docket_core::Task;
 use serde_json::Value;
 use std::process::Stdio;
@@ -173,9 +174,44 @@ pub async fn run(
             _ = cancel.cancelled() => break,
         };
         let free = sem.available_permits() + 1;
+        let ask = ClaimRequest {
+            worker: opts.name.clone(),
+            limit: Some(i64::try_from(free).unwrap_or(i64::MAX)),
+            kinds: (!opts.kinds.is_empty()).then(|| opts.kinds.clone()),
+            stages: (!opts.stages.is_empty()).then(|| opts.stages.clone()),
+            lease: Some(opts.lease),
+            wait: Some(Duration::from_secs(10)),
+            claim_id: Some(uuid::Uuid::new_v4().to_string()),
+        };
         let claim = tokio::select! {
-            r = client.claim_stages(&opts.queue, &opts.name, &opts.kinds, &opts.stages, free, opts.lease, Duration::from_secs(10)) => r,
-            _ = cancel.cancelled() => break,
+            r = client.claim_with(&opts.queue, &ask) => r,
+            _ = cancel.cancelled() => {
+                // Stopped mid-claim: whatever the server took for this claim would wait out
+                // its leases and lose an attempt. Hand it back (the server finds it even if
+                // this overtakes the claim).
+                let id = ask.claim_id.as_deref().unwrap_or_default();
+                let back = tokio::time::timeout(opts.grace.min(Duration::from_secs(10)), async {
+                    let mut wait = Duration::from_millis(100);
+                    loop {
+                        match client.release_claim(&opts.queue, id).await {
+                            Err(e) if transient(&e) => {
+                                tracing::warn!(error = %e, "releasing the claim failed; retrying");
+                                tokio::time::sleep(wait).await;
+                                wait = (wait * 2).min(Duration::from_secs(2));
+                            }
+                            r => return r,
+                        }
+                    }
+                })
+                .await;
+                match back {
+                    Ok(Ok(ids)) if !ids.is_empty() => tracing::info!(?ids, "stopped mid-claim: handed back what it took"),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "could not hand back the claim; its leases will run out"),
+                    Err(_) => tracing::warn!("handing back the claim timed out; its leases will run out"),
+                }
+                break;
+            }
         };
         let tasks = match claim {
             Ok(t) => {
@@ -481,7 +517,18 @@ async fn run_one(
                 .await;
                 return Ran::Failed(msg);
             }
-            _ = kill.cancelled() => return Ran::Abandoned("killed at shutdown".into()),
+            _ = kill.cancelled() => {
+                drop(group);
+                // Killed after the grace: handed back to run again at once, not left to wait
+                // for its lease (the attempt ran, so it counts).
+                let msg = "worker stopped: killed after the grace period".to_string();
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    client.fail(task.id, &lease, &msg, &opts.name, Some(Duration::ZERO), false),
+                )
+                .await;
+                return Ran::Abandoned(msg);
+            }
         }
     };
     drop(group);

@@ -467,16 +467,65 @@ impl Client {
             limit: Some(i64::try_from(limit).unwrap_or(i64::MAX)),
             lease: Some(lease),
             wait: Some(wait),
+            claim_id: None,
         };
+        self.claim_with(queue, &body).await
+    }
+
+    /// `POST /v1/queues/{queue}/claim` with the whole request; give it a `claim_id` (a random
+    /// UUID) to be able to [`Client::release_claim`] it should its answer never arrive.
+    ///
+    /// # Errors
+    /// `unauthenticated`, `forbidden`, `invalid_request`, transport errors.
+    pub async fn claim_with(&self, queue: &str, body: &ClaimRequest) -> Result<Vec<Task>> {
+        let wait = body.wait.unwrap_or_default();
         let r: ClaimResponse = self
             .send(
                 self.http
                     .post(self.url(&format!("/v1/queues/{}/claim", Self::seg(queue))))
                     .timeout(wait + Duration::from_secs(30))
-                    .json(&body),
+                    .json(body),
             )
             .await?;
         Ok(r.tasks)
+    }
+
+    /// `POST /v1/queues/{queue}/claims/{claim_id}/release`: hands back what a claim sent with
+    /// `claim_id` took (its answer never arrived): available at once, no attempt counted. The
+    /// ids handed back.
+    ///
+    /// # Errors
+    /// `invalid_request` (not a UUID), `forbidden`, transport errors.
+    pub async fn release_claim(&self, queue: &str, claim_id: &str) -> Result<Vec<i64>> {
+        let r: docket_core::api::ClaimReleased = self
+            .send(self.http.post(self.url(&format!(
+                "/v1/queues/{}/claims/{}/release",
+                Self::seg(queue),
+                Self::seg(claim_id)
+            ))))
+            .await?;
+        Ok(r.released)
+    }
+
+    /// `POST /v1/tasks/release`: hands back tasks held but not started, `(id, lease)` pairs;
+    /// one outcome per item (`ok` or `lease_lost`).
+    ///
+    /// # Errors
+    /// `invalid_request`, transport errors.
+    pub async fn release_many(&self, items: &[(i64, String)]) -> Result<Vec<ItemOutcome>> {
+        let body = BatchRequest {
+            items: items
+                .iter()
+                .map(|(id, lease)| docket_core::api::ReleaseItem {
+                    id: *id,
+                    lease: lease.clone(),
+                })
+                .collect(),
+        };
+        let r: BatchResponse = self
+            .send(self.http.post(self.url("/v1/tasks/release")).json(&body))
+            .await?;
+        Ok(r.results)
     }
 
     /// `POST /v1/tasks/{id}/heartbeat`.
