@@ -2,17 +2,25 @@
 //! asyncflow`: asyncflow workers and clients run against docket unchanged. Each call maps onto
 //! docket's model (docs: compat/asyncflow.md has the table):
 //!
-//! - a `taskType` is a queue of the same name (asyncflow keeps one table per type), and the
-//!   task's kind; `taskStage` is the stage, `userId` the user, `taskContext` the payload;
+//! - a `taskType` is compared as asyncflow compares it, lower-cased ([`task_type`]): the seed
+//!   creates `Lark` and reads, lists and holds it as `lark`. The lower-case type is a queue of
+//!   that name (asyncflow keeps one table per type) and the task's kind; `taskStage` is the
+//!   stage, `userId` the user, `taskContext` the payload;
+//! - a task's id is asyncflow's `<id>_<type>_task_<table>` ([`asyncflow_id`], e.g.
+//!   `12_lark_task_1`) in every answer; requests name a task by that or by docket's plain
+//!   number ([`TaskRef::parse`]);
 //! - `status`: 1 waiting (scheduled, available, retryable), 2 running, 3 success (completed),
 //!   4 failed (discarded, cancelled);
 //! - asyncflow has no leases: a held task is named by its id alone, so these routes act as the
 //!   holder of a running task's lease (`LeaseStore::task_lease_token`);
 //! - answers are asyncflow's envelope `{"msg", "code", "result"}`: `code` 0 and `msg` "ok" on
 //!   success; on error the HTTP status is docket's (400, 404, 409, …), `code` the same number
-//!   and `msg` docket's error code and message.
+//!   and `msg` docket's error code and message. Handlers fail with docket's [`ApiError`];
+//!   [`envelope`] writes every error under `/api` in asyncflow's shape, whoever refused the
+//!   request (a handler, auth, an unknown route or method, a panic).
 
 use crate::prelude::*;
+use axum::http::{header, HeaderValue};
 use axum::routing::{get, post};
 use axum::Router;
 use docket_core::patch::TaskPatch;
@@ -36,41 +44,185 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/task/getUserTaskList", get(get_user_task_list))
 }
 
-/// An error in asyncflow's envelope.
-struct CompatError(ApiError);
-
-impl From<ApiError> for CompatError {
-    fn from(e: ApiError) -> Self {
-        CompatError(e)
-    }
+/// Whether `path` is one of asyncflow's: `/api` or under it.
+fn under_api(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/")
 }
 
-impl From<docket_engine::EngineError> for CompatError {
-    fn from(e: docket_engine::EngineError) -> Self {
-        CompatError(e.into())
+/// Writes every error answer under `/api` in asyncflow's envelope: `{"msg": "<docket's code>:
+/// <message>", "code": <the HTTP status>, "result": null}`, with the status and headers
+/// (`Retry-After`) kept. Outside every layer of the router but CORS (with `--compat
+/// asyncflow`), so it sees what auth, the rate limit, the NUL check, axum's own rejections,
+/// unknown routes and methods and a panic answer, in docket's shape (`{"error": {"code",
+/// "message"}}`).
+pub(crate) async fn envelope(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !under_api(req.uri().path()) {
+        return next.run(req).await;
     }
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    // docket's error bodies are small; one that is not JSON (none should be) keeps its status.
+    let body = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let text = |k: &str| v["error"][k].as_str().map(str::to_string);
+    let code = text("code").unwrap_or_else(|| {
+        match status.as_u16() {
+            404 => Code::RouteNotFound,
+            405 => Code::MethodNotAllowed,
+            s if s >= 500 => Code::Internal,
+            _ => Code::InvalidRequest,
+        }
+        .as_str()
+        .to_string()
+    });
+    let message =
+        text("message").unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_string());
+    let body = json!({
+        "msg": format!("{code}: {message}"),
+        "code": status.as_u16(),
+        "result": null,
+    })
+    .to_string();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
-impl IntoResponse for CompatError {
-    fn into_response(self) -> Response {
-        let e = self.0;
-        let body = json!({
-            "msg": format!("{}: {}", e.code, e.message),
-            "code": e.status.as_u16(),
-            "result": null,
-        });
-        (e.status, Json(body)).into_response()
-    }
-}
+type CompatResult = Result<Json<Value>, ApiError>;
 
-type CompatResult = Result<Json<Value>, CompatError>;
-
-fn bad(msg: impl Into<String>) -> CompatError {
-    CompatError(ApiError::invalid(msg))
+fn bad(msg: impl Into<String>) -> ApiError {
+    ApiError::invalid(msg)
 }
 
 fn ok(result: Value) -> CompatResult {
     Ok(Json(json!({"msg": "ok", "code": 0, "result": result})))
+}
+
+/// A task type as asyncflow names it: lower-cased (seed 002: a task created as `Lark` is
+/// answered, listed and held as `lark`, in table `t_lark_task_1`; MySQL compares its
+/// `task_type` without case). Every type the routes read and answer goes through this.
+pub fn type_name(kind: &str) -> String {
+    kind.to_lowercase()
+}
+
+/// A task type sent in `field`, as docket keeps it: [`type_name`] of a valid name (1 to 256
+/// characters, no control characters; checked after lower-casing, which can lengthen it).
+///
+/// # Errors
+/// What is wrong with the name, for a 400.
+pub fn task_type(field: &str, v: &str) -> Result<String, String> {
+    docket_core::task::check_name(field, v)?;
+    let t = type_name(v);
+    docket_core::task::check_name(field, &t)?;
+    Ok(t)
+}
+
+/// The table number in asyncflow's task ids (`t_<type>_task_<n>`): asyncflow starts a type in
+/// table 1 and moves to the next past 5 million rows; docket keeps every task in one table,
+/// so every id it answers names table 1.
+pub const TABLE: u32 = 1;
+
+/// A task's id as asyncflow answers it: `<id>_<type>_task_<table>` — docket's number, the
+/// [`type_name`] of its kind and [`TABLE`] (seed 002's `211899957840445440_lark_task_1`).
+pub fn asyncflow_id(id: i64, kind: &str) -> String {
+    format!("{id}_{}_task_{TABLE}", type_name(kind))
+}
+
+/// A task named in a request: asyncflow's id, or docket's number as clients before asyncflow
+/// ids were answered sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRef {
+    /// docket's number.
+    pub id: i64,
+    /// The id's type, lower-cased (none for a plain number).
+    pub task_type: Option<String>,
+    /// The id's table (none for a plain number).
+    pub table: Option<u32>,
+}
+
+/// A positive number written in digits only (no sign, no spaces).
+fn digits(s: &str) -> Option<i64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse::<i64>().ok().filter(|n| *n > 0)
+}
+
+/// At most 64 characters of what a client sent, for a message.
+fn shown(v: &str) -> String {
+    let mut s: String = v.chars().take(64).collect();
+    if s.len() < v.len() {
+        s.push('…');
+    }
+    format!("{s:?}")
+}
+
+impl TaskRef {
+    /// Reads `v` (surrounding whitespace ignored): docket's number (`12`) or asyncflow's
+    /// `<id>_<type>_task_<table>` (`12_lark_task_1`; the type may hold `_`, so the id is read
+    /// up to the first `_` and the table after the last; the type is compared lower-cased).
+    ///
+    /// # Errors
+    /// A message naming the two shapes, for a 400: not a positive 64-bit number, a type that is
+    /// empty or holds a control character, a table that is not a positive number, or no
+    /// `_task_` before it.
+    pub fn parse(v: &str) -> Result<TaskRef, String> {
+        let s = v.trim();
+        let err = || {
+            format!(
+                "taskId must be asyncflow's <id>_<type>_task_<table> (e.g. 12_lark_task_1) or docket's number, got {}",
+                shown(v)
+            )
+        };
+        if let Some(id) = digits(s) {
+            return Ok(TaskRef {
+                id,
+                task_type: None,
+                table: None,
+            });
+        }
+        let (id, rest) = s.split_once('_').ok_or_else(err)?;
+        let id = digits(id).ok_or_else(err)?;
+        let (head, table) = rest.rsplit_once('_').ok_or_else(err)?;
+        let table = digits(table)
+            .and_then(|t| u32::try_from(t).ok())
+            .ok_or_else(err)?;
+        let ty = head.strip_suffix("_task").ok_or_else(err)?;
+        // No length check: a /v1 kind of 256 characters can lengthen when lower-cased, and
+        // its id must still read back.
+        if ty.is_empty() || ty.chars().any(char::is_control) {
+            return Err(err());
+        }
+        let ty = type_name(ty);
+        Ok(TaskRef {
+            id,
+            task_type: Some(ty),
+            table: Some(table),
+        })
+    }
+
+    /// Whether this names task `t`: its number, and its type and [`TABLE`] when the id gives
+    /// them (asyncflow would look for it in another table, and find nothing).
+    pub fn names(&self, t: &Task) -> bool {
+        t.id == self.id
+            && self
+                .task_type
+                .as_ref()
+                .is_none_or(|ty| *ty == type_name(&t.kind))
+            && self.table.is_none_or(|n| n == TABLE)
+    }
 }
 
 /// asyncflow's status number of a docket state.
@@ -84,7 +236,7 @@ fn status_of(s: TaskState) -> i64 {
 }
 
 /// The docket states of an asyncflow status number.
-fn states_of(status: i64) -> Result<Vec<TaskState>, CompatError> {
+fn states_of(status: i64) -> Result<Vec<TaskState>, ApiError> {
     Ok(match status {
         1 => vec![
             TaskState::Scheduled,
@@ -172,8 +324,8 @@ fn task_data(t: &Task) -> Value {
     };
     json!({
         "userId": t.user_id.clone().unwrap_or_default(),
-        "taskId": t.id.to_string(),
-        "taskType": t.kind,
+        "taskId": asyncflow_id(t.id, &t.kind),
+        "taskType": type_name(&t.kind),
         "taskStage": t.stage.clone().unwrap_or_default(),
         "status": status_of(t.state),
         "priority": t.priority,
@@ -192,28 +344,17 @@ fn task_data(t: &Task) -> Value {
     })
 }
 
-fn parse_body<T: serde::de::DeserializeOwned>(
-    body: Result<Bytes, BytesRejection>,
-) -> Result<T, CompatError> {
-    Ok(parse(body)?)
+/// The task `v` names (see [`TaskRef`]); 400 for a malformed id, 404 when no task has it.
+async fn find_task(s: &AppState, v: &str) -> Result<Task, ApiError> {
+    let r = TaskRef::parse(v).map_err(bad)?;
+    s.engine
+        .task_get(r.id)
+        .await?
+        .filter(|t| r.names(t))
+        .ok_or_else(|| ApiError::not_found(format!("task {} not found", shown(v.trim()))))
 }
 
-fn task_id(q: &HashMap<String, String>, field: &str) -> Result<i64, CompatError> {
-    let v = q
-        .get(field)
-        .ok_or_else(|| bad(format!("{field} is required")))?;
-    id_of(v)
-}
-
-fn id_of(v: &str) -> Result<i64, CompatError> {
-    v.trim()
-        .parse::<i64>()
-        .ok()
-        .filter(|i| *i > 0)
-        .ok_or_else(|| bad(format!("taskId must be a task id, got {v:?}")))
-}
-
-fn limit(q: &HashMap<String, String>, default: i64) -> Result<i64, CompatError> {
+fn limit(q: &HashMap<String, String>, default: i64) -> Result<i64, ApiError> {
     match q.get("limit") {
         None => Ok(default),
         Some(v) => v
@@ -224,24 +365,28 @@ fn limit(q: &HashMap<String, String>, default: i64) -> Result<i64, CompatError> 
     }
 }
 
-fn name(q: &HashMap<String, String>, field: &str) -> Result<String, CompatError> {
-    let v = q
-        .get(field)
-        .ok_or_else(|| bad(format!("{field} is required")))?;
+fn required<'a>(q: &'a HashMap<String, String>, field: &str) -> Result<&'a str, ApiError> {
+    q.get(field)
+        .map(String::as_str)
+        .ok_or_else(|| bad(format!("{field} is required")))
+}
+
+fn name(q: &HashMap<String, String>, field: &str) -> Result<String, ApiError> {
+    let v = required(q, field)?;
     docket_core::task::check_name(field, v).map_err(bad)?;
-    Ok(v.clone())
+    Ok(v.to_string())
 }
 
 fn query(
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
-) -> Result<HashMap<String, String>, CompatError> {
+) -> Result<HashMap<String, String>, ApiError> {
     match q {
         Ok(Query(m)) => {
             if m.values().any(|v| v.contains('\0')) {
-                return Err(CompatError(ApiError::new(
+                return Err(ApiError::new(
                     Code::InvalidText,
                     "a query parameter holds a NUL character",
-                )));
+                ));
             }
             Ok(m)
         }
@@ -295,7 +440,7 @@ struct CreateData {
     schedule_log: Option<String>,
 }
 
-fn order_time(ms: i64) -> Result<Timestamp, CompatError> {
+fn order_time(ms: i64) -> Result<Timestamp, ApiError> {
     chrono::DateTime::from_timestamp_millis(ms)
         .filter(|t| docket_core::time::check("orderTime", *t).is_ok())
         .ok_or_else(|| {
@@ -310,13 +455,13 @@ async fn create_task(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> CompatResult {
-    let b: CreateBody = parse_body(body)?;
+    let b: CreateBody = parse(body)?;
     let d = b.task_data;
     let kind = d
         .task_type
         .filter(|t| !t.is_empty())
         .ok_or_else(|| bad("taskData.taskType is required"))?;
-    docket_core::task::check_name("taskType", &kind).map_err(bad)?;
+    let kind = task_type("taskData.taskType", &kind).map_err(bad)?;
     let mut t = NewTask::new(
         kind.clone(),
         d.task_context
@@ -348,7 +493,7 @@ async fn create_task(
         check_size("scheduleLog", p)?;
     }
     let task = s.engine.enqueue_many(vec![t]).await?.remove(0);
-    ok(json!({"taskId": task.id.to_string()}))
+    ok(json!({"taskId": asyncflow_id(task.id, &task.kind)}))
 }
 
 /// `GET /api/task/getTask?taskId=`.
@@ -356,13 +501,9 @@ async fn get_task(
     State(s): State<AppState>,
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> CompatResult {
-    let id = task_id(&query(q)?, "taskId")?;
-    match s.engine.task_get(id).await? {
-        Some(t) => ok(json!({"taskData": task_data(&t)})),
-        None => Err(CompatError(ApiError::not_found(format!(
-            "task {id} not found"
-        )))),
-    }
+    let q = query(q)?;
+    let t = find_task(&s, required(&q, "taskId")?).await?;
+    ok(json!({"taskData": task_data(&t)}))
 }
 
 async fn list(s: &AppState, p: TaskListParams) -> CompatResult {
@@ -385,7 +526,7 @@ async fn get_task_list(
     };
     let queue = q
         .get("taskType")
-        .map(|_| name(&q, "taskType"))
+        .map(|t| task_type("taskType", t).map_err(bad))
         .transpose()?;
     list(
         &s,
@@ -442,7 +583,7 @@ async fn hold_task(
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> CompatResult {
     let q = query(q)?;
-    let queue = name(&q, "taskType")?;
+    let queue = task_type("taskType", required(&q, "taskType")?).map_err(bad)?;
     auth::check_queue(caller.as_ref().map(|c| &c.0), &queue)?;
     let got = s
         .engine
@@ -518,11 +659,17 @@ fn err_msg(log: Option<&str>) -> Option<String> {
 /// `taskStage`, `taskContext`, `priority`, `orderTime` and the retry fields change it (PATCH);
 /// `status` 4 cancels it.
 async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> CompatResult {
-    let b: SetBody = parse_body(body)?;
-    let id = match &b.task_id {
-        Some(Value::String(v)) => id_of(v)?,
-        Some(Value::Number(n)) => id_of(&n.to_string())?,
-        _ => return Err(bad("taskId is required")),
+    let b: SetBody = parse(body)?;
+    let named = match &b.task_id {
+        Some(Value::String(v)) => v.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(other) => {
+            return Err(bad(format!(
+                "taskId must be a string (asyncflow's id) or docket's number, got {}",
+                shown(&other.to_string())
+            )))
+        }
+        None => return Err(bad("taskId is required")),
     };
     if let Some(st) = b.status {
         states_of(st)?;
@@ -532,19 +679,15 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
         check_size("taskContext", c)?;
     }
     let run_at = b.order_time.map(order_time).transpose()?;
-    let t = s
-        .engine
-        .task_get(id)
-        .await?
-        .ok_or_else(|| CompatError(ApiError::not_found(format!("task {id} not found"))))?;
+    let t = find_task(&s, &named).await?;
+    let id = t.id;
     let stage = b.task_stage.clone().filter(|st| !st.is_empty());
     if t.state == TaskState::Running {
-        let token = s.engine.lease_token(id).await?.ok_or_else(|| {
-            CompatError(ApiError::new(
-                Code::LeaseLost,
-                "the task is no longer running",
-            ))
-        })?;
+        let token = s
+            .engine
+            .lease_token(id)
+            .await?
+            .ok_or_else(|| ApiError::new(Code::LeaseLost, "the task is no longer running"))?;
         // The retry fields (and, for status 2 or none, context, priority and order time) go
         // first, so a retry below counts them.
         let mut patch = if b.status == Some(3) {
@@ -630,20 +773,19 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
         };
         return match outcome {
             docket_core::lease::LeaseOutcome::Ok { .. } => ok(Value::Null),
-            docket_core::lease::LeaseOutcome::LeaseLost => Err(CompatError(ApiError::new(
-                Code::LeaseLost,
-                "the task is no longer held",
-            ))),
-            docket_core::lease::LeaseOutcome::Cancelled => Err(CompatError(ApiError::new(
-                Code::Cancelled,
-                "task was cancelled",
-            ))),
-            docket_core::lease::LeaseOutcome::TimedOut => Err(CompatError(ApiError::new(
+            docket_core::lease::LeaseOutcome::LeaseLost => {
+                Err(ApiError::new(Code::LeaseLost, "the task is no longer held"))
+            }
+            docket_core::lease::LeaseOutcome::Cancelled => {
+                Err(ApiError::new(Code::Cancelled, "task was cancelled"))
+            }
+            docket_core::lease::LeaseOutcome::TimedOut => Err(ApiError::new(
                 Code::TimedOut,
                 "the attempt ran past max_processing_time and was failed",
-            ))),
-            docket_core::lease::LeaseOutcome::NotFound => Err(CompatError(ApiError::not_found(
-                format!("task {id} not found"),
+            )),
+            docket_core::lease::LeaseOutcome::NotFound => Err(ApiError::not_found(format!(
+                "task {} not found",
+                asyncflow_id(id, &t.kind)
             ))),
         };
     }
@@ -652,14 +794,15 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
         return ok(Value::Null);
     }
     if matches!(b.status, Some(2 | 3)) {
-        return Err(CompatError(ApiError::new(
+        return Err(ApiError::new(
             Code::InvalidState,
             format!(
-                "task {id} is not running (status {}): only a held task can be set to {}",
+                "task {} is not running (status {}): only a held task can be set to {}",
+                asyncflow_id(id, &t.kind),
                 status_of(t.state),
                 b.status.unwrap_or_default()
             ),
-        )));
+        ));
     }
     let patch = TaskPatch {
         stage,
@@ -674,4 +817,105 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
     }
     s.engine.task_update(WORKER, id, patch, None).await?;
     ok(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every id docket answers reads back as the task's number, lower-case type and table 1,
+    /// whatever the type holds (`_`, `_task_`, spaces, capitals, letters that lengthen).
+    #[test]
+    fn ids_read_back() {
+        for kind in [
+            "Lark",
+            "lark",
+            "a_task_1",
+            "_",
+            "x_task",
+            "task",
+            "a b",
+            "İstanbul",
+            "1",
+            "9_x",
+            &"İ".repeat(256),
+        ] {
+            for id in [1, 42, i64::MAX] {
+                let s = asyncflow_id(id, kind);
+                assert_eq!(
+                    TaskRef::parse(&s),
+                    Ok(TaskRef {
+                        id,
+                        task_type: Some(type_name(kind)),
+                        table: Some(TABLE),
+                    }),
+                    "{s}"
+                );
+            }
+        }
+        assert_eq!(
+            asyncflow_id(211_899_957_840_445_440, "Lark"),
+            "211899957840445440_lark_task_1"
+        );
+    }
+
+    #[test]
+    fn plain_numbers_and_bad_ids() {
+        for (v, id) in [("12", 12), (" 12 ", 12), ("007", 7)] {
+            assert_eq!(
+                TaskRef::parse(v),
+                Ok(TaskRef {
+                    id,
+                    task_type: None,
+                    table: None
+                })
+            );
+        }
+        assert_eq!(
+            TaskRef::parse("5_LARK_task_3").map(|r| (r.task_type, r.table)),
+            Ok((Some("lark".to_string()), Some(3)))
+        );
+        for v in [
+            "",
+            "0",
+            "-1",
+            "+1",
+            "1.0",
+            "1e3",
+            "9223372036854775808",
+            "abc",
+            "_lark_task_1",
+            "0_lark_task_1",
+            "-1_lark_task_1",
+            "5_lark",
+            "5_lark_task",
+            "5_lark_task_",
+            "5__task_1",
+            "5_task_1",
+            "5_lark_task_0",
+            "5_lark_task_4294967296",
+            "5_lark_job_1",
+            "5_la\u{0}rk_task_1",
+            "5_la\nrk_task_1",
+        ] {
+            let e = TaskRef::parse(v).unwrap_err();
+            assert!(e.starts_with("taskId must be"), "{v:?}: {e}");
+        }
+        let e = TaskRef::parse(&"7".repeat(1000)).unwrap_err();
+        assert!(
+            e.len() < 200,
+            "the message shows a bounded part of the id: {e}"
+        );
+    }
+
+    #[test]
+    fn types_are_lower_cased_and_checked() {
+        assert_eq!(task_type("t", "Lark"), Ok("lark".to_string()));
+        assert_eq!(task_type("t", "LARK_Task"), Ok("lark_task".to_string()));
+        assert!(task_type("t", "").is_err());
+        assert!(task_type("t", "a\u{0}b").is_err());
+        assert!(task_type("t", &"x".repeat(257)).is_err());
+        // 256 capital İ are 512 characters lower-cased: past the limit.
+        assert!(task_type("t", &"İ".repeat(256)).is_err());
+    }
 }

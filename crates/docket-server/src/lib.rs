@@ -150,6 +150,12 @@ pub fn router(state: AppState) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
         ));
+    // asyncflow's envelope on every error under /api, whichever layer above wrote it.
+    let app = if state.compat_asyncflow {
+        app.layer(axum::middleware::from_fn(compat::envelope))
+    } else {
+        app
+    };
     // Outermost, so a preflight is answered before auth asks it for a token.
     match cors {
         Some(c) => app.layer(c).with_state(state),

@@ -3,7 +3,9 @@
 //! schedule_interval, run each task's stage, report with setTask. Real PostgreSQL, MariaDB and
 //! SQLite, a database per test.
 
+use docket_core::auth::Scope;
 use docket_core::SystemClock;
+use docket_engine::auth::NewToken;
 use docket_engine::{Engine, EngineConfig};
 use docket_server::AppState;
 use docket_store::testing::TestStore;
@@ -16,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 struct Server {
     base: String,
     http: reqwest::Client,
+    engine: Engine,
     stop: CancellationToken,
     _db: TestStore,
 }
@@ -27,6 +30,11 @@ impl Drop for Server {
 }
 
 async fn start(db: TestStore, compat: bool) -> Server {
+    start_with(db, |s| s.with_compat_asyncflow(compat)).await
+}
+
+/// A server whose state `f` configures.
+async fn start_with(db: TestStore, f: impl FnOnce(AppState) -> AppState) -> Server {
     let store = db.store.clone();
     let mut cfg = EngineConfig::new("n1", store.backend());
     cfg.poll_interval = Duration::from_millis(200);
@@ -35,11 +43,12 @@ async fn start(db: TestStore, compat: bool) -> Server {
     engine.start(stop.clone()).await.unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api", l.local_addr().unwrap());
-    let state = AppState::new(engine, stop.clone()).with_compat_asyncflow(compat);
+    let state = f(AppState::new(engine.clone(), stop.clone()));
     tokio::spawn(docket_server::serve(l, state));
     Server {
         base,
         http: reqwest::Client::new(),
+        engine,
         stop,
         _db: db,
     }
@@ -152,10 +161,11 @@ async fn run_worker(s: &Server, task_type: &str) -> usize {
 
 async fn lark_worker_end_to_end(db: TestStore) {
     let s = start(db, true).await;
-    // t_schedule_cfg for Lark, as the seed's insert does (limits scaled down for the test).
+    // t_schedule_cfg for Lark, as the seed's insert does (limits scaled down for the test),
+    // under the type's lower-case name: the queue of tasks created as `Lark`.
     {
         let put = reqwest::Client::new()
-            .put(format!("{}/v1/queues/Lark", s.base.trim_end_matches("/api")))
+            .put(format!("{}/v1/queues/lark", s.base.trim_end_matches("/api")))
             .json(&json!({"schedule_limit": 2, "schedule_interval": "1s", "timeout": "30s",
                           "max_attempts": 3, "backoff": {"initial": "1s", "max": "10s", "jitter": 0.0}}))
             .send()
@@ -179,7 +189,7 @@ async fn lark_worker_end_to_end(db: TestStore) {
             row["max_retry_interval"].as_i64()
         ),
         (
-            Some("Lark"),
+            Some("lark"),
             Some(2),
             Some(1),
             Some(30),
@@ -214,7 +224,7 @@ async fn lark_worker_end_to_end(db: TestStore) {
             t["userId"].as_str(),
             t["taskType"].as_str()
         ),
-        (Some(1), Some("sendmsg"), Some("noob"), Some("Lark"))
+        (Some(1), Some("sendmsg"), Some("noob"), Some("lark"))
     );
     let ctx: Value = serde_json::from_str(t["taskContext"].as_str().unwrap()).unwrap();
     assert_eq!(ctx["ReqBody"]["Msg"], "hi 0", "taskContext round-trips");
@@ -229,7 +239,7 @@ async fn lark_worker_end_to_end(db: TestStore) {
         .unwrap();
     assert_eq!(waiting["taskList"].as_array().unwrap().len(), 3);
     assert_eq!(
-        run_worker(&s, "Lark").await,
+        run_worker(&s, "lark").await,
         3,
         "every task finished both stages"
     );
@@ -396,10 +406,19 @@ async fn lark_worker_end_to_end(db: TestStore) {
     );
 }
 
+/// docket's number of an asyncflow task id (`<number>_<type>_task_<table>`).
+fn number(id: &str) -> &str {
+    id.split('_').next().unwrap()
+}
+
 /// The task as docket's own API shows it (times and the retry policy to check against).
 async fn v1_task(s: &Server, id: &str) -> Value {
     s.http
-        .get(format!("{}/v1/tasks/{id}", s.base.trim_end_matches("/api")))
+        .get(format!(
+            "{}/v1/tasks/{}",
+            s.base.trim_end_matches("/api"),
+            number(id)
+        ))
         .send()
         .await
         .unwrap()
@@ -679,6 +698,529 @@ async fn retries_follow_asyncflows_formula(db: TestStore) {
     }
 }
 
+/// An error as asyncflow's clients read it: the HTTP status `want`, and the envelope with
+/// `code` the same number, a `msg` naming docket's error code, and no `result`.
+fn assert_envelope(st: StatusCode, v: &Value, want: u16, docket_code: &str, what: &str) {
+    assert_eq!(st.as_u16(), want, "{what}: {v}");
+    assert_eq!(v["code"], want, "{what}: {v}");
+    assert_eq!(v["result"], Value::Null, "{what}: {v}");
+    let msg = v["msg"].as_str().unwrap_or_default();
+    assert!(msg.starts_with(&format!("{docket_code}: ")), "{what}: {v}");
+    assert!(msg.len() < 400, "{what}: the message stays short: {v}");
+    assert_eq!(
+        v.as_object().map(|o| o.len()),
+        Some(3),
+        "{what}: msg, code and result only: {v}"
+    );
+}
+
+/// Issue 37 item 5: the seed's client creates `Lark` and reads, lists and holds it as `lark`
+/// (seed 002: answers say `"taskType": "lark"` and ids `<id>_lark_task_1`, the type
+/// lower-cased and the table). Ids in that shape, and docket's plain number (clients from
+/// before), name a task in every request; one naming another type or table finds nothing;
+/// a malformed one is refused in asyncflow's envelope.
+async fn types_and_ids_as_asyncflow_writes_them(db: TestStore) {
+    let s = start(db, true).await;
+    let id = create(
+        &s,
+        json!({"userId": "noob", "taskType": "Lark", "taskStage": "sendmsg", "taskContext": "{}"}),
+    )
+    .await;
+    let (num, rest) = id.split_once('_').unwrap();
+    assert!(num.parse::<i64>().unwrap() > 0, "{id}");
+    assert_eq!(rest, "lark_task_1", "<id>_<type>_task_<table>: {id}");
+    let t = s.get_task(&id).await;
+    assert_eq!(
+        (t["taskId"].as_str(), t["taskType"].as_str()),
+        (Some(id.as_str()), Some("lark")),
+        "{t}"
+    );
+    assert_eq!(
+        s.get_task(num).await["taskId"],
+        id.as_str(),
+        "docket's number finds the task too, answered in asyncflow's shape"
+    );
+    assert_eq!(
+        s.get_task(&format!("{num}_LARK_task_1")).await["taskId"],
+        id.as_str()
+    );
+    for ty in ["lark", "Lark", "LARK"] {
+        let l = s
+            .call(
+                "GET",
+                "/task/getTaskList",
+                &[("taskType", ty), ("status", "1")],
+                None,
+            )
+            .await
+            .unwrap();
+        let l = l["taskList"].as_array().unwrap().clone();
+        assert_eq!(l.len(), 1, "listed as {ty}: {l:?}");
+        assert_eq!(
+            (l[0]["taskId"].as_str(), l[0]["taskType"].as_str()),
+            (Some(id.as_str()), Some("lark"))
+        );
+    }
+    let mine = s
+        .call("GET", "/task/getUserTaskList", &[("userId", "noob")], None)
+        .await
+        .unwrap();
+    assert_eq!(mine["taskList"][0]["taskId"], id.as_str(), "{mine}");
+    // A worker that holds `lark` finds the task created as `Lark`.
+    let held = s
+        .call(
+            "POST",
+            "/task/hold_task",
+            &[("taskType", "lark"), ("limit", "10")],
+            None,
+        )
+        .await
+        .unwrap();
+    let list = held["taskList"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{held}");
+    assert_eq!(
+        (
+            list[0]["taskId"].as_str(),
+            list[0]["taskType"].as_str(),
+            list[0]["status"].as_i64()
+        ),
+        (Some(id.as_str()), Some("lark"), Some(2))
+    );
+    // setTask by asyncflow's id hands it on; held again as `LARK`, a client from before
+    // completes it by number (a JSON number).
+    s.call(
+        "POST",
+        "/task/setTask",
+        &[],
+        Some(json!({"taskId": id, "taskStage": "notify", "status": 1})),
+    )
+    .await
+    .unwrap();
+    let held = s
+        .call("POST", "/task/hold_task", &[("taskType", "LARK")], None)
+        .await
+        .unwrap();
+    assert_eq!(held["taskList"][0]["taskId"], id.as_str(), "{held}");
+    s.call(
+        "POST",
+        "/task/setTask",
+        &[],
+        Some(json!({"taskId": num.parse::<i64>().unwrap(), "status": 3})),
+    )
+    .await
+    .unwrap();
+    let t = s.get_task(&id).await;
+    assert_eq!(
+        (&t["status"], &t["taskStage"]),
+        (&json!(3), &json!("notify"))
+    );
+    // A type holding the id's separators reads back by its id.
+    let odd = create(&s, json!({"taskType": "Mail_Task_2", "taskContext": "{}"})).await;
+    assert!(odd.ends_with("_mail_task_2_task_1"), "{odd}");
+    assert_eq!(s.get_task(&odd).await["taskType"], "mail_task_2");
+    // Another type or table than the task's: not found, as asyncflow looks in that table.
+    for other in [
+        format!("{num}_mail_task_1"),
+        format!("{num}_lark_task_2"),
+        format!("{}_mail_task_1", number(&odd)),
+        format!("{}_lark_task_1", i64::MAX),
+        i64::MAX.to_string(),
+    ] {
+        let (st, v) = s
+            .call("GET", "/task/getTask", &[("taskId", &other)], None)
+            .await
+            .unwrap_err();
+        assert_envelope(st, &v, 404, "not_found", &other);
+        let (st, v) = s
+            .call(
+                "POST",
+                "/task/setTask",
+                &[],
+                Some(json!({"taskId": other, "status": 4})),
+            )
+            .await
+            .unwrap_err();
+        assert_envelope(st, &v, 404, "not_found", &other);
+    }
+    // Malformed ids: 400 in the envelope, whether in a query or a body.
+    let long = "9".repeat(10_000);
+    for bad in [
+        "",
+        " ",
+        "abc",
+        "lark",
+        "_lark_task_1",
+        &format!("{num}_lark"),
+        &format!("{num}_lark_task"),
+        &format!("{num}_lark_task_"),
+        &format!("{num}__task_1"),
+        &format!("{num}_task_1"),
+        &format!("{num}_lark_task_0"),
+        &format!("{num}_lark_task_x"),
+        &format!("{num}_lark_task_-1"),
+        &format!("{num}_lark_task_99999999999"),
+        &format!("{num}_la\trk_task_1"),
+        &format!("{num}_lark_job_1"),
+        "-5",
+        "0",
+        "+5",
+        "1.5",
+        "-5_lark_task_1",
+        "0_lark_task_1",
+        "99999999999999999999",
+        "99999999999999999999_lark_task_1",
+        &long,
+    ] {
+        let (st, v) = s
+            .call("GET", "/task/getTask", &[("taskId", bad)], None)
+            .await
+            .unwrap_err();
+        assert_envelope(st, &v, 400, "invalid_request", bad);
+        let (st, v) = s
+            .call(
+                "POST",
+                "/task/setTask",
+                &[],
+                Some(json!({"taskId": bad, "status": 4})),
+            )
+            .await
+            .unwrap_err();
+        assert_envelope(st, &v, 400, "invalid_request", bad);
+    }
+    for bad in [
+        json!(-1),
+        json!(0),
+        json!(1.5),
+        json!(1e30),
+        json!(u64::MAX),
+        json!(true),
+        json!([1]),
+        json!(null),
+    ] {
+        let (st, v) = s
+            .call(
+                "POST",
+                "/task/setTask",
+                &[],
+                Some(json!({"taskId": bad, "status": 4})),
+            )
+            .await
+            .unwrap_err();
+        assert_envelope(st, &v, 400, "invalid_request", &bad.to_string());
+    }
+    // A NUL: refused before anything reads it, in the envelope too.
+    let nul = format!("{num}_la\0rk_task_1");
+    let (st, v) = s
+        .call("GET", "/task/getTask", &[("taskId", &nul)], None)
+        .await
+        .unwrap_err();
+    assert_envelope(st, &v, 400, "invalid_text", "NUL in a query");
+    let (st, v) = s
+        .call(
+            "POST",
+            "/task/setTask",
+            &[],
+            Some(json!({"taskId": nul, "status": 4})),
+        )
+        .await
+        .unwrap_err();
+    assert_envelope(st, &v, 400, "invalid_text", "NUL in a body");
+    // Worst task types: refused in the envelope, nothing written.
+    for bad in ["", "\t", "a\u{7f}b", &"x".repeat(257)] {
+        let (st, v) = s
+            .call(
+                "POST",
+                "/task/createTask",
+                &[],
+                Some(json!({"taskData": {"taskType": bad, "taskContext": "{}"}})),
+            )
+            .await
+            .unwrap_err();
+        assert_envelope(st, &v, 400, "invalid_request", bad);
+        let (st, v) = s
+            .call("POST", "/task/hold_task", &[("taskType", bad)], None)
+            .await
+            .unwrap_err();
+        assert_envelope(st, &v, 400, "invalid_request", bad);
+    }
+    assert_eq!(
+        s.call("GET", "/task/getTaskList", &[], None).await.unwrap()["taskList"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "no refused call wrote a task"
+    );
+    // A task of a queue named in capitals (made through /v1, or through /api before types
+    // were lower-cased) answers as `lark` and by asyncflow's id; a hold of `lark` takes it
+    // once it is moved to the queue `lark`.
+    let v1: Value = s
+        .http
+        .post(format!("{}/v1/tasks", s.base.trim_end_matches("/api")))
+        .json(&json!({"kind": "Lark", "queue": "Lark", "payload": {}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let n = v1["id"].as_i64().unwrap();
+    let old = format!("{n}_lark_task_1");
+    let t = s.get_task(&old).await;
+    assert_eq!(
+        (&t["taskId"], &t["taskType"]),
+        (&json!(old), &json!("lark"))
+    );
+    let held = s
+        .call("POST", "/task/hold_task", &[("taskType", "lark")], None)
+        .await
+        .unwrap();
+    assert_eq!(held["taskList"], json!([]), "{held}");
+    let moved = s
+        .http
+        .patch(format!("{}/v1/tasks/{n}", s.base.trim_end_matches("/api")))
+        .json(&json!({"queue": "lark"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), StatusCode::OK);
+    let held = s
+        .call("POST", "/task/hold_task", &[("taskType", "lark")], None)
+        .await
+        .unwrap();
+    assert_eq!(held["taskList"][0]["taskId"], old.as_str(), "{held}");
+}
+
+/// A request under `/api` as it is sent: the status, the `Retry-After` header and the body.
+async fn raw(
+    s: &Server,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<(&str, Vec<u8>)>,
+) -> (StatusCode, Option<String>, Value) {
+    let root = s.base.trim_end_matches("/api");
+    let mut r = s.http.request(
+        reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+        format!("{root}{path}"),
+    );
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    if let Some((ct, b)) = body {
+        r = r.header("content-type", ct).body(b);
+    }
+    let resp = r.send().await.unwrap();
+    let st = resp.status();
+    let h = |n: &str| {
+        resp.headers()
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let retry = h("retry-after");
+    assert_eq!(
+        h("content-type").as_deref(),
+        Some("application/json"),
+        "{method} {path}"
+    );
+    (st, retry, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Every error under `/api` comes in asyncflow's envelope, whoever refused the request: an
+/// unknown route, a method the route does not take, a body that is not JSON or too large, a
+/// NUL, no token or one without the scope or queue, a token over its rate; docket's own
+/// routes keep docket's shape.
+async fn every_error_under_api_in_the_envelope(db: TestStore) {
+    let s = start(db, true).await;
+    let json = |b: &str| Some(("application/json", b.as_bytes().to_vec()));
+    for (method, path, body, want, code) in [
+        ("GET", "/api", None, 404, "route_not_found"),
+        ("GET", "/api/", None, 404, "route_not_found"),
+        ("GET", "/api/nothing", None, 404, "route_not_found"),
+        ("POST", "/api/task/nothing", None, 404, "route_not_found"),
+        ("POST", "/api/task/getTask", None, 405, "method_not_allowed"),
+        (
+            "GET",
+            "/api/task/createTask",
+            None,
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "DELETE",
+            "/api/task/setTask",
+            None,
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "POST",
+            "/api/task/createTask",
+            json("{"),
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/api/task/createTask",
+            json("[]"),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/task/setTask",
+            json("\"x\""),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/task/setTask",
+            json("{\"taskId\": \"1\", \"status\": \"x\"}"),
+            400,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/api/task/getTask?taskId=%00",
+            None,
+            400,
+            "invalid_text",
+        ),
+        (
+            "GET",
+            "/api/task/getTask?taskId=%FF",
+            None,
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/task/createTask",
+            Some((
+                "application/json",
+                vec![b' '; docket_server::MAX_BODY_BYTES + 1],
+            )),
+            413,
+            "payload_too_large",
+        ),
+    ] {
+        let (st, _, v) = raw(&s, method, path, None, body).await;
+        assert_envelope(st, &v, want, code, &format!("{method} {path}"));
+    }
+    // docket's own routes, and paths that only start like /api, keep docket's shape.
+    for path in ["/v1/nothing", "/apis", "/api2/task/getTask"] {
+        let (st, _, v) = raw(&s, "GET", path, None, None).await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        assert_eq!(v["error"]["code"], "route_not_found", "{path}: {v}");
+    }
+}
+
+/// Under `--auth required`: no token, an unknown one, one without the scope or the queue, and
+/// one over its rate are refused in asyncflow's envelope; a `work` token's queues name the
+/// lower-case type.
+async fn auth_errors_in_the_envelope(db: TestStore) {
+    let s = start_with(db, |st| {
+        st.with_compat_asyncflow(true)
+            .with_auth(docket_server::auth::AuthMode::Required)
+            .with_limits(docket_server::auth::Limits {
+                rate_per_second: 1,
+                burst: 1,
+                long_polls: 64,
+            })
+    })
+    .await;
+    let token = |name: &str, scope: Scope, queues: &[&str]| {
+        let e = s.engine.clone();
+        let t = NewToken {
+            name: name.into(),
+            scopes: vec![scope],
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+            ..Default::default()
+        };
+        async move { e.token_create(t).await.unwrap().0 }
+    };
+    let reader = token("reader", Scope::Read, &[]).await;
+    let enqueuer = token("enqueuer", Scope::Enqueue, &[]).await;
+    let lark = token("lark-worker", Scope::Work, &["lark"]).await;
+    let mail = token("mail-worker", Scope::Work, &["mail"]).await;
+    let create = Some((
+        "application/json",
+        br#"{"taskData": {"taskType": "Lark", "taskContext": "{}"}}"#.to_vec(),
+    ));
+    let (st, _, v) = raw(&s, "POST", "/api/task/createTask", None, create.clone()).await;
+    assert_envelope(st, &v, 401, "unauthenticated", "no token");
+    let (st, _, v) = raw(
+        &s,
+        "POST",
+        "/api/task/createTask",
+        Some("dkt_nonsense"),
+        create.clone(),
+    )
+    .await;
+    assert_envelope(st, &v, 401, "unauthenticated", "unknown token");
+    let (st, _, v) = raw(
+        &s,
+        "POST",
+        "/api/task/createTask",
+        Some(&reader),
+        create.clone(),
+    )
+    .await;
+    assert_envelope(st, &v, 403, "forbidden", "read token creating");
+    let (st, _, v) = raw(
+        &s,
+        "POST",
+        "/api/task/createTask",
+        Some(&enqueuer),
+        create.clone(),
+    )
+    .await;
+    assert_eq!((st, &v["code"]), (StatusCode::OK, &json!(0)), "{v}");
+    let id = v["result"]["taskId"].as_str().unwrap().to_string();
+    let (st, _, v) = raw(
+        &s,
+        "POST",
+        "/api/task/hold_task?taskType=Lark",
+        Some(&mail),
+        None,
+    )
+    .await;
+    assert_envelope(st, &v, 403, "forbidden", "a token of another queue");
+    let (st, _, v) = raw(
+        &s,
+        "POST",
+        "/api/task/hold_task?taskType=Lark",
+        Some(&lark),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["result"]["taskList"][0]["taskId"], id.as_str(), "{v}");
+    // Over the rate (1 a second, burst 1): 429 with Retry-After, in the envelope.
+    let mut limited = 0;
+    for _ in 0..5 {
+        let (st, retry, v) = raw(
+            &s,
+            "GET",
+            &format!("/api/task/getTask?taskId={id}"),
+            Some(&reader),
+            None,
+        )
+        .await;
+        if st == StatusCode::TOO_MANY_REQUESTS {
+            limited += 1;
+            assert_envelope(st, &v, 429, "rate_limited", "over the rate");
+            assert!(retry.is_some_and(|r| r.parse::<u64>().unwrap() >= 1));
+        } else {
+            assert_eq!(v["result"]["taskData"]["taskId"], id.as_str(), "{v}");
+        }
+    }
+    assert!(limited >= 3, "five calls at once, one a second allowed");
+}
+
 async fn off_by_default(db: TestStore) {
     let s = start(db, false).await;
     let (st, v) = s
@@ -703,4 +1245,7 @@ all!(
     set_task_takes_every_field,
     task_context_round_trips,
     retries_follow_asyncflows_formula,
+    types_and_ids_as_asyncflow_writes_them,
+    every_error_under_api_in_the_envelope,
+    auth_errors_in_the_envelope,
 );
