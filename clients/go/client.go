@@ -341,6 +341,25 @@ func (c *Client) Claim(ctx context.Context, queue string, r ClaimRequest) ([]Tas
 	return out.Tasks, err
 }
 
+// ReleaseClaim hands back what a claim sent with claimID took (its answer never arrived):
+// available again at once, no attempt counted — also when this arrives before the claim
+// commits. It returns the ids handed back.
+func (c *Client) ReleaseClaim(ctx context.Context, queue, claimID string) ([]int64, error) {
+	var out ClaimReleased
+	_, err := c.Do(ctx, "POST", "/v1/queues/"+seg(queue)+"/claims/"+seg(claimID)+"/release", nil, nil, &out, nil, 0)
+	return out.Released, err
+}
+
+// ReleaseMany hands back tasks held but not started (no attempt counted): one outcome per
+// item, ok or lease_lost.
+func (c *Client) ReleaseMany(ctx context.Context, items []ReleaseItem) ([]ItemOutcome, error) {
+	var out struct {
+		Results []ItemOutcome `json:"results"`
+	}
+	_, err := c.Do(ctx, "POST", "/v1/tasks/release", nil, map[string]interface{}{"items": items}, &out, nil, 0)
+	return out.Results, err
+}
+
 // Heartbeat extends a lease (and records progress); *Error cancelled/lease_lost/timed_out
 // (409) when the task is no longer the caller's.
 func (c *Client) Heartbeat(ctx context.Context, id int64, r HeartbeatRequest) (*Task, error) {

@@ -326,10 +326,81 @@ func TestPrefetch(t *testing.T) {
 			t.Fatalf("%+v", got)
 		}
 		for _, task := range tasks[1:] {
-			got := must(c.GetTask(ctx, task.ID))
-			if (got.State != "available" && got.State != "retryable") || got.Errors[0].Message != "worker stopped: handed back" {
+			got := must(c.GetTask(ctx, task.ID)) // released: no attempt counted, no error
+			if got.State != "available" || got.Attempt != 0 || len(got.Errors) != 0 {
 				t.Fatalf("%+v", got)
 			}
+		}
+	})
+}
+
+// Issue 37: a worker (concurrency 4) told to stop within ±30 ms of the moment 20 tasks become
+// available, 30 times: every stop ends within its grace, no task is left running and none lost
+// an attempt (a claim given up on is released by its claim_id).
+func TestStopAsTasksArriveStrandsNothing(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		seed := uint32(37)
+		rnd := func() int {
+			seed = seed*1103515245 + 12345
+			return int(seed>>16)%61 - 30
+		}
+		var ids []int64
+		for round := 0; round < 30; round++ {
+			wc, err := NewClient(Options{Server: c.server})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := must(NewWorker(WorkerOptions{Client: wc, Queue: q, Concurrency: 4, Wait: 5 * time.Second,
+				ShutdownGrace: 5 * time.Second}))
+			w.Register("k", func(ctx context.Context, job *Job) (interface{}, error) { return job.ID(), nil })
+			rctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(rctx) }()
+			time.Sleep(300 * time.Millisecond) // its claim is long-polling
+			var specs []NewTask
+			for i := 0; i < 20; i++ {
+				specs = append(specs, NewTask{Kind: "k", Payload: i, Queue: q})
+			}
+			off := rnd()
+			if off < 0 {
+				stop()
+				time.Sleep(time.Duration(-off) * time.Millisecond)
+				for _, task := range must(c.EnqueueMany(ctx, specs)) {
+					ids = append(ids, task.ID)
+				}
+			} else {
+				made := make(chan []Task, 1)
+				go func() { made <- must(c.EnqueueMany(ctx, specs)) }()
+				time.Sleep(time.Duration(off) * time.Millisecond)
+				stop()
+				for _, task := range <-made {
+					ids = append(ids, task.ID)
+				}
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: the stop took over its 5 s grace", round)
+			}
+		}
+		var hurt []string
+		for _, id := range ids {
+			got := must(c.GetTask(ctx, id))
+			want := int32(0)
+			if got.State == "completed" {
+				want = 1
+			}
+			if (got.State != "available" && got.State != "completed") || got.Attempt != want || len(got.Errors) != 0 {
+				hurt = append(hurt, fmt.Sprintf("%d %s attempt %d", id, got.State, got.Attempt))
+			}
+		}
+		if len(hurt) > 0 {
+			t.Fatalf("%d of %d tasks hurt by a stop: %v", len(hurt), len(ids), hurt)
 		}
 	})
 }

@@ -39,7 +39,7 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"NewBatch": NewBatch{}, "Callbacks": Callbacks{}, "Batch": Batch{}, "BatchCreated": BatchCreated{},
 		"NewWorkflow": NewWorkflow{}, "Workflow": Workflow{}, "WorkflowNode": WorkflowNode{},
 		"WorkflowCreated": WorkflowCreated{}, "BulkFilter": BulkFilter{}, "BulkJob": BulkJob{},
-		"BulkCount": BulkCount{},
+		"BulkCount": BulkCount{}, "ReleaseItem": ReleaseItem{}, "ClaimReleased": ClaimReleased{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

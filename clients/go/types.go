@@ -154,6 +154,21 @@ type ClaimRequest struct {
 	Wait   string   `json:"wait,omitempty"`
 	Kinds  []string `json:"kinds,omitempty"`
 	Stages []string `json:"stages,omitempty"`
+	// ClaimID (a random UUID) lets Client.ReleaseClaim hand back what the claim took should
+	// its answer never arrive (a stop mid-claim).
+	ClaimID string `json:"claim_id,omitempty"`
+}
+
+// ReleaseItem is a task held but not started, handed back by Client.ReleaseMany (schema
+// ReleaseItem).
+type ReleaseItem struct {
+	ID    int64  `json:"id"`
+	Lease string `json:"lease"`
+}
+
+// ClaimReleased is the answer of Client.ReleaseClaim (schema ClaimReleased).
+type ClaimReleased struct {
+	Released []int64 `json:"released"`
 }
 
 // CompleteRequest is one completion (schema CompleteRequest); with NextStage it hands the

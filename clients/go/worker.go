@@ -2,6 +2,7 @@ package docket
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -235,7 +236,9 @@ func (w *Worker) handlerFor(t *Task) Handler {
 }
 
 // Run claims and runs tasks until ctx ends (e.g. signal.NotifyContext for SIGTERM), then
-// stops gracefully: no new claims, the tasks in hand get ShutdownGrace to finish, the rest
+// stops gracefully: no new claims (a claim still waiting is given up and released by its
+// claim_id: what it took is available again at once, no attempt counted), held tasks not
+// started are released the same way, the running ones get ShutdownGrace to finish, the rest
 // are handed back (failed with retry_in 0, so they run again at once), every report is sent.
 func (w *Worker) Run(ctx context.Context) error {
 	if len(w.handlers) == 0 {
@@ -290,15 +293,18 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if free > w.o.Batch {
 			free = w.o.Batch
 		}
-		r := ClaimRequest{Worker: w.o.Name, Limit: free, Wait: Duration(w.o.Wait), Kinds: kinds, Stages: stages}
+		r := ClaimRequest{Worker: w.o.Name, Limit: free, Wait: Duration(w.o.Wait), Kinds: kinds, Stages: stages,
+			ClaimID: newClaimID()}
 		if w.o.Lease > 0 {
 			r.Lease = Duration(w.o.Lease)
 		}
-		// A claim cut off by the stop as it was answered leaves its tasks to the rescuer when
-		// their leases end: nothing is lost, they start later.
 		got, err := w.o.Client.Claim(ctx, w.o.Queue, r)
 		if err != nil {
 			if ctx.Err() != nil {
+				// Stopped mid-claim: the server may have claimed tasks for an answer nobody
+				// will read. Released by the claim's id they are available again at once
+				// (docket finds them even when the release overtakes the claim).
+				w.releaseClaim(r.ClaimID)
 				return
 			}
 			pause := time.Second
@@ -591,8 +597,50 @@ func (w *Worker) heartbeats(ctx context.Context) {
 	}
 }
 
+// newClaimID is a random (version 4) UUID for one claim.
+func newClaimID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// releaseClaim hands back what claim id took, retrying an outage within the grace (at most
+// 10 s); after that the leases end and the rescuer takes the tasks back.
+func (w *Worker) releaseClaim(id string) {
+	grace := w.o.ShutdownGrace
+	if grace > 10*time.Second {
+		grace = 10 * time.Second
+	}
+	end := time.Now().Add(grace)
+	for delay := 100 * time.Millisecond; ; delay *= 2 {
+		if delay > 2*time.Second {
+			delay = 2 * time.Second
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), end)
+		back, err := w.o.Client.ReleaseClaim(ctx, w.o.Queue, id)
+		cancel()
+		if err == nil {
+			if len(back) > 0 {
+				w.o.Logger.Printf("docket worker %s: stopped mid-claim: handed back %d task(s)", w.o.Name, len(back))
+			}
+			return
+		}
+		var e *Error
+		if (asError(err, &e) && e.Status < 500 && e.Status != 429) || time.Now().Add(delay).After(end) {
+			w.o.Logger.Printf("docket worker %s: could not hand back the claim (its leases will end): %v", w.o.Name, err)
+			return
+		}
+		time.Sleep(delay)
+	}
+}
+
 func (w *Worker) drain() {
-	// Held tasks not started go back at once; the running ones get the grace period.
+	// Held tasks not started go back at once, no attempt counted; the running ones get the
+	// grace period.
 	w.mu.Lock()
 	held := w.buffer
 	w.buffer = nil
@@ -600,8 +648,35 @@ func (w *Worker) drain() {
 		delete(w.running, r.job.ID())
 	}
 	w.mu.Unlock()
-	for _, r := range held {
-		w.handBack(r)
+	if len(held) > 0 {
+		items := make([]ReleaseItem, 0, len(held))
+		for _, r := range held {
+			items = append(items, ReleaseItem{ID: r.job.ID(), Lease: r.job.Task.Lease.Token})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		for i := 0; i < len(items) && err == nil; i += 500 {
+			j := i + 500
+			if j > len(items) {
+				j = len(items)
+			}
+			_, err = w.o.Client.ReleaseMany(ctx, items[i:j])
+		}
+		cancel()
+		if err != nil {
+			// A server without the release route (before issue 37): failed with retry_in 0.
+			w.o.Logger.Printf("docket worker %s: releasing held tasks failed (%v): handing them back as failures", w.o.Name, err)
+			for _, r := range held {
+				w.handBack(r)
+			}
+		} else {
+			for _, r := range held {
+				r.mu.Lock()
+				r.handedOff = true
+				r.mu.Unlock()
+				r.cancel()
+			}
+		}
 	}
 	end := time.Now().Add(w.o.ShutdownGrace)
 	for w.count() > 0 && time.Now().Before(end) {

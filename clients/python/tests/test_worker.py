@@ -305,9 +305,8 @@ def test_prefetch_holds_tasks_and_hands_back_the_unstarted_on_stop(server, queue
             first = await c.get_task(ids[0])
             assert first["state"] == "completed" and first["result"] == "done"
             for i in ids[1:]:
-                t = await c.get_task(i)
-                assert t["state"] in ("available", "retryable"), t
-                assert t["errors"][0]["message"] == "worker stopped: handed back"
+                t = await c.get_task(i)  # released: no attempt counted, no error
+                assert (t["state"], t["attempt"], t["errors"]) == ("available", 0, []), t
     asyncio.run(go())
 
 
@@ -371,3 +370,48 @@ def test_reports_are_retried_while_the_lease_lasts(server, queue):
         asyncio.run(go())
     finally:
         proxy.shutdown()
+
+
+def test_stop_as_tasks_arrive_strands_nothing(server, queue):
+    """Issue 37: a worker (concurrency 4) told to stop within ±30 ms of the moment 20 tasks
+    become available, 30 times: every stop ends within its grace, no task is left running
+    and none lost an attempt (a claim given up on is released by its claim_id)."""
+    import random
+    rng = random.Random(37)
+
+    async def go():
+        ids = []
+        for round_ in range(30):
+            async with AsyncClient(server) as c:
+                w = Worker(c, queue=queue, concurrency=4, wait="5s", shutdown_grace=5,
+                           report_interval=0)
+
+                @w.task("k")
+                async def k(job):
+                    return job.payload
+
+                runner = asyncio.ensure_future(w.run_async())
+                await asyncio.sleep(0.3)  # its claim is long-polling
+                off = rng.uniform(-0.03, 0.03)
+                specs = [{"kind": "k", "payload": i, "queue": queue} for i in range(20)]
+                if off < 0:
+                    w.stop()
+                    await asyncio.sleep(-off)
+                    ids += [t["id"] for t in await c.enqueue_many(specs)]
+                else:
+                    made = asyncio.ensure_future(c.enqueue_many(specs))
+                    await asyncio.sleep(off)
+                    w.stop()
+                    ids += [t["id"] for t in await made]
+                done_, _ = await asyncio.wait({runner}, timeout=5 + 5)
+                assert done_, f"round {round_}: the stop took over its 5 s grace"
+                runner.result()
+        async with AsyncClient(server) as c:
+            left = []
+            for i in ids:
+                t_ = await c.get_task(i)
+                if t_["state"] not in ("available", "completed") or t_["errors"] \
+                        or t_["attempt"] != (1 if t_["state"] == "completed" else 0):
+                    left.append((i, t_["state"], t_["attempt"], t_["errors"][:1]))
+            assert not left, f"{len(left)} of {len(ids)} tasks hurt by a stop: {left[:5]}"
+    asyncio.run(go())

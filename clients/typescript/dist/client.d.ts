@@ -116,6 +116,7 @@ export declare class Client {
         wait?: Duration;
         kinds?: string[];
         stages?: string[];
+        claimId?: string;
         signal?: AbortSignal;
     }): Promise<Task[]>;
     /** `POST /v1/tasks/{id}/heartbeat` → the task (new `lease_expires_at`); 409 `cancelled`/`lease_lost`/`timed_out`. */
@@ -135,6 +136,17 @@ export declare class Client {
     completeMany(items: CompleteItem[]): Promise<ItemOutcome[]>;
     /** `POST /v1/tasks/fail` → one outcome per item. */
     failMany(items: FailItem[]): Promise<ItemOutcome[]>;
+    /**
+     * `POST /v1/queues/{queue}/claims/{claimId}/release` → the ids handed back: what a claim sent
+     * with `claimId` took (its answer never arrived), available again at once, no attempt counted
+     * — also when this arrives before the claim commits.
+     */
+    releaseClaim(queue: string, claimId: string): Promise<number[]>;
+    /** `POST /v1/tasks/release`: tasks held but not started, handed back (no attempt counted) → one outcome per item (`ok`, `lease_lost`). */
+    releaseMany(items: {
+        id: number;
+        lease: string;
+    }[]): Promise<ItemOutcome[]>;
     /** `POST /v1/workers/{name}/report`. */
     reportWorker(name: string, report: WorkerReport): Promise<unknown>;
     /** `GET /v1/workers`. */

@@ -168,6 +168,8 @@ export class Client {
             body.kinds = o.kinds;
         if (o.stages?.length)
             body.stages = o.stages;
+        if (o.claimId !== undefined)
+            body.claim_id = o.claimId;
         const waitMs = o.wait === undefined ? 0 : typeof o.wait === "number" ? o.wait : 60_000;
         const { value } = await this.request("POST", `/v1/queues/${seg(queue)}/claim`, body, { waitMs, signal: o.signal });
         return value.tasks;
@@ -203,6 +205,18 @@ export class Client {
     /** `POST /v1/tasks/fail` → one outcome per item. */
     async failMany(items) {
         return (await this.call("POST", "/v1/tasks/fail", { items })).results;
+    }
+    /**
+     * `POST /v1/queues/{queue}/claims/{claimId}/release` → the ids handed back: what a claim sent
+     * with `claimId` took (its answer never arrived), available again at once, no attempt counted
+     * — also when this arrives before the claim commits.
+     */
+    async releaseClaim(queue, claimId) {
+        return (await this.call("POST", `/v1/queues/${seg(queue)}/claims/${seg(claimId)}/release`)).released;
+    }
+    /** `POST /v1/tasks/release`: tasks held but not started, handed back (no attempt counted) → one outcome per item (`ok`, `lease_lost`). */
+    async releaseMany(items) {
+        return (await this.call("POST", "/v1/tasks/release", { items })).results;
     }
     /** `POST /v1/workers/{name}/report`. */
     reportWorker(name, report) {

@@ -497,6 +497,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{queue}/claims/{claim_id}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand back what a claim took whose answer never arrived (a stop mid-claim): available at once, no attempt counted, even when this arrives before the claim commits
+         * @description Scope: `work`.
+         */
+        post: operations["claim_release"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues/{queue}/pause": {
         parameters: {
             query?: never;
@@ -791,6 +811,26 @@ export interface paths {
          * @description Scope: `work`.
          */
         post: operations["task_fail_batch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tasks/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand back tasks held but not started (a worker's prefetched tasks at its stop): available at once, no attempt counted
+         * @description Scope: `work`.
+         */
+        post: operations["task_release_batch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1168,7 +1208,7 @@ export interface components {
         Backoff: {
             /**
              * Format: double
-             * @description Factor applied per further attempt (≥ 1.0; exponential only).
+             * @description Factor applied per further attempt (≥ 1.0 for either kind; only exponential uses it).
              * @default 2
              */
             coefficient: number;
@@ -1329,6 +1369,19 @@ export interface components {
                 worker?: string | null;
             }[];
         };
+        /** @description `POST /v1/tasks/complete` and `POST /v1/tasks/fail`: many items in one statement. */
+        BatchRequest_ReleaseItem: {
+            /** @description 1..=10,000 items. */
+            items: {
+                /**
+                 * Format: int64
+                 * @description Task id.
+                 */
+                id: number;
+                /** @description The lease token of the claim. */
+                lease: string;
+            }[];
+        };
         /** @description Answer of a batch complete or fail, one result per item in input order. */
         BatchResponse: {
             /** @description Results. */
@@ -1442,8 +1495,25 @@ export interface components {
             discarded?: null | components["schemas"]["NewTask"];
             succeeded?: null | components["schemas"]["NewTask"];
         };
+        /** @description Answer of `POST /v1/queues/{queue}/claims/{claim_id}/release`. */
+        ClaimReleased: {
+            /**
+             * @description The tasks handed back (now `available`, their attempt not counted); empty when the
+             *     claim took nothing or its tasks were finished or handed back already.
+             */
+            released: number[];
+        };
         /** @description `POST /v1/queues/{queue}/claim`. */
         ClaimRequest: {
+            /**
+             * @description An id of your choosing for this claim: a random UUID (or 32 hex digits). Should its
+             *     answer never reach you — a stop while the claim waits, a cut connection — `POST
+             *     /v1/queues/{queue}/claims/{claim_id}/release` hands back what it took, at once and
+             *     without counting an attempt, even when the release arrives before the claim commits
+             *     [none]. It becomes the nonce of the claim's lease tokens: never reuse or guess one.
+             * @example 0b0d9c1e-6a77-4b43-9d55-3f0c3b6f2a41
+             */
+            claim_id?: string | null;
             /** @description Only tasks of these kinds (1..=100 names; asyncflow's hold by task type) [any kind]. */
             kinds?: string[] | null;
             /**
@@ -1648,7 +1718,7 @@ export interface components {
             direction?: components["schemas"]["Direction"];
             /**
              * Format: int64
-             * @description At most this many.
+             * @description At most this many (0 or more; none: every event).
              */
             limit?: number | null;
             /**
@@ -2001,7 +2071,7 @@ export interface components {
             args?: unknown;
             /** @description Caller context passed to the processor. */
             context?: unknown;
-            /** @description A repeated request with the same key gets the first one's answer. */
+            /** @description A repeated request with the same key gets the first one's answer (1–256 characters). */
             idempotency_key?: string | null;
             /** @description Which events of the history the processor is sent [all]. */
             range?: components["schemas"]["HistoryRange"];
@@ -2038,7 +2108,7 @@ export interface components {
             context?: unknown;
             /** @description The new process's id (1–256 characters). */
             id: string;
-            /** @description A repeated request with the same key gets the first one's answer. */
+            /** @description A repeated request with the same key gets the first one's answer (1–256 characters). */
             idempotency_key?: string | null;
         };
         /** @description A page of `GET /v1/namespaces/{ns}/processes`. */
@@ -2125,7 +2195,10 @@ export interface components {
         };
         /** @description Where a namespace's processor lives. */
         ProcessorRef: {
-            /** @description URL docket POSTs [`ProcessorRequest`]s to (`http://`, `https://` or `inproc:NAME`). */
+            /**
+             * @description URL docket POSTs [`ProcessorRequest`]s to (`http://`, `https://` or `inproc:NAME`; a
+             *     webhook's: `http://` or `https://`).
+             */
             url: string;
         };
         /** @description What docket POSTs to a processor. */
@@ -2191,10 +2264,7 @@ export interface components {
              *     `concurrency_key` get the key `partition:{queue}:{partition_key}` with this limit.
              */
             partition_limit?: number | null;
-            /**
-             * @description Weights of partitions in fair claims, 1..=100 (default 1): a partition of weight 3
-             *     gets three turns per round. At most 1,000 entries.
-             */
+            /** @description Weights of partitions in fair claims, 1..=100 (default 1): a partition of weight 3 gets three turns per round. At most 1000 entries. */
             partition_weights?: {
                 [key: string]: number;
             } | null;
@@ -2335,6 +2405,16 @@ export interface components {
              * @example 1s
              */
             period?: string | null;
+        };
+        /** @description One item of `POST /v1/tasks/release`: a task held but not started, handed back. */
+        ReleaseItem: {
+            /**
+             * Format: int64
+             * @description Task id.
+             */
+            id: number;
+            /** @description The lease token of the claim. */
+            lease: string;
         };
         /**
          * @description Retry policy of a namespace's timers (progressor's defaults in brackets): interval
@@ -3298,7 +3378,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["NewBatch"];
             };
@@ -3481,7 +3561,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["BatchAdd"];
             };
@@ -3680,7 +3760,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
             };
             cookie?: never;
@@ -3733,7 +3813,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
             };
             cookie?: never;
@@ -3789,7 +3869,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
             };
             cookie?: never;
@@ -3833,7 +3913,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
             };
             cookie?: never;
@@ -3927,14 +4007,14 @@ export interface operations {
             query?: {
                 /** @description Exclusive bound (0/None: from the start, or the end when backward). */
                 offset?: number;
-                /** @description At most this many. */
+                /** @description At most this many (0 or more; none: every event). */
                 limit?: number;
                 /** @description Newest first. */
                 direction?: components["schemas"]["Direction"];
             };
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
@@ -3989,14 +4069,14 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ProcessImportSpec"];
             };
@@ -4058,14 +4138,14 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ProcessCallRequest"];
             };
@@ -4154,14 +4234,14 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ProcessCallRequest"];
             };
@@ -4250,7 +4330,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
@@ -4315,7 +4395,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
@@ -4614,7 +4694,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["QueueSettings"];
             };
@@ -4676,6 +4756,53 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ClaimResponse"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    claim_release: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description queue name */
+                queue: string;
+                /** @description the claim_id the claim was sent with */
+                claim_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tasks handed back */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClaimReleased"];
                 };
             };
             /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
@@ -5703,6 +5830,52 @@ export interface operations {
             };
         };
     };
+    task_release_batch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchRequest_ReleaseItem"];
+            };
+        };
+        responses: {
+            /** @description one result per item, in order: ok (state available) or lease_lost */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResponse"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     task_get: {
         parameters: {
             query?: never;
@@ -5769,7 +5942,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["TaskPatch"];
             };
@@ -6734,7 +6907,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["WorkflowAddition"];
             };

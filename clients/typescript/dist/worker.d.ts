@@ -97,6 +97,8 @@ export declare class Worker {
     private readonly running;
     private reports;
     private readonly stopping;
+    /** The claim loop and the drain are over: the reporter may end. */
+    private drained;
     private wake;
     private reportWake;
     private readonly startedAt;
@@ -127,6 +129,8 @@ export declare class Worker {
     /** @internal */
     beat(job: Job): Promise<void>;
     private heartbeats;
+    /** Hands back what claim `claimId` took, retrying an outage within the grace (at most 10 s). */
+    private releaseClaim;
     private drain;
     /** Fails a task in hand with `retry_in: 0`: it runs again at once. */
     private handBack;

@@ -208,12 +208,13 @@ export class Client {
   // --- the work path -------------------------------------------------------------------
   /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
   async claim(queue: string, o: { worker: string; limit?: number; lease?: Duration; wait?: Duration;
-    kinds?: string[]; stages?: string[]; signal?: AbortSignal }): Promise<Task[]> {
+    kinds?: string[]; stages?: string[]; claimId?: string; signal?: AbortSignal }): Promise<Task[]> {
     const body: Record<string, unknown> = { worker: o.worker, limit: o.limit ?? 1 };
     if (o.lease !== undefined) body.lease = formatDuration(o.lease);
     if (o.wait !== undefined) body.wait = formatDuration(o.wait);
     if (o.kinds?.length) body.kinds = o.kinds;
     if (o.stages?.length) body.stages = o.stages;
+    if (o.claimId !== undefined) body.claim_id = o.claimId;
     const waitMs = o.wait === undefined ? 0 : typeof o.wait === "number" ? o.wait : 60_000;
     const { value } = await this.request<{ tasks: Task[] }>("POST", `/v1/queues/${seg(queue)}/claim`, body,
       { waitMs, signal: o.signal });
@@ -250,6 +251,20 @@ export class Client {
   /** `POST /v1/tasks/fail` → one outcome per item. */
   async failMany(items: FailItem[]): Promise<ItemOutcome[]> {
     return (await this.call<{ results: ItemOutcome[] }>("POST", "/v1/tasks/fail", { items })).results;
+  }
+
+  /**
+   * `POST /v1/queues/{queue}/claims/{claimId}/release` → the ids handed back: what a claim sent
+   * with `claimId` took (its answer never arrived), available again at once, no attempt counted
+   * — also when this arrives before the claim commits.
+   */
+  async releaseClaim(queue: string, claimId: string): Promise<number[]> {
+    return (await this.call<Schemas["ClaimReleased"]>("POST", `/v1/queues/${seg(queue)}/claims/${seg(claimId)}/release`)).released;
+  }
+
+  /** `POST /v1/tasks/release`: tasks held but not started, handed back (no attempt counted) → one outcome per item (`ok`, `lease_lost`). */
+  async releaseMany(items: { id: number; lease: string }[]): Promise<ItemOutcome[]> {
+    return (await this.call<{ results: ItemOutcome[] }>("POST", "/v1/tasks/release", { items })).results;
   }
 
   /** `POST /v1/workers/{name}/report`. */

@@ -498,6 +498,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{queue}/claims/{claim_id}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand back what a claim took whose answer never arrived (a stop mid-claim): available at once, no attempt counted, even when this arrives before the claim commits
+         * @description Scope: `work`.
+         */
+        post: operations["claim_release"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues/{queue}/pause": {
         parameters: {
             query?: never;
@@ -792,6 +812,26 @@ export interface paths {
          * @description Scope: `work`.
          */
         post: operations["task_fail_batch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tasks/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand back tasks held but not started (a worker's prefetched tasks at its stop): available at once, no attempt counted
+         * @description Scope: `work`.
+         */
+        post: operations["task_release_batch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1169,7 +1209,7 @@ export interface components {
         Backoff: {
             /**
              * Format: double
-             * @description Factor applied per further attempt (≥ 1.0; exponential only).
+             * @description Factor applied per further attempt (≥ 1.0 for either kind; only exponential uses it).
              * @default 2
              */
             coefficient: number;
@@ -1330,6 +1370,19 @@ export interface components {
                 worker?: string | null;
             }[];
         };
+        /** @description `POST /v1/tasks/complete` and `POST /v1/tasks/fail`: many items in one statement. */
+        BatchRequest_ReleaseItem: {
+            /** @description 1..=10,000 items. */
+            items: {
+                /**
+                 * Format: int64
+                 * @description Task id.
+                 */
+                id: number;
+                /** @description The lease token of the claim. */
+                lease: string;
+            }[];
+        };
         /** @description Answer of a batch complete or fail, one result per item in input order. */
         BatchResponse: {
             /** @description Results. */
@@ -1443,8 +1496,25 @@ export interface components {
             discarded?: null | components["schemas"]["NewTask"];
             succeeded?: null | components["schemas"]["NewTask"];
         };
+        /** @description Answer of `POST /v1/queues/{queue}/claims/{claim_id}/release`. */
+        ClaimReleased: {
+            /**
+             * @description The tasks handed back (now `available`, their attempt not counted); empty when the
+             *     claim took nothing or its tasks were finished or handed back already.
+             */
+            released: number[];
+        };
         /** @description `POST /v1/queues/{queue}/claim`. */
         ClaimRequest: {
+            /**
+             * @description An id of your choosing for this claim: a random UUID (or 32 hex digits). Should its
+             *     answer never reach you — a stop while the claim waits, a cut connection — `POST
+             *     /v1/queues/{queue}/claims/{claim_id}/release` hands back what it took, at once and
+             *     without counting an attempt, even when the release arrives before the claim commits
+             *     [none]. It becomes the nonce of the claim's lease tokens: never reuse or guess one.
+             * @example 0b0d9c1e-6a77-4b43-9d55-3f0c3b6f2a41
+             */
+            claim_id?: string | null;
             /** @description Only tasks of these kinds (1..=100 names; asyncflow's hold by task type) [any kind]. */
             kinds?: string[] | null;
             /**
@@ -1649,7 +1719,7 @@ export interface components {
             direction?: components["schemas"]["Direction"];
             /**
              * Format: int64
-             * @description At most this many.
+             * @description At most this many (0 or more; none: every event).
              */
             limit?: number | null;
             /**
@@ -2002,7 +2072,7 @@ export interface components {
             args?: unknown;
             /** @description Caller context passed to the processor. */
             context?: unknown;
-            /** @description A repeated request with the same key gets the first one's answer. */
+            /** @description A repeated request with the same key gets the first one's answer (1–256 characters). */
             idempotency_key?: string | null;
             /** @description Which events of the history the processor is sent [all]. */
             range?: components["schemas"]["HistoryRange"];
@@ -2039,7 +2109,7 @@ export interface components {
             context?: unknown;
             /** @description The new process's id (1–256 characters). */
             id: string;
-            /** @description A repeated request with the same key gets the first one's answer. */
+            /** @description A repeated request with the same key gets the first one's answer (1–256 characters). */
             idempotency_key?: string | null;
         };
         /** @description A page of `GET /v1/namespaces/{ns}/processes`. */
@@ -2126,7 +2196,10 @@ export interface components {
         };
         /** @description Where a namespace's processor lives. */
         ProcessorRef: {
-            /** @description URL docket POSTs [`ProcessorRequest`]s to (`http://`, `https://` or `inproc:NAME`). */
+            /**
+             * @description URL docket POSTs [`ProcessorRequest`]s to (`http://`, `https://` or `inproc:NAME`; a
+             *     webhook's: `http://` or `https://`).
+             */
             url: string;
         };
         /** @description What docket POSTs to a processor. */
@@ -2192,10 +2265,7 @@ export interface components {
              *     `concurrency_key` get the key `partition:{queue}:{partition_key}` with this limit.
              */
             partition_limit?: number | null;
-            /**
-             * @description Weights of partitions in fair claims, 1..=100 (default 1): a partition of weight 3
-             *     gets three turns per round. At most 1,000 entries.
-             */
+            /** @description Weights of partitions in fair claims, 1..=100 (default 1): a partition of weight 3 gets three turns per round. At most 1000 entries. */
             partition_weights?: {
                 [key: string]: number;
             } | null;
@@ -2336,6 +2406,16 @@ export interface components {
              * @example 1s
              */
             period?: string | null;
+        };
+        /** @description One item of `POST /v1/tasks/release`: a task held but not started, handed back. */
+        ReleaseItem: {
+            /**
+             * Format: int64
+             * @description Task id.
+             */
+            id: number;
+            /** @description The lease token of the claim. */
+            lease: string;
         };
         /**
          * @description Retry policy of a namespace's timers (progressor's defaults in brackets): interval
@@ -3299,7 +3379,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["NewBatch"];
             };
@@ -3482,7 +3562,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["BatchAdd"];
             };
@@ -3681,7 +3761,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
             };
             cookie?: never;
@@ -3734,7 +3814,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
             };
             cookie?: never;
@@ -3790,7 +3870,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
             };
             cookie?: never;
@@ -3834,7 +3914,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
             };
             cookie?: never;
@@ -3928,14 +4008,14 @@ export interface operations {
             query?: {
                 /** @description Exclusive bound (0/None: from the start, or the end when backward). */
                 offset?: number;
-                /** @description At most this many. */
+                /** @description At most this many (0 or more; none: every event). */
                 limit?: number;
                 /** @description Newest first. */
                 direction?: components["schemas"]["Direction"];
             };
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
@@ -3990,14 +4070,14 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ProcessImportSpec"];
             };
@@ -4059,14 +4139,14 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ProcessCallRequest"];
             };
@@ -4155,14 +4235,14 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ProcessCallRequest"];
             };
@@ -4251,7 +4331,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
@@ -4316,7 +4396,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description namespace */
+                /** @description namespace: 1 to 64 of A-Z a-z 0-9 _ . - */
                 ns: string;
                 /** @description process id */
                 id: string;
@@ -4615,7 +4695,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["QueueSettings"];
             };
@@ -4677,6 +4757,53 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ClaimResponse"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    claim_release: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description queue name */
+                queue: string;
+                /** @description the claim_id the claim was sent with */
+                claim_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tasks handed back */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClaimReleased"];
                 };
             };
             /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
@@ -5704,6 +5831,52 @@ export interface operations {
             };
         };
     };
+    task_release_batch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchRequest_ReleaseItem"];
+            };
+        };
+        responses: {
+            /** @description one result per item, in order: ok (state available) or lease_lost */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResponse"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     task_get: {
         parameters: {
             query?: never;
@@ -5770,7 +5943,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["TaskPatch"];
             };
@@ -6735,7 +6908,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["WorkflowAddition"];
             };

@@ -13,7 +13,9 @@
  * aborts and the attempt fails with `timeout`; a heartbeat every third of the lease keeps it,
  * and a heartbeat answered `cancelled`/`lease_lost`/`timed_out` aborts `job.signal` and reports
  * nothing; a report that cannot be delivered is retried until the lease runs out; on stop no new
- * claims, tasks in hand get `shutdownGraceMs` to finish, then are handed back (failed with
+ * claims — a claim still waiting is given up and released by its `claim_id` (what it took is
+ * available again at once, no attempt counted), held tasks not started are released the same
+ * way — and running tasks get `shutdownGraceMs` to finish, then are handed back (failed with
  * `retry_in: 0`, so they run again at once).
  */
 import { hostname } from "node:os";
@@ -123,6 +125,8 @@ export class Worker {
   private readonly running = new Map<number, Running>();
   private reports: Report[] = [];
   private readonly stopping = new AbortController();
+  /** The claim loop and the drain are over: the reporter may end. */
+  private drained = false;
   private wake: () => void = () => {};
   private reportWake: () => void = () => {};
   private readonly startedAt = new Date().toISOString();
@@ -172,6 +176,7 @@ export class Worker {
       await this.claimLoop();
       await this.drain();
     } finally {
+      this.drained = true;
       this.reportWake();
       await reporter;
       await Promise.allSettled([beats, presence]);
@@ -189,13 +194,18 @@ export class Worker {
         continue;
       }
       let tasks: Task[];
+      const claimId = randomUUID();
       try {
         tasks = await this.client.claim(this.queue, { worker: this.name, limit: Math.min(free, this.batch),
-          lease: this.lease, wait: this.wait, kinds, stages, signal: this.stopping.signal });
+          lease: this.lease, wait: this.wait, kinds, stages, claimId, signal: this.stopping.signal });
       } catch (e) {
-        // Stopping mid-poll: tasks of a claim cut off as it was answered are rescued when
-        // their leases end (nothing is lost; they start later).
-        if (this.stopping.signal.aborted) break;
+        if (this.stopping.signal.aborted) {
+          // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
+          // read. Released by the claim's id they are available again at once (docket finds
+          // them even when the release overtakes the claim).
+          await this.releaseClaim(claimId);
+          break;
+        }
         if (e instanceof DocketError && e.code === "rate_limited") { await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal); continue; }
         console.warn(`docket worker ${this.name}: claim failed: ${e}`);
         await sleep(1000, this.stopping.signal);
@@ -285,7 +295,9 @@ export class Worker {
   private async reporter(): Promise<void> {
     for (;;) {
       if (this.reports.length === 0) {
-        if (this.stopping.signal.aborted && this.running.size === 0) return;
+        // Not at the stop itself: a claim answered as the stop came still starts its tasks,
+        // and their reports must go out too.
+        if (this.drained && this.running.size === 0) return;
         await new Promise<void>((r) => { this.reportWake = r; setTimeout(r, 500); });
         continue;
       }
@@ -356,12 +368,40 @@ export class Worker {
     }
   }
 
+  /** Hands back what claim `claimId` took, retrying an outage within the grace (at most 10 s). */
+  private async releaseClaim(claimId: string): Promise<void> {
+    const end = Date.now() + Math.min(this.graceMs, 10_000);
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+      try {
+        const back = await this.client.releaseClaim(this.queue, claimId);
+        if (back.length) console.info(`docket worker ${this.name}: stopped mid-claim: handed back ${back.length} task(s)`);
+        return;
+      } catch (e) {
+        if ((e instanceof DocketError && e.status < 500 && e.status !== 429) || Date.now() + delay > end) {
+          console.warn(`docket worker ${this.name}: could not hand back the claim (its leases will end): ${e}`);
+          return;
+        }
+        await sleep(delay);
+      }
+    }
+  }
+
   private async drain(): Promise<void> {
-    // Held tasks not started go back at once; the running ones get the grace period.
-    for (const run of this.buffer.splice(0)) {
+    // Held tasks not started go back at once (no attempt counted); the running ones get the
+    // grace period.
+    const held = this.buffer.splice(0).filter((run) => !run.done);
+    for (const run of held) {
       run.done = true;
       this.running.delete(run.job.id);
-      this.handBack(run);
+    }
+    try {
+      for (let i = 0; i < held.length; i += 500) {
+        await this.client.releaseMany(held.slice(i, i + 500).map((r) => ({ id: r.job.id, lease: r.job.lease })));
+      }
+    } catch (e) {
+      // A server without the release route (before issue 37): failed with retry_in 0 instead.
+      console.warn(`docket worker ${this.name}: releasing held tasks failed (${e}): handing them back as failures`);
+      for (const run of held) this.handBack(run);
     }
     this.reportWake();
     const end = Date.now() + this.graceMs;

@@ -202,10 +202,40 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     const first = await c.getTask(ids[0]);
     assert.equal(first.state, "completed"); assert.equal(first.result, "done");
     for (const id of ids.slice(1)) {
-      const t = await c.getTask(id);
-      assert.ok(["available", "retryable"].includes(t.state), t.state);
-      assert.equal(t.errors[0].message, "worker stopped: handed back");
+      const t = await c.getTask(id); // released: no attempt counted, no error
+      assert.deepEqual([t.state, t.attempt, t.errors], ["available", 0, []]);
     }
+  });
+
+  test(`${backend}: a stop as tasks arrive strands nothing and ends within its grace`, async () => {
+    // Issue 37: a worker (concurrency 4) told to stop within ±30 ms of the moment 20 tasks
+    // become available, 30 times; a claim given up on is released by its claim_id.
+    const queue = uniq();
+    let seed = 37;
+    const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+    const ids = [];
+    for (let round = 0; round < 30; round++) {
+      const client = new Client({ server });
+      const w = new Worker({ client, queue, concurrency: 4, wait: "5s", shutdownGraceMs: 5000, reportIntervalMs: 0, signals: false });
+      w.handle("k", async (job) => job.payload);
+      const running = w.run();
+      await sleep(300); // its claim is long-polling
+      const off = Math.round(rand() * 60 - 30);
+      const specs = Array.from({ length: 20 }, (_, i) => taskSpec("k", i, { queue }));
+      if (off < 0) {
+        w.stop(); await sleep(-off); ids.push(...(await c.enqueueMany(specs)).map((t) => t.id));
+      } else {
+        const made = c.enqueueMany(specs); await sleep(off); w.stop(); ids.push(...(await made).map((t) => t.id));
+      }
+      const ended = await Promise.race([running.then(() => true), sleep(10_000).then(() => false)]);
+      assert.ok(ended, `round ${round}: the stop took over its 5 s grace`);
+    }
+    const hurt = [];
+    for (const id of ids) {
+      const t = await c.getTask(id);
+      if (!["available", "completed"].includes(t.state) || t.errors.length || t.attempt !== (t.state === "completed" ? 1 : 0)) hurt.push([id, t.state, t.attempt]);
+    }
+    assert.deepEqual(hurt, [], `${hurt.length} of ${ids.length} tasks hurt by a stop`);
   });
 
   test(`${backend}: reports are retried while the lease lasts`, async () => {

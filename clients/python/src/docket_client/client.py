@@ -175,14 +175,30 @@ class _Api:
     # --- the work path -----------------------------------------------------------------
     def claim(self, queue: str, worker: str, limit: int = 1, lease: Optional[Duration] = None,
               wait: Optional[Duration] = None, kinds: Optional[Sequence[str]] = None,
-              stages: Optional[Sequence[str]] = None) -> Any:
+              stages: Optional[Sequence[str]] = None, claim_id: Optional[str] = None) -> Any:
         """``POST /v1/queues/{queue}/claim`` → a list of ``Task`` with ``lease``
-        ``{"token", "expires_at", "trace_id"}``; ``wait`` long-polls (≤ 60 s)."""
+        ``{"token", "expires_at", "trace_id"}``; ``wait`` long-polls (≤ 60 s). ``claim_id`` (a
+        random UUID) lets :meth:`release_claim` hand back what the claim took should its answer
+        never arrive."""
         body = _drop_none(dict(worker=worker, limit=limit, lease=_dur(lease), wait=_dur(wait),
                                kinds=list(kinds) if kinds else None,
-                               stages=list(stages) if stages else None))
+                               stages=list(stages) if stages else None, claim_id=claim_id))
         return self._call("POST", f"/v1/queues/{_seg(queue)}/claim", body,
                           then=lambda r: r["tasks"])
+
+    def release_claim(self, queue: str, claim_id: str) -> Any:
+        """``POST /v1/queues/{queue}/claims/{claim_id}/release`` → the ids handed back: what a
+        claim sent with ``claim_id`` took, available again at once, no attempt counted (also
+        when this arrives before the claim commits)."""
+        return self._call("POST", f"/v1/queues/{_seg(queue)}/claims/{_seg(claim_id)}/release",
+                          then=lambda r: r["released"])
+
+    def release_many(self, items: Sequence[Dict[str, Any]]) -> Any:
+        """``POST /v1/tasks/release``: ``[{"id", "lease"}]`` of tasks held but not started →
+        one ``ItemOutcome`` per item (``ok``: available again, no attempt counted;
+        ``lease_lost``)."""
+        return self._call("POST", "/v1/tasks/release", {"items": list(items)},
+                          then=lambda r: r["results"])
 
     def heartbeat(self, task_id: int, lease: str, progress: Json = None,
                   extend: Optional[Duration] = None) -> Any:

@@ -51,6 +51,15 @@ class BatchRequestFailRequest(TypedDict):
     items: List[Item1]
 
 
+class Item2(TypedDict):
+    id: int
+    lease: str
+
+
+class BatchRequestReleaseItem(TypedDict):
+    items: List[Item2]
+
+
 BulkAction = Literal['cancel', 'retry', 'run-now', 'delete']
 
 
@@ -60,7 +69,12 @@ class BulkCount(TypedDict):
     total: int
 
 
+class ClaimReleased(TypedDict):
+    released: List[int]
+
+
 class ClaimRequest(TypedDict):
+    claim_id: NotRequired[Optional[str]]
     kinds: NotRequired[List[str]]
     lease: NotRequired[Optional[str]]
     limit: NotRequired[Optional[int]]
@@ -295,6 +309,11 @@ class RateLimitSpec(TypedDict):
     kind: Kind
     limit: int
     period: NotRequired[Optional[str]]
+
+
+class ReleaseItem(TypedDict):
+    id: int
+    lease: str
 
 
 class RetryPolicy(TypedDict):

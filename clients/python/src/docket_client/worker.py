@@ -16,7 +16,9 @@ Rules (each after docket's own ``docket worker`` and the HTTP work path, docs/sr
   fails with ``timeout``); a heartbeat every third of the lease keeps the lease; a heartbeat
   answered ``cancelled``/``lease_lost``/``timed_out`` cancels the handler and nothing is reported;
 - a report that cannot be delivered is retried until the task's lease runs out;
-- on stop, no new claims; tasks in hand get ``shutdown_grace`` to finish, then their handlers are
+- on stop, no new claims: a claim still waiting is given up and released by its ``claim_id``
+  (what it took is available again at once, no attempt counted), held tasks not started are
+  released the same way, running ones get ``shutdown_grace`` to finish; then their handlers are
   cancelled and the tasks handed back (failed with ``retry_in: 0``, so they run again at once).
 """
 from __future__ import annotations
@@ -177,6 +179,7 @@ class Worker:
         self._stopping: Optional[asyncio.Event] = None  # made in run_async (needs a loop)
         self._reports: List[Tuple[str, Dict[str, Any], float]] = []
         self._report_ready: Optional[asyncio.Event] = None
+        self._drained = False  # the claim loop and the drain are over: the reporter may end
         self._slot_free: Optional[asyncio.Event] = None
         self._started_at = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
         self.stats = {"completed": 0, "failed": 0, "lost": 0}
@@ -229,6 +232,7 @@ class Worker:
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stopping.set)
+        self._drained = False
         background = [asyncio.ensure_future(c) for c in
                       (self._reporter(), self._heartbeats(), self._presence())]
         try:
@@ -236,6 +240,7 @@ class Worker:
             await self._drain()
         finally:
             self._stopping.set()
+            self._drained = True
             self._report_ready.set()
             await asyncio.gather(background[0], return_exceptions=True)  # last reports out
             for b in background[1:]:
@@ -257,17 +262,19 @@ class Worker:
                 self._slot_free.clear()
                 await self._wait_either(self._slot_free.wait())
                 continue
+            claim_id = str(uuid.uuid4())
             claim = asyncio.ensure_future(self.client.claim(
                 self.queue, self.name, limit=min(free, self.batch), lease=self.lease,
-                wait=self.wait, kinds=kinds, stages=stages))
+                wait=self.wait, kinds=kinds, stages=stages, claim_id=claim_id))
             stop = asyncio.ensure_future(self._stopping.wait())
             done, _ = await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
             if claim not in done:
-                # Stopping mid-poll. A claim the server answered as the request was cut off
-                # leaves its tasks leased to no one here: the rescuer runs them again when
-                # those leases end (nothing is lost, they start later).
+                # Stopping mid-poll: the server may have claimed tasks for an answer that will
+                # not be read. Released by the claim's id, they are available again at once
+                # (docket finds them even if the release overtakes the claim).
                 claim.cancel()
                 await asyncio.gather(claim, return_exceptions=True)
+                await self._release_claim(claim_id)
                 break
             else:
                 stop.cancel()
@@ -388,17 +395,20 @@ class Worker:
     async def _reporter(self) -> None:
         assert self._report_ready is not None and self._stopping is not None
         while True:
-            await self._report_ready.wait()
-            self._report_ready.clear()
-            if not self._reports:
-                if self._stopping.is_set() and not self._running:
-                    return
-                continue
-            batch, self._reports = self._reports[:self.max_report_batch], \
-                self._reports[self.max_report_batch:]
+            # The state is read before waiting, never after a wake-up alone: two wake-ups that
+            # came together are one, and a stop that came while a batch was out used to leave
+            # this waiting for a third that never came (the stop did not end).
             if self._reports:
-                self._report_ready.set()
-            await self._deliver(batch)
+                batch, self._reports = self._reports[:self.max_report_batch], \
+                    self._reports[self.max_report_batch:]
+                await self._deliver(batch)
+                continue
+            # Not at the stop itself: a claim answered as the stop came still starts its
+            # tasks, and their reports must go out too.
+            if self._drained and not self._running:
+                return
+            self._report_ready.clear()
+            await self._report_ready.wait()
 
     async def _deliver(self, batch: List[Tuple[str, Dict[str, Any], float]]) -> None:
         # Until delivered or the lease is over (then the rescuer owns the task anyway). What
@@ -466,13 +476,49 @@ class Worker:
             soonest = min((r.next_beat for r in self._running.values()), default=now + 1.0)
             await asyncio.sleep(min(1.0, max(0.05, soonest - time.monotonic())))
 
+    async def _release_claim(self, claim_id: str) -> None:
+        # Within the grace (at most 10 s): a server away that long gets the leases back when
+        # they end instead.
+        end = time.monotonic() + min(self.shutdown_grace, 10.0)
+        delay = 0.1
+        while True:
+            try:
+                released = await self.client.release_claim(self.queue, claim_id)
+                if released:
+                    log.info("stopped mid-claim: handed back %d task(s)", len(released))
+                return
+            except (DocketError, httpx.TransportError) as e:
+                if isinstance(e, DocketError) and e.status < 500 and e.status != 429 \
+                        or time.monotonic() + delay > end:
+                    log.warning("could not hand back the claim (its leases will end): %s", e)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _release_held(self, runs: List[_Running]) -> None:
+        # Held, never started: available again at once, the attempt not counted. A server
+        # without the release route (before 0.1 + issue 37) gets them failed with retry_in 0.
+        items = [{"id": r.job.id, "lease": r.job.lease} for r in runs]
+        try:
+            for i in range(0, len(items), self.max_report_batch):
+                await self.client.release_many(items[i:i + self.max_report_batch])
+        except (DocketError, httpx.TransportError) as e:
+            log.warning("releasing held tasks failed (%s): handing them back as failures", e)
+            for run in runs:
+                self._hand_back(run)
+
     async def _drain(self) -> None:
         # Held tasks not started go back at once; the running ones get the grace period.
+        held = []
         while self._buffer:
             run = self._buffer.popleft()
+            if run.done:
+                continue
             run.done = True
             self._running.pop(run.job.id, None)
-            self._hand_back(run)
+            held.append(run)
+        if held:
+            await self._release_held(held)
         if not self._running:
             assert self._report_ready is not None
             self._report_ready.set()
