@@ -137,7 +137,7 @@ pub enum Ran {
 
 /// Works `opts.queue` until `cancel` fires; then stops claiming and lets running commands
 /// finish within the grace period. Commands still running after it are killed and their tasks
-/// come back when their leases expire.
+/// handed back (failed with `retry_in` 0) to run again at once.
 ///
 /// # Errors
 /// Never for task failures; when the command list is empty, or the server refuses the token
@@ -278,7 +278,7 @@ pub async fn run(
     .await;
     if drained.is_err() {
         tracing::warn!(
-            "grace period over; killing commands (their tasks are rescued when leases expire)"
+            "grace period over; killing commands (their tasks are handed back to run again at once)"
         );
         kill.cancel();
         while running.join_next().await.is_some() {}

@@ -1790,6 +1790,40 @@ fn worker_stop_as_tasks_arrive_strands_nothing(backend: &str) {
     }
 }
 
+/// A command still running when `docket worker`'s grace ends is killed and its task handed back
+/// at once (failed with retry_in 0), not left under its lease until the rescuer.
+fn worker_hands_back_what_outlives_the_grace(backend: &str) {
+    let s = serve(backend);
+    let id = s.add(&["--kind", "slow", "--queue", "graceq"]);
+    let mut w = s.worker(
+        &[
+            "--queue",
+            "graceq",
+            "--grace",
+            "1s",
+            "--kill-grace",
+            "1s",
+            "--lease",
+            "1h",
+        ],
+        &["sleep", "60"],
+    );
+    s.wait_for(id, "running", |t| t["state"] == "running");
+    signal(w.id(), Signal::SIGTERM);
+    let t0 = Instant::now();
+    assert!(w.wait().unwrap().success());
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    let t = s.task(id);
+    assert!(
+        matches!(t["state"].as_str(), Some("available" | "retryable")),
+        "{t}"
+    );
+    assert_eq!(
+        t["errors"][0]["message"],
+        "worker stopped: killed after the grace period"
+    );
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod pg { $( #[test] fn $name() { super::$name("pg") } )* }
@@ -1800,6 +1834,7 @@ macro_rules! both {
 
 both!(
     worker_stop_as_tasks_arrive_strands_nothing,
+    worker_hands_back_what_outlives_the_grace,
     fair_queues_from_the_cli,
     rate_limits_from_the_cli,
     batches_from_the_cli,
