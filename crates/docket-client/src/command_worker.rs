@@ -94,10 +94,11 @@ fn report_of(
         tasks: h.tasks.iter().copied().collect(),
         queue: Some(opts.queue.clone()),
         kinds: opts.kinds.clone(),
-        concurrency: u32::try_from(opts.concurrency).ok(),
+        // The report's numbers are the document's int32.
+        concurrency: i32::try_from(opts.concurrency).ok(),
         host: hostname(),
-        pid: Some(std::process::id()),
-        restarts: opts.restarts,
+        pid: i32::try_from(std::process::id()).ok(),
+        restarts: i32::try_from(opts.restarts).unwrap_or(i32::MAX),
         started_at: Some(started_at),
         interval: opts.report_interval,
     }

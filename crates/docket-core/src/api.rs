@@ -81,6 +81,37 @@ pub struct ReleaseItem {
     pub lease: String,
 }
 
+impl ReleaseItem {
+    /// Checks the fields the document bounds.
+    ///
+    /// # Errors
+    /// A message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        check_lease("lease", &self.lease)
+    }
+}
+
+/// Checks a lease token a request carries against the document's `minLength: 1`: an empty one
+/// is a malformed request (400); any other token the task does not hold is `lease_lost`.
+///
+/// # Errors
+/// `<field> must not be empty`.
+pub fn check_lease(field: &str, lease: &str) -> Result<(), String> {
+    if lease.is_empty() {
+        return Err(format!("{field} must not be empty"));
+    }
+    Ok(())
+}
+
+/// Checks the `id` of a complete or fail item (the document's `minimum: 1`); whether it must
+/// be there is the route's to say.
+fn check_item_id(id: Option<i64>) -> Result<(), String> {
+    match id {
+        Some(i) if i < 1 => Err(format!("id must be a task id, at least 1, got {i}")),
+        _ => Ok(()),
+    }
+}
+
 /// Answer of a claim: the tasks, each with its `lease`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct ClaimResponse {
@@ -108,6 +139,17 @@ pub struct HeartbeatRequest {
     pub extend: Option<Duration>,
 }
 
+impl HeartbeatRequest {
+    /// Checks the fields the document bounds (`extend` is checked by the server: 100 ms..=30
+    /// days).
+    ///
+    /// # Errors
+    /// A message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        check_lease("lease", &self.lease)
+    }
+}
+
 /// `POST /v1/tasks/{id}/complete`, or one item of `POST /v1/tasks/complete` (then `id` is
 /// required).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
@@ -115,6 +157,7 @@ pub struct HeartbeatRequest {
 pub struct CompleteRequest {
     /// Task id (batch items only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub id: Option<i64>,
     /// The lease token of the claim.
     #[schema(min_length = 1)]
@@ -153,12 +196,14 @@ pub struct CompleteRequest {
 }
 
 impl CompleteRequest {
-    /// The stage hand-off this completion asks for, resolved at `now` (None: the task
-    /// finishes).
+    /// Checks the request and resolves the stage hand-off it asks for at `now` (None: the
+    /// task finishes).
     ///
     /// # Errors
     /// A message naming the bad field.
     pub fn next(&self, now: Timestamp) -> Result<Option<crate::task::NextStage>, String> {
+        check_lease("lease", &self.lease)?;
+        check_item_id(self.id)?;
         let Some(stage) = &self.next_stage else {
             if self.payload.is_some()
                 || self.priority.is_some()
@@ -209,6 +254,7 @@ impl CompleteRequest {
 pub struct FailRequest {
     /// Task id (batch items only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub id: Option<i64>,
     /// The lease token of the claim.
     #[schema(min_length = 1)]
@@ -234,6 +280,21 @@ pub struct FailRequest {
         pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
     )]
     pub worker: Option<String>,
+}
+
+impl FailRequest {
+    /// Checks the fields the document bounds (`retry_in` is any duration).
+    ///
+    /// # Errors
+    /// A message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        check_lease("lease", &self.lease)?;
+        check_item_id(self.id)?;
+        if let Some(w) = &self.worker {
+            crate::task::check_name("worker", w)?;
+        }
+        Ok(())
+    }
 }
 
 /// `POST /v1/tasks/complete` and `POST /v1/tasks/fail`: many items in one statement.
@@ -355,18 +416,23 @@ pub struct WorkerReport {
     /// The kinds it takes (empty: every kind).
     #[serde(default)]
     pub kinds: Vec<String>,
+    // `i32`, as the document's `int32` says: a larger number is refused when the body is read
+    // (so are `pid` and `restarts`); `validate` refuses a negative one.
     /// Tasks it runs at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<u32>,
+    #[schema(minimum = 0)]
+    pub concurrency: Option<i32>,
     /// Host it runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// Its process id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
+    #[schema(minimum = 0)]
+    pub pid: Option<i32>,
     /// How often its supervisor restarted it after a crash.
     #[serde(default)]
-    pub restarts: u32,
+    #[schema(minimum = 0)]
+    pub restarts: i32,
     /// When it started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
@@ -388,6 +454,15 @@ impl WorkerReport {
         }
         if self.tasks.len() > MAX_REPORT_TASKS {
             return Err(format!("tasks lists at most {MAX_REPORT_TASKS} ids"));
+        }
+        for (f, v) in [
+            ("concurrency", self.concurrency),
+            ("pid", self.pid),
+            ("restarts", Some(self.restarts)),
+        ] {
+            if v.is_some_and(|v| v < 0) {
+                return Err(format!("{f} must not be negative"));
+            }
         }
         if self.interval < Duration::from_millis(100) || self.interval > Duration::from_secs(3600) {
             return Err(format!(
@@ -497,9 +572,28 @@ pub struct ProcessInitRequest {
     /// Caller context passed to the processor (progressor's context).
     #[serde(default)]
     pub context: Value,
-    /// A repeated request with the same key gets the first one's answer.
+    /// A repeated request with the same key gets the first one's answer (1–256 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub idempotency_key: Option<String>,
+}
+
+impl ProcessInitRequest {
+    /// Checks the fields the document bounds (`id` is checked with the process).
+    ///
+    /// # Errors
+    /// A message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        check_idempotency_key(self.idempotency_key.as_deref())
+    }
+}
+
+fn check_idempotency_key(k: Option<&str>) -> Result<(), String> {
+    k.map_or(Ok(()), |k| crate::task::check_name("idempotency_key", k))
 }
 
 /// `POST /v1/namespaces/{ns}/processes/{id}/call` and `…/repair`.
@@ -512,12 +606,28 @@ pub struct ProcessCallRequest {
     /// Caller context passed to the processor.
     #[serde(default)]
     pub context: Value,
-    /// A repeated request with the same key gets the first one's answer.
+    /// A repeated request with the same key gets the first one's answer (1–256 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub idempotency_key: Option<String>,
     /// Which events of the history the processor is sent [all].
     #[serde(default)]
     pub range: HistoryRange,
+}
+
+impl ProcessCallRequest {
+    /// Checks the fields the document bounds.
+    ///
+    /// # Errors
+    /// A message naming the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        check_idempotency_key(self.idempotency_key.as_deref())?;
+        self.range.validate().map_err(|e| format!("range.{e}"))
+    }
 }
 
 /// Answer of init, call and repair: what the processor answered.

@@ -55,7 +55,7 @@ pub struct Backoff {
     #[serde(with = "crate::duration::serde_str", alias = "step")]
     #[schema(value_type = String, example = "30s")]
     pub initial: Duration,
-    /// Factor applied per further attempt (≥ 1.0; exponential only).
+    /// Factor applied per further attempt (≥ 1.0 for either kind; only exponential uses it).
     #[schema(minimum = 1.0)]
     pub coefficient: f64,
     /// Upper bound of the delay before jitter.
@@ -85,9 +85,8 @@ impl Backoff {
     /// # Errors
     /// A message naming the bad field.
     pub fn validate(&self) -> Result<(), String> {
-        if self.kind == BackoffKind::Exponential
-            && !(self.coefficient.is_finite() && self.coefficient >= 1.0)
-        {
+        // Checked for every kind (a linear backoff does not use it), as the document says.
+        if !(self.coefficient.is_finite() && self.coefficient >= 1.0) {
             return Err(format!(
                 "backoff.coefficient must be a number >= 1.0, got {}",
                 self.coefficient
@@ -174,13 +173,14 @@ mod tests {
             (v["kind"].as_str(), v["initial"].as_str()),
             (Some("linear"), Some("30s"))
         );
-        // A coefficient below 1 is only an error where it is used.
+        // A coefficient below 1 is refused for every kind, unused or not: the OpenAPI document
+        // states `minimum: 1` for it (issue 37 item 3), and what it states the server enforces.
         assert!(Backoff {
             coefficient: 0.0,
             ..b
         }
         .validate()
-        .is_ok());
+        .is_err());
         assert!(serde_json::from_str::<Backoff>(r#"{"kind": "quadratic"}"#).is_err());
     }
 

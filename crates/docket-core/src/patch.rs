@@ -55,6 +55,7 @@ pub struct TaskPatch {
     pub queue: Option<String>,
     /// New attempt budget (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub max_attempts: Option<i32>,
     /// Move to this stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,6 +140,9 @@ impl TaskPatch {
         }
         if let Some(b) = &self.backoff {
             b.validate().map_err(bad)?;
+        }
+        if let Some(l) = &self.lease {
+            crate::api::check_lease("lease", l).map_err(bad)?;
         }
         if let Some(a) = self.attempt {
             if !(0..=MAX_ATTEMPT).contains(&a) {

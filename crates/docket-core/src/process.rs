@@ -158,9 +158,39 @@ pub fn event_metadata(m: &Value) -> Value {
     }
 }
 
-/// The unique key that makes an idempotency key unique per process.
+/// The unique key that makes an idempotency key unique per process: `idem:<ns>:<id>:<key>`,
+/// or, past [`crate::task::MAX_NAME_LEN`] characters (up to 583 with a 64-character namespace,
+/// a 256-character id and key), `idem#` and that text's SHA-256 (hex), so it fits the stored
+/// column; a key that fitted keeps its old form.
 pub fn idempotency_unique_key(namespace: &str, id: &str, key: &str) -> String {
-    format!("idem:{namespace}:{id}:{key}")
+    let plain = format!("idem:{namespace}:{id}:{key}");
+    if plain.chars().count() <= crate::task::MAX_NAME_LEN {
+        return plain;
+    }
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(plain.as_bytes());
+    let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
+    format!("idem#{hex}")
+}
+
+/// Makes `t` a task of process `id` in `namespace`: one at a time per process (concurrency key
+/// [`key_of`], limit 1), unique per idempotency key ([`idempotency_unique_key`]). These keys
+/// are the engine's, set after [`crate::NewTask::resolve`] checked the caller's fields: `ns:id`
+/// is up to 321 characters, past the 256 a caller's own keys may have (the stored columns hold
+/// 512).
+pub fn own_task(
+    t: &mut crate::task::ResolvedTask,
+    namespace: &str,
+    id: &str,
+    idempotency_key: Option<&str>,
+) {
+    t.concurrency_key = Some(key_of(namespace, id));
+    t.concurrency_limit = Some(1);
+    t.unique_key = idempotency_key.map(|k| idempotency_unique_key(namespace, id, k));
+    t.process = Some(crate::ProcessRef {
+        namespace: namespace.to_string(),
+        id: id.to_string(),
+    });
 }
 
 /// Checks a namespace name: 1–64 of `[A-Za-z0-9_.-]`.
@@ -190,7 +220,7 @@ pub fn check_plain_name(what: &str, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a process id: 1–256 characters.
+/// Checks a process id: 1–256 characters, no control characters.
 ///
 /// # Errors
 /// A message.
@@ -199,6 +229,10 @@ pub fn check_process_id(id: &str) -> Result<(), String> {
         return Err(format!(
             "process id must be 1 to {MAX_PROCESS_ID_LEN} characters"
         ));
+    }
+    // As in a path (`check_name`), and as the document's pattern says.
+    if id.chars().any(char::is_control) {
+        return Err("process id must not contain control characters".into());
     }
     Ok(())
 }
@@ -266,8 +300,9 @@ impl RetryPolicy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessorRef {
-    /// URL docket POSTs [`ProcessorRequest`]s to (`http://`, `https://` or `inproc:NAME`).
-    #[schema(min_length = 1)]
+    /// URL docket POSTs [`ProcessorRequest`]s to (`http://`, `https://` or `inproc:NAME`; a
+    /// webhook's: `http://` or `https://`).
+    #[schema(min_length = 1, pattern = "^(https?://|inproc:)")]
     pub url: String,
 }
 
@@ -458,12 +493,28 @@ pub struct HistoryRange {
     /// Exclusive bound (0/None: from the start, or the end when backward).
     #[serde(default)]
     pub offset: Option<i64>,
-    /// At most this many.
+    /// At most this many (0 or more; none: every event).
     #[serde(default)]
+    #[schema(minimum = 0)]
+    #[param(minimum = 0)]
     pub limit: Option<i64>,
     /// Newest first.
     #[serde(default)]
     pub direction: Direction,
+}
+
+impl HistoryRange {
+    /// Checks the fields the document bounds: a negative `limit` would reach the database's
+    /// `LIMIT`, which PostgreSQL refuses.
+    ///
+    /// # Errors
+    /// A message naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        match self.limit {
+            Some(l) if l < 0 => Err(format!("limit must not be negative, got {l}")),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// History direction.

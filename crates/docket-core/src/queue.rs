@@ -54,6 +54,7 @@ pub struct QueueSettings {
     /// Weights of partitions in fair claims, 1..=100 (default 1): a partition of weight 3
     /// gets three turns per round. At most 1,000 entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = partition_weights_schema)]
     pub partition_weights: Option<BTreeMap<String, i32>>,
     /// At most this many tasks of one partition run at once, cluster-wide (River Pro's
     /// partitioned concurrency limits): tasks enqueued with a `partition_key` and no
@@ -88,6 +89,29 @@ pub struct QueueSettings {
     #[serde(default, with = "crate::duration::serde_opt")]
     #[schema(value_type = Option<String>, example = "30s")]
     pub retention_failed: Option<Duration>,
+}
+
+/// The document's schema of `partition_weights`, built from the constants
+/// [`QueueSettings::validate`] checks (1..=[`MAX_PARTITION_WEIGHT`] per partition).
+fn partition_weights_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    let weight = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
+        .minimum(Some(1))
+        .maximum(Some(MAX_PARTITION_WEIGHT));
+    ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+            Type::Object,
+            Type::Null,
+        ]))
+        .additional_properties(Some(weight))
+        .description(Some(format!(
+            "Weights of partitions in fair claims, 1..={MAX_PARTITION_WEIGHT} (default 1): a \
+             partition of weight 3 gets three turns per round. At most {MAX_PARTITION_WEIGHTS} \
+             entries."
+        )))
+        .build()
 }
 
 impl QueueSettings {

@@ -108,7 +108,7 @@ pub struct NewTask {
     #[schema(
         min_length = 1,
         max_length = 256,
-        pattern = r"^[A-Za-z0-9_.-]+(:[^\u0000-\u001F\u007F-\u009F]+)?$"
+        pattern = r"^[A-Za-z0-9_.-]{1,100}(:[^\u0000-\u001F\u007F-\u009F]+)?$"
     )]
     pub rate_limit: Option<String>,
     /// The partition (a tenant, a customer) the task belongs to: in a queue with `fair`

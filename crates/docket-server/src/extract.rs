@@ -165,6 +165,12 @@ pub(crate) fn check_name(what: &str, s: &str) -> ApiResult<()> {
     docket_core::task::check_name(what, s).map_err(ApiError::invalid)
 }
 
+/// A namespace in a path: 1 to 64 of `A-Z a-z 0-9 _ . -` ([`docket_core::process::check_namespace`],
+/// the rule the engine applies when one is created).
+pub(crate) fn check_namespace(ns: &str) -> ApiResult<()> {
+    docket_core::process::check_namespace(ns).map_err(ApiError::invalid)
+}
+
 pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
     q.map(|Query(q)| q)
         .map_err(|e| ApiError::invalid(e.body_text()))

@@ -174,6 +174,7 @@ pub fn document() -> &'static str {
         v["info"]["version"] = env!("CARGO_PKG_VERSION").into();
         open_all_of(&mut v);
         secure(&mut v);
+        optional_bodies(&mut v);
         serde_json::to_string_pretty(&v).expect("the document serialises") + "\n"
     })
 }
@@ -228,6 +229,43 @@ fn secure(v: &mut serde_json::Value) {
             }
             if m != "GET" && path.starts_with("/v1/") {
                 op["responses"]["415"] = r("UnsupportedMediaType");
+            }
+        }
+    }
+}
+
+/// Marks a request body not required where the server reads its absence as `{}`
+/// ([`crate::extract::parse`]: an empty body is an empty object) and the schema takes `{}`: an
+/// object type none of whose properties is required. Elsewhere a missing body is refused, as
+/// `required: true` says.
+fn optional_bodies(v: &mut serde_json::Value) {
+    let schemas = v["components"]["schemas"].clone();
+    let takes_empty = |s: &serde_json::Value| -> bool {
+        let s = match s["$ref"].as_str() {
+            Some(r) => &schemas[r.trim_start_matches("#/components/schemas/")],
+            None => s,
+        };
+        s["type"] == "object"
+            && s["required"].as_array().is_none_or(Vec::is_empty)
+            && ["oneOf", "anyOf", "allOf"]
+                .iter()
+                .all(|k| s.get(k).is_none())
+    };
+    let Some(paths) = v["paths"].as_object_mut() else {
+        return;
+    };
+    for item in paths.values_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for op in item.values_mut() {
+            let Some(body) = op.get_mut("requestBody") else {
+                continue;
+            };
+            if body["required"] == true
+                && takes_empty(&body["content"]["application/json"]["schema"])
+            {
+                body["required"] = false.into();
             }
         }
     }

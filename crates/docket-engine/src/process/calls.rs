@@ -21,21 +21,12 @@ impl ProcessService {
             priority: Some(CALL_PRIORITY),
             max_attempts: Some(1),
             timeout: Some(cfg.lease()),
-            concurrency_key: Some(process::key_of(ns, id)),
-            concurrency_limit: Some(1),
-            unique_key: req
-                .idempotency_key
-                .as_ref()
-                .map(|k| process::idempotency_unique_key(ns, id, k)),
             ..NewTask::new(kind, payload)
         };
         let mut t = t
             .resolve(None, &self.engine.config.defaults, self.engine.clock.now())
             .map_err(ProcessError::Invalid)?;
-        t.process = Some(docket_core::ProcessRef {
-            namespace: ns.to_string(),
-            id: id.to_string(),
-        });
+        process::own_task(&mut t, ns, id, req.idempotency_key.as_deref());
         Ok(t)
     }
 

@@ -268,17 +268,12 @@ impl ProcessService {
             max_attempts: Some(cfg.retry_policy.max_attempts),
             backoff: Some(cfg.retry_policy.backoff()),
             timeout: Some(cfg.lease()),
-            concurrency_key: Some(process::key_of(ns, pid)),
-            concurrency_limit: Some(1),
             ..NewTask::new(kind, json!({"process_id": pid}))
         };
         let mut t = t
             .resolve(None, &self.engine.config.defaults, self.engine.clock.now())
             .map_err(EngineError::Invalid)?;
-        t.process = Some(docket_core::ProcessRef {
-            namespace: ns.to_string(),
-            id: pid.to_string(),
-        });
+        process::own_task(&mut t, ns, pid, None);
         Ok(t)
     }
 

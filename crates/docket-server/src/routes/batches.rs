@@ -57,6 +57,7 @@ pub(crate) struct BatchListQuery {
     /// Only batches with ids below this (the next page: the last id seen).
     before: Option<i64>,
     /// At most this many, 1..=100; default 50.
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
 }
 

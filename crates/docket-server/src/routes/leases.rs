@@ -17,6 +17,7 @@ pub(crate) async fn task_heartbeat(
 ) -> ApiResult<Json<Task>> {
     let id = task_id(&id)?;
     let b: HeartbeatRequest = parse(body)?;
+    b.validate().map_err(ApiError::invalid)?;
     if let Some(p) = &b.progress {
         check_size("progress", p)?;
     }
@@ -103,9 +104,7 @@ pub(crate) async fn task_fail(
 ) -> ApiResult<Json<Finished>> {
     let id = task_id(&id)?;
     let b: FailRequest = parse(body)?;
-    if let Some(w) = &b.worker {
-        check_name("worker", w)?;
-    }
+    b.validate().map_err(ApiError::invalid)?;
     let item = TaskFail {
         id,
         token: b.lease,
@@ -127,9 +126,9 @@ pub(crate) fn batch_ids<T>(items: &[T], id: impl Fn(&T) -> Option<i64>) -> ApiRe
         .iter()
         .enumerate()
         .map(|(i, it)| {
-            id(it)
-                .filter(|x| *x > 0)
-                .ok_or_else(|| ApiError::invalid(format!("items[{i}].id is required")))
+            id(it).filter(|x| *x > 0).ok_or_else(|| {
+                ApiError::invalid(format!("items[{i}].id is required: a task id, at least 1"))
+            })
         })
         .collect()
 }
@@ -186,9 +185,8 @@ pub(crate) async fn task_fail_batch(
 ) -> ApiResult<Json<BatchResponse>> {
     let b: BatchRequest<FailRequest> = parse(body)?;
     for (i, it) in b.items.iter().enumerate() {
-        if let Some(w) = &it.worker {
-            check_name(&format!("items[{i}].worker"), w)?;
-        }
+        it.validate()
+            .map_err(|e| ApiError::invalid(format!("items[{i}].{e}")))?;
     }
     let ids = batch_ids(&b.items, |i| i.id)?;
     let worker = b.items.first().and_then(|i| i.worker.clone());
@@ -335,6 +333,10 @@ pub(crate) async fn task_release_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<BatchResponse>> {
     let b: BatchRequest<ReleaseItem> = parse(body)?;
+    for (i, it) in b.items.iter().enumerate() {
+        it.validate()
+            .map_err(|e| ApiError::invalid(format!("items[{i}].{e}")))?;
+    }
     let ids = batch_ids(&b.items, |i| Some(i.id))?;
     let items: Vec<(i64, String)> = b
         .items

@@ -54,7 +54,7 @@ pub(crate) async fn namespace_list(State(s): State<AppState>) -> ApiResult<Json<
 #[utoipa::path(
     get, path = "/v1/namespaces/{ns}",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace")),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -")),
     responses((status = 200, description = "the namespace", body = docket_core::api::NamespaceView), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
     summary = "One namespace"
 )]
@@ -62,7 +62,7 @@ pub(crate) async fn namespace_get(
     State(s): State<AppState>,
     Path(ns): Path<String>,
 ) -> ApiResult<Json<NamespaceView>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     let config = s.processes.namespace(&ns).await?;
     Ok(Json(NamespaceView { name: ns, config }))
 }
@@ -70,7 +70,7 @@ pub(crate) async fn namespace_get(
 #[utoipa::path(
     put, path = "/v1/namespaces/{ns}",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace")),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -")),
     request_body = docket_core::process::NamespaceConfig,
     responses((status = 200, description = "the namespace", body = docket_core::api::NamespaceView)),
     summary = "Create or replace a namespace (omitted fields take progressor's defaults)"
@@ -80,7 +80,7 @@ pub(crate) async fn namespace_put(
     Path(ns): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<NamespaceView>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     let config: NamespaceConfig = parse(body)?;
     s.processes.namespace_put(&ns, config.clone()).await?;
     Ok(Json(NamespaceView { name: ns, config }))

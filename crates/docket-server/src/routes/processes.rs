@@ -5,7 +5,7 @@ use crate::prelude::*;
 #[utoipa::path(
     post, path = "/v1/namespaces/{ns}/processes",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace")),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -")),
     request_body = docket_core::api::ProcessInitRequest,
     responses((status = 200, description = "the processor's response", body = docket_core::api::ProcessResponse), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_exists, cancelled", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "processor_error", body = crate::error::ErrorBody), (status = 504, description = "timeout: no answer within process_step_timeout", body = crate::error::ErrorBody)),
     summary = "init: create a process and run its init task (synchronous)"
@@ -15,8 +15,9 @@ pub(crate) async fn process_init(
     Path(ns): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessResponse>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     let b: ProcessInitRequest = parse(body)?;
+    b.validate().map_err(ApiError::invalid)?;
     check_size("args", &b.args)?;
     let req = ProcessRequest {
         args: b.args,
@@ -37,6 +38,7 @@ pub(crate) async fn call_like(
     repair: bool,
 ) -> ApiResult<Json<ProcessResponse>> {
     let b: ProcessCallRequest = parse(body)?;
+    b.validate().map_err(ApiError::invalid)?;
     check_size("args", &b.args)?;
     let req = ProcessRequest {
         args: b.args,
@@ -55,7 +57,7 @@ pub(crate) async fn call_like(
 #[utoipa::path(
     post, path = "/v1/namespaces/{ns}/processes/{id}/call",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
     request_body = docket_core::api::ProcessCallRequest,
     responses((status = 200, description = "the processor's response", body = docket_core::api::ProcessResponse), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_not_running, cancelled", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "processor_error", body = crate::error::ErrorBody), (status = 504, description = "timeout: no answer within process_step_timeout", body = crate::error::ErrorBody)),
     summary = "call (synchronous; queued FIFO behind the process's running task)"
@@ -65,7 +67,7 @@ pub(crate) async fn process_call(
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessResponse>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     check_name("process id", &id)?;
     call_like(s, ns, id, body, false).await
 }
@@ -73,7 +75,7 @@ pub(crate) async fn process_call(
 #[utoipa::path(
     post, path = "/v1/namespaces/{ns}/processes/{id}/repair",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
     request_body = docket_core::api::ProcessCallRequest,
     responses((status = 200, description = "the processor's response", body = docket_core::api::ProcessResponse), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_is_running, cancelled", body = crate::error::ErrorBody), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "processor_error", body = crate::error::ErrorBody), (status = 504, description = "timeout: no answer within process_step_timeout", body = crate::error::ErrorBody)),
     summary = "repair a process in error (synchronous)"
@@ -83,7 +85,7 @@ pub(crate) async fn process_repair(
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessResponse>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     check_name("process id", &id)?;
     call_like(s, ns, id, body, true).await
 }
@@ -91,7 +93,7 @@ pub(crate) async fn process_repair(
 #[utoipa::path(
     get, path = "/v1/namespaces/{ns}/processes/{id}",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id"), docket_core::process::HistoryRange),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id"), docket_core::process::HistoryRange),
     responses((status = 200, description = "process, history, last_event_id", body = docket_core::api::ProcessView), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
     summary = "The process with a range of its history"
 )]
@@ -100,9 +102,10 @@ pub(crate) async fn process_get(
     Path((ns, id)): Path<(String, String)>,
     q: Result<Query<HistoryRange>, QueryRejection>,
 ) -> ApiResult<Json<ProcessView>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     check_name("process id", &id)?;
     let range = query(q)?;
+    range.validate().map_err(ApiError::invalid)?;
     let (process, history) = s.processes.get(&ns, &id, range).await?;
     Ok(Json(ProcessView {
         last_event_id: process.last_event_id,
@@ -114,7 +117,7 @@ pub(crate) async fn process_get(
 #[utoipa::path(
     post, path = "/v1/namespaces/{ns}/processes/{id}/simple-repair",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
     responses((status = 200, description = "the process", body = docket_core::api::ProcessRepaired), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_is_running", body = crate::error::ErrorBody)),
     summary = "simple-repair: an error process back to running without calling the processor"
 )]
@@ -123,7 +126,7 @@ pub(crate) async fn process_simple_repair(
     headers: axum::http::HeaderMap,
     Path((ns, id)): Path<(String, String)>,
 ) -> ApiResult<Json<ProcessRepaired>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     check_name("process id", &id)?;
     actions::process_repair(&s, &actions::actor(&headers, "api"), &ns, &id).await?;
     let (process, _) = s
@@ -157,7 +160,7 @@ pub(crate) struct ProcessListQuery {
 #[utoipa::path(
     get, path = "/v1/namespaces/{ns}/processes",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ProcessListQuery),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -"), ProcessListQuery),
     responses((status = 200, description = "a page", body = docket_core::api::ProcessPage)),
     summary = "Processes of a namespace by id (keyset paging)"
 )]
@@ -166,7 +169,7 @@ pub(crate) async fn process_list(
     Path(ns): Path<String>,
     q: Result<Query<ProcessListQuery>, QueryRejection>,
 ) -> ApiResult<Json<ProcessPage>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     let q = query(q)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=MAX_BATCH as i64).contains(&limit) {
@@ -200,7 +203,7 @@ pub(crate) async fn process_list(
 #[utoipa::path(
     get, path = "/v1/namespaces/{ns}/processes/{id}/trace",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
     responses((status = 200, description = "tasks", body = docket_core::api::ProcessTrace), (status = 404, description = "not_found", body = crate::error::ErrorBody)),
     summary = "Every task of the process, oldest first, each with the events it produced"
 )]
@@ -209,7 +212,7 @@ pub(crate) async fn process_trace(
     caller: Option<axum::Extension<docket_engine::auth::Caller>>,
     Path((ns, id)): Path<(String, String)>,
 ) -> ApiResult<Json<ProcessTrace>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     check_name("process id", &id)?;
     let mut tasks = s.processes.trace(&ns, &id).await?;
     if auth::masks_for(caller.as_ref().map(|c| &c.0)) {
@@ -222,7 +225,7 @@ pub(crate) async fn process_trace(
 #[utoipa::path(
     put, path = "/v1/namespaces/{ns}/processes/{id}",
     tag = "processes",
-    params(("ns" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "namespace"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
+    params(("ns" = String, Path, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.-]+$", description = "namespace: 1 to 64 of A-Z a-z 0-9 _ . -"), ("id" = String, Path, min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$", description = "process id")),
     request_body = docket_core::process::ProcessImportSpec,
     responses((status = 200, description = "the process", body = docket_core::api::ProcessImported), (status = 404, description = "not_found", body = crate::error::ErrorBody), (status = 409, description = "process_exists", body = crate::error::ErrorBody)),
     summary = "put: import a whole process (progressor's migration path)"
@@ -232,7 +235,7 @@ pub(crate) async fn process_put(
     Path((ns, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessImported>> {
-    check_name("namespace", &ns)?;
+    check_namespace(&ns)?;
     check_name("process id", &id)?;
     let spec: docket_core::process::ProcessImportSpec = parse(body)?;
     let process = s.processes.put(&ns, &id, spec).await?;
