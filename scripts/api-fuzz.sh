@@ -6,6 +6,12 @@
 # that declares the bearer scheme refusing requests without a valid token: the server runs with
 # `--auth required` and schemathesis sends an admin token.
 #
+# And that the fuzzer got past authentication everywhere: scripts/api-fuzz-hooks.py records the
+# answer to every request, and the run fails when an operation of the document that needs a
+# token never answered the admin token with anything but 401/403, or when any request carrying it got 401 or 403.
+# The hooks also keep the fuzzer from revoking its own token (`DELETE /v1/tokens/admin`; it
+# reads the name in `GET /v1/tokens`), after which every later operation answered only 401.
+#
 # The check left out is `positive_data_acceptance` (a schema-valid request must be accepted):
 # some rules cannot be written in JSON Schema — durations are humantime strings bounded by their
 # sum ("1h 30m" ≤ 30 days), `expires_at` must be after `run_at`, a task id must exist — so the
@@ -89,16 +95,28 @@ fuzz() { # backend-name database-args...
   # One worker: with two, hypothesis calls ast.parse from two threads, and CPython 3.11's AST
   # recursion counter is not thread-safe (SystemError "AST constructor recursion depth mismatch",
   # a CI run failed on it) — a fault in the fuzzer, not in docket.
-  ( cd "$WORK" && exec "$VENV/bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" \
+  : >"$WORK/$name.statuses"
+  ( cd "$WORK" && export SCHEMATHESIS_HOOKS="$ROOT/scripts/api-fuzz-hooks.py" \
+      DOCKET_FUZZ_TOKEN="$token" DOCKET_FUZZ_TOKEN_NAME=admin \
+      DOCKET_FUZZ_STATUSES="$WORK/$name.statuses" \
+    && exec "$VENV/bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" \
     --checks all --exclude-checks positive_data_acceptance \
     --phases examples,coverage,fuzzing,stateful \
     --max-time "$SECONDS_EACH" --workers 1 --warnings off \
     --header "Authorization: Bearer $token" \
     "${MODE[@]}" ) >"$WORK/$name.out" 2>&1 || rc=$?
   sed -n '/SUMMARY/,$p' "$WORK/$name.out"
+  curl -fsS "http://127.0.0.1:$port/openapi.json" >"$WORK/openapi.json"
+  local auth=0
+  "$VENV/bin/python" "$ROOT/scripts/api-fuzz-hooks.py" check "$WORK/$name.statuses" \
+    "$WORK/openapi.json" || auth=$?
   if [ "$rc" != 0 ]; then
     cat "$WORK/$name.out"
     say "$name: schemathesis found failures (exit $rc)"
+    exit 1
+  fi
+  if [ "$auth" != 0 ]; then
+    say "$name: operations not reached with the fuzzer's valid token (above)"
     exit 1
   fi
   if grep -qiE 'panicked|request handler panicked' "$WORK/$name.log"; then
