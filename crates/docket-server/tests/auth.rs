@@ -947,6 +947,13 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
                 json!({"items": [{"id": id, "lease": lease, "result": 1}]}),
             )
         }
+        ("POST", "/v1/tasks/release") => {
+            let (id, lease) = fresh_task(n, root, true).await;
+            (
+                path(template),
+                json!({"items": [{"id": id, "lease": lease}]}),
+            )
+        }
         ("POST", "/v1/tasks/fail") => {
             let (id, lease) = fresh_task(n, root, true).await;
             (
@@ -1075,6 +1082,9 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
         (_, t) if t.starts_with("/v1/nodes/{name}") => (t.replace("{name}", "b"), empty),
         ("POST", "/v1/queues/{queue}/claim") => {
             (path("/v1/queues/q/claim"), json!({"worker": "w"}))
+        }
+        ("POST", "/v1/queues/{queue}/claims/{claim_id}/release") => {
+            (path(&format!("/v1/queues/q/claims/{uniq}/release")), empty)
         }
         ("PUT", "/v1/queues/{queue}") => (path("/v1/queues/q"), json!({})),
         (_, t) if t.starts_with("/v1/queues/{queue}") => (t.replace("{queue}", "q"), empty),
