@@ -262,6 +262,14 @@ where
     loop {
         match op().await {
             Err(e) if e.db_kind() == Some(crate::DbErrorKind::Retryable) && tries < 10 => {
+                // Rivals that collided go again at different moments, or they collide again
+                // (Galera: claims through different nodes picking the same first tasks). Up
+                // to 2^tries ms, at most 64.
+                let cap = 1u64 << tries.min(6);
+                let pause = rand::random::<u64>() % (cap + 1);
+                if pause > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                }
                 tries += 1;
             }
             r => return r,

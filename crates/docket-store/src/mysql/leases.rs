@@ -9,14 +9,10 @@ impl LeaseStore for MySqlStore {
             return Ok(vec![]);
         }
         // Two claimers that lock the same new lock row at once can deadlock inside InnoDB's
-        // duplicate-key check; the loser is rolled back whole, so it is safe to go again.
-        let mut tries = 0;
-        loop {
-            match self.claim_once(&p).await {
-                Err(e) if e.db_kind() == Some(DbErrorKind::Retryable) && tries < 3 => tries += 1,
-                r => return r,
-            }
-        }
+        // duplicate-key check, and on Galera two claims through different nodes that took the
+        // same task fail certification at COMMIT (1213): the loser is rolled back whole, so it
+        // is safe to go again (`again`: up to 10 tries, a growing random pause between them).
+        crate::driver::again(|| self.claim_once(&p)).await
     }
 
     async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {

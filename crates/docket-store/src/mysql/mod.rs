@@ -37,6 +37,9 @@ const MIN_MARIADB: (u32, u32) = (10, 6);
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pool: MySqlPool,
+    /// A MariaDB Galera node (`wsrep_on`): reads wait for the cluster's commits.
+    #[allow(dead_code)]
+    galera: bool,
     /// `auto_increment_increment` when a multi-row INSERT gets consecutive ids (InnoDB's
     /// `innodb_autoinc_lock_mode` 0 or 1, MariaDB's default): then a batch is one statement and
     /// its ids follow from `LAST_INSERT_ID()`. `None` (mode 2, MySQL 8's default): row by row.
@@ -168,15 +171,29 @@ impl MySqlStore {
             .await
             .map_err(StoreError::from)
             .and_then(|r| text(&r, "v"))?;
+        // MariaDB Galera (wsrep_on): a node applies other nodes' commits a moment after they
+        // were certified, so a read there could miss a write another docket node just made
+        // through another Galera node (a batch it created, a task it enqueued). Each read waits
+        // until this node has applied what the cluster committed before it (wsrep_sync_wait=1);
+        // decisions are safe without it (they are guarded by writes certification checks).
+        let galera = sqlx::query("SHOW VARIABLES LIKE 'wsrep_on'")
+            .fetch_optional(&mut first)
+            .await?
+            .map(|r| text(&r, "Value"))
+            .transpose()?
+            .is_some_and(|v| v.eq_ignore_ascii_case("on"));
         let _ = sqlx::Connection::close(first).await;
         version_ok(&v).map_err(StoreError::Invalid)?;
         let pool = crate::driver::pool_options::<sqlx::MySql>()
             .max_connections(opts.max_connections.unwrap_or(10))
             .acquire_timeout(Duration::from_secs(10))
-            .after_connect(|conn, _| {
+            .after_connect(move |conn, _| {
                 Box::pin(async move {
                     conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
                         .await?;
+                    if galera {
+                        conn.execute("SET SESSION wsrep_sync_wait = 1").await?;
+                    }
                     Ok(())
                 })
             })
@@ -192,6 +209,7 @@ impl MySqlStore {
             pool,
             consecutive_ids,
             wake,
+            galera,
         })
     }
 
@@ -251,10 +269,12 @@ impl MySqlStore {
     }
 
     /// Holds the lock row `name` until the transaction ends (PostgreSQL:
-    /// `pg_advisory_xact_lock`). Callers take several in sorted order.
+    /// `pg_advisory_xact_lock`). Callers take several in sorted order. The row is changed, not
+    /// only locked: on MariaDB Galera only a write is certified across nodes, so two nodes
+    /// taking the same lock conflict and one of them goes again (mysql 0015).
     async fn lock(tx: &mut Transaction<'_, MySql>, name: &str) -> Result<()> {
         sqlx::query(
-            "INSERT INTO docket_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name",
+            "INSERT INTO docket_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE n = n + 1",
         )
         .bind(name)
         .execute(&mut **tx)
@@ -583,20 +603,43 @@ impl Store for MySqlStore {
     async fn migrate(&self) -> Result<()> {
         // sqlx's own lock asks GET_LOCK(name, -1), which MariaDB answers with NULL and no lock:
         // nodes started together on a fresh database then each applied 0001 (1062 on
-        // _sqlx_migrations). Our lock, on the connection that migrates, with a finite wait.
+        // _sqlx_migrations). GET_LOCK is also one server's: on Galera two nodes migrating
+        // through different database nodes both got it. Our lock is a row of its own table,
+        // taken by a write (certified cluster-wide), held at most 10 minutes.
         let mut conn = self.pool.acquire().await?;
-        let got: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
-            .fetch_one(&mut *conn)
-            .await?;
-        if got != Some(1) {
-            return Err(StoreError::Migrate(
-                "another node held the migration lock for 10 minutes".into(),
-            ));
+        let me = uuid::Uuid::new_v4().simple().to_string();
+        sqlx::query(MIGRATE_LOCK_TABLE).execute(&mut *conn).await?;
+        let give_up = std::time::Instant::now() + Duration::from_secs(600);
+        loop {
+            match sqlx::query(MIGRATE_LOCK)
+                .bind(&me)
+                .execute(&mut *conn)
+                .await
+                .map_err(StoreError::from)
+            {
+                // Another node took it at the same moment (a certification conflict).
+                Err(e) if e.db_kind() == Some(DbErrorKind::Retryable) => {}
+                r => {
+                    r?;
+                }
+            }
+            let holder: Option<String> = sqlx::query_scalar(MIGRATE_LOCK_HOLDER)
+                .fetch_optional(&mut *conn)
+                .await?;
+            if holder.as_deref() == Some(me.as_str()) {
+                break;
+            }
+            if std::time::Instant::now() > give_up {
+                return Err(StoreError::Migrate(
+                    "another node held the migration lock for 10 minutes".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let mut m = sqlx::migrate!("./migrations/mysql");
         m.set_locking(false);
         let r = m.run_direct(&mut *conn).await;
-        sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
+        sqlx::query(MIGRATE_UNLOCK).bind(&me).execute(&mut *conn).await?;
         r?;
         Ok(())
     }
@@ -615,9 +658,12 @@ impl Store for MySqlStore {
     }
 }
 
-/// The migration lock of this database (a name of at most 64 characters, as MySQL asks).
-const MIGRATE_LOCK: &str = "SELECT GET_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())), 600)";
-const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('docket_migrate_', SHA1(DATABASE())))";
+/// The migration lock of this database: its one row names the holder until `until`; a holder
+/// that died is replaced once its 10 minutes are over.
+const MIGRATE_LOCK_TABLE: &str = "CREATE TABLE IF NOT EXISTS docket_migrate_lock (id TINYINT NOT NULL PRIMARY KEY, holder CHAR(32) NOT NULL, until DATETIME(6) NOT NULL)";
+const MIGRATE_LOCK: &str = "INSERT INTO docket_migrate_lock (id, holder, until) VALUES (1, ?, NOW(6) + INTERVAL 600 SECOND) ON DUPLICATE KEY UPDATE holder = IF(until < NOW(6), VALUES(holder), holder), until = IF(until < NOW(6), VALUES(until), until)";
+const MIGRATE_LOCK_HOLDER: &str = "SELECT holder FROM docket_migrate_lock WHERE id = 1";
+const MIGRATE_UNLOCK: &str = "DELETE FROM docket_migrate_lock WHERE id = 1 AND holder = ?";
 
 crate::sql::statements!("mysql": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
 

@@ -150,14 +150,22 @@ impl TestStore {
         }
     }
 
-    /// Another store on the same database (schema or file), as a second node would open it.
+    /// The server a second node reaches MySQL through: `DOCKET_TEST_MYSQL_URL_2` when set (another
+    /// node of a Galera cluster, issue 38: the two nodes then write through different database
+    /// nodes), else [`TestStore::mysql_url`]'s.
+    pub fn mysql_url_2() -> String {
+        std::env::var("DOCKET_TEST_MYSQL_URL_2").unwrap_or_else(|_| Self::mysql_url())
+    }
+
+    /// Another store on the same database (schema or file), as a second node would open it
+    /// (on MySQL through [`TestStore::mysql_url_2`]).
     ///
     /// # Panics
     /// When the database cannot be reached.
     pub async fn another_node(&self) -> Arc<dyn Store> {
         let opts = match (&self.schema, self.path()) {
             (Some(db), _) if self.store.backend() == Backend::MySql => ConnectOptions {
-                url: Self::mysql_db_url(db),
+                url: crate::mysql::MySqlStore::url_with_database(&Self::mysql_url_2(), db),
                 schema: None,
                 max_connections: Some(self.max_connections),
                 relaxed_commit: true,
