@@ -11,6 +11,8 @@
 
 pub mod nats;
 pub mod rabbitmq;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use docket_engine::process::{check_sink_name, Sink, SinkSpec};
 use std::sync::Arc;

@@ -9,6 +9,7 @@ use docket_core::process::{NewEvent, ProcessorReply, ProcessorRequest, Processor
 use docket_core::SystemClock;
 use docket_engine::process::{ProcessService, Processor, Request, SinkSpec};
 use docket_engine::{Engine, EngineConfig};
+use docket_sinks::testing::NatsServer;
 use docket_sinks::SinkConfig;
 use docket_store::testing::TestStore;
 use docket_store::{NotificationListParams, Store};
@@ -50,81 +51,6 @@ impl Processor for Emit {
             response: json!("ok"),
             action: None,
         })
-    }
-}
-
-/// A private nats-server with JetStream on its own port and store directory.
-struct NatsServer {
-    child: std::process::Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl NatsServer {
-    fn start() -> NatsServer {
-        Self::start_with("")
-    }
-
-    /// With `conf` as its configuration file (e.g. `max_payload: 2048`).
-    fn start_with(conf: &str) -> NatsServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("nats.conf"), conf).unwrap();
-        let child = Self::spawn(port, dir.path());
-        NatsServer { child, port, dir }
-    }
-
-    fn spawn(port: u16, dir: &std::path::Path) -> std::process::Child {
-        let child = std::process::Command::new("nats-server")
-            .arg("-c")
-            .arg(dir.join("nats.conf"))
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("nats-server (scripts/test.sh installs it)");
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "nats-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    /// Killed (SIGKILL).
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Started again on the same port and store, with configuration `conf`.
-    fn start_again_with(&mut self, conf: &str) {
-        std::fs::write(self.dir.path().join("nats.conf"), conf).unwrap();
-        self.start_again();
-    }
-
-    /// Started again on the same port and store.
-    fn start_again(&mut self) {
-        self.child = Self::spawn(self.port, self.dir.path());
-    }
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

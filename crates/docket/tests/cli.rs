@@ -3025,12 +3025,15 @@ fn get_text(url: &str) -> String {
 }
 
 /// `[[sinks]]` in the config file: a namespace's notifications and a queue's task events go to
-/// the machine's NATS (JetStream, a stream of this test's own), and a sink whose broker is not there fails
-/// nothing — process calls answer, its failures are counted in `/metrics` and shown on the
+/// NATS JetStream — a private `nats-server` of this test's own (`docket_sinks::testing`, as the
+/// sinks' tests start), never one the machine may run on 4222, which `scripts/test.sh` does not
+/// start and Debian's package runs without JetStream — and a sink whose broker is not there
+/// fails nothing: process calls answer, its failures are counted in `/metrics` and shown on the
 /// dashboard. A bad `[[sinks]]` entry stops the server before anything starts.
 #[test]
 fn serve_publishes_to_sinks_from_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
+    let nats = docket_sinks::testing::NatsServer::start();
     let (p, proc_port) = spawn_processor();
     let _p = Killed(p);
     let port = free_port();
@@ -3042,11 +3045,12 @@ fn serve_publishes_to_sinks_from_the_config_file() {
         format!(
             "listen = \"127.0.0.1:{port}\"\ndatabase = \"sqlite://{}\"\n\n\
              [namespaces.orders]\nprocessor = {{ url = \"http://127.0.0.1:{proc_port}/\" }}\n\n\
-             [[sinks]]\nname = \"js\"\ntype = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\n\
+             [[sinks]]\nname = \"js\"\ntype = \"nats\"\nurl = \"{nats}\"\n\
              namespaces = [\"orders\"]\nqueues = [\"mail\"]\nsubject_prefix = \"cli{id}\"\nstream = \"CLI{id}\"\n\n\
              [[sinks]]\nname = \"gone\"\ntype = \"rabbitmq\"\n\
              url = \"amqp://guest:guest@127.0.0.1:{dead}/%2f\"\nnamespaces = [\"*\"]\n",
-            dir.path().join("s.db").display()
+            dir.path().join("s.db").display(),
+            nats = nats.url(),
         ),
     )
     .unwrap();

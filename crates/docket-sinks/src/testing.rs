@@ -1,0 +1,105 @@
+//! Test fixtures (feature `testing`): a private `nats-server` with JetStream, for this crate's
+//! tests and the CLI's. A test never relies on a NATS the machine may run on 4222: Debian's
+//! `nats-server` package starts one without JetStream, and a clean machine has none;
+//! `scripts/test.sh` installs the binary, each test starts its own.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private `nats-server` with JetStream (`-js`) on its own port and store directory, killed
+/// when dropped.
+pub struct NatsServer {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl NatsServer {
+    /// Started on a free port of 127.0.0.1 with an empty configuration file; returns once it
+    /// takes connections.
+    ///
+    /// # Panics
+    /// When `nats-server` is not on the `PATH` or does not listen within 20 s.
+    pub fn start() -> NatsServer {
+        Self::start_with("")
+    }
+
+    /// [`NatsServer::start`] with `conf` as its configuration file (e.g. `max_payload: 2048`).
+    ///
+    /// # Panics
+    /// As [`NatsServer::start`].
+    pub fn start_with(conf: &str) -> NatsServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("nats.conf"), conf).unwrap();
+        let child = Self::spawn(port, dir.path());
+        NatsServer { child, port, dir }
+    }
+
+    fn spawn(port: u16, dir: &Path) -> Child {
+        let mut child = Command::new("nats-server")
+            .arg("-c")
+            .arg(dir.join("nats.conf"))
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server (scripts/test.sh installs it)");
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if t0.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("nats-server did not start on port {port}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
+    /// Its port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Killed (SIGKILL).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Started again on the same port and store, with configuration `conf`.
+    ///
+    /// # Panics
+    /// As [`NatsServer::start`].
+    pub fn start_again_with(&mut self, conf: &str) {
+        std::fs::write(self.dir.path().join("nats.conf"), conf).unwrap();
+        self.start_again();
+    }
+
+    /// Started again on the same port and store.
+    ///
+    /// # Panics
+    /// As [`NatsServer::start`].
+    pub fn start_again(&mut self) {
+        self.child = Self::spawn(self.port, self.dir.path());
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
