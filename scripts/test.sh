@@ -188,6 +188,8 @@ my -e "select concat('drop database \`', table_schema, '\`;') from information_s
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop schema \"' || nspname || '\" cascade;' from pg_namespace
   where nspname ~ '^(t|cli|cli_pgt|pgt|docket_bench|bench_pgt|fuzz)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
 say "architecture: scripts/check-architecture.py (SQL in .sql files, edges off the store, no loops of files)"
+# Its own tests first (fixture trees with each violation and a clean one), then the check.
+python3 scripts/test_check_architecture.py
 python3 scripts/check-architecture.py
 # The book (docs/): built, its API reference rendered and every link checked; the whole suite
 # only (extra arguments run a part of `cargo test`).
