@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs docket's whole test suite against a real PostgreSQL and real SQLite files, and builds
 # and link-checks the book (scripts/docs.sh).
-# Installs and starts PostgreSQL, MariaDB and RabbitMQ when missing or down, installs nats-server
+# Installs and starts PostgreSQL, MariaDB, a three-node MariaDB Galera cluster (scripts/galera.sh)
+# and RabbitMQ when missing or down, installs nats-server
 # (the sink tests start their own), and installs Chromium and
 # chromedriver for the dashboard test (Debian/Ubuntu, as root); clients/test.sh installs what
 # the native clients need (a Python venv, npm packages, Go with apt).
@@ -198,6 +199,20 @@ if [ $# -eq 0 ]; then
   scripts/docs.sh
 fi
 cargo test --workspace "$@"
+# MariaDB Galera (issue 38): the store's conformance suite and the engine's tests of the MySQL
+# backend again, on a three-node cluster (scripts/galera.sh starts it), each second node writing
+# through another Galera node than the first (DOCKET_TEST_MYSQL_URL_2).
+if [ $# -eq 0 ] && [ "${DOCKET_SKIP_GALERA:-}" != 1 ]; then
+  say "Galera: scripts/galera.sh start, then the MySQL backend's store and engine tests across its nodes"
+  scripts/galera.sh start
+  mariadb -h 127.0.0.1 -P 3311 -u root -N -B -e "select concat('drop database \`', schema_name, '\`;')
+    from information_schema.schemata where schema_name regexp '^t_[0-9a-f]{32}$'" \
+    | mariadb -h 127.0.0.1 -P 3311 -u root >/dev/null 2>&1 || true
+  DOCKET_TEST_MYSQL_URL=mysql://root@127.0.0.1:3311/test DOCKET_TEST_MYSQL_URL_2=mysql://root@127.0.0.1:3312/test \
+    cargo test -p docket-store --test conformance mysql
+  DOCKET_TEST_MYSQL_URL=mysql://root@127.0.0.1:3311/test DOCKET_TEST_MYSQL_URL_2=mysql://root@127.0.0.1:3312/test \
+    cargo test -p docket-engine mysql
+fi
 # Databases of the pg_task idle test that a failed run left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop database \"' || datname || '\" with (force);' from pg_database
   where datname ~ '^pgt_idle_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
