@@ -183,6 +183,62 @@ func TestClient(t *testing.T) {
 	})
 }
 
+// TestListFindsByTraceIDUniqueKeyAndWorker: ListTasks with TraceID, UniqueKey and Worker finds
+// exactly their tasks, running or finished, alone and with the other filters (issue 37 item 7).
+func TestListFindsByTraceIDUniqueKeyAndWorker(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		b16 := make([]byte, 16)
+		_, _ = rand.Read(b16)
+		trace, worker := hex.EncodeToString(b16), "w-"+q
+		a := must(c.Enqueue(ctx, NewTask{Kind: "s", Payload: 1, Queue: q, TraceID: trace, UniqueKey: q + "-a"})).ID
+		b := must(c.Enqueue(ctx, NewTask{Kind: "s", Payload: 2, Queue: q, UniqueKey: q + "-b"})).ID
+		cc := must(c.Enqueue(ctx, NewTask{Kind: "s", Payload: 3, Queue: q})).ID
+		// The same trace in another queue: a trace id names no single task.
+		d := must(c.Enqueue(ctx, NewTask{Kind: "s", Payload: 4, Queue: q + "-x", TraceID: trace})).ID
+		got := must(c.Claim(ctx, q, ClaimRequest{Worker: worker, Limit: 2, Kinds: []string{"s"}}))
+		if len(got) != 2 || got[0].ID+got[1].ID != a+b {
+			t.Fatalf("claimed %+v", got)
+		}
+		for _, task := range got {
+			if task.ID == a {
+				must(c.Complete(ctx, a, CompleteRequest{Lease: task.Lease.Token, Result: "ok"}))
+			}
+		}
+		if s := must(c.GetTask(ctx, a)).State; s != "completed" {
+			t.Fatal(s)
+		}
+		if s := must(c.GetTask(ctx, cc)).State; s != "available" {
+			t.Fatal(s)
+		}
+		check := func(f TaskFilter, want ...int64) {
+			t.Helper()
+			f.Limit = 100
+			var ids []int64
+			for _, task := range must(c.ListTasks(ctx, f)).Tasks {
+				ids = append(ids, task.ID)
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(want) {
+				t.Fatalf("%+v: found %v, want %v", f, ids, want)
+			}
+		}
+		check(TaskFilter{TraceID: trace}, a, d)
+		check(TaskFilter{TraceID: strings.ToUpper(trace)}, a, d)
+		check(TaskFilter{TraceID: trace, Queue: q}, a)
+		check(TaskFilter{TraceID: strings.Repeat("f", 32)})
+		check(TaskFilter{UniqueKey: q + "-a"}, a)
+		check(TaskFilter{UniqueKey: q + "-b", State: "running"}, b)
+		check(TaskFilter{UniqueKey: q + "-b", State: "completed,available"})
+		check(TaskFilter{Worker: worker}, a, b)
+		check(TaskFilter{Worker: worker, Order: "desc"}, b, a)
+		check(TaskFilter{Worker: worker, State: "completed"}, a)
+		check(TaskFilter{Worker: worker, TraceID: trace}, a)
+		check(TaskFilter{Worker: worker, UniqueKey: q + "-b"}, b)
+		check(TaskFilter{Worker: "nobody-" + q})
+	})
+}
+
 func TestWorker(t *testing.T) {
 	eachServer(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()

@@ -1,6 +1,7 @@
 """The client against real servers (SQLite and PostgreSQL)."""
 import asyncio
 import time
+import uuid
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -45,6 +46,39 @@ def test_enqueue_many_list_and_page(client, queue):
     rest = client.list_tasks(queue=queue, limit=100, after=page["next_after"])
     assert len(rest["tasks"]) == 15
     assert client.list_tasks(queue=queue, state=["available", "running"], kind="n", limit=100)["tasks"]
+
+
+def test_list_finds_by_trace_id_unique_key_and_worker(client, queue):
+    """list_tasks(trace_id=, unique_key=, worker=): exactly their tasks, running or finished,
+    alone and with the other filters (issue 37 item 7)."""
+    trace, worker = uuid.uuid4().hex, f"w-{queue}"
+    a = client.enqueue("s", 1, queue=queue, trace_id=trace, unique_key=f"{queue}-a")["id"]
+    b = client.enqueue("s", 2, queue=queue, unique_key=f"{queue}-b")["id"]
+    c = client.enqueue("s", 3, queue=queue)["id"]
+    # The same trace in another queue: a trace id names no single task.
+    d = client.enqueue("s", 4, queue=f"{queue}-x", trace_id=trace)["id"]
+    claimed = client.claim(queue, worker, limit=2, kinds=["s"])
+    assert sorted(t["id"] for t in claimed) == [a, b]
+    done = next(t for t in claimed if t["id"] == a)
+    client.complete(a, done["lease"]["token"], "ok")
+    assert client.get_task(a)["state"] == "completed" and client.get_task(c)["state"] == "available"
+
+    def ids(**f):
+        return [t["id"] for t in client.list_tasks(limit=100, **f)["tasks"]]
+
+    assert ids(trace_id=trace) == [a, d]
+    assert ids(trace_id=trace.upper()) == [a, d]
+    assert ids(trace_id=trace, queue=queue) == [a]
+    assert ids(trace_id=uuid.uuid4().hex) == []
+    assert ids(unique_key=f"{queue}-a") == [a]
+    assert ids(unique_key=f"{queue}-b", state="running") == [b]
+    assert ids(unique_key=f"{queue}-b", state=["completed", "available"]) == []
+    assert ids(worker=worker) == [a, b]
+    assert ids(worker=worker, order="desc") == [b, a]
+    assert ids(worker=worker, state="completed") == [a]
+    assert ids(worker=worker, trace_id=trace) == [a]
+    assert ids(worker=worker, unique_key=f"{queue}-b") == [b]
+    assert ids(worker=f"nobody-{queue}") == []
 
 
 def test_errors_carry_docket_codes(client, queue):

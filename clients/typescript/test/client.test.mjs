@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { createServer } from "node:http";
+import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { Client, DocketError, NextStage, Permanent, Processor, ProcessorFailure, Retry, Worker, parseDuration, taskSpec, timer } from "../dist/index.js";
 import { SERVERS, runUntil, sleep, uniq, waitFor } from "./helpers.mjs";
@@ -49,6 +50,34 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.equal((await c.getSchedule(name)).cron, "0 3 * * *");
     await c.deleteSchedule(name);
     await assert.rejects(c.getSchedule(name), (e) => e.code === "not_found");
+  });
+
+  test(`${backend}: listTasks finds tasks by trace id, unique key and worker`, async () => {
+    const queue = uniq();
+    const trace = randomUUID().replaceAll("-", ""), worker = `w-${queue}`;
+    const a = (await c.enqueue("s", 1, { queue, traceId: trace, uniqueKey: `${queue}-a` })).id;
+    const b = (await c.enqueue("s", 2, { queue, uniqueKey: `${queue}-b` })).id;
+    const cc = (await c.enqueue("s", 3, { queue })).id;
+    // The same trace in another queue: a trace id names no single task.
+    const d = (await c.enqueue("s", 4, { queue: `${queue}-x`, traceId: trace })).id;
+    const got = await c.claim(queue, { worker, limit: 2, kinds: ["s"] });
+    assert.deepEqual(got.map((t) => t.id).sort((x, y) => x - y), [a, b]);
+    await c.complete(a, got.find((t) => t.id === a).lease.token, "ok");
+    assert.equal((await c.getTask(a)).state, "completed"); assert.equal((await c.getTask(cc)).state, "available");
+    const ids = async (f) => (await c.listTasks({ limit: 100, ...f })).tasks.map((t) => t.id);
+    assert.deepEqual(await ids({ trace_id: trace }), [a, d]);
+    assert.deepEqual(await ids({ trace_id: trace.toUpperCase() }), [a, d]);
+    assert.deepEqual(await ids({ trace_id: trace, queue }), [a]);
+    assert.deepEqual(await ids({ trace_id: randomUUID().replaceAll("-", "") }), []);
+    assert.deepEqual(await ids({ unique_key: `${queue}-a` }), [a]);
+    assert.deepEqual(await ids({ unique_key: `${queue}-b`, state: "running" }), [b]);
+    assert.deepEqual(await ids({ unique_key: `${queue}-b`, state: ["completed", "available"] }), []);
+    assert.deepEqual(await ids({ worker }), [a, b]);
+    assert.deepEqual(await ids({ worker, order: "desc" }), [b, a]);
+    assert.deepEqual(await ids({ worker, state: "completed" }), [a]);
+    assert.deepEqual(await ids({ worker, trace_id: trace }), [a]);
+    assert.deepEqual(await ids({ worker, unique_key: `${queue}-b` }), [b]);
+    assert.deepEqual(await ids({ worker: `nobody-${queue}` }), []);
   });
 
   test(`${backend}: batches: tasks, progress, a callback once every task finished`, async () => {

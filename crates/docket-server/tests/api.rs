@@ -1379,6 +1379,127 @@ async fn trace_ids_and_attempt_costs(n: Node) {
     assert!((25..60_000).contains(&cost), "attempt cost {cost} ms");
 }
 
+/// Issue 37 item 7: `GET /v1/tasks?trace_id=&unique_key=&worker=` find exactly their tasks —
+/// waiting, running, finished (MySQL's `docket_tasks_done`) and retried on another worker — on
+/// their own, with each other and with the other filters, in either order and page by page.
+async fn tasks_found_by_trace_id_unique_key_and_worker(n: Node) {
+    let n = &n;
+    let q = format!("s{}", uuid::Uuid::new_v4().simple());
+    let q2 = format!("{q}x");
+    let (ta, tb) = (
+        "0af7651916cd43dd8448eb211c80319c",
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+    );
+    let (ua, uc) = (format!("ua-{q}"), format!("uc-{q}"));
+    let add = |body: Value| async move {
+        let (st, t) = n.call("POST", "/v1/tasks", Some(body)).await;
+        assert_eq!(st, StatusCode::CREATED, "{t}");
+        t["id"].as_i64().unwrap()
+    };
+    let a = add(json!({"queue": q, "kind": "ka", "trace_id": ta, "unique_key": ua})).await;
+    let b = add(json!({"queue": q, "kind": "kb", "trace_id": tb, "max_attempts": 3})).await;
+    let c = add(json!({"queue": q, "kind": "kc", "unique_key": uc})).await;
+    // Another task of trace `ta`, in another queue: a trace id names no single task.
+    let d = add(json!({"queue": q2, "kind": "ka", "trace_id": ta})).await;
+    // a: run by wa, completed.
+    let got = n
+        .claim(&q, json!({"worker": "wa", "limit": 1, "kinds": ["ka"]}))
+        .await;
+    assert_eq!(got[0]["id"], a);
+    let (st, v) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{a}/complete"),
+            Some(json!({"lease": got[0]["lease"]["token"], "result": 1})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    // b: failed on wa, run again at once and now running on wb — its last attempt is wb's.
+    let got = n
+        .claim(&q, json!({"worker": "wa", "limit": 1, "kinds": ["kb"]}))
+        .await;
+    assert_eq!(got[0]["id"], b);
+    let (st, v) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{b}/fail"),
+            Some(json!({"lease": got[0]["lease"]["token"], "error": "once"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = n
+        .call("POST", &format!("/v1/tasks/{b}/run-now"), None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let got = n
+        .claim(&q, json!({"worker": "wb", "limit": 1, "kinds": ["kb"]}))
+        .await;
+    assert_eq!(got[0]["id"], b);
+    assert_eq!(n.task(a).await["state"], "completed");
+    assert_eq!(n.task(b).await["state"], "running");
+    assert_eq!(n.task(c).await["state"], "available");
+    // Every id the query finds, page after page.
+    let found = |query: String| async move {
+        let mut ids = vec![];
+        let mut after = String::new();
+        for _ in 0..20 {
+            let (st, v) = n
+                .call("GET", &format!("/v1/tasks?{query}{after}"), None)
+                .await;
+            assert_eq!(st, StatusCode::OK, "{query}: {v}");
+            ids.extend(
+                v["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["id"].as_i64().unwrap()),
+            );
+            match v["next_after"].as_i64() {
+                Some(next) => after = format!("&after={next}"),
+                None => return ids,
+            }
+        }
+        panic!("{query}: paging did not end");
+    };
+    assert_eq!(found(format!("trace_id={ta}")).await, vec![a, d]);
+    assert_eq!(
+        found(format!("trace_id={}", ta.to_ascii_uppercase())).await,
+        vec![a, d],
+        "a trace id is hex, whatever its case"
+    );
+    assert_eq!(found(format!("trace_id={ta}&order=desc")).await, vec![d, a]);
+    assert_eq!(found(format!("trace_id={ta}&limit=1")).await, vec![a, d]);
+    let (_, first) = n
+        .call("GET", &format!("/v1/tasks?trace_id={ta}&limit=1"), None)
+        .await;
+    assert_eq!(first["tasks"].as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(found(format!("trace_id={ta}&queue={q}")).await, vec![a]);
+    assert_eq!(found(format!("trace_id={tb}")).await, vec![b]);
+    assert!(found("trace_id=ffffffffffffffffffffffffffffffff".into())
+        .await
+        .is_empty());
+    assert_eq!(found(format!("unique_key={ua}")).await, vec![a]);
+    assert_eq!(found(format!("unique_key={uc}")).await, vec![c]);
+    assert_eq!(
+        found(format!("unique_key={ua}&state=completed")).await,
+        vec![a]
+    );
+    assert!(found(format!("unique_key={ua}&state=available,running"))
+        .await
+        .is_empty());
+    assert!(found(format!("unique_key=none-{q}")).await.is_empty());
+    assert_eq!(found("worker=wa".into()).await, vec![a]);
+    assert_eq!(found("worker=wb".into()).await, vec![b]);
+    assert!(found("worker=wc".into()).await.is_empty());
+    assert_eq!(found(format!("worker=wa&trace_id={ta}")).await, vec![a]);
+    assert!(found(format!("worker=wb&trace_id={ta}")).await.is_empty());
+    assert_eq!(
+        found(format!("worker=wa&unique_key={ua}&trace_id={ta}")).await,
+        vec![a]
+    );
+    assert!(found(format!("worker=wa&unique_key={uc}")).await.is_empty());
+}
+
 /// Issue 9: every duration and time is bounded at the edge, NUL is refused, and the values at
 /// the very edge of the bounds neither panic a handler nor stop maintenance.
 async fn hostile_durations_times_and_nul(n: Node) {
@@ -1990,6 +2111,7 @@ both!(
     hostile_durations_times_and_nul,
     attempt_timeout_is_enforced,
     trace_ids_and_attempt_costs,
+    tasks_found_by_trace_id_unique_key_and_worker,
     docket_metrics,
     lifecycle,
     batch_complete_and_fail,

@@ -1027,6 +1027,71 @@ fn user_task_lists_from_the_cli(backend: &str) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("user_id"));
 }
 
+/// Issue 37 item 7: `docket task list --trace-id / --unique-key / --worker` find exactly their
+/// tasks (a trace id in either case, finished tasks too), alone and with the other flags.
+fn task_search_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let a = s.add(&[
+        "--queue",
+        "sq",
+        "--kind",
+        "k",
+        "--payload",
+        "1",
+        "--unique-key",
+        "ua",
+    ]);
+    let b = s.add(&["--queue", "sq", "--kind", "k", "--payload", "2"]);
+    let c = s.add(&["--queue", "other", "--kind", "k", "--unique-key", "uc"]);
+    // A worker named search-w runs a and b; c waits in a queue no worker takes.
+    let w = s.worker(&["--queue", "sq", "--name", "search-w"], &["cat"]);
+    for id in [a, b] {
+        s.wait_for(id, "completed", |t| t["state"] == "completed");
+    }
+    drop(w);
+    let trace_a = s.task(a)["trace_id"].as_str().unwrap().to_string();
+    let trace_c = s.task(c)["trace_id"].as_str().unwrap().to_string();
+    assert_ne!(trace_a, trace_c);
+    let list = |args: &[&str]| -> Vec<i64> {
+        let mut v = vec!["task", "list", "--json"];
+        v.extend_from_slice(args);
+        let out: Value = serde_json::from_str(&s.ok(&v)).unwrap();
+        out.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(list(&["--trace-id", &trace_a]), vec![a]);
+    assert_eq!(
+        list(&["--trace-id", &trace_a.to_ascii_uppercase()]),
+        vec![a]
+    );
+    assert_eq!(list(&["--trace-id", &trace_c]), vec![c]);
+    assert!(list(&["--trace-id", &trace_c, "--queue", "sq"]).is_empty());
+    assert_eq!(list(&["--unique-key", "ua"]), vec![a]);
+    assert_eq!(
+        list(&["--unique-key", "uc", "--state", "available"]),
+        vec![c]
+    );
+    assert!(list(&["--unique-key", "uc", "--state", "completed"]).is_empty());
+    assert!(list(&["--unique-key", "nobody"]).is_empty());
+    assert_eq!(list(&["--worker", "search-w"]), vec![a, b]);
+    assert_eq!(list(&["--worker", "search-w", "--desc"]), vec![b, a]);
+    assert_eq!(
+        list(&["--worker", "search-w", "--trace-id", &trace_a]),
+        vec![a]
+    );
+    assert!(list(&["--worker", "search-w", "--unique-key", "uc"]).is_empty());
+    assert!(list(&["--worker", "nobody"]).is_empty());
+    // The table names the task it found.
+    let table = s.ok(&["task", "list", "--unique-key", "uc"]);
+    assert!(
+        table.lines().count() == 2 && table.contains("other"),
+        "{table}"
+    );
+}
+
 /// Issue 26 item 2: `docket batch create/add/seal/show/list`; a bad spec is one clear line and
 /// a non-zero exit.
 fn batches_from_the_cli(backend: &str) {
@@ -1846,6 +1911,7 @@ both!(
     linear_backoff_from_the_cli,
     node_drain_from_the_cli,
     user_task_lists_from_the_cli,
+    task_search_from_the_cli,
     worker_claims_only_its_kinds,
     odd_queue_names_reach_their_own_routes,
     worker_enforces_the_timeout,

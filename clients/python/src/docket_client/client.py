@@ -126,12 +126,19 @@ class _Api:
 
     def list_tasks(self, queue: Optional[str] = None, state: Union[str, Sequence[str], None] = None,
                    kind: Optional[str] = None, limit: Optional[int] = None,
-                   after: Optional[int] = None, **filters: Any) -> Any:
+                   after: Optional[int] = None, *, trace_id: Optional[str] = None,
+                   unique_key: Optional[str] = None, worker: Optional[str] = None,
+                   **filters: Any) -> Any:
         """``GET /v1/tasks`` → ``TaskPage`` ``{"tasks", "next_after"}`` (keyset paging: pass
-        ``after=page["next_after"]``). ``state`` takes one state or several."""
+        ``after=page["next_after"]``). ``state`` takes one state or several. ``trace_id`` (any
+        case), ``unique_key`` and ``worker`` (the worker of a task's last attempt) find tasks by
+        those fields; ``trace_id``, ``worker`` and ``text`` read at most 100,000 ids per page
+        (``next_after`` goes on past them). Other filters (``text``, ``user_id``,
+        ``concurrency_key``, ``order``) are passed as they are."""
         if state is not None and not isinstance(state, str):
             state = ",".join(state)
         params = _drop_none(dict(queue=queue, state=state, kind=kind, limit=limit, after=after,
+                                 trace_id=trace_id, unique_key=unique_key, worker=worker,
                                  **filters))
         return self._call("GET", "/v1/tasks", params=params)
 
