@@ -328,11 +328,20 @@ pub(crate) const TRUST_IDLE: std::time::Duration = std::time::Duration::from_sec
 /// every acquire by default — one more round trip before each transaction of the hot path (a
 /// claim was six round trips, where the ping was one; issue 24). A connection that dies within
 /// the second fails the statement it carries, as any statement in flight would.
-pub(crate) fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
+///
+/// With several hosts in the URL ([`crate::failover`]), a connection made before the node moved
+/// to another host is dropped instead of handed out.
+pub(crate) fn pool_options<DB: sqlx::Database>(
+    switch: Option<std::sync::Arc<crate::failover::Switch>>,
+) -> sqlx::pool::PoolOptions<DB> {
     sqlx::pool::PoolOptions::<DB>::new()
         .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
+        .before_acquire(move |conn, meta| {
+            let stale = switch.as_ref().is_some_and(|s| s.stale(meta.age));
             Box::pin(async move {
+                if stale {
+                    return Ok(false);
+                }
                 if meta.idle_for >= TRUST_IDLE {
                     sqlx::Connection::ping(conn).await?;
                 }

@@ -27,6 +27,7 @@ mod batches;
 mod decode;
 mod driver;
 mod error;
+pub mod failover;
 mod leases;
 mod local_wake;
 mod maintenance;

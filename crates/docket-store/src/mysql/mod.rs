@@ -137,13 +137,26 @@ impl MySqlStore {
                     .into(),
             ));
         }
-        let url = match opts.url.strip_prefix("mariadb://") {
+        let all = match opts.url.strip_prefix("mariadb://") {
             Some(rest) => format!("mysql://{rest}"),
             None => opts.url.clone(),
         };
-        let base = MySqlConnectOptions::from_str(&url)?
-            .charset("utf8mb4")
-            .timezone(Some("+00:00".to_string()));
+        // Several hosts (a Galera cluster's nodes): the first that takes writes, and a watcher
+        // that moves the pool on when it stops (crate::failover).
+        let urls = crate::failover::hosts(&all)?;
+        let options = urls
+            .iter()
+            .map(|u| Self::options(u))
+            .collect::<Result<Vec<_>>>()?;
+        let switch = if urls.len() > 1 {
+            let first = crate::failover::first_writable(&urls, &Self::probe).await?;
+            Some(std::sync::Arc::new(crate::failover::Switch::new(first)))
+        } else {
+            None
+        };
+        let at = switch.as_ref().map_or(0, |s| s.current());
+        let url = urls[at].clone();
+        let base = options[at].clone();
         // One connection first: a refused connection or a wrong password is reported as it
         // is, at once (the pool would retry until its acquire timeout and say only that), and
         // the version is checked before anything is created.
@@ -184,7 +197,7 @@ impl MySqlStore {
             .is_some_and(|v| v.eq_ignore_ascii_case("on"));
         let _ = sqlx::Connection::close(first).await;
         version_ok(&v).map_err(StoreError::Invalid)?;
-        let pool = crate::driver::pool_options::<sqlx::MySql>()
+        let pool = crate::driver::pool_options::<sqlx::MySql>(switch.clone())
             .max_connections(opts.max_connections.unwrap_or(10))
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(move |conn, _| {
@@ -204,12 +217,59 @@ impl MySqlStore {
             .await?;
         let (mode, inc): (i64, i64) = (r.try_get("m")?, r.try_get("i")?);
         let consecutive_ids = (mode <= 1 && inc >= 1).then_some(inc);
+        if let Some(switch) = switch {
+            let (apply_to, closed) = (pool.clone(), pool.clone());
+            crate::failover::watch(
+                urls,
+                switch,
+                Self::probe,
+                move |i| apply_to.set_connect_options(options[i].clone()),
+                move || closed.is_closed(),
+            );
+        }
         let wake = crate::local_wake::LocalWake::default();
         Ok(MySqlStore {
             pool,
             consecutive_ids,
             wake,
             galera,
+        })
+    }
+
+    /// The connection options of one host's URL.
+    fn options(url: &str) -> Result<MySqlConnectOptions> {
+        Ok(MySqlConnectOptions::from_str(url)?
+            .charset("utf8mb4")
+            .timezone(Some("+00:00".to_string())))
+    }
+
+    /// Whether the host of `url` takes writes now: not `read_only` (a replica), and on Galera
+    /// in the primary component (a node cut off from it still answers `SELECT 1`, but refuses
+    /// every table, 1047).
+    async fn probe(url: String) -> Result<()> {
+        // The server, not the database: a database not created yet is created on the host
+        // chosen.
+        let server = Self::url_with_database(&url, "");
+        let mut c = sqlx::MySqlConnection::connect_with(&Self::options(&server)?).await?;
+        let read_only: i64 = sqlx::query_scalar("SELECT @@read_only")
+            .fetch_one(&mut c)
+            .await?;
+        let cluster = sqlx::query("SHOW STATUS LIKE 'wsrep_cluster_status'")
+            .fetch_optional(&mut c)
+            .await?
+            .map(|r| text(&r, "Value"))
+            .transpose()?;
+        let _ = sqlx::Connection::close(c).await;
+        let why = if read_only != 0 {
+            "read_only"
+        } else if cluster.as_deref().is_some_and(|s| s != "Primary") {
+            "a Galera node outside the primary component"
+        } else {
+            return Ok(());
+        };
+        Err(StoreError::Database {
+            kind: DbErrorKind::Unavailable,
+            message: format!("{why}: it takes no writes"),
         })
     }
 

@@ -131,14 +131,21 @@ impl PgStore {
         if schema.is_empty() || schema.contains('"') {
             return Err(StoreError::Invalid(format!("bad schema name {schema:?}")));
         }
-        let mut base =
-            PgConnectOptions::from_str(&opts.url)?.log_statements(tracing::log::LevelFilter::Debug);
-        // TLS only when asked for (`sslmode=require|verify-ca|verify-full` in the URL, or
-        // PGSSLMODE): sqlx's default, `prefer`, would encrypt without checking anything and pay
-        // a handshake per connection.
-        if !opts.url.contains("sslmode=") && std::env::var_os("PGSSLMODE").is_none() {
-            base = base.ssl_mode(sqlx::postgres::PgSslMode::Disable);
-        }
+        // Several hosts (a primary and its standbys): the first that takes writes, and a
+        // watcher that moves the pools on when it stops — libpq's
+        // target_session_attrs=read-write (crate::failover).
+        let urls = crate::failover::hosts(&opts.url)?;
+        let bases = urls
+            .iter()
+            .map(|u| Self::options(u))
+            .collect::<Result<Vec<_>>>()?;
+        let switch = if urls.len() > 1 {
+            let first = crate::failover::first_writable(&urls, &Self::probe).await?;
+            Some(std::sync::Arc::new(crate::failover::Switch::new(first)))
+        } else {
+            None
+        };
+        let base = bases[switch.as_ref().map_or(0, |s| s.current())].clone();
         if schema != "public" {
             let mut c = base.connect().await?;
             sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
@@ -160,31 +167,77 @@ impl PgStore {
         // 10 million finished tasks, for a range of a few rows the planner could not size (a
         // subquery's bound; EXPLAIN ANALYZE, issue 27), and they would take the cores claimers
         // need; the one big statement, the hourly recount, runs on one core.
-        let conn = base.options([
-            ("search_path", schema.as_str()),
-            ("jit", "off"),
-            ("max_parallel_workers_per_gather", "0"),
-        ]);
-        let pool = crate::driver::pool_options::<Postgres>()
-            .max_connections(opts.max_connections.unwrap_or(10))
-            .connect_with(conn.clone())
-            .await?;
         let commit = if opts.relaxed_commit { "off" } else { "on" };
-        let claim_conn = conn.options([
-            ("enable_sort", "off"),
-            ("enable_seqscan", "off"),
-            ("synchronous_commit", commit),
-        ]);
-        let claim_pool = crate::driver::pool_options::<Postgres>()
+        let sessions = |base: &PgConnectOptions| {
+            let conn = base.clone().options([
+                ("search_path", schema.as_str()),
+                ("jit", "off"),
+                ("max_parallel_workers_per_gather", "0"),
+            ]);
+            let claim = conn.clone().options([
+                ("enable_sort", "off"),
+                ("enable_seqscan", "off"),
+                ("synchronous_commit", commit),
+            ]);
+            (conn, claim)
+        };
+        let (conn, claim_conn) = sessions(&base);
+        let pool = crate::driver::pool_options::<Postgres>(switch.clone())
+            .max_connections(opts.max_connections.unwrap_or(10))
+            .connect_with(conn)
+            .await?;
+        let claim_pool = crate::driver::pool_options::<Postgres>(switch.clone())
             .max_connections(CLAIM_POOL_SIZE)
             .min_connections(0)
             .connect_lazy_with(claim_conn);
+        if let Some(switch) = switch {
+            let each: Vec<_> = bases.iter().map(sessions).collect();
+            let (to, closed) = ((pool.clone(), claim_pool.clone()), pool.clone());
+            crate::failover::watch(
+                urls,
+                switch,
+                Self::probe,
+                move |i| {
+                    to.0.set_connect_options(each[i].0.clone());
+                    to.1.set_connect_options(each[i].1.clone());
+                },
+                move || closed.is_closed(),
+            );
+        }
         Ok(PgStore {
             pool,
             claim_pool,
             schema,
             relaxed_commit: opts.relaxed_commit,
         })
+    }
+
+    /// The connection options of one host's URL. TLS only when asked for
+    /// (`sslmode=require|verify-ca|verify-full` in the URL, or PGSSLMODE): sqlx's default,
+    /// `prefer`, would encrypt without checking anything and pay a handshake per connection.
+    fn options(url: &str) -> Result<PgConnectOptions> {
+        let mut o =
+            PgConnectOptions::from_str(url)?.log_statements(tracing::log::LevelFilter::Debug);
+        if !url.contains("sslmode=") && std::env::var_os("PGSSLMODE").is_none() {
+            o = o.ssl_mode(sqlx::postgres::PgSslMode::Disable);
+        }
+        Ok(o)
+    }
+
+    /// Whether the host of `url` takes writes now: a primary, not a standby in recovery.
+    async fn probe(url: String) -> Result<()> {
+        let mut c = Self::options(&url)?.connect().await?;
+        let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+            .fetch_one(&mut c)
+            .await?;
+        let _ = c.close().await;
+        if standby {
+            return Err(StoreError::Database {
+                kind: DbErrorKind::Unavailable,
+                message: "a standby (in recovery): it takes no writes".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The pool, for tests and tools.
