@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Chaos suite: runs thousands of tasks through 2 `docket serve` nodes and several
-# `docket worker` processes on a PostgreSQL cluster of its own (a temp dir, its own port), while
-# it kill -9s workers, kill -9s and restarts a node, crashes PostgreSQL
-# (`pg_ctl restart -m immediate`) and SIGSTOPs a worker past its lease. Then it checks, from the
-# database and from an append-only execution log written by the workers' command:
+# `docket worker` processes while it kill -9s workers, kill -9s and restarts a node, SIGSTOPs a
+# worker past its lease and strikes the database:
+#   (default) a PostgreSQL cluster of its own (a temp dir, its own port), crashed with
+#             `pg_ctl restart -m immediate`;
+#   --galera  the three-node MariaDB Galera cluster of scripts/galera.sh, node a working through
+#             Galera nodes 1,2,3 and node b through 2,1,3 (several hosts in the URL): a Galera
+#             node killed with SIGKILL and started again, or cut off from the others (it becomes
+#             non-primary and refuses queries) and let back, in turn;
+#   --standby the PostgreSQL primary and synchronous standby of scripts/pg-standby.sh, both nodes
+#             on postgres://…:5441,…:5442 with --strict-commit: the primary killed with SIGKILL
+#             and the standby promoted (then the dead one rejoins as its standby), each time.
+# Then it checks, through the API and from an append-only execution log written by the
+# workers' command:
 #   - no task lost: every task enqueued is in the table, and every one completed;
 #   - none stuck: nothing left scheduled/available/running/retryable;
 #   - none completed twice: the table holds one result per task;
@@ -11,15 +20,19 @@
 #     a recorded failure (lease expired, exit by signal), or a repeat of the same attempt whose
 #     claim a PostgreSQL crash forgot (claims commit with synchronous_commit = off; see docs/src/operations/deployment.md).
 #     Those repeats are bounded: at most the attempts running when each crash struck (counted
-#     right before it); with --strict none at all (every claim waits for the WAL flush).
+#     right before it); with --strict, --galera or --standby none at all (every acknowledged
+#     claim is durable: waited for the WAL flush, or certified by the Galera cluster, or on the
+#     synchronous standby).
 # Prints a table and exits non-zero when a check fails.
 #
 #   scripts/chaos.sh                 # the long run: 10,000 tasks, faults for up to 3 minutes
 #   scripts/chaos.sh --short         # CI: 2,000 tasks, faults for up to 1 minute
 #   scripts/chaos.sh --strict        # nodes run with --strict-commit (may follow --short)
+#   scripts/chaos.sh --short --galera / --standby
 #   CHAOS_TASKS=N CHAOS_SECONDS=S scripts/chaos.sh
 # Needs PostgreSQL's server binaries (scripts/test.sh installs them) and root or the postgres
-# user to run initdb. Only 127.0.0.1 is used.
+# user to run initdb; --galera and --standby start their clusters with their scripts. Only
+# 127.0.0.1 is used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,11 +40,14 @@ ROOT=$PWD
 TASKS=${CHAOS_TASKS:-10000}
 SECONDS_OF_FAULTS=${CHAOS_SECONDS:-180}
 STRICT=""
+MODE=pg
 for a in "$@"; do
   case $a in
     --short) TASKS=${CHAOS_TASKS:-2000}; SECONDS_OF_FAULTS=${CHAOS_SECONDS:-60} ;;
     --strict) STRICT=--strict-commit ;;
-    *) echo "usage: scripts/chaos.sh [--short] [--strict]" >&2; exit 2 ;;
+    --galera) MODE=galera ;;
+    --standby) MODE=standby; STRICT=--strict-commit ;;
+    *) echo "usage: scripts/chaos.sh [--short] [--strict] [--galera|--standby]" >&2; exit 2 ;;
   esac
 done
 WORKERS=4
@@ -60,6 +76,15 @@ PGPORT=$(free_port)
 PORT_A=$(free_port)
 PORT_B=$(free_port)
 DB="postgres://postgres@127.0.0.1:$PGPORT/postgres"
+NAME="chaos_$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+case $MODE in
+  pg) DB_A=(--database "$DB"); DB_B=(--database "$DB") ;;
+  galera)
+    DB_A=(--database "mysql://root@127.0.0.1:3311,127.0.0.1:3312,127.0.0.1:3313/$NAME")
+    DB_B=(--database "mysql://root@127.0.0.1:3312,127.0.0.1:3311,127.0.0.1:3313/$NAME") ;;
+  standby)
+    DB_A=(--database "$("$ROOT/scripts/pg-standby.sh" urls)" --schema "$NAME"); DB_B=("${DB_A[@]}") ;;
+esac
 
 as_pg() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
@@ -71,23 +96,46 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill -9 -- "-$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
   [ -n "${NODE_A:-}" ] && kill -9 "$NODE_A" 2>/dev/null
   [ -n "${NODE_B:-}" ] && kill -9 "$NODE_B" 2>/dev/null
-  as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate stop >/dev/null 2>&1
+  case $MODE in
+    pg) as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate stop >/dev/null 2>&1 ;;
+    galera)
+      wait # a Galera node still starting again
+      "$ROOT/scripts/galera.sh" start >/dev/null 2>&1
+      mariadb -h 127.0.0.1 -P 3311 -u root -e "DROP DATABASE IF EXISTS $NAME" >/dev/null 2>&1 ;;
+    standby)
+      wait
+      "$ROOT/scripts/pg-standby.sh" start >/dev/null 2>&1
+      psql "postgresql://postgres@127.0.0.1:5441,127.0.0.1:5442/postgres?target_session_attrs=read-write" \
+        -XAtqc "DROP SCHEMA IF EXISTS $NAME CASCADE" >/dev/null 2>&1 ;;
+  esac
   if [ -z "${CHAOS_KEEP:-}" ]; then rm -rf "$WORK"; else say "kept $WORK"; fi
 }
 trap cleanup EXIT
 
-mkdir -p "$PGDATA"
-[ "$(id -u)" = 0 ] && chown postgres "$PGDATA" "$WORK"
-as_pg "$PGBIN/initdb" -D "$PGDATA" -U postgres --auth=trust >/dev/null
 pg_start() {
   as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$WORK/pg.log" -w \
     -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
 }
-pg_start
-psql_() { psql "$DB" -XAtq -c "$1"; }
+case $MODE in
+  pg)
+    mkdir -p "$PGDATA"
+    [ "$(id -u)" = 0 ] && chown postgres "$PGDATA" "$WORK"
+    as_pg "$PGBIN/initdb" -D "$PGDATA" -U postgres --auth=trust >/dev/null
+    pg_start ;;
+  galera) "$ROOT/scripts/galera.sh" start ;;
+  standby) "$ROOT/scripts/pg-standby.sh" start ;;
+esac
+
+# What the checks read, through a node's API (a node may be down a moment: ask the other).
+api() { curl -fs -m 10 "http://127.0.0.1:$PORT_A$1" 2>/dev/null || curl -fs -m 10 "http://127.0.0.1:$PORT_B$1"; }
+count() { # states (comma-separated) -> how many tasks of the queue are in them
+  api /v1/queues/default | python3 -c 'import json,sys; c=json.load(sys.stdin)["counts"]; print(sum(c[s] for s in sys.argv[1].split(",")))' "$1" 2>/dev/null || echo "?"
+}
+UNFINISHED=scheduled,available,running,retryable,discarded,cancelled
 
 start_node() { # name port -> pid
-  DOCKET_LOG=warn "$BIN" serve --database "$DB" --listen "127.0.0.1:$2" --node "$1" \
+  local db=("${DB_A[@]}"); [ "$1" = b ] && db=("${DB_B[@]}")
+  DOCKET_LOG=warn "$BIN" serve "${db[@]}" --listen "127.0.0.1:$2" --node "$1" \
     --rescue-interval 200ms --grace 2s $STRICT >>"$WORK/node-$1.log" 2>&1 &
   echo $!
 }
@@ -123,13 +171,44 @@ for i in range(int(sys.argv[1])):
 PY
 DOCKET_SERVER="http://127.0.0.1:$PORT_A" "$BIN" task add --file "$WORK/tasks.jsonl" --batch 1000 >/dev/null
 
-declare -A FAULTS=([worker_kill]=0 [node_kill]=0 [pg_crash]=0 [worker_stop]=0)
+declare -A FAULTS=([worker_kill]=0 [node_kill]=0 [pg_crash]=0 [worker_stop]=0 [galera_kill]=0 [galera_cut]=0 [failover]=0)
 INFLIGHT=0 # attempts running right before each crash, summed: what a crash may make repeat
 T0=$(date +%s)
-next_node=6; next_pg=12; next_stop=3
+next_node=6; next_pg=12; next_stop=3; galera_turn=0; galera_node=2
+db_fault() { # now
+  case $MODE in
+    pg)
+      running=$(count running)
+      INFLIGHT=$(( INFLIGHT + ${running//\?/0} ))
+      say "t=${1}s PostgreSQL crash (pg_ctl restart -m immediate) with $running attempts running"
+      as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate stop >/dev/null 2>&1 || true
+      sleep 1; pg_start
+      FAULTS[pg_crash]=$(( FAULTS[pg_crash] + 1 )) ;;
+    galera)
+      wait # the node struck last is back before the next is struck
+      if [ $(( galera_turn % 2 )) = 0 ]; then
+        say "t=${1}s SIGKILL Galera node $galera_node, started again in 5 s"
+        "$ROOT/scripts/galera.sh" kill "$galera_node"
+        ( sleep 5; "$ROOT/scripts/galera.sh" start "$galera_node" >/dev/null 2>&1 ) &
+        FAULTS[galera_kill]=$(( FAULTS[galera_kill] + 1 ))
+      else
+        say "t=${1}s Galera node $galera_node cut off from the others, back in 8 s"
+        "$ROOT/scripts/galera.sh" isolate "$galera_node"
+        ( sleep 8; "$ROOT/scripts/galera.sh" heal "$galera_node" >/dev/null 2>&1 ) &
+        FAULTS[galera_cut]=$(( FAULTS[galera_cut] + 1 ))
+      fi
+      galera_turn=$(( galera_turn + 1 )); galera_node=$(( galera_node % 3 + 1 )) ;;
+    standby)
+      wait # the dead server rejoined before the next failover
+      say "t=${1}s PostgreSQL failover: the primary killed with SIGKILL, the standby promoted"
+      "$ROOT/scripts/pg-standby.sh" fail
+      ( sleep 3; "$ROOT/scripts/pg-standby.sh" rejoin >/dev/null 2>&1 ) &
+      FAULTS[failover]=$(( FAULTS[failover] + 1 )) ;;
+  esac
+}
 while :; do
   now=$(( $(date +%s) - T0 ))
-  left=$(psql_ "SELECT count(*) FROM docket_tasks WHERE state <> 'completed'" 2>/dev/null || echo "?")
+  left=$(count "$UNFINISHED")
   if [ "$now" -ge "$SECONDS_OF_FAULTS" ] || [ "$left" = 0 ]; then break; fi
   # kill -9 a random worker (and its command) every 2 s, and start a new one in its place
   i=$(( RANDOM % WORKERS ))
@@ -149,12 +228,7 @@ while :; do
     FAULTS[node_kill]=$(( FAULTS[node_kill] + 1 )); next_node=$(( now + 20 ))
   fi
   if [ "$now" -ge "$next_pg" ]; then
-    running=$(psql_ "SELECT count(*) FROM docket_tasks WHERE state = 'running'" 2>/dev/null || echo 0)
-    INFLIGHT=$(( INFLIGHT + running ))
-    say "t=${now}s PostgreSQL crash (pg_ctl restart -m immediate) with $running attempts running"
-    as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate stop >/dev/null 2>&1 || true
-    sleep 1; pg_start
-    FAULTS[pg_crash]=$(( FAULTS[pg_crash] + 1 )); next_pg=$(( now + 25 ))
+    db_fault "$now"; next_pg=$(( now + 25 ))
   fi
   sleep 2
 done
@@ -163,23 +237,47 @@ for i in "${!PIDS[@]}"; do kill -CONT -- "-${PIDS[$i]}" 2>/dev/null || true; don
 wait_http "$PORT_A" || true
 DEADLINE=$(( $(date +%s) + 120 ))
 while :; do
-  left=$(psql_ "SELECT count(*) FROM docket_tasks WHERE state <> 'completed'" 2>/dev/null || echo "?")
+  left=$(count "$UNFINISHED")
   [ "$left" = 0 ] && break
   [ "$(date +%s)" -ge "$DEADLINE" ] && break
   sleep 1
 done
 sleep 1 # the last log lines of commands that just finished
 
-total=$(psql_ "SELECT count(*) FROM docket_tasks")
-completed=$(psql_ "SELECT count(*) FROM docket_tasks WHERE state = 'completed'")
-stuck=$(psql_ "SELECT count(*) FROM docket_tasks WHERE state IN ('scheduled','available','running','retryable')")
-discarded=$(psql_ "SELECT count(*) FROM docket_tasks WHERE state IN ('discarded','cancelled')")
-distinct_payloads=$(psql_ "SELECT count(DISTINCT payload) FROM docket_tasks")
-bad_results=$(psql_ "SELECT count(*) FROM docket_tasks WHERE state = 'completed' AND result->>'id' <> id::text")
-psql_ "COPY (SELECT id, attempt, jsonb_array_length(errors) FROM docket_tasks) TO STDOUT" > "$WORK/tasks.tsv"
+# Every task, through the API (keyset pages), in one pass: the counts and the per-task lines.
+read -r total completed stuck discarded distinct_payloads bad_results <<<"$(
+  PORT_A=$PORT_A PORT_B=$PORT_B python3 - "$WORK/tasks.tsv" <<'PY'
+import json, os, sys, urllib.request
+def get(path):
+    for port in (os.environ["PORT_A"], os.environ["PORT_B"]):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+                return json.load(r)
+        except OSError:
+            pass
+    raise SystemExit("neither node answers")
+tasks, after = [], None
+while True:
+    page = get("/v1/tasks?limit=1000" + (f"&after={after}" if after else ""))
+    tasks += page["tasks"]
+    after = page.get("next_after")
+    if not after or not page["tasks"]:
+        break
+with open(sys.argv[1], "w") as out:
+    for t in tasks:
+        out.write(f"{t['id']} {t['attempt']} {len(t['errors'])}\n")
+states = [t["state"] for t in tasks]
+bad = sum(1 for t in tasks if t["state"] == "completed"
+          and not (isinstance(t["result"], dict) and t["result"].get("id") == t["id"]))
+print(len(tasks), states.count("completed"),
+      sum(states.count(s) for s in ("scheduled", "available", "running", "retryable")),
+      states.count("discarded") + states.count("cancelled"),
+      len({json.dumps(t["payload"]) for t in tasks}), bad)
+PY
+)"
 
 BOUND=$INFLIGHT
-[ -n "$STRICT" ] && BOUND=0
+{ [ -n "$STRICT" ] || [ "$MODE" != pg ]; } && BOUND=0
 read -r executions extra same_attempt unexplained lost_log <<<"$(python3 - "$LOG" "$WORK/tasks.tsv" "$BOUND" <<'PY'
 import sys, collections
 log, tasks, bound = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -220,8 +318,13 @@ check() { # name value want
   printf '| %-46s | %10s | %8s | %s |\n' "$1" "$2" "$3" "$ok"
 }
 echo
-echo "docket chaos: $TASKS tasks, 2 nodes, $WORKERS workers x 8, ${SECONDS_OF_FAULTS}s of faults${STRICT:+, --strict-commit}"
-echo "faults: ${FAULTS[worker_kill]} worker kill -9, ${FAULTS[worker_stop]} worker SIGSTOP past lease, ${FAULTS[node_kill]} node kill -9, ${FAULTS[pg_crash]} PostgreSQL crash"
+echo "docket chaos ($MODE): $TASKS tasks, 2 nodes, $WORKERS workers x 8, ${SECONDS_OF_FAULTS}s of faults${STRICT:+, --strict-commit}"
+case $MODE in
+  pg) dbf="${FAULTS[pg_crash]} PostgreSQL crash" ;;
+  galera) dbf="${FAULTS[galera_kill]} Galera node SIGKILL, ${FAULTS[galera_cut]} Galera node cut off" ;;
+  standby) dbf="${FAULTS[failover]} PostgreSQL failover to the standby" ;;
+esac
+echo "faults: ${FAULTS[worker_kill]} worker kill -9, ${FAULTS[worker_stop]} worker SIGSTOP past lease, ${FAULTS[node_kill]} node kill -9, $dbf"
 echo
 printf '| %-46s | %10s | %8s | %s |\n' "check" "got" "want" ""
 printf '|%s|%s|%s|%s|\n' "------------------------------------------------" "------------" "----------" "------"

@@ -229,4 +229,9 @@ if [ $# -eq 0 ]; then
   DOCKET_BIN=$PWD/target/debug/docket clients/test.sh
   DOCKET_BIN=$PWD/target/debug/docket scripts/api-fuzz.sh
   DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short
+  # Past one database machine (issue 38): the same faults with the database a Galera cluster
+  # (a node killed, a node cut off) and a PostgreSQL primary with a synchronous standby (failed
+  # over), the docket nodes on several hosts each.
+  DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short --galera
+  DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short --standby
 fi
