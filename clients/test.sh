@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Tests of the native clients (Python, TypeScript, Go) against real `docket serve`s: one on a
-# SQLite file, one on PostgreSQL (a schema of its own), and one with tokens required and TLS
-# (SQLite). Installs what the clients need (a Python venv with httpx and pytest under
-# target/clients-venv, the TypeScript package's dev dependencies with npm, Go with apt when
-# missing). Then installs each client as its README says, from the committed state (git archive
-# HEAD) into empty projects, and runs a call and the README's quickstart with it. Run by
-# scripts/test.sh; alone:
+# SQLite file, one on PostgreSQL (a schema of its own), one on MariaDB/MySQL (a database of its
+# own, t_<32 hex digits>, dropped at the end — scripts/test.sh drops one a killed run left), and
+# one with tokens required and TLS (SQLite); each client's tests run on the first three.
+# Installs what the clients need (a Python venv with httpx and pytest under target/clients-venv,
+# the TypeScript package's dev dependencies with npm, Go with apt when missing). Then installs
+# each client as its README says, from the committed state (git archive HEAD) into empty
+# projects, and runs a call and the README's quickstart with it. Run by scripts/test.sh; alone:
 #   clients/test.sh                # every client
 #   clients/test.sh python go      # some
-# DOCKET_BIN (default target/debug/docket, built when missing) and DOCKET_TEST_PG_URL apply;
+# DOCKET_BIN (default target/debug/docket, built when missing), DOCKET_TEST_PG_URL and
+# DOCKET_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test: its server is used) apply;
 # DOCKET_CLIENTS_INSTALL_FROM (a commit or tree, default HEAD) is what the installs take.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +19,7 @@ cd "$ROOT"
 say() { echo "[clients/test.sh] $*" >&2; }
 WHICH=${*:-python typescript go}
 export DOCKET_TEST_PG_URL=${DOCKET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+export DOCKET_TEST_MYSQL_URL=${DOCKET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
 if [ -z "${DOCKET_BIN:-}" ]; then
   cargo build -q -p docket
   DOCKET_BIN=$ROOT/target/debug/docket
@@ -26,10 +29,26 @@ export DOCKET_BIN
 WORK=$(mktemp -d /tmp/docket-clients.XXXXXX)
 PIDS=()
 SCHEMA="clients_$(date +%s)_$$"
+# The MariaDB server's database: docket serve creates it; named as the Rust tests' are, so
+# scripts/test.sh drops it an hour on if this script is killed before its cleanup.
+MYSQL_DB="t_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+MYSQL_DB_URL=$(python3 -c 'import re, sys; print(re.sub(r"^([a-z]+://[^/?]*)(/[^?]*)?", r"\1/" + sys.argv[2], sys.argv[1]))' \
+  "$DOCKET_TEST_MYSQL_URL" "$MYSQL_DB")
+drop_mysql_db() {
+  python3 - "$DOCKET_TEST_MYSQL_URL" "$MYSQL_DB" <<'PY'
+import re, shutil, subprocess, sys
+m = re.match(r"^[a-z]+://(?:([^:@/]*)(?::([^@/]*))?@)?([^:/?]+)(?::(\d+))?", sys.argv[1])
+user, pw, host, port = m.group(1) or "root", m.group(2), m.group(3), m.group(4) or "3306"
+client = shutil.which("mariadb") or shutil.which("mysql")
+args = [client, "--protocol=tcp", "-h", host, "-P", port, "-u", user] + (["-p" + pw] if pw else [])
+subprocess.run(args + ["-e", "DROP DATABASE IF EXISTS `%s`" % sys.argv[2]], check=True)
+PY
+}
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   psql "$DOCKET_TEST_PG_URL" -XAtqc "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1 || true
+  drop_mysql_db >/dev/null 2>&1 || say "could not drop MariaDB database $MYSQL_DB (scripts/test.sh drops it later)"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -58,14 +77,16 @@ start() { # name port args...
   done
   say "docket serve ($name) did not come up:"; cat "$WORK/$name.log" >&2; exit 1
 }
-P1=$(free_port); P2=$(free_port); P3=$(free_port)
+P1=$(free_port); P2=$(free_port); P3=$(free_port); P4=$(free_port)
 start sqlite "$P1" --database "sqlite://$WORK/sqlite.db"
 start postgres "$P2" --database "$DOCKET_TEST_PG_URL" --schema "$SCHEMA"
+start mysql "$P4" --database "$MYSQL_DB_URL"
 "$DOCKET_BIN" migrate --database "sqlite://$WORK/tls.db" >/dev/null
 TOKEN=$("$DOCKET_BIN" token create --database "sqlite://$WORK/tls.db" --scope admin clients-admin)
 start tls "$P3" --database "sqlite://$WORK/tls.db" --auth required \
   --tls-cert "$WORK/srv.pem" --tls-key "$WORK/srv.key"
-export DOCKET_TEST_SERVERS="sqlite=http://127.0.0.1:$P1,postgres=http://127.0.0.1:$P2"
+say "servers: SQLite, PostgreSQL (schema $SCHEMA), MariaDB (database $MYSQL_DB), TLS"
+export DOCKET_TEST_SERVERS="sqlite=http://127.0.0.1:$P1,postgres=http://127.0.0.1:$P2,mysql=http://127.0.0.1:$P4"
 export DOCKET_TEST_TLS_URL="https://127.0.0.1:$P3" DOCKET_TEST_CA="$WORK/ca.pem" DOCKET_TEST_TOKEN="$TOKEN"
 unset DOCKET_TOKEN DOCKET_SERVER
 

@@ -1,6 +1,6 @@
 package docket
 
-// Against real servers started by clients/test.sh: DOCKET_TEST_SERVERS="sqlite=URL,postgres=URL"
+// Against real servers started by clients/test.sh: DOCKET_TEST_SERVERS="sqlite=URL,postgres=URL,mysql=URL"
 // and DOCKET_TEST_TLS_URL / DOCKET_TEST_CA / DOCKET_TEST_TOKEN. Each test works its own queue.
 
 import (

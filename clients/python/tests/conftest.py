@@ -1,4 +1,4 @@
-"""The servers come from clients/test.sh: DOCKET_TEST_SERVERS="sqlite=URL,postgres=URL",
+"""The servers come from clients/test.sh: DOCKET_TEST_SERVERS="sqlite=URL,postgres=URL,mysql=URL",
 DOCKET_TEST_TLS_URL / DOCKET_TEST_CA / DOCKET_TEST_TOKEN for the TLS + token one. Each test
 works its own queue (and namespace), so tests do not see each other's tasks."""
 import os

@@ -1,4 +1,4 @@
-"""The client against real servers (SQLite and PostgreSQL)."""
+"""The client against real servers (SQLite, PostgreSQL and MariaDB)."""
 import asyncio
 import time
 import uuid

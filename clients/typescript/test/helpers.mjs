@@ -1,4 +1,4 @@
-// Servers come from clients/test.sh (DOCKET_TEST_SERVERS="sqlite=URL,postgres=URL", and
+// Servers come from clients/test.sh (DOCKET_TEST_SERVERS="sqlite=URL,postgres=URL,mysql=URL", and
 // DOCKET_TEST_TLS_URL/DOCKET_TEST_CA/DOCKET_TEST_TOKEN). Each test works its own queue.
 import { randomUUID } from "node:crypto";
 

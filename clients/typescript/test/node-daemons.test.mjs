@@ -1,6 +1,6 @@
 // node-daemons' TaskWorker (seed 003) on docket: the seed's example worker, ported by changing its
 // import (test/node-daemons/sample.cjs, CommonJS as node-daemons' workers are), and the rules
-// docs/src/compat/node-daemons.md states, against real servers (SQLite and PostgreSQL).
+// docs/src/compat/node-daemons.md states, against real servers (SQLite, PostgreSQL and MariaDB).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { once } from "node:events";

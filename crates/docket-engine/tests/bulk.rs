@@ -1,6 +1,7 @@
 //! Bulk actions (issue 27) on every backend: asked on one node and worked by whichever of two
 //! claims it, exactly once over 1,200 tasks; tasks enqueued after the ask are not touched; a
-//! bulk action whose node died goes on from its saved cursor on another node.
+//! bulk action whose node died goes on from its saved cursor on another node; the queues'
+//! kept counts (`GET /v1/queues`) agree with the tasks after each.
 
 use docket_core::bulk::{BulkAction, BulkFilter, BulkProgress, QUEUE};
 use docket_core::{NewTask, SystemClock, TaskState};
@@ -141,6 +142,14 @@ async fn bulk_on_two_nodes(db: TestStore) {
             TaskState::Available
         );
     }
+    // The queue's kept counts say the same (what the dashboard and `GET /v1/queues` show):
+    // a task the bulk action finished is counted, however long its batch took.
+    counted(
+        &a,
+        "q",
+        &[(TaskState::Cancelled, 1200), (TaskState::Available, 3)],
+    )
+    .await;
     let t = a.task_get(first.id).await.unwrap().unwrap();
     assert_eq!(
         t.attempt, 2,
@@ -155,7 +164,27 @@ async fn bulk_on_two_nodes(db: TestStore) {
         (Some(&500), Some(&200)),
         "the first 500 were behind the cursor: {s:?}"
     );
+    counted(
+        &a,
+        "r",
+        &[(TaskState::Cancelled, 200), (TaskState::Available, 500)],
+    )
+    .await;
     stop.cancel();
+}
+
+/// Queue `queue`'s counts (`Engine::queue_get`: kept counts of finished states plus what
+/// finished since) are `want`, also once the counts step moved on past every change.
+async fn counted(e: &Engine, queue: &str, want: &[(TaskState, i64)]) {
+    for pass in ["now", "after the counts step moved on"] {
+        let counts = e.queue_get(queue).await.unwrap().counts;
+        for (state, n) in want {
+            assert_eq!(counts.get(state), Some(n), "{queue} {pass}: {counts:?}");
+        }
+        // counted_to trails the clock by docket_core::counts::LAG and moves every
+        // ADVANCE_EVERY.
+        tokio::time::sleep(docket_core::counts::LAG + 2 * docket_core::counts::ADVANCE_EVERY).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

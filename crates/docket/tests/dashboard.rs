@@ -2,7 +2,9 @@
 //! scripts/test.sh installs): every page loads, a filter narrows the task list, a task
 //! cancelled from the dashboard ends cancelled, a task cancelled elsewhere changes on an open
 //! page without a reload, and a screenshot of the overview is saved as a test artifact
-//! (`target/dashboard-overview.png`, `-overview-pg.png`), on SQLite and on PostgreSQL.
+//! (`target/dashboard-overview.png`, `-overview-pg.png`, `-overview-mysql.png`), on SQLite,
+//! PostgreSQL and MariaDB/MySQL (a database `t_<uuid>` of its own, as the other MySQL tests;
+//! `scripts/test.sh` drops the ones older runs left).
 
 use fantoccini::{ClientBuilder, Locator};
 use serde_json::{json, Value};
@@ -51,6 +53,19 @@ async fn dashboard_in_chromium_on_postgres() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let schema = format!("cli_{}", uuid::Uuid::new_v4().simple());
     scenario(&["--database", &url, "--schema", &schema], "overview-pg").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_in_chromium_on_mysql() {
+    let url = mysql_database().await;
+    scenario(&["--database", &url], "overview-mysql").await;
+}
+
+/// A new database on the MariaDB/MySQL server of `DOCKET_TEST_MYSQL_URL`, migrated; its URL.
+async fn mysql_database() -> String {
+    let t = docket_store::testing::TestStore::mysql_with(1).await;
+    t.store.close().await;
+    docket_store::testing::TestStore::mysql_db_url(t.schema.as_deref().unwrap())
 }
 
 async fn scenario(db: &[&str], shot: &str) {
@@ -728,6 +743,12 @@ async fn login_and_read_only_session_in_chromium_on_postgres() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let schema = format!("cli_{}", uuid::Uuid::new_v4().simple());
     login_scenario(&["--database", &url, "--schema", &schema]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_and_read_only_session_in_chromium_on_mysql() {
+    let url = mysql_database().await;
+    login_scenario(&["--database", &url]).await;
 }
 
 /// `docket serve` on `db` with `args` and `env`, and a chromedriver, both up: (server, driver,
