@@ -224,7 +224,7 @@ if [ $# -eq 0 ]; then
   # this debug build on SQLite (noise here is about 20%); `docket bench --save` rewrites it.
   say "bench smoke: docket bench --compare bench/baseline-smoke.json"
   target/debug/docket bench -n 3000 -c 4 --latency-secs 0 --compare bench/baseline-smoke.json
-  # The native clients (Python, TypeScript, Go) against real servers on SQLite and PostgreSQL.
+  # The native clients (Python, TypeScript, Go) against real servers on SQLite, PostgreSQL and MariaDB.
   say "clients: clients/test.sh (Python, TypeScript, Go)"
   DOCKET_BIN=$PWD/target/debug/docket clients/test.sh
   DOCKET_BIN=$PWD/target/debug/docket scripts/api-fuzz.sh
