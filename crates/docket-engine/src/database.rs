@@ -31,6 +31,30 @@ impl DatabaseOptions {
             strict_commit: false,
         }
     }
+
+    /// These options for the `i`th of several nodes: with several hosts in the URL (a Galera
+    /// cluster's nodes), its host list turned by `i`, so node `i` works through host `i` first
+    /// and the nodes spread over the hosts; one host: unchanged.
+    ///
+    /// # Errors
+    /// [`EngineError::Invalid`] for an empty host in the list.
+    pub fn for_node(&self, i: usize) -> Result<DatabaseOptions, EngineError> {
+        if docket_store::failover::hosts(&self.url)?.len() < 2 {
+            return Ok(self.clone());
+        }
+        // scheme://[userinfo@]h1,h2,…/rest: the list lies between the userinfo and the path.
+        let u = &self.url;
+        let start = u.find("://").map_or(0, |x| x + 3);
+        let end = start + u[start..].find(['/', '?']).unwrap_or(u.len() - start);
+        let from = start + u[start..end].rfind('@').map_or(0, |x| x + 1);
+        let list: Vec<&str> = u[from..end].split(',').collect();
+        let n = list.len();
+        let turned: Vec<&str> = (0..n).map(|k| list[(i + k) % n]).collect();
+        Ok(DatabaseOptions {
+            url: format!("{}{}{}", &u[..from], turned.join(","), &u[end..]),
+            ..self.clone()
+        })
+    }
 }
 
 /// An open database: the store an [`crate::Engine`] runs on.
@@ -116,5 +140,30 @@ impl Database {
 impl From<Arc<dyn Store>> for Database {
     fn from(store: Arc<dyn Store>) -> Self {
         Database { store }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_node_starts_on_its_own_host() {
+        let o = DatabaseOptions::new("mysql://root@a:1,b:2,c:3/db?x=1");
+        let urls: Vec<String> = (0..4).map(|i| o.for_node(i).unwrap().url).collect();
+        assert_eq!(
+            urls,
+            [
+                "mysql://root@a:1,b:2,c:3/db?x=1",
+                "mysql://root@b:2,c:3,a:1/db?x=1",
+                "mysql://root@c:3,a:1,b:2/db?x=1",
+                "mysql://root@a:1,b:2,c:3/db?x=1",
+            ]
+        );
+        let one = DatabaseOptions::new("postgres://u@h/db");
+        assert_eq!(one.for_node(5).unwrap().url, "postgres://u@h/db");
+        assert!(DatabaseOptions::new("mysql://r@a,,b/db")
+            .for_node(1)
+            .is_err());
     }
 }

@@ -253,7 +253,16 @@ pub(crate) trait DriverTx: Send + Sized {
 /// failure or deadlock (class 40; SQLite's busy): each try is one transaction, rolled back whole,
 /// so going again is safe (PostgreSQL: a row moved to another partition meanwhile; MySQL: two
 /// claimers' lock rows).
-pub(crate) async fn again<T, F, Fut>(mut op: F) -> Result<T>
+pub(crate) async fn again<T, F, Fut>(op: F) -> Result<T>
+where
+    F: FnMut() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<T>> + Send,
+{
+    again_up_to(10, op).await
+}
+
+/// [`again`] with up to `most` tries in all.
+pub(crate) async fn again_up_to<T, F, Fut>(most: u32, mut op: F) -> Result<T>
 where
     F: FnMut() -> Fut + Send,
     Fut: std::future::Future<Output = Result<T>> + Send,
@@ -261,7 +270,7 @@ where
     let mut tries = 1;
     loop {
         match op().await {
-            Err(e) if e.db_kind() == Some(crate::DbErrorKind::Retryable) && tries < 10 => {
+            Err(e) if e.db_kind() == Some(crate::DbErrorKind::Retryable) && tries < most => {
                 // Rivals that collided go again at different moments, or they collide again
                 // (Galera: claims through different nodes picking the same first tasks). Up
                 // to 2^tries ms, at most 64.

@@ -79,7 +79,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3.0)]
     pub max_drop: f64,
     /// HTTP mode: this many docket nodes on the database (each its own pool, engine and
-    /// server, in this process), the workers spread over them.
+    /// server, in this process), the workers spread over them. With several hosts in the URL
+    /// (a Galera cluster's nodes) node i works through host i first.
     #[arg(long, default_value_t = 1)]
     pub nodes: usize,
     /// Before the measured run, put this many finished (completed) tasks in the table —
@@ -832,7 +833,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     // More nodes on the same database: each its own store (pool), engine and HTTP server.
     let mut nodes = vec![engine.clone()];
     for i in 1..a.nodes.max(1) {
-        let s = Database::open(&opts).await?;
+        // Several hosts in the URL (a Galera cluster): node i works through host i first.
+        let s = Database::open(&opts.for_node(i)?).await?;
         let cfg = EngineConfig::new(format!("bench-{i}"), s.backend());
         let mut e = Engine::new(s, Arc::new(SystemClock), cfg);
         if a.breakdown {

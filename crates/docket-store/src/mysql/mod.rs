@@ -37,8 +37,8 @@ const MIN_MARIADB: (u32, u32) = (10, 6);
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pool: MySqlPool,
-    /// A MariaDB Galera node (`wsrep_on`): reads wait for the cluster's commits.
-    #[allow(dead_code)]
+    /// A MariaDB Galera node (`wsrep_on`): reads wait for the cluster's commits, and claims,
+    /// rivals of every other node's, go again more often.
     galera: bool,
     /// `auto_increment_increment` when a multi-row INSERT gets consecutive ids (InnoDB's
     /// `innodb_autoinc_lock_mode` 0 or 1, MariaDB's default): then a batch is one statement and
@@ -312,6 +312,8 @@ impl MySqlStore {
             return Err(StoreError::Invalid(format!("bad database name {db:?}")));
         }
         let url = url.replacen("mariadb://", "mysql://", 1);
+        // With several hosts, through the first (a database made there is everyone's).
+        let url = crate::failover::hosts(&url)?.swap_remove(0);
         let mut c = sqlx::MySqlConnection::connect(&Self::url_with_database(&url, "")).await?;
         sqlx::query(&sql.replace("{db}", db))
             .execute(&mut c)
@@ -333,12 +335,10 @@ impl MySqlStore {
     /// only locked: on MariaDB Galera only a write is certified across nodes, so two nodes
     /// taking the same lock conflict and one of them goes again (mysql 0015).
     async fn lock(tx: &mut Transaction<'_, MySql>, name: &str) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO docket_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE n = n + 1",
-        )
-        .bind(name)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query("INSERT INTO docket_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE n = n + 1")
+            .bind(name)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -699,7 +699,10 @@ impl Store for MySqlStore {
         let mut m = sqlx::migrate!("./migrations/mysql");
         m.set_locking(false);
         let r = m.run_direct(&mut *conn).await;
-        sqlx::query(MIGRATE_UNLOCK).bind(&me).execute(&mut *conn).await?;
+        sqlx::query(MIGRATE_UNLOCK)
+            .bind(&me)
+            .execute(&mut *conn)
+            .await?;
         r?;
         Ok(())
     }
