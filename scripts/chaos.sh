@@ -176,27 +176,7 @@ INFLIGHT=0 # attempts running right before each crash, summed: what a crash may 
 T0=$(date +%s)
 next_node=6; next_pg=12; next_stop=3; galera_turn=0; galera_node=2
 # The tasks completed now, "id attempt" a line (through the API, keyset pages).
-completed_ids() {
-  PORT_A=$PORT_A PORT_B=$PORT_B python3 - <<'PY'
-import json, os, urllib.request
-def get(path):
-    for port in (os.environ["PORT_A"], os.environ["PORT_B"]):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
-                return json.load(r)
-        except OSError:
-            pass
-    raise SystemExit(1)
-after = None
-while True:
-    page = get("/v1/tasks?state=completed&limit=1000" + (f"&after={after}" if after else ""))
-    for t in page["tasks"]:
-        print(t["id"], t["attempt"])
-    after = page.get("next_after")
-    if not after or not page["tasks"]:
-        break
-PY
-}
+completed_ids() { python3 "$ROOT/scripts/chaos_tasks.py" "$PORT_A" "$PORT_B" completed; }
 # Before each strike at the database (not the PostgreSQL crash: relaxed claims and completions
 # may be forgotten there by design), what was completed is kept with its attempt; at the end each
 # of those must be completed at that same attempt — an acknowledged completion survives the strike
@@ -205,7 +185,6 @@ PY
 SNAPSHOTS=0
 snapshot() { completed_ids > "$WORK/completed-before-$SNAPSHOTS" && SNAPSHOTS=$(( SNAPSHOTS + 1 )) || true; }
 db_fault() { # now
-  [ "$MODE" != pg ] && snapshot
   case $MODE in
     pg)
       running=$(count running)
@@ -216,6 +195,7 @@ db_fault() { # now
       FAULTS[pg_crash]=$(( FAULTS[pg_crash] + 1 )) ;;
     galera)
       wait # the node struck last is back before the next is struck
+      snapshot
       if [ $(( galera_turn % 2 )) = 0 ]; then
         say "t=${1}s SIGKILL Galera node $galera_node, started again in 5 s"
         "$ROOT/scripts/galera.sh" kill "$galera_node"
@@ -230,6 +210,7 @@ db_fault() { # now
       galera_turn=$(( galera_turn + 1 )); galera_node=$(( galera_node % 3 + 1 )) ;;
     standby)
       wait # the dead server rejoined before the next failover
+      snapshot
       say "t=${1}s PostgreSQL failover: the primary killed with SIGKILL, the standby promoted"
       "$ROOT/scripts/pg-standby.sh" fail
       ( sleep 3; "$ROOT/scripts/pg-standby.sh" rejoin >/dev/null 2>&1 ) &
@@ -275,36 +256,8 @@ done
 sleep 1 # the last log lines of commands that just finished
 
 # Every task, through the API (keyset pages), in one pass: the counts and the per-task lines.
-read -r total completed stuck discarded distinct_payloads bad_results <<<"$(
-  PORT_A=$PORT_A PORT_B=$PORT_B python3 - "$WORK/tasks.tsv" <<'PY'
-import json, os, sys, urllib.request
-def get(path):
-    for port in (os.environ["PORT_A"], os.environ["PORT_B"]):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
-                return json.load(r)
-        except OSError:
-            pass
-    raise SystemExit("neither node answers")
-tasks, after = [], None
-while True:
-    page = get("/v1/tasks?limit=1000" + (f"&after={after}" if after else ""))
-    tasks += page["tasks"]
-    after = page.get("next_after")
-    if not after or not page["tasks"]:
-        break
-with open(sys.argv[1], "w") as out:
-    for t in tasks:
-        out.write(f"{t['id']} {t['attempt']} {len(t['errors'])}\n")
-states = [t["state"] for t in tasks]
-bad = sum(1 for t in tasks if t["state"] == "completed"
-          and not (isinstance(t["result"], dict) and t["result"].get("id") == t["id"]))
-print(len(tasks), states.count("completed"),
-      sum(states.count(s) for s in ("scheduled", "available", "running", "retryable")),
-      states.count("discarded") + states.count("cancelled"),
-      len({json.dumps(t["payload"]) for t in tasks}), bad)
-PY
-)"
+read -r total completed stuck discarded distinct_payloads bad_results \
+  <<<"$(python3 "$ROOT/scripts/chaos_tasks.py" "$PORT_A" "$PORT_B" all "$WORK/tasks.tsv")"
 
 # Completions acknowledged before a strike and not completed now.
 lost_completions=0

@@ -88,6 +88,56 @@ impl Switch {
     }
 }
 
+/// A store's hosts: each one's URL and connection options, and the [`Switch`] when there are
+/// several (none with one host: nothing to watch).
+#[derive(Debug)]
+pub struct Hosts<O> {
+    /// Each host's URL, in the URL's order.
+    pub urls: Vec<String>,
+    /// Each host's connection options (the backend's).
+    pub options: Vec<O>,
+    /// Where the node works now, with several hosts.
+    pub switch: Option<Arc<Switch>>,
+}
+
+impl<O> Hosts<O> {
+    /// The hosts of `url`, each one's `options`, and — with several — the first that `probe`
+    /// finds taking writes.
+    ///
+    /// # Errors
+    /// A bad URL or host list; with several hosts, none takes writes.
+    pub async fn open<F, Fut>(
+        url: &str,
+        options: impl Fn(&str) -> Result<O>,
+        probe: &F,
+    ) -> Result<Self>
+    where
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = Result<()>>,
+    {
+        let urls = hosts(url)?;
+        let options = urls
+            .iter()
+            .map(|u| options(u))
+            .collect::<Result<Vec<_>>>()?;
+        let switch = if urls.len() > 1 {
+            Some(Arc::new(Switch::new(first_writable(&urls, probe).await?)))
+        } else {
+            None
+        };
+        Ok(Hosts {
+            urls,
+            options,
+            switch,
+        })
+    }
+
+    /// The index of the host the node works through now.
+    pub fn current(&self) -> usize {
+        self.switch.as_ref().map_or(0, |s| s.current())
+    }
+}
+
 /// The first host of `urls` (in order) that `probe` finds taking writes.
 ///
 /// # Errors
@@ -186,18 +236,21 @@ mod tests {
             hosts("postgres://u:p@a,b:5433/d").unwrap(),
             ["postgres://u:p@a/d", "postgres://u:p@b:5433/d"]
         );
-        assert_eq!(hosts("postgres://a,b").unwrap(), ["postgres://a", "postgres://b"]);
         assert_eq!(
-            hosts("postgres://u@one/d").unwrap(),
-            ["postgres://u@one/d"]
+            hosts("postgres://a,b").unwrap(),
+            ["postgres://a", "postgres://b"]
         );
+        assert_eq!(hosts("postgres://u@one/d").unwrap(), ["postgres://u@one/d"]);
         assert_eq!(hosts("sqlite://x.db").unwrap(), ["sqlite://x.db"]);
         assert!(hosts("mysql://root@a,,b/db").is_err());
     }
 
     #[test]
     fn passwords_stay_out_of_logs() {
-        assert_eq!(redact("mysql://root:secret@h:1/db"), "mysql://root:***@h:1/db");
+        assert_eq!(
+            redact("mysql://root:secret@h:1/db"),
+            "mysql://root:***@h:1/db"
+        );
         assert_eq!(redact("mysql://root@h:1/db"), "mysql://root@h:1/db");
     }
 

@@ -143,20 +143,9 @@ impl MySqlStore {
         };
         // Several hosts (a Galera cluster's nodes): the first that takes writes, and a watcher
         // that moves the pool on when it stops (crate::failover).
-        let urls = crate::failover::hosts(&all)?;
-        let options = urls
-            .iter()
-            .map(|u| Self::options(u))
-            .collect::<Result<Vec<_>>>()?;
-        let switch = if urls.len() > 1 {
-            let first = crate::failover::first_writable(&urls, &Self::probe).await?;
-            Some(std::sync::Arc::new(crate::failover::Switch::new(first)))
-        } else {
-            None
-        };
-        let at = switch.as_ref().map_or(0, |s| s.current());
-        let url = urls[at].clone();
-        let base = options[at].clone();
+        let hosts = crate::failover::Hosts::open(&all, Self::options, &Self::probe).await?;
+        let url = hosts.urls[hosts.current()].clone();
+        let base = hosts.options[hosts.current()].clone();
         // One connection first: a refused connection or a wrong password is reported as it
         // is, at once (the pool would retry until its acquire timeout and say only that), and
         // the version is checked before anything is created.
@@ -197,7 +186,7 @@ impl MySqlStore {
             .is_some_and(|v| v.eq_ignore_ascii_case("on"));
         let _ = sqlx::Connection::close(first).await;
         version_ok(&v).map_err(StoreError::Invalid)?;
-        let pool = crate::driver::pool_options::<sqlx::MySql>(switch.clone())
+        let pool = crate::driver::pool_options::<sqlx::MySql>(hosts.switch.clone())
             .max_connections(opts.max_connections.unwrap_or(10))
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(move |conn, _| {
@@ -217,10 +206,10 @@ impl MySqlStore {
             .await?;
         let (mode, inc): (i64, i64) = (r.try_get("m")?, r.try_get("i")?);
         let consecutive_ids = (mode <= 1 && inc >= 1).then_some(inc);
-        if let Some(switch) = switch {
-            let (apply_to, closed) = (pool.clone(), pool.clone());
+        if let Some(switch) = hosts.switch {
+            let (apply_to, closed, options) = (pool.clone(), pool.clone(), hosts.options);
             crate::failover::watch(
-                urls,
+                hosts.urls,
                 switch,
                 Self::probe,
                 move |i| apply_to.set_connect_options(options[i].clone()),

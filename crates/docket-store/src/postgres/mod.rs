@@ -134,18 +134,8 @@ impl PgStore {
         // Several hosts (a primary and its standbys): the first that takes writes, and a
         // watcher that moves the pools on when it stops — libpq's
         // target_session_attrs=read-write (crate::failover).
-        let urls = crate::failover::hosts(&opts.url)?;
-        let bases = urls
-            .iter()
-            .map(|u| Self::options(u))
-            .collect::<Result<Vec<_>>>()?;
-        let switch = if urls.len() > 1 {
-            let first = crate::failover::first_writable(&urls, &Self::probe).await?;
-            Some(std::sync::Arc::new(crate::failover::Switch::new(first)))
-        } else {
-            None
-        };
-        let base = bases[switch.as_ref().map_or(0, |s| s.current())].clone();
+        let hosts = crate::failover::Hosts::open(&opts.url, Self::options, &Self::probe).await?;
+        let base = hosts.options[hosts.current()].clone();
         if schema != "public" {
             let mut c = base.connect().await?;
             sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
@@ -182,19 +172,19 @@ impl PgStore {
             (conn, claim)
         };
         let (conn, claim_conn) = sessions(&base);
-        let pool = crate::driver::pool_options::<Postgres>(switch.clone())
+        let pool = crate::driver::pool_options::<Postgres>(hosts.switch.clone())
             .max_connections(opts.max_connections.unwrap_or(10))
             .connect_with(conn)
             .await?;
-        let claim_pool = crate::driver::pool_options::<Postgres>(switch.clone())
+        let claim_pool = crate::driver::pool_options::<Postgres>(hosts.switch.clone())
             .max_connections(CLAIM_POOL_SIZE)
             .min_connections(0)
             .connect_lazy_with(claim_conn);
-        if let Some(switch) = switch {
-            let each: Vec<_> = bases.iter().map(sessions).collect();
+        if let Some(switch) = hosts.switch {
+            let each: Vec<_> = hosts.options.iter().map(sessions).collect();
             let (to, closed) = ((pool.clone(), claim_pool.clone()), pool.clone());
             crate::failover::watch(
-                urls,
+                hosts.urls,
                 switch,
                 Self::probe,
                 move |i| {
