@@ -168,7 +168,8 @@ impl<D: crate::driver::Driver> RateLimitStore for D {
     }
 }
 
-/// One key among a claim's candidates, locked: its limit, state, and running tasks.
+/// One key among a claim's candidates, locked: its limit, state, and running tasks (counted
+/// for concurrent limits only; 0 for the others, whose rule does not read it).
 #[derive(Debug)]
 pub(crate) struct LockedKey {
     key: String,
@@ -205,14 +206,27 @@ pub(crate) async fn rate_lock<T: DriverTx>(
                 .await?;
         }
         let Some(r) = row else { continue };
+        let limit = rate_limit(&r)?;
+        // Counted now that the lock is held, in a statement of its own: on PostgreSQL a count
+        // in the locking statement read the snapshot taken before it waited for the lock, and
+        // missed what the claim it waited for had started (a concurrent limit of 3 had 9
+        // running under two nodes' claimers: docket-engine's concurrent_limit_on_two_nodes).
+        let running = if limit.kind == Kind::Concurrent {
+            let n = tx
+                .fetch_one(stmt!(rate_limits, key_running), args![key])
+                .await?;
+            n.map(|n| n.int("running")).transpose()?.unwrap_or(0)
+        } else {
+            0
+        };
         out.push(LockedKey {
             key: key.to_string(),
-            limit: rate_limit(&r)?,
+            limit,
             state: KeyState {
                 at: r.time_opt("at")?,
                 used: r.int("used")?,
             },
-            running: r.int("running")?,
+            running,
         });
     }
     Ok(out)

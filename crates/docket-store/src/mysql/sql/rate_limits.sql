@@ -48,20 +48,22 @@ DELETE FROM docket_rate_limit_keys
     WHERE touched_at < ?1 AND (blocked_until IS NULL OR blocked_until < ?1)
 
 -- name: key_lock
--- A key's row, locked for the claim, with its limit and how many of its tasks run now. The
--- limit is read by subqueries, which a locking clause does not reach: claims of different
--- keys of one limit do not queue on the limit's row (MariaDB has no FOR UPDATE OF).
+-- A key's row, locked for the claim, with its limit (its running tasks: key_running, once the
+-- lock is held). The limit is read by subqueries, which a locking clause does not reach: claims
+-- of different keys of one limit do not queue on the limit's row (MariaDB has no FOR UPDATE OF).
 SELECT k.`key`, k.at, k.used, k.name,
     (SELECT p.kind FROM docket_rate_limits p WHERE p.name = k.name) AS kind,
     (SELECT p.lim FROM docket_rate_limits p WHERE p.name = k.name) AS lim,
     (SELECT p.period_ms FROM docket_rate_limits p WHERE p.name = k.name) AS period_ms,
     (SELECT p.created_at FROM docket_rate_limits p WHERE p.name = k.name) AS created_at,
-    (SELECT p.updated_at FROM docket_rate_limits p WHERE p.name = k.name) AS updated_at,
-    (SELECT count(*) FROM docket_tasks r WHERE r.rate_limit = k.`key` AND r.state = 'running')
-    AS running
+    (SELECT p.updated_at FROM docket_rate_limits p WHERE p.name = k.name) AS updated_at
     FROM docket_rate_limit_keys k
     WHERE k.`key` = ?1 AND EXISTS (SELECT 1 FROM docket_rate_limits p WHERE p.name = k.name)
     FOR UPDATE
+
+-- name: key_running
+-- How many tasks of key ?1 run now (a concurrent limit; read under the key's lock).
+SELECT count(*) AS running FROM docket_tasks WHERE rate_limit = ?1 AND state = 'running'
 
 -- name: key_ensure
 -- The key's row, when its limit exists (?2 its name).

@@ -46,12 +46,16 @@ DELETE FROM docket_rate_limit_keys
     WHERE touched_at < $1 AND (blocked_until IS NULL OR blocked_until < $1)
 
 -- name: key_lock
--- A key's row, locked for the claim, with its limit and how many of its tasks run now.
-SELECT k.key, k.at, k.used, p.name, p.kind, p.lim, p.period_ms, p.created_at, p.updated_at,
-    (SELECT count(*) FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key)
-    AS running
+-- A key's row, locked for the claim, with its limit. (Its running tasks are counted by
+-- key_running once the lock is held: a count here would read the snapshot this statement took
+-- before it waited for the lock, missing what the claim it waited for started.)
+SELECT k.key, k.at, k.used, p.name, p.kind, p.lim, p.period_ms, p.created_at, p.updated_at
     FROM docket_rate_limit_keys k JOIN docket_rate_limits p ON p.name = k.name
     WHERE k.key = $1 FOR UPDATE OF k
+
+-- name: key_running
+-- How many tasks of key $1 run now (a concurrent limit; read under the key's lock).
+SELECT count(*) AS running FROM docket_tasks WHERE state = 'running' AND rate_limit = $1
 
 -- name: key_ensure
 -- The key's row, when its limit exists ($2 its name).
