@@ -1145,7 +1145,10 @@ fn batches_from_the_cli(backend: &str) {
 }
 
 /// Issue 26 item 4: `docket queue set Q --fair true --partition-weight P=W --partition-limit N`
-/// and `task add --partition-key`; a bad weight is one clear line and a non-zero exit.
+/// and `task add --partition-key`; a bad weight is one clear line and a non-zero exit. The
+/// settings reach claims: a `docket worker` of five takes, in its first claim, acme's first
+/// three (weight 3) and beta's and gamma's first — not the first five in claim order (acme's
+/// four, then beta's) — and under a partition limit of 2, two of acme's and beta's one.
 fn fair_queues_from_the_cli(backend: &str) {
     let s = serve(backend);
     s.ok(&[
@@ -1156,9 +1159,19 @@ fn fair_queues_from_the_cli(backend: &str) {
         "true",
         "--partition-weight",
         "acme=3",
-        "--partition-limit",
-        "2",
     ]);
+    let add = |p: &str, n: usize| -> Vec<i64> {
+        (0..n)
+            .map(|_| s.add(&["--kind", "k", "--queue", "fq", "--partition-key", p]))
+            .collect()
+    };
+    let (acme, beta, gamma) = (add("acme", 4), add("beta", 2), add("gamma", 1));
+    let first = first_claim_of_a_worker(&s, [&acme[..], &beta, &gamma].concat());
+    let mut want = vec![acme[0], acme[1], acme[2], beta[0], gamma[0]];
+    want.sort_unstable();
+    assert_eq!(first, want, "acme {acme:?} beta {beta:?} gamma {gamma:?}");
+
+    s.ok(&["queue", "set", "fq", "--partition-limit", "2"]);
     let q: Value = serde_json::from_str(&s.ok(&["queue", "show", "fq", "--json"])).unwrap();
     assert_eq!(q["settings"]["fair"], true, "{q}");
     assert_eq!(q["settings"]["partition_weights"]["acme"], 3, "{q}");
@@ -1167,12 +1180,44 @@ fn fair_queues_from_the_cli(backend: &str) {
     let t = s.task(id);
     assert_eq!(t["partition_key"], "acme");
     assert_eq!(t["concurrency_key"], "partition:fq:acme");
+    let (acme, beta) = ([vec![id], add("acme", 2)].concat(), add("beta", 1));
+    let first = first_claim_of_a_worker(&s, [&acme[..], &beta].concat());
+    assert_eq!(
+        first,
+        vec![acme[0], acme[1], beta[0]],
+        "acme {acme:?} beta {beta:?}"
+    );
+
     let o = s.cli(&["queue", "set", "fq", "--partition-weight", "acme=0"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("partition_weights"));
     let o = s.cli(&["queue", "set", "fq", "--partition-weight", "acme"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("PARTITION=WEIGHT"));
+}
+
+/// Runs `docket worker --queue fq --concurrency 5 -- cat` until tasks `ids` completed, stops it,
+/// and returns the ids its first claim took (sorted): the tasks of the earliest `attempted_at`
+/// (a claim gives its tasks one).
+fn first_claim_of_a_worker(s: &Server, ids: Vec<i64>) -> Vec<i64> {
+    let mut w = s.worker(&["--queue", "fq", "--concurrency", "5"], &["cat"]);
+    let done: Vec<(String, i64)> = ids
+        .iter()
+        .map(|id| {
+            let t = s.wait_for(*id, "completed", |t| t["state"] == "completed");
+            (t["attempted_at"].as_str().unwrap().to_string(), *id)
+        })
+        .collect();
+    signal(w.id(), Signal::SIGTERM);
+    assert!(w.wait().unwrap().success());
+    let earliest = done.iter().map(|(at, _)| at.clone()).min().unwrap();
+    let mut first: Vec<i64> = done
+        .into_iter()
+        .filter(|(at, _)| *at == earliest)
+        .map(|(_, id)| id)
+        .collect();
+    first.sort_unstable();
+    first
 }
 
 /// Issue 26 item 3: `docket rate-limit set/list/show/delete`; a task names a limit with

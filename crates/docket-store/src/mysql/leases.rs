@@ -331,48 +331,94 @@ impl MySqlStore {
         } else {
             sql!(leases, claim_candidates)
         };
-        let sql = fill(name, &[("kinds", &kinds), ("stages", &stages)]);
-        let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.node);
-        for k in p.kinds.iter().flatten().chain(p.stages.iter().flatten()) {
-            q = q.bind(k);
-        }
-        let q = q.bind(dt(p.now)).bind(dt(p.now));
+        let filters: Vec<&String> = p
+            .kinds
+            .iter()
+            .flatten()
+            .chain(p.stages.iter().flatten())
+            .collect();
         let cands = if let Some(f) = &fair {
             // Ranked unlocked (a window function cannot be locked), ordered by weight, then the
-            // ones still available locked, in that order.
+            // ones still available locked, in that order. Concurrent fair claims read the same
+            // first ranks, so what another claim locked first is left out and the ranks read
+            // again, until this claim has its limit or another claim held none of them (with
+            // one reading, all but one of eight claims came back empty from a full queue:
+            // docket-engine's test concurrent_fair_claims_on_two_nodes).
             let (per, fetch) = f.fetch(limit);
-            let all = q.bind(per).bind(fetch).fetch_all(&mut *tx).await?;
-            let ranks = all
-                .iter()
-                .map(|r| Ok((text_opt(r, "partition_key")?, r.try_get("rn")?)))
-                .collect::<Result<Vec<_>>>()?;
-            let order = f.order(&ranks);
-            let ids: Vec<i64> = order
-                .iter()
-                .map(|i| all[*i].try_get("id"))
-                .collect::<std::result::Result<_, _>>()?;
-            let mut locked = std::collections::HashSet::new();
-            if !ids.is_empty() {
-                let sql = fill(sql!(leases, lock_available), &[("ids", &marks(ids.len()))]);
-                let mut lq = sqlx::query_scalar::<_, i64>(&sql);
-                for id in &ids {
-                    lq = lq.bind(id);
+            let mut skip: Vec<i64> = vec![];
+            loop {
+                let skipped = if skip.is_empty() {
+                    String::new()
+                } else {
+                    format!("AND t.id NOT IN ({}) ", marks(skip.len()))
+                };
+                let sql = fill(
+                    name,
+                    &[("kinds", &kinds), ("stages", &stages), ("skip", &skipped)],
+                );
+                let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.node);
+                for k in &filters {
+                    q = q.bind(*k);
                 }
-                locked.extend(lq.fetch_all(&mut *tx).await?);
+                for id in &skip {
+                    q = q.bind(id);
+                }
+                let all = q
+                    .bind(dt(p.now))
+                    .bind(dt(p.now))
+                    .bind(per)
+                    .bind(fetch)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let ranks = all
+                    .iter()
+                    .map(|r| Ok((text_opt(r, "partition_key")?, r.try_get("rn")?)))
+                    .collect::<Result<Vec<_>>>()?;
+                let order = f.order(&ranks);
+                let ids: Vec<i64> = order
+                    .iter()
+                    .map(|i| all[*i].try_get("id"))
+                    .collect::<std::result::Result<_, _>>()?;
+                let mut locked = std::collections::HashSet::new();
+                if !ids.is_empty() {
+                    let sql = fill(sql!(leases, lock_available), &[("ids", &marks(ids.len()))]);
+                    let mut lq = sqlx::query_scalar::<_, i64>(&sql);
+                    for id in &ids {
+                        lq = lq.bind(id);
+                    }
+                    locked.extend(lq.fetch_all(&mut *tx).await?);
+                }
+                let missed: Vec<i64> = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| !locked.contains(id))
+                    .collect();
+                if locked.len() as i64 >= limit || missed.is_empty() {
+                    let mut all: Vec<Option<MySqlRow>> = all.into_iter().map(Some).collect();
+                    let mut out = Vec::new();
+                    for (i, id) in order.into_iter().zip(ids) {
+                        if out.len() as i64 >= limit {
+                            break;
+                        }
+                        if locked.contains(&id) {
+                            out.extend(all[i].take());
+                        }
+                    }
+                    break out;
+                }
+                skip.extend(missed);
             }
-            let mut all: Vec<Option<MySqlRow>> = all.into_iter().map(Some).collect();
-            let mut out = Vec::new();
-            for (i, id) in order.into_iter().zip(ids) {
-                if out.len() as i64 >= limit {
-                    break;
-                }
-                if locked.contains(&id) {
-                    out.extend(all[i].take());
-                }
-            }
-            out
         } else {
-            q.bind(limit).fetch_all(&mut *tx).await?
+            let sql = fill(name, &[("kinds", &kinds), ("stages", &stages)]);
+            let mut q = sqlx::query(&sql).bind(&p.queue).bind(&p.node);
+            for k in &filters {
+                q = q.bind(*k);
+            }
+            q.bind(dt(p.now))
+                .bind(dt(p.now))
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?
         };
         if cands.is_empty() {
             tx.commit().await?;

@@ -55,12 +55,13 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit, t.timeout_ms,
 
 -- name: claim_candidates_fair
 -- A fair queue's candidates (issue 26 item 4): see the PostgreSQL statement; the last two
--- placeholders are the per-partition cap and the limit.
+-- placeholders are the per-partition cap and the limit. Read unlocked; {skip} is empty or
+-- `AND t.id NOT IN (?, …)`, the candidates another claim had locked (see MySqlStore::claim_once).
 SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit,
     t.timeout_ms, t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt,
     t.run_at, CAST(row_number() OVER (PARTITION BY t.partition_key
     ORDER BY t.priority DESC, t.attempt, t.run_at, t.id) AS SIGNED) AS rn FROM docket_tasks t
-    WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}{stages}
+    WHERE t.state = 'available' AND t.queue = ? AND (t.node IS NULL OR t.node = ?) {kinds}{stages}{skip}
     AND (t.expires_at IS NULL OR t.expires_at > ?)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
         WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running')
