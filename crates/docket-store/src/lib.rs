@@ -96,6 +96,15 @@ pub trait Store:
     /// Connections of this node's pool(s): (in use, idle).
     fn pool_connections(&self) -> PoolStats;
 
+    /// How many claims this store answered with PostgreSQL's one-statement claim
+    /// (`claim_fast`, one round trip) since it was opened; the others took the transaction
+    /// that counts running tasks under locks (a candidate with a concurrency key or a rate
+    /// limit, a queue with a limit or fair claims). 0 on SQLite and MySQL, whose claims are
+    /// always that transaction.
+    fn claims_in_one_statement(&self) -> u64 {
+        0
+    }
+
     /// Applies the embedded migrations (idempotent; safe with several nodes at once).
     ///
     /// # Errors

@@ -63,6 +63,7 @@ impl LeaseStore for PgStore {
                         tasks.push(decode(r)?);
                     }
                 }
+                self.claims_fast.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Ok(claimed(tasks, nonce, p.now));
             }
             // Slow path: a concurrency key or a queue limit among the candidates, or a lease or

@@ -52,6 +52,8 @@ pub struct PgStore {
     claim_pool: PgPool,
     schema: String,
     relaxed_commit: bool,
+    /// Claims answered by `claim_fast` (see [`Store::claims_in_one_statement`]).
+    claims_fast: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Connections kept for claims, beside the main pool: each runs with [`HOT_PATH_SETTINGS`]
@@ -199,6 +201,7 @@ impl PgStore {
             claim_pool,
             schema,
             relaxed_commit: opts.relaxed_commit,
+            claims_fast: Arc::default(),
         })
     }
 
@@ -473,6 +476,10 @@ impl Store for PgStore {
             .run(&self.pool)
             .await?;
         Ok(())
+    }
+
+    fn claims_in_one_statement(&self) -> u64 {
+        self.claims_fast.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn pool_connections(&self) -> PoolStats {

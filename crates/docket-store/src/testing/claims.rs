@@ -1421,10 +1421,13 @@ pub(super) async fn maintenance_leaves_waiting_tasks_to_claims(b: Bundle) {
 /// keys in Rust): for timeouts from 1 ms to 30 days, asked leases from none to 30 days, plain
 /// tasks and process steps, with and without a concurrency key. Checked through what the
 /// claim returns (the lease's end) and a heartbeat that keeps the lease length it stored and
-/// stops at the deadline it stored.
+/// stops at the deadline it stored. On PostgreSQL each claim is checked to have taken the path
+/// it is meant to (the one statement for a task without a key whose timeout and lease are
+/// under its 100 years), so both computations are held to the rule.
 pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
     let s = &*b.store;
     let day = Duration::from_secs(86_400);
+    let century = day * 36_500;
     // 1,000 years: past what the API accepts (30 days), as a library caller or a row written
     // with plain SQL may have it; the rule saturates at docket_core::time::max().
     let ages = day * 365_000;
@@ -1475,6 +1478,7 @@ pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
                     })
                     .await
                     .unwrap();
+                    let before = s.claims_in_one_statement();
                     let got = s
                         .task_claim(TaskClaimParams {
                             kinds: None,
@@ -1492,6 +1496,15 @@ pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
                     let what =
                         format!("timeout {timeout:?} lease {lease:?} process {process} key {key}");
                     assert_eq!(got.len(), 1, "{what}");
+                    let one = s.backend() == Backend::Postgres
+                        && !key
+                        && timeout <= century
+                        && lease.is_none_or(|l| l <= century);
+                    assert_eq!(
+                        s.claims_in_one_statement() - before,
+                        u64::from(one),
+                        "{what}: claimed by the other path"
+                    );
                     let t = &got[0];
                     let rule = docket_core::lease::claim_lease(t0(), lease, timeout, process);
                     assert_eq!(t.lease_expires_at, Some(rule.expires_at), "{what}");
@@ -1657,4 +1670,84 @@ fn ids_of(tasks: &[docket_core::Task]) -> Vec<i64> {
     let mut v: Vec<i64> = tasks.iter().map(|t| t.id).collect();
     v.sort_unstable();
     v
+}
+
+/// Which claims PostgreSQL answers with its one statement (`claim_fast`): a plain queue's,
+/// empty or not — a fast path that always gave up would pass every other case — and no claim
+/// that meets a concurrency key, a queue limit, a rate limit or a fair queue: those take the
+/// transaction that counts running tasks under locks. SQLite and MySQL count none.
+pub(super) async fn claims_take_one_statement_where_they_can(b: Bundle) {
+    use docket_core::rate_limit::{Kind, RateLimitSpec};
+    let s = &*b.store;
+    let pg = s.backend() == Backend::Postgres;
+    let before = s.claims_in_one_statement();
+    insert(s, vec![nt("a"), nt("b")], t0()).await;
+    assert_eq!(claim(s, "default", 10, t0()).await.len(), 2);
+    assert!(claim(s, "default", 10, t0()).await.is_empty());
+    assert_eq!(
+        s.claims_in_one_statement() - before,
+        if pg { 2 } else { 0 },
+        "a plain queue's claims, full and empty"
+    );
+
+    let put = |name: &'static str, settings: docket_core::QueueSettings| async move {
+        s.queue_put(QueuePutParams {
+            name,
+            settings: &settings,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    };
+    put(
+        "limited",
+        docket_core::QueueSettings {
+            concurrency_limit: Some(5),
+            ..Default::default()
+        },
+    )
+    .await;
+    put(
+        "fair",
+        docket_core::QueueSettings {
+            fair: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let spec = RateLimitSpec {
+        kind: Kind::Concurrent,
+        limit: 5,
+        period: None,
+    };
+    s.rate_limit_put("rl", &spec, t0()).await.unwrap();
+    let task = |queue: &str| NewTask {
+        queue: Some(queue.into()),
+        ..nt("t")
+    };
+    let tasks = vec![
+        NewTask {
+            concurrency_key: Some("k".into()),
+            ..task("keyed")
+        },
+        task("limited"),
+        NewTask {
+            rate_limit: Some("rl".into()),
+            ..task("rated")
+        },
+        NewTask {
+            partition_key: Some("p".into()),
+            ..task("fair")
+        },
+    ];
+    insert(s, tasks, t0()).await;
+    for queue in ["keyed", "limited", "rated", "fair"] {
+        let before = s.claims_in_one_statement();
+        assert_eq!(claim(s, queue, 10, t0()).await.len(), 1, "{queue}");
+        assert_eq!(
+            s.claims_in_one_statement(),
+            before,
+            "{queue}: claimed by the one statement"
+        );
+    }
 }

@@ -217,6 +217,7 @@ const CASES: &[Case] = cases![
     claims::leases_heartbeats_and_stale_tokens,
     claims::attempt_deadline,
     claims::claim_leases_follow_the_rule,
+    claims::claims_take_one_statement_where_they_can,
     claims::rescue_retries_then_discards,
     claims::rescue_applies_only_what_it_read,
     claims::maintenance_leaves_waiting_tasks_to_claims,

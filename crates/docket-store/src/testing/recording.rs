@@ -559,6 +559,11 @@ impl Store for Recording {
         self.inner.pool_connections()
     }
 
+    fn claims_in_one_statement(&self) -> u64 {
+        self.note("claims_in_one_statement");
+        self.inner.claims_in_one_statement()
+    }
+
     async fn migrate(&self) -> Result<()> {
         self.hit("migrate").await;
         self.inner.migrate().await
