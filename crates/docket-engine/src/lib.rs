@@ -292,13 +292,14 @@ impl Engine {
     /// Counts inserted tasks and wakes their queues' claimers (or the scheduler).
     pub(crate) fn inserted(&self, out: &[Task]) {
         metrics::record_enqueued(out);
-        // SQLite and MySQL: the store's commit feed wakes the queue (and the peers) already,
-        // once the engine runs it. A second wake-up let two claimers filtered by kind look at
-        // once, and MySQL's SKIP LOCKED could then hide the new row from the one that takes it
-        // (it was locked by the other's scan): both waited for the poll (CI, issue 24's test
-        // one_wake_finds_every_task).
-        let fed = self.feed_running.load(std::sync::atomic::Ordering::Relaxed)
-            && !self.store.backend().listens();
+        // Once the engine runs the store's feed, the feed wakes the queue: SQLite's and MySQL's
+        // commit feed (and the peers through it), PostgreSQL's NOTIFY (which this node hears
+        // too). A second wake-up let two claimers look for one task: on SQLite and MySQL two
+        // claimers filtered by kind, and MySQL's SKIP LOCKED could then hide the new row from
+        // the one that takes it (it was locked by the other's scan), so both waited for the poll
+        // (CI, issue 24's test one_wake_finds_every_task); on PostgreSQL every insert woke two
+        // idle claimers, this wake-up's and the NOTIFY's (the same test, once it counted).
+        let fed = self.feed_running.load(std::sync::atomic::Ordering::Relaxed);
         let mut woke = std::collections::HashSet::new();
         for t in out {
             if t.inserted == Some(true) {

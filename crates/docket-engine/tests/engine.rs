@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use chrono::TimeZone;
 use docket_core::{Clock, ManualClock, NewTask, SystemClock, Task, TaskState};
 use docket_engine::maintenance;
+use docket_engine::probe::{Probe, Step};
 use docket_engine::worker::{Handler, Outcome, WorkerConfig, WorkerPool};
 use docket_engine::{Engine, EngineConfig};
 use docket_store::testing::TestStore;
@@ -659,7 +660,8 @@ async fn two_nodes_claim_each_task_once(db: Db) {
 
 /// Queue limits and concurrency keys stay exact when eight claimers on two nodes race: a queue
 /// limited to 3 never has more than 3 tasks between claim and completion, a key limited to 2
-/// never more than 2 (each claimer holds its tasks a moment before completing them).
+/// never more than 2 (each claimer takes one task at a time and holds it 20 ms before
+/// completing it) — and each limit was reached, which takes claims of several claimers at once.
 async fn limits_hold_across_nodes(db: Db) {
     let (engines, node2) = two_nodes(&db).await;
     let settings = docket_core::QueueSettings {
@@ -696,7 +698,7 @@ async fn limits_hold_across_nodes(db: Db) {
             let mut idle = 0;
             while idle < 50 {
                 let got = e
-                    .claim(q, &format!("w{w}"), 2, None, Duration::ZERO, &stop)
+                    .claim(q, &format!("w{w}"), 1, None, Duration::ZERO, &stop)
                     .await
                     .unwrap();
                 if got.is_empty() {
@@ -707,7 +709,7 @@ async fn limits_hold_across_nodes(db: Db) {
                 idle = 0;
                 let now = in_hand[i].fetch_add(got.len(), Ordering::SeqCst) + got.len();
                 most[i].fetch_max(now, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(3)).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 in_hand[i].fetch_sub(got.len(), Ordering::SeqCst);
                 let items: Vec<docket_store::TaskComplete> = got
                     .iter()
@@ -735,10 +737,11 @@ async fn limits_hold_across_nodes(db: Db) {
     );
     assert!(q <= 3, "queue limit 3, {q} were in hand at once");
     assert!(k <= 2, "key limit 2, {k} were in hand at once");
-    // The limits were reached, so the race was real.
-    assert!(
-        q >= 2 && k >= 2,
-        "claimers never overlapped: queue {q}, key {k}"
+    // The limits were reached by claims of one task each, so the race was real.
+    assert_eq!(
+        (q, k),
+        (3, 2),
+        "claimers never held the limits' worth at once"
     );
     node2.close().await;
 }
@@ -930,15 +933,58 @@ async fn enqueue_quietly(db: &Db, queue: &str) -> i64 {
     id
 }
 
-/// Issue 24: an insert wakes one idle claimer, not all of them, yet no task waits for a poll
-/// (60 s here): a claimer woken for a kind it does not take wakes the others; one whose claim
-/// came back full wakes the next; three tasks enqueued at once reach three claimers of one each.
+/// Issue 24: an insert wakes one idle claimer, not all of them (three claimers of two wait, one
+/// task comes, and one claim looks again: the probe's marks of claims that had waited), yet no
+/// task waits for a poll (60 s here): a claimer woken for a kind it does not take wakes the
+/// others; one whose claim came back full wakes the next; three tasks enqueued at once reach
+/// three claimers of one each.
 async fn one_wake_finds_every_task(db: Db) {
     let stop = CancellationToken::new();
     let mut cfg = EngineConfig::new("n1", db.store.backend());
     cfg.poll_interval = Duration::from_secs(60);
-    let e = Engine::new(db.store.clone(), Arc::new(SystemClock), cfg);
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(db.store.clone(), Arc::new(SystemClock), cfg).with_probe(probe.clone());
     e.start(stop.clone()).await.unwrap();
+    // One task wakes one of three idle claimers; that claim, not full, wakes no other.
+    let single = CancellationToken::new();
+    let idle: Vec<_> = (0..3)
+        .map(|_| claim_in_background(&e, "single", None, 2, &single))
+        .collect();
+    let looked = |since: Instant, waited: i64| {
+        probe
+            .marks()
+            .iter()
+            .filter(|m| m.step == Step::ClaimStart && m.id == waited && m.at >= since)
+            .count()
+    };
+    let t0 = Instant::now();
+    while looked(t0 - Duration::from_secs(60), 0) < 3 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the claimers did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let enqueued = Instant::now();
+    let ids = enqueue_to(&e, "single", &["k"]).await;
+    while !idle.iter().any(|c| c.is_finished()) {
+        assert!(enqueued.elapsed() < Duration::from_secs(5), "nobody woke");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Time for any other woken claimer to look.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        looked(enqueued, 1),
+        1,
+        "one insert woke more than one claimer"
+    );
+    single.cancel();
+    let mut got = vec![];
+    for c in idle {
+        got.extend(c.await.unwrap().1);
+    }
+    assert_eq!(got, ids);
     // Kind filters: the claimer of `a` waits first, so it is the one woken for a `b` task.
     let a = claim_in_background(&e, "mixed", Some(vec!["a".into()]), 1, &stop);
     tokio::time::sleep(Duration::from_millis(200)).await;
