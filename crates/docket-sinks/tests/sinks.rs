@@ -6,8 +6,9 @@
 //! once repeats (same message id) are dropped, and a repeat carries the same body.
 
 use docket_core::process::{NewEvent, ProcessorReply, ProcessorRequest, ProcessorResult};
+use docket_core::sink::Message;
 use docket_core::SystemClock;
-use docket_engine::process::{ProcessService, Processor, Request, SinkSpec};
+use docket_engine::process::{ProcessService, Processor, Request, Sink, SinkSpec};
 use docket_engine::{Engine, EngineConfig};
 use docket_sinks::testing::NatsServer;
 use docket_sinks::SinkConfig;
@@ -16,7 +17,8 @@ use docket_store::{NotificationListParams, Store};
 use lapin::options::QueueDeleteOptions;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -257,6 +259,124 @@ fn rabbit_sink(name: &str, exchange: &str, url: &str) -> SinkSpec {
     .unwrap()
 }
 
+/// Which nodes publish to each sink at this moment, across a test's nodes: a publish call that
+/// starts while another node's call to the same sink is in flight is a second holder at work.
+#[derive(Default)]
+struct Publishers {
+    /// Sink → node → calls in flight.
+    now: Mutex<HashMap<String, HashMap<String, usize>>>,
+    /// (sink, node that started, node already publishing).
+    overlaps: Mutex<Vec<(String, String, String)>>,
+    /// Publish calls made.
+    calls: AtomicUsize,
+}
+
+/// A publish call in flight; it ends when dropped (also when its node dies mid-call).
+struct InFlight<'a> {
+    log: &'a Publishers,
+    sink: &'a str,
+    node: &'a str,
+}
+
+impl Publishers {
+    fn start<'a>(&'a self, sink: &'a str, node: &'a str) -> InFlight<'a> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut now = self.now.lock().unwrap();
+        let nodes = now.entry(sink.to_string()).or_default();
+        for (other, n) in nodes.iter() {
+            if other != node && *n > 0 {
+                let o = (sink.to_string(), node.to_string(), other.clone());
+                self.overlaps.lock().unwrap().push(o);
+            }
+        }
+        *nodes.entry(node.to_string()).or_default() += 1;
+        InFlight {
+            log: self,
+            sink,
+            node,
+        }
+    }
+
+    /// Checks that no two nodes ever published to one sink at once, and that there was
+    /// publishing to check.
+    fn check(&self) {
+        let overlaps = self.overlaps.lock().unwrap();
+        assert!(
+            overlaps.is_empty(),
+            "two nodes published to one sink at once (sink, starting, already publishing): {:?}",
+            &overlaps[..overlaps.len().min(5)]
+        );
+        assert!(
+            self.calls.load(Ordering::Relaxed) > 0,
+            "nothing was published"
+        );
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut now = self.log.now.lock().unwrap();
+        if let Some(n) = now.get_mut(self.sink).and_then(|m| m.get_mut(self.node)) {
+            *n -= 1;
+        }
+    }
+}
+
+/// A sink that reports each publish call of node `node` to `log`.
+struct Watched {
+    sink: String,
+    node: String,
+    inner: Arc<dyn Sink>,
+    log: Arc<Publishers>,
+}
+
+#[async_trait::async_trait]
+impl Sink for Watched {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn publish(&self, msgs: &[Message]) -> Vec<Result<(), String>> {
+        let _in_flight = self.log.start(&self.sink, &self.node);
+        self.inner.publish(msgs).await
+    }
+}
+
+/// `spec` with its publish calls on node `node` reported to `log`.
+fn watched(mut spec: SinkSpec, node: &str, log: &Arc<Publishers>) -> SinkSpec {
+    spec.sink = Arc::new(Watched {
+        sink: spec.name.clone(),
+        node: node.to_string(),
+        inner: spec.sink,
+        log: log.clone(),
+    });
+    spec
+}
+
+/// Samples the nodes' sink status every 20 ms until `stop`; the most nodes that believed they
+/// held one sink's cursor at once, so far.
+fn watch_holders(nodes: Vec<ProcessService>, stop: CancellationToken) -> Arc<AtomicUsize> {
+    let most = Arc::new(AtomicUsize::new(0));
+    let seen = most.clone();
+    tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            let mut per: HashMap<String, usize> = HashMap::new();
+            for s in nodes.iter().flat_map(|n| n.sink_status()) {
+                if s.holder {
+                    *per.entry(format!("{}/{}", s.sink, s.namespace))
+                        .or_default() += 1;
+                }
+            }
+            for n in per.into_values() {
+                seen.fetch_max(n, Ordering::Relaxed);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    most
+}
+
 fn req(events: u64) -> Request {
     Request {
         args: json!({"events": events}),
@@ -326,26 +446,34 @@ fn distinct(got: &[Seen]) -> usize {
         .len()
 }
 
-/// 1,000 processes × 5 events (+ 1 `created` each) through two nodes to both brokers.
+/// 1,000 processes × 5 events (+ 1 `created` each) through two nodes to both brokers. At no
+/// moment did both nodes publish to one sink, nor (sampled every 20 ms) both hold its cursor.
 async fn thousand_processes_on_two_nodes(backend: &str) {
     let _r = RABBIT_LOCK.read().await;
     let db = store_of(backend).await;
     let nats = NatsServer::start();
     let exchange = format!("docket-test-{}", uuid());
     let mut rabbit = RabbitReader::new(&exchange).await;
-    let sinks = || {
+    let log = Arc::new(Publishers::default());
+    let sinks = |node: &str| {
         vec![
-            nats_sink("js", &nats.url()),
-            rabbit_sink("amqp", &exchange, RABBIT),
+            watched(nats_sink("js", &nats.url()), node, &log),
+            watched(rabbit_sink("amqp", &exchange, RABBIT), node, &log),
         ]
     };
     let stop = CancellationToken::new();
-    let a = node(db.store.clone(), "a", sinks(), &stop).await;
-    let b = node(db.another_node().await, "b", sinks(), &stop).await;
+    let a = node(db.store.clone(), "a", sinks("a"), &stop).await;
+    let b = node(db.another_node().await, "b", sinks("b"), &stop).await;
+    let sampling = CancellationToken::new();
+    let holders = watch_holders(vec![a.clone(), b.clone()], sampling.clone());
     put_ns(&a).await;
     let t0 = Instant::now();
     burst(&a, &b, "p", 1000, 32).await;
     let stepped = t0.elapsed();
+    // Checked now as well as at the end: a second publisher would also flood the brokers.
+    log.check();
+    let most = holders.load(Ordering::Relaxed);
+    assert!(most <= 1, "{most} nodes held one sink's cursor at once");
     let expected = all_notifications(&*db.store).await;
     assert_eq!(expected.len(), 6000, "5 events + created per process");
     let mut js = NatsReader::new(nats.url());
@@ -357,6 +485,10 @@ async fn thousand_processes_on_two_nodes(backend: &str) {
     );
     check(&format!("{backend}/nats"), &js.got, &expected);
     check(&format!("{backend}/rabbitmq"), &rabbit.got, &expected);
+    sampling.cancel();
+    let most = holders.load(Ordering::Relaxed);
+    assert_eq!(most, 1, "nodes holding one sink's cursor at once");
+    log.check();
     // The two nodes shared the work of each cursor's lease: one of them published per sink.
     let holders: Vec<_> = a
         .sink_status()
@@ -626,21 +758,23 @@ async fn holds(svc: &ProcessService, sink: &str, secs: u64) -> Duration {
 
 /// The cursor changes hands: a node that died (its runtime dropped, nothing released) is
 /// replaced once its 30 s lease ran out; a node that stops hands it over at once. Whatever the
-/// holder, every notification arrives, in order.
+/// holder, every notification arrives, in order, and no two nodes ever published at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_cursor_changes_hands_when_its_node_stops_or_dies() {
     let db = store_of("pg").await;
     let nats = NatsServer::start();
     let url = nats.url();
+    let log = Arc::new(Publishers::default());
     // Node a on a runtime of its own, so it can die without running its shutdown.
-    let (store_a, url_a) = (db.another_node().await, url.clone());
+    let (store_a, url_a, log_a) = (db.another_node().await, url.clone(), log.clone());
     let (tx, rx) = std::sync::mpsc::channel();
     let (die, die_rx) = std::sync::mpsc::channel::<()>();
     let a_thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
             let stop = CancellationToken::new();
-            let a = node(store_a, "a", vec![nats_sink("js", &url_a)], &stop).await;
+            let sink = watched(nats_sink("js", &url_a), "a", &log_a);
+            let a = node(store_a, "a", vec![sink], &stop).await;
             put_ns(&a).await;
             holds(&a, "js", 20).await;
             a.init("ns", "before", req(2)).await.unwrap();
@@ -658,12 +792,14 @@ async fn the_cursor_changes_hands_when_its_node_stops_or_dies() {
         .await
         .unwrap();
     let stop_b = CancellationToken::new();
-    let b = node(db.store.clone(), "b", vec![nats_sink("js", &url)], &stop_b).await;
+    let sink = watched(nats_sink("js", &url), "b", &log);
+    let b = node(db.store.clone(), "b", vec![sink], &stop_b).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         !b.sink_status().iter().any(|s| s.holder),
         "b took a live node's cursor"
     );
+    log.check();
     // a dies: b takes over after the lease (30 s) and its next ask (2 s).
     die.send(()).unwrap();
     tokio::task::spawn_blocking(move || a_thread.join().unwrap())
@@ -674,13 +810,8 @@ async fn the_cursor_changes_hands_when_its_node_stops_or_dies() {
     eprintln!("b took the dead node's cursor after {took:?}");
     // b stops: c takes over at once.
     let stop_c = CancellationToken::new();
-    let c = node(
-        db.another_node().await,
-        "c",
-        vec![nats_sink("js", &url)],
-        &stop_c,
-    )
-    .await;
+    let sink = watched(nats_sink("js", &url), "c", &log);
+    let c = node(db.another_node().await, "c", vec![sink], &stop_c).await;
     stop_b.cancel();
     let took = holds(&c, "js", 10).await;
     assert!(took < Duration::from_secs(5), "handed over in {took:?}");
@@ -689,6 +820,7 @@ async fn the_cursor_changes_hands_when_its_node_stops_or_dies() {
     let mut js = NatsReader::new(url.clone());
     wait_nats(&mut js, expected.len(), 60).await;
     check("changing hands", &js.got, &expected);
+    log.check();
     stop_c.cancel();
 }
 
