@@ -17,7 +17,11 @@
 //!   success; on error the HTTP status is docket's (400, 404, 409, …), `code` the same number
 //!   and `msg` docket's error code and message. Handlers fail with docket's [`ApiError`];
 //!   [`envelope`] writes every error under `/api` in asyncflow's shape, whoever refused the
-//!   request (a handler, auth, an unknown route or method, a panic).
+//!   request (a handler, auth, the cross-site check, an unknown route or method, a panic);
+//! - they are guarded as `/v1` is, with its own checks: reads mask the payloads of
+//!   `mask_payload` queues (`auth::mask_tasks`), a `work` token holds and sets only tasks
+//!   of its queues (`auth::check_queue`), writes pass the cross-site check
+//!   (`auth::api_guard`).
 
 use crate::prelude::*;
 use axum::http::{header, HeaderValue};
@@ -44,22 +48,17 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/task/getUserTaskList", get(get_user_task_list))
 }
 
-/// Whether `path` is one of asyncflow's: `/api` or under it.
-fn under_api(path: &str) -> bool {
-    path == "/api" || path.starts_with("/api/")
-}
-
 /// Writes every error answer under `/api` in asyncflow's envelope: `{"msg": "<docket's code>:
 /// <message>", "code": <the HTTP status>, "result": null}`, with the status and headers
 /// (`Retry-After`) kept. Outside every layer of the router but CORS (with `--compat
-/// asyncflow`), so it sees what auth, the rate limit, the NUL check, axum's own rejections,
-/// unknown routes and methods and a panic answer, in docket's shape (`{"error": {"code",
-/// "message"}}`).
+/// asyncflow`), so it sees what auth, the rate limit, the cross-site check, the NUL check,
+/// axum's own rejections, unknown routes and methods and a panic answer, in docket's shape
+/// (`{"error": {"code", "message"}}`).
 pub(crate) async fn envelope(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if !under_api(req.uri().path()) {
+    if !auth::under_api(req.uri().path()) {
         return next.run(req).await;
     }
     let resp = next.run(req).await;
@@ -496,24 +495,41 @@ async fn create_task(
     ok(json!({"taskId": asyncflow_id(task.id, &task.kind)}))
 }
 
-/// `GET /api/task/getTask?taskId=`.
+/// The caller of a request under auth (none with auth off).
+type Caller = Option<axum::Extension<docket_engine::auth::Caller>>;
+
+fn caller(c: &Caller) -> Option<&docket_engine::auth::Caller> {
+    c.as_ref().map(|c| &c.0)
+}
+
+/// `GET /api/task/getTask?taskId=`: masked as `GET /v1/tasks/{id}` is (queue setting
+/// `mask_payload`: `taskContext` and `scheduleLog` are `***` to a token without `admin`).
 async fn get_task(
     State(s): State<AppState>,
+    who: Caller,
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> CompatResult {
     let q = query(q)?;
-    let t = find_task(&s, required(&q, "taskId")?).await?;
+    let mut t = find_task(&s, required(&q, "taskId")?).await?;
+    if auth::masks_for(caller(&who)) {
+        auth::mask_tasks(&s, [&mut t]).await?;
+    }
     ok(json!({"taskData": task_data(&t)}))
 }
 
-async fn list(s: &AppState, p: TaskListParams) -> CompatResult {
-    let tasks = s.engine.task_list(p).await?;
+/// A list of tasks, masked as `GET /v1/tasks` is.
+async fn list(s: &AppState, who: &Caller, p: TaskListParams) -> CompatResult {
+    let mut tasks = s.engine.task_list(p).await?;
+    if auth::masks_for(caller(who)) {
+        auth::mask_tasks(s, tasks.iter_mut()).await?;
+    }
     ok(json!({"taskList": tasks.iter().map(task_data).collect::<Vec<_>>()}))
 }
 
 /// `GET /api/task/getTaskList?taskType=&status=&limit=`.
 async fn get_task_list(
     State(s): State<AppState>,
+    who: Caller,
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> CompatResult {
     let q = query(q)?;
@@ -530,6 +546,7 @@ async fn get_task_list(
         .transpose()?;
     list(
         &s,
+        &who,
         TaskListParams {
             queue,
             states,
@@ -543,6 +560,7 @@ async fn get_task_list(
 /// `GET /api/task/getUserTaskList?userId=&statusList=1,2`.
 async fn get_user_task_list(
     State(s): State<AppState>,
+    who: Caller,
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> CompatResult {
     let q = query(q)?;
@@ -564,6 +582,7 @@ async fn get_user_task_list(
     }
     list(
         &s,
+        &who,
         TaskListParams {
             user_id: Some(user),
             states,
@@ -579,12 +598,12 @@ async fn get_user_task_list(
 /// (asyncflow's max_processing_time).
 async fn hold_task(
     State(s): State<AppState>,
-    caller: Option<axum::Extension<docket_engine::auth::Caller>>,
+    who: Caller,
     q: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> CompatResult {
     let q = query(q)?;
     let queue = task_type("taskType", required(&q, "taskType")?).map_err(bad)?;
-    auth::check_queue(caller.as_ref().map(|c| &c.0), &queue)?;
+    auth::check_queue(caller(&who), &queue)?;
     let got = s
         .engine
         .claim_where(
@@ -658,7 +677,15 @@ fn err_msg(log: Option<&str>) -> Option<String> {
 /// for good; 2 (or none) records `taskContext`, `priority` and `orderTime`. A waiting task:
 /// `taskStage`, `taskContext`, `priority`, `orderTime` and the retry fields change it (PATCH);
 /// `status` 4 cancels it.
-async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> CompatResult {
+///
+/// Under auth, a `work` token limited to some queues may set only tasks of those: these
+/// routes hold the task's lease for it, so the check a claim makes (`auth::check_queue`)
+/// is made here on the task's queue, held or waiting.
+async fn set_task(
+    State(s): State<AppState>,
+    who: Caller,
+    body: Result<Bytes, BytesRejection>,
+) -> CompatResult {
     let b: SetBody = parse(body)?;
     let named = match &b.task_id {
         Some(Value::String(v)) => v.clone(),
@@ -680,6 +707,7 @@ async fn set_task(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
     }
     let run_at = b.order_time.map(order_time).transpose()?;
     let t = find_task(&s, &named).await?;
+    auth::check_queue(caller(&who), &t.queue)?;
     let id = t.id;
     let stage = b.task_stage.clone().filter(|st| !st.is_empty());
     if t.state == TaskState::Running {

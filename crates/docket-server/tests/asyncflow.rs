@@ -999,7 +999,21 @@ async fn raw(
     token: Option<&str>,
     body: Option<(&str, Vec<u8>)>,
 ) -> (StatusCode, Option<String>, Value) {
-    let root = s.base.trim_end_matches("/api");
+    let root = s.base.trim_end_matches("/api").to_string();
+    raw_at(s, &root, method, path, token, body, &[]).await
+}
+
+/// [`raw`] to the server at `root`, with `headers` too (a browser's `Origin`,
+/// `Sec-Fetch-Site`); a body given with no content type (`""`) is sent without one.
+async fn raw_at(
+    s: &Server,
+    root: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<(&str, Vec<u8>)>,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Option<String>, Value) {
     let mut r = s.http.request(
         reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
         format!("{root}{path}"),
@@ -1008,7 +1022,13 @@ async fn raw(
         r = r.bearer_auth(t);
     }
     if let Some((ct, b)) = body {
-        r = r.header("content-type", ct).body(b);
+        if !ct.is_empty() {
+            r = r.header("content-type", ct);
+        }
+        r = r.body(b);
+    }
+    for (k, v) in headers {
+        r = r.header(*k, *v);
     }
     let resp = r.send().await.unwrap();
     let st = resp.status();
@@ -1221,6 +1241,554 @@ async fn auth_errors_in_the_envelope(db: TestStore) {
     assert!(limited >= 3, "five calls at once, one a second allowed");
 }
 
+/// A token made on the server's engine: `name` with `scope`, limited to `queues`.
+async fn token(s: &Server, name: &str, scope: Scope, queues: &[&str]) -> String {
+    s.engine
+        .token_create(NewToken {
+            name: name.into(),
+            scopes: vec![scope],
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .0
+}
+
+/// A JSON body for [`raw`].
+fn json_body(v: Value) -> Option<(&'static str, Vec<u8>)> {
+    Some(("application/json", v.to_string().into_bytes()))
+}
+
+/// The `result` of a call that must succeed, with its envelope.
+fn result(what: &str, (st, _, v): (StatusCode, Option<String>, Value)) -> Value {
+    assert_eq!((st, &v["code"]), (StatusCode::OK, &json!(0)), "{what}: {v}");
+    v["result"].clone()
+}
+
+/// getTask of `id` with token `tok`.
+async fn get_as(s: &Server, tok: &str, id: &str) -> (StatusCode, Option<String>, Value) {
+    let path = format!("/api/task/getTask?taskId={id}");
+    raw(s, "GET", &path, Some(tok), None).await
+}
+
+/// A queue with `mask_payload` is masked under `/api` as under `/v1`: a `read` token sees
+/// `taskContext` and `scheduleLog` as `***` in getTask, getTaskList and getUserTaskList; an
+/// admin sees them, and so does the worker that holds the task (it must work on it).
+async fn masked_queues_stay_masked(db: TestStore) {
+    let s = start_with(db, |st| {
+        st.with_compat_asyncflow(true)
+            .with_auth(docket_server::auth::AuthMode::Required)
+    })
+    .await;
+    let root = token(&s, "root", Scope::Admin, &[]).await;
+    let reader = token(&s, "reader", Scope::Read, &[]).await;
+    let enqueuer = token(&s, "enqueuer", Scope::Enqueue, &[]).await;
+    let worker = token(&s, "lark-worker", Scope::Work, &["lark"]).await;
+    let (st, _, v) = raw(
+        &s,
+        "PUT",
+        "/v1/queues/lark",
+        Some(&root),
+        json_body(json!({"mask_payload": true})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let secret = r#"{"Card":"Zq4111-1111"}"#;
+    let log = r#"{"LastData":{"ErrMsg":"Zq4111 declined"}}"#;
+    let create = |ty: &str| {
+        raw(
+            &s,
+            "POST",
+            "/api/task/createTask",
+            Some(&enqueuer),
+            json_body(json!({"taskData": {"userId": "noob", "taskType": ty,
+                "taskStage": "pay", "taskContext": secret, "scheduleLog": log}})),
+        )
+    };
+    let masked = result("create Lark", create("Lark").await)["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let open = result("create Mail", create("Mail").await)["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let t = result("reader getTask", get_as(&s, &reader, &masked).await)["taskData"].clone();
+    assert_eq!(
+        (t["taskContext"].as_str(), t["scheduleLog"].as_str()),
+        (Some("***"), Some("***")),
+        "{t}"
+    );
+    assert!(!t.to_string().contains("Zq4111"), "{t}");
+    let t = result("reader getTask open", get_as(&s, &reader, &open).await)["taskData"].clone();
+    assert_eq!(t["taskContext"], secret, "another queue's is shown: {t}");
+    let t = result("admin getTask", get_as(&s, &root, &masked).await)["taskData"].clone();
+    assert_eq!(
+        (t["taskContext"].as_str(), t["scheduleLog"].as_str()),
+        (Some(secret), Some(log)),
+        "an admin sees it: {t}"
+    );
+    for path in [
+        "/api/task/getTaskList?taskType=Lark",
+        "/api/task/getTaskList?taskType=lark&status=1",
+        "/api/task/getUserTaskList?userId=noob",
+    ] {
+        let list =
+            result(path, raw(&s, "GET", path, Some(&reader), None).await)["taskList"].clone();
+        let tasks = list.as_array().unwrap();
+        let lark = tasks
+            .iter()
+            .find(|t| t["taskId"] == masked.as_str())
+            .unwrap_or_else(|| panic!("{path} lists the masked task: {list}"));
+        assert_eq!(
+            (lark["taskContext"].as_str(), lark["scheduleLog"].as_str()),
+            (Some("***"), Some("***")),
+            "{path}: {list}"
+        );
+        for t in tasks.iter().filter(|t| t["taskType"] == "mail") {
+            assert_eq!(t["taskContext"], secret, "{path}: {list}");
+        }
+        if path.contains("lark") || path.contains("Lark") {
+            assert!(!list.to_string().contains("Zq4111"), "{path}: {list}");
+        }
+    }
+    // The worker that holds it gets what it must work on, and reports progress that a reader
+    // does not see either.
+    let held = result(
+        "hold",
+        raw(
+            &s,
+            "POST",
+            "/api/task/hold_task?taskType=Lark",
+            Some(&worker),
+            None,
+        )
+        .await,
+    );
+    assert_eq!(held["taskList"][0]["taskId"], masked.as_str(), "{held}");
+    assert_eq!(held["taskList"][0]["taskContext"], secret, "{held}");
+    let progress = r#"{"LastData":{"ErrMsg":"Zq4111 retrying"}}"#;
+    result(
+        "setTask",
+        raw(
+            &s,
+            "POST",
+            "/api/task/setTask",
+            Some(&worker),
+            json_body(json!({"taskId": masked, "status": 2, "scheduleLog": progress})),
+        )
+        .await,
+    );
+    let t = result("reader getTask held", get_as(&s, &reader, &masked).await)["taskData"].clone();
+    assert_eq!(t["status"], 2, "{t}");
+    assert!(!t.to_string().contains("Zq4111"), "{t}");
+    let t = result("admin getTask held", get_as(&s, &root, &masked).await)["taskData"].clone();
+    assert_eq!(t["scheduleLog"], progress, "{t}");
+    // Failed without a scheduleLog: the one a client sent before stays masked.
+    let fail = |id: &str| {
+        raw(
+            &s,
+            "POST",
+            "/api/task/setTask",
+            Some(&worker),
+            json_body(json!({"taskId": id, "status": 1, "taskStage": "pay"})),
+        )
+    };
+    result("setTask fail", fail(&masked).await);
+    let t = result("reader getTask failed", get_as(&s, &reader, &masked).await)["taskData"].clone();
+    assert_eq!(
+        (t["taskContext"].as_str(), t["scheduleLog"].as_str()),
+        (Some("***"), Some("***")),
+        "{t}"
+    );
+    // A task no client sent a scheduleLog for: its log is built from docket's run log, which
+    // is not masked (nor is it on `/v1`); its context is.
+    let plain = result(
+        "create without a log",
+        raw(
+            &s,
+            "POST",
+            "/api/task/createTask",
+            Some(&enqueuer),
+            json_body(json!({"taskData": {"taskType": "Lark", "taskContext": secret}})),
+        )
+        .await,
+    )["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let held = result(
+        "hold",
+        raw(
+            &s,
+            "POST",
+            "/api/task/hold_task?taskType=Lark",
+            Some(&worker),
+            None,
+        )
+        .await,
+    );
+    assert_eq!(held["taskList"][0]["taskId"], plain.as_str(), "{held}");
+    result("setTask fail", fail(&plain).await);
+    let t = result("reader getTask run log", get_as(&s, &reader, &plain).await)["taskData"].clone();
+    assert_eq!(t["taskContext"], "***", "{t}");
+    let log: Value = serde_json::from_str(t["scheduleLog"].as_str().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {t}"));
+    assert!(
+        log["LastData"]["TraceId"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "the run log's last attempt: {t}"
+    );
+}
+
+/// setTask acts as the holder of a task's lease, so a `work` token may set only tasks of its
+/// queues, held or waiting, as hold_task may hold only those: a token of another queue is
+/// refused (403, in the envelope) and the task is left as it was.
+async fn set_task_keeps_to_the_tokens_queues(db: TestStore) {
+    let s = start_with(db, |st| {
+        st.with_compat_asyncflow(true)
+            .with_auth(docket_server::auth::AuthMode::Required)
+    })
+    .await;
+    let enqueuer = token(&s, "enqueuer", Scope::Enqueue, &[]).await;
+    let lark = token(&s, "lark-worker", Scope::Work, &["lark"]).await;
+    let mail = token(&s, "mail-worker", Scope::Work, &["mail"]).await;
+    let create = || {
+        raw(
+            &s,
+            "POST",
+            "/api/task/createTask",
+            Some(&enqueuer),
+            json_body(json!({"taskData": {"taskType": "Lark", "taskStage": "one",
+                "taskContext": "{}", "priority": 1}})),
+        )
+    };
+    let a = result("create", create().await)["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b = result("create", create().await)["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // hold_task keeps to the token's queues (the type lower-cased).
+    let (st, _, v) = raw(
+        &s,
+        "POST",
+        "/api/task/hold_task?taskType=LARK",
+        Some(&mail),
+        None,
+    )
+    .await;
+    assert_envelope(st, &v, 403, "forbidden", "hold by a token of another queue");
+    let held = result(
+        "hold",
+        raw(
+            &s,
+            "POST",
+            "/api/task/hold_task?taskType=Lark&limit=1",
+            Some(&lark),
+            None,
+        )
+        .await,
+    );
+    assert_eq!(held["taskList"][0]["taskId"], a.as_str(), "{held}");
+    let state = |id: &str| {
+        let e = s.engine.clone();
+        let n: i64 = number(id).parse().unwrap();
+        async move {
+            let t = e.task_get(n).await.unwrap().unwrap();
+            (t.state, t.priority, t.stage, t.payload)
+        }
+    };
+    let (held_before, waiting_before) = (state(&a).await, state(&b).await);
+    assert_eq!(held_before.0, docket_core::TaskState::Running);
+    let number_a: i64 = number(&a).parse().unwrap();
+    for (what, body) in [
+        (
+            "complete a held task",
+            json!({"taskId": a, "status": 3, "taskContext": "x"}),
+        ),
+        ("fail a held task", json!({"taskId": a, "status": 4})),
+        (
+            "hand a held task on",
+            json!({"taskId": a, "status": 1, "taskStage": "two"}),
+        ),
+        (
+            "retry a held task",
+            json!({"taskId": a, "status": 1, "taskStage": "one"}),
+        ),
+        (
+            "change a held task",
+            json!({"taskId": a, "status": 2, "taskContext": "x"}),
+        ),
+        (
+            "by docket's number",
+            json!({"taskId": number_a, "status": 3}),
+        ),
+        ("cancel a waiting task", json!({"taskId": b, "status": 4})),
+        (
+            "change a waiting task",
+            json!({"taskId": b, "priority": 9, "taskStage": "two",
+            "taskContext": "x"}),
+        ),
+    ] {
+        let (st, _, v) = raw(
+            &s,
+            "POST",
+            "/api/task/setTask",
+            Some(&mail),
+            json_body(body),
+        )
+        .await;
+        assert_envelope(st, &v, 403, "forbidden", what);
+        assert!(
+            v["msg"].as_str().unwrap().contains("\"lark\""),
+            "{what}: the message names the queue: {v}"
+        );
+    }
+    // With auth on too, the right token sent from another site's page is refused.
+    let root = s.base.trim_end_matches("/api").to_string();
+    let (st, _, v) = raw_at(
+        &s,
+        &root,
+        "POST",
+        "/api/task/setTask",
+        Some(&lark),
+        json_body(json!({"taskId": a, "status": 3})),
+        &[("origin", "https://evil.example")],
+    )
+    .await;
+    assert_envelope(st, &v, 403, "forbidden", "a cross-site setTask under auth");
+    assert_eq!(state(&a).await, held_before, "the held task is as it was");
+    assert_eq!(
+        state(&b).await,
+        waiting_before,
+        "the waiting task is as it was"
+    );
+    // The token of the task's queue may.
+    result(
+        "complete",
+        raw(
+            &s,
+            "POST",
+            "/api/task/setTask",
+            Some(&lark),
+            json_body(json!({"taskId": a, "status": 3, "taskContext": "done"})),
+        )
+        .await,
+    );
+    result(
+        "cancel",
+        raw(
+            &s,
+            "POST",
+            "/api/task/setTask",
+            Some(&lark),
+            json_body(json!({"taskId": b, "status": 4})),
+        )
+        .await,
+    );
+    assert_eq!(state(&a).await.0, docket_core::TaskState::Completed);
+    assert_eq!(state(&b).await.0, docket_core::TaskState::Cancelled);
+}
+
+/// A page of another site can make a browser post to docket but not read the answer: `/api`
+/// writes get `/v1`'s cross-site check, auth on or off — a body not declared JSON is 415, a
+/// write a browser marks as cross-site 403 (unless `--cors-origin` allows its origin), in
+/// asyncflow's envelope — and write nothing. (Under auth: `set_task_keeps_to_the_tokens_queues`.)
+async fn browsers_cannot_write_to_api(db: TestStore) {
+    let s = start(db, true).await;
+    let root = s.base.trim_end_matches("/api").to_string();
+    // The same database served again, with one origin allowed.
+    let cors = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", l.local_addr().unwrap());
+        let state = AppState::new(s.engine.clone(), s.stop.clone())
+            .with_compat_asyncflow(true)
+            .with_cors_origins(vec!["https://app.example".into()]);
+        tokio::spawn(docket_server::serve(l, state));
+        base
+    };
+    let count = || {
+        let e = s.engine.clone();
+        async move {
+            e.task_list(docket_store::TaskListParams {
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .len()
+        }
+    };
+    let create = br#"{"taskData": {"taskType": "Lark", "taskContext": "{}"}}"#.to_vec();
+    let id = result(
+        "create",
+        raw(
+            &s,
+            "POST",
+            "/api/task/createTask",
+            None,
+            Some(("application/json", create.clone())),
+        )
+        .await,
+    )["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = count().await;
+    // Bodies a page can send without a CORS preflight.
+    for ct in [
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "",
+    ] {
+        let (st, _, v) = raw(
+            &s,
+            "POST",
+            "/api/task/createTask",
+            None,
+            Some((ct, create.clone())),
+        )
+        .await;
+        assert_envelope(
+            st,
+            &v,
+            415,
+            "unsupported_media_type",
+            &format!("createTask as {ct:?}"),
+        );
+        let set = format!(r#"{{"taskId": "{id}", "status": 4}}"#).into_bytes();
+        let (st, _, v) = raw(&s, "POST", "/api/task/setTask", None, Some((ct, set))).await;
+        assert_envelope(
+            st,
+            &v,
+            415,
+            "unsupported_media_type",
+            &format!("setTask as {ct:?}"),
+        );
+    }
+    let (st, _, v) = raw(
+        &s,
+        "POST",
+        "/api/task/hold_task?taskType=Lark",
+        None,
+        Some(("application/x-www-form-urlencoded", vec![])),
+    )
+    .await;
+    assert_envelope(
+        st,
+        &v,
+        415,
+        "unsupported_media_type",
+        "a form posted to hold_task",
+    );
+    // Writes a browser marks as cross-site, even as JSON.
+    let json = Some(("application/json", create.clone()));
+    for h in [
+        [("origin", "https://evil.example")],
+        [("sec-fetch-site", "cross-site")],
+        [("sec-fetch-site", "same-site")],
+        [("origin", "null")],
+    ] {
+        let what = format!("{h:?}");
+        let (st, _, v) = raw_at(
+            &s,
+            &root,
+            "POST",
+            "/api/task/createTask",
+            None,
+            json.clone(),
+            &h,
+        )
+        .await;
+        assert_envelope(st, &v, 403, "forbidden", &format!("createTask {what}"));
+        let set = json_body(json!({"taskId": id, "status": 4}));
+        let (st, _, v) = raw_at(&s, &root, "POST", "/api/task/setTask", None, set, &h).await;
+        assert_envelope(st, &v, 403, "forbidden", &format!("setTask {what}"));
+        for path in [
+            "/api/task/hold_task?taskType=Lark",
+            "/api/task_schedule_cfg/list",
+        ] {
+            let (st, _, v) = raw_at(&s, &root, "POST", path, None, None, &h).await;
+            assert_envelope(st, &v, 403, "forbidden", &format!("{path} {what}"));
+        }
+    }
+    assert_eq!(count().await, before, "no refused post made a task");
+    assert_eq!(
+        s.get_task(&id).await["status"],
+        1,
+        "no refused post held or cancelled the task"
+    );
+    // A page may still not read the answers: reads are answered without CORS headers.
+    let (st, _, v) = raw_at(
+        &s,
+        &root,
+        "GET",
+        &format!("/api/task/getTask?taskId={id}"),
+        None,
+        None,
+        &[("origin", "https://evil.example")],
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    // The same origin, and clients that are not browsers (no Origin, no Sec-Fetch-Site).
+    let host = root.trim_start_matches("http://").to_string();
+    let same = format!("http://{host}");
+    result(
+        "same origin",
+        raw_at(
+            &s,
+            &root,
+            "POST",
+            "/api/task/createTask",
+            None,
+            json.clone(),
+            &[("origin", &same), ("sec-fetch-site", "same-origin")],
+        )
+        .await,
+    );
+    // An origin allowed with --cors-origin writes; others still do not.
+    result(
+        "allowed origin",
+        raw_at(
+            &s,
+            &cors,
+            "POST",
+            "/api/task/createTask",
+            None,
+            json.clone(),
+            &[
+                ("origin", "https://app.example"),
+                ("sec-fetch-site", "cross-site"),
+            ],
+        )
+        .await,
+    );
+    let (st, _, v) = raw_at(
+        &s,
+        &cors,
+        "POST",
+        "/api/task/createTask",
+        None,
+        json.clone(),
+        &[("origin", "https://evil.example")],
+    )
+    .await;
+    assert_envelope(st, &v, 403, "forbidden", "an origin not allowed");
+    assert_eq!(count().await, before + 2);
+    let held = s
+        .call("POST", "/task/hold_task", &[("taskType", "Lark")], None)
+        .await
+        .unwrap();
+    assert_eq!(held["taskList"][0]["taskId"], id.as_str(), "{held}");
+}
+
 async fn off_by_default(db: TestStore) {
     let s = start(db, false).await;
     let (st, v) = s
@@ -1248,4 +1816,7 @@ all!(
     types_and_ids_as_asyncflow_writes_them,
     every_error_under_api_in_the_envelope,
     auth_errors_in_the_envelope,
+    masked_queues_stay_masked,
+    set_task_keeps_to_the_tokens_queues,
+    browsers_cannot_write_to_api,
 );

@@ -351,13 +351,21 @@ fn is_json(ct: &str) -> bool {
     mt == "application/json" || (mt.starts_with("application/") && mt.ends_with("+json"))
 }
 
-/// Guards the JSON API against browsers: a write from another site's page is refused (403)
-/// unless its origin is allowed by `--cors-origin`, and a body must be declared JSON (415):
-/// `text/plain` and form posts are what a page can send without a CORS preflight.
+/// Whether `path` is one of asyncflow's (`--compat asyncflow`): `/api` or under it.
+pub(crate) fn under_api(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/")
+}
+
+/// Guards the JSON API — docket's `/v1` and, with `--compat asyncflow`, asyncflow's `/api` —
+/// against browsers: a write from another site's page is refused (403) unless its origin is
+/// allowed by `--cors-origin`, and a body must be declared JSON (415): `text/plain` and form
+/// posts are what a page can send without a CORS preflight. (Under `/api` the refusal is
+/// written in asyncflow's envelope.)
 pub(crate) async fn api_guard(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if !write || !path.starts_with("/v1/") {
+    let api = path.starts_with("/v1/") || (s.compat_asyncflow && under_api(path));
+    if !write || !api {
         return next.run(req).await;
     }
     let h = req.headers();
