@@ -449,9 +449,11 @@ fn order_time(ms: i64) -> Result<Timestamp, ApiError> {
         })
 }
 
-/// `POST /api/task/createTask`.
+/// `POST /api/task/createTask`. Under auth, a type whose kind asks for a scope (`sql`) needs it
+/// besides `enqueue`, as on `POST /v1/tasks` (`auth::check_kind_scope`).
 async fn create_task(
     State(s): State<AppState>,
+    who: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> CompatResult {
     let b: CreateBody = parse(body)?;
@@ -491,6 +493,7 @@ async fn create_task(
     if let Some(p) = &t.progress {
         check_size("scheduleLog", p)?;
     }
+    auth::check_kind_scope(&s.engine, caller(&who), &[&t])?;
     let task = s.engine.enqueue_many(vec![t]).await?.remove(0);
     ok(json!({"taskId": asyncflow_id(task.id, &task.kind)}))
 }

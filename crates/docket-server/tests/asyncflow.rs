@@ -33,12 +33,29 @@ async fn start(db: TestStore, compat: bool) -> Server {
     start_with(db, |s| s.with_compat_asyncflow(compat)).await
 }
 
+/// A kind whose hook asks for the `sql` scope (as docket-sql's `sql` kind does), so the kind
+/// scope check is exercised without docket-sql.
+struct NeedsSqlScope;
+
+impl docket_engine::kinds::KindHook for NeedsSqlScope {
+    fn kind(&self) -> &str {
+        "sql"
+    }
+    fn scope(&self) -> Option<Scope> {
+        Some(Scope::Sql)
+    }
+    fn check(&self, _: &mut docket_core::NewTask) -> Result<(), docket_engine::kinds::KindRefusal> {
+        Ok(())
+    }
+}
+
 /// A server whose state `f` configures.
 async fn start_with(db: TestStore, f: impl FnOnce(AppState) -> AppState) -> Server {
     let store = db.store.clone();
     let mut cfg = EngineConfig::new("n1", store.backend());
     cfg.poll_interval = Duration::from_millis(200);
-    let engine = Engine::new(store, Arc::new(SystemClock), cfg);
+    let engine =
+        Engine::new(store, Arc::new(SystemClock), cfg).with_kind_hook(Arc::new(NeedsSqlScope));
     let stop = CancellationToken::new();
     engine.start(stop.clone()).await.unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1789,6 +1806,51 @@ async fn browsers_cannot_write_to_api(db: TestStore) {
     assert_eq!(held["taskList"][0]["taskId"], id.as_str(), "{held}");
 }
 
+/// createTask checks the scope a task's kind asks for, as `POST /v1/tasks` does: a type
+/// `sql` (docket-sql's kind) needs the `sql` scope besides `enqueue`.
+async fn create_task_needs_the_kinds_scope(db: TestStore) {
+    let s = start_with(db, |st| {
+        st.with_compat_asyncflow(true)
+            .with_auth(docket_server::auth::AuthMode::Required)
+    })
+    .await;
+    let enqueuer = token(&s, "enqueuer", Scope::Enqueue, &[]).await;
+    let sql = {
+        let t = NewToken {
+            name: "sql".into(),
+            scopes: vec![Scope::Enqueue, Scope::Sql],
+            ..Default::default()
+        };
+        s.engine.token_create(t).await.unwrap().0
+    };
+    let body = || {
+        json_body(json!({"taskData": {"taskType": "SQL",
+            "taskContext": r#"{"input":"SELECT 1","target":"main"}"#}}))
+    };
+    let (st, _, v) = raw(&s, "POST", "/api/task/createTask", Some(&enqueuer), body()).await;
+    assert_envelope(
+        st,
+        &v,
+        403,
+        "forbidden",
+        "an sql task without the sql scope",
+    );
+    assert!(v["msg"].as_str().unwrap().contains("`sql`"), "{v}");
+    let none = s
+        .engine
+        .task_list(docket_store::TaskListParams {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "nothing was written: {none:?}");
+    result(
+        "with the sql scope",
+        raw(&s, "POST", "/api/task/createTask", Some(&sql), body()).await,
+    );
+}
+
 async fn off_by_default(db: TestStore) {
     let s = start(db, false).await;
     let (st, v) = s
@@ -1819,4 +1881,5 @@ all!(
     masked_queues_stay_masked,
     set_task_keeps_to_the_tokens_queues,
     browsers_cannot_write_to_api,
+    create_task_needs_the_kinds_scope,
 );
