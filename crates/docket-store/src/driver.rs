@@ -125,6 +125,13 @@ pub(crate) trait Driver: Send + Sync {
     /// The database failed.
     async fn begin(&self) -> Result<Self::Tx>;
 
+    /// How many tries [`again_up_to`] gives a flow that contends for rows every node writes
+    /// (claims, process steps' event sequence) [10]: a Galera node's rivals are every other
+    /// node's transactions, each one's write-set certified only at COMMIT, so it takes more.
+    fn contended_tries(&self) -> u32 {
+        10
+    }
+
     /// Runs statement `s` and returns its rows.
     ///
     /// # Errors

@@ -1,7 +1,9 @@
 //! Store methods whose flow is the same on every backend, written once over [`Driver`]: the
 //! backends differ only in their statements' text and in how a value is bound.
 
-use crate::driver::{again, args, stmt, Driver, DriverTx, Listen, ProcessDriver, QueueDriver};
+use crate::driver::{
+    again, again_up_to, args, stmt, Driver, DriverTx, Listen, ProcessDriver, QueueDriver,
+};
 use crate::row;
 use crate::row::Cols;
 use crate::*;
@@ -353,12 +355,21 @@ impl<D: Driver + ProcessDriver> ProcessStore for D {
             .collect()
     }
 
+    // Each process flow is one transaction, rolled back whole on a deadlock or a certification
+    // conflict (Galera: every process event takes the event sequence's lock row, so two nodes
+    // stepping processes at once conflict there): going again is safe.
     async fn process_create(&self, p: ProcessCreateParams<'_>) -> Result<Task> {
-        ProcessDriver::process_create(self, p).await
+        again_up_to(self.contended_tries(), || {
+            ProcessDriver::process_create(self, p.clone())
+        })
+        .await
     }
 
     async fn process_enqueue(&self, p: ProcessEnqueueParams<'_>) -> Result<Task> {
-        ProcessDriver::process_enqueue(self, p).await
+        again_up_to(self.contended_tries(), || {
+            ProcessDriver::process_enqueue(self, p.clone())
+        })
+        .await
     }
 
     async fn process_get(&self, p: ProcessGetParams<'_>) -> Result<Option<ProcessWithHistory>> {
@@ -386,45 +397,62 @@ impl<D: Driver + ProcessDriver> ProcessStore for D {
     }
 
     async fn process_commit(&self, c: ProcessCommit) -> Result<()> {
-        ProcessDriver::process_commit(self, c).await
+        again_up_to(self.contended_tries(), || {
+            ProcessDriver::process_commit(self, c.clone())
+        })
+        .await
     }
 
     async fn process_fail(&self, f: ProcessFail) -> Result<LeaseOutcome> {
-        ProcessDriver::process_fail(self, f).await
+        again_up_to(self.contended_tries(), || {
+            ProcessDriver::process_fail(self, f.clone())
+        })
+        .await
     }
 
     async fn process_remove(&self, p: ProcessRemoveParams<'_>) -> Result<()> {
-        ProcessDriver::process_remove(self, p).await
+        again_up_to(self.contended_tries(), || {
+            ProcessDriver::process_remove(self, p.clone())
+        })
+        .await
     }
 
     async fn process_import(&self, p: ProcessImport) -> Result<()> {
-        ProcessDriver::process_import(self, p).await
+        again_up_to(self.contended_tries(), || {
+            ProcessDriver::process_import(self, p.clone())
+        })
+        .await
     }
 
     async fn process_simple_repair(&self, p: ProcessSimpleRepairParams<'_>) -> Result<()> {
         use docket_core::process::Notice;
-        let mut tx = self.begin().await?;
-        let repaired = tx
-            .execute(
-                stmt!(processes, simple_repair),
-                args![p.namespace, p.id, p.now],
-            )
-            .await?;
-        if repaired == 1 {
-            tx.publish(
-                p.namespace,
-                p.id,
-                &[Notice::Repaired { simple: true }],
-                p.now,
-            )
-            .await?;
-        }
-        let status = tx
-            .fetch_one(stmt!(processes, status), args![p.namespace, p.id])
-            .await?
-            .map(|r| r.text("status"))
-            .transpose()?;
-        tx.commit().await?;
+        let p = &p;
+        let (repaired, status) = again(|| async move {
+            let mut tx = self.begin().await?;
+            let repaired = tx
+                .execute(
+                    stmt!(processes, simple_repair),
+                    args![p.namespace, p.id, p.now],
+                )
+                .await?;
+            if repaired == 1 {
+                tx.publish(
+                    p.namespace,
+                    p.id,
+                    &[Notice::Repaired { simple: true }],
+                    p.now,
+                )
+                .await?;
+            }
+            let status = tx
+                .fetch_one(stmt!(processes, status), args![p.namespace, p.id])
+                .await?
+                .map(|r| r.text("status"))
+                .transpose()?;
+            tx.commit().await?;
+            Ok((repaired, status))
+        })
+        .await?;
         match (repaired, status) {
             (1, _) => Ok(()),
             (_, None) => Err(StoreError::NotFound(format!(

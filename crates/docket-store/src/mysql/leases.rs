@@ -15,7 +15,7 @@ impl LeaseStore for MySqlStore {
         // through another node is a rival for the same first tasks in claim order: a claim loses
         // about two rounds in three when three nodes claim flat out, so it gets 30 tries (10 left
         // one claim in a hundred answering 503 with 24 claim loops over three Galera nodes).
-        let most = if self.galera { 30 } else { 10 };
+        let most = crate::driver::Driver::contended_tries(self);
         crate::driver::again_up_to(most, || self.claim_once(&p)).await
     }
 
@@ -512,7 +512,19 @@ impl MySqlStore {
         for id in ids {
             q = q.bind(id);
         }
-        q.execute(&mut *tx).await?;
+        let started = q.execute(&mut *tx).await?.rows_affected();
+        if started != ids.len() as u64 {
+            // A picked task was claimed elsewhere meanwhile: never start it twice. Rolled back
+            // whole (dropping `tx`); the claim goes again.
+            return Err(StoreError::Database {
+                kind: DbErrorKind::Retryable,
+                message: format!(
+                    "{} of the {} tasks picked were claimed meanwhile",
+                    ids.len() as u64 - started,
+                    ids.len()
+                ),
+            });
+        }
         let sql = fill(sql!(tasks, get_many), &[("ids", &marks(ids.len()))]);
         let mut q = sqlx::query(&sql);
         for id in ids {

@@ -724,6 +724,14 @@ impl crate::driver::Driver for MySqlStore {
     type Row = MySqlRow;
     type Tx = MySqlTx;
 
+    fn contended_tries(&self) -> u32 {
+        if self.galera {
+            30
+        } else {
+            10
+        }
+    }
+
     async fn begin(&self) -> Result<MySqlTx> {
         Ok(MySqlTx {
             tx: MySqlStore::begin(self).await?,
@@ -732,19 +740,28 @@ impl crate::driver::Driver for MySqlStore {
         })
     }
 
+    // A lone statement is its own transaction, rolled back whole when it fails: going again on
+    // a deadlock or a certification conflict (Galera: a heartbeat's upsert meeting a drain of
+    // the same node row through another node, 1213 even with wsrep_retry_autocommit) is safe.
     async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
         let st = STATEMENTS.stmt(s.0, s.1);
-        Ok(bind(sqlx::query(&st.text), st, args)
-            .fetch_all(&self.pool)
-            .await?)
+        crate::driver::again(|| async {
+            Ok(bind(sqlx::query(&st.text), st, args)
+                .fetch_all(&self.pool)
+                .await?)
+        })
+        .await
     }
 
     async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
         let st = STATEMENTS.stmt(s.0, s.1);
-        Ok(bind(sqlx::query(&st.text), st, args)
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
+        crate::driver::again(|| async {
+            Ok(bind(sqlx::query(&st.text), st, args)
+                .execute(&self.pool)
+                .await?
+                .rows_affected())
+        })
+        .await
     }
 
     async fn execute_text(&self, s: StmtName) -> Result<()> {

@@ -81,10 +81,12 @@ SELECT id FROM docket_tasks WHERE id IN ({ids}) AND state = 'available' FOR UPDA
 -- name: claim
 -- Starts the attempt of each picked task under the claim's nonce; {leases} is a `WHEN ? THEN ?`
 -- per task (its id and lease length, then its id and lease end), {ids} their placeholders.
+-- Only tasks still available: the caller checks every picked one was (on Galera a row another
+-- node claimed may be applied here between the pick and this update).
 UPDATE docket_tasks SET attempt = attempt + 1, attempted_at = ?, worker = ?,
     lease_token = ?, lease_ms = CASE id {leases}END, lease_expires_at = CASE id {leases}END,
     cancel_requested_at = NULL, state = 'running', attempt_node = ?
-    WHERE id IN ({ids})
+    WHERE id IN ({ids}) AND state = 'available'
 
 -- name: release_mark
 -- A claim handed back by its worker: see the PostgreSQL statement.
