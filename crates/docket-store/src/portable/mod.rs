@@ -1,0 +1,31 @@
+//! Store methods whose flow is the same on every backend, written once over [`Driver`]: the
+//! backends differ only in their statements' text and in how a value is bound. A file per noun.
+
+mod audit;
+mod batches;
+mod counts;
+mod leases;
+mod nodes;
+mod notifications;
+mod processes;
+mod queues;
+mod schedules;
+mod tasks;
+mod tokens;
+
+use counts::counts;
+pub(crate) use counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
+pub(crate) use leases::task_release;
+pub(crate) use tasks::task_delete;
+
+use crate::driver::{
+    again, again_up_to, args, stmt, Driver, DriverTx, Listen, ProcessDriver, QueueDriver,
+};
+use crate::row;
+use crate::row::Cols;
+use crate::*;
+use async_trait::async_trait;
+use docket_core::api::AuditEntry;
+use docket_core::batch::Batch;
+use docket_core::process::{Notification, Process};
+use std::collections::HashMap;
