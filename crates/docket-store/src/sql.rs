@@ -217,23 +217,36 @@ macro_rules! statements {
             /// statement is named somewhere.
             #[test]
             fn every_statement_is_known_and_used() {
-                let code: &[&str] = &[
-                    include_str!("mod.rs"),
-                    include_str!("leases.rs"),
-                    include_str!("maintenance.rs"),
-                    include_str!("notifications.rs"),
-                    include_str!("processes.rs"),
-                    include_str!("queues.rs"),
-                    include_str!("tasks.rs"),
-                    include_str!("../portable.rs"),
-                    include_str!("../rate_limits.rs"),
-                ];
+                // Read at run time: the files that may name statements are every file of the
+                // backend's folder, of `portable/` and `rate_limits.rs`, whatever they are.
+                let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+                let code = crate::sql::sources(&[src.join($backend), src.join("portable")], &[src.join("rate_limits.rs")]);
+                let code: Vec<&str> = code.iter().map(String::as_str).collect();
+                let code = &code[..];
                 crate::sql::check_used(&super::STATEMENTS, code);
             }
         }
     };
 }
 pub(crate) use statements;
+
+/// The text of every `.rs` file in `dirs` and of `files`, for [`check_used`].
+#[cfg(test)]
+pub(crate) fn sources(dirs: &[std::path::PathBuf], files: &[std::path::PathBuf]) -> Vec<String> {
+    let mut paths: Vec<std::path::PathBuf> = files.to_vec();
+    for d in dirs {
+        for e in std::fs::read_dir(d).expect("a source folder") {
+            let p = e.expect("a folder entry").path();
+            if p.extension().is_some_and(|x| x == "rs") {
+                paths.push(p);
+            }
+        }
+    }
+    paths
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("a source file"))
+        .collect()
+}
 
 /// The check behind `statements!`'s test: the `sql!(noun, name)` and `stmt!(noun, name)` in
 /// `code` and the statements of `s` are the same set (`fragments` excepted).
