@@ -530,15 +530,20 @@ impl MySqlStore {
         id: i64,
         lock: bool,
     ) -> Result<Option<(Task, Option<u128>)>> {
-        if lock {
-            Self::unarchive(tx, &[id]).await?;
-        }
         let sql = if lock {
             sql!(tasks, lock)
         } else {
             sql!(tasks, get_live)
         };
         let mut row = sqlx::query(sql).bind(id).fetch_optional(&mut **tx).await?;
+        if row.is_none() && lock {
+            // Not in docket_tasks: finished and moved out, or being moved by a rotation that
+            // this locked read waited for. Only now is it in docket_tasks_done for sure (a
+            // look there first missed a task whose move had not committed yet: a PATCH of a
+            // just-finished task answered 404 instead of 409).
+            Self::unarchive(tx, &[id]).await?;
+            row = sqlx::query(sql).bind(id).fetch_optional(&mut **tx).await?;
+        }
         if row.is_none() && !lock {
             row = sqlx::query(sql!(tasks, get_done))
                 .bind(id)
