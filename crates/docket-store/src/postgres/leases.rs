@@ -2,7 +2,7 @@
 //! applies and what it writes is `docket_core::lease`'s; this file locks, fetches and writes.
 
 use super::*;
-use docket_core::lease::{self, LeaseToken};
+use docket_core::lease::LeaseToken;
 
 /// A candidate row of the claim's first statement.
 fn candidate(r: &PgRow) -> Result<ClaimCandidate> {
@@ -227,196 +227,11 @@ impl LeaseStore for PgStore {
     }
 
     async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let mut tx = self.pool.begin().await?;
-            let sql = sql!(tasks, lock);
-            let Some(row) = sqlx::query(sql).bind(p.id).fetch_optional(&mut *tx).await? else {
-                return Err(StoreError::NotFound(format!("task {}", p.id)));
-            };
-            let t = decode(&row)?;
-            match lease::check(&t, row.nonce("lease_token")?, &p.token, p.now) {
-                LeaseCheck::Held => {
-                    let l = lease::renew(&t, row.try_get("lease_ms")?, p.lease, p.now);
-                    let sql = sql!(leases, heartbeat);
-                    let row = sqlx::query(sql)
-                        .bind(p.id)
-                        .bind(&p.progress)
-                        .bind(p.now)
-                        .bind(l.lease_ms)
-                        .bind(l.expires_at)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    tx.commit().await?;
-                    decode(&row)
-                }
-                LeaseCheck::CancelRequested => {
-                    sqlx::query(sql!(leases, heartbeat_cancelled))
-                        .bind(p.id)
-                        .bind(p.now)
-                        .bind(&p.progress)
-                        .execute(&mut *tx)
-                        .await?;
-                    self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
-                    tx.commit().await?;
-                    Err(StoreError::Cancelled)
-                }
-                LeaseCheck::PastDeadline => {
-                    let f = [Failure::timed_out(&t, p.fail_rule, p.now)];
-                    self.fail_locked(&mut tx, &f).await?;
-                    tx.commit().await?;
-                    Err(StoreError::TimedOut)
-                }
-                LeaseCheck::Cancelled => Err(StoreError::Cancelled),
-                LeaseCheck::Lost => Err(StoreError::LeaseLost),
-            }
-        })
-        .await
+        crate::portable::task_heartbeat(self, p).await
     }
 
     async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let TaskCompleteManyParams {
-                items,
-                now,
-                fail_rule,
-            } = p;
-            if items.is_empty() {
-                return Ok(vec![]);
-            }
-            // A malformed token, or one of another task, can never match: nil is never issued.
-            let nonce = |it: &TaskComplete| {
-                uuid::Uuid::from_u128(LeaseToken::nonce_for(&it.token, it.id).unwrap_or(0))
-            };
-            let mut ids = Vec::with_capacity(items.len());
-            let mut tokens = Vec::with_capacity(items.len());
-            let mut results = Vec::with_capacity(items.len());
-            for it in items.iter().filter(|it| it.next.is_none()) {
-                ids.push(it.id);
-                tokens.push(nonce(it));
-                results.push(it.result.clone());
-            }
-            let mut tx = self.begin_hot().await?;
-            // Fast path: one statement completes every item that `lease::check` would find
-            // `Held` (the same conditions, on the deadline the claim stored). What it leaves is
-            // locked and read below.
-            // `frees`: finishing it lets another task of its key or limited queue start, so the
-            // queue's claimers are woken (on every node) instead of waiting for a poll.
-            type Done = (i64, Timestamp, String, bool, String, Option<Timestamp>);
-            let mut done: Vec<(TaskState, Done)> = if ids.is_empty() {
-                vec![]
-            } else {
-                sqlx::query_as::<_, Done>(sql!(leases, complete_held))
-                    .bind(now)
-                    .bind(&ids)
-                    .bind(&tokens)
-                    .bind(&results)
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .into_iter()
-                    .map(|d| (TaskState::Completed, d))
-                    .collect()
-            };
-            for it in items {
-                let Some(n) = &it.next else { continue };
-                let d: Option<Done> = sqlx::query_as(sql!(leases, complete_to_next_stage))
-                    .bind(it.id)
-                    .bind(nonce(it))
-                    .bind(n.state.as_str())
-                    .bind(n.run_at)
-                    .bind(&n.stage)
-                    .bind(&n.payload)
-                    .bind(n.priority)
-                    .bind(&it.result)
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if let Some(mut d) = d {
-                    // Back to waiting: an available task wakes its queue's claimers.
-                    d.3 |= n.state == TaskState::Available;
-                    done.push((n.state, d));
-                }
-            }
-            let mut freed: Vec<String> = done
-                .iter()
-                .filter(|r| r.1 .3)
-                .map(|r| r.1 .2.clone())
-                .collect();
-            freed.sort();
-            freed.dedup();
-            self.notify(&mut tx, &freed).await?;
-            let done: HashMap<i64, LeaseOutcome> = done
-                .into_iter()
-                .map(|(state, r)| {
-                    let labels = TaskLabels {
-                        queue: r.2,
-                        kind: r.4,
-                        attempted_at: r.5,
-                    };
-                    let ok = LeaseOutcome::Ok {
-                        state,
-                        run_at: r.1,
-                        labels,
-                    };
-                    (r.0, ok)
-                })
-                .collect();
-            if done.len() == items.len() {
-                tx.commit().await?;
-                return Ok(items.iter().map(|it| done[&it.id].clone()).collect());
-            }
-            let missing: Vec<i64> = items
-                .iter()
-                .map(|i| i.id)
-                .filter(|i| !done.contains_key(i))
-                .collect();
-            let sql = sql!(tasks, lock_many);
-            let rows = sqlx::query(sql).bind(&missing).fetch_all(&mut *tx).await?;
-            let rows: HashMap<i64, PgRow> = rows
-                .into_iter()
-                .map(|r| (r.get::<i64, _>("id"), r))
-                .collect();
-            let mut timed_out = vec![];
-            let mut out = Vec::with_capacity(items.len());
-            for it in items {
-                if let Some(o) = done.get(&it.id) {
-                    out.push(o.clone());
-                    continue;
-                }
-                let Some(row) = rows.get(&it.id) else {
-                    out.push(LeaseOutcome::NotFound);
-                    continue;
-                };
-                let t = decode(row)?;
-                let check = lease::check(&t, row.nonce("lease_token")?, &it.token, now);
-                match check {
-                    LeaseCheck::CancelRequested => {
-                        // The work was done, but a cancel won: keep its result, end it cancelled.
-                        sqlx::query(sql!(leases, complete_cancelled))
-                            .bind(it.id)
-                            .bind(now)
-                            .bind(&it.result)
-                            .execute(&mut *tx)
-                            .await?;
-                        self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
-                    }
-                    LeaseCheck::PastDeadline => {
-                        timed_out.push(Failure::timed_out(&t, fail_rule, now))
-                    }
-                    // The fast path took every held item; one seen again in the same call
-                    // (a duplicate id) finds it completed.
-                    LeaseCheck::Held | LeaseCheck::Cancelled | LeaseCheck::Lost => {}
-                }
-                out.push(check.refusal());
-            }
-            self.fail_locked(&mut tx, &timed_out).await?;
-            tx.commit().await?;
-            Ok(out)
-        })
-        .await
+        crate::portable::task_complete_many(self, p).await
     }
 
     async fn task_release(&self, p: TaskReleaseParams<'_>) -> Result<Vec<Released>> {
@@ -424,76 +239,10 @@ impl LeaseStore for PgStore {
     }
 
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
-        const SQL: &str =
-            "SELECT lease_token FROM docket_tasks WHERE id = $1 AND state = 'running'";
-        let t: Option<Option<uuid::Uuid>> = sqlx::query_scalar(SQL)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(t.flatten().map(|u| {
-            LeaseToken {
-                nonce: u.as_u128(),
-                id,
-            }
-            .to_string()
-        }))
+        crate::portable::task_lease_token(self, id).await
     }
 
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let TaskFailManyParams {
-                items,
-                worker,
-                now,
-                fail_rule,
-            } = p;
-            if items.is_empty() {
-                return Ok(vec![]);
-            }
-            let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
-            let mut tx = self.pool.begin().await?;
-            let sql = sql!(tasks, lock_many);
-            let rows = sqlx::query(sql).bind(&ids).fetch_all(&mut *tx).await?;
-            let rows: HashMap<i64, PgRow> = rows
-                .into_iter()
-                .map(|r| (r.get::<i64, _>("id"), r))
-                .collect();
-            let mut apply = vec![];
-            let mut out = Vec::with_capacity(items.len());
-            let mut touched = std::collections::HashSet::new();
-            for it in items {
-                let Some(row) = rows.get(&it.id) else {
-                    out.push(LeaseOutcome::NotFound);
-                    continue;
-                };
-                let t = decode(row)?;
-                // A worker's failure is taken past the deadline too (it is the same end); a
-                // cancel requested meanwhile is the fail rule's to apply.
-                let check = lease::check(&t, row.nonce("lease_token")?, &it.token, now);
-                let applies = matches!(
-                    check,
-                    LeaseCheck::Held | LeaseCheck::PastDeadline | LeaseCheck::CancelRequested
-                );
-                if !applies {
-                    out.push(check.refusal());
-                    continue;
-                }
-                // The same id twice in one batch: the second finds it failed already.
-                if !touched.insert(it.id) {
-                    out.push(LeaseOutcome::LeaseLost);
-                    continue;
-                }
-                let d = fail_rule(&t, now, it.retry_in, it.permanent);
-                let f = Failure::new(&t, d, &it.error, worker, now);
-                out.push(f.outcome());
-                apply.push(f);
-            }
-            self.fail_locked(&mut tx, &apply).await?;
-            tx.commit().await?;
-            Ok(out)
-        })
-        .await
+        crate::portable::task_fail_many(self, p).await
     }
 }

@@ -157,159 +157,11 @@ impl LeaseStore for SqliteStore {
     }
 
     async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
-        let mut tx = self.begin().await?;
-        let Some((t, nonce, kept)) = Self::get_row_in(&mut tx, p.id).await? else {
-            return Err(StoreError::NotFound(format!("task {}", p.id)));
-        };
-        let progress = p.progress.as_ref().map(|v| v.to_string());
-        match lease::check(&t, nonce, &p.token, p.now) {
-            LeaseCheck::Held => {
-                let l = lease::renew(&t, kept, p.lease, p.now);
-                let sql = sql!(leases, heartbeat);
-                let row = sqlx::query(sql)
-                    .bind(p.id)
-                    .bind(progress)
-                    .bind(us(p.now))
-                    .bind(l.lease_ms)
-                    .bind(us(l.expires_at))
-                    .fetch_one(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                decode(&row)
-            }
-            LeaseCheck::CancelRequested => {
-                sqlx::query(sql!(leases, heartbeat_cancelled))
-                    .bind(p.id)
-                    .bind(us(p.now))
-                    .bind(progress)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                self.wake_queues([&t.queue]);
-                Err(StoreError::Cancelled)
-            }
-            LeaseCheck::PastDeadline => {
-                let f = Failure::timed_out(&t, p.fail_rule, p.now);
-                Self::apply_failures(&mut tx, std::slice::from_ref(&f), None).await?;
-                tx.commit().await?;
-                self.wake_queues([&t.queue]);
-                Err(StoreError::TimedOut)
-            }
-            LeaseCheck::Cancelled => Err(StoreError::Cancelled),
-            LeaseCheck::Lost => Err(StoreError::LeaseLost),
-        }
+        crate::portable::task_heartbeat(self, p).await
     }
 
     async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let TaskCompleteManyParams {
-            items,
-            now,
-            fail_rule,
-        } = p;
-        if items.is_empty() {
-            return Ok(vec![]);
-        }
-        let mut tx = self.begin().await?;
-        // One statement for the whole batch: items travel as one JSON array.
-        let batch: Vec<Value> = items
-            .iter()
-            .filter(|it| it.next.is_none())
-            .map(|it| {
-                // A malformed token, or one of another task, matches no stored nonce.
-                let nonce = LeaseToken::nonce_for(&it.token, it.id).map(lease::nonce_hex);
-                serde_json::json!({"id": it.id, "token": nonce, "result": it.result})
-            })
-            .collect();
-        type Done = (i64, i64, String, bool, String, Option<i64>);
-        let mut done: Vec<(TaskState, Done)> =
-            sqlx::query_as::<_, Done>(sql!(leases, complete_held))
-                .bind(us(now))
-                .bind(Value::Array(batch).to_string())
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(|d| (TaskState::Completed, d))
-                .collect();
-        for it in items {
-            let Some(n) = &it.next else { continue };
-            let d: Option<Done> = sqlx::query_as(sql!(leases, complete_to_next_stage))
-                .bind(it.id)
-                .bind(LeaseToken::nonce_for(&it.token, it.id).map(lease::nonce_hex))
-                .bind(n.state.as_str())
-                .bind(us(n.run_at))
-                .bind(&n.stage)
-                .bind(n.payload.as_ref().map(Value::to_string))
-                .bind(n.priority)
-                .bind(it.result.to_string())
-                .bind(us(now))
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some(mut d) = d {
-                // Back to waiting: an available task wakes its queue's claimers.
-                d.3 |= n.state == TaskState::Available;
-                done.push((n.state, d));
-            }
-        }
-        let mut freed: Vec<String> = done
-            .iter()
-            .filter(|r| r.1 .3)
-            .map(|r| r.1 .2.clone())
-            .collect();
-        let done: HashMap<i64, (TaskState, i64, TaskLabels)> = done
-            .into_iter()
-            .map(|(state, r)| {
-                (
-                    r.0,
-                    (
-                        state,
-                        r.1,
-                        TaskLabels {
-                            queue: r.2,
-                            kind: r.4,
-                            attempted_at: r.5.map(from_us),
-                        },
-                    ),
-                )
-            })
-            .collect();
-        let mut out = Vec::with_capacity(items.len());
-        let mut timed_out = vec![];
-        for it in items {
-            if let Some((state, run_at, labels)) = done.get(&it.id) {
-                out.push(LeaseOutcome::Ok {
-                    state: *state,
-                    run_at: from_us(*run_at),
-                    labels: labels.clone(),
-                });
-                continue;
-            }
-            let Some((t, nonce)) = Self::get_in(&mut tx, it.id).await? else {
-                out.push(LeaseOutcome::NotFound);
-                continue;
-            };
-            let check = lease::check(&t, nonce, &it.token, now);
-            match check {
-                LeaseCheck::CancelRequested => {
-                    // The work was done, but a cancel won: keep its result, end it cancelled.
-                    sqlx::query(sql!(leases, complete_cancelled))
-                        .bind(it.id)
-                        .bind(us(now))
-                        .bind(it.result.to_string())
-                        .execute(&mut *tx)
-                        .await?;
-                    freed.push(t.queue.clone());
-                }
-                LeaseCheck::PastDeadline => timed_out.push(Failure::timed_out(&t, fail_rule, now)),
-                // The statement took every held item; a duplicate id finds it completed.
-                LeaseCheck::Held | LeaseCheck::Cancelled | LeaseCheck::Lost => {}
-            }
-            out.push(check.refusal());
-        }
-        Self::apply_failures(&mut tx, &timed_out, None).await?;
-        tx.commit().await?;
-        self.wake_queues(&freed);
-        self.wake_queues(timed_out.iter().map(|f| &f.labels.queue));
-        Ok(out)
+        crate::portable::task_complete_many(self, p).await
     }
 
     async fn task_release(&self, p: TaskReleaseParams<'_>) -> Result<Vec<Released>> {
@@ -317,53 +169,10 @@ impl LeaseStore for SqliteStore {
     }
 
     async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
-        const SQL: &str =
-            "SELECT lease_token FROM docket_tasks WHERE id = ?1 AND state = 'running'";
-        let t: Option<Option<String>> = sqlx::query_scalar(SQL)
-            .bind(id)
-            .fetch_optional(&self.reader)
-            .await?;
-        let nonce = t.flatten().as_deref().and_then(lease::nonce_from_hex);
-        Ok(lease::token_string(nonce, id))
+        crate::portable::task_lease_token(self, id).await
     }
 
     async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
-        let TaskFailManyParams {
-            items,
-            worker,
-            now,
-            fail_rule,
-        } = p;
-        if items.is_empty() {
-            return Ok(vec![]);
-        }
-        let mut tx = self.begin().await?;
-        let mut out = Vec::with_capacity(items.len());
-        let mut freed = vec![];
-        for it in items {
-            let Some((t, nonce)) = Self::get_in(&mut tx, it.id).await? else {
-                out.push(LeaseOutcome::NotFound);
-                continue;
-            };
-            // A worker's failure is taken past the deadline too (it is the same end); a cancel
-            // requested meanwhile is the fail rule's to apply. A second item of the same id
-            // finds the task failed already.
-            let check = lease::check(&t, nonce, &it.token, now);
-            if !matches!(
-                check,
-                LeaseCheck::Held | LeaseCheck::PastDeadline | LeaseCheck::CancelRequested
-            ) {
-                out.push(check.refusal());
-                continue;
-            }
-            let d = fail_rule(&t, now, it.retry_in, it.permanent);
-            let f = Failure::new(&t, d, &it.error, worker, now);
-            out.push(f.outcome());
-            freed.push(t.queue.clone());
-            Self::apply_failures(&mut tx, std::slice::from_ref(&f), None).await?;
-        }
-        tx.commit().await?;
-        self.wake_queues(&freed);
-        Ok(out)
+        crate::portable::task_fail_many(self, p).await
     }
 }

@@ -1,40 +1,43 @@
 -- name: complete_cancelled
-UPDATE docket_tasks SET state = 'cancelled', finished_at = ?, result = ?,
-    lease_expires_at = NULL, {runs:cancelled:finished_at} WHERE id = ?
+UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, result = ?3,
+    lease_expires_at = NULL, {runs:cancelled:finished_at} WHERE id = ?1
 
 -- name: heartbeat_cancelled
-UPDATE docket_tasks SET state = 'cancelled', finished_at = ?,
-    lease_expires_at = NULL, progress = COALESCE(?, progress), {runs:cancelled:finished_at} WHERE id = ?
+UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2,
+    lease_expires_at = NULL, progress = COALESCE(?3, progress), {runs:cancelled:finished_at} WHERE id = ?1
 
 -- name: heartbeat
-UPDATE docket_tasks SET edited_at = IF(? IS NULL, edited_at, ?),
-    progress = COALESCE(?, progress), lease_ms = COALESCE(?, lease_ms),
-    lease_expires_at = ? WHERE id = ?
+-- No RETURNING: the task is read again.
+UPDATE docket_tasks SET edited_at = IF(?2 IS NULL, edited_at, ?3),
+    progress = COALESCE(?2, progress), lease_ms = COALESCE(?4, lease_ms),
+    lease_expires_at = ?5 WHERE id = ?1
 
 -- name: complete_to_next_stage
-UPDATE docket_tasks SET result = ?,
+-- A held task (locked and checked first; the nonce ?2 is not read again) to its next stage.
+UPDATE docket_tasks SET result = ?8,
     stages_done = JSON_ARRAY_APPEND(COALESCE(stages_done, JSON_ARRAY()), '$', stage),
-    {runs:completed:?},
-    stage = ?, attempt = 0, state = ?, run_at = ?, payload = COALESCE(?, payload),
-    priority = COALESCE(?, priority), lease_expires_at = NULL
-    WHERE id = ?
+    {runs:completed:?9},
+    stage = ?5, attempt = 0, state = ?3, run_at = ?4, payload = COALESCE(?6, payload),
+    priority = COALESCE(?7, priority), lease_expires_at = NULL
+    WHERE id = ?1
 
 -- name: fail
-UPDATE docket_tasks SET state = ?, run_at = ?, finished_at = ?,
-    errors = JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(?, '$')),
-    runs = JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(runs, '[]')) >= ?
-        THEN JSON_REMOVE(runs, '$[0]') ELSE COALESCE(runs, JSON_ARRAY()) END, '$', JSON_EXTRACT(?, '$')),
+-- One failure (see the PostgreSQL statement; one row of DriverTx::update_each).
+UPDATE docket_tasks SET state = ?4, run_at = ?5, finished_at = ?6,
+    errors = JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(?7, '$')),
+    runs = JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(runs, '[]')) >= ?1
+        THEN JSON_REMOVE(runs, '$[0]') ELSE COALESCE(runs, JSON_ARRAY()) END, '$', JSON_EXTRACT(?8, '$')),
     run_count = run_count + 1,
-    lease_expires_at = NULL WHERE id = ?
-    -- A rescue: only a task still running the attempt it read, its lease still expired.
-    AND (? IS NULL OR (state = 'running' AND attempt = ? AND lease_expires_at < ?))
+    lease_expires_at = NULL WHERE id = ?3
+    -- A rescue (?2): only a task still running the attempt it read, its lease still expired.
+    AND (?2 IS NULL OR (state = 'running' AND attempt = ?9 AND lease_expires_at < ?2))
 
 -- name: complete_held
--- Completes held tasks (locked and checked first), each with its result: {results} is a
--- `WHEN ? THEN ?` (id, result) per task, {ids} their placeholders.
-UPDATE docket_tasks SET finished_at = ?, lease_expires_at = NULL,
-    run_count = run_count + 1, result = CASE id {results}END, state = 'completed'
-    WHERE id IN ({ids})
+-- Completes held tasks ?2 (locked and checked first: the nonces ?3 are not read again), each
+-- with its result: the one of ?4 at its id's place in ?2.
+UPDATE docket_tasks SET finished_at = ?1, lease_expires_at = NULL,
+    run_count = run_count + 1, result = ELT(FIELD(id, ?2), ?4), state = 'completed'
+    WHERE id IN (?2)
 
 -- name: claim_candidates
 -- The tasks a claim may take, in claim order, locked. {kinds} and {stages} are empty or
@@ -110,3 +113,18 @@ UPDATE docket_tasks SET state = 'available', attempt = GREATEST(attempt - 1, 0),
     lease_token = NULL, lease_expires_at = NULL
     WHERE id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COLUMNS (id BIGINT PATH '$')) j)
     AND state = 'running'
+
+-- name: archived
+-- The finished tasks among the ids ?1 kept in docket_tasks_done (DriverTx::fetch_archived).
+SELECT {COLS} FROM docket_tasks_done WHERE id IN (?1)
+
+-- name: lock_held
+-- Tasks ?1 (ids, in id order) locked (see the PostgreSQL statement); the finished ones in
+-- docket_tasks_done are read apart (archived).
+SELECT {COLS} FROM docket_tasks WHERE id IN (?1) ORDER BY id FOR UPDATE
+
+-- name: lease_token
+SELECT lease_token FROM docket_tasks WHERE id = ?1 AND state = 'running'
+
+-- name: limited_queues
+SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL AND name IN (?1)

@@ -117,12 +117,6 @@ INSERT INTO docket_tasks ({COLS}) SELECT {COLS} FROM docket_tasks_done
 -- name: delete_done
 DELETE FROM docket_tasks_done WHERE id IN ({ids})
 
--- name: lock_many
-SELECT {COLS} FROM docket_tasks WHERE id IN ({ids}) ORDER BY id FOR UPDATE
-
--- name: get_many_done
-SELECT {COLS} FROM docket_tasks_done WHERE id IN ({ids})
-
 -- name: delete_lock
 -- The finished tasks among ?1 (a JSON array of ids, brought back from docket_tasks_done
 -- first) that no live process needs (the prune's rule), locked, with what the kept counts

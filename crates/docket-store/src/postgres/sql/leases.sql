@@ -128,17 +128,19 @@ UPDATE docket_tasks t SET state = $3, run_at = $4, stage = $5, payload = COALESC
     t.kind, t.attempted_at
 
 -- name: fail
+-- Failures (docket_store::portable::apply_failures): the run log keeps $1 entries; each row
+-- ($3.. as arrays, DriverTx::update_each) is id, state, run_at, finished_at, error, run, attempt.
 UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fin,
     errors = t.errors || jsonb_build_array(x.err), lease_expires_at = NULL,
-    runs = (CASE WHEN jsonb_array_length(COALESCE(t.runs, '[]')) >= $7 THEN t.runs - 0
+    runs = (CASE WHEN jsonb_array_length(COALESCE(t.runs, '[]')) >= $1 THEN t.runs - 0
         ELSE COALESCE(t.runs, '[]') END) || jsonb_build_array(x.run::jsonb),
     run_count = t.run_count + 1
-    FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::jsonb[],
-    $6::text[], $8::int[]) AS x(id, state, run_at, fin, err, run, attempt)
+    FROM unnest($3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::jsonb[],
+    $8::text[], $9::int[]) AS x(id, state, run_at, fin, err, run, attempt)
     WHERE t.id = x.id
-    -- A rescue ($9): only a task still running the attempt it read, its lease still expired.
-    AND ($9::timestamptz IS NULL OR (t.state = 'running' AND t.attempt = x.attempt
-        AND t.lease_expires_at < $9))
+    -- A rescue ($2): only a task still running the attempt it read, its lease still expired.
+    AND ($2::timestamptz IS NULL OR (t.state = 'running' AND t.attempt = x.attempt
+        AND t.lease_expires_at < $2))
     RETURNING t.id
 
 -- name: claim_fast
@@ -227,3 +229,15 @@ SELECT id, queue FROM docket_tasks WHERE state = 'running' AND lease_token = $1:
 UPDATE docket_tasks SET state = 'available', attempt = GREATEST(attempt - 1, 0),
     lease_token = NULL, lease_expires_at = NULL, deadline_at = NULL
     WHERE id IN (SELECT (jsonb_array_elements_text($1))::bigint) AND state = 'running'
+
+-- name: lock_held
+-- Tasks $1 (ids, in id order: one lock order for every caller) locked, for a call made under
+-- their leases (docket_store::portable heartbeat, fail, complete).
+SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE
+
+-- name: lease_token
+SELECT lease_token FROM docket_tasks WHERE id = $1 AND state = 'running'
+
+-- name: limited_queues
+-- Which of the queues $1 have a concurrency limit (a completion frees one of their slots).
+SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL AND name = ANY($1)

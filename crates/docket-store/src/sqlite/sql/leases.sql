@@ -46,10 +46,12 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
     ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT ?4
 
 -- name: complete_held
+-- ?2, ?3, ?4: JSON arrays of the ids, nonces and results, item by item (the i-th result is
+-- read by its path: a text result stays a JSON text).
 UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result,
     lease_expires_at = NULL, run_count = run_count + 1
-    FROM (SELECT value->>'id' AS id, value->>'token' AS token, value->'result' AS result
-    FROM json_each(?2)) AS x
+    FROM (SELECT i.value AS id, k.value AS token, ?4 -> ('$[' || i.key || ']') AS result
+    FROM json_each(?2) i JOIN json_each(?3) k ON k.key = i.key) AS x
     WHERE docket_tasks.id = x.id AND docket_tasks.lease_token = x.token
     AND docket_tasks.state = 'running' AND docket_tasks.cancel_requested_at IS NULL
     -- Within the deadline the claim wrote (docket_core::lease::deadline_of; none for steps).
@@ -79,15 +81,15 @@ UPDATE docket_tasks SET state = ?3, run_at = ?4, stage = ?5, payload = COALESCE(
     kind, attempted_at
 
 -- name: fail
-UPDATE docket_tasks SET state = ?2, run_at = ?3, finished_at = ?4,
-    errors = json_insert(errors, '$[#]', json(?5)), lease_expires_at = NULL,
-    runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= ?7
-        THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]', json(?6)),
+-- One failure (see the PostgreSQL statement; one row of DriverTx::update_each).
+UPDATE docket_tasks SET state = ?4, run_at = ?5, finished_at = ?6,
+    errors = json_insert(errors, '$[#]', json(?7)), lease_expires_at = NULL,
+    runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= ?1
+        THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]', json(?8)),
     run_count = run_count + 1
-    WHERE id = ?1
-    -- A rescue (?9): only a task still running the attempt it read, its lease still expired.
-    AND (?9 IS NULL OR (state = 'running' AND attempt = ?8 AND lease_expires_at < ?9))
-    RETURNING id
+    WHERE id = ?3
+    -- A rescue (?2): only a task still running the attempt it read, its lease still expired.
+    AND (?2 IS NULL OR (state = 'running' AND attempt = ?9 AND lease_expires_at < ?2))
 
 -- name: claim
 UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2,
@@ -122,3 +124,14 @@ SELECT id, queue FROM docket_tasks WHERE state = 'running' AND lease_token = ?1
 UPDATE docket_tasks SET state = 'available', attempt = MAX(attempt - 1, 0),
     lease_token = NULL, lease_expires_at = NULL, deadline_at = NULL
     WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running'
+
+-- name: lock_held
+-- Tasks ?1 (a JSON array of ids); the write transaction locks.
+SELECT {COLS} FROM docket_tasks WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id
+
+-- name: lease_token
+SELECT lease_token FROM docket_tasks WHERE id = ?1 AND state = 'running'
+
+-- name: limited_queues
+SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL
+    AND name IN (SELECT value FROM json_each(?1))
