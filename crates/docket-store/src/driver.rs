@@ -48,6 +48,9 @@ pub(crate) enum Arg<'a> {
     /// A list of texts: a `text[]` on PostgreSQL, a JSON array on SQLite, one `?` per text on
     /// MySQL.
     Texts(&'a [String]),
+    /// A list of times (or NULLs): a `timestamptz[]` on PostgreSQL, a JSON array of µs on
+    /// SQLite, one `?` per time on MySQL.
+    Times(&'a [Option<Timestamp>]),
     /// A list of nonces (as [`Arg::Nonce`]): a `uuid[]` on PostgreSQL, a JSON array of hex
     /// texts on SQLite, one `?` per nonce on MySQL.
     Nonces(&'a [u128]),
@@ -63,6 +66,7 @@ impl<'a> Arg<'a> {
         match self {
             Arg::Ints(v) => Some(v.iter().map(|i| Arg::Int(Some(*i))).collect()),
             Arg::Texts(v) => Some(v.iter().map(|t| Arg::Text(Some(t))).collect()),
+            Arg::Times(v) => Some(v.iter().map(|t| Arg::Time(*t)).collect()),
             Arg::Nonces(v) => Some(v.iter().map(|n| Arg::Nonce(Some(*n))).collect()),
             Arg::Jsons(v) => Some(v.iter().map(|j| Arg::Json(Some(j))).collect()),
             _ => None,
@@ -74,6 +78,7 @@ impl<'a> Arg<'a> {
         let v: Value = match self {
             Arg::Ints(v) => v.iter().copied().collect(),
             Arg::Texts(v) => v.iter().map(String::as_str).collect(),
+            Arg::Times(v) => v.iter().map(|t| t.map(|t| t.timestamp_micros())).collect(),
             Arg::Nonces(v) => v
                 .iter()
                 .map(|n| Value::from(docket_core::lease::nonce_hex(*n)))
@@ -312,6 +317,15 @@ pub(crate) trait DriverTx: Send + Sized {
         Ok(vec![])
     }
 
+    /// Plans a fair claim's candidates statement as it runs fastest: PostgreSQL's settings
+    /// (see its implementation); nothing elsewhere.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn fair_settings(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Holds the lock `name` until the transaction ends; callers take several in sorted order,
     /// so that no two transactions wait on each other. PostgreSQL: an advisory lock; MySQL: a
     /// lock row, written (not only locked: on Galera only a write is certified across nodes,
@@ -319,7 +333,6 @@ pub(crate) trait DriverTx: Send + Sized {
     ///
     /// # Errors
     /// The database failed.
-    #[allow(dead_code)] // the claim's, written once next
     async fn lock(&mut self, _name: &str) -> Result<()> {
         Ok(())
     }
@@ -416,7 +429,6 @@ pub(crate) trait LeaseDriver: Driver {
     ///
     /// # Errors
     /// The database failed.
-    #[allow(dead_code)] // the claim's, written once next
     async fn claim_fast(
         &self,
         _p: &crate::TaskClaimParams,

@@ -8,7 +8,6 @@
 //! `UPDATE … RETURNING`: changes lock the rows they read (`FOR UPDATE`), and rows are read back
 //! in the same transaction.
 
-mod leases;
 mod maintenance;
 mod notifications;
 mod processes;
@@ -18,7 +17,7 @@ mod tasks;
 use crate::driver::{Arg, Held, StmtName};
 use crate::row::{parse_json, queue_settings, task as decode, Cols};
 use crate::*;
-use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
+use docket_core::lease::{self, Failure, LeaseCheck};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
 use docket_core::FailDecision;
@@ -882,7 +881,7 @@ fn bind<'q>(
             Arg::Time(v) => q.bind(dt(v)),
             Arg::Json(v) => q.bind(v.map(Value::to_string)),
             Arg::Nonce(v) => q.bind(v.map(lease::nonce_hex)),
-            Arg::Ints(_) | Arg::Texts(_) | Arg::Nonces(_) | Arg::Jsons(_) => {
+            Arg::Ints(_) | Arg::Texts(_) | Arg::Times(_) | Arg::Nonces(_) | Arg::Jsons(_) => {
                 unreachable!("expanded")
             }
         };
@@ -915,7 +914,11 @@ impl Cols for MySqlRow {
         Ok(self.try_get(c)?)
     }
     fn flag(&self, c: &str) -> Result<bool> {
-        Ok(self.try_get(c)?)
+        // A BOOLEAN column is TINYINT(1); a test in the select list (`x IS NOT NULL`) a BIGINT.
+        match self.try_get::<bool, _>(c) {
+            Ok(b) => Ok(b),
+            Err(_) => Ok(self.try_get::<i64, _>(c)? != 0),
+        }
     }
     fn time(&self, c: &str) -> Result<Timestamp> {
         Ok(self.try_get(c)?)

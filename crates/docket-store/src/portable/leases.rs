@@ -522,3 +522,283 @@ pub(crate) async fn task_complete_many<D: LeaseDriver>(
     })
     .await
 }
+
+/// A candidate row of `claim_candidates`/`claim_candidates_fair`.
+fn candidate(r: &impl Cols) -> Result<ClaimCandidate> {
+    let key = r.text_opt("concurrency_key")?;
+    let limit = r.int32_opt("concurrency_limit")?;
+    Ok(ClaimCandidate {
+        id: r.int("id")?,
+        key: key.map(|k| (k, limit.unwrap_or(1))),
+        rate: r.text_opt("rate_limit")?,
+        timeout_ms: r.int("timeout_ms")?,
+        process: r.flag("process")?,
+    })
+}
+
+/// [`LeaseStore::task_claim`] on every backend: the one-statement claim first where the
+/// backend has one ([`LeaseDriver::claim_fast`]), else a transaction that reads the queue's
+/// settings and candidates, serialises on the queue and each concurrency key
+/// ([`DriverTx::lock`]) to count what runs, admits rate limits, picks ([`claim_pick`]) and
+/// starts the picked tasks.
+///
+/// Two claimers that lock the same new lock row at once can deadlock inside InnoDB's
+/// duplicate-key check, and on Galera two claims through different nodes that took the same
+/// task fail certification at COMMIT (1213): the loser is rolled back whole, so it is safe to
+/// go again (a growing random pause between tries). On Galera every claim through another node
+/// is a rival for the same first tasks in claim order: a claim loses about two rounds in three
+/// when three nodes claim flat out, so it gets 30 tries ([`Driver::contended_tries`]; 10 left
+/// one claim in a hundred answering 503 with 24 claim loops over three Galera nodes).
+///
+/// # Errors
+/// Database failure; nothing is claimed then.
+pub(crate) async fn task_claim<D: LeaseDriver>(d: &D, p: TaskClaimParams) -> Result<Vec<Task>> {
+    if p.limit <= 0 {
+        return Ok(vec![]);
+    }
+    let p = &p;
+    again_up_to(d.contended_tries(), || claim_once(d, p)).await
+}
+
+async fn claim_once<D: LeaseDriver>(d: &D, p: &TaskClaimParams) -> Result<Vec<Task>> {
+    let nonce = p
+        .nonce
+        .unwrap_or_else(docket_core::lease::LeaseToken::new_nonce);
+    if let Some(tasks) = d.claim_fast(p, nonce).await? {
+        return Ok(tasks);
+    }
+    let mut tx = d.begin_hot().await?;
+    let q = tx
+        .fetch_one(stmt!(leases, claim_queue), args![p.queue.as_str()])
+        .await?;
+    let (paused, queue_limit, schedule_limit) = match &q {
+        Some(r) => (
+            r.flag("paused")?,
+            r.int32_opt("concurrency_limit")?,
+            r.int32_opt("schedule_limit")?,
+        ),
+        None => (false, None, None),
+    };
+    let fair = match &q {
+        Some(r) if r.flag("fair")? => Some(Fairness {
+            weights: r
+                .json_opt("partition_weights")?
+                .map(serde_json::from_value)
+                .transpose()
+                .map_err(|e| {
+                    StoreError::Corrupt(format!("queue {}: partition_weights: {e}", p.queue))
+                })?
+                .unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    let limit = schedule_limit.map_or(p.limit, |l| p.limit.min(i64::from(l)));
+    let none: Vec<String> = vec![];
+    let kinds = p.kinds.as_ref().unwrap_or(&none);
+    let stages = p.stages.as_ref().unwrap_or(&none);
+    if paused
+        || p.kinds.as_ref().is_some_and(Vec::is_empty)
+        || p.stages.as_ref().is_some_and(Vec::is_empty)
+    {
+        tx.commit().await?;
+        return Ok(vec![]);
+    }
+    let (any_kind, any_stage) = (p.kinds.is_none(), p.stages.is_none());
+    let rows = if let Some(f) = &fair {
+        // Ranked (a window function; MySQL reads them unlocked), ordered by weight, then the
+        // ones still available locked, in that order. Concurrent fair claims read the same
+        // first ranks, so what another claim locked first is left out and the ranks read
+        // again, until this claim has its limit or another claim held none of them (with one
+        // reading, all but one of eight claims came back empty from a full queue:
+        // docket-engine's test concurrent_fair_claims_on_two_nodes). PostgreSQL's statement
+        // locks as it reads, and SQLite's writer lock is held: there one reading is all.
+        let (per, fetch) = f.fetch(limit);
+        tx.fair_settings().await?;
+        let mut skip: Vec<i64> = vec![];
+        loop {
+            let all = tx
+                .fetch(
+                    stmt!(leases, claim_candidates_fair),
+                    args![
+                        p.queue.as_str(),
+                        p.node.as_str(),
+                        p.now,
+                        fetch,
+                        Arg::Texts(kinds),
+                        Arg::Texts(stages),
+                        any_kind,
+                        any_stage,
+                        per,
+                        &skip
+                    ],
+                )
+                .await?;
+            let ranks = all
+                .iter()
+                .map(|r| Ok((r.text_opt("partition_key")?, r.int("rn")?)))
+                .collect::<Result<Vec<_>>>()?;
+            let order = f.order(&ranks);
+            let ids: Vec<i64> = order
+                .iter()
+                .map(|i| all[*i].int("id"))
+                .collect::<Result<_>>()?;
+            let mut locked = std::collections::HashSet::new();
+            if !ids.is_empty() {
+                for r in tx.fetch(stmt!(leases, lock_available), args![&ids]).await? {
+                    locked.insert(r.int("id")?);
+                }
+            }
+            let missed: Vec<i64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !locked.contains(id))
+                .collect();
+            if locked.len() as i64 >= limit || missed.is_empty() {
+                let mut all: Vec<Option<D::Row>> = all.into_iter().map(Some).collect();
+                let mut out = Vec::new();
+                for (i, id) in order.into_iter().zip(ids) {
+                    if out.len() as i64 >= limit {
+                        break;
+                    }
+                    if locked.contains(&id) {
+                        out.extend(all[i].take());
+                    }
+                }
+                break out;
+            }
+            skip.extend(missed);
+        }
+    } else {
+        tx.fetch(
+            stmt!(leases, claim_candidates),
+            args![
+                p.queue.as_str(),
+                p.node.as_str(),
+                p.now,
+                limit,
+                Arg::Texts(kinds),
+                Arg::Texts(stages),
+                any_kind,
+                any_stage
+            ],
+        )
+        .await?
+    };
+    if rows.is_empty() {
+        tx.commit().await?;
+        return Ok(vec![]);
+    }
+    let cands = rows.iter().map(candidate).collect::<Result<Vec<_>>>()?;
+    let keys = claim_keys(&cands);
+    let rated = cands.iter().any(|c| c.rate.is_some());
+    let mut rate_keys = vec![];
+    let picked = if queue_limit.is_none() && keys.is_empty() && !rated {
+        cands.iter().collect()
+    } else {
+        // Serialise on the queue and on each key (in key order), then count what runs now:
+        // each count sees every claim committed before this one got the lock (MySQL runs
+        // READ COMMITTED for it).
+        let mut room = usize::MAX;
+        if let Some(limit) = queue_limit {
+            tx.lock(&format!("docket-queue:{}", p.queue)).await?;
+            let running = count(&mut tx, stmt!(leases, running_in_queue), &p.queue).await?;
+            room = usize::try_from((i64::from(limit) - running).max(0)).unwrap_or(0);
+        }
+        let mut key_room: HashMap<String, i64> = HashMap::new();
+        for (k, l) in &keys {
+            tx.lock(&format!("docket-key:{k}")).await?;
+            let running = count(&mut tx, stmt!(leases, running_with_key), k).await?;
+            key_room.insert(k.clone(), i64::from(*l) - running);
+        }
+        // Rate limit keys last (their rows, in key order), so every claim takes its locks in
+        // one order: queue, concurrency keys, rate keys.
+        if rated {
+            rate_keys = crate::rate_limits::rate_lock(&mut tx, &cands, p.now).await?;
+        }
+        let rate_room = crate::rate_limits::rate_room(&rate_keys, p.now);
+        claim_pick(&cands, room, key_room, &rate_room)
+    };
+    if !rate_keys.is_empty() {
+        crate::rate_limits::rate_record(&mut tx, &rate_keys, &cands, &picked, p.now).await?;
+    }
+    if picked.is_empty() {
+        tx.commit().await?;
+        return Ok(vec![]);
+    }
+    // Each task's lease by `docket_core::lease::claim_lease`.
+    let c = ClaimColumns::of(&picked, p.now, p.lease);
+    let expires: Vec<Option<Timestamp>> = c.expires_at.iter().copied().map(Some).collect();
+    let args = args![
+        &c.ids,
+        p.now,
+        p.worker.as_str(),
+        Arg::Nonce(Some(nonce)),
+        p.node.as_str(),
+        &c.lease_ms,
+        Arg::Times(&expires),
+        Arg::Times(&c.deadline_at)
+    ];
+    let tasks = if d.returning() {
+        let rows = tx.fetch(stmt!(leases, claim), args).await?;
+        rows.iter().map(row::task).collect::<Result<Vec<_>>>()?
+    } else {
+        let started = tx.execute(stmt!(leases, claim), args).await?;
+        if started != c.ids.len() as u64 {
+            // A picked task was claimed elsewhere meanwhile (on Galera a row another node
+            // claimed may be applied here between the pick and the update): never start it
+            // twice. Rolled back whole (dropping `tx`); the claim goes again.
+            return Err(StoreError::Database {
+                kind: DbErrorKind::Retryable,
+                message: format!(
+                    "{} of the {} tasks picked were claimed meanwhile",
+                    c.ids.len() as u64 - started,
+                    c.ids.len()
+                ),
+            });
+        }
+        let mut ids = c.ids.clone();
+        ids.sort_unstable();
+        locked(&mut tx, &ids)
+            .await?
+            .into_values()
+            .map(|l| l.task)
+            .collect()
+    };
+    tx.commit().await?;
+    Ok(claimed(tasks, nonce, p.now))
+}
+
+/// The count (`n`) statement `s` reads for `key`.
+async fn count<T: DriverTx>(tx: &mut T, s: crate::driver::StmtName, key: &str) -> Result<i64> {
+    match tx.fetch_one(s, args![key]).await? {
+        Some(r) => r.int("n"),
+        None => Ok(0),
+    }
+}
+
+#[async_trait]
+impl<D: LeaseDriver> LeaseStore for D {
+    async fn task_claim(&self, p: TaskClaimParams) -> Result<Vec<Task>> {
+        task_claim(self, p).await
+    }
+
+    async fn task_heartbeat(&self, p: TaskHeartbeatParams) -> Result<Task> {
+        task_heartbeat(self, p).await
+    }
+
+    async fn task_complete_many(&self, p: TaskCompleteManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
+        task_complete_many(self, p).await
+    }
+
+    async fn task_fail_many(&self, p: TaskFailManyParams<'_>) -> Result<Vec<LeaseOutcome>> {
+        task_fail_many(self, p).await
+    }
+
+    async fn task_release(&self, p: TaskReleaseParams<'_>) -> Result<Vec<Released>> {
+        task_release(self, p).await
+    }
+
+    async fn task_lease_token(&self, id: i64) -> Result<Option<String>> {
+        task_lease_token(self, id).await
+    }
+}

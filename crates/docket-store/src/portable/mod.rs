@@ -15,10 +15,7 @@ mod tokens;
 
 use counts::counts;
 pub(crate) use counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
-pub(crate) use leases::{
-    apply_failures, task_complete_many, task_fail_many, task_heartbeat, task_lease_token,
-    task_release,
-};
+pub(crate) use leases::apply_failures;
 pub(crate) use tasks::task_delete;
 
 use crate::driver::{

@@ -2,7 +2,6 @@
 //! writer at a time; queueing in the pool beats busy-waiting on the file lock) and a reader pool.
 //! Every write transaction starts with `BEGIN IMMEDIATE`, so it never has to upgrade a read lock.
 
-mod leases;
 mod maintenance;
 mod notifications;
 mod processes;
@@ -12,7 +11,7 @@ mod tasks;
 use crate::driver::{Arg, Held, StmtName};
 use crate::row::{parse_json, queue_settings, task as decode, Cols};
 use crate::*;
-use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
+use docket_core::lease::{self, Failure, LeaseCheck};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
 use docket_core::FailDecision;
@@ -465,7 +464,9 @@ fn bind<'q>(
             Arg::Time(v) => q.bind(v.map(us)),
             Arg::Json(v) => q.bind(v.map(Value::to_string)),
             Arg::Nonce(v) => q.bind(v.map(lease::nonce_hex)),
-            Arg::Ints(_) | Arg::Texts(_) | Arg::Nonces(_) | Arg::Jsons(_) => q.bind(a.json_list()),
+            Arg::Ints(_) | Arg::Texts(_) | Arg::Times(_) | Arg::Nonces(_) | Arg::Jsons(_) => {
+                q.bind(a.json_list())
+            }
         };
     }
     q

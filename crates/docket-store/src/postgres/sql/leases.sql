@@ -4,8 +4,8 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = $1
     AND (t.node IS NULL OR t.node = $2)
-    AND ($5::text[] IS NULL OR t.kind = ANY($5))
-    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND ($7::boolean OR t.kind = ANY($5::text[]))
+    AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
@@ -21,12 +21,12 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
 
 -- name: claim_candidates_fair
 -- A fair queue's candidates (issue 26 item 4): the same filters, unlocked, each ranked within its
--- partition in claim order (rn); at most $7 per partition and $4 in all, by rank then claim
+-- partition in claim order (rn); at most $9 per partition and $4 in all, none of the ids $10, by rank then claim
 -- order. Each partition's first rows are locked as they are read (SKIP LOCKED: concurrent fair
 -- claims take different rows, as plain ones do; the rank is over the rows this claim locked),
 -- then the claim orders them by weight (docket_store::leases::Fairness) and keeps what it takes. The partitions with available tasks
 -- are found by a skip scan of docket_tasks_fair_idx (one probe per partition), and each
--- partition's first $7 by the same index, so a claim reads partitions × $7 rows, not the
+-- partition's first $9 by the same index, so a claim reads partitions × $9 rows, not the
 -- queue's whole backlog. Tasks without a partition are one more partition, looked for among the
 -- queue's first 1,000 available tasks in claim order (the claim index; an index of their own
 -- would cost every plain queue).
@@ -45,9 +45,9 @@ SELECT c.* FROM (
         t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at
         FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
         WHERE t.state = 'available' AND t.queue = $1 AND t.partition_key = pp.pk
-    AND (t.node IS NULL OR t.node = $2)
-    AND ($5::text[] IS NULL OR t.kind = ANY($5))
-    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND (t.node IS NULL OR t.node = $2) AND NOT (t.id = ANY($10::bigint[]))
+    AND ($7::boolean OR t.kind = ANY($5::text[]))
+    AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
@@ -57,7 +57,7 @@ SELECT c.* FROM (
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7
+        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $9
         FOR UPDATE OF t SKIP LOCKED) x) pr
     WHERE pp.pk IS NOT NULL
     UNION ALL
@@ -69,9 +69,9 @@ SELECT c.* FROM (
         WHERE t.id IN (SELECT f.id FROM docket_tasks f WHERE f.state = 'available'
             AND f.queue = $1 ORDER BY f.priority DESC, f.attempt, f.run_at, f.id LIMIT 1000)
         AND t.state = 'available' AND t.queue = $1 AND t.partition_key IS NULL
-    AND (t.node IS NULL OR t.node = $2)
-    AND ($5::text[] IS NULL OR t.kind = ANY($5))
-    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND (t.node IS NULL OR t.node = $2) AND NOT (t.id = ANY($10::bigint[]))
+    AND ($7::boolean OR t.kind = ANY($5::text[]))
+    AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
@@ -81,7 +81,7 @@ SELECT c.* FROM (
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7
+        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $9
         FOR UPDATE OF t SKIP LOCKED) x) n
 ) c ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT $4
 
@@ -241,3 +241,16 @@ SELECT lease_token FROM docket_tasks WHERE id = $1 AND state = 'running'
 -- name: limited_queues
 -- Which of the queues $1 have a concurrency limit (a completion frees one of their slots).
 SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL AND name = ANY($1)
+
+-- name: claim_queue
+-- The queue's settings a claim follows (none for a queue never configured).
+SELECT paused, concurrency_limit, schedule_limit, fair, partition_weights FROM docket_queues
+    WHERE name = $1
+
+-- name: running_in_queue
+-- Running tasks of queue $1, counted under the queue's lock.
+SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND queue = $1
+
+-- name: running_with_key
+-- Running tasks of concurrency key $1, counted under the key's lock.
+SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND concurrency_key = $1
