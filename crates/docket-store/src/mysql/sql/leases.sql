@@ -54,7 +54,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit, t.timeout_ms,
         JOIN docket_rate_limits p ON p.name = k.name WHERE k.`key` = t.rate_limit
         AND (k.blocked_until > ?3 OR (p.kind = 'concurrent' AND (SELECT count(*)
         FROM docket_tasks r WHERE r.rate_limit = k.`key` AND r.state = 'running') >= p.lim))))
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT ?4 FOR UPDATE SKIP LOCKED
+    ORDER BY {claim_order:t} LIMIT ?4 FOR UPDATE SKIP LOCKED
 
 -- name: claim_candidates_fair
 -- A fair queue's candidates (issue 26 item 4): see the PostgreSQL statement. Read unlocked;
@@ -62,7 +62,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit, t.timeout_ms,
 SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit,
     t.timeout_ms, t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt,
     t.run_at, CAST(row_number() OVER (PARTITION BY t.partition_key
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id) AS SIGNED) AS rn FROM docket_tasks t
+    ORDER BY {claim_order:t}) AS SIGNED) AS rn FROM docket_tasks t
     WHERE t.state = 'available' AND t.queue = ?1 AND (t.node IS NULL OR t.node = ?2) AND (?7 OR t.kind IN (?5)) AND (?8 OR t.stage IN (?6))
     AND NOT COALESCE(t.id IN (?10), FALSE)
     AND (t.expires_at IS NULL OR t.expires_at > ?3)
@@ -75,7 +75,7 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_lim
         AND (k.blocked_until > ?3 OR (p.kind = 'concurrent' AND (SELECT count(*)
         FROM docket_tasks r WHERE r.rate_limit = k.`key` AND r.state = 'running') >= p.lim))))
     ) c WHERE c.rn <= ?9
-    ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT ?4
+    ORDER BY c.rn, {claim_order:c} LIMIT ?4
 
 -- name: lock_available
 -- Of the ids ?1, those still available and not locked by another claim, locked.

@@ -15,7 +15,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    ORDER BY {claim_order:t}
     LIMIT LEAST($4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = $1), $4))
     FOR UPDATE OF t SKIP LOCKED
 
@@ -39,7 +39,7 @@ WITH RECURSIVE parts(pk) AS (
     FROM parts p WHERE p.pk IS NOT NULL
 )
 SELECT c.* FROM (
-    SELECT pr.* FROM parts pp CROSS JOIN LATERAL (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.attempt, x.run_at, x.id) AS rn
+    SELECT pr.* FROM parts pp CROSS JOIN LATERAL (SELECT x.*, row_number() OVER (ORDER BY {claim_order:x}) AS rn
         FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
         q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
         t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at
@@ -57,17 +57,17 @@ SELECT c.* FROM (
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $9
+        ORDER BY {claim_order:t} LIMIT $9
         FOR UPDATE OF t SKIP LOCKED) x) pr
     WHERE pp.pk IS NOT NULL
     UNION ALL
-    SELECT n.* FROM (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.attempt, x.run_at, x.id) AS rn
+    SELECT n.* FROM (SELECT x.*, row_number() OVER (ORDER BY {claim_order:x}) AS rn
         FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
         q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
         t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at
         FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
         WHERE t.id IN (SELECT f.id FROM docket_tasks f WHERE f.state = 'available'
-            AND f.queue = $1 ORDER BY f.priority DESC, f.attempt, f.run_at, f.id LIMIT 1000)
+            AND f.queue = $1 ORDER BY {claim_order:f} LIMIT 1000)
         AND t.state = 'available' AND t.queue = $1 AND t.partition_key IS NULL
     AND (t.node IS NULL OR t.node = $2) AND NOT (t.id = ANY($10::bigint[]))
     AND ($7::boolean OR t.kind = ANY($5::text[]))
@@ -81,9 +81,9 @@ SELECT c.* FROM (
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $9
+        ORDER BY {claim_order:t} LIMIT $9
         FOR UPDATE OF t SKIP LOCKED) x) n
-) c ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT $4
+) c ORDER BY c.rn, {claim_order:c} LIMIT $4
 
 -- name: lock_available
 -- Of the ids $1, those still available and not locked by another claim, locked.
@@ -168,7 +168,7 @@ WITH c AS (
     AND ($6::text[] IS NULL OR t.stage = ANY($6))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    ORDER BY {claim_order:t}
     LIMIT LEAST($4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = $1), $4))
     FOR UPDATE OF t SKIP LOCKED
 ), fast AS (

@@ -17,7 +17,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > ?3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    ORDER BY {claim_order:t}
     LIMIT min(?4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = ?1), ?4))
 
 -- name: claim_candidates_fair
@@ -27,7 +27,7 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
     q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
     t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at,
     row_number() OVER (PARTITION BY t.partition_key
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id) AS rn
+    ORDER BY {claim_order:t}) AS rn
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = ?1
     AND (t.node IS NULL OR t.node = ?2) AND t.id NOT IN (SELECT value FROM json_each(?10))
@@ -43,7 +43,7 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
     AND (k.blocked_until > ?3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
     ) c WHERE c.rn <= ?9
-    ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT ?4
+    ORDER BY c.rn, {claim_order:c} LIMIT ?4
 
 -- name: complete_held
 -- ?2, ?3, ?4: JSON arrays of the ids, nonces and results, item by item (the i-th result is
