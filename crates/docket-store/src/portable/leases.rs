@@ -269,8 +269,8 @@ pub(crate) async fn task_fail_many<D: Driver>(
                 out.push(LeaseOutcome::LeaseLost);
                 continue;
             }
-            let d = fail_rule(&l.task, now, it.retry_in, it.permanent);
-            let f = Failure::new(&l.task, d, &it.error, worker, now);
+            let decision = fail_rule(&l.task, now, it.retry_in, it.permanent);
+            let f = Failure::new(&l.task, decision, &it.error, worker, now);
             out.push(f.outcome());
             apply.push(f);
         }
@@ -482,7 +482,8 @@ pub(crate) async fn task_complete_many<D: LeaseDriver>(
             }
             out.push(check.refusal());
         }
-        // One statement per 500 completions, each row's result picked by its id.
+        // One statement per 500 completions, each row's result picked by its id. The rows
+        // are locked and checked above: the statement reads no nonce (none are passed).
         for chunk in complete.chunks(500) {
             let ids: Vec<i64> = chunk.iter().map(|it| it.id).collect();
             let nonces: Vec<u128> = vec![0; chunk.len()];
