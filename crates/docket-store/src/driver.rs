@@ -40,6 +40,54 @@ pub(crate) enum Arg<'a> {
     Time(Option<Timestamp>),
     /// JSON (or NULL).
     Json(Option<&'a Value>),
+    /// A lease token's nonce (or NULL): PostgreSQL's `uuid`, 32 hex digits elsewhere.
+    Nonce(Option<u128>),
+    /// A list of ids: a `bigint[]` on PostgreSQL, a JSON array (text) on SQLite; on MySQL its
+    /// placeholder becomes one `?` per id (`NULL` for none), for an `IN (…)`.
+    Ints(&'a [i64]),
+    /// A list of texts: a `text[]` on PostgreSQL, a JSON array on SQLite, one `?` per text on
+    /// MySQL.
+    Texts(&'a [String]),
+    /// A list of times (or NULLs): a `timestamptz[]` on PostgreSQL, a JSON array of µs on
+    /// SQLite, one `?` per time on MySQL.
+    Times(&'a [Option<Timestamp>]),
+    /// A list of nonces (as [`Arg::Nonce`]): a `uuid[]` on PostgreSQL, a JSON array of hex
+    /// texts on SQLite, one `?` per nonce on MySQL.
+    Nonces(&'a [u128]),
+    /// A list of JSON values: a `jsonb[]` on PostgreSQL, a JSON array on SQLite, one `?` per
+    /// value (its text) on MySQL.
+    Jsons(&'a [Value]),
+}
+
+impl<'a> Arg<'a> {
+    /// A list argument's elements as single arguments (MySQL binds each with its own `?`);
+    /// `None` for a single argument.
+    pub(crate) fn elements(self) -> Option<Vec<Arg<'a>>> {
+        match self {
+            Arg::Ints(v) => Some(v.iter().map(|i| Arg::Int(Some(*i))).collect()),
+            Arg::Texts(v) => Some(v.iter().map(|t| Arg::Text(Some(t))).collect()),
+            Arg::Times(v) => Some(v.iter().map(|t| Arg::Time(*t)).collect()),
+            Arg::Nonces(v) => Some(v.iter().map(|n| Arg::Nonce(Some(*n))).collect()),
+            Arg::Jsons(v) => Some(v.iter().map(|j| Arg::Json(Some(j))).collect()),
+            _ => None,
+        }
+    }
+
+    /// A list argument as one JSON array (SQLite's binding); `None` for a single argument.
+    pub(crate) fn json_list(self) -> Option<String> {
+        let v: Value = match self {
+            Arg::Ints(v) => v.iter().copied().collect(),
+            Arg::Texts(v) => v.iter().map(String::as_str).collect(),
+            Arg::Times(v) => v.iter().map(|t| t.map(|t| t.timestamp_micros())).collect(),
+            Arg::Nonces(v) => v
+                .iter()
+                .map(|n| Value::from(docket_core::lease::nonce_hex(*n)))
+                .collect(),
+            Arg::Jsons(v) => Value::Array(v.to_vec()),
+            _ => return None,
+        };
+        Some(v.to_string())
+    }
 }
 
 impl<'a> From<&'a str> for Arg<'a> {
@@ -95,6 +143,16 @@ impl From<Option<Timestamp>> for Arg<'_> {
 impl<'a> From<&'a Value> for Arg<'a> {
     fn from(v: &'a Value) -> Self {
         Arg::Json(Some(v))
+    }
+}
+impl<'a> From<&'a [i64]> for Arg<'a> {
+    fn from(v: &'a [i64]) -> Self {
+        Arg::Ints(v)
+    }
+}
+impl<'a> From<&'a Vec<i64>> for Arg<'a> {
+    fn from(v: &'a Vec<i64>) -> Self {
+        Arg::Ints(v)
     }
 }
 impl<'a> From<Option<&'a Value>> for Arg<'a> {
@@ -249,11 +307,135 @@ pub(crate) trait DriverTx: Send + Sized {
         Ok(())
     }
 
+    /// The finished tasks among `ids` kept apart from `docket_tasks`, read unlocked (nothing
+    /// changes a finished task there): MySQL's `docket_tasks_done` (migration 0004); nothing
+    /// elsewhere, where statements on `docket_tasks` find every task.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn fetch_archived(&mut self, _ids: &[i64]) -> Result<Vec<Self::Row>> {
+        Ok(vec![])
+    }
+
+    /// Plans a fair claim's candidates statement as it runs fastest: PostgreSQL's settings
+    /// (see its implementation); nothing elsewhere.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn fair_settings(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Holds the lock `name` until the transaction ends; callers take several in sorted order,
+    /// so that no two transactions wait on each other. PostgreSQL: an advisory lock; MySQL: a
+    /// lock row, written (not only locked: on Galera only a write is certified across nodes,
+    /// mysql 0015); SQLite: nothing, its writer lock is held for the whole transaction.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn lock(&mut self, _name: &str) -> Result<()> {
+        Ok(())
+    }
+
+    /// Runs statement `s`, which changes one task by id, for each of `rows` — its arguments
+    /// are `shared` then the row's, the row's first an [`Arg::Int`] id — and returns the ids
+    /// of the tasks it changed. SQLite and MySQL run it once per row; PostgreSQL overrides this
+    /// with one statement, each column of the rows bound as an array (`unnest`) and the ids
+    /// `RETURNING`.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn update_each(
+        &mut self,
+        s: StmtName,
+        shared: &[Arg<'_>],
+        rows: &[Vec<Arg<'_>>],
+    ) -> Result<Vec<i64>> {
+        let mut done = Vec::with_capacity(rows.len());
+        for r in rows {
+            let all: Vec<Arg<'_>> = shared.iter().chain(r).copied().collect();
+            if self.execute(s, &all).await? > 0 {
+                if let Some(Arg::Int(Some(id))) = r.first() {
+                    done.push(*id);
+                }
+            }
+        }
+        Ok(done)
+    }
+
     /// Commits (then sends the wake-ups of backends without LISTEN/NOTIFY).
     ///
     /// # Errors
     /// The database failed; nothing of the transaction is kept.
     async fn commit(self) -> Result<()>;
+}
+
+/// The sqlx transaction under a backend's [`DriverTx`]: its own, committed by
+/// [`DriverTx::commit`], or one borrowed from code that holds the transaction itself and
+/// commits it (then `commit` only lets it go).
+pub(crate) trait Held<DB: sqlx::Database>: Send {
+    /// The transaction's connection.
+    fn conn(&mut self) -> &mut DB::Connection;
+
+    /// Commits an owned transaction; nothing for a borrowed one.
+    fn end(self) -> impl std::future::Future<Output = Result<()>> + Send;
+}
+
+impl<DB: sqlx::Database> Held<DB> for sqlx::Transaction<'_, DB> {
+    fn conn(&mut self) -> &mut DB::Connection {
+        self
+    }
+
+    async fn end(self) -> Result<()> {
+        Ok(self.commit().await?)
+    }
+}
+
+impl<DB: sqlx::Database> Held<DB> for &mut sqlx::Transaction<'_, DB> {
+    fn conn(&mut self) -> &mut DB::Connection {
+        self
+    }
+
+    async fn end(self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The lease flows' dialect ([`crate::portable`]'s claims, heartbeats, completions and
+/// failures are written once over [`Driver`]); each hook is where the databases really differ.
+#[async_trait]
+pub(crate) trait LeaseDriver: Driver {
+    /// Statements hand back the rows they change (`RETURNING`): PostgreSQL and SQLite. Then a
+    /// completion is one statement that completes every item `docket_core::lease::check`
+    /// finds `Held` (the rule restated in SQL: `complete_held`); MySQL locks, checks in Rust,
+    /// writes and reads again.
+    fn returning(&self) -> bool {
+        true
+    }
+
+    /// A transaction of the hot path (claims, completions) [`Driver::begin`]; PostgreSQL's
+    /// does not wait for the WAL flush unless strict, and plans by index.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn begin_hot(&self) -> Result<Self::Tx> {
+        self.begin().await
+    }
+
+    /// A claim in one statement, tried before the transaction: `Some(tasks)` when it
+    /// answered (PostgreSQL's `claim_fast`, counted in `claims_in_one_statement`), `None`
+    /// when the claim needs the transaction (a concurrency key, a queue limit, a rate limit,
+    /// a fair queue, a lease too long) or the backend has none.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn claim_fast(
+        &self,
+        _p: &crate::TaskClaimParams,
+        _nonce: u128,
+    ) -> Result<Option<Vec<docket_core::Task>>> {
+        Ok(None)
+    }
 }
 
 /// Runs `op` again, up to 10 times in all, while the database refuses it with a serialization

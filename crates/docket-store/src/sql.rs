@@ -8,14 +8,17 @@
 //! method's noun, in the backend's `sql/` folder; `grep -n "name: claim" src/*/sql/leases.sql`
 //! shows it on the three.
 //!
-//! A backend's files are read once, when its first statement is used, and three markers are
+//! A backend's files are read once, when its first statement is used, and these markers are
 //! expanded then:
 //! - `{COLS}`, `{SCHEDULE_COLS}`, `{TOKEN_COLS}`: the column lists a task, a schedule and a token
 //!   are decoded from (the same on every backend, [`TASK_COLS`] and the others below);
 //! - `{runs:OUTCOME:NOW}`: the assignments that append the run-log entry of the attempt the row
 //!   holds, ended at the SQL expression `NOW` with `OUTCOME`, and count it — the backend's
 //!   `fragments.sql` statement `runs`, with `{outcome}`, `{now}` and `{keep}`
-//!   ([`docket_core::run::RUN_LOG_KEEP`]) filled in.
+//!   ([`docket_core::run::RUN_LOG_KEEP`]) filled in;
+//! - `{claim_order:T}`: the claim order (`ORDER BY` terms) of the rows of alias `T` — the
+//!   backend's `fragments.sql` statement `claim_order`, with `{t}` filled in (the order Rust
+//!   sorts claimed tasks in, [`crate::leases::sort_claim_order`]).
 //!
 //! Statements sized at run time (an `IN (…)` of a batch's length) keep a `{…}` slot in the file
 //! that the code fills (`{ids}`: the placeholders of the batch).
@@ -119,11 +122,15 @@ impl Statements {
             }
         }
         let runs = raw.get(&("fragments", "runs")).cloned().unwrap_or_default();
+        let order = raw
+            .get(&("fragments", "claim_order"))
+            .cloned()
+            .unwrap_or_default();
         let mut by_noun: HashMap<&'static str, HashMap<&'static str, Stmt>> = HashMap::new();
         for ((noun, name), v) in raw {
-            let v = expand(&v, &runs);
+            let v = expand(&v, &runs, &order);
             assert!(
-                !v.contains("{runs:") && !v.contains("{COLS}"),
+                !v.contains("{runs:") && !v.contains("{COLS}") && !v.contains("{claim_order:"),
                 "{backend}: {noun}.sql {name} keeps a marker"
             );
             by_noun
@@ -162,12 +169,19 @@ impl Statements {
     }
 }
 
-/// Expands the column lists and the run-log markers of one statement.
-fn expand(sql: &str, runs: &str) -> String {
-    let sql = sql
+/// Expands the column lists, the claim order and the run-log markers of one statement.
+fn expand(sql: &str, runs: &str, order: &str) -> String {
+    let mut sql = sql
         .replace("{COLS}", TASK_COLS)
         .replace("{SCHEDULE_COLS}", SCHEDULE_COLS)
         .replace("{TOKEN_COLS}", TOKEN_COLS);
+    while let Some(i) = sql.find("{claim_order:") {
+        let end = i + sql[i..]
+            .find('}')
+            .expect("a {claim_order:…} marker is closed");
+        let alias = sql[i + 13..end].to_string();
+        sql.replace_range(i..=end, &order.replace("{t}", &alias));
+    }
     let mut out = String::with_capacity(sql.len() + 512);
     let mut rest = sql.as_str();
     while let Some(i) = rest.find("{runs:") {
@@ -297,15 +311,15 @@ mod tests {
             &[
                 (
                     "fragments",
-                    "-- name: runs\nR({now},{outcome},{keep})\n",
+                    "-- name: runs\nR({now},{outcome},{keep})\n-- name: claim_order\n{t}.p DESC, {t}.id\n",
                 ),
                 (
                     "tasks",
-                    "-- a file comment\n-- name: one\nSELECT 1;\n\n-- name: two\n-- why\nUPDATE t SET a = 1, {runs:completed:$2} WHERE x\n",
+                    "-- a file comment\n-- name: one\nSELECT 1 ORDER BY {claim_order:x};\n\n-- name: two\n-- why\nUPDATE t SET a = 1, {runs:completed:$2} WHERE x\n",
                 ),
             ],
         );
-        assert_eq!(s.get("tasks", "one"), "SELECT 1");
+        assert_eq!(s.get("tasks", "one"), "SELECT 1 ORDER BY x.p DESC, x.id");
         assert_eq!(
             s.get("tasks", "two"),
             format!(

@@ -389,6 +389,9 @@ async fn claim_plan(pool: &sqlx::PgPool, settings: &str, name: &str) -> String {
             .bind("w")
             .bind(uuid::Uuid::new_v4())
             .bind(i64::MAX);
+    } else {
+        // Any kind, any stage.
+        q = q.bind(true).bind(true);
     }
     let plan: serde_json::Value = q.fetch_one(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();

@@ -8,17 +8,16 @@
 //! `UPDATE … RETURNING`: changes lock the rows they read (`FOR UPDATE`), and rows are read back
 //! in the same transaction.
 
-mod leases;
 mod maintenance;
 mod notifications;
 mod processes;
 mod queues;
 mod tasks;
 
-use crate::driver::{Arg, StmtName};
+use crate::driver::{Arg, Held, StmtName};
 use crate::row::{parse_json, queue_settings, task as decode, Cols};
 use crate::*;
-use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
+use docket_core::lease::{self, Failure, LeaseCheck};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
 use docket_core::FailDecision;
@@ -323,10 +322,10 @@ impl MySqlStore {
     /// `pg_advisory_xact_lock`). Callers take several in sorted order. The row is changed, not
     /// only locked: on MariaDB Galera only a write is certified across nodes, so two nodes
     /// taking the same lock conflict and one of them goes again (mysql 0015).
-    async fn lock(tx: &mut Transaction<'_, MySql>, name: &str) -> Result<()> {
+    async fn lock(tx: &mut sqlx::MySqlConnection, name: &str) -> Result<()> {
         sqlx::query("INSERT INTO docket_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE n = n + 1")
             .bind(name)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         Ok(())
     }
@@ -334,7 +333,7 @@ impl MySqlStore {
     /// Inserts one task; `None` when its unique_key is held by an unfinished task (InnoDB
     /// rolls back only the refused statement, not the transaction).
     async fn insert_row(
-        tx: &mut Transaction<'_, MySql>,
+        tx: &mut sqlx::MySqlConnection,
         t: &ResolvedTask,
         now: Timestamp,
     ) -> Result<Option<i64>> {
@@ -367,7 +366,7 @@ impl MySqlStore {
             .bind(t.batch_id)
             .bind(&t.rate_limit)
             .bind(&t.partition_key)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await;
         match r {
             Ok(r) => Ok(Some(r.last_insert_id() as i64)),
@@ -379,7 +378,7 @@ impl MySqlStore {
     /// Inserts tasks without a unique key in one statement; their ids, in order, are
     /// `LAST_INSERT_ID() + i × increment` (only called when `consecutive_ids` says so).
     async fn insert_batch(
-        tx: &mut Transaction<'_, MySql>,
+        tx: &mut sqlx::MySqlConnection,
         tasks: &[&ResolvedTask],
         now: Timestamp,
         increment: i64,
@@ -426,7 +425,7 @@ impl MySqlStore {
                 .bind(&t.rate_limit)
                 .bind(&t.partition_key);
         }
-        let r = q.execute(&mut **tx).await?;
+        let r = q.execute(&mut *tx).await?;
         let first = r.last_insert_id() as i64;
         if r.rows_affected() != tasks.len() as u64 {
             return Err(StoreError::Corrupt(format!(
@@ -442,7 +441,7 @@ impl MySqlStore {
 
     /// Inserts one task and reads it back (the stored times are rounded to microseconds).
     async fn insert_one(
-        tx: &mut Transaction<'_, MySql>,
+        tx: &mut sqlx::MySqlConnection,
         t: ResolvedTask,
         now: Timestamp,
     ) -> Result<Task> {
@@ -464,7 +463,7 @@ impl MySqlStore {
     /// Writes notifications of one process in the current transaction. The lock row makes
     /// `seq` order commit order, so a reader never passes a seq that commits later.
     async fn publish(
-        tx: &mut Transaction<'_, MySql>,
+        tx: &mut sqlx::MySqlConnection,
         namespace: &str,
         id: &str,
         notices: &[Notice],
@@ -482,7 +481,7 @@ impl MySqlStore {
                 .bind(n.event_id())
                 .bind(n.data().to_string())
                 .bind(dt(now))
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
         Ok(())
@@ -492,7 +491,7 @@ impl MySqlStore {
     /// publishes `failed` — for a failed step given up on and for a zombie.
     #[allow(clippy::too_many_arguments)]
     async fn break_process(
-        tx: &mut Transaction<'_, MySql>,
+        tx: &mut sqlx::MySqlConnection,
         namespace: &str,
         id: &str,
         detail: &str,
@@ -507,12 +506,12 @@ impl MySqlStore {
             .bind(corrupted_by)
             .bind(namespace)
             .bind(id)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         sqlx::query(sql!(processes, cancel_waiting))
             .bind(dt(now))
             .bind(docket_core::process::key_of(namespace, id))
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         let failed = Notice::Failed {
             detail: detail.to_string(),
@@ -526,7 +525,7 @@ impl MySqlStore {
     /// caller's statements on `docket_tasks` reach it; `rotate` moves it out again once it
     /// is (still) finished.
     async fn get_in(
-        tx: &mut Transaction<'_, MySql>,
+        tx: &mut sqlx::MySqlConnection,
         id: i64,
         lock: bool,
     ) -> Result<Option<(Task, Option<u128>)>> {
@@ -535,19 +534,19 @@ impl MySqlStore {
         } else {
             sql!(tasks, get_live)
         };
-        let mut row = sqlx::query(sql).bind(id).fetch_optional(&mut **tx).await?;
+        let mut row = sqlx::query(sql).bind(id).fetch_optional(&mut *tx).await?;
         if row.is_none() && lock {
             // Not in docket_tasks: finished and moved out, or being moved by a rotation that
             // this locked read waited for. Only now is it in docket_tasks_done for sure (a
             // look there first missed a task whose move had not committed yet: a PATCH of a
             // just-finished task answered 404 instead of 409).
             Self::unarchive(tx, &[id]).await?;
-            row = sqlx::query(sql).bind(id).fetch_optional(&mut **tx).await?;
+            row = sqlx::query(sql).bind(id).fetch_optional(&mut *tx).await?;
         }
         if row.is_none() && !lock {
             row = sqlx::query(sql!(tasks, get_done))
                 .bind(id)
-                .fetch_optional(&mut **tx)
+                .fetch_optional(&mut *tx)
                 .await?;
         }
         row.map(|r| Ok((decode(&r)?, r.nonce("lease_token")?)))
@@ -556,7 +555,7 @@ impl MySqlStore {
 
     /// Moves these tasks, where they are in `docket_tasks_done`, back to `docket_tasks`
     /// (locking them there), for a change to a finished task: retry, cancel, update.
-    pub(super) async fn unarchive(tx: &mut Transaction<'_, MySql>, ids: &[i64]) -> Result<()> {
+    pub(super) async fn unarchive(tx: &mut sqlx::MySqlConnection, ids: &[i64]) -> Result<()> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -565,7 +564,7 @@ impl MySqlStore {
         for id in ids {
             q = q.bind(id);
         }
-        let found = q.fetch_all(&mut **tx).await?;
+        let found = q.fetch_all(&mut *tx).await?;
         if found.is_empty() {
             return Ok(());
         }
@@ -576,71 +575,19 @@ impl MySqlStore {
             for id in &found {
                 q = q.bind(id);
             }
-            q.execute(&mut **tx).await?;
+            q.execute(&mut *tx).await?;
         }
         Ok(())
     }
 
-    /// Tasks by id with their lease nonces, locked, in id order.
-    async fn get_many_locked(
-        tx: &mut Transaction<'_, MySql>,
-        ids: &[i64],
-    ) -> Result<HashMap<i64, (Task, Option<u128>)>> {
-        if ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let sql = fill(sql!(tasks, lock_many), &[("ids", &marks(ids.len()))]);
-        let mut q = sqlx::query(&sql);
-        for id in ids {
-            q = q.bind(id);
-        }
-        let mut rows = q.fetch_all(&mut **tx).await?;
-        if rows.len() < ids.len() {
-            // Finished and moved to docket_tasks_done: read (unlocked) for the refusal the
-            // caller answers; nothing changes a finished task there.
-            let sql = fill(sql!(tasks, get_many_done), &[("ids", &marks(ids.len()))]);
-            let mut q = sqlx::query(&sql);
-            for id in ids {
-                q = q.bind(id);
-            }
-            rows.extend(q.fetch_all(&mut **tx).await?);
-        }
-        rows.iter()
-            .map(|r| {
-                let t = decode(r)?;
-                Ok((t.id, (t, r.nonce("lease_token")?)))
-            })
-            .collect()
-    }
-
-    /// Writes failures (`docket_core::lease::Failure`). With `rescue_at`, each only while its
-    /// task still runs the same attempt with its lease expired at that time (the rescue reads
-    /// without locking). Returns the ids written.
+    /// [`crate::portable::apply_failures`] in a transaction of this backend's own code (the
+    /// rescue, process steps).
     async fn apply_failures(
-        tx: &mut Transaction<'_, MySql>,
+        tx: &mut Transaction<'static, MySql>,
         items: &[Failure],
         rescue_at: Option<Timestamp>,
     ) -> Result<Vec<i64>> {
-        let mut done = Vec::with_capacity(items.len());
-        for f in items {
-            let r = sqlx::query(sql!(leases, fail))
-                .bind(f.state.as_str())
-                .bind(dt(f.run_at))
-                .bind(dt(f.finished_at))
-                .bind(f.error_json().to_string())
-                .bind(docket_core::run::RUN_LOG_KEEP)
-                .bind(f.run_json())
-                .bind(f.id)
-                .bind(dt(rescue_at))
-                .bind(f.attempt)
-                .bind(dt(rescue_at))
-                .execute(&mut **tx)
-                .await?;
-            if r.rows_affected() > 0 {
-                done.push(f.id);
-            }
-        }
-        Ok(done)
+        crate::portable::apply_failures(&mut MySqlTx::borrow(tx), items, rescue_at).await
     }
 }
 
@@ -749,19 +696,19 @@ impl crate::driver::Driver for MySqlStore {
     // a deadlock or a certification conflict (Galera: a heartbeat's upsert meeting a drain of
     // the same node row through another node, 1213 even with wsrep_retry_autocommit) is safe.
     async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
-        let st = STATEMENTS.stmt(s.0, s.1);
-        crate::driver::again(|| async {
-            Ok(bind(sqlx::query(&st.text), st, args)
-                .fetch_all(&self.pool)
-                .await?)
+        let (text, args) = expand(STATEMENTS.stmt(s.0, s.1), args);
+        let (text, args) = (&text, &args);
+        crate::driver::again(|| async move {
+            Ok(bind(sqlx::query(text), args).fetch_all(&self.pool).await?)
         })
         .await
     }
 
     async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
-        let st = STATEMENTS.stmt(s.0, s.1);
-        crate::driver::again(|| async {
-            Ok(bind(sqlx::query(&st.text), st, args)
+        let (text, args) = expand(STATEMENTS.stmt(s.0, s.1), args);
+        let (text, args) = (&text, &args);
+        crate::driver::again(|| async move {
+            Ok(bind(sqlx::query(text), args)
                 .execute(&self.pool)
                 .await?
                 .rows_affected())
@@ -785,10 +732,22 @@ impl MySqlStore {
 
 /// A MySQL transaction of the portable store code ([`crate::driver::DriverTx`]), and the queues to
 /// wake after the commit.
-pub(crate) struct MySqlTx {
-    tx: Transaction<'static, MySql>,
+pub(crate) struct MySqlTx<X = Transaction<'static, MySql>> {
+    tx: X,
     wake: crate::local_wake::LocalWake,
     queues: Vec<String>,
+}
+
+impl<'t> MySqlTx<&'t mut Transaction<'static, MySql>> {
+    /// Runs the portable code's statements in a transaction this backend's code holds; its
+    /// wake-ups are not sent (that code sends its own).
+    pub(crate) fn borrow(tx: &'t mut Transaction<'static, MySql>) -> Self {
+        MySqlTx {
+            tx,
+            wake: crate::local_wake::LocalWake::default(),
+            queues: vec![],
+        }
+    }
 }
 
 impl MySqlStore {
@@ -810,24 +769,36 @@ impl MySqlTx {
 }
 
 #[async_trait]
-impl crate::driver::DriverTx for MySqlTx {
+impl<X: Held<MySql>> crate::driver::DriverTx for MySqlTx<X> {
     type Row = MySqlRow;
 
     async fn unarchive(&mut self, ids: &[i64]) -> Result<()> {
-        MySqlStore::unarchive(&mut self.tx, ids).await
+        MySqlStore::unarchive(self.tx.conn(), ids).await
+    }
+
+    async fn fetch_archived(&mut self, ids: &[i64]) -> Result<Vec<MySqlRow>> {
+        self.fetch(
+            crate::driver::stmt!(leases, archived),
+            crate::driver::args![ids],
+        )
+        .await
+    }
+
+    async fn lock(&mut self, name: &str) -> Result<()> {
+        MySqlStore::lock(self.tx.conn(), name).await
     }
 
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
-        let st = MySqlStore::st(s);
-        Ok(bind(sqlx::query(&st.text), st, args)
-            .fetch_all(&mut *self.tx)
+        let (text, args) = expand(MySqlStore::st(s), args);
+        Ok(bind(sqlx::query(&text), &args)
+            .fetch_all(self.tx.conn())
             .await?)
     }
 
     async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
-        let st = MySqlStore::st(s);
-        Ok(bind(sqlx::query(&st.text), st, args)
-            .execute(&mut *self.tx)
+        let (text, args) = expand(MySqlStore::st(s), args);
+        Ok(bind(sqlx::query(&text), &args)
+            .execute(self.tx.conn())
             .await?
             .rows_affected())
     }
@@ -844,14 +815,14 @@ impl crate::driver::DriverTx for MySqlTx {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        MySqlStore::publish(&mut self.tx, namespace, id, notices, now).await
+        MySqlStore::publish(self.tx.conn(), namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
-        let Some(id) = MySqlStore::insert_row(&mut self.tx, t, now).await? else {
+        let Some(id) = MySqlStore::insert_row(self.tx.conn(), t, now).await? else {
             return Ok(None);
         };
-        let task = MySqlStore::get_in(&mut self.tx, id, false).await?;
+        let task = MySqlStore::get_in(self.tx.conn(), id, false).await?;
         Ok(task.map(|(mut task, _)| {
             task.inserted = Some(true);
             if task.state == TaskState::Available {
@@ -862,27 +833,62 @@ impl crate::driver::DriverTx for MySqlTx {
     }
 
     async fn commit(self) -> Result<()> {
-        self.tx.commit().await?;
+        self.tx.end().await?;
         self.wake.queues(&self.queues);
         Ok(())
     }
 }
 
-/// Binds [`Arg`]s as MySQL keeps them: `DATETIME(6)` in UTC, JSON as text; numbered
-/// placeholders in their order ([`crate::sql::Stmt::order`]).
+/// The text of `st` and its arguments in the order its `?` take them
+/// ([`crate::sql::Stmt::order`]), each list argument's `?` made one `?` per element (`NULL`
+/// for an empty list: `IN (NULL)` holds nothing), as the `IN (…)` lists MySQL is fastest with.
+fn expand<'s, 'a>(
+    st: &'s crate::sql::Stmt,
+    args: &[Arg<'a>],
+) -> (std::borrow::Cow<'s, str>, Vec<Arg<'a>>) {
+    let ordered: Vec<Arg<'a>> = crate::driver::ordered(st, args).collect();
+    if ordered.iter().all(|a| a.elements().is_none()) {
+        return (std::borrow::Cow::Borrowed(&st.text), ordered);
+    }
+    let mut text = String::with_capacity(st.text.len() + 64);
+    let mut out = Vec::with_capacity(ordered.len());
+    let mut parts = st.text.split('?');
+    text.push_str(parts.next().unwrap_or_default());
+    for (a, part) in ordered.into_iter().zip(parts) {
+        match a.elements() {
+            Some(e) if e.is_empty() => text.push_str("NULL"),
+            Some(e) => {
+                text.push_str(&marks(e.len()));
+                out.extend(e);
+            }
+            None => {
+                text.push('?');
+                out.push(a);
+            }
+        }
+        text.push_str(part);
+    }
+    (std::borrow::Cow::Owned(text), out)
+}
+
+/// Binds [`Arg`]s (as [`expand`] ordered them) as MySQL keeps them: `DATETIME(6)` in UTC,
+/// JSON as text, a nonce as hex.
 fn bind<'q>(
     mut q: sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments>,
-    st: &crate::sql::Stmt,
     args: &[Arg<'q>],
 ) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
-    for a in crate::driver::ordered(st, args) {
-        q = match a {
+    for a in args {
+        q = match *a {
             Arg::Text(v) => q.bind(v),
             Arg::Int(v) => q.bind(v),
             Arg::Int32(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
             Arg::Time(v) => q.bind(dt(v)),
             Arg::Json(v) => q.bind(v.map(Value::to_string)),
+            Arg::Nonce(v) => q.bind(v.map(lease::nonce_hex)),
+            Arg::Ints(_) | Arg::Texts(_) | Arg::Times(_) | Arg::Nonces(_) | Arg::Jsons(_) => {
+                unreachable!("expanded")
+            }
         };
     }
     q
@@ -913,7 +919,11 @@ impl Cols for MySqlRow {
         Ok(self.try_get(c)?)
     }
     fn flag(&self, c: &str) -> Result<bool> {
-        Ok(self.try_get(c)?)
+        // A BOOLEAN column is TINYINT(1); a test in the select list (`x IS NOT NULL`) a BIGINT.
+        match self.try_get::<bool, _>(c) {
+            Ok(b) => Ok(b),
+            Err(_) => Ok(self.try_get::<i64, _>(c)? != 0),
+        }
     }
     fn time(&self, c: &str) -> Result<Timestamp> {
         Ok(self.try_get(c)?)
@@ -931,6 +941,13 @@ impl Cols for MySqlRow {
         Ok(text_opt(self, c)?
             .as_deref()
             .and_then(docket_core::lease::nonce_from_hex))
+    }
+}
+
+/// MySQL has no `RETURNING`: a completion locks and checks in Rust, and reads again.
+impl crate::driver::LeaseDriver for MySqlStore {
+    fn returning(&self) -> bool {
+        false
     }
 }
 

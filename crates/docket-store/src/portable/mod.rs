@@ -15,11 +15,12 @@ mod tokens;
 
 use counts::counts;
 pub(crate) use counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
-pub(crate) use leases::task_release;
+pub(crate) use leases::apply_failures;
 pub(crate) use tasks::task_delete;
 
 use crate::driver::{
-    again, again_up_to, args, stmt, Driver, DriverTx, Listen, ProcessDriver, QueueDriver,
+    again, again_up_to, args, stmt, Arg, Driver, DriverTx, LeaseDriver, Listen, ProcessDriver,
+    QueueDriver,
 };
 use crate::row;
 use crate::row::Cols;

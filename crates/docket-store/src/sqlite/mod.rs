@@ -2,17 +2,16 @@
 //! writer at a time; queueing in the pool beats busy-waiting on the file lock) and a reader pool.
 //! Every write transaction starts with `BEGIN IMMEDIATE`, so it never has to upgrade a read lock.
 
-mod leases;
 mod maintenance;
 mod notifications;
 mod processes;
 mod queues;
 mod tasks;
 
-use crate::driver::{Arg, StmtName};
+use crate::driver::{Arg, Held, StmtName};
 use crate::row::{parse_json, queue_settings, task as decode, Cols};
 use crate::*;
-use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
+use docket_core::lease::{self, Failure, LeaseCheck};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
 use docket_core::FailDecision;
@@ -129,7 +128,7 @@ impl SqliteStore {
 
     /// Inserts one task; `None` when its unique_key is held by an unfinished task.
     async fn insert_row(
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut sqlx::SqliteConnection,
         t: &ResolvedTask,
         now: Timestamp,
     ) -> Result<Option<i64>> {
@@ -162,13 +161,13 @@ impl SqliteStore {
             .bind(t.batch_id)
             .bind(&t.rate_limit)
             .bind(&t.partition_key)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(StoreError::from)
     }
 
     async fn insert_one(
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut sqlx::SqliteConnection,
         t: ResolvedTask,
         now: Timestamp,
     ) -> Result<Task> {
@@ -184,7 +183,7 @@ impl SqliteStore {
     /// Writes notifications of one process in the current transaction (the single writer makes
     /// seq order commit order).
     async fn publish(
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut sqlx::SqliteConnection,
         namespace: &str,
         id: &str,
         notices: &[Notice],
@@ -198,7 +197,7 @@ impl SqliteStore {
                 .bind(n.event_id())
                 .bind(n.data().to_string())
                 .bind(us(now))
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
         Ok(())
@@ -208,7 +207,7 @@ impl SqliteStore {
     /// publishes `failed` — for a failed step given up on and for a zombie.
     #[allow(clippy::too_many_arguments)]
     async fn break_process(
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut sqlx::SqliteConnection,
         namespace: &str,
         id: &str,
         detail: &str,
@@ -222,12 +221,12 @@ impl SqliteStore {
             .bind(us(now))
             .bind(detail)
             .bind(corrupted_by)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         sqlx::query(sql!(processes, cancel_waiting))
             .bind(docket_core::process::key_of(namespace, id))
             .bind(us(now))
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         let failed = Notice::Failed {
             detail: detail.to_string(),
@@ -243,7 +242,7 @@ impl SqliteStore {
     /// A task in `tx` (the writer lock makes it locked) with the nonce its `lease_token`
     /// column holds.
     async fn get_in(
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut sqlx::SqliteConnection,
         id: i64,
     ) -> Result<Option<(Task, Option<u128>)>> {
         Ok(Self::get_row_in(tx, id)
@@ -253,40 +252,23 @@ impl SqliteStore {
 
     /// [`Self::get_in`] with the lease length the claim kept (`lease_ms`).
     async fn get_row_in(
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut sqlx::SqliteConnection,
         id: i64,
     ) -> Result<Option<(Task, Option<u128>, Option<i64>)>> {
         let sql = sql!(tasks, get);
-        let row = sqlx::query(sql).bind(id).fetch_optional(&mut **tx).await?;
+        let row = sqlx::query(sql).bind(id).fetch_optional(&mut *tx).await?;
         row.map(|r| Ok((decode(&r)?, r.nonce("lease_token")?, r.try_get("lease_ms")?)))
             .transpose()
     }
 
-    /// Writes failures (`docket_core::lease::Failure`). With `rescue_at`, each only while its
-    /// task still runs the same attempt with its lease expired at that time (the rescue reads
-    /// without locking). Returns the ids written.
+    /// [`crate::portable::apply_failures`] in a transaction of this backend's own code (the
+    /// rescue, process steps).
     async fn apply_failures(
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut Transaction<'static, Sqlite>,
         items: &[Failure],
         rescue_at: Option<Timestamp>,
     ) -> Result<Vec<i64>> {
-        let mut done = Vec::with_capacity(items.len());
-        for f in items {
-            let id: Option<i64> = sqlx::query_scalar(sql!(leases, fail))
-                .bind(f.id)
-                .bind(f.state.as_str())
-                .bind(us(f.run_at))
-                .bind(f.finished_at.map(us))
-                .bind(f.error_json().to_string())
-                .bind(f.run_json())
-                .bind(docket_core::run::RUN_LOG_KEEP)
-                .bind(f.attempt)
-                .bind(rescue_at.map(us))
-                .fetch_optional(&mut **tx)
-                .await?;
-            done.extend(id);
-        }
-        Ok(done)
+        crate::portable::apply_failures(&mut SqliteTx::borrow(tx), items, rescue_at).await
     }
 }
 
@@ -380,10 +362,22 @@ impl SqliteStore {
 
 /// A SQLite transaction of the portable store code ([`crate::driver::DriverTx`]): the writer, and the
 /// queues to wake after the commit.
-pub(crate) struct SqliteTx {
-    tx: Transaction<'static, Sqlite>,
+pub(crate) struct SqliteTx<X = Transaction<'static, Sqlite>> {
+    tx: X,
     wake: crate::local_wake::LocalWake,
     queues: Vec<String>,
+}
+
+impl<'t> SqliteTx<&'t mut Transaction<'static, Sqlite>> {
+    /// Runs the portable code's statements in a transaction this backend's code holds; its
+    /// wake-ups are not sent (that code sends its own).
+    pub(crate) fn borrow(tx: &'t mut Transaction<'static, Sqlite>) -> Self {
+        SqliteTx {
+            tx,
+            wake: crate::local_wake::LocalWake::default(),
+            queues: vec![],
+        }
+    }
 }
 
 impl SqliteStore {
@@ -405,20 +399,20 @@ impl SqliteTx {
 }
 
 #[async_trait]
-impl crate::driver::DriverTx for SqliteTx {
+impl<X: Held<Sqlite>> crate::driver::DriverTx for SqliteTx<X> {
     type Row = SqliteRow;
 
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
         let st = SqliteStore::st(s);
         Ok(bind(sqlx::query(&st.text), st, args)
-            .fetch_all(&mut *self.tx)
+            .fetch_all(self.tx.conn())
             .await?)
     }
 
     async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
         let st = SqliteStore::st(s);
         Ok(bind(sqlx::query(&st.text), st, args)
-            .execute(&mut *self.tx)
+            .execute(self.tx.conn())
             .await?
             .rows_affected())
     }
@@ -435,11 +429,11 @@ impl crate::driver::DriverTx for SqliteTx {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        SqliteStore::publish(&mut self.tx, namespace, id, notices, now).await
+        SqliteStore::publish(self.tx.conn(), namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
-        let Some(id) = SqliteStore::insert_row(&mut self.tx, t, now).await? else {
+        let Some(id) = SqliteStore::insert_row(self.tx.conn(), t, now).await? else {
             return Ok(None);
         };
         if t.state == TaskState::Available {
@@ -449,7 +443,7 @@ impl crate::driver::DriverTx for SqliteTx {
     }
 
     async fn commit(self) -> Result<()> {
-        self.tx.commit().await?;
+        self.tx.end().await?;
         self.wake.queues(&self.queues);
         Ok(())
     }
@@ -469,6 +463,10 @@ fn bind<'q>(
             Arg::Bool(v) => q.bind(v),
             Arg::Time(v) => q.bind(v.map(us)),
             Arg::Json(v) => q.bind(v.map(Value::to_string)),
+            Arg::Nonce(v) => q.bind(v.map(lease::nonce_hex)),
+            Arg::Ints(_) | Arg::Texts(_) | Arg::Times(_) | Arg::Nonces(_) | Arg::Jsons(_) => {
+                q.bind(a.json_list())
+            }
         };
     }
     q
@@ -524,3 +522,6 @@ impl Cols for SqliteRow {
             .and_then(docket_core::lease::nonce_from_hex))
     }
 }
+
+/// SQLite's statements return what they change; its writer lock serialises every claim.
+impl crate::driver::LeaseDriver for SqliteStore {}

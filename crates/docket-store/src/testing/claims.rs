@@ -1751,3 +1751,150 @@ pub(super) async fn claims_take_one_statement_where_they_can(b: Bundle) {
         );
     }
 }
+
+/// A completion's statements (`complete_held`, `complete_to_next_stage`) restate the `Held`
+/// case of `docket_core::lease::check` in SQL on PostgreSQL and SQLite: every item of one
+/// call — held, another claim's token, a malformed token, a cancel requested, past its deadline,
+/// finished already, unknown, and stage hand-overs held and late — gets the outcome the Rust
+/// rule gives for the task as it was read before the call.
+pub(super) async fn completions_follow_the_lease_check(b: Bundle) {
+    use docket_core::lease::{self, LeaseCheck, LeaseToken};
+    let s = &*b.store;
+    let with = |timeout: u64| NewTask {
+        queue: Some("chk".into()),
+        timeout: Some(Duration::from_secs(timeout)),
+        ..nt("k")
+    };
+    let timeouts = [60, 60, 60, 60, 2, 60, 60, 2];
+    insert(s, timeouts.iter().map(|t| with(*t)).collect(), t0()).await;
+    let got = claim(s, "chk", 8, t0()).await;
+    assert_eq!(got.len(), 8);
+    let token = |t: &docket_core::Task| t.lease.as_ref().unwrap().token.clone();
+    // The one finished already.
+    let first = s
+        .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
+            items: &[done(&got[5], json!(0))],
+            now: t0() + secs(1),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(first[0], LeaseOutcome::Ok { .. }), "{first:?}");
+    s.task_cancel(TaskCancelParams {
+        id: got[3].id,
+        now: t0() + secs(1),
+    })
+    .await
+    .unwrap();
+    let other = LeaseToken {
+        nonce: LeaseToken::new_nonce(),
+        id: got[1].id,
+    }
+    .to_string();
+    let next = |n: i32| docket_core::task::NextStage {
+        stage: format!("s{n}"),
+        state: TaskState::Available,
+        run_at: t0() + secs(5),
+        payload: None,
+        priority: None,
+    };
+    let item =
+        |t: &docket_core::Task, token: String, next: Option<docket_core::task::NextStage>| {
+            TaskComplete {
+                id: t.id,
+                token,
+                result: json!({"id": t.id}),
+                next,
+            }
+        };
+    let items = vec![
+        item(&got[0], token(&got[0]), None),
+        item(&got[1], other, None),
+        item(&got[2], "nope".into(), None),
+        item(&got[3], token(&got[3]), None),
+        item(&got[4], token(&got[4]), None),
+        item(&got[5], token(&got[5]), None),
+        item(&got[6], token(&got[6]), Some(next(1))),
+        item(&got[7], token(&got[7]), Some(next(2))),
+        TaskComplete {
+            id: i64::MAX - 7,
+            token: token(&got[0]),
+            result: json!(null),
+            next: None,
+        },
+    ];
+    let now = t0() + secs(5);
+    let mut want = vec![];
+    for it in &items {
+        let Some(t) = s.task_get(it.id).await.unwrap() else {
+            want.push(LeaseOutcome::NotFound);
+            continue;
+        };
+        let claimed = got.iter().find(|g| g.id == it.id).unwrap();
+        let stored = LeaseToken::parse(&token(claimed)).map(|l| l.nonce);
+        want.push(match lease::check(&t, stored, &it.token, now) {
+            LeaseCheck::Held => LeaseOutcome::Ok {
+                state: it.next.as_ref().map_or(TaskState::Completed, |n| n.state),
+                run_at: it.next.as_ref().map_or(t.run_at, |n| n.run_at),
+                labels: docket_core::lease::TaskLabels::of(&t),
+            },
+            c => c.refusal(),
+        });
+    }
+    let outs = s
+        .task_complete_many(TaskCompleteManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
+            items: &items,
+            now,
+        })
+        .await
+        .unwrap();
+    assert_eq!(outs.len(), want.len());
+    for (i, (o, w)) in outs.iter().zip(&want).enumerate() {
+        match (o, w) {
+            (
+                LeaseOutcome::Ok {
+                    state,
+                    run_at,
+                    labels,
+                },
+                LeaseOutcome::Ok {
+                    state: ws,
+                    run_at: wr,
+                    labels: wl,
+                },
+            ) => {
+                assert_eq!((state, run_at), (ws, wr), "item {i}");
+                assert_eq!(
+                    (&labels.queue, &labels.kind),
+                    (&wl.queue, &wl.kind),
+                    "item {i}"
+                );
+            }
+            _ => assert_eq!(o, w, "item {i}"),
+        }
+    }
+    // Each kind of answer is there: the case covers every branch of the rule.
+    assert!(matches!(outs[0], LeaseOutcome::Ok { .. }), "{outs:?}");
+    assert_eq!(
+        outs[1..6].to_vec(),
+        vec![
+            LeaseOutcome::LeaseLost,
+            LeaseOutcome::LeaseLost,
+            LeaseOutcome::Cancelled,
+            LeaseOutcome::TimedOut,
+            LeaseOutcome::LeaseLost
+        ]
+    );
+    assert!(matches!(outs[6], LeaseOutcome::Ok { .. }), "{outs:?}");
+    assert_eq!(outs[7], LeaseOutcome::TimedOut);
+    assert_eq!(outs[8], LeaseOutcome::NotFound);
+    let state = |i: usize| {
+        let id = got[i].id;
+        async move { s.task_get(id).await.unwrap().unwrap().state }
+    };
+    assert_eq!(state(0).await, TaskState::Completed);
+    assert_eq!(state(1).await, TaskState::Running);
+    assert_eq!(state(3).await, TaskState::Cancelled);
+    assert_eq!(state(6).await, TaskState::Available);
+}

@@ -228,6 +228,7 @@ const CASES: &[Case] = cases![
     claims::stages_hand_the_task_on,
     claims::tasks_survive_the_ring_turning,
     claims::released_claims_count_no_attempt,
+    claims::completions_follow_the_lease_check,
     queues::queue_settings_round_trip,
     queues::counts_stay_exact,
     queues::history_of_minutes_depth_and_latency,

@@ -2,6 +2,12 @@
 -- oldest entry goes once the log holds {keep} (docket_core::run::StoredRun's shape). MySQL
 -- evaluates SET assignments left to right on the new values: a marker goes after
 -- `finished_at = ?` (its usual {now}) and before anything that changes `attempt` or `stage`.
+-- claim_order: the claim order (docket_store::leases::sort_claim_order's, in Rust): higher
+-- priority first, then fewer attempts, earlier run_at, lower id; a statement's claim_order
+-- marker with alias T is this with T for t.
+-- name: claim_order
+{t}.priority DESC, {t}.attempt, {t}.run_at, {t}.id
+
 -- name: runs
 runs = JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(runs, '[]')) >= {keep}
     THEN JSON_REMOVE(runs, '$[0]') ELSE COALESCE(runs, JSON_ARRAY()) END, '$',

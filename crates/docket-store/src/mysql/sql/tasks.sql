@@ -64,9 +64,6 @@ SELECT {COLS} FROM docket_tasks WHERE id = ?
     UNION ALL (SELECT {COLS} FROM docket_tasks_done WHERE unique_key = ?
     ORDER BY id DESC LIMIT 1) ORDER BY id DESC LIMIT 1
 
--- name: get_many
-SELECT {COLS} FROM docket_tasks WHERE id IN ({ids})
-
 -- name: list
 -- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest
 -- first; {states} is empty or `AND state IN (?, …)`. The hot table and docket_tasks_done
@@ -116,12 +113,6 @@ INSERT INTO docket_tasks ({COLS}) SELECT {COLS} FROM docket_tasks_done
 
 -- name: delete_done
 DELETE FROM docket_tasks_done WHERE id IN ({ids})
-
--- name: lock_many
-SELECT {COLS} FROM docket_tasks WHERE id IN ({ids}) ORDER BY id FOR UPDATE
-
--- name: get_many_done
-SELECT {COLS} FROM docket_tasks_done WHERE id IN ({ids})
 
 -- name: delete_lock
 -- The finished tasks among ?1 (a JSON array of ids, brought back from docket_tasks_done

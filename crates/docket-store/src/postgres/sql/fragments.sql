@@ -1,5 +1,11 @@
 -- The run-log entry of the attempt the row holds, ended at {now} with {outcome}; the
 -- oldest entry goes once the log holds {keep} (docket_core::run::StoredRun's shape).
+-- claim_order: the claim order (docket_store::leases::sort_claim_order's, in Rust): higher
+-- priority first, then fewer attempts, earlier run_at, lower id; a statement's claim_order
+-- marker with alias T is this with T for t.
+-- name: claim_order
+{t}.priority DESC, {t}.attempt, {t}.run_at, {t}.id
+
 -- name: runs
 runs = (CASE WHEN jsonb_array_length(COALESCE(runs, '[]')) >= {keep} THEN runs - 0
     ELSE COALESCE(runs, '[]') END) || jsonb_build_array(jsonb_build_object('attempt', attempt,

@@ -4,8 +4,8 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = $1
     AND (t.node IS NULL OR t.node = $2)
-    AND ($5::text[] IS NULL OR t.kind = ANY($5))
-    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND ($7::boolean OR t.kind = ANY($5::text[]))
+    AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
@@ -15,18 +15,18 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    ORDER BY {claim_order:t}
     LIMIT LEAST($4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = $1), $4))
     FOR UPDATE OF t SKIP LOCKED
 
 -- name: claim_candidates_fair
 -- A fair queue's candidates (issue 26 item 4): the same filters, unlocked, each ranked within its
--- partition in claim order (rn); at most $7 per partition and $4 in all, by rank then claim
+-- partition in claim order (rn); at most $9 per partition and $4 in all, none of the ids $10, by rank then claim
 -- order. Each partition's first rows are locked as they are read (SKIP LOCKED: concurrent fair
 -- claims take different rows, as plain ones do; the rank is over the rows this claim locked),
 -- then the claim orders them by weight (docket_store::leases::Fairness) and keeps what it takes. The partitions with available tasks
 -- are found by a skip scan of docket_tasks_fair_idx (one probe per partition), and each
--- partition's first $7 by the same index, so a claim reads partitions × $7 rows, not the
+-- partition's first $9 by the same index, so a claim reads partitions × $9 rows, not the
 -- queue's whole backlog. Tasks without a partition are one more partition, looked for among the
 -- queue's first 1,000 available tasks in claim order (the claim index; an index of their own
 -- would cost every plain queue).
@@ -39,15 +39,15 @@ WITH RECURSIVE parts(pk) AS (
     FROM parts p WHERE p.pk IS NOT NULL
 )
 SELECT c.* FROM (
-    SELECT pr.* FROM parts pp CROSS JOIN LATERAL (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.attempt, x.run_at, x.id) AS rn
+    SELECT pr.* FROM parts pp CROSS JOIN LATERAL (SELECT x.*, row_number() OVER (ORDER BY {claim_order:x}) AS rn
         FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
         q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
         t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at
         FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
         WHERE t.state = 'available' AND t.queue = $1 AND t.partition_key = pp.pk
-    AND (t.node IS NULL OR t.node = $2)
-    AND ($5::text[] IS NULL OR t.kind = ANY($5))
-    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND (t.node IS NULL OR t.node = $2) AND NOT (t.id = ANY($10::bigint[]))
+    AND ($7::boolean OR t.kind = ANY($5::text[]))
+    AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
@@ -57,21 +57,21 @@ SELECT c.* FROM (
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7
+        ORDER BY {claim_order:t} LIMIT $9
         FOR UPDATE OF t SKIP LOCKED) x) pr
     WHERE pp.pk IS NOT NULL
     UNION ALL
-    SELECT n.* FROM (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.attempt, x.run_at, x.id) AS rn
+    SELECT n.* FROM (SELECT x.*, row_number() OVER (ORDER BY {claim_order:x}) AS rn
         FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
         q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
         t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at
         FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
         WHERE t.id IN (SELECT f.id FROM docket_tasks f WHERE f.state = 'available'
-            AND f.queue = $1 ORDER BY f.priority DESC, f.attempt, f.run_at, f.id LIMIT 1000)
+            AND f.queue = $1 ORDER BY {claim_order:f} LIMIT 1000)
         AND t.state = 'available' AND t.queue = $1 AND t.partition_key IS NULL
-    AND (t.node IS NULL OR t.node = $2)
-    AND ($5::text[] IS NULL OR t.kind = ANY($5))
-    AND ($6::text[] IS NULL OR t.stage = ANY($6))
+    AND (t.node IS NULL OR t.node = $2) AND NOT (t.id = ANY($10::bigint[]))
+    AND ($7::boolean OR t.kind = ANY($5::text[]))
+    AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
@@ -81,9 +81,9 @@ SELECT c.* FROM (
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > $3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-        ORDER BY t.priority DESC, t.attempt, t.run_at, t.id LIMIT $7
+        ORDER BY {claim_order:t} LIMIT $9
         FOR UPDATE OF t SKIP LOCKED) x) n
-) c ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT $4
+) c ORDER BY c.rn, {claim_order:c} LIMIT $4
 
 -- name: lock_available
 -- Of the ids $1, those still available and not locked by another claim, locked.
@@ -128,17 +128,19 @@ UPDATE docket_tasks t SET state = $3, run_at = $4, stage = $5, payload = COALESC
     t.kind, t.attempted_at
 
 -- name: fail
+-- Failures (docket_store::portable::apply_failures): the run log keeps $1 entries; each row
+-- ($3.. as arrays, DriverTx::update_each) is id, state, run_at, finished_at, error, run, attempt.
 UPDATE docket_tasks t SET state = x.state, run_at = x.run_at, finished_at = x.fin,
     errors = t.errors || jsonb_build_array(x.err), lease_expires_at = NULL,
-    runs = (CASE WHEN jsonb_array_length(COALESCE(t.runs, '[]')) >= $7 THEN t.runs - 0
+    runs = (CASE WHEN jsonb_array_length(COALESCE(t.runs, '[]')) >= $1 THEN t.runs - 0
         ELSE COALESCE(t.runs, '[]') END) || jsonb_build_array(x.run::jsonb),
     run_count = t.run_count + 1
-    FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::jsonb[],
-    $6::text[], $8::int[]) AS x(id, state, run_at, fin, err, run, attempt)
+    FROM unnest($3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::jsonb[],
+    $8::text[], $9::int[]) AS x(id, state, run_at, fin, err, run, attempt)
     WHERE t.id = x.id
-    -- A rescue ($9): only a task still running the attempt it read, its lease still expired.
-    AND ($9::timestamptz IS NULL OR (t.state = 'running' AND t.attempt = x.attempt
-        AND t.lease_expires_at < $9))
+    -- A rescue ($2): only a task still running the attempt it read, its lease still expired.
+    AND ($2::timestamptz IS NULL OR (t.state = 'running' AND t.attempt = x.attempt
+        AND t.lease_expires_at < $2))
     RETURNING t.id
 
 -- name: claim_fast
@@ -166,7 +168,7 @@ WITH c AS (
     AND ($6::text[] IS NULL OR t.stage = ANY($6))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
     AND (q.paused IS NULL OR NOT q.paused)
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    ORDER BY {claim_order:t}
     LIMIT LEAST($4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = $1), $4))
     FOR UPDATE OF t SKIP LOCKED
 ), fast AS (
@@ -227,3 +229,28 @@ SELECT id, queue FROM docket_tasks WHERE state = 'running' AND lease_token = $1:
 UPDATE docket_tasks SET state = 'available', attempt = GREATEST(attempt - 1, 0),
     lease_token = NULL, lease_expires_at = NULL, deadline_at = NULL
     WHERE id IN (SELECT (jsonb_array_elements_text($1))::bigint) AND state = 'running'
+
+-- name: lock_held
+-- Tasks $1 (ids, in id order: one lock order for every caller) locked, for a call made under
+-- their leases (docket_store::portable heartbeat, fail, complete).
+SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE
+
+-- name: lease_token
+SELECT lease_token FROM docket_tasks WHERE id = $1 AND state = 'running'
+
+-- name: limited_queues
+-- Which of the queues $1 have a concurrency limit (a completion frees one of their slots).
+SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL AND name = ANY($1)
+
+-- name: claim_queue
+-- The queue's settings a claim follows (none for a queue never configured).
+SELECT paused, concurrency_limit, schedule_limit, fair, partition_weights FROM docket_queues
+    WHERE name = $1
+
+-- name: running_in_queue
+-- Running tasks of queue $1, counted under the queue's lock.
+SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND queue = $1
+
+-- name: running_with_key
+-- Running tasks of concurrency key $1, counted under the key's lock.
+SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND concurrency_key = $1

@@ -51,9 +51,6 @@ WHERE id = $1 RETURNING {COLS}
 -- name: lock
 SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE
 
--- name: lock_many
-SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE
-
 -- name: unfinished_by_unique_key
 SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 AND state IN
     ('scheduled','available','running','retryable')

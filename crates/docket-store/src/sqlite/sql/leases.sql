@@ -6,8 +6,8 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = ?1
     AND (t.node IS NULL OR t.node = ?2)
-    AND (?5 IS NULL OR t.kind IN (SELECT value FROM json_each(?5)))
-    AND (?6 IS NULL OR t.stage IN (SELECT value FROM json_each(?6)))
+    AND (?7 OR t.kind IN (SELECT value FROM json_each(?5)))
+    AND (?8 OR t.stage IN (SELECT value FROM json_each(?6)))
     AND (t.expires_at IS NULL OR t.expires_at > ?3)
     AND (q.paused IS NULL OR q.paused = 0)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
@@ -17,7 +17,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > ?3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id
+    ORDER BY {claim_order:t}
     LIMIT min(?4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = ?1), ?4))
 
 -- name: claim_candidates_fair
@@ -27,12 +27,12 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
     q.concurrency_limit AS queue_limit, t.rate_limit, t.timeout_ms,
     t.namespace IS NOT NULL AS process, t.partition_key, t.priority, t.attempt, t.run_at,
     row_number() OVER (PARTITION BY t.partition_key
-    ORDER BY t.priority DESC, t.attempt, t.run_at, t.id) AS rn
+    ORDER BY {claim_order:t}) AS rn
     FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE t.state = 'available' AND t.queue = ?1
-    AND (t.node IS NULL OR t.node = ?2)
-    AND (?5 IS NULL OR t.kind IN (SELECT value FROM json_each(?5)))
-    AND (?6 IS NULL OR t.stage IN (SELECT value FROM json_each(?6)))
+    AND (t.node IS NULL OR t.node = ?2) AND t.id NOT IN (SELECT value FROM json_each(?10))
+    AND (?7 OR t.kind IN (SELECT value FROM json_each(?5)))
+    AND (?8 OR t.stage IN (SELECT value FROM json_each(?6)))
     AND (t.expires_at IS NULL OR t.expires_at > ?3)
     AND (q.paused IS NULL OR q.paused = 0)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
@@ -42,14 +42,16 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
     JOIN docket_rate_limits p ON p.name = k.name WHERE k.key = t.rate_limit
     AND (k.blocked_until > ?3 OR (p.kind = 'concurrent' AND (SELECT count(*)
     FROM docket_tasks r WHERE r.state = 'running' AND r.rate_limit = k.key) >= p.lim))))
-    ) c WHERE c.rn <= ?7
-    ORDER BY c.rn, c.priority DESC, c.attempt, c.run_at, c.id LIMIT ?4
+    ) c WHERE c.rn <= ?9
+    ORDER BY c.rn, {claim_order:c} LIMIT ?4
 
 -- name: complete_held
+-- ?2, ?3, ?4: JSON arrays of the ids, nonces and results, item by item (the i-th result is
+-- read by its path: a text result stays a JSON text).
 UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result,
     lease_expires_at = NULL, run_count = run_count + 1
-    FROM (SELECT value->>'id' AS id, value->>'token' AS token, value->'result' AS result
-    FROM json_each(?2)) AS x
+    FROM (SELECT i.value AS id, k.value AS token, ?4 -> ('$[' || i.key || ']') AS result
+    FROM json_each(?2) i JOIN json_each(?3) k ON k.key = i.key) AS x
     WHERE docket_tasks.id = x.id AND docket_tasks.lease_token = x.token
     AND docket_tasks.state = 'running' AND docket_tasks.cancel_requested_at IS NULL
     -- Within the deadline the claim wrote (docket_core::lease::deadline_of; none for steps).
@@ -79,22 +81,25 @@ UPDATE docket_tasks SET state = ?3, run_at = ?4, stage = ?5, payload = COALESCE(
     kind, attempted_at
 
 -- name: fail
-UPDATE docket_tasks SET state = ?2, run_at = ?3, finished_at = ?4,
-    errors = json_insert(errors, '$[#]', json(?5)), lease_expires_at = NULL,
-    runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= ?7
-        THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]', json(?6)),
+-- One failure (see the PostgreSQL statement; one row of DriverTx::update_each).
+UPDATE docket_tasks SET state = ?4, run_at = ?5, finished_at = ?6,
+    errors = json_insert(errors, '$[#]', json(?7)), lease_expires_at = NULL,
+    runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= ?1
+        THEN json_remove(runs, '$[0]') ELSE COALESCE(runs, '[]') END, '$[#]', json(?8)),
     run_count = run_count + 1
-    WHERE id = ?1
-    -- A rescue (?9): only a task still running the attempt it read, its lease still expired.
-    AND (?9 IS NULL OR (state = 'running' AND attempt = ?8 AND lease_expires_at < ?9))
-    RETURNING id
+    WHERE id = ?3
+    -- A rescue (?2): only a task still running the attempt it read, its lease still expired.
+    AND (?2 IS NULL OR (state = 'running' AND attempt = ?9 AND lease_expires_at < ?2))
 
 -- name: claim
+-- Each picked task's lease by docket_core::lease::claim_lease: ?1, ?6, ?7, ?8 are JSON arrays
+-- of the ids, lease lengths, lease ends and deadlines (µs), item by item.
 UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at = ?2,
     worker = ?3, lease_token = ?4, lease_ms = x.lease_ms_, lease_expires_at = x.expires_,
     deadline_at = x.deadline_, cancel_requested_at = NULL, attempt_node = ?5
-    FROM (SELECT value->>0 AS id_, value->>1 AS lease_ms_, value->>2 AS expires_,
-    value->>3 AS deadline_ FROM json_each(?1)) AS x
+    FROM (SELECT i.value AS id_, m.value AS lease_ms_, e.value AS expires_, d.value AS deadline_
+    FROM json_each(?1) i JOIN json_each(?6) m ON m.key = i.key
+    JOIN json_each(?7) e ON e.key = i.key JOIN json_each(?8) d ON d.key = i.key) AS x
     WHERE docket_tasks.id = x.id_ RETURNING {COLS}
 
 -- name: heartbeat
@@ -122,3 +127,31 @@ SELECT id, queue FROM docket_tasks WHERE state = 'running' AND lease_token = ?1
 UPDATE docket_tasks SET state = 'available', attempt = MAX(attempt - 1, 0),
     lease_token = NULL, lease_expires_at = NULL, deadline_at = NULL
     WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running'
+
+-- name: lock_held
+-- Tasks ?1 (a JSON array of ids); the write transaction locks.
+SELECT {COLS} FROM docket_tasks WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id
+
+-- name: lease_token
+SELECT lease_token FROM docket_tasks WHERE id = ?1 AND state = 'running'
+
+-- name: limited_queues
+SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL
+    AND name IN (SELECT value FROM json_each(?1))
+
+-- name: claim_queue
+-- The queue's settings a claim follows (none for a queue never configured).
+SELECT paused, concurrency_limit, schedule_limit, fair, partition_weights FROM docket_queues
+    WHERE name = ?1
+
+-- name: running_in_queue
+-- Running tasks of queue ?1, counted under the queue's lock.
+SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND queue = ?1
+
+-- name: running_with_key
+-- Running tasks of concurrency key ?1, counted under the key's lock.
+SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND concurrency_key = ?1
+
+-- name: lock_available
+-- Of the ids ?1 (JSON), those still available (the writer lock is held: all of them).
+SELECT id FROM docket_tasks WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'
