@@ -34,6 +34,8 @@ pub(crate) enum Arg<'a> {
     Int(Option<i64>),
     /// A 32-bit integer (or NULL).
     Int32(Option<i32>),
+    /// A 64-bit float (or NULL).
+    Float(Option<f64>),
     /// A flag.
     Bool(bool),
     /// A time (or NULL).
@@ -75,6 +77,11 @@ impl From<i32> for Arg<'_> {
 impl From<Option<i32>> for Arg<'_> {
     fn from(v: Option<i32>) -> Self {
         Arg::Int32(v)
+    }
+}
+impl From<f64> for Arg<'_> {
+    fn from(v: f64) -> Self {
+        Arg::Float(Some(v))
     }
 }
 impl From<bool> for Arg<'_> {
@@ -207,6 +214,22 @@ pub(crate) trait DriverTx: Send + Sized {
         Ok(self.fetch(s, args).await?.into_iter().next())
     }
 
+    /// Runs `s`, a change of task `id` written `… RETURNING {COLS}`, and returns the task's
+    /// row as the change left it, or `None` when the statement changed nothing. MySQL has no
+    /// `RETURNING`: its statement is the change alone, and the row is read back in the
+    /// transaction (the change locked it).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn change_task(
+        &mut self,
+        s: StmtName,
+        args: &[Arg<'_>],
+        _id: i64,
+    ) -> Result<Option<Self::Row>> {
+        self.fetch_one(s, args).await
+    }
+
     /// Claimers of `queues` look again once this commits: PostgreSQL notifies every node in
     /// the transaction; SQLite and MySQL wake this process's claimers after the commit (other
     /// nodes poll).
@@ -320,6 +343,34 @@ pub(crate) trait ProcessDriver {
     async fn process_remove(&self, p: crate::ProcessRemoveParams<'_>) -> Result<()>;
     async fn process_import(&self, p: crate::ProcessImport) -> Result<()>;
     async fn process_collect_zombies(&self, p: crate::ProcessCollectZombiesParams) -> Result<u64>;
+}
+
+/// The task calls whose statements differ in shape by backend: the insert is batched as each
+/// database allows (PostgreSQL: one `unnest` statement; MySQL: multi-row statements of tasks
+/// without a unique key; SQLite: row by row on its one writer), and the list's filter of states
+/// is an array, a JSON list or an `IN (…)` list.
+#[async_trait]
+pub(crate) trait TaskDriver {
+    /// See [`crate::TaskStore::task_insert_many`].
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn task_insert_many(
+        &self,
+        p: crate::TaskInsertManyParams,
+    ) -> Result<Vec<docket_core::Task>>;
+
+    /// See [`crate::TaskStore::task_list`].
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn task_list(&self, p: crate::TaskListParams) -> Result<Vec<docket_core::Task>>;
+
+    /// See [`crate::TaskStore::task_count`].
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn task_count(&self, p: crate::TaskListParams) -> Result<i64>;
 }
 
 /// The queue call whose statement differs in shape by backend: a batch of names is an array

@@ -812,6 +812,21 @@ impl crate::driver::DriverTx for MySqlTx {
         MySqlStore::unarchive(&mut self.tx, ids).await
     }
 
+    async fn change_task(
+        &mut self,
+        s: StmtName,
+        args: &[Arg<'_>],
+        id: i64,
+    ) -> Result<Option<MySqlRow>> {
+        // No RETURNING: the change locked the row, read it back (the connection reports the
+        // rows matched, CLIENT_FOUND_ROWS, so a change to the same values still counts).
+        if self.execute(s, args).await? == 0 {
+            return Ok(None);
+        }
+        self.fetch_one(crate::driver::stmt!(tasks, get), crate::driver::args![id])
+            .await
+    }
+
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
         let st = MySqlStore::st(s);
         Ok(bind(sqlx::query(&st.text), st, args)
@@ -875,6 +890,7 @@ fn bind<'q>(
             Arg::Text(v) => q.bind(v),
             Arg::Int(v) => q.bind(v),
             Arg::Int32(v) => q.bind(v),
+            Arg::Float(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
             Arg::Time(v) => q.bind(dt(v)),
             Arg::Json(v) => q.bind(v.map(Value::to_string)),

@@ -16,10 +16,10 @@ mod tokens;
 use counts::counts;
 pub(crate) use counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
 pub(crate) use leases::task_release;
-pub(crate) use tasks::task_delete;
 
 use crate::driver::{
     again, again_up_to, args, stmt, Driver, DriverTx, Listen, ProcessDriver, QueueDriver,
+    TaskDriver,
 };
 use crate::row;
 use crate::row::Cols;

@@ -731,6 +731,7 @@ fn bind<'q>(
             Arg::Text(v) => q.bind(v),
             Arg::Int(v) => q.bind(v),
             Arg::Int32(v) => q.bind(v),
+            Arg::Float(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
             Arg::Time(v) => q.bind(v),
             Arg::Json(v) => q.bind(v),

@@ -1,9 +1,9 @@
-//! PostgreSQL: tasks: insert, read, list, and the operator changes of one task.
+//! PostgreSQL: tasks: the insert and the list ([`crate::driver::TaskDriver`]); the rest is portable/tasks.rs.
 
 use super::*;
 
 #[async_trait]
-impl TaskStore for PgStore {
+impl crate::driver::TaskDriver for PgStore {
     async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
         let n = p.tasks.len();
         if n == 0 {
@@ -78,12 +78,6 @@ impl TaskStore for PgStore {
         Ok(out)
     }
 
-    async fn task_get(&self, id: i64) -> Result<Option<Task>> {
-        let sql = sql!(tasks, get);
-        let row = sqlx::query(sql).bind(id).fetch_optional(&self.pool).await?;
-        row.as_ref().map(decode).transpose()
-    }
-
     async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
         let rows = list_query(&list_sql(&p), &p).fetch_all(&self.pool).await?;
         rows.iter().map(decode).collect()
@@ -93,174 +87,6 @@ impl TaskStore for PgStore {
         let sql = format!("SELECT count(*) FROM ({}) x", list_sql(&p));
         let row = list_query(&sql, &p).fetch_one(&self.pool).await?;
         Ok(row.try_get::<i64, _>(0)?)
-    }
-
-    async fn task_delete(&self, ids: &[i64]) -> Result<u64> {
-        again(|| crate::portable::task_delete(self, ids)).await
-    }
-
-    async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let TaskCancelParams { id, now } = p;
-            let sql = sql!(tasks, cancel);
-            if let Some(r) = sqlx::query(sql)
-                .bind(id)
-                .bind(now)
-                .fetch_optional(&self.pool)
-                .await?
-            {
-                return decode(&r);
-            }
-            match self.task_get(id).await? {
-                None => Err(StoreError::NotFound(format!("task {id}"))),
-                Some(t) if t.state == TaskState::Cancelled => Ok(t),
-                Some(t) => Err(StoreError::InvalidState(format!(
-                    "task {id} is {} and cannot be cancelled",
-                    t.state
-                ))),
-            }
-        })
-        .await
-    }
-
-    async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let TaskRetryParams { id, now } = p;
-            let mut t = PgTx::of(self.pool.begin().await?, &self.schema);
-            crate::portable::counts_before_retry(&mut t, id).await?;
-            let mut tx = t.into_inner();
-            let sql = sql!(tasks, retry);
-            let row = sqlx::query(sql)
-                .bind(id)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some(row) = row else {
-                drop(tx);
-                return match self.task_get(id).await? {
-                    None => Err(StoreError::NotFound(format!("task {id}"))),
-                    Some(t) => Err(StoreError::InvalidState(format!(
-                        "task {id} is {}; only discarded or cancelled tasks can be retried",
-                        t.state
-                    ))),
-                };
-            };
-            let t = decode(&row)?;
-            self.notify(&mut tx, std::slice::from_ref(&t.queue)).await?;
-            tx.commit().await?;
-            Ok(t)
-        })
-        .await
-    }
-
-    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
-        Ok(sqlx::query_scalar(
-            "SELECT min(run_at) FROM docket_tasks WHERE state IN ('scheduled','retryable')",
-        )
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
-        let sql = sql!(tasks, by_unique_key);
-        let row = sqlx::query(sql)
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(decode).transpose()
-    }
-
-    async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let TaskRunNowParams { id, now } = p;
-            let mut tx = self.pool.begin().await?;
-            let row = sqlx::query(sql!(tasks, run_now))
-                .bind(id)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some(r) = &row {
-                let queue: String = r.try_get("queue")?;
-                self.notify(&mut tx, &[queue]).await?;
-            }
-            tx.commit().await?;
-            match row {
-                Some(r) => Ok(decode(&r)?),
-                None => match self.task_get(id).await? {
-                    None => Err(StoreError::NotFound(format!("task {id}"))),
-                    Some(t) => Err(StoreError::InvalidState(format!(
-                        "task {id} is {}; only scheduled or retryable tasks can run now",
-                        t.state.as_str()
-                    ))),
-                },
-            }
-        })
-        .await
-    }
-
-    async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let mut tx = self.pool.begin().await?;
-            let sql = sql!(tasks, lock);
-            let Some(row) = sqlx::query(sql).bind(p.id).fetch_optional(&mut *tx).await? else {
-                return Err(StoreError::NotFound(format!("task {}", p.id)));
-            };
-            let n = (p.rule)(&decode(&row)?, token_of(&row)?.as_deref())?;
-            let sql = sql!(tasks, update);
-            let row = sqlx::query(sql)
-                .bind(p.id)
-                .bind(&n.queue)
-                .bind(n.priority)
-                .bind(n.run_at)
-                .bind(n.state.as_str())
-                .bind(&n.payload)
-                .bind(&n.node)
-                .bind(n.max_attempts)
-                .bind(&n.stage)
-                .bind(&n.progress)
-                .bind(n.attempt)
-                .bind(n.backoff.kind.as_str())
-                .bind(docket_core::duration::to_ms(n.backoff.initial))
-                .bind(n.backoff.coefficient)
-                .bind(docket_core::duration::to_ms(n.backoff.max))
-                .bind(n.backoff.jitter)
-                .bind(n.updated_at)
-                .fetch_one(&mut *tx)
-                .await?;
-            if n.state == TaskState::Available {
-                self.notify(&mut tx, std::slice::from_ref(&n.queue)).await?;
-            }
-            tx.commit().await?;
-            decode(&row)
-        })
-        .await
-    }
-
-    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
-        // A step between the two reads may count a second's tasks twice in one minute of the
-        // chart; the counts (portable.rs) guard against that, the chart does not need to.
-        let counted_to = crate::portable::counted_to(self).await?;
-        let rows: Vec<(Timestamp, i64, i64)> = sqlx::query_as(sql!(tasks, throughput))
-            .bind(since)
-            .bind(counted_to)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(minute, completed, failed)| Throughput {
-                minute,
-                completed,
-                failed,
-            })
-            .collect())
     }
 }
 
