@@ -230,6 +230,62 @@ pub(crate) trait DriverTx: Send + Sized {
         self.fetch_one(s, args).await
     }
 
+    /// Writes lease failures ([`docket_core::lease::Failure`]) with the backend's statement.
+    /// With `rescue_at`, each only while its task still runs the same attempt with its lease
+    /// expired at that time (the rescue reads without locking). Returns the ids written.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn apply_failures(
+        &mut self,
+        items: &[docket_core::lease::Failure],
+        rescue_at: Option<Timestamp>,
+    ) -> Result<Vec<i64>>;
+
+    /// Appends `events` to process `namespace`/`id`: PostgreSQL in one statement of arrays,
+    /// the others a statement per event (`processes.insert_event`).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn insert_events(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        events: &[docket_core::process::Event],
+    ) -> Result<()>;
+
+    /// Puts processes in `error`, cancels their waiting tasks and publishes `failed` for each
+    /// ([`crate::portable::break_process`]): PostgreSQL in three statements for all of them,
+    /// the others process by process.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn break_processes(
+        &mut self,
+        broken: &[Broken],
+        detail: &str,
+        now: Timestamp,
+    ) -> Result<()>;
+
+    /// Synchronous callers waiting on these process steps learn they finished once this
+    /// commits: PostgreSQL notifies every node; the other backends' callers poll.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn steps_done(&mut self, _ids: &[i64]) -> Result<()> {
+        Ok(())
+    }
+
+    /// After `processes.detach_finished` of a removed process (`key`, its concurrency key):
+    /// MySQL detaches the finished tasks it keeps in `docket_tasks_done` too; a no-op
+    /// elsewhere.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn detach_archived(&mut self, _key: &str) -> Result<()> {
+        Ok(())
+    }
+
     /// Claimers of `queues` look again once this commits: PostgreSQL notifies every node in
     /// the transaction; SQLite and MySQL wake this process's claimers after the commit (other
     /// nodes poll).
@@ -279,6 +335,19 @@ pub(crate) trait DriverTx: Send + Sized {
     async fn commit(self) -> Result<()>;
 }
 
+/// A process a step given up on or a zombie puts in `error` ([`DriverTx::break_processes`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Broken {
+    /// The process's namespace.
+    pub namespace: String,
+    /// The process's id.
+    pub id: String,
+    /// The task whose failure broke it.
+    pub task_id: i64,
+    /// That task again when the process is marked corrupted by it.
+    pub corrupted_by: Option<i64>,
+}
+
 /// Runs `op` again, up to 10 times in all, while the database refuses it with a serialization
 /// failure or deadlock (class 40; SQLite's busy): each try is one transaction, rolled back whole,
 /// so going again is safe (PostgreSQL: a row moved to another partition meanwhile; MySQL: two
@@ -325,24 +394,6 @@ pub(crate) trait Listen {
     /// # Errors
     /// The database failed.
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<crate::Wake>>>;
-}
-
-/// The process calls whose flow differs by backend (the rest of [`crate::ProcessStore`] is
-/// written once): each is one transaction of several statements, a task insert and the
-/// notifications it publishes. See [`crate::ProcessStore`] for what each does.
-#[async_trait]
-#[allow(missing_docs)]
-pub(crate) trait ProcessDriver {
-    async fn process_create(&self, p: crate::ProcessCreateParams<'_>) -> Result<docket_core::Task>;
-    async fn process_enqueue(
-        &self,
-        p: crate::ProcessEnqueueParams<'_>,
-    ) -> Result<docket_core::Task>;
-    async fn process_commit(&self, c: crate::ProcessCommit) -> Result<()>;
-    async fn process_fail(&self, f: crate::ProcessFail) -> Result<crate::LeaseOutcome>;
-    async fn process_remove(&self, p: crate::ProcessRemoveParams<'_>) -> Result<()>;
-    async fn process_import(&self, p: crate::ProcessImport) -> Result<()>;
-    async fn process_collect_zombies(&self, p: crate::ProcessCollectZombiesParams) -> Result<u64>;
 }
 
 /// The task calls whose statements differ in shape by backend: the insert is batched as each

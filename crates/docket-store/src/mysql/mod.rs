@@ -11,17 +11,15 @@
 mod leases;
 mod maintenance;
 mod notifications;
-mod processes;
 mod queues;
 mod tasks;
 
-use crate::driver::{Arg, StmtName};
+use crate::driver::{args, stmt, Arg, StmtName};
 use crate::row::{parse_json, queue_settings, task as decode, Cols};
 use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
-use docket_core::FailDecision;
 use sqlx::mysql::{MySqlConnectOptions, MySqlRow};
 use sqlx::Connection as _;
 use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};
@@ -440,27 +438,6 @@ impl MySqlStore {
             .collect())
     }
 
-    /// Inserts one task and reads it back (the stored times are rounded to microseconds).
-    async fn insert_one(
-        tx: &mut Transaction<'_, MySql>,
-        t: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task> {
-        match Self::insert_row(tx, &t, now).await? {
-            Some(id) => {
-                let (mut t, _) = Self::get_in(tx, id, false)
-                    .await?
-                    .ok_or_else(|| StoreError::NotFound(format!("task {id}")))?;
-                t.inserted = Some(true);
-                Ok(t)
-            }
-            None => Err(StoreError::Conflict(format!(
-                "unique_key {:?} is held by an unfinished task",
-                t.unique_key.unwrap_or_default()
-            ))),
-        }
-    }
-
     /// Writes notifications of one process in the current transaction. The lock row makes
     /// `seq` order commit order, so a reader never passes a seq that commits later.
     async fn publish(
@@ -486,39 +463,6 @@ impl MySqlStore {
                 .await?;
         }
         Ok(())
-    }
-
-    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
-    /// publishes `failed` — for a failed step given up on and for a zombie.
-    #[allow(clippy::too_many_arguments)]
-    async fn break_process(
-        tx: &mut Transaction<'_, MySql>,
-        namespace: &str,
-        id: &str,
-        detail: &str,
-        task_id: i64,
-        corrupted_by: Option<i64>,
-        now: Timestamp,
-    ) -> Result<()> {
-        // MySQL assigns left to right, so the status test comes before status changes.
-        sqlx::query(sql!(processes, break_process))
-            .bind(dt(now))
-            .bind(detail)
-            .bind(corrupted_by)
-            .bind(namespace)
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(processes, cancel_waiting))
-            .bind(dt(now))
-            .bind(docket_core::process::key_of(namespace, id))
-            .execute(&mut **tx)
-            .await?;
-        let failed = Notice::Failed {
-            detail: detail.to_string(),
-            task_id,
-        };
-        Self::publish(tx, namespace, id, &[failed], now).await
     }
 
     /// A task and its lease token; `lock` takes the row lock (`FOR UPDATE`). A locked read
@@ -869,6 +813,56 @@ impl crate::driver::DriverTx for MySqlTx {
             }
             task
         }))
+    }
+
+    async fn apply_failures(
+        &mut self,
+        items: &[Failure],
+        rescue_at: Option<Timestamp>,
+    ) -> Result<Vec<i64>> {
+        MySqlStore::apply_failures(&mut self.tx, items, rescue_at).await
+    }
+
+    async fn insert_events(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        events: &[docket_core::process::Event],
+    ) -> Result<()> {
+        for e in events {
+            self.execute(
+                stmt!(processes, insert_event),
+                args![
+                    namespace,
+                    id,
+                    e.event_id,
+                    e.task_id,
+                    e.timestamp,
+                    &e.metadata,
+                    &e.payload
+                ],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn break_processes(
+        &mut self,
+        broken: &[crate::driver::Broken],
+        detail: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        for b in broken {
+            crate::portable::break_process(self, b, detail, now).await?;
+        }
+        Ok(())
+    }
+
+    async fn detach_archived(&mut self, key: &str) -> Result<()> {
+        self.execute(stmt!(processes, detach_finished_done), args![key])
+            .await?;
+        Ok(())
     }
 
     async fn commit(self) -> Result<()> {

@@ -16,10 +16,10 @@ mod tokens;
 use counts::counts;
 pub(crate) use counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
 pub(crate) use leases::task_release;
+pub(crate) use processes::break_process;
 
 use crate::driver::{
-    again, again_up_to, args, stmt, Driver, DriverTx, Listen, ProcessDriver, QueueDriver,
-    TaskDriver,
+    again, again_up_to, args, stmt, Broken, Driver, DriverTx, Listen, QueueDriver, TaskDriver,
 };
 use crate::row;
 use crate::row::Cols;
@@ -27,5 +27,8 @@ use crate::*;
 use async_trait::async_trait;
 use docket_core::api::AuditEntry;
 use docket_core::batch::Batch;
-use docket_core::process::{Notification, Process};
+use docket_core::lease::{Failure, LeaseCheck};
+use docket_core::process::{Event, Notice, Notification, Process};
+use docket_core::task::ResolvedTask;
+use docket_core::FailDecision;
 use std::collections::HashMap;

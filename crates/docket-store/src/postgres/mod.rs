@@ -4,16 +4,14 @@
 mod leases;
 mod maintenance;
 mod notifications;
-mod processes;
 mod queues;
 mod tasks;
 
 use crate::driver::{Arg, StmtName};
-use crate::row::{queue_settings, task as decode, token_of, Cols};
+use crate::row::{queue_settings, task as decode, Cols};
 use crate::*;
 use docket_core::lease::{Failure, LeaseCheck};
 use docket_core::process::Notice;
-use docket_core::FailDecision;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
 use std::str::FromStr;
@@ -260,18 +258,6 @@ impl PgStore {
 
     /// Writes notifications of one process in the current transaction. The advisory lock makes
     /// seq order commit order (held until commit), so stream readers never skip a row.
-    async fn publish(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        namespace: &str,
-        id: &str,
-        notices: &[Notice],
-        now: Timestamp,
-    ) -> Result<()> {
-        Self::publish_in(tx, namespace, id, notices, now).await
-    }
-
-    /// [`Self::publish`] without the store.
     async fn publish_in(
         tx: &mut Transaction<'_, Postgres>,
         namespace: &str,
@@ -295,106 +281,6 @@ impl PgStore {
             .bind(&kinds)
             .bind(&ids)
             .bind(&data)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
-    /// publishes `failed` — for a failed step given up on and for a zombie.
-    #[allow(clippy::too_many_arguments)]
-    async fn break_process(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        namespace: &str,
-        id: &str,
-        detail: &str,
-        task_id: i64,
-        corrupted_by: Option<i64>,
-        now: Timestamp,
-    ) -> Result<()> {
-        sqlx::query(sql!(processes, break_process))
-            .bind(namespace)
-            .bind(id)
-            .bind(now)
-            .bind(detail)
-            .bind(corrupted_by)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(processes, cancel_waiting))
-            .bind(docket_core::process::key_of(namespace, id))
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-        let failed = Notice::Failed {
-            detail: detail.to_string(),
-            task_id,
-        };
-        self.publish(tx, namespace, id, &[failed], now).await
-    }
-
-    /// [`Self::break_process`] for many zombie tasks at once (each its own process): three
-    /// statements for the whole batch instead of four per task.
-    async fn break_zombies(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        zombies: &[(String, String, i64, Option<i64>)],
-        detail: &str,
-        now: Timestamp,
-    ) -> Result<()> {
-        if zombies.is_empty() {
-            return Ok(());
-        }
-        let ns: Vec<&str> = zombies.iter().map(|z| z.0.as_str()).collect();
-        let ids: Vec<&str> = zombies.iter().map(|z| z.1.as_str()).collect();
-        let tasks: Vec<i64> = zombies.iter().map(|z| z.2).collect();
-        let corrupted: Vec<Option<i64>> = zombies.iter().map(|z| z.3).collect();
-        let keys: Vec<String> = zombies
-            .iter()
-            .map(|z| docket_core::process::key_of(&z.0, &z.1))
-            .collect();
-        let data: Vec<Value> = tasks
-            .iter()
-            .map(|t| {
-                Notice::Failed {
-                    detail: detail.to_string(),
-                    task_id: *t,
-                }
-                .data()
-            })
-            .collect();
-        sqlx::query(sql!(processes, break_many))
-            .bind(&ns)
-            .bind(&ids)
-            .bind(now)
-            .bind(detail)
-            .bind(&corrupted)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(processes, cancel_waiting_many))
-            .bind(&keys)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(notifications, publish_failed_many))
-            .bind(&ns)
-            .bind(&ids)
-            .bind(&data)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Tells synchronous callers on every node that these process steps finished.
-    async fn notify_done(&self, tx: &mut Transaction<'_, Postgres>, ids: &[i64]) -> Result<()> {
-        sqlx::query("SELECT pg_notify($1, $2 || '|' || id) FROM unnest($3::bigint[]) AS x(id)")
-            .bind(DONE_CHANNEL)
-            .bind(&self.schema)
-            .bind(ids)
             .execute(&mut **tx)
             .await?;
         Ok(())
@@ -558,33 +444,6 @@ impl PgStore {
         Ok(rows)
     }
 
-    /// Inserts one task inside a transaction (process operations).
-    async fn insert_one(
-        conn: &mut sqlx::PgConnection,
-        schema: &str,
-        t: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task> {
-        let mut t = t;
-        let payload = std::mem::take(&mut t.payload);
-        let rows = Self::insert_rows(
-            conn,
-            schema,
-            std::slice::from_ref(&t),
-            std::slice::from_ref(&payload),
-            now,
-        )
-        .await?;
-        t.payload = payload;
-        match rows.first() {
-            Some((id, _)) => Ok(t.into_task(*id, now)),
-            None => Err(StoreError::Conflict(format!(
-                "unique_key {:?} is held by an unfinished task",
-                t.unique_key.unwrap_or_default()
-            ))),
-        }
-    }
-
     /// Drops a schema and everything in it (bench and test clean-up).
     ///
     /// # Errors
@@ -708,11 +567,119 @@ impl crate::driver::DriverTx for PgTx {
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
         // The insert statement itself notifies the task's queue.
-        match PgStore::insert_one(&mut self.tx, &self.schema, t.clone(), now).await {
-            Ok(t) => Ok(Some(t)),
-            Err(StoreError::Conflict(_)) => Ok(None),
-            Err(e) => Err(e),
+        let mut t = t.clone();
+        let payload = std::mem::take(&mut t.payload);
+        let rows = PgStore::insert_rows(
+            &mut self.tx,
+            &self.schema,
+            std::slice::from_ref(&t),
+            std::slice::from_ref(&payload),
+            now,
+        )
+        .await?;
+        t.payload = payload;
+        Ok(rows.first().map(|(id, _)| t.into_task(*id, now)))
+    }
+
+    async fn apply_failures(
+        &mut self,
+        items: &[docket_core::lease::Failure],
+        rescue_at: Option<Timestamp>,
+    ) -> Result<Vec<i64>> {
+        PgStore::apply_failures(&mut self.tx, items, rescue_at).await
+    }
+
+    async fn insert_events(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        events: &[docket_core::process::Event],
+    ) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
         }
+        macro_rules! col {
+            ($f:expr) => {
+                events.iter().map($f).collect::<Vec<_>>()
+            };
+        }
+        sqlx::query(&PgStore::st(crate::driver::stmt!(processes, insert_events)).text)
+            .bind(namespace)
+            .bind(id)
+            .bind(col!(|e| e.event_id))
+            .bind(col!(|e| e.task_id))
+            .bind(col!(|e| e.timestamp))
+            .bind(col!(|e| e.metadata.clone()))
+            .bind(col!(|e| e.payload.clone()))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Three statements for the whole batch instead of four per process.
+    async fn break_processes(
+        &mut self,
+        broken: &[crate::driver::Broken],
+        detail: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        use crate::driver::stmt;
+        if broken.is_empty() {
+            return Ok(());
+        }
+        let ns: Vec<&str> = broken.iter().map(|b| b.namespace.as_str()).collect();
+        let ids: Vec<&str> = broken.iter().map(|b| b.id.as_str()).collect();
+        let corrupted: Vec<Option<i64>> = broken.iter().map(|b| b.corrupted_by).collect();
+        let keys: Vec<String> = broken
+            .iter()
+            .map(|b| docket_core::process::key_of(&b.namespace, &b.id))
+            .collect();
+        let data: Vec<Value> = broken
+            .iter()
+            .map(|b| {
+                Notice::Failed {
+                    detail: detail.to_string(),
+                    task_id: b.task_id,
+                }
+                .data()
+            })
+            .collect();
+        sqlx::query(&PgStore::st(stmt!(processes, break_many)).text)
+            .bind(&ns)
+            .bind(&ids)
+            .bind(now)
+            .bind(detail)
+            .bind(&corrupted)
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query(&PgStore::st(stmt!(processes, cancel_waiting_many)).text)
+            .bind(&keys)
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+        // The notifications' lock, as publish takes it: seq order is commit order.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query(&PgStore::st(stmt!(notifications, publish_failed_many)).text)
+            .bind(&ns)
+            .bind(&ids)
+            .bind(&data)
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Tells synchronous callers on every node that these process steps finished.
+    async fn steps_done(&mut self, ids: &[i64]) -> Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2 || '|' || id) FROM unnest($3::bigint[]) AS x(id)")
+            .bind(DONE_CHANNEL)
+            .bind(&self.schema)
+            .bind(ids)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
     }
 
     async fn commit(self) -> Result<()> {

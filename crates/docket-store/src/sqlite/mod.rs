@@ -5,7 +5,6 @@
 mod leases;
 mod maintenance;
 mod notifications;
-mod processes;
 mod queues;
 mod tasks;
 
@@ -15,7 +14,6 @@ use crate::*;
 use docket_core::lease::{self, Failure, LeaseCheck, LeaseToken};
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
-use docket_core::FailDecision;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
@@ -167,20 +165,6 @@ impl SqliteStore {
             .map_err(StoreError::from)
     }
 
-    async fn insert_one(
-        tx: &mut Transaction<'_, Sqlite>,
-        t: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task> {
-        match Self::insert_row(tx, &t, now).await? {
-            Some(id) => Ok(t.into_task(id, from_us(us(now)))),
-            None => Err(StoreError::Conflict(format!(
-                "unique_key {:?} is held by an unfinished task",
-                t.unique_key.unwrap_or_default()
-            ))),
-        }
-    }
-
     /// Writes notifications of one process in the current transaction (the single writer makes
     /// seq order commit order).
     async fn publish(
@@ -202,38 +186,6 @@ impl SqliteStore {
                 .await?;
         }
         Ok(())
-    }
-
-    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
-    /// publishes `failed` — for a failed step given up on and for a zombie.
-    #[allow(clippy::too_many_arguments)]
-    async fn break_process(
-        tx: &mut Transaction<'_, Sqlite>,
-        namespace: &str,
-        id: &str,
-        detail: &str,
-        task_id: i64,
-        corrupted_by: Option<i64>,
-        now: Timestamp,
-    ) -> Result<()> {
-        sqlx::query(sql!(processes, break_process))
-            .bind(namespace)
-            .bind(id)
-            .bind(us(now))
-            .bind(detail)
-            .bind(corrupted_by)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(processes, cancel_waiting))
-            .bind(docket_core::process::key_of(namespace, id))
-            .bind(us(now))
-            .execute(&mut **tx)
-            .await?;
-        let failed = Notice::Failed {
-            detail: detail.to_string(),
-            task_id,
-        };
-        Self::publish(tx, namespace, id, &[failed], now).await
     }
 
     async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
@@ -446,6 +398,51 @@ impl crate::driver::DriverTx for SqliteTx {
             self.queues.push(t.queue.clone());
         }
         Ok(Some(t.clone().into_task(id, from_us(us(now)))))
+    }
+
+    async fn apply_failures(
+        &mut self,
+        items: &[Failure],
+        rescue_at: Option<Timestamp>,
+    ) -> Result<Vec<i64>> {
+        SqliteStore::apply_failures(&mut self.tx, items, rescue_at).await
+    }
+
+    async fn insert_events(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        events: &[docket_core::process::Event],
+    ) -> Result<()> {
+        use crate::driver::{args, stmt};
+        for e in events {
+            self.execute(
+                stmt!(processes, insert_event),
+                args![
+                    namespace,
+                    id,
+                    e.event_id,
+                    e.task_id,
+                    e.timestamp,
+                    &e.metadata,
+                    &e.payload
+                ],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn break_processes(
+        &mut self,
+        broken: &[crate::driver::Broken],
+        detail: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        for b in broken {
+            crate::portable::break_process(self, b, detail, now).await?;
+        }
+        Ok(())
     }
 
     async fn commit(self) -> Result<()> {

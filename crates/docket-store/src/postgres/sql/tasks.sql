@@ -112,3 +112,6 @@ SELECT queue, state, finished_at FROM docket_tasks WHERE id = $1
 
 -- name: next_due
 SELECT min(run_at) AS run_at FROM docket_tasks WHERE state IN ('scheduled','retryable')
+
+-- name: set_result
+UPDATE docket_tasks SET result = $2 WHERE id = $1
