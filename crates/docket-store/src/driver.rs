@@ -265,7 +265,12 @@ pub(crate) trait DriverTx: Send + Sized {
         broken: &[Broken],
         detail: &str,
         now: Timestamp,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        for b in broken {
+            crate::portable::break_process(self, b, detail, now).await?;
+        }
+        Ok(())
+    }
 
     /// Synchronous callers waiting on these process steps learn they finished once this
     /// commits: PostgreSQL notifies every node; the other backends' callers poll.
@@ -422,6 +427,52 @@ pub(crate) trait TaskDriver {
     /// # Errors
     /// The database failed.
     async fn task_count(&self, p: crate::TaskListParams) -> Result<i64>;
+}
+
+/// The maintenance steps whose flow differs by backend (the rest of
+/// [`crate::MaintenanceStore`] is written once, around these): PostgreSQL and SQLite change a
+/// batch in one statement (`… WHERE id IN (SELECT … LIMIT n) RETURNING …`); MySQL cannot `LIMIT`
+/// a subquery of `IN` nor read the table a `DELETE` changes, so it first selects its batch of
+/// ids without locks, then locks them by primary key (a locking scan would lock rows a claim's
+/// `SKIP LOCKED` then skips), then changes them, and keeps finished tasks in two tables.
+#[async_trait]
+pub(crate) trait MaintenanceDriver: Driver {
+    /// Makes at most `limit` scheduled or retryable tasks due at `now` available, in `run_at`
+    /// order, skipping rows others hold; returns their queues, one per task.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn promote_in(
+        &self,
+        tx: &mut Self::Tx,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<String>>;
+
+    /// Discards at most `limit` waiting tasks whose `expires_at` is past; returns how many.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn expire_in(&self, tx: &mut Self::Tx, now: Timestamp, limit: i64) -> Result<u64>;
+
+    /// Deletes one batch of finished tasks past their retention (a queue's own, else the
+    /// defaults) that no live process needs; returns (queue, state, finished_at) of each, for
+    /// the kept counts ([`docket_core::counts`]).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn prune_in(
+        &self,
+        tx: &mut Self::Tx,
+        p: &crate::TaskPruneParams,
+    ) -> Result<Vec<(String, docket_core::TaskState, Option<Timestamp>)>>;
+
+    /// See [`crate::MaintenanceStore::task_rotate`]: PostgreSQL turns its ring of slots,
+    /// MySQL moves finished tasks to `docket_tasks_done`, SQLite has neither.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn task_rotate(&self, p: crate::TaskRotateParams) -> Result<crate::Rotation>;
 }
 
 /// The queue call whose statement differs in shape by backend: a batch of names is an array

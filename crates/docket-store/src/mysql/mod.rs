@@ -847,18 +847,6 @@ impl crate::driver::DriverTx for MySqlTx {
         Ok(())
     }
 
-    async fn break_processes(
-        &mut self,
-        broken: &[crate::driver::Broken],
-        detail: &str,
-        now: Timestamp,
-    ) -> Result<()> {
-        for b in broken {
-            crate::portable::break_process(self, b, detail, now).await?;
-        }
-        Ok(())
-    }
-
     async fn detach_archived(&mut self, key: &str) -> Result<()> {
         self.execute(stmt!(processes, detach_finished_done), args![key])
             .await?;

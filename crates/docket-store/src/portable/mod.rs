@@ -5,6 +5,7 @@ mod audit;
 mod batches;
 mod counts;
 mod leases;
+mod maintenance;
 mod nodes;
 mod notifications;
 mod processes;
@@ -19,7 +20,8 @@ pub(crate) use leases::task_release;
 pub(crate) use processes::break_process;
 
 use crate::driver::{
-    again, again_up_to, args, stmt, Broken, Driver, DriverTx, Listen, QueueDriver, TaskDriver,
+    again, again_up_to, args, stmt, Broken, Driver, DriverTx, Listen, MaintenanceDriver,
+    QueueDriver, TaskDriver,
 };
 use crate::row;
 use crate::row::Cols;

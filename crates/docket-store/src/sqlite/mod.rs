@@ -433,18 +433,6 @@ impl crate::driver::DriverTx for SqliteTx {
         Ok(())
     }
 
-    async fn break_processes(
-        &mut self,
-        broken: &[crate::driver::Broken],
-        detail: &str,
-        now: Timestamp,
-    ) -> Result<()> {
-        for b in broken {
-            crate::portable::break_process(self, b, detail, now).await?;
-        }
-        Ok(())
-    }
-
     async fn commit(self) -> Result<()> {
         self.tx.commit().await?;
         self.wake.queues(&self.queues);
