@@ -89,20 +89,13 @@ impl crate::driver::TaskDriver for MySqlStore {
 
 /// The list statement for `p`'s order and states.
 fn list_sql(p: &TaskListParams) -> String {
-    let (cmp, order) = if p.descending {
-        ("<", "DESC")
-    } else {
-        (">", "ASC")
-    };
+    let [cmp, order] = crate::portable::list_order(p);
     let states = if p.states.is_empty() {
         String::new()
     } else {
         format!("AND state IN ({}) ", marks(p.states.len()))
     };
-    fill(
-        sql!(tasks, list),
-        &[("states", &states), ("cmp", cmp), ("order", order)],
-    )
+    fill(sql!(tasks, list), &[("states", &states), cmp, order])
 }
 
 /// `sql` (the list statement, or one wrapping it) with `p`'s filters bound (twice: once per

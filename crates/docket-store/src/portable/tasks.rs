@@ -235,3 +235,49 @@ pub(crate) async fn task_delete<D: Driver>(d: &D, ids: &[i64]) -> Result<u64> {
     tx.commit().await?;
     Ok(gone.len() as u64)
 }
+
+/// [`TaskStore::task_insert_many`] a task at a time in one transaction (SQLite's: statements
+/// cost no round trip there): a task whose unique key an unfinished task holds answers with
+/// that task (`inserted: Some(false)`). Claimers of the queues that got available tasks are
+/// woken once it commits.
+///
+/// # Errors
+/// Database failure; nothing is inserted then.
+pub(crate) async fn insert_each<D: Driver>(d: &D, p: TaskInsertManyParams) -> Result<Vec<Task>> {
+    if p.tasks.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut tx = d.begin().await?;
+    let mut out = Vec::with_capacity(p.tasks.len());
+    for t in &p.tasks {
+        let task = match tx.insert_task(t, p.now).await? {
+            Some(task) => task,
+            None => {
+                let r = tx
+                    .fetch_one(
+                        stmt!(tasks, unfinished_by_unique_key),
+                        args![t.unique_key.as_deref()],
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::Conflict("insert refused".into()))?;
+                let mut t = row::task(&r)?;
+                t.inserted = Some(false);
+                t
+            }
+        };
+        out.push(task);
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// The list statement's `{cmp}` and `{order}`: keyset paging by id, oldest first (`>`, `ASC`)
+/// or newest first.
+pub(crate) fn list_order(p: &TaskListParams) -> [(&'static str, &'static str); 2] {
+    let (cmp, order) = if p.descending {
+        ("<", "DESC")
+    } else {
+        (">", "ASC")
+    };
+    [("cmp", cmp), ("order", order)]
+}

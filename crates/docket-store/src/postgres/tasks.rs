@@ -92,12 +92,7 @@ impl crate::driver::TaskDriver for PgStore {
 
 /// The list statement for `p`'s order.
 fn list_sql(p: &TaskListParams) -> String {
-    let (cmp, order) = if p.descending {
-        ("<", "DESC")
-    } else {
-        (">", "ASC")
-    };
-    crate::sql::fill(sql!(tasks, list), &[("cmp", cmp), ("order", order)])
+    crate::sql::fill(sql!(tasks, list), &crate::portable::list_order(p))
 }
 
 /// `sql` (the list statement, or one wrapping it) with `p`'s filters bound.

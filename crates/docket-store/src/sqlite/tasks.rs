@@ -5,37 +5,8 @@ use super::*;
 #[async_trait]
 impl crate::driver::TaskDriver for SqliteStore {
     async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
-        if p.tasks.is_empty() {
-            return Ok(vec![]);
-        }
-        let mut tx = self.begin().await?;
-        let existing = sql!(tasks, unfinished_by_unique_key);
-        let mut out = Vec::with_capacity(p.tasks.len());
-        for t in p.tasks {
-            let id = Self::insert_row(&mut tx, &t, p.now).await?;
-            let task = match id {
-                Some(id) => t.into_task(id, from_us(us(p.now))),
-                None => {
-                    let r = sqlx::query(existing)
-                        .bind(&t.unique_key)
-                        .fetch_optional(&mut *tx)
-                        .await?
-                        .ok_or_else(|| StoreError::Conflict("insert refused".into()))?;
-                    let mut t = decode(&r)?;
-                    t.inserted = Some(false);
-                    t
-                }
-            };
-            out.push(task);
-        }
-        tx.commit().await?;
-        // As PostgreSQL's insert trigger does: listeners learn of new available work.
-        self.wake_queues(
-            out.iter()
-                .filter(|t| t.inserted != Some(false) && t.state == TaskState::Available)
-                .map(|t| &t.queue),
-        );
-        Ok(out)
+        // Row by row on the one writer: a statement is no round trip here.
+        crate::portable::insert_each(self, p).await
     }
 
     async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
@@ -54,12 +25,7 @@ impl crate::driver::TaskDriver for SqliteStore {
 
 /// The list statement for `p`'s order.
 fn list_sql(p: &TaskListParams) -> String {
-    let (cmp, order) = if p.descending {
-        ("<", "DESC")
-    } else {
-        (">", "ASC")
-    };
-    crate::sql::fill(sql!(tasks, list), &[("cmp", cmp), ("order", order)])
+    crate::sql::fill(sql!(tasks, list), &crate::portable::list_order(p))
 }
 
 /// `sql` (the list statement, or one wrapping it) with `p`'s filters bound.
