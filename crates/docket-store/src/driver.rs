@@ -406,7 +406,7 @@ pub(crate) trait Listen {
 /// without a unique key; SQLite: row by row on its one writer), and the list's filter of states
 /// is an array, a JSON list or an `IN (…)` list.
 #[async_trait]
-pub(crate) trait TaskDriver {
+pub(crate) trait TaskDriver: Driver {
     /// See [`crate::TaskStore::task_insert_many`].
     ///
     /// # Errors
@@ -416,17 +416,16 @@ pub(crate) trait TaskDriver {
         p: crate::TaskInsertManyParams,
     ) -> Result<Vec<docket_core::Task>>;
 
-    /// See [`crate::TaskStore::task_list`].
+    /// The rows of the list statement for `p` ([`crate::TaskStore::task_list`]); with `count`,
+    /// one row whose `n` is how many rows that page has ([`crate::portable::list_sql`]).
     ///
     /// # Errors
     /// The database failed.
-    async fn task_list(&self, p: crate::TaskListParams) -> Result<Vec<docket_core::Task>>;
-
-    /// See [`crate::TaskStore::task_count`].
-    ///
-    /// # Errors
-    /// The database failed.
-    async fn task_count(&self, p: crate::TaskListParams) -> Result<i64>;
+    async fn task_list_rows(
+        &self,
+        p: &crate::TaskListParams,
+        count: bool,
+    ) -> Result<Vec<Self::Row>>;
 }
 
 /// The maintenance steps whose flow differs by backend (the rest of

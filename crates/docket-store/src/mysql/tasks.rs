@@ -73,29 +73,15 @@ impl crate::driver::TaskDriver for MySqlStore {
         Ok(out)
     }
 
-    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
-        let rows = list_query(&list_sql(&p), &p).fetch_all(&self.pool).await?;
-        rows.iter().map(decode).collect()
+    async fn task_list_rows(&self, p: &TaskListParams, count: bool) -> Result<Vec<MySqlRow>> {
+        let states = if p.states.is_empty() {
+            String::new()
+        } else {
+            format!("AND state IN ({}) ", marks(p.states.len()))
+        };
+        let sql = crate::portable::list_sql(sql!(tasks, list), p, count, &states);
+        Ok(list_query(&sql, p).fetch_all(&self.pool).await?)
     }
-
-    async fn task_count(&self, p: TaskListParams) -> Result<i64> {
-        // Both tables' pages are cut at the limit each; the union's count, at most twice it,
-        // is cut again.
-        let sql = format!("SELECT count(*) FROM ({}) x", list_sql(&p));
-        let row = list_query(&sql, &p).fetch_one(&self.pool).await?;
-        Ok(row.try_get::<i64, _>(0)?.min(p.limit.max(0)))
-    }
-}
-
-/// The list statement for `p`'s order and states.
-fn list_sql(p: &TaskListParams) -> String {
-    let [cmp, order] = crate::portable::list_order(p);
-    let states = if p.states.is_empty() {
-        String::new()
-    } else {
-        format!("AND state IN ({}) ", marks(p.states.len()))
-    };
-    fill(sql!(tasks, list), &[("states", &states), cmp, order])
 }
 
 /// `sql` (the list statement, or one wrapping it) with `p`'s filters bound (twice: once per

@@ -18,7 +18,7 @@ use counts::counts;
 pub(crate) use counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
 pub(crate) use leases::task_release;
 pub(crate) use processes::break_process;
-pub(crate) use tasks::{insert_each, list_order};
+pub(crate) use tasks::{insert_each, list_sql};
 
 use crate::driver::{
     again, again_up_to, args, stmt, Broken, Driver, DriverTx, Listen, MaintenanceDriver,

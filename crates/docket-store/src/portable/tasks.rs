@@ -17,11 +17,16 @@ impl<D: Driver + TaskDriver> TaskStore for D {
     }
 
     async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
-        TaskDriver::task_list(self, p).await
+        let rows = self.task_list_rows(&p, false).await?;
+        rows.iter().map(row::task).collect()
     }
 
     async fn task_count(&self, p: TaskListParams) -> Result<i64> {
-        TaskDriver::task_count(self, p).await
+        let rows = self.task_list_rows(&p, true).await?;
+        let n = rows.first().map(|r| r.int("n")).transpose()?.unwrap_or(0);
+        // MySQL: both tables' pages are cut at the limit each; the union's count, at most
+        // twice it, is cut again (elsewhere the page's count is within it already).
+        Ok(n.min(p.limit.max(0)))
     }
 
     async fn task_delete(&self, ids: &[i64]) -> Result<u64> {
@@ -271,13 +276,19 @@ pub(crate) async fn insert_each<D: Driver>(d: &D, p: TaskInsertManyParams) -> Re
     Ok(out)
 }
 
-/// The list statement's `{cmp}` and `{order}`: keyset paging by id, oldest first (`>`, `ASC`)
-/// or newest first.
-pub(crate) fn list_order(p: &TaskListParams) -> [(&'static str, &'static str); 2] {
+/// The list statement `list` for `p` (`sql/tasks.sql`, `list`): its keyset order filled in
+/// (`{cmp}` `>` and `{order}` `ASC` for oldest first), `{states}` with `states` (MySQL's
+/// `IN (…)` of the states asked for), and with `count` wrapped to count the page's rows (`n`).
+pub(crate) fn list_sql(list: &str, p: &TaskListParams, count: bool, states: &str) -> String {
     let (cmp, order) = if p.descending {
         ("<", "DESC")
     } else {
         (">", "ASC")
     };
-    [("cmp", cmp), ("order", order)]
+    let sql = crate::sql::fill(list, &[("states", states), ("cmp", cmp), ("order", order)]);
+    if count {
+        format!("SELECT count(*) AS n FROM ({sql}) x")
+    } else {
+        sql
+    }
 }

@@ -9,23 +9,10 @@ impl crate::driver::TaskDriver for SqliteStore {
         crate::portable::insert_each(self, p).await
     }
 
-    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
-        let rows = list_query(&list_sql(&p), &p)
-            .fetch_all(&self.reader)
-            .await?;
-        rows.iter().map(decode).collect()
+    async fn task_list_rows(&self, p: &TaskListParams, count: bool) -> Result<Vec<SqliteRow>> {
+        let sql = crate::portable::list_sql(sql!(tasks, list), p, count, "");
+        Ok(list_query(&sql, p).fetch_all(&self.reader).await?)
     }
-
-    async fn task_count(&self, p: TaskListParams) -> Result<i64> {
-        let sql = format!("SELECT count(*) FROM ({}) x", list_sql(&p));
-        let row = list_query(&sql, &p).fetch_one(&self.reader).await?;
-        Ok(row.try_get::<i64, _>(0)?)
-    }
-}
-
-/// The list statement for `p`'s order.
-fn list_sql(p: &TaskListParams) -> String {
-    crate::sql::fill(sql!(tasks, list), &crate::portable::list_order(p))
 }
 
 /// `sql` (the list statement, or one wrapping it) with `p`'s filters bound.
