@@ -109,3 +109,37 @@ impl<D: Driver + MaintenanceDriver> MaintenanceStore for D {
         MaintenanceDriver::task_rotate(self, p).await
     }
 }
+
+/// [`MaintenanceDriver::promote_in`] as one statement `s` (PostgreSQL, SQLite): an `UPDATE … WHERE
+/// id IN (SELECT … LIMIT ?2) RETURNING queue` of the tasks due at `now`.
+///
+/// # Errors
+/// The database failed.
+pub(crate) async fn promote_returning<T: DriverTx>(
+    tx: &mut T,
+    s: crate::driver::StmtName,
+    now: Timestamp,
+    limit: i64,
+) -> Result<Vec<String>> {
+    let rows = tx.fetch(s, args![now, limit]).await?;
+    rows.iter().map(|r| r.text("queue")).collect()
+}
+
+/// [`MaintenanceDriver::prune_in`] as one statement `s` (PostgreSQL, SQLite): a `DELETE … WHERE
+/// id IN (SELECT … LIMIT ?4) RETURNING queue, state, finished_at`. Queues with their own
+/// retention are pruned by their own cutoffs, the rest by the defaults (`?2`, `?3`, in ms).
+///
+/// # Errors
+/// The database failed.
+pub(crate) async fn prune_returning<T: DriverTx>(
+    tx: &mut T,
+    s: crate::driver::StmtName,
+    p: &TaskPruneParams,
+) -> Result<Vec<(String, TaskState, Option<Timestamp>)>> {
+    let ms = docket_core::duration::to_ms;
+    let (completed, failed) = (ms(p.retention_completed), ms(p.retention_failed));
+    let rows = tx
+        .fetch(s, args![p.now, completed, failed, p.limit])
+        .await?;
+    pruned_rows(&rows)
+}

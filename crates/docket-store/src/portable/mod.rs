@@ -17,6 +17,7 @@ mod tokens;
 use counts::counts;
 pub(crate) use counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
 pub(crate) use leases::task_release;
+pub(crate) use maintenance::{promote_returning, prune_returning};
 pub(crate) use processes::break_process;
 pub(crate) use tasks::{insert_each, list_sql};
 

@@ -7,10 +7,7 @@ use crate::driver::{args, stmt, DriverTx};
 #[async_trait]
 impl crate::driver::MaintenanceDriver for PgStore {
     async fn promote_in(&self, tx: &mut PgTx, now: Timestamp, limit: i64) -> Result<Vec<String>> {
-        let rows = tx
-            .fetch(stmt!(maintenance, promote), args![now, limit])
-            .await?;
-        rows.iter().map(|r| r.text("queue")).collect()
+        crate::portable::promote_returning(tx, stmt!(maintenance, promote), now, limit).await
     }
 
     async fn expire_in(&self, tx: &mut PgTx, now: Timestamp, limit: i64) -> Result<u64> {
@@ -23,16 +20,7 @@ impl crate::driver::MaintenanceDriver for PgStore {
         tx: &mut PgTx,
         p: &TaskPruneParams,
     ) -> Result<Vec<(String, TaskState, Option<Timestamp>)>> {
-        // Queues with their own retention are pruned by their own cutoffs; the rest by the
-        // defaults. One statement.
-        let (completed, failed) = (ms(p.retention_completed), ms(p.retention_failed));
-        let rows = tx
-            .fetch(
-                stmt!(maintenance, prune),
-                args![p.now, completed, failed, p.limit],
-            )
-            .await?;
-        crate::portable::pruned_rows(&rows)
+        crate::portable::prune_returning(tx, stmt!(maintenance, prune), p).await
     }
 
     async fn task_rotate(&self, p: TaskRotateParams) -> Result<Rotation> {

@@ -12,10 +12,7 @@ impl crate::driver::MaintenanceDriver for SqliteStore {
         now: Timestamp,
         limit: i64,
     ) -> Result<Vec<String>> {
-        let rows = tx
-            .fetch(stmt!(maintenance, promote), args![now, limit])
-            .await?;
-        rows.iter().map(|r| r.text("queue")).collect()
+        crate::portable::promote_returning(tx, stmt!(maintenance, promote), now, limit).await
     }
 
     async fn expire_in(&self, tx: &mut SqliteTx, now: Timestamp, limit: i64) -> Result<u64> {
@@ -31,14 +28,7 @@ impl crate::driver::MaintenanceDriver for SqliteStore {
         p: &TaskPruneParams,
     ) -> Result<Vec<(String, TaskState, Option<Timestamp>)>> {
         // The write transaction also holds the kept counts still (docket_core::counts).
-        let (completed, failed) = (ms(p.retention_completed), ms(p.retention_failed));
-        let rows = tx
-            .fetch(
-                stmt!(maintenance, prune),
-                args![p.now, completed, failed, p.limit],
-            )
-            .await?;
-        crate::portable::pruned_rows(&rows)
+        crate::portable::prune_returning(tx, stmt!(maintenance, prune), p).await
     }
 
     async fn task_rotate(&self, _p: TaskRotateParams) -> Result<Rotation> {
