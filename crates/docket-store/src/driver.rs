@@ -34,6 +34,8 @@ pub(crate) enum Arg<'a> {
     Int(Option<i64>),
     /// A 32-bit integer (or NULL).
     Int32(Option<i32>),
+    /// A 64-bit float (or NULL).
+    Float(Option<f64>),
     /// A flag.
     Bool(bool),
     /// A time (or NULL).
@@ -123,6 +125,11 @@ impl From<i32> for Arg<'_> {
 impl From<Option<i32>> for Arg<'_> {
     fn from(v: Option<i32>) -> Self {
         Arg::Int32(v)
+    }
+}
+impl From<f64> for Arg<'_> {
+    fn from(v: f64) -> Self {
+        Arg::Float(Some(v))
     }
 }
 impl From<bool> for Arg<'_> {
@@ -265,6 +272,71 @@ pub(crate) trait DriverTx: Send + Sized {
         Ok(self.fetch(s, args).await?.into_iter().next())
     }
 
+    /// Runs `s`, a change of task `id` written `… RETURNING {COLS}`, and returns the task's
+    /// row as the change left it, or `None` when the statement changed nothing. MySQL has no
+    /// `RETURNING`: its statement is the change alone, and the row is read back in the
+    /// transaction (the change locked it).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn change_task(
+        &mut self,
+        s: StmtName,
+        args: &[Arg<'_>],
+        _id: i64,
+    ) -> Result<Option<Self::Row>> {
+        self.fetch_one(s, args).await
+    }
+
+    /// Appends `events` to process `namespace`/`id`: PostgreSQL in one statement of arrays,
+    /// the others a statement per event (`processes.insert_event`).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn insert_events(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        events: &[docket_core::process::Event],
+    ) -> Result<()>;
+
+    /// Puts processes in `error`, cancels their waiting tasks and publishes `failed` for each
+    /// ([`crate::portable::break_process`]): PostgreSQL in three statements for all of them,
+    /// the others process by process.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn break_processes(
+        &mut self,
+        broken: &[Broken],
+        detail: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        for b in broken {
+            crate::portable::break_process(self, b, detail, now).await?;
+        }
+        Ok(())
+    }
+
+    /// Synchronous callers waiting on these process steps learn they finished once this
+    /// commits: PostgreSQL notifies every node; the other backends' callers poll.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn steps_done(&mut self, _ids: &[i64]) -> Result<()> {
+        Ok(())
+    }
+
+    /// After `processes.detach_finished` of a removed process (`key`, its concurrency key):
+    /// MySQL detaches the finished tasks it keeps in `docket_tasks_done` too; a no-op
+    /// elsewhere.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn detach_archived(&mut self, _key: &str) -> Result<()> {
+        Ok(())
+    }
+
     /// Claimers of `queues` look again once this commits: PostgreSQL notifies every node in
     /// the transaction; SQLite and MySQL wake this process's claimers after the commit (other
     /// nodes poll).
@@ -370,37 +442,6 @@ pub(crate) trait DriverTx: Send + Sized {
     async fn commit(self) -> Result<()>;
 }
 
-/// The sqlx transaction under a backend's [`DriverTx`]: its own, committed by
-/// [`DriverTx::commit`], or one borrowed from code that holds the transaction itself and
-/// commits it (then `commit` only lets it go).
-pub(crate) trait Held<DB: sqlx::Database>: Send {
-    /// The transaction's connection.
-    fn conn(&mut self) -> &mut DB::Connection;
-
-    /// Commits an owned transaction; nothing for a borrowed one.
-    fn end(self) -> impl std::future::Future<Output = Result<()>> + Send;
-}
-
-impl<DB: sqlx::Database> Held<DB> for sqlx::Transaction<'_, DB> {
-    fn conn(&mut self) -> &mut DB::Connection {
-        self
-    }
-
-    async fn end(self) -> Result<()> {
-        Ok(self.commit().await?)
-    }
-}
-
-impl<DB: sqlx::Database> Held<DB> for &mut sqlx::Transaction<'_, DB> {
-    fn conn(&mut self) -> &mut DB::Connection {
-        self
-    }
-
-    async fn end(self) -> Result<()> {
-        Ok(())
-    }
-}
-
 /// The lease flows' dialect ([`crate::portable`]'s claims, heartbeats, completions and
 /// failures are written once over [`Driver`]); each hook is where the databases really differ.
 #[async_trait]
@@ -436,6 +477,19 @@ pub(crate) trait LeaseDriver: Driver {
     ) -> Result<Option<Vec<docket_core::Task>>> {
         Ok(None)
     }
+}
+
+/// A process a step given up on or a zombie puts in `error` ([`DriverTx::break_processes`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Broken {
+    /// The process's namespace.
+    pub namespace: String,
+    /// The process's id.
+    pub id: String,
+    /// The task whose failure broke it.
+    pub task_id: i64,
+    /// That task again when the process is marked corrupted by it.
+    pub corrupted_by: Option<i64>,
 }
 
 /// Runs `op` again, up to 10 times in all, while the database refuses it with a serialization
@@ -486,22 +540,77 @@ pub(crate) trait Listen {
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<crate::Wake>>>;
 }
 
-/// The process calls whose flow differs by backend (the rest of [`crate::ProcessStore`] is
-/// written once): each is one transaction of several statements, a task insert and the
-/// notifications it publishes. See [`crate::ProcessStore`] for what each does.
+/// The task calls whose statements differ in shape by backend: the insert is batched as each
+/// database allows (PostgreSQL: one `unnest` statement; MySQL: multi-row statements of tasks
+/// without a unique key; SQLite: row by row on its one writer), and the list's filter of states
+/// is an array, a JSON list or an `IN (…)` list.
 #[async_trait]
-#[allow(missing_docs)]
-pub(crate) trait ProcessDriver {
-    async fn process_create(&self, p: crate::ProcessCreateParams<'_>) -> Result<docket_core::Task>;
-    async fn process_enqueue(
+pub(crate) trait TaskDriver: Driver {
+    /// See [`crate::TaskStore::task_insert_many`].
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn task_insert_many(
         &self,
-        p: crate::ProcessEnqueueParams<'_>,
-    ) -> Result<docket_core::Task>;
-    async fn process_commit(&self, c: crate::ProcessCommit) -> Result<()>;
-    async fn process_fail(&self, f: crate::ProcessFail) -> Result<crate::LeaseOutcome>;
-    async fn process_remove(&self, p: crate::ProcessRemoveParams<'_>) -> Result<()>;
-    async fn process_import(&self, p: crate::ProcessImport) -> Result<()>;
-    async fn process_collect_zombies(&self, p: crate::ProcessCollectZombiesParams) -> Result<u64>;
+        p: crate::TaskInsertManyParams,
+    ) -> Result<Vec<docket_core::Task>>;
+
+    /// The rows of the list statement for `p` ([`crate::TaskStore::task_list`]); with `count`,
+    /// one row whose `n` is how many rows that page has ([`crate::portable::list_sql`]).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn task_list_rows(
+        &self,
+        p: &crate::TaskListParams,
+        count: bool,
+    ) -> Result<Vec<Self::Row>>;
+}
+
+/// The maintenance steps whose flow differs by backend (the rest of
+/// [`crate::MaintenanceStore`] is written once, around these): PostgreSQL and SQLite change a
+/// batch in one statement (`… WHERE id IN (SELECT … LIMIT n) RETURNING …`); MySQL cannot `LIMIT`
+/// a subquery of `IN` nor read the table a `DELETE` changes, so it first selects its batch of
+/// ids without locks, then locks them by primary key (a locking scan would lock rows a claim's
+/// `SKIP LOCKED` then skips), then changes them, and keeps finished tasks in two tables.
+#[async_trait]
+pub(crate) trait MaintenanceDriver: Driver {
+    /// Makes at most `limit` scheduled or retryable tasks due at `now` available, in `run_at`
+    /// order, skipping rows others hold; returns their queues, one per task.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn promote_in(
+        &self,
+        tx: &mut Self::Tx,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<String>>;
+
+    /// Discards at most `limit` waiting tasks whose `expires_at` is past; returns how many.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn expire_in(&self, tx: &mut Self::Tx, now: Timestamp, limit: i64) -> Result<u64>;
+
+    /// Deletes one batch of finished tasks past their retention (a queue's own, else the
+    /// defaults) that no live process needs; returns (queue, state, finished_at) of each, for
+    /// the kept counts ([`docket_core::counts`]).
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn prune_in(
+        &self,
+        tx: &mut Self::Tx,
+        p: &crate::TaskPruneParams,
+    ) -> Result<Vec<(String, docket_core::TaskState, Option<Timestamp>)>>;
+
+    /// See [`crate::MaintenanceStore::task_rotate`]: PostgreSQL turns its ring of slots,
+    /// MySQL moves finished tasks to `docket_tasks_done`, SQLite has neither.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn task_rotate(&self, p: crate::TaskRotateParams) -> Result<crate::Rotation>;
 }
 
 /// The queue call whose statement differs in shape by backend: a batch of names is an array

@@ -1,4 +1,6 @@
-//! MySQL: what the maintenance services run: promote, rescue, expire, prune.
+//! MySQL: the maintenance steps whose batch is chosen per backend
+//! ([`crate::driver::MaintenanceDriver`]), and the move of finished tasks to
+//! `docket_tasks_done` (0004).
 //!
 //! MySQL cannot `LIMIT` a subquery of `IN` nor read the table a `DELETE` changes, so each job
 //! first selects its batch of ids (locked, skipping rows other nodes hold), then changes them.
@@ -19,16 +21,15 @@ async fn by_ids(tx: &mut Transaction<'_, MySql>, sql: &str, ids: &[i64]) -> Resu
 }
 
 #[async_trait]
-impl MaintenanceStore for MySqlStore {
-    async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
-        let TaskPromoteParams { now, limit } = p;
-        let mut tx = self.begin().await?;
-        // Found without locks, then locked by primary key (see `task_expire`).
+impl crate::driver::MaintenanceDriver for MySqlStore {
+    async fn promote_in(&self, t: &mut MySqlTx, now: Timestamp, limit: i64) -> Result<Vec<String>> {
+        let tx = &mut t.tx;
+        // Found without locks, then locked by primary key (see `expire_in`).
         let found: Vec<i64> = sqlx::query_scalar(sql!(maintenance, promotable))
             .bind(dt(now))
             .bind(dt(now))
             .bind(limit)
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await?;
         let rows = if found.is_empty() {
             vec![]
@@ -41,7 +42,7 @@ impl MaintenanceStore for MySqlStore {
             for id in &found {
                 q = q.bind(id);
             }
-            q.fetch_all(&mut *tx).await?
+            q.fetch_all(&mut **tx).await?
         };
         let mut ids = Vec::with_capacity(rows.len());
         let mut qs = Vec::with_capacity(rows.len());
@@ -50,47 +51,22 @@ impl MaintenanceStore for MySqlStore {
             qs.push(text(r, "queue")?);
         }
         by_ids(
-            &mut tx,
+            tx,
             "UPDATE docket_tasks SET state = 'available' WHERE id IN ({ids})",
             &ids,
         )
         .await?;
-        tx.commit().await?;
-        let count = ids.len() as u64;
-        qs.sort();
-        qs.dedup();
-        self.wake_queues(&qs);
-        Ok(Promoted { count, queues: qs })
+        Ok(qs)
     }
 
-    async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>> {
-        let sql = sql!(maintenance, rescue_list);
-        let rows = sqlx::query(sql)
-            .bind(dt(p.now))
-            .bind(p.limit)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(decode).collect()
-    }
-
-    async fn task_rescue_many(&self, p: TaskRescueManyParams) -> Result<Vec<TaskLabels>> {
-        let mut tx = self.begin().await?;
-        let done = Self::apply_failures(&mut tx, &p.items, Some(p.now)).await?;
-        tx.commit().await?;
-        let rescued: Vec<&Failure> = p.items.iter().filter(|f| done.contains(&f.id)).collect();
-        self.wake_queues(rescued.iter().map(|f| &f.labels.queue));
-        Ok(rescued.into_iter().map(|f| f.labels.clone()).collect())
-    }
-
-    async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
-        let TaskExpireParams { now, limit } = p;
-        let mut tx = self.begin().await?;
+    async fn expire_in(&self, t: &mut MySqlTx, now: Timestamp, limit: i64) -> Result<u64> {
+        let tx = &mut t.tx;
         // Found without locks, then locked by primary key (as `task_rotate` does): a claim's
         // SKIP LOCKED must not meet waiting tasks this job only looked at.
         let found: Vec<i64> = sqlx::query_scalar(sql!(maintenance, expirable))
             .bind(dt(now))
             .bind(limit)
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await?;
         let ids: Vec<i64> = if found.is_empty() {
             vec![]
@@ -103,7 +79,7 @@ impl MaintenanceStore for MySqlStore {
             for id in &found {
                 q = q.bind(id);
             }
-            q.fetch_all(&mut *tx).await?
+            q.fetch_all(&mut **tx).await?
         };
         let n = if ids.is_empty() {
             0
@@ -115,17 +91,16 @@ impl MaintenanceStore for MySqlStore {
             for id in &ids {
                 q = q.bind(id);
             }
-            q.execute(&mut *tx).await?.rows_affected()
+            q.execute(&mut **tx).await?.rows_affected()
         };
-        tx.commit().await?;
         Ok(n)
     }
 
-    async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
-        // Under the kept counts' lock, so what it subtracts from them matches what they
-        // counted (docket_core::counts).
-        let mut t = crate::driver::Driver::begin(self).await?;
-        let counted_to = crate::portable::counts_lock(&mut t).await?;
+    async fn prune_in(
+        &self,
+        t: &mut MySqlTx,
+        p: &TaskPruneParams,
+    ) -> Result<Vec<(String, TaskState, Option<Timestamp>)>> {
         let mut gone = vec![];
         let tx = &mut t.tx;
         let cut = |d: Duration| docket_core::time::sub(p.now, d);
@@ -174,59 +149,7 @@ impl MaintenanceStore for MySqlStore {
             .await?;
             gone.extend(crate::portable::pruned_rows(&rows)?);
         }
-        crate::portable::counts_forget(&mut t, counted_to, &gone).await?;
-        crate::driver::DriverTx::commit(t).await?;
-        Ok(n)
-    }
-
-    async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
-        let cut = |d: Duration| docket_core::time::sub(p.now, d);
-        let mut tx = self.begin().await?;
-        let seqs: Vec<i64> = sqlx::query_scalar(sql!(maintenance, prunable_notifications))
-            .bind(dt(cut(p.notifications)))
-            .bind(dt(cut(p.notifications)))
-            .bind(p.limit)
-            .fetch_all(&mut *tx)
-            .await?;
-        let notifications = by_ids(
-            &mut tx,
-            "DELETE FROM docket_notifications WHERE seq IN ({ids})",
-            &seqs,
-        )
-        .await?;
-        let audit = sqlx::query("DELETE FROM docket_audit WHERE at < ? ORDER BY id LIMIT ?")
-            .bind(dt(cut(p.audit)))
-            .bind(p.limit)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        let nodes =
-            sqlx::query("DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < ?")
-                .bind(dt(cut(p.nodes)))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-        // Workers leave with the nodes' retention: a report that old is of a worker gone.
-        let workers = sqlx::query("DELETE FROM docket_workers WHERE reported_at < ?")
-            .bind(dt(cut(p.nodes)))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        let task_events =
-            sqlx::query("DELETE FROM docket_task_events WHERE at < ? ORDER BY seq LIMIT ?")
-                .bind(dt(cut(p.notifications)))
-                .bind(p.limit)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-        tx.commit().await?;
-        Ok(AuxPruned {
-            workers,
-            notifications,
-            audit,
-            nodes,
-            task_events,
-        })
+        Ok(gone)
     }
 
     async fn task_rotate(&self, p: TaskRotateParams) -> Result<Rotation> {

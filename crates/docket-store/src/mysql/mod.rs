@@ -10,17 +10,15 @@
 
 mod maintenance;
 mod notifications;
-mod processes;
 mod queues;
 mod tasks;
 
-use crate::driver::{Arg, Held, StmtName};
+use crate::driver::{args, stmt, Arg, StmtName};
 use crate::row::{parse_json, queue_settings, task as decode, Cols};
 use crate::*;
-use docket_core::lease::{self, Failure, LeaseCheck};
+use docket_core::lease;
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
-use docket_core::FailDecision;
 use sqlx::mysql::{MySqlConnectOptions, MySqlRow};
 use sqlx::Connection as _;
 use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};
@@ -439,27 +437,6 @@ impl MySqlStore {
             .collect())
     }
 
-    /// Inserts one task and reads it back (the stored times are rounded to microseconds).
-    async fn insert_one(
-        tx: &mut sqlx::MySqlConnection,
-        t: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task> {
-        match Self::insert_row(tx, &t, now).await? {
-            Some(id) => {
-                let (mut t, _) = Self::get_in(tx, id, false)
-                    .await?
-                    .ok_or_else(|| StoreError::NotFound(format!("task {id}")))?;
-                t.inserted = Some(true);
-                Ok(t)
-            }
-            None => Err(StoreError::Conflict(format!(
-                "unique_key {:?} is held by an unfinished task",
-                t.unique_key.unwrap_or_default()
-            ))),
-        }
-    }
-
     /// Writes notifications of one process in the current transaction. The lock row makes
     /// `seq` order commit order, so a reader never passes a seq that commits later.
     async fn publish(
@@ -487,63 +464,17 @@ impl MySqlStore {
         Ok(())
     }
 
-    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
-    /// publishes `failed` — for a failed step given up on and for a zombie.
-    #[allow(clippy::too_many_arguments)]
-    async fn break_process(
-        tx: &mut sqlx::MySqlConnection,
-        namespace: &str,
-        id: &str,
-        detail: &str,
-        task_id: i64,
-        corrupted_by: Option<i64>,
-        now: Timestamp,
-    ) -> Result<()> {
-        // MySQL assigns left to right, so the status test comes before status changes.
-        sqlx::query(sql!(processes, break_process))
-            .bind(dt(now))
-            .bind(detail)
-            .bind(corrupted_by)
-            .bind(namespace)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(sql!(processes, cancel_waiting))
-            .bind(dt(now))
-            .bind(docket_core::process::key_of(namespace, id))
-            .execute(&mut *tx)
-            .await?;
-        let failed = Notice::Failed {
-            detail: detail.to_string(),
-            task_id,
-        };
-        Self::publish(tx, namespace, id, &[failed], now).await
-    }
-
-    /// A task and its lease token; `lock` takes the row lock (`FOR UPDATE`). A locked read
-    /// of a task in `docket_tasks_done` first moves it back to `docket_tasks` (0004), so the
-    /// caller's statements on `docket_tasks` reach it; `rotate` moves it out again once it
-    /// is (still) finished.
+    /// A task and its lease token, read without locks where it is: `docket_tasks` or, finished
+    /// and moved, `docket_tasks_done` (0004).
     async fn get_in(
         tx: &mut sqlx::MySqlConnection,
         id: i64,
-        lock: bool,
     ) -> Result<Option<(Task, Option<u128>)>> {
-        let sql = if lock {
-            sql!(tasks, lock)
-        } else {
-            sql!(tasks, get_live)
-        };
-        let mut row = sqlx::query(sql).bind(id).fetch_optional(&mut *tx).await?;
-        if row.is_none() && lock {
-            // Not in docket_tasks: finished and moved out, or being moved by a rotation that
-            // this locked read waited for. Only now is it in docket_tasks_done for sure (a
-            // look there first missed a task whose move had not committed yet: a PATCH of a
-            // just-finished task answered 404 instead of 409).
-            Self::unarchive(tx, &[id]).await?;
-            row = sqlx::query(sql).bind(id).fetch_optional(&mut *tx).await?;
-        }
-        if row.is_none() && !lock {
+        let mut row = sqlx::query(sql!(tasks, get_live))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if row.is_none() {
             row = sqlx::query(sql!(tasks, get_done))
                 .bind(id)
                 .fetch_optional(&mut *tx)
@@ -559,6 +490,17 @@ impl MySqlStore {
         if ids.is_empty() {
             return Ok(());
         }
+        // The live rows first: a rotation moving one of them now holds it, and this waits for
+        // the move to commit, after which the task is in docket_tasks_done for sure. A look
+        // there first missed a task whose move had not committed yet: a PATCH of a
+        // just-finished task answered 404 instead of 409, a retry of a discarded one
+        // "cannot be retried" (tests/archive_race.rs).
+        let live = fill(sql!(tasks, lock_live), &[("ids", &marks(ids.len()))]);
+        let mut q = sqlx::query(&live);
+        for id in ids {
+            q = q.bind(id);
+        }
+        q.execute(&mut *tx).await?;
         let sql = fill(sql!(tasks, lock_done), &[("ids", &marks(ids.len()))]);
         let mut q = sqlx::query_scalar::<_, i64>(&sql);
         for id in ids {
@@ -578,16 +520,6 @@ impl MySqlStore {
             q.execute(&mut *tx).await?;
         }
         Ok(())
-    }
-
-    /// [`crate::portable::apply_failures`] in a transaction of this backend's own code (the
-    /// rescue, process steps).
-    async fn apply_failures(
-        tx: &mut Transaction<'static, MySql>,
-        items: &[Failure],
-        rescue_at: Option<Timestamp>,
-    ) -> Result<Vec<i64>> {
-        crate::portable::apply_failures(&mut MySqlTx::borrow(tx), items, rescue_at).await
     }
 }
 
@@ -732,48 +664,18 @@ impl MySqlStore {
 
 /// A MySQL transaction of the portable store code ([`crate::driver::DriverTx`]), and the queues to
 /// wake after the commit.
-pub(crate) struct MySqlTx<X = Transaction<'static, MySql>> {
-    tx: X,
+pub(crate) struct MySqlTx {
+    tx: Transaction<'static, MySql>,
     wake: crate::local_wake::LocalWake,
     queues: Vec<String>,
 }
 
-impl<'t> MySqlTx<&'t mut Transaction<'static, MySql>> {
-    /// Runs the portable code's statements in a transaction this backend's code holds; its
-    /// wake-ups are not sent (that code sends its own).
-    pub(crate) fn borrow(tx: &'t mut Transaction<'static, MySql>) -> Self {
-        MySqlTx {
-            tx,
-            wake: crate::local_wake::LocalWake::default(),
-            queues: vec![],
-        }
-    }
-}
-
-impl MySqlStore {
-    /// Runs the portable code's statements in a transaction begun elsewhere (a claim's).
-    pub(crate) fn tx_of(&self, tx: Transaction<'static, MySql>) -> MySqlTx {
-        MySqlTx {
-            tx,
-            wake: self.wake.clone(),
-            queues: vec![],
-        }
-    }
-}
-
-impl MySqlTx {
-    /// The transaction back (after [`MySqlStore::tx_of`]); its wake-ups are not sent.
-    pub(crate) fn into_inner(self) -> Transaction<'static, MySql> {
-        self.tx
-    }
-}
-
 #[async_trait]
-impl<X: Held<MySql>> crate::driver::DriverTx for MySqlTx<X> {
+impl crate::driver::DriverTx for MySqlTx {
     type Row = MySqlRow;
 
     async fn unarchive(&mut self, ids: &[i64]) -> Result<()> {
-        MySqlStore::unarchive(self.tx.conn(), ids).await
+        MySqlStore::unarchive(&mut *self.tx, ids).await
     }
 
     async fn fetch_archived(&mut self, ids: &[i64]) -> Result<Vec<MySqlRow>> {
@@ -785,20 +687,35 @@ impl<X: Held<MySql>> crate::driver::DriverTx for MySqlTx<X> {
     }
 
     async fn lock(&mut self, name: &str) -> Result<()> {
-        MySqlStore::lock(self.tx.conn(), name).await
+        MySqlStore::lock(&mut *self.tx, name).await
+    }
+
+    async fn change_task(
+        &mut self,
+        s: StmtName,
+        args: &[Arg<'_>],
+        id: i64,
+    ) -> Result<Option<MySqlRow>> {
+        // No RETURNING: the change locked the row, read it back (the connection reports the
+        // rows matched, CLIENT_FOUND_ROWS, so a change to the same values still counts).
+        if self.execute(s, args).await? == 0 {
+            return Ok(None);
+        }
+        self.fetch_one(crate::driver::stmt!(tasks, get), crate::driver::args![id])
+            .await
     }
 
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
         let (text, args) = expand(MySqlStore::st(s), args);
         Ok(bind(sqlx::query(&text), &args)
-            .fetch_all(self.tx.conn())
+            .fetch_all(&mut *self.tx)
             .await?)
     }
 
     async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
         let (text, args) = expand(MySqlStore::st(s), args);
         Ok(bind(sqlx::query(&text), &args)
-            .execute(self.tx.conn())
+            .execute(&mut *self.tx)
             .await?
             .rows_affected())
     }
@@ -815,14 +732,14 @@ impl<X: Held<MySql>> crate::driver::DriverTx for MySqlTx<X> {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        MySqlStore::publish(self.tx.conn(), namespace, id, notices, now).await
+        MySqlStore::publish(&mut *self.tx, namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
-        let Some(id) = MySqlStore::insert_row(self.tx.conn(), t, now).await? else {
+        let Some(id) = MySqlStore::insert_row(&mut *self.tx, t, now).await? else {
             return Ok(None);
         };
-        let task = MySqlStore::get_in(self.tx.conn(), id, false).await?;
+        let task = MySqlStore::get_in(&mut *self.tx, id).await?;
         Ok(task.map(|(mut task, _)| {
             task.inserted = Some(true);
             if task.state == TaskState::Available {
@@ -832,8 +749,38 @@ impl<X: Held<MySql>> crate::driver::DriverTx for MySqlTx<X> {
         }))
     }
 
+    async fn insert_events(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        events: &[docket_core::process::Event],
+    ) -> Result<()> {
+        for e in events {
+            self.execute(
+                stmt!(processes, insert_event),
+                args![
+                    namespace,
+                    id,
+                    e.event_id,
+                    e.task_id,
+                    e.timestamp,
+                    &e.metadata,
+                    &e.payload
+                ],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn detach_archived(&mut self, key: &str) -> Result<()> {
+        self.execute(stmt!(processes, detach_finished_done), args![key])
+            .await?;
+        Ok(())
+    }
+
     async fn commit(self) -> Result<()> {
-        self.tx.end().await?;
+        self.tx.commit().await?;
         self.wake.queues(&self.queues);
         Ok(())
     }
@@ -882,6 +829,7 @@ fn bind<'q>(
             Arg::Text(v) => q.bind(v),
             Arg::Int(v) => q.bind(v),
             Arg::Int32(v) => q.bind(v),
+            Arg::Float(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
             Arg::Time(v) => q.bind(dt(v)),
             Arg::Json(v) => q.bind(v.map(Value::to_string)),

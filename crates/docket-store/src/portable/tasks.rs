@@ -1,6 +1,215 @@
-//! Task deletes, written once over [`Driver`](crate::driver::Driver).
+//! Tasks: reads and the operator changes of one task, written once over
+//! [`Driver`](crate::driver::Driver); the insert and the list go through [`TaskDriver`].
 
 use super::*;
+
+#[async_trait]
+impl<D: Driver + TaskDriver> TaskStore for D {
+    async fn task_insert_many(&self, p: TaskInsertManyParams) -> Result<Vec<Task>> {
+        TaskDriver::task_insert_many(self, p).await
+    }
+
+    async fn task_get(&self, id: i64) -> Result<Option<Task>> {
+        // MySQL: both tables in one statement (one read view), so a task moving between them
+        // is seen once.
+        let row = self.fetch_one(stmt!(tasks, get), args![id]).await?;
+        row.as_ref().map(row::task).transpose()
+    }
+
+    async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
+        let rows = self.task_list_rows(&p, false).await?;
+        rows.iter().map(row::task).collect()
+    }
+
+    async fn task_count(&self, p: TaskListParams) -> Result<i64> {
+        let rows = self.task_list_rows(&p, true).await?;
+        let n = rows.first().map(|r| r.int("n")).transpose()?.unwrap_or(0);
+        // MySQL: both tables' pages are cut at the limit each; the union's count, at most
+        // twice it, is cut again (elsewhere the page's count is within it already).
+        Ok(n.min(p.limit.max(0)))
+    }
+
+    async fn task_delete(&self, ids: &[i64]) -> Result<u64> {
+        again(|| task_delete(self, ids)).await
+    }
+
+    async fn task_cancel(&self, p: TaskCancelParams) -> Result<Task> {
+        let TaskCancelParams { id, now } = p;
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            // A running task stays running with cancel_requested_at set: its worker learns of
+            // it at its next heartbeat or completion.
+            if let Some(r) = tx
+                .change_task(stmt!(tasks, cancel), args![id, now], id)
+                .await?
+            {
+                let t = row::task(&r)?;
+                tx.commit().await?;
+                return Ok(t);
+            }
+            let found = read_in(&mut tx, id).await?;
+            tx.commit().await?;
+            match found {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) if t.state == TaskState::Cancelled => Ok(t),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {} and cannot be cancelled",
+                    t.state
+                ))),
+            }
+        })
+        .await
+    }
+
+    async fn task_retry(&self, p: TaskRetryParams) -> Result<Task> {
+        let TaskRetryParams { id, now } = p;
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            // MariaDB keeps finished tasks in docket_tasks_done (mysql 0004): back where the
+            // statements look (a no-op elsewhere).
+            tx.unarchive(&[id]).await?;
+            counts_before_retry(&mut tx, id).await?;
+            let changed = match tx
+                .change_task(stmt!(tasks, retry), args![id, now], id)
+                .await
+            {
+                Err(StoreError::Conflict(_)) => {
+                    return Err(StoreError::Conflict(format!(
+                        "task {id}: its unique_key is held by an unfinished task"
+                    )))
+                }
+                r => r?,
+            };
+            let Some(r) = changed else {
+                let found = read_in(&mut tx, id).await?;
+                tx.commit().await?;
+                return match found {
+                    None => Err(StoreError::NotFound(format!("task {id}"))),
+                    Some(t) => Err(StoreError::InvalidState(format!(
+                        "task {id} is {}; only discarded or cancelled tasks can be retried",
+                        t.state
+                    ))),
+                };
+            };
+            let t = row::task(&r)?;
+            tx.wake(std::slice::from_ref(&t.queue)).await?;
+            tx.commit().await?;
+            Ok(t)
+        })
+        .await
+    }
+
+    async fn task_next_due(&self) -> Result<Option<Timestamp>> {
+        match self.fetch_one(stmt!(tasks, next_due), args![]).await? {
+            Some(r) => r.time_opt("run_at"),
+            None => Ok(None),
+        }
+    }
+
+    async fn task_find_by_unique_key(&self, key: &str) -> Result<Option<Task>> {
+        let row = self
+            .fetch_one(stmt!(tasks, by_unique_key), args![key])
+            .await?;
+        row.as_ref().map(row::task).transpose()
+    }
+
+    async fn task_run_now(&self, p: TaskRunNowParams) -> Result<Task> {
+        let TaskRunNowParams { id, now } = p;
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            if let Some(r) = tx
+                .change_task(stmt!(tasks, run_now), args![id, now], id)
+                .await?
+            {
+                let t = row::task(&r)?;
+                tx.wake(std::slice::from_ref(&t.queue)).await?;
+                tx.commit().await?;
+                return Ok(t);
+            }
+            let found = read_in(&mut tx, id).await?;
+            tx.commit().await?;
+            match found {
+                None => Err(StoreError::NotFound(format!("task {id}"))),
+                Some(t) => Err(StoreError::InvalidState(format!(
+                    "task {id} is {}; only scheduled or retryable tasks can run now",
+                    t.state.as_str()
+                ))),
+            }
+        })
+        .await
+    }
+
+    async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {
+        let p = &p;
+        again(|| async move {
+            let id = p.id;
+            let mut tx = self.begin().await?;
+            tx.unarchive(&[id]).await?;
+            let Some(row) = tx.fetch_one(stmt!(tasks, lock), args![id]).await? else {
+                return Err(StoreError::NotFound(format!("task {id}")));
+            };
+            let n = (p.rule)(&row::task(&row)?, row::token_of(&row)?.as_deref())?;
+            let ms = docket_core::duration::to_ms;
+            let row = tx
+                .change_task(
+                    stmt!(tasks, update),
+                    args![
+                        id,
+                        &n.queue,
+                        n.priority,
+                        n.run_at,
+                        n.state.as_str(),
+                        &n.payload,
+                        n.node.as_deref(),
+                        n.max_attempts,
+                        n.stage.as_deref(),
+                        n.progress.as_ref(),
+                        n.attempt,
+                        n.backoff.kind.as_str(),
+                        ms(n.backoff.initial),
+                        n.backoff.coefficient,
+                        ms(n.backoff.max),
+                        n.backoff.jitter,
+                        n.updated_at,
+                    ],
+                    id,
+                )
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("task {id}")))?;
+            let t = row::task(&row)?;
+            if t.state == TaskState::Available {
+                tx.wake(std::slice::from_ref(&t.queue)).await?;
+            }
+            tx.commit().await?;
+            Ok(t)
+        })
+        .await
+    }
+
+    async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
+        // A step between the two reads may count a second's tasks twice in one minute of the
+        // chart; the counts (portable/counts.rs) guard against that, the chart does not need to.
+        let counted_to = counted_to(self).await?;
+        let rows = self
+            .fetch(stmt!(tasks, throughput), args![since, counted_to])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Throughput {
+                    minute: r.time("m")?,
+                    completed: r.int("completed")?,
+                    failed: r.int("failed")?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Task `id` as `tx` sees it (MySQL: in either table), for the refusal a change answers.
+async fn read_in<T: DriverTx>(tx: &mut T, id: i64) -> Result<Option<Task>> {
+    let row = tx.fetch_one(stmt!(tasks, get), args![id]).await?;
+    row.as_ref().map(row::task).transpose()
+}
 
 /// [`TaskStore::task_delete`] on every backend: under the kept counts' lock, the finished
 /// tasks among `ids` are locked, deleted and subtracted from the counts in one transaction.
@@ -30,4 +239,56 @@ pub(crate) async fn task_delete<D: Driver>(d: &D, ids: &[i64]) -> Result<u64> {
     counts_forget(&mut tx, counted_to, &gone).await?;
     tx.commit().await?;
     Ok(gone.len() as u64)
+}
+
+/// [`TaskStore::task_insert_many`] a task at a time in one transaction (SQLite's: statements
+/// cost no round trip there): a task whose unique key an unfinished task holds answers with
+/// that task (`inserted: Some(false)`). Claimers of the queues that got available tasks are
+/// woken once it commits.
+///
+/// # Errors
+/// Database failure; nothing is inserted then.
+pub(crate) async fn insert_each<D: Driver>(d: &D, p: TaskInsertManyParams) -> Result<Vec<Task>> {
+    if p.tasks.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut tx = d.begin().await?;
+    let mut out = Vec::with_capacity(p.tasks.len());
+    for t in &p.tasks {
+        let task = match tx.insert_task(t, p.now).await? {
+            Some(task) => task,
+            None => {
+                let r = tx
+                    .fetch_one(
+                        stmt!(tasks, unfinished_by_unique_key),
+                        args![t.unique_key.as_deref()],
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::Conflict("insert refused".into()))?;
+                let mut t = row::task(&r)?;
+                t.inserted = Some(false);
+                t
+            }
+        };
+        out.push(task);
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// The list statement `list` for `p` (`sql/tasks.sql`, `list`): its keyset order filled in
+/// (`{cmp}` `>` and `{order}` `ASC` for oldest first), `{states}` with `states` (MySQL's
+/// `IN (…)` of the states asked for), and with `count` wrapped to count the page's rows (`n`).
+pub(crate) fn list_sql(list: &str, p: &TaskListParams, count: bool, states: &str) -> String {
+    let (cmp, order) = if p.descending {
+        ("<", "DESC")
+    } else {
+        (">", "ASC")
+    };
+    let sql = crate::sql::fill(list, &[("states", states), ("cmp", cmp), ("order", order)]);
+    if count {
+        format!("SELECT count(*) AS n FROM ({sql}) x")
+    } else {
+        sql
+    }
 }

@@ -1,140 +1,26 @@
-//! PostgreSQL: what the maintenance services run: promote, rescue, expire, prune, the ring of
-//! slots (migration 0021).
+//! PostgreSQL: the maintenance steps whose batch is chosen per backend
+//! ([`crate::driver::MaintenanceDriver`]), and the ring of slots (migration 0021).
 
 use super::*;
 use crate::driver::{args, stmt, DriverTx};
 
 #[async_trait]
-impl MaintenanceStore for PgStore {
-    async fn task_promote(&self, p: TaskPromoteParams) -> Result<Promoted> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let TaskPromoteParams { now, limit } = p;
-            let mut tx = self.pool.begin().await?;
-            let queues: Vec<String> = sqlx::query_scalar(sql!(maintenance, promote))
-                .bind(now)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-            let count = queues.len() as u64;
-            let mut qs = queues;
-            qs.sort();
-            qs.dedup();
-            self.notify(&mut tx, &qs).await?;
-            tx.commit().await?;
-            Ok(Promoted { count, queues: qs })
-        })
-        .await
+impl crate::driver::MaintenanceDriver for PgStore {
+    async fn promote_in(&self, tx: &mut PgTx, now: Timestamp, limit: i64) -> Result<Vec<String>> {
+        crate::portable::promote_returning(tx, stmt!(maintenance, promote), now, limit).await
     }
 
-    async fn task_rescue_list(&self, p: TaskRescueListParams) -> Result<Vec<Task>> {
-        let sql = sql!(maintenance, rescue_list);
-        let rows = sqlx::query(sql)
-            .bind(p.now)
-            .bind(p.limit)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(decode).collect()
+    async fn expire_in(&self, tx: &mut PgTx, now: Timestamp, limit: i64) -> Result<u64> {
+        tx.execute(stmt!(maintenance, expire), args![now, limit])
+            .await
     }
 
-    async fn task_rescue_many(&self, p: TaskRescueManyParams) -> Result<Vec<TaskLabels>> {
-        let p = &p;
-        again(|| async move {
-            let mut tx = self.pool.begin().await?;
-            let done = Self::apply_failures(&mut tx, &p.items, Some(p.now)).await?;
-            let rescued: Vec<&Failure> = p.items.iter().filter(|f| done.contains(&f.id)).collect();
-            let qs: Vec<String> = rescued.iter().map(|f| f.labels.queue.clone()).collect();
-            self.notify(&mut tx, &qs).await?;
-            tx.commit().await?;
-            Ok(rescued.into_iter().map(|f| f.labels.clone()).collect())
-        })
-        .await
-    }
-
-    async fn task_expire(&self, p: TaskExpireParams) -> Result<u64> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            let TaskExpireParams { now, limit } = p;
-            let r = sqlx::query(sql!(maintenance, expire))
-                .bind(now)
-                .bind(limit)
-                .execute(&self.pool)
-                .await?;
-            Ok(r.rows_affected())
-        })
-        .await
-    }
-
-    async fn task_prune(&self, p: TaskPruneParams) -> Result<u64> {
-        let p = &p;
-        again(|| async move {
-            let p = p.clone();
-            // Queues with their own retention are pruned by their own cutoffs; the rest by the
-            // defaults. One statement, one small batch: it never holds many rows locked.
-            // Under the kept counts' lock, so what it subtracts from them matches what they
-            // counted (docket_core::counts).
-            let mut tx = crate::driver::Driver::begin(self).await?;
-            let counted_to = crate::portable::counts_lock(&mut tx).await?;
-            let rows = tx
-                .fetch(
-                    stmt!(maintenance, prune),
-                    args![
-                        p.now,
-                        ms(p.retention_completed),
-                        ms(p.retention_failed),
-                        p.limit
-                    ],
-                )
-                .await?;
-            let rows = crate::portable::pruned_rows(&rows)?;
-            crate::portable::counts_forget(&mut tx, counted_to, &rows).await?;
-            tx.commit().await?;
-            Ok(rows.len() as u64)
-        })
-        .await
-    }
-
-    async fn aux_prune(&self, p: AuxPruneParams) -> Result<AuxPruned> {
-        let cut = |d: Duration| docket_core::time::sub(p.now, d);
-        let notifications = sqlx::query(sql!(maintenance, prune_notifications))
-            .bind(cut(p.notifications))
-            .bind(p.limit)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        let audit = sqlx::query(sql!(maintenance, prune_audit))
-            .bind(cut(p.audit))
-            .bind(p.limit)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        let nodes =
-            sqlx::query("DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < $1")
-                .bind(cut(p.nodes))
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-        // Workers leave with the nodes' retention: a report that old is of a worker gone.
-        let workers = sqlx::query("DELETE FROM docket_workers WHERE reported_at < $1")
-            .bind(cut(p.nodes))
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        let task_events = sqlx::query(sql!(maintenance, prune_task_events))
-            .bind(cut(p.notifications))
-            .bind(p.limit)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        Ok(AuxPruned {
-            workers,
-            notifications,
-            audit,
-            nodes,
-            task_events,
-        })
+    async fn prune_in(
+        &self,
+        tx: &mut PgTx,
+        p: &TaskPruneParams,
+    ) -> Result<Vec<(String, TaskState, Option<Timestamp>)>> {
+        crate::portable::prune_returning(tx, stmt!(maintenance, prune), p).await
     }
 
     async fn task_rotate(&self, p: TaskRotateParams) -> Result<Rotation> {

@@ -3,16 +3,13 @@
 
 mod maintenance;
 mod notifications;
-mod processes;
 mod queues;
 mod tasks;
 
-use crate::driver::{Arg, Held, StmtName};
-use crate::row::{queue_settings, task as decode, token_of, Cols};
+use crate::driver::{Arg, StmtName};
+use crate::row::{queue_settings, task as decode, Cols};
 use crate::*;
-use docket_core::lease::{Failure, LeaseCheck};
 use docket_core::process::Notice;
-use docket_core::FailDecision;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
 use std::str::FromStr;
@@ -255,18 +252,6 @@ impl PgStore {
 
     /// Writes notifications of one process in the current transaction. The advisory lock makes
     /// seq order commit order (held until commit), so stream readers never skip a row.
-    async fn publish(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        namespace: &str,
-        id: &str,
-        notices: &[Notice],
-        now: Timestamp,
-    ) -> Result<()> {
-        Self::publish_in(tx, namespace, id, notices, now).await
-    }
-
-    /// [`Self::publish`] without the store.
     async fn publish_in(
         tx: &mut sqlx::PgConnection,
         namespace: &str,
@@ -293,120 +278,6 @@ impl PgStore {
             .execute(&mut *tx)
             .await?;
         Ok(())
-    }
-
-    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
-    /// publishes `failed` — for a failed step given up on and for a zombie.
-    #[allow(clippy::too_many_arguments)]
-    async fn break_process(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        namespace: &str,
-        id: &str,
-        detail: &str,
-        task_id: i64,
-        corrupted_by: Option<i64>,
-        now: Timestamp,
-    ) -> Result<()> {
-        sqlx::query(sql!(processes, break_process))
-            .bind(namespace)
-            .bind(id)
-            .bind(now)
-            .bind(detail)
-            .bind(corrupted_by)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(processes, cancel_waiting))
-            .bind(docket_core::process::key_of(namespace, id))
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-        let failed = Notice::Failed {
-            detail: detail.to_string(),
-            task_id,
-        };
-        self.publish(tx, namespace, id, &[failed], now).await
-    }
-
-    /// [`Self::break_process`] for many zombie tasks at once (each its own process): three
-    /// statements for the whole batch instead of four per task.
-    async fn break_zombies(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        zombies: &[(String, String, i64, Option<i64>)],
-        detail: &str,
-        now: Timestamp,
-    ) -> Result<()> {
-        if zombies.is_empty() {
-            return Ok(());
-        }
-        let ns: Vec<&str> = zombies.iter().map(|z| z.0.as_str()).collect();
-        let ids: Vec<&str> = zombies.iter().map(|z| z.1.as_str()).collect();
-        let tasks: Vec<i64> = zombies.iter().map(|z| z.2).collect();
-        let corrupted: Vec<Option<i64>> = zombies.iter().map(|z| z.3).collect();
-        let keys: Vec<String> = zombies
-            .iter()
-            .map(|z| docket_core::process::key_of(&z.0, &z.1))
-            .collect();
-        let data: Vec<Value> = tasks
-            .iter()
-            .map(|t| {
-                Notice::Failed {
-                    detail: detail.to_string(),
-                    task_id: *t,
-                }
-                .data()
-            })
-            .collect();
-        sqlx::query(sql!(processes, break_many))
-            .bind(&ns)
-            .bind(&ids)
-            .bind(now)
-            .bind(detail)
-            .bind(&corrupted)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(processes, cancel_waiting_many))
-            .bind(&keys)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(notifications, publish_failed_many))
-            .bind(&ns)
-            .bind(&ids)
-            .bind(&data)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Tells synchronous callers on every node that these process steps finished.
-    async fn notify_done(&self, tx: &mut Transaction<'_, Postgres>, ids: &[i64]) -> Result<()> {
-        sqlx::query("SELECT pg_notify($1, $2 || '|' || id) FROM unnest($3::bigint[]) AS x(id)")
-            .bind(DONE_CHANNEL)
-            .bind(&self.schema)
-            .bind(ids)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    async fn notify(&self, tx: &mut Transaction<'_, Postgres>, queues: &[String]) -> Result<()> {
-        notify_in(tx, &self.schema, queues).await
-    }
-
-    /// [`crate::portable::apply_failures`] in a transaction of this backend's own code (the
-    /// rescue, process steps).
-    async fn apply_failures(
-        tx: &mut Transaction<'static, Postgres>,
-        items: &[docket_core::lease::Failure],
-        rescue_at: Option<Timestamp>,
-    ) -> Result<Vec<i64>> {
-        crate::portable::apply_failures(&mut PgTx::borrow(tx, ""), items, rescue_at).await
     }
 }
 
@@ -507,33 +378,6 @@ impl PgStore {
         Ok(rows)
     }
 
-    /// Inserts one task inside a transaction (process operations).
-    async fn insert_one(
-        conn: &mut sqlx::PgConnection,
-        schema: &str,
-        t: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task> {
-        let mut t = t;
-        let payload = std::mem::take(&mut t.payload);
-        let rows = Self::insert_rows(
-            conn,
-            schema,
-            std::slice::from_ref(&t),
-            std::slice::from_ref(&payload),
-            now,
-        )
-        .await?;
-        t.payload = payload;
-        match rows.first() {
-            Some((id, _)) => Ok(t.into_task(*id, now)),
-            None => Err(StoreError::Conflict(format!(
-                "unique_key {:?} is held by an unfinished task",
-                t.unique_key.unwrap_or_default()
-            ))),
-        }
-    }
-
     /// Drops a schema and everything in it (bench and test clean-up).
     ///
     /// # Errors
@@ -603,57 +447,32 @@ impl PgStore {
 
 /// A PostgreSQL transaction of the portable store code ([`crate::driver::DriverTx`]): its own,
 /// or one borrowed ([`crate::driver::Held`]).
-pub(crate) struct PgTx<X = Transaction<'static, Postgres>> {
-    tx: X,
+pub(crate) struct PgTx {
+    tx: Transaction<'static, Postgres>,
     schema: String,
 }
 
-impl<'t> PgTx<&'t mut Transaction<'static, Postgres>> {
-    /// Runs the portable code's statements in a transaction this backend's code holds.
-    pub(crate) fn borrow(tx: &'t mut Transaction<'static, Postgres>, schema: &str) -> Self {
-        PgTx {
-            tx,
-            schema: schema.to_string(),
-        }
-    }
-}
-
-impl PgTx {
-    /// Runs the portable code's statements in a transaction begun elsewhere (a claim's).
-    pub(crate) fn of(tx: Transaction<'static, Postgres>, schema: &str) -> Self {
-        PgTx {
-            tx,
-            schema: schema.to_string(),
-        }
-    }
-
-    /// The transaction back.
-    pub(crate) fn into_inner(self) -> Transaction<'static, Postgres> {
-        self.tx
-    }
-}
-
 #[async_trait]
-impl<X: Held<Postgres>> crate::driver::DriverTx for PgTx<X> {
+impl crate::driver::DriverTx for PgTx {
     type Row = PgRow;
 
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<PgRow>> {
         let st = PgStore::st(s);
         Ok(bind(sqlx::query(&st.text), st, args)
-            .fetch_all(self.tx.conn())
+            .fetch_all(&mut *self.tx)
             .await?)
     }
 
     async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
         let st = PgStore::st(s);
         Ok(bind(sqlx::query(&st.text), st, args)
-            .execute(self.tx.conn())
+            .execute(&mut *self.tx)
             .await?
             .rows_affected())
     }
 
     async fn lock(&mut self, name: &str) -> Result<()> {
-        lock_key(self.tx.conn(), name).await
+        lock_key(&mut *self.tx, name).await
     }
 
     async fn fair_settings(&mut self) -> Result<()> {
@@ -667,7 +486,7 @@ impl<X: Held<Postgres>> crate::driver::DriverTx for PgTx<X> {
             "SET LOCAL plan_cache_mode = force_generic_plan",
             "SET LOCAL enable_sort = on",
         ] {
-            sqlx::query(set).execute(self.tx.conn()).await?;
+            sqlx::query(set).execute(&mut *self.tx).await?;
         }
         Ok(())
     }
@@ -683,12 +502,12 @@ impl<X: Held<Postgres>> crate::driver::DriverTx for PgTx<X> {
         }
         let st = PgStore::st(s);
         let q = bind_columns(bind(sqlx::query(&st.text), st, shared), rows);
-        let done = q.fetch_all(self.tx.conn()).await?;
+        let done = q.fetch_all(&mut *self.tx).await?;
         done.iter().map(|r| r.int("id")).collect()
     }
 
     async fn wake(&mut self, queues: &[String]) -> Result<()> {
-        notify_in(self.tx.conn(), &self.schema, queues).await
+        notify_in(&mut *self.tx, &self.schema, queues).await
     }
 
     async fn publish(
@@ -698,20 +517,120 @@ impl<X: Held<Postgres>> crate::driver::DriverTx for PgTx<X> {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        PgStore::publish_in(self.tx.conn(), namespace, id, notices, now).await
+        PgStore::publish_in(&mut *self.tx, namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
         // The insert statement itself notifies the task's queue.
-        match PgStore::insert_one(self.tx.conn(), &self.schema, t.clone(), now).await {
-            Ok(t) => Ok(Some(t)),
-            Err(StoreError::Conflict(_)) => Ok(None),
-            Err(e) => Err(e),
+        let mut t = t.clone();
+        let payload = std::mem::take(&mut t.payload);
+        let rows = PgStore::insert_rows(
+            &mut *self.tx,
+            &self.schema,
+            std::slice::from_ref(&t),
+            std::slice::from_ref(&payload),
+            now,
+        )
+        .await?;
+        t.payload = payload;
+        Ok(rows.first().map(|(id, _)| t.into_task(*id, now)))
+    }
+
+    async fn insert_events(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        events: &[docket_core::process::Event],
+    ) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
         }
+        macro_rules! col {
+            ($f:expr) => {
+                events.iter().map($f).collect::<Vec<_>>()
+            };
+        }
+        sqlx::query(&PgStore::st(crate::driver::stmt!(processes, insert_events)).text)
+            .bind(namespace)
+            .bind(id)
+            .bind(col!(|e| e.event_id))
+            .bind(col!(|e| e.task_id))
+            .bind(col!(|e| e.timestamp))
+            .bind(col!(|e| e.metadata.clone()))
+            .bind(col!(|e| e.payload.clone()))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Three statements for the whole batch instead of four per process.
+    async fn break_processes(
+        &mut self,
+        broken: &[crate::driver::Broken],
+        detail: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        use crate::driver::stmt;
+        if broken.is_empty() {
+            return Ok(());
+        }
+        let ns: Vec<&str> = broken.iter().map(|b| b.namespace.as_str()).collect();
+        let ids: Vec<&str> = broken.iter().map(|b| b.id.as_str()).collect();
+        let corrupted: Vec<Option<i64>> = broken.iter().map(|b| b.corrupted_by).collect();
+        let keys: Vec<String> = broken
+            .iter()
+            .map(|b| docket_core::process::key_of(&b.namespace, &b.id))
+            .collect();
+        let data: Vec<Value> = broken
+            .iter()
+            .map(|b| {
+                Notice::Failed {
+                    detail: detail.to_string(),
+                    task_id: b.task_id,
+                }
+                .data()
+            })
+            .collect();
+        sqlx::query(&PgStore::st(stmt!(processes, break_many)).text)
+            .bind(&ns)
+            .bind(&ids)
+            .bind(now)
+            .bind(detail)
+            .bind(&corrupted)
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query(&PgStore::st(stmt!(processes, cancel_waiting_many)).text)
+            .bind(&keys)
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+        // The notifications' lock, as publish takes it: seq order is commit order.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query(&PgStore::st(stmt!(notifications, publish_failed_many)).text)
+            .bind(&ns)
+            .bind(&ids)
+            .bind(&data)
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Tells synchronous callers on every node that these process steps finished.
+    async fn steps_done(&mut self, ids: &[i64]) -> Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2 || '|' || id) FROM unnest($3::bigint[]) AS x(id)")
+            .bind(DONE_CHANNEL)
+            .bind(&self.schema)
+            .bind(ids)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
     }
 
     async fn commit(self) -> Result<()> {
-        self.tx.end().await
+        Ok(self.tx.commit().await?)
     }
 }
 
@@ -726,6 +645,7 @@ fn bind<'q>(
             Arg::Text(v) => q.bind(v),
             Arg::Int(v) => q.bind(v),
             Arg::Int32(v) => q.bind(v),
+            Arg::Float(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
             Arg::Time(v) => q.bind(v),
             Arg::Json(v) => q.bind(v),
@@ -765,6 +685,7 @@ fn bind_columns<'q>(
             Arg::Text(_) => q.bind(column!(j, Text, |x| x)),
             Arg::Int(_) => q.bind(column!(j, Int, |x| x)),
             Arg::Int32(_) => q.bind(column!(j, Int32, |x| x)),
+            Arg::Float(_) => q.bind(column!(j, Float, |x| x)),
             Arg::Bool(_) => q.bind(column!(j, Bool, Some)),
             Arg::Time(_) => q.bind(column!(j, Time, |x| x)),
             Arg::Json(_) => q.bind(column!(j, Json, |x: Option<&Value>| x.cloned())),

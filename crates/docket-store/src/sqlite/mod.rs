@@ -4,17 +4,15 @@
 
 mod maintenance;
 mod notifications;
-mod processes;
 mod queues;
 mod tasks;
 
-use crate::driver::{Arg, Held, StmtName};
-use crate::row::{parse_json, queue_settings, task as decode, Cols};
+use crate::driver::{Arg, StmtName};
+use crate::row::{parse_json, queue_settings, Cols};
 use crate::*;
-use docket_core::lease::{self, Failure, LeaseCheck};
+use docket_core::lease;
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
-use docket_core::FailDecision;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
@@ -122,10 +120,6 @@ impl SqliteStore {
         r
     }
 
-    fn wake_queues<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
-        self.wake.queues(queues);
-    }
-
     /// Inserts one task; `None` when its unique_key is held by an unfinished task.
     async fn insert_row(
         tx: &mut sqlx::SqliteConnection,
@@ -166,20 +160,6 @@ impl SqliteStore {
             .map_err(StoreError::from)
     }
 
-    async fn insert_one(
-        tx: &mut sqlx::SqliteConnection,
-        t: ResolvedTask,
-        now: Timestamp,
-    ) -> Result<Task> {
-        match Self::insert_row(tx, &t, now).await? {
-            Some(id) => Ok(t.into_task(id, from_us(us(now)))),
-            None => Err(StoreError::Conflict(format!(
-                "unique_key {:?} is held by an unfinished task",
-                t.unique_key.unwrap_or_default()
-            ))),
-        }
-    }
-
     /// Writes notifications of one process in the current transaction (the single writer makes
     /// seq order commit order).
     async fn publish(
@@ -203,72 +183,8 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Puts a process in `error` (detail, corrupted_by when given), cancels its waiting tasks and
-    /// publishes `failed` — for a failed step given up on and for a zombie.
-    #[allow(clippy::too_many_arguments)]
-    async fn break_process(
-        tx: &mut sqlx::SqliteConnection,
-        namespace: &str,
-        id: &str,
-        detail: &str,
-        task_id: i64,
-        corrupted_by: Option<i64>,
-        now: Timestamp,
-    ) -> Result<()> {
-        sqlx::query(sql!(processes, break_process))
-            .bind(namespace)
-            .bind(id)
-            .bind(us(now))
-            .bind(detail)
-            .bind(corrupted_by)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(sql!(processes, cancel_waiting))
-            .bind(docket_core::process::key_of(namespace, id))
-            .bind(us(now))
-            .execute(&mut *tx)
-            .await?;
-        let failed = Notice::Failed {
-            detail: detail.to_string(),
-            task_id,
-        };
-        Self::publish(tx, namespace, id, &[failed], now).await
-    }
-
     async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
-    }
-
-    /// A task in `tx` (the writer lock makes it locked) with the nonce its `lease_token`
-    /// column holds.
-    async fn get_in(
-        tx: &mut sqlx::SqliteConnection,
-        id: i64,
-    ) -> Result<Option<(Task, Option<u128>)>> {
-        Ok(Self::get_row_in(tx, id)
-            .await?
-            .map(|(t, nonce, _)| (t, nonce)))
-    }
-
-    /// [`Self::get_in`] with the lease length the claim kept (`lease_ms`).
-    async fn get_row_in(
-        tx: &mut sqlx::SqliteConnection,
-        id: i64,
-    ) -> Result<Option<(Task, Option<u128>, Option<i64>)>> {
-        let sql = sql!(tasks, get);
-        let row = sqlx::query(sql).bind(id).fetch_optional(&mut *tx).await?;
-        row.map(|r| Ok((decode(&r)?, r.nonce("lease_token")?, r.try_get("lease_ms")?)))
-            .transpose()
-    }
-
-    /// [`crate::portable::apply_failures`] in a transaction of this backend's own code (the
-    /// rescue, process steps).
-    async fn apply_failures(
-        tx: &mut Transaction<'static, Sqlite>,
-        items: &[Failure],
-        rescue_at: Option<Timestamp>,
-    ) -> Result<Vec<i64>> {
-        crate::portable::apply_failures(&mut SqliteTx::borrow(tx), items, rescue_at).await
     }
 }
 
@@ -362,57 +278,27 @@ impl SqliteStore {
 
 /// A SQLite transaction of the portable store code ([`crate::driver::DriverTx`]): the writer, and the
 /// queues to wake after the commit.
-pub(crate) struct SqliteTx<X = Transaction<'static, Sqlite>> {
-    tx: X,
+pub(crate) struct SqliteTx {
+    tx: Transaction<'static, Sqlite>,
     wake: crate::local_wake::LocalWake,
     queues: Vec<String>,
 }
 
-impl<'t> SqliteTx<&'t mut Transaction<'static, Sqlite>> {
-    /// Runs the portable code's statements in a transaction this backend's code holds; its
-    /// wake-ups are not sent (that code sends its own).
-    pub(crate) fn borrow(tx: &'t mut Transaction<'static, Sqlite>) -> Self {
-        SqliteTx {
-            tx,
-            wake: crate::local_wake::LocalWake::default(),
-            queues: vec![],
-        }
-    }
-}
-
-impl SqliteStore {
-    /// Runs the portable code's statements in a transaction begun elsewhere (a claim's).
-    pub(crate) fn tx_of(&self, tx: Transaction<'static, Sqlite>) -> SqliteTx {
-        SqliteTx {
-            tx,
-            wake: self.wake.clone(),
-            queues: vec![],
-        }
-    }
-}
-
-impl SqliteTx {
-    /// The transaction back (after [`SqliteStore::tx_of`]); its wake-ups are not sent.
-    pub(crate) fn into_inner(self) -> Transaction<'static, Sqlite> {
-        self.tx
-    }
-}
-
 #[async_trait]
-impl<X: Held<Sqlite>> crate::driver::DriverTx for SqliteTx<X> {
+impl crate::driver::DriverTx for SqliteTx {
     type Row = SqliteRow;
 
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
         let st = SqliteStore::st(s);
         Ok(bind(sqlx::query(&st.text), st, args)
-            .fetch_all(self.tx.conn())
+            .fetch_all(&mut *self.tx)
             .await?)
     }
 
     async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
         let st = SqliteStore::st(s);
         Ok(bind(sqlx::query(&st.text), st, args)
-            .execute(self.tx.conn())
+            .execute(&mut *self.tx)
             .await?
             .rows_affected())
     }
@@ -429,11 +315,11 @@ impl<X: Held<Sqlite>> crate::driver::DriverTx for SqliteTx<X> {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        SqliteStore::publish(self.tx.conn(), namespace, id, notices, now).await
+        SqliteStore::publish(&mut *self.tx, namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
-        let Some(id) = SqliteStore::insert_row(self.tx.conn(), t, now).await? else {
+        let Some(id) = SqliteStore::insert_row(&mut *self.tx, t, now).await? else {
             return Ok(None);
         };
         if t.state == TaskState::Available {
@@ -442,8 +328,33 @@ impl<X: Held<Sqlite>> crate::driver::DriverTx for SqliteTx<X> {
         Ok(Some(t.clone().into_task(id, from_us(us(now)))))
     }
 
+    async fn insert_events(
+        &mut self,
+        namespace: &str,
+        id: &str,
+        events: &[docket_core::process::Event],
+    ) -> Result<()> {
+        use crate::driver::{args, stmt};
+        for e in events {
+            self.execute(
+                stmt!(processes, insert_event),
+                args![
+                    namespace,
+                    id,
+                    e.event_id,
+                    e.task_id,
+                    e.timestamp,
+                    &e.metadata,
+                    &e.payload
+                ],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     async fn commit(self) -> Result<()> {
-        self.tx.end().await?;
+        self.tx.commit().await?;
         self.wake.queues(&self.queues);
         Ok(())
     }
@@ -460,6 +371,7 @@ fn bind<'q>(
             Arg::Text(v) => q.bind(v),
             Arg::Int(v) => q.bind(v),
             Arg::Int32(v) => q.bind(v),
+            Arg::Float(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
             Arg::Time(v) => q.bind(v.map(us)),
             Arg::Json(v) => q.bind(v.map(Value::to_string)),

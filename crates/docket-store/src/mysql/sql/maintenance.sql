@@ -1,10 +1,12 @@
--- name: prunable_notifications
--- See postgres/sql/maintenance.sql prune_notifications: the same rule (binds the cut twice).
-SELECT n.seq FROM docket_notifications n
-    WHERE n.created_at < ? AND NOT EXISTS (SELECT 1 FROM docket_sinks s
-        WHERE (s.name = CONCAT('webhook:', n.namespace) OR s.name LIKE CONCAT('sink:%:', n.namespace))
-        AND s.seq < n.seq AND s.lease_until >= ?)
-    ORDER BY n.seq LIMIT ?
+-- name: prune_notifications
+-- See postgres/sql/maintenance.sql prune_notifications: the same rule. One table changed and
+-- only read elsewhere, so a DELETE of its own with ORDER BY … LIMIT.
+DELETE FROM docket_notifications
+    WHERE created_at < ?1 AND NOT EXISTS (SELECT 1 FROM docket_sinks s
+        WHERE (s.name = CONCAT('webhook:', docket_notifications.namespace)
+        OR s.name LIKE CONCAT('sink:%:', docket_notifications.namespace))
+        AND s.seq < docket_notifications.seq AND s.lease_until >= ?1)
+    ORDER BY seq LIMIT ?2
 
 -- name: expirable
 -- Without locks: see lock_expirable.
@@ -76,3 +78,16 @@ SELECT id, queue, state, finished_at FROM {table} WHERE id IN ({ids})
 -- name: lock_finished
 SELECT id FROM docket_tasks WHERE id IN ({ids})
     AND state IN ('completed','discarded','cancelled') FOR UPDATE SKIP LOCKED
+
+-- name: prune_audit
+DELETE FROM docket_audit WHERE at < ?1 ORDER BY id LIMIT ?2
+
+-- name: prune_nodes
+DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < ?1
+
+-- name: prune_workers
+DELETE FROM docket_workers WHERE reported_at < ?1
+
+-- name: prune_task_events
+-- Task events no sink published within the notifications' retention (a sink removed).
+DELETE FROM docket_task_events WHERE at < ?1 ORDER BY seq LIMIT ?2

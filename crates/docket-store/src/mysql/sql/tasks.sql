@@ -9,18 +9,24 @@ INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires
     namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, errors)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
 
--- name: request_cancel
-UPDATE docket_tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?)
-    WHERE id = ?
+-- name: cancel
+-- A running task keeps running, asked to stop; the others are cancelled. MySQL assigns left to
+-- right: `state` last, so the tests before it read the old state.
+UPDATE docket_tasks SET
+    finished_at = CASE WHEN state = 'running' THEN finished_at ELSE ?2 END,
+    cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, ?2)
+    ELSE cancel_requested_at END,
+    state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END
+    WHERE id = ?1 AND state IN ('scheduled','available','running','retryable')
 
 -- name: retry
-UPDATE docket_tasks SET run_at = ?, edited_at = run_at, finished_at = NULL, cancel_requested_at = NULL,
+UPDATE docket_tasks SET run_at = ?2, edited_at = ?2, finished_at = NULL, cancel_requested_at = NULL,
     max_attempts = GREATEST(max_attempts, attempt + 1), state = 'available'
-    WHERE id = ? AND state IN ('discarded','cancelled')
+    WHERE id = ?1 AND state IN ('discarded','cancelled')
 
 -- name: run_now
-UPDATE docket_tasks SET state = 'available', run_at = ?, edited_at = run_at
-    WHERE id = ? AND state IN ('scheduled', 'retryable')
+UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2
+    WHERE id = ?1 AND state IN ('scheduled', 'retryable')
 
 -- name: throughput
 -- The kept minutes (docket_core::counts) and what finished after counted_to, in either table.
@@ -42,12 +48,12 @@ SELECT m, CAST(SUM(c) AS SIGNED) AS completed, CAST(SUM(f) AS SIGNED) AS failed 
     GROUP BY m ORDER BY m
 
 -- name: update
--- A task's changeable columns as the engine's patch rule left them (the id last).
-UPDATE docket_tasks SET queue = ?, priority = ?, run_at = ?, state = ?,
-    payload = ?, node = ?, max_attempts = ?, stage = ?, progress = ?,
-    attempt = ?, backoff_kind = ?, backoff_initial_ms = ?, backoff_coefficient = ?,
-    backoff_max_ms = ?, backoff_jitter = ?, edited_at = ?
-WHERE id = ?
+-- A task's changeable columns as the engine's patch rule left them (?1 the id).
+UPDATE docket_tasks SET queue = ?2, priority = ?3, run_at = ?4, state = ?5,
+    payload = ?6, node = ?7, max_attempts = ?8, stage = ?9, progress = ?10,
+    attempt = ?11, backoff_kind = ?12, backoff_initial_ms = ?13, backoff_coefficient = ?14,
+    backoff_max_ms = ?15, backoff_jitter = ?16, edited_at = ?17
+WHERE id = ?1
 
 -- name: get_done
 SELECT {COLS} FROM docket_tasks_done WHERE id = ?
@@ -56,12 +62,12 @@ SELECT {COLS} FROM docket_tasks_done WHERE id = ?
 SELECT {COLS} FROM docket_tasks WHERE unique_active = ?
 
 -- name: get
-SELECT {COLS} FROM docket_tasks WHERE id = ?
-    UNION ALL SELECT {COLS} FROM docket_tasks_done WHERE id = ? LIMIT 1
+SELECT {COLS} FROM docket_tasks WHERE id = ?1
+    UNION ALL SELECT {COLS} FROM docket_tasks_done WHERE id = ?1 LIMIT 1
 
 -- name: by_unique_key
-(SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1)
-    UNION ALL (SELECT {COLS} FROM docket_tasks_done WHERE unique_key = ?
+(SELECT {COLS} FROM docket_tasks WHERE unique_key = ?1 ORDER BY id DESC LIMIT 1)
+    UNION ALL (SELECT {COLS} FROM docket_tasks_done WHERE unique_key = ?1
     ORDER BY id DESC LIMIT 1) ORDER BY id DESC LIMIT 1
 
 -- name: list
@@ -103,6 +109,10 @@ SELECT {COLS} FROM docket_tasks WHERE id = ? FOR UPDATE
 -- name: get_live
 SELECT {COLS} FROM docket_tasks WHERE id = ?
 
+-- name: lock_live
+-- Waits for a rotation moving any of them (unarchive).
+SELECT id FROM docket_tasks WHERE id IN ({ids}) FOR UPDATE
+
 -- name: lock_done
 SELECT id FROM docket_tasks_done WHERE id IN ({ids}) FOR UPDATE
 
@@ -133,3 +143,9 @@ DELETE FROM docket_tasks WHERE id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COL
 -- what the kept counts need.
 SELECT queue, state, finished_at FROM docket_tasks WHERE id = ?1
     AND state IN ('discarded','cancelled') FOR UPDATE
+
+-- name: next_due
+SELECT min(run_at) AS run_at FROM docket_tasks WHERE state IN ('scheduled','retryable')
+
+-- name: set_result
+UPDATE docket_tasks SET result = ?2 WHERE id = ?1

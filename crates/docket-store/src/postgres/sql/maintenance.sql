@@ -55,3 +55,9 @@ UPDATE docket_tasks_live SET slot = 0 WHERE slot = $1 AND id IN
 -- Task events no sink published within the notifications' retention (a sink removed).
 DELETE FROM docket_task_events WHERE seq IN (SELECT seq FROM docket_task_events
     WHERE at < $1 ORDER BY seq LIMIT $2)
+
+-- name: prune_nodes
+DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < $1
+
+-- name: prune_workers
+DELETE FROM docket_workers WHERE reported_at < $1

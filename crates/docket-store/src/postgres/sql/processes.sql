@@ -21,9 +21,12 @@ UPDATE docket_processes p SET
 UPDATE docket_tasks SET state = 'cancelled', finished_at = $2
     WHERE concurrency_key = ANY($1) AND state IN ('scheduled', 'available', 'retryable')
 
--- name: append_events
+-- name: insert_events
+-- Events of one process in one statement (task: the step's, NULL for an import).
 INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
-    SELECT $1, $2, e, $3, $4, m, p FROM unnest($5::bigint[], $6::jsonb[], $7::jsonb[]) AS x(e, m, p)
+    SELECT $1, $2, e, k, t, m, p
+    FROM unnest($3::bigint[], $4::bigint[], $5::timestamptz[], $6::jsonb[], $7::jsonb[])
+    AS x(e, k, t, m, p)
 
 -- name: commit_status
 UPDATE docket_processes SET
@@ -37,7 +40,7 @@ UPDATE docket_processes SET
 
 -- name: cancel_timers
 UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1
-    AND kind = ANY($3) AND state IN ('scheduled', 'available', 'retryable')
+    AND kind IN (SELECT jsonb_array_elements_text($3)) AND state IN ('scheduled', 'available', 'retryable')
 
 -- name: complete_step
 UPDATE docket_tasks SET state = 'completed', finished_at = $2, result = $3, lease_expires_at = NULL,
@@ -52,10 +55,6 @@ INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_
 INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail,
     aux_state, metadata, corrupted_by, created_at, last_event_id)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10) ON CONFLICT DO NOTHING RETURNING id
-
--- name: import_events
-INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
-    SELECT $1, $2, e, NULL, t, m, p FROM unnest($3::bigint[], $4::timestamptz[], $5::jsonb[], $6::jsonb[]) AS x(e, t, m, p)
 
 -- name: zombies
 SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1
@@ -90,3 +89,29 @@ SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2
 -- name: events_before
 SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2
     AND ($3::bigint IS NULL OR event_id < $3) ORDER BY event_id DESC LIMIT $4
+
+-- name: lock_status
+-- FOR SHARE: a concurrent status change (which locks FOR UPDATE) waits for us, and then sees —
+-- and cancels — the task we enqueue.
+SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2 FOR SHARE
+
+-- name: lock_process
+SELECT last_event_id, status FROM docket_processes WHERE namespace = $1 AND id = $2 FOR UPDATE
+
+-- name: remove_events
+DELETE FROM docket_events WHERE namespace = $1 AND process_id = $2
+
+-- name: remove
+DELETE FROM docket_processes WHERE namespace = $1 AND id = $2
+
+-- name: remove_unfinished
+-- A removed process's unfinished tasks (timers, queued requests, the `remove` task itself) go.
+DELETE FROM docket_tasks WHERE concurrency_key = $1
+    AND state NOT IN ('completed', 'discarded', 'cancelled')
+
+-- name: detach_finished
+-- Its finished tasks stay, detached from the process (a caller on any node still reads its
+-- answer; a new process of the same id starts with a clean trace and idempotency keys), as
+-- plain finished tasks that the retention prune takes like any other.
+UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL, namespace = NULL,
+    process_id = NULL WHERE concurrency_key = $1

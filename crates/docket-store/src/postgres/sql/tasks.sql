@@ -29,7 +29,7 @@ WITH ins AS (
 
 -- name: throughput
 -- The kept minutes (docket_core::counts) and what finished after counted_to ($2, bound).
-SELECT m, sum(completed)::bigint, sum(failed)::bigint FROM (
+SELECT m, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed FROM (
     SELECT minute AS m, completed, discarded AS failed FROM docket_queue_minutes
         WHERE minute >= date_trunc('minute', $1::timestamptz)
     UNION ALL
@@ -106,3 +106,9 @@ DELETE FROM docket_tasks WHERE id IN (SELECT (jsonb_array_elements_text($1))::bi
 -- A task a retry may make unfinished, locked, with what the kept counts need.
 SELECT queue, state, finished_at FROM docket_tasks WHERE id = $1
     AND state IN ('discarded','cancelled') FOR UPDATE
+
+-- name: next_due
+SELECT min(run_at) AS run_at FROM docket_tasks WHERE state IN ('scheduled','retryable')
+
+-- name: set_result
+UPDATE docket_tasks SET result = $2 WHERE id = $1

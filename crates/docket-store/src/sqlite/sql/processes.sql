@@ -9,7 +9,7 @@ UPDATE docket_processes SET
 UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1
     AND state IN ('scheduled', 'available', 'retryable')
 
--- name: append_events
+-- name: insert_event
 INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
 
@@ -41,10 +41,6 @@ INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_
 INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail,
     aux_state, metadata, corrupted_by, created_at, last_event_id)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?10) ON CONFLICT DO NOTHING RETURNING id
-
--- name: import_events
-INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, metadata, payload)
-    VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6)
 
 -- name: zombies
 SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
@@ -79,3 +75,25 @@ SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
 -- name: events_before
 SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
     AND (?3 IS NULL OR event_id < ?3) ORDER BY event_id DESC LIMIT ?4
+
+-- name: lock_status
+-- The writer lock (BEGIN IMMEDIATE) holds the row.
+SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2
+
+-- name: lock_process
+SELECT last_event_id, status FROM docket_processes WHERE namespace = ?1 AND id = ?2
+
+-- name: remove_events
+DELETE FROM docket_events WHERE namespace = ?1 AND process_id = ?2
+
+-- name: remove
+DELETE FROM docket_processes WHERE namespace = ?1 AND id = ?2
+
+-- name: remove_unfinished
+DELETE FROM docket_tasks WHERE concurrency_key = ?1
+    AND state NOT IN ('completed', 'discarded', 'cancelled')
+
+-- name: detach_finished
+-- Finished tasks stay, detached, until the retention prune: see the PostgreSQL statement.
+UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL, namespace = NULL,
+    process_id = NULL WHERE concurrency_key = ?1
