@@ -287,7 +287,7 @@ async fn run_with_heartbeat(engine: &Engine, h: &dyn Handler, task: &Task) -> Ou
     let lease = task.lease.clone().expect("claimed task has a lease");
     let now = engine.clock.now();
     let ttl = docket_core::time::since(lease.expires_at, now).max(Duration::from_secs(1));
-    let every = (ttl / 2).max(Duration::from_millis(50));
+    let every = docket_core::lease::heartbeat_every(ttl);
     // A handler that enforces the timeout itself (a `sql` task's statement timeout) gets a
     // moment to report its own error first; its failure is still accepted past the deadline.
     let deadline = docket_core::lease::deadline(task);
