@@ -2,7 +2,7 @@
 //! outcomes go to one completer that writes them in batches (one statement per batch), which is
 //! what makes high throughput possible.
 
-use crate::Engine;
+use crate::{Claim, Engine};
 use async_trait::async_trait;
 use docket_core::Task;
 use docket_store::{TaskComplete, TaskFail};
@@ -206,13 +206,10 @@ async fn fetch_loop(
         drop(permit);
         let room = buf.capacity().max(1);
         let tasks = match engine
-            .claim_kinds(
-                &cfg.queue,
-                &cfg.worker,
-                Some(&kinds),
-                room as i64,
-                None,
-                Duration::from_secs(5),
+            .claim(
+                &Claim::new(&cfg.queue, &cfg.worker, room as i64)
+                    .kinds(kinds.iter().cloned())
+                    .wait(Duration::from_secs(5)),
                 &cancel,
             )
             .await

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use docket_core::api::Backend;
 use docket_core::{NewTask, SystemClock, Task};
 use docket_engine::worker::{Handler, Outcome, WorkerConfig, WorkerPool};
-use docket_engine::{Database, DatabaseOptions, Engine, EngineConfig};
+use docket_engine::{Claim, Database, DatabaseOptions, Engine, EngineConfig};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1378,7 +1378,7 @@ async fn churn(url: &str, rate: u32, minutes: u32, sample: u64, hold: bool) -> R
                 engine.enqueue_many(noop_tasks(1, "probe")).await?;
                 let t = Instant::now();
                 let got = engine
-                    .claim("probe", "probe", 1, None, Duration::ZERO, &cancel)
+                    .claim(&Claim::new("probe", "probe", 1), &cancel)
                     .await?;
                 let ms = t.elapsed().as_secs_f64() * 1000.0;
                 claims.lock().expect("lock").push(ms);
