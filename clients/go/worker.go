@@ -14,6 +14,23 @@ import (
 	"time"
 )
 
+// HeartbeatsPerLease is how many heartbeats a worker sends per lease: one every third of it,
+// never more often than MinHeartbeatEvery. docket's rule (docket_core::lease::heartbeat_every;
+// the engine's worker and `docket worker` use it): one late or lost heartbeat still leaves a
+// third of the lease.
+const HeartbeatsPerLease = 3
+
+// MinHeartbeatEvery is the shortest interval between heartbeats (docket's MIN_HEARTBEAT_EVERY).
+const MinHeartbeatEvery = 100 * time.Millisecond
+
+// HeartbeatEvery is the interval between heartbeats for a lease of lease (docket's rule).
+func HeartbeatEvery(lease time.Duration) time.Duration {
+	if every := lease / HeartbeatsPerLease; every > MinHeartbeatEvery {
+		return every
+	}
+	return MinHeartbeatEvery
+}
+
 // Handler runs one task. Its ctx ends at the task's timeout, when docket cancels the task or
 // the lease is lost, or when the worker hands the task back on stop. Return the result (any
 // JSON-encodable value, or *NextStage), or an error: RetryIn and Permanent choose how the
@@ -128,6 +145,7 @@ type running struct {
 	mu        sync.Mutex
 	progress  interface{}
 	leaseEnd  time.Time
+	leaseLen  time.Duration // what a heartbeat extends the lease by
 	beatEvery time.Duration
 	nextBeat  time.Time
 	lost      bool // docket took it back: report nothing
@@ -339,7 +357,7 @@ func (w *Worker) start(t *Task) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	now := time.Now()
-	run := &running{ctx: ctx, timeout: timeout, cancel: cancel, leaseEnd: now.Add(leaseLen), beatEvery: leaseLen / 3, nextBeat: now.Add(leaseLen / 3)}
+	run := &running{ctx: ctx, timeout: timeout, cancel: cancel, leaseEnd: now.Add(leaseLen), leaseLen: leaseLen, beatEvery: HeartbeatEvery(leaseLen), nextBeat: now.Add(HeartbeatEvery(leaseLen))}
 	run.job = &Job{Task: t, worker: w, run: run}
 	w.mu.Lock()
 	w.running[t.ID] = run
@@ -548,7 +566,7 @@ func (w *Worker) beat(ctx context.Context, run *running) {
 	_, err := w.o.Client.Heartbeat(ctx, t.ID, HeartbeatRequest{Lease: t.Lease.Token, Progress: progress})
 	if err == nil {
 		run.mu.Lock()
-		run.leaseEnd = time.Now().Add(run.beatEvery * 3)
+		run.leaseEnd = time.Now().Add(run.leaseLen)
 		run.mu.Unlock()
 		return
 	}

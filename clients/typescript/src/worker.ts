@@ -24,6 +24,19 @@ import { Client, type CompleteItem, type FailItem, type Task } from "./client.js
 import { formatDuration, parseDuration, type Duration } from "./durations.js";
 import { DocketError } from "./errors.js";
 
+/**
+ * Heartbeats per lease: one every third of it, never more often than {@link MIN_HEARTBEAT_EVERY_MS}.
+ * docket's rule (`docket_core::lease::heartbeat_every`; the engine's worker and `docket worker`
+ * use it): one late or lost heartbeat still leaves a third of the lease.
+ */
+export const HEARTBEATS_PER_LEASE = 3;
+/** The shortest interval between heartbeats, ms (docket's `MIN_HEARTBEAT_EVERY`). */
+export const MIN_HEARTBEAT_EVERY_MS = 100;
+/** Ms between heartbeats for a lease of `leaseMs` (docket's rule). */
+export function heartbeatEvery(leaseMs: number): number {
+  return Math.max(leaseMs / HEARTBEATS_PER_LEASE, MIN_HEARTBEAT_EVERY_MS);
+}
+
 /** Throw from a handler: fail this attempt and retry after `delay` (ms or humantime) instead of the backoff. */
 export class Retry extends Error {
   constructor(readonly delay: Duration, message = "retry requested") { super(message); this.name = "Retry"; }
@@ -89,7 +102,7 @@ export interface WorkerOptions {
   signals?: boolean;
 }
 
-interface Running { job: Job; leaseEnd: number; beatEvery: number; nextBeat: number; done: boolean; deadline: number; started: boolean }
+interface Running { job: Job; leaseEnd: number; leaseLen: number; beatEvery: number; nextBeat: number; done: boolean; deadline: number; started: boolean }
 type Report = { what: "complete"; item: CompleteItem; leaseEnd: number } | { what: "fail"; item: FailItem; leaseEnd: number };
 
 const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => {
@@ -223,7 +236,7 @@ export class Worker {
     let leaseLen = Date.parse(lease.expires_at) - Date.parse(task.attempted_at ?? "");
     if (!Number.isFinite(leaseLen) || leaseLen <= 0) leaseLen = timeout;
     const job = new Job(task, this);
-    const run: Running = { job, leaseEnd: now + leaseLen, beatEvery: leaseLen / 3, nextBeat: now + leaseLen / 3,
+    const run: Running = { job, leaseEnd: now + leaseLen, leaseLen, beatEvery: heartbeatEvery(leaseLen), nextBeat: now + heartbeatEvery(leaseLen),
       done: false, deadline: now + timeout, started: false };
     this.running.set(task.id, run);
     this.buffer.push(run);
@@ -347,7 +360,7 @@ export class Worker {
     if (!run || run.done) return;
     try {
       await this.client.heartbeat(job.id, job.lease, { progress: job.progressValue });
-      run.leaseEnd = Date.now() + run.beatEvery * 3;
+      run.leaseEnd = Date.now() + run.leaseLen;
     } catch (e) {
       if (e instanceof DocketError && (e.status === 409 || e.status === 404)) {
         job.ctl.abort(new AbortedError()); // cancelled, lease_lost, timed_out: no longer ours

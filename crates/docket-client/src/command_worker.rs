@@ -42,7 +42,8 @@ pub struct WorkerOptions {
     pub stages: Vec<String>,
     /// Commands run at once.
     pub concurrency: usize,
-    /// Lease per claim; heartbeats every lease/3 extend it.
+    /// Lease per claim; heartbeats every lease/3 extend it
+    /// ([`docket_core::lease::heartbeat_every`]).
     pub lease: Duration,
     /// Worker name recorded on tasks.
     pub name: String,
@@ -467,7 +468,7 @@ async fn run_one(
     });
     let output = child.wait_with_output();
     tokio::pin!(output);
-    let every = (opts.lease / 3).max(Duration::from_millis(100));
+    let every = docket_core::lease::heartbeat_every(opts.lease);
     let timeout = async {
         match deadline {
             Some(d) => tokio::time::sleep_until(d.into()).await,

@@ -5,7 +5,8 @@
 //!
 //! The stores lock and fetch rows, call these functions and write the values they return
 //! (River's split: the service decides, the driver applies). The engine's in-process worker and
-//! `docket worker` call [`deadline`] and [`lease_span`] for their local timers.
+//! `docket worker` call [`deadline`], [`lease_span`] and [`heartbeat_every`] for their local
+//! timers.
 //!
 //! Sources: node-daemons (seed 003) rescues a task whose heartbeat stopped; asyncflow (seed 002)
 //! fails a task held past `max_processing_time`; progressor (seeds 000/001) exempts process
@@ -53,6 +54,25 @@ pub fn lease_span(lease: Duration, left: Option<Duration>) -> Duration {
 pub fn lease_expiry(now: Timestamp, lease: Duration, deadline: Option<Timestamp>) -> Timestamp {
     let left = deadline.map(|d| crate::time::since(d, now));
     crate::time::add(now, lease_span(lease, left))
+}
+
+/// How many heartbeats a holder sends per lease: one every third of it. A third, not a half,
+/// so that one late or lost heartbeat (a slow request, a retried connection, a GC pause) still
+/// leaves a third of the lease for the next one before the task is rescued; more often than a
+/// third only adds load per running task. The engine's in-process worker, `docket worker` and
+/// the native clients (Python, TypeScript, Go, which restate it as a constant) all follow it.
+pub const HEARTBEATS_PER_LEASE: u32 = 3;
+
+/// The shortest interval between heartbeats, whatever the lease: a lease of zero (or of a few
+/// ms) is heartbeaten this often instead of in a busy loop.
+pub const MIN_HEARTBEAT_EVERY: Duration = Duration::from_millis(100);
+
+/// The interval at which the holder of a lease of `lease` heartbeats it: a third of the lease
+/// ([`HEARTBEATS_PER_LEASE`]), never under [`MIN_HEARTBEAT_EVERY`]. Total: no panic for a zero
+/// or a huge lease (a huge lease gives a huge interval, still before the lease runs out). Works
+/// in any clock's units, like [`lease_span`].
+pub fn heartbeat_every(lease: Duration) -> Duration {
+    (lease / HEARTBEATS_PER_LEASE).max(MIN_HEARTBEAT_EVERY)
 }
 
 /// What a claim writes on each task it takes: the lease's length (ms, kept so heartbeats
@@ -421,6 +441,36 @@ mod tests {
     use crate::{NewTask, TaskDefaults};
     use chrono::TimeZone;
     use proptest::prelude::*;
+
+    #[test]
+    fn heartbeat_every_is_a_third_of_the_lease_with_a_floor() {
+        assert_eq!(
+            heartbeat_every(Duration::from_secs(30)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            heartbeat_every(Duration::from_secs(1)),
+            Duration::from_millis(333) + Duration::from_nanos(333_333)
+        );
+        assert_eq!(heartbeat_every(Duration::ZERO), MIN_HEARTBEAT_EVERY);
+        assert_eq!(
+            heartbeat_every(Duration::from_millis(200)),
+            MIN_HEARTBEAT_EVERY
+        );
+        assert_eq!(heartbeat_every(Duration::MAX), Duration::MAX / 3);
+    }
+
+    proptest! {
+        #[test]
+        fn heartbeat_every_comes_before_the_lease_runs_out(ms in 0u64..u64::MAX / 2) {
+            let lease = Duration::from_millis(ms);
+            let every = heartbeat_every(lease);
+            prop_assert!(every >= MIN_HEARTBEAT_EVERY);
+            if lease >= MIN_HEARTBEAT_EVERY * HEARTBEATS_PER_LEASE {
+                prop_assert!(every * HEARTBEATS_PER_LEASE <= lease);
+            }
+        }
+    }
 
     fn t0() -> Timestamp {
         chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()

@@ -328,7 +328,7 @@ pub async fn run(engine: Engine, cancel: CancellationToken) {
         // node up (CLI test serve_stops_promptly_when_the_database_is_gone).
         let claimed = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = engine.claim_with(&claim, &cancel) => r,
+            r = engine.claim(&claim, &cancel) => r,
         };
         match claimed {
             Ok(tasks) => {

@@ -1,4 +1,4 @@
-//! What a claim asks for ([`Claim`], taken by [`Engine::claim_with`]), and handing back what a
+//! What a claim asks for ([`Claim`], taken by [`Engine::claim`]), and handing back what a
 //! claim took but nobody will run: a claim whose answer its worker gave up on
 //! ([`Engine::release_claim`]) and tasks a worker held but did not start
 //! ([`Engine::release_tasks`]). Both count no attempt (issue 37: a graceful stop strands
@@ -34,6 +34,47 @@ pub struct Claim {
     /// The claim's id, its lease tokens' nonce (`api::ClaimRequest::claim_id`, read with
     /// [`LeaseToken::claim_nonce`]) [a random nonce].
     pub claim_id: Option<u128>,
+}
+
+impl Claim {
+    /// A claim of up to `limit` tasks of `queue` by `worker`: any kind and stage, each task's
+    /// timeout as its lease, no wait; the setters below change that.
+    pub fn new(queue: impl Into<String>, worker: impl Into<String>, limit: i64) -> Self {
+        Claim {
+            queue: queue.into(),
+            worker: worker.into(),
+            limit,
+            ..Claim::default()
+        }
+    }
+
+    /// Only tasks of these kinds.
+    #[must_use]
+    pub fn kinds<S: Into<String>>(mut self, kinds: impl IntoIterator<Item = S>) -> Self {
+        self.kinds = Some(kinds.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Only tasks at these stages.
+    #[must_use]
+    pub fn stages<S: Into<String>>(mut self, stages: impl IntoIterator<Item = S>) -> Self {
+        self.stages = Some(stages.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Lease per task (a `Duration`, or `None`: each task's timeout).
+    #[must_use]
+    pub fn lease(mut self, lease: impl Into<Option<Duration>>) -> Self {
+        self.lease = lease.into();
+        self
+    }
+
+    /// Long-poll up to `wait` for a task when none is available.
+    #[must_use]
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
 }
 
 impl Engine {

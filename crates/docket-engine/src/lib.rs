@@ -383,85 +383,18 @@ impl Engine {
         Ok(out)
     }
 
-    /// Claims up to `limit` tasks; when none is available waits up to `wait` for one, waking
-    /// as soon as a task becomes available (or `cancel` fires).
+    /// Claims as `c` says (see [`Claim`]): up to `c.limit` tasks, waiting up to `c.wait` for
+    /// one when none is available, waking as soon as one is (or `cancel` fires). Only tasks of
+    /// `c.kinds` and `c.stages` when set: a worker takes only what it can run, and a task
+    /// nobody handles waits (asyncflow holds tasks by task type and stage). Each claimed
+    /// task's lease carries its attempt's own trace id
+    /// ([`docket_core::run::attempt_trace_id`]). A claim with a `claim_id` checks, once
+    /// committed, whether its worker released it meanwhile ([`Engine::release_claim`]), and
+    /// then hands its tasks back and answers none.
     ///
     /// # Errors
     /// Store errors.
     pub async fn claim(
-        &self,
-        queue: &str,
-        worker: &str,
-        limit: i64,
-        lease: Option<Duration>,
-        wait: Duration,
-        cancel: &CancellationToken,
-    ) -> Result<Vec<Task>, EngineError> {
-        self.claim_kinds(queue, worker, None, limit, lease, wait, cancel)
-            .await
-    }
-
-    /// [`Engine::claim`] of only the tasks whose kind is in `kinds` (None: any kind): a
-    /// worker takes only what it can run, and a task nobody handles waits (asyncflow holds
-    /// tasks by task type).
-    ///
-    /// # Errors
-    /// Store errors.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn claim_kinds(
-        &self,
-        queue: &str,
-        worker: &str,
-        kinds: Option<&[String]>,
-        limit: i64,
-        lease: Option<Duration>,
-        wait: Duration,
-        cancel: &CancellationToken,
-    ) -> Result<Vec<Task>, EngineError> {
-        self.claim_where(queue, worker, kinds, None, limit, lease, wait, cancel)
-            .await
-    }
-
-    /// [`Engine::claim_kinds`] that also picks stages (`stages`, None: any stage; asyncflow's
-    /// task_stage). Each claimed task's lease carries its attempt's own trace id
-    /// ([`docket_core::run::attempt_trace_id`]).
-    ///
-    /// # Errors
-    /// Store errors.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn claim_where(
-        &self,
-        queue: &str,
-        worker: &str,
-        kinds: Option<&[String]>,
-        stages: Option<&[String]>,
-        limit: i64,
-        lease: Option<Duration>,
-        wait: Duration,
-        cancel: &CancellationToken,
-    ) -> Result<Vec<Task>, EngineError> {
-        let c = Claim {
-            queue: queue.to_string(),
-            worker: worker.to_string(),
-            kinds: kinds.map(<[String]>::to_vec),
-            stages: stages.map(<[String]>::to_vec),
-            limit,
-            lease,
-            wait,
-            poll: None,
-            claim_id: None,
-        };
-        self.claim_with(&c, cancel).await
-    }
-
-    /// Claims as `c` says (see [`Claim`]): up to `c.limit` tasks, waiting up to `c.wait` for
-    /// one when none is available, waking as soon as one is (or `cancel` fires). A claim with
-    /// a `claim_id` checks, once committed, whether its worker released it meanwhile
-    /// ([`Engine::release_claim`]), and then hands its tasks back and answers none.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub async fn claim_with(
         &self,
         c: &Claim,
         cancel: &CancellationToken,

@@ -43,7 +43,7 @@ impl Default for StepFeed {
 /// The wake-ups of one queue's idle claimers. An insert wakes one claimer (`one`), not all of
 /// them: ten long-polling claimers woken for one task made ten claim statements race for it,
 /// and the one that won waited for the others (issue 24). The rules that keep every task found
-/// without a poll ([`crate::Engine::claim_where`] applies them):
+/// without a poll ([`crate::Engine::claim`] applies them):
 /// - a claimer woken by `one` whose claim came back full wakes the next one (there may be
 ///   more);
 /// - a claimer that takes only some kinds or stages, woken by `one`, whose claim was not full

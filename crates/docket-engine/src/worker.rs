@@ -2,7 +2,7 @@
 //! outcomes go to one completer that writes them in batches (one statement per batch), which is
 //! what makes high throughput possible.
 
-use crate::Engine;
+use crate::{Claim, Engine};
 use async_trait::async_trait;
 use docket_core::Task;
 use docket_store::{TaskComplete, TaskFail};
@@ -206,13 +206,10 @@ async fn fetch_loop(
         drop(permit);
         let room = buf.capacity().max(1);
         let tasks = match engine
-            .claim_kinds(
-                &cfg.queue,
-                &cfg.worker,
-                Some(&kinds),
-                room as i64,
-                None,
-                Duration::from_secs(5),
+            .claim(
+                &Claim::new(&cfg.queue, &cfg.worker, room as i64)
+                    .kinds(kinds.iter().cloned())
+                    .wait(Duration::from_secs(5)),
                 &cancel,
             )
             .await
@@ -287,7 +284,7 @@ async fn run_with_heartbeat(engine: &Engine, h: &dyn Handler, task: &Task) -> Ou
     let lease = task.lease.clone().expect("claimed task has a lease");
     let now = engine.clock.now();
     let ttl = docket_core::time::since(lease.expires_at, now).max(Duration::from_secs(1));
-    let every = (ttl / 2).max(Duration::from_millis(50));
+    let every = docket_core::lease::heartbeat_every(ttl);
     // A handler that enforces the timeout itself (a `sql` task's statement timeout) gets a
     // moment to report its own error first; its failure is still accepted past the deadline.
     let deadline = docket_core::lease::deadline(task);

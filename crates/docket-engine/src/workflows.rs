@@ -319,7 +319,8 @@ impl Engine {
         }
     }
 
-    /// Fills `deps` of claimed workflow tasks with their dependencies' results.
+    /// Fills `deps` of claimed workflow tasks with their dependencies' results, read in one
+    /// query for the whole claim.
     ///
     /// # Errors
     /// Store errors.
@@ -327,15 +328,19 @@ impl Engine {
         &self,
         tasks: &mut [docket_core::Task],
     ) -> Result<(), EngineError> {
-        for t in tasks.iter_mut().filter(|t| t.batch_id.is_some()) {
-            let results = self.store.workflow_dep_results(t.id).await?;
-            if !results.is_empty() {
-                t.deps = Some(
-                    results
-                        .into_iter()
-                        .map(|(r, v)| (r, v.unwrap_or(serde_json::Value::Null)))
-                        .collect(),
-                );
+        let ids: Vec<i64> = tasks
+            .iter()
+            .filter(|t| t.batch_id.is_some())
+            .map(|t| t.id)
+            .collect();
+        let rows = self.store.workflow_dep_results_many(&ids).await?;
+        let at: std::collections::HashMap<i64, usize> =
+            tasks.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+        for (id, r, v) in rows {
+            if let Some(t) = at.get(&id).map(|&i| &mut tasks[i]) {
+                t.deps
+                    .get_or_insert_with(Default::default)
+                    .insert(r, v.unwrap_or(serde_json::Value::Null));
             }
         }
         Ok(())

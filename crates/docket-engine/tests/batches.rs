@@ -4,7 +4,7 @@
 
 use docket_core::batch::{Callbacks, NewBatch};
 use docket_core::{NewTask, SystemClock, TaskState};
-use docket_engine::{Engine, EngineConfig};
+use docket_engine::{Claim, Engine, EngineConfig};
 use docket_store::testing::TestStore;
 use docket_store::{TaskComplete, TaskFail, TaskListParams};
 use serde_json::json;
@@ -27,11 +27,7 @@ async fn work(e: Engine, w: usize, stop: CancellationToken) {
     while !stop.is_cancelled() {
         let got = e
             .claim(
-                "default",
-                &format!("w{w}"),
-                10,
-                None,
-                Duration::from_millis(200),
+                &Claim::new("default", format!("w{w}"), 10).wait(Duration::from_millis(200)),
                 &stop,
             )
             .await
@@ -277,11 +273,8 @@ async fn dag_runs_in_dependency_order(db: TestStore) {
             while !stop.is_cancelled() {
                 let got = e
                     .claim(
-                        "default",
-                        &format!("w{w}"),
-                        10,
-                        None,
-                        Duration::from_millis(200),
+                        &Claim::new("default", format!("w{w}"), 10)
+                            .wait(Duration::from_millis(200)),
                         &stop,
                     )
                     .await

@@ -5,7 +5,7 @@
 
 use docket_core::bulk::{BulkAction, BulkFilter, BulkProgress, QUEUE};
 use docket_core::{NewTask, SystemClock, TaskState};
-use docket_engine::{Engine, EngineConfig};
+use docket_engine::{Claim, Engine, EngineConfig};
 use docket_store::testing::TestStore;
 use docket_store::TaskListParams;
 use serde_json::json;
@@ -98,11 +98,9 @@ async fn bulk_on_two_nodes(db: TestStore) {
     let never = CancellationToken::new();
     let held = a
         .claim(
-            QUEUE,
-            "dying",
-            2,
-            Some(Duration::from_millis(800)),
-            Duration::from_millis(50),
+            &Claim::new(QUEUE, "dying", 2)
+                .lease(Duration::from_millis(800))
+                .wait(Duration::from_millis(50)),
             &never,
         )
         .await

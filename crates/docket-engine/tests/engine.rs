@@ -7,7 +7,7 @@ use docket_core::{Clock, ManualClock, NewTask, SystemClock, Task, TaskState};
 use docket_engine::maintenance;
 use docket_engine::probe::{Probe, Step};
 use docket_engine::worker::{Handler, Outcome, WorkerConfig, WorkerPool};
-use docket_engine::{Engine, EngineConfig};
+use docket_engine::{Claim, Engine, EngineConfig};
 use docket_store::testing::TestStore;
 use docket_store::{Store, TaskListParams};
 use serde_json::json;
@@ -358,11 +358,7 @@ async fn maintenance_with_manual_clock(db: Db) {
     let never = CancellationToken::new();
     let c = e
         .claim(
-            "default",
-            "w",
-            1,
-            Some(Duration::from_secs(5)),
-            Duration::ZERO,
+            &Claim::new("default", "w", 1).lease(Duration::from_secs(5)),
             &never,
         )
         .await
@@ -606,7 +602,7 @@ async fn two_nodes_claim_each_task_once(db: Db) {
             let mut mine = vec![];
             loop {
                 let got = e
-                    .claim("default", &format!("w{w}"), 5, None, Duration::ZERO, &stop)
+                    .claim(&Claim::new("default", format!("w{w}"), 5), &stop)
                     .await
                     .unwrap();
                 if got.is_empty() {
@@ -698,7 +694,7 @@ async fn limits_hold_across_nodes(db: Db) {
             let mut idle = 0;
             while idle < 50 {
                 let got = e
-                    .claim(q, &format!("w{w}"), 1, None, Duration::ZERO, &stop)
+                    .claim(&Claim::new(q, format!("w{w}"), 1), &stop)
                     .await
                     .unwrap();
                 if got.is_empty() {
@@ -761,7 +757,10 @@ async fn other_nodes_find_work(db: Db) {
         tokio::spawn(async move {
             let t0 = Instant::now();
             let got = e
-                .claim("far", "w", 1, None, Duration::from_secs(20), &stop)
+                .claim(
+                    &Claim::new("far", "w", 1).wait(Duration::from_secs(20)),
+                    &stop,
+                )
                 .await
                 .unwrap();
             (t0.elapsed(), got)
@@ -813,13 +812,11 @@ fn claim_in_background(
     tokio::spawn(async move {
         let t0 = Instant::now();
         let got = e
-            .claim_kinds(
-                queue,
-                "w",
-                kinds.as_deref(),
-                limit,
-                None,
-                Duration::from_secs(30),
+            .claim(
+                &Claim {
+                    kinds,
+                    ..Claim::new(queue, "w", limit).wait(Duration::from_secs(30))
+                },
                 &stop,
             )
             .await
@@ -1042,10 +1039,7 @@ async fn schedule_after_end_waits_for_the_run(db: Db) {
         assert_eq!(fire().await.unwrap(), 0);
     }
     let stop = tokio_util::sync::CancellationToken::new();
-    let got = e
-        .claim("naps", "w", 1, None, Duration::ZERO, &stop)
-        .await
-        .unwrap();
+    let got = e.claim(&Claim::new("naps", "w", 1), &stop).await.unwrap();
     assert_eq!(got.len(), 1);
     clock.advance(Duration::from_secs(30));
     let ended = clock.now();
@@ -1095,7 +1089,10 @@ async fn schedule_interval_sets_the_poll(db: Db) {
         let stop = stop.clone();
         tokio::spawn(async move {
             let t0 = Instant::now();
-            let got = e.claim(queue, "w", 1, None, wait, &stop).await.unwrap();
+            let got = e
+                .claim(&Claim::new(queue, "w", 1).wait(wait), &stop)
+                .await
+                .unwrap();
             (t0.elapsed(), got.len())
         })
     };
@@ -1161,12 +1158,15 @@ async fn drain_moves_tasks_and_stops_claiming(db: Db) {
     assert!(engines[1].is_draining(), "its heartbeat reads the registry");
     let t0 = Instant::now();
     let none = engines[1]
-        .claim("default", "w", 10, None, Duration::from_millis(300), &stop)
+        .claim(
+            &Claim::new("default", "w", 10).wait(Duration::from_millis(300)),
+            &stop,
+        )
         .await
         .unwrap();
     assert!(none.is_empty() && t0.elapsed() >= Duration::from_millis(250));
     let got = engines[0]
-        .claim("default", "w", 10, None, Duration::ZERO, &stop)
+        .claim(&Claim::new("default", "w", 10), &stop)
         .await
         .unwrap();
     assert_eq!(got.len(), 3, "moved to n1 and claimed there");
@@ -1210,7 +1210,7 @@ async fn rotate_turns_the_ring_every_interval(db: Db) {
     assert_eq!(moved, if pg { vec![0, 0, 0, 1] } else { vec![0; 4] });
     let never = CancellationToken::new();
     let c = e
-        .claim("default", "w", 5, None, Duration::ZERO, &never)
+        .claim(&Claim::new("default", "w", 5), &never)
         .await
         .unwrap();
     assert_eq!(c.len(), 1);

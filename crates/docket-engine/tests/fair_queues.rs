@@ -4,12 +4,11 @@
 //! in is the store's conformance case `fair_claims_take_partitions_in_turn`.)
 
 use docket_core::{NewTask, QueueSettings, SystemClock, TaskState};
-use docket_engine::{Engine, EngineConfig};
+use docket_engine::{Claim, Engine, EngineConfig};
 use docket_store::testing::TestStore;
 use docket_store::{TaskComplete, TaskListParams};
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Claimers, four on each node.
@@ -22,7 +21,7 @@ const ROUNDS: usize = 15;
 /// Claims `limit` of queue `fq` on `e` without waiting and completes them at once; the ids.
 async fn claim_and_complete(e: &Engine, w: usize, stop: &CancellationToken) -> Vec<i64> {
     let got = e
-        .claim("fq", &format!("w{w}"), LIMIT, None, Duration::ZERO, stop)
+        .claim(&Claim::new("fq", format!("w{w}"), LIMIT), stop)
         .await
         .unwrap();
     let items: Vec<TaskComplete> = got

@@ -7,7 +7,7 @@
 
 use docket_core::rate_limit::{Kind, RateLimitSpec};
 use docket_core::{NewTask, SystemClock, TaskState};
-use docket_engine::{maintenance, Engine, EngineConfig, EngineError};
+use docket_engine::{maintenance, Claim, Engine, EngineConfig, EngineError};
 use docket_store::testing::TestStore;
 use docket_store::{Store, TaskComplete, TaskListParams};
 use serde_json::json;
@@ -24,11 +24,7 @@ async fn work(e: Engine, w: usize, seen: Seen, stop: CancellationToken) {
     while !stop.is_cancelled() {
         let got = e
             .claim(
-                "api",
-                &format!("w{w}"),
-                10,
-                None,
-                Duration::from_millis(200),
+                &Claim::new("api", format!("w{w}"), 10).wait(Duration::from_millis(200)),
                 &stop,
             )
             .await
@@ -322,7 +318,7 @@ async fn concurrent_limit_on_two_nodes(db: TestStore) {
             while !finished(&hands.lock().unwrap()) {
                 let wait = Duration::from_millis(200);
                 let got = e
-                    .claim("render", &format!("w{w}"), 2, None, wait, &stop)
+                    .claim(&Claim::new("render", format!("w{w}"), 2).wait(wait), &stop)
                     .await
                     .unwrap();
                 let keys: Vec<String> = got.iter().map(|t| t.rate_limit.clone().unwrap()).collect();
@@ -412,7 +408,7 @@ async fn a_completion_wakes_the_keys_claimers(db: TestStore) {
             .map(|t| t.id)
             .collect();
         let first = engines[0]
-            .claim(queue, "w1", 10, None, Duration::ZERO, &stop)
+            .claim(&Claim::new(queue, "w1", 10), &stop)
             .await
             .unwrap();
         assert_eq!(first.len(), 1, "{queue}: the key admits one");
@@ -421,7 +417,10 @@ async fn a_completion_wakes_the_keys_claimers(db: TestStore) {
             let queue = queue.to_string();
             tokio::spawn(async move {
                 let got = e
-                    .claim(&queue, "w2", 10, None, Duration::from_secs(30), &stop)
+                    .claim(
+                        &Claim::new(&queue, "w2", 10).wait(Duration::from_secs(30)),
+                        &stop,
+                    )
                     .await
                     .unwrap();
                 (Instant::now(), got)

@@ -25,7 +25,7 @@ async fn node(
         url,
         schema: Some(schema.into()),
         max_connections: Some(20),
-        relaxed_commit: true,
+        strict_commit: false,
     })
     .await
     .expect("PostgreSQL is running");

@@ -6,7 +6,7 @@
 use docket_core::batch::Callbacks;
 use docket_core::workflow::{Dependency, NewWorkflow, SubWorkflow, WorkflowAddition, WorkflowTask};
 use docket_core::{NewTask, SystemClock, TaskState};
-use docket_engine::{Engine, EngineConfig, EngineError};
+use docket_engine::{Claim, Engine, EngineConfig, EngineError};
 use docket_store::testing::TestStore;
 use docket_store::{TaskComplete, TaskFail, TaskListParams};
 use serde_json::json;
@@ -42,7 +42,10 @@ async fn work(e: Engine, stop: CancellationToken, log: Log) {
     let mut failed_once = false;
     while !stop.is_cancelled() {
         let got = e
-            .claim("default", "w", 5, None, Duration::from_millis(100), &stop)
+            .claim(
+                &Claim::new("default", "w", 5).wait(Duration::from_millis(100)),
+                &stop,
+            )
             .await
             .unwrap();
         for t in got {

@@ -29,6 +29,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use docket_core::patch::TaskPatch;
 use docket_core::{TaskState, Timestamp};
+use docket_engine::Claim;
 use std::collections::HashMap;
 
 /// The worker name recorded on tasks held through these routes.
@@ -609,16 +610,7 @@ async fn hold_task(
     auth::check_queue(caller(&who), &queue)?;
     let got = s
         .engine
-        .claim_where(
-            &queue,
-            WORKER,
-            None,
-            None,
-            limit(&q, 1)?,
-            None,
-            std::time::Duration::ZERO,
-            &s.shutdown,
-        )
+        .claim(&Claim::new(&queue, WORKER, limit(&q, 1)?), &s.shutdown)
         .await?;
     ok(json!({"taskList": got.iter().map(task_data).collect::<Vec<_>>()}))
 }

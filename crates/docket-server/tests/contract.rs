@@ -91,7 +91,7 @@ async fn pg() -> Node {
         url,
         schema: Some(format!("t_{}", uuid::Uuid::new_v4().simple())),
         max_connections: Some(8),
-        relaxed_commit: true,
+        strict_commit: false,
     })
     .await
     .expect("PostgreSQL is running (scripts/test.sh starts it)");

@@ -9,7 +9,7 @@ use docket_core::process::{NewEvent, ProcessorReply, ProcessorRequest, Processor
 use docket_core::sink::Message;
 use docket_core::SystemClock;
 use docket_engine::process::{ProcessService, Processor, Request, Sink, SinkSpec};
-use docket_engine::{Engine, EngineConfig};
+use docket_engine::{Claim, Engine, EngineConfig};
 use docket_sinks::testing::NatsServer;
 use docket_sinks::SinkConfig;
 use docket_store::testing::TestStore;
@@ -926,7 +926,7 @@ async fn task_events_reach_the_brokers(backend: &str) {
         }
         let never = CancellationToken::new();
         let c = engine
-            .claim(q, "w", 100, None, Duration::ZERO, &never)
+            .claim(&Claim::new(q, "w", 100), &never)
             .await
             .unwrap();
         assert_eq!(c.len(), 20);
@@ -962,7 +962,10 @@ async fn task_events_reach_the_brokers(backend: &str) {
             );
             again.extend(
                 engine
-                    .claim(q, "w", 100, None, Duration::from_millis(500), &never)
+                    .claim(
+                        &Claim::new(q, "w", 100).wait(Duration::from_millis(500)),
+                        &never,
+                    )
                     .await
                     .unwrap(),
             );

@@ -104,7 +104,7 @@ async fn docket_store_connects_over_verified_tls() {
         ),
         schema: Some(schema.clone()),
         max_connections: Some(2),
-        relaxed_commit: true,
+        strict_commit: false,
     };
     let store = docket_store::connect(&open("localhost")).await.unwrap();
     store.migrate().await.unwrap();

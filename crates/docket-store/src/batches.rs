@@ -101,14 +101,29 @@ pub trait BatchStore: Send + Sync {
         batch_id: i64,
     ) -> Result<Vec<docket_core::workflow::WorkflowNode>>;
 
-    /// The results of a task's dependencies by ref (a workflow task's `deps` at its claim).
+    /// The results of the dependencies of each of `task_ids`, in one query (the `deps` of the
+    /// workflow tasks a claim took): rows of (task id, dependency's ref, its result), by task
+    /// id, then by dependency id. A task without dependencies has no row.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn workflow_dep_results_many(
+        &self,
+        task_ids: &[i64],
+    ) -> Result<Vec<(i64, String, Option<serde_json::Value>)>>;
+
+    /// The results of one task's dependencies by ref ([`BatchStore::workflow_dep_results_many`]
+    /// of one task).
     ///
     /// # Errors
     /// Database failure.
     async fn workflow_dep_results(
         &self,
         task_id: i64,
-    ) -> Result<Vec<(String, Option<serde_json::Value>)>>;
+    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        let rows = self.workflow_dep_results_many(&[task_id]).await?;
+        Ok(rows.into_iter().map(|(_, r, v)| (r, v)).collect())
+    }
 }
 
 /// A task waiting for its dependencies (see [`BatchStore::workflow_waiting`]).

@@ -34,6 +34,7 @@ mod maintenance;
 pub mod mysql;
 mod nodes;
 mod notifications;
+mod open;
 mod portable;
 pub mod postgres;
 mod processes;
@@ -56,6 +57,7 @@ pub(crate) use leases::{claim_keys, claim_pick, claimed, ClaimCandidate, ClaimCo
 pub use maintenance::*;
 pub use nodes::*;
 pub use notifications::*;
+pub use open::*;
 pub use processes::*;
 pub use queues::*;
 pub(crate) use queues::{empty_counts, merge_queues, QueueTimes};
@@ -113,50 +115,4 @@ pub trait Store:
 
     /// Closes the pool.
     async fn close(&self);
-}
-
-/// How to connect.
-#[derive(Debug, Clone)]
-pub struct ConnectOptions {
-    /// `postgres://…` or `sqlite://path` (created if missing).
-    pub url: String,
-    /// PostgreSQL schema to use (created if missing); default `public`.
-    pub schema: Option<String>,
-    /// Pool size; default 10 (PostgreSQL) / 4 readers + 1 writer (SQLite).
-    pub max_connections: Option<u32>,
-    /// PostgreSQL: commit claims and completions without waiting for the WAL flush (see
-    /// `PgStore::begin_hot`); default true. Enqueues always wait for durability.
-    pub relaxed_commit: bool,
-}
-
-impl ConnectOptions {
-    /// Options for `url` with defaults.
-    pub fn new(url: impl Into<String>) -> Self {
-        ConnectOptions {
-            url: url.into(),
-            schema: None,
-            max_connections: None,
-            relaxed_commit: true,
-        }
-    }
-}
-
-/// Opens the store for a URL: `postgres://` / `postgresql://` or `sqlite:`.
-///
-/// # Errors
-/// [`StoreError::Invalid`] for another scheme; database errors when it cannot connect.
-pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>> {
-    let url = opts.url.as_str();
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(postgres::PgStore::connect(opts).await?))
-    } else if url.starts_with("sqlite:") {
-        Ok(Arc::new(sqlite::SqliteStore::connect(opts).await?))
-    } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
-        Ok(Arc::new(mysql::MySqlStore::connect(opts).await?))
-    } else {
-        Err(StoreError::Invalid(format!(
-            "unsupported database URL {url:?}: use postgres://user@host/db, \
-             mysql://user@host/db (MySQL 8.0+, MariaDB 10.6+; also mariadb://) or sqlite://path/to/file.db"
-        )))
-    }
 }

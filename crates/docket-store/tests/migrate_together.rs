@@ -40,7 +40,7 @@ async fn mysql() {
             url: docket_store::mysql::MySqlStore::url_with_database(&hosts[i % 2], &db),
             schema: None,
             max_connections: Some(2),
-            relaxed_commit: true,
+            strict_commit: false,
         })
         .collect();
     together(opts).await;
@@ -69,7 +69,7 @@ async fn postgres() {
             url: TestStore::pg_url(),
             schema: Some(schema.clone()),
             max_connections: Some(2),
-            relaxed_commit: true,
+            strict_commit: false,
         })
         .collect();
     together(opts).await;

@@ -45,6 +45,17 @@ from .errors import Conflict, DocketError, NotFound, RateLimited
 
 log = logging.getLogger("docket_client.worker")
 
+#: Heartbeats per lease: one every third of it, never more often than ``MIN_HEARTBEAT_EVERY``
+#: seconds. docket's rule (``docket_core::lease::heartbeat_every``; the engine's worker and
+#: ``docket worker`` use it): one late or lost heartbeat still leaves a third of the lease.
+HEARTBEATS_PER_LEASE = 3
+MIN_HEARTBEAT_EVERY = 0.1
+
+
+def heartbeat_every(lease: float) -> float:
+    """Seconds between heartbeats for a lease of ``lease`` seconds (docket's rule)."""
+    return max(lease / HEARTBEATS_PER_LEASE, MIN_HEARTBEAT_EVERY)
+
 
 class Retry(Exception):
     """Raise from a handler to fail this attempt and retry after ``delay`` (seconds, a
@@ -133,6 +144,7 @@ class _Running:
     handler_task: Optional["asyncio.Task[Any]"]
     deadline: float          # monotonic: the attempt's timeout
     lease_end: float         # monotonic: when the lease runs out unless extended
+    lease_len: float         # seconds a heartbeat extends it by
     beat_every: float
     next_beat: float
     done: bool = False
@@ -316,8 +328,9 @@ class Worker:
             lease_len = timeout
         job = Job(task=task, _worker=self)
         run = _Running(job, None, deadline=now + timeout,  # type: ignore[arg-type]
-                       lease_end=now + lease_len, beat_every=lease_len / 3,
-                       next_beat=now + lease_len / 3)
+                       lease_end=now + lease_len, lease_len=lease_len,
+                       beat_every=heartbeat_every(lease_len),
+                       next_beat=now + heartbeat_every(lease_len))
         self._running[job.id] = run
         self._buffer.append(run)
         self._pump()
@@ -455,7 +468,7 @@ class Worker:
         try:
             lease = await self.client.heartbeat(
                 job.id, job.lease, progress=job._progress if job._progress_set else None)
-            run.lease_end = time.monotonic() + run.beat_every * 3
+            run.lease_end = time.monotonic() + run.lease_len
             del lease
         except (Conflict, NotFound) as e:  # cancelled, lease_lost, timed_out: not ours now
             log.info("task %s: %s; stopping its handler", job.id, e.code)

@@ -28,7 +28,7 @@ impl ProcessService {
             // call_scan_timeout (progressor's call scan), or sooner at the queue's poll interval.
             let claimed = self
                 .engine
-                .claim_with(
+                .claim(
                     &crate::Claim {
                         queue: queue.clone(),
                         worker: worker.clone(),
@@ -180,7 +180,17 @@ impl ProcessService {
         let done = std::time::Instant::now();
         let ok = matches!(reply, Ok(ProcessorReply::Ok(_)));
         let r = self
-            .finish(ns, pid, t, token, reply, corrupted_by, &cfg)
+            .finish(
+                Held {
+                    ns,
+                    pid,
+                    t,
+                    token,
+                    corrupted_by,
+                },
+                reply,
+                &cfg,
+            )
             .await;
         let completion = if ok && r.is_ok() { "complete" } else { "error" };
         ::metrics::histogram!(M::TASK_COMPLETION, "namespace" => ns.to_string(), "completion_type" => completion)
@@ -188,18 +198,20 @@ impl ProcessService {
         r
     }
 
-    /// Stores what the processor answered.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn finish(
+    /// Stores what the processor answered about `held`.
+    async fn finish(
         &self,
-        ns: &str,
-        pid: String,
-        t: Task,
-        token: String,
+        held: Held<'_>,
         reply: Result<ProcessorReply, String>,
-        corrupted_by: Option<i64>,
         cfg: &NamespaceConfig,
     ) -> Result<(), EngineError> {
+        let Held {
+            ns,
+            pid,
+            t,
+            token,
+            corrupted_by,
+        } = held;
         let cfg = cfg.clone();
         let now = || self.engine.clock.now();
         match reply {
@@ -319,4 +331,18 @@ impl ProcessService {
             .await?;
         Ok(())
     }
+}
+
+/// A process step held by this runner, as `finish` stores its answer.
+struct Held<'a> {
+    /// The process's namespace.
+    ns: &'a str,
+    /// The process's id.
+    pid: String,
+    /// The step's task.
+    t: Task,
+    /// The step's lease token.
+    token: String,
+    /// The event that corrupted the process (a repair re-arms that timer).
+    corrupted_by: Option<i64>,
 }

@@ -283,7 +283,7 @@ pub(crate) async fn queue_claim(
         poll: None,
         claim_id,
     };
-    let tasks = s.engine.claim_with(&claim, &cancel).await?;
+    let tasks = s.engine.claim(&claim, &cancel).await?;
     if !tasks.is_empty() && cancel.is_cancelled() && !s.shutdown.is_cancelled() {
         // The client went away while the claim ran: the answer cannot reach it. Hand the
         // tasks back now rather than let their leases run out (a client that hung up just

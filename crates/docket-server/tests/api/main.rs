@@ -70,7 +70,7 @@ async fn pg_store(schema: &str) -> Arc<dyn Store> {
         url: pg_url(),
         schema: Some(schema.into()),
         max_connections: Some(8),
-        relaxed_commit: true,
+        strict_commit: false,
     })
     .await
     .expect("PostgreSQL is running (scripts/test.sh starts it)")

@@ -398,15 +398,17 @@ impl<D: Driver + QueueDriver> BatchStore for D {
             .collect()
     }
 
-    async fn workflow_dep_results(
+    async fn workflow_dep_results_many(
         &self,
-        task_id: i64,
-    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
-        let rows = self
-            .fetch(stmt!(batches, dep_results), args![task_id])
-            .await?;
+        task_ids: &[i64],
+    ) -> Result<Vec<(i64, String, Option<serde_json::Value>)>> {
+        if task_ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let ids = serde_json::Value::from(task_ids.to_vec());
+        let rows = self.fetch(stmt!(batches, dep_results), args![&ids]).await?;
         rows.iter()
-            .map(|r| Ok((r.text("ref")?, r.json_opt("result")?)))
+            .map(|r| Ok((r.int("task_id")?, r.text("ref")?, r.json_opt("result")?)))
             .collect()
     }
 }

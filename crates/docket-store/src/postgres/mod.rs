@@ -151,7 +151,7 @@ impl PgStore {
         // 10 million finished tasks, for a range of a few rows the planner could not size (a
         // subquery's bound; EXPLAIN ANALYZE, issue 27), and they would take the cores claimers
         // need; the one big statement, the hourly recount, runs on one core.
-        let commit = if opts.relaxed_commit { "off" } else { "on" };
+        let commit = if opts.strict_commit { "on" } else { "off" };
         let sessions = |base: &PgConnectOptions| {
             let conn = base.clone().options([
                 ("search_path", schema.as_str()),
@@ -192,7 +192,7 @@ impl PgStore {
             pool,
             claim_pool,
             schema,
-            relaxed_commit: opts.relaxed_commit,
+            relaxed_commit: !opts.strict_commit,
             claims_fast: Arc::default(),
         })
     }

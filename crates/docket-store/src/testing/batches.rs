@@ -373,6 +373,19 @@ pub(super) async fn workflows_release_and_cancel(b: Bundle) {
         "a, and b without a result yet"
     );
     assert!(s.workflow_dep_results(ids[0]).await.unwrap().is_empty());
+    // Many tasks at once (a claim's workflow tasks): the same rows, by task.
+    let many = s
+        .workflow_dep_results_many(&[ids[2], ids[0], ids[1]])
+        .await
+        .unwrap();
+    let mut one_by_one = vec![];
+    for id in [ids[1], ids[2]] {
+        for (r, v) in s.workflow_dep_results(id).await.unwrap() {
+            one_by_one.push((id, r, v));
+        }
+    }
+    assert_eq!(many, one_by_one);
+    assert!(s.workflow_dep_results_many(&[]).await.unwrap().is_empty());
     let graph = s.workflow_graph(wf.id).await.unwrap();
     assert!(graph.iter().all(|n| !n.waiting));
     assert_eq!(graph[2].state, TaskState::Cancelled);

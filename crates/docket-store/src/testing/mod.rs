@@ -71,7 +71,7 @@ impl TestStore {
             url: Self::pg_url(),
             schema: Some(schema.clone()),
             max_connections: Some(max_connections),
-            relaxed_commit: true,
+            strict_commit: false,
         })
         .await
         .expect("PostgreSQL is running (scripts/test.sh starts it)");
@@ -137,7 +137,7 @@ impl TestStore {
             url,
             schema: None,
             max_connections: Some(max_connections),
-            relaxed_commit: true,
+            strict_commit: false,
         })
         .await
         .expect("the test database");
@@ -168,13 +168,13 @@ impl TestStore {
                 url: crate::mysql::MySqlStore::url_with_database(&Self::mysql_url_2(), db),
                 schema: None,
                 max_connections: Some(self.max_connections),
-                relaxed_commit: true,
+                strict_commit: false,
             },
             (Some(schema), _) => ConnectOptions {
                 url: Self::pg_url(),
                 schema: Some(schema.clone()),
                 max_connections: Some(self.max_connections),
-                relaxed_commit: true,
+                strict_commit: false,
             },
             (None, Some(path)) => ConnectOptions::new(format!("sqlite://{}", path.display())),
             (None, None) => unreachable!("a test store is PostgreSQL or a SQLite file"),

@@ -492,6 +492,14 @@ impl BatchStore for Recording {
         self.inner.workflow_graph(batch_id).await
     }
 
+    async fn workflow_dep_results_many(
+        &self,
+        task_ids: &[i64],
+    ) -> Result<Vec<(i64, String, Option<serde_json::Value>)>> {
+        self.hit("workflow_dep_results_many").await;
+        self.inner.workflow_dep_results_many(task_ids).await
+    }
+
     async fn workflow_dep_results(
         &self,
         task_id: i64,

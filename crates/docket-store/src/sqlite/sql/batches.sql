@@ -71,8 +71,11 @@ SELECT d.task_id, d.ignore_failure, r.ref FROM docket_task_refs w
     WHERE w.batch_id = ?1 ORDER BY d.task_id, d.dep_id
 
 -- name: dep_results
-SELECT r.ref, t.result FROM docket_task_deps d JOIN docket_task_refs r ON r.task_id = d.dep_id
-    JOIN docket_tasks t ON t.id = d.dep_id WHERE d.task_id = ?1 ORDER BY d.dep_id
+-- The dependencies' results of each task in ?1 (a JSON array of ids: the workflow tasks of a
+-- claim), by task, then dependency.
+SELECT d.task_id, r.ref, t.result FROM docket_task_deps d JOIN docket_task_refs r ON r.task_id = d.dep_id
+    JOIN docket_tasks t ON t.id = d.dep_id
+    WHERE d.task_id IN (SELECT value FROM json_each(?1)) ORDER BY d.task_id, d.dep_id
 
 -- name: waiting_on
 -- As waiting, for the waiting tasks that depend on one of the tasks in ?1 (a JSON array of

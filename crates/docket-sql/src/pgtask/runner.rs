@@ -1,16 +1,9 @@
-//! pg_task's scheduler from outside the database: docket creates pg_task's `task` table in a
-//! target database and runs its rows as pg_task would, without the extension.
-//!
-//! How it holds together with several docket nodes on one table:
-//! - every look at the table (claim, finish, reset) runs in a transaction that first takes a
-//!   transaction advisory lock of the table, so group limits (`max`) are counted exactly;
-//! - a node holds a session advisory lock `(table oid, id)` on its control connection for each
-//!   task it has in TAKE or WORK; the reset puts back to PLAN only TAKE/WORK rows whose lock
-//!   nobody holds — the node died, or the task's connection did — so no task runs twice at once.
-//!
-//! Each task runs in a session of its own (pg_task's background worker), opened on the table's
-//! database or on `remote`, unless `count`/`live` let one session run several tasks of its group.
+//! Running a pg_task table's rows ([`start`]): claims under the table's advisory lock, a
+//! session per task (or per group with `count`/`live`), repeats, and the reset of rows whose
+//! node or connection died.
 
+use super::schema::{bootstrap, check_version, sql};
+use super::{PgTaskError, CHANNEL};
 use crate::format::{format_error, plain_error, statement_error, Format, Output};
 use crate::target::{quote_ident, sqlx_options, PgTaskConfig};
 use crate::wire::CancelToken;
@@ -23,300 +16,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// NOTIFY channel of the wake-up trigger; the payload is the table's oid.
-pub const CHANNEL: &str = "docket_pg_task";
-
-/// Errors of starting a pg_task table.
-#[derive(Debug, thiserror::Error)]
-pub enum PgTaskError {
-    /// Bad options.
-    #[error("{0}")]
-    Config(String),
-    /// The database failed.
-    #[error("{0}")]
-    Database(#[from] sqlx::Error),
-}
-
-/// The columns of pg_task's table, in pg_task's order, with their types, checks and defaults:
-/// an explicit value, else the `pg_task.*` setting of the session, role or database, else
-/// pg_task's default.
-/// The oldest PostgreSQL the table's DDL runs on: 12 (the `hash` column is a stored generated
-/// column; the trigger is dropped and created, not `CREATE OR REPLACE TRIGGER`, which needs 14).
-pub const MIN_SERVER_VERSION: u32 = 120_000;
-
-/// Refuses a server older than [`MIN_SERVER_VERSION`] (`server_version_num`), naming both.
-fn check_version(num: &str) -> Result<(), String> {
-    let v: u32 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("cannot read the server's version {num:?}"))?;
-    if v < MIN_SERVER_VERSION {
-        // server_version_num: major × 10000 + minor from 10 on, else major × 10000 + minor × 100 + patch.
-        let shown = if v >= 100_000 {
-            format!("{}.{}", v / 10_000, v % 10_000)
-        } else {
-            format!("{}.{}", v / 10_000, v % 10_000 / 100)
-        };
-        return Err(format!(
-            "pg_task tables need PostgreSQL 12 or later (this server is {shown}): the hash column is a generated column"
-        ));
-    }
-    Ok(())
-}
-
-fn column_defs(schema: &str) -> Vec<(&'static str, String)> {
-    let setting = |name: &str, default: &str, ty: &str| {
-        format!(
-            "COALESCE(NULLIF(pg_catalog.current_setting('pg_task.{name}', true), ''), {default})::{ty}"
-        )
-    };
-    let state = format!("{}.state", quote_ident(schema));
-    vec![
-        ("id", "bigserial PRIMARY KEY".into()),
-        (
-            "parent",
-            "int8 DEFAULT NULLIF(pg_catalog.current_setting('pg_task.id', true), '')::int8".into(),
-        ),
-        ("plan", "timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP".into()),
-        ("start", "timestamptz".into()),
-        ("stop", "timestamptz".into()),
-        (
-            "active",
-            format!(
-                "interval NOT NULL DEFAULT {} CHECK (\"active\" > '0 sec')",
-                setting("active", "'1 hour'", "interval")
-            ),
-        ),
-        (
-            "live",
-            format!(
-                "interval NOT NULL DEFAULT {} CHECK (\"live\" >= '0 sec')",
-                setting("live", "'0 sec'", "interval")
-            ),
-        ),
-        (
-            "repeat",
-            format!(
-                "interval NOT NULL DEFAULT {} CHECK (\"repeat\" >= '0 sec')",
-                setting("repeat", "'0 sec'", "interval")
-            ),
-        ),
-        (
-            "timeout",
-            format!(
-                "interval NOT NULL DEFAULT {} CHECK (\"timeout\" >= '0 sec')",
-                setting("timeout", "'0 sec'", "interval")
-            ),
-        ),
-        (
-            "count",
-            format!(
-                "int4 NOT NULL DEFAULT {} CHECK (\"count\" >= 0)",
-                setting("count", "'0'", "int4")
-            ),
-        ),
-        (
-            "hash",
-            "int4 NOT NULL GENERATED ALWAYS AS (pg_catalog.hashtext(\"group\" || COALESCE(\"remote\", ''))) STORED".into(),
-        ),
-        (
-            "max",
-            format!("int4 NOT NULL DEFAULT {}", setting("max", "'0'", "int4")),
-        ),
-        ("pid", "int4".into()),
-        ("state", format!("{state} NOT NULL DEFAULT 'PLAN'")),
-        (
-            "delete",
-            format!("bool NOT NULL DEFAULT {}", setting("delete", "'true'", "bool")),
-        ),
-        (
-            "drift",
-            format!("bool NOT NULL DEFAULT {}", setting("drift", "'false'", "bool")),
-        ),
-        (
-            "header",
-            format!("bool NOT NULL DEFAULT {}", setting("header", "'true'", "bool")),
-        ),
-        (
-            "string",
-            format!("bool NOT NULL DEFAULT {}", setting("string", "'true'", "bool")),
-        ),
-        (
-            "save",
-            format!("bool NOT NULL DEFAULT {}", setting("save", "'true'", "bool")),
-        ),
-        (
-            "delimiter",
-            format!(
-                "\"char\" NOT NULL DEFAULT {}",
-                setting("delimiter", "E'\\t'", "\"char\"")
-            ),
-        ),
-        (
-            "escape",
-            "\"char\" NOT NULL DEFAULT COALESCE(pg_catalog.current_setting('pg_task.escape', true), '')::\"char\"".into(),
-        ),
-        (
-            "quote",
-            "\"char\" NOT NULL DEFAULT COALESCE(pg_catalog.current_setting('pg_task.quote', true), '')::\"char\"".into(),
-        ),
-        ("data", "text".into()),
-        ("error", "text".into()),
-        (
-            "group",
-            format!("text NOT NULL DEFAULT {}", setting("group", "'group'", "text")),
-        ),
-        ("input", "text NOT NULL".into()),
-        (
-            "null",
-            format!("text NOT NULL DEFAULT {}", setting("null", "'\\N'", "text")),
-        ),
-        ("output", "text".into()),
-        ("remote", "text".into()),
-    ]
-}
-
-/// The statements run on a task table (`sql/pgtask.sql`), by name.
-static STATEMENTS: std::sync::LazyLock<HashMap<&'static str, String>> =
-    std::sync::LazyLock::new(|| {
-        docket_core::sqlfile::statements(include_str!("sql/pgtask.sql"))
-            .expect("sql/pgtask.sql parses")
-            .into_iter()
-            .collect()
-    });
-
-/// Statement `name` of `sql/pgtask.sql` with its slots filled (`{copied}` always).
-fn sql(name: &str, with: &[(&str, &str)]) -> String {
-    let s = STATEMENTS
-        .get(name)
-        .unwrap_or_else(|| panic!("no statement {name} in sql/pgtask.sql"));
-    docket_core::sqlfile::fill(&docket_core::sqlfile::fill(s, with), &[("copied", COPIED)])
-}
-
-/// The columns a repeat copies into its successor.
-const COPIED: &str = "\"active\", \"live\", \"repeat\", \"timeout\", \"count\", \"max\", \"delete\", \"drift\", \"header\", \"string\", \"save\", \"delimiter\", \"escape\", \"quote\", \"data\", \"group\", \"input\", \"null\", \"remote\"";
-
-const STATES: [&str; 7] = ["PLAN", "TAKE", "WORK", "DONE", "FAIL", "GONE", "STOP"];
-
-/// Creates (or completes) the schema, the state type, the table, its indexes and the wake-up
-/// trigger; several nodes may do it at once. Returns the table's oid.
-///
-/// # Errors
-/// The database refused a statement (no right to create the schema, say).
-pub async fn bootstrap(pool: &PgPool, cfg: &PgTaskConfig) -> Result<u32, sqlx::Error> {
-    let schema = quote_ident(&cfg.schema);
-    let table = format!("{schema}.{}", quote_ident(&cfg.table));
-    let state = format!("{schema}.state");
-    let lock = "SELECT pg_catalog.pg_advisory_xact_lock(7235446089170183168)";
-    let mut tx = pool.begin().await?;
-    sqlx::query(lock).execute(&mut *tx).await?;
-    sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-        .execute(&mut *tx)
-        .await?;
-    let labels = STATES.map(|s| format!("'{s}'")).join(", ");
-    sqlx::query(&format!(
-        "DO $$ BEGIN CREATE TYPE {state} AS ENUM ({labels}); EXCEPTION WHEN duplicate_object THEN NULL; END $$"
-    ))
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    // A type made by an older pg_task may lack labels; they must be committed before use.
-    for s in STATES {
-        sqlx::query(&format!("ALTER TYPE {state} ADD VALUE IF NOT EXISTS '{s}'"))
-            .execute(pool)
-            .await?;
-    }
-    let mut tx = pool.begin().await?;
-    sqlx::query(lock).execute(&mut *tx).await?;
-    let defs = column_defs(&cfg.schema);
-    let existing: Vec<String> = sqlx::query_scalar(&sql("columns", &[]))
-        .bind(&cfg.schema)
-        .bind(&cfg.table)
-        .fetch_all(&mut *tx)
-        .await?;
-    if existing.is_empty() {
-        let cols: Vec<String> = defs
-            .iter()
-            .map(|(n, d)| format!("{} {d}", quote_ident(n)))
-            .collect();
-        sqlx::query(&format!("CREATE TABLE {table} ({})", cols.join(", ")))
-            .execute(&mut *tx)
-            .await?;
-    } else {
-        // A table made by hand or by an older pg_task: add what it lacks, keep what it has
-        // (columns of its own, rows). Generated columns go last, in a statement of their own:
-        // `hash` reads `group` and `remote`, which one ALTER cannot add and use at once.
-        let missing: Vec<&(&str, String)> = defs
-            .iter()
-            .filter(|(n, _)| !existing.iter().any(|e| e == n))
-            .collect();
-        for generated in [false, true] {
-            let adds: Vec<String> = missing
-                .iter()
-                .filter(|(_, d)| d.contains("GENERATED") == generated)
-                .map(|(n, d)| format!("ADD COLUMN {} {d}", quote_ident(n)))
-                .collect();
-            if !adds.is_empty() {
-                sqlx::query(&format!("ALTER TABLE {table} {}", adds.join(", ")))
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-    }
-    let ix = |suffix: &str| quote_ident(&format!("{}_{suffix}", cfg.table));
-    for (name, def) in [
-        (
-            "plan_idx",
-            "(\"plan\") WHERE \"state\" = 'PLAN'".to_string(),
-        ),
-        (
-            "hash_idx",
-            "(\"hash\") WHERE \"state\" IN ('TAKE', 'WORK')".to_string(),
-        ),
-        ("parent_idx", "(\"parent\")".to_string()),
-        ("state_idx", "(\"state\")".to_string()),
-    ] {
-        sqlx::query(&format!(
-            "CREATE INDEX IF NOT EXISTS {} ON {table} {def}",
-            ix(name)
-        ))
-        .execute(&mut *tx)
-        .await?;
-    }
-    let func = format!("{schema}.{}", ix("docket_wake"));
-    sqlx::query(&sql(
-        "wake_function",
-        &[("func", &func), ("channel", CHANNEL)],
-    ))
-    .execute(&mut *tx)
-    .await?;
-    // DROP + CREATE rather than CREATE OR REPLACE TRIGGER, which needs PostgreSQL 14.
-    sqlx::query(&format!(
-        "DROP TRIGGER IF EXISTS {} ON {table}",
-        ix("docket_wake")
-    ))
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(&sql(
-        "wake_trigger",
-        &[
-            ("trigger", &ix("docket_wake")),
-            ("table", &table),
-            ("func", &func),
-        ],
-    ))
-    .execute(&mut *tx)
-    .await?;
-    let oid: i64 = sqlx::query_scalar("SELECT $1::regclass::oid::int8")
-        .bind(&table)
-        .fetch_one(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(oid as u32)
-}
-
 /// A running pg_task table.
-struct Table {
+pub(super) struct Table {
     cfg: PgTaskConfig,
     conn: crate::wire::ConnInfo,
     name: String,
@@ -343,7 +44,7 @@ struct Table {
 }
 
 /// One task's end on its way to the control session.
-struct End {
+pub(super) struct End {
     id: i64,
     hash: i32,
     max: i32,
@@ -357,7 +58,7 @@ struct End {
 
 /// The control session and the tasks whose locks it holds (to take them again after a
 /// reconnect).
-struct Control {
+pub(super) struct Control {
     conn: Option<PgConnection>,
     held: HashSet<i64>,
 }
@@ -376,7 +77,7 @@ impl std::ops::DerefMut for Control {
 }
 
 /// A claimed task, as its executor needs it.
-struct Claimed {
+pub(super) struct Claimed {
     id: i64,
     input: String,
     remote: Option<String>,
@@ -1121,16 +822,16 @@ impl Table {
     }
 }
 
-fn next_same_session(a: &Claimed, b: &Claimed) -> bool {
+pub(super) fn next_same_session(a: &Claimed, b: &Claimed) -> bool {
     a.remote == b.remote
 }
 
-fn one_char(s: String) -> Option<char> {
+pub(super) fn one_char(s: String) -> Option<char> {
     s.chars().next()
 }
 
 /// A claimed task from a row of the `claim` statement (`id`, `locked`, then what it runs with).
-fn claimed(r: &sqlx::postgres::PgRow) -> Claimed {
+pub(super) fn claimed(r: &sqlx::postgres::PgRow) -> Claimed {
     let at = |i: usize| i + 2;
     Claimed {
         id: r.get(0),
@@ -1150,195 +851,5 @@ fn claimed(r: &sqlx::postgres::PgRow) -> Claimed {
             quote: one_char(r.get(at(12))),
             null: r.get(at(13)),
         },
-    }
-}
-
-/// A read-only look at a pg_task table, for the dashboard: counts by state, the next planned
-/// tasks and the last finished ones.
-#[derive(Clone)]
-pub struct TableView {
-    name: String,
-    table: String,
-    pool: PgPool,
-}
-
-/// One row of a [`TableSummary`].
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RowBrief {
-    /// Task id.
-    pub id: i64,
-    /// Group.
-    pub group: String,
-    /// Input (first 200 characters).
-    pub input: String,
-    /// State.
-    pub state: String,
-    /// Planned start.
-    pub plan: chrono::DateTime<chrono::Utc>,
-    /// Actual end.
-    pub stop: Option<chrono::DateTime<chrono::Utc>>,
-    /// Error, if any (first line).
-    pub error: Option<String>,
-}
-
-/// What a pg_task table looks like now.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TableSummary {
-    /// `schema.table`.
-    pub name: String,
-    /// Tasks per state.
-    pub counts: Vec<(String, i64)>,
-    /// The next planned tasks, soonest first.
-    pub next: Vec<RowBrief>,
-    /// The last finished tasks, newest first.
-    pub last: Vec<RowBrief>,
-}
-
-impl TableView {
-    /// A view of `cfg`'s table (connects lazily, one connection at most).
-    ///
-    /// # Errors
-    /// Bad options.
-    pub fn new(cfg: &PgTaskConfig) -> Result<Self, PgTaskError> {
-        let conn = cfg
-            .connection()
-            .map_err(|e| PgTaskError::Config(e.to_string()))?;
-        let opts = sqlx_options(&conn).application_name(&format!("docket view {}", cfg.name()));
-        Ok(TableView {
-            name: cfg.name(),
-            table: format!("{}.{}", quote_ident(&cfg.schema), quote_ident(&cfg.table)),
-            pool: PgPoolOptions::new()
-                .max_connections(1)
-                .min_connections(0)
-                .connect_lazy_with(opts),
-        })
-    }
-
-    /// `schema.table`.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Reads the summary.
-    ///
-    /// # Errors
-    /// The database failed.
-    pub async fn summary(&self, rows: i64) -> Result<TableSummary, sqlx::Error> {
-        let t = &self.table;
-        let counts: Vec<(String, i64)> = sqlx::query_as(&sql("counts", &[("table", t)]))
-            .fetch_all(&self.pool)
-            .await?;
-        let brief = |order: &str, filter: &str| {
-            sql(
-                "brief",
-                &[("table", t), ("filter", filter), ("order", order)],
-            )
-        };
-        let decode = |r: sqlx::postgres::PgRow| RowBrief {
-            id: r.get(0),
-            group: r.get(1),
-            input: r.get(2),
-            state: r.get(3),
-            plan: r.get(4),
-            stop: r.get(5),
-            error: r.get(6),
-        };
-        let next = sqlx::query(&brief("\"plan\", \"id\"", "\"state\" = 'PLAN'"))
-            .bind(rows)
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(decode)
-            .collect();
-        let last = sqlx::query(&brief("\"stop\" DESC", "\"stop\" IS NOT NULL"))
-            .bind(rows)
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(decode)
-            .collect();
-        Ok(TableSummary {
-            name: self.name.clone(),
-            counts,
-            next,
-            last,
-        })
-    }
-}
-
-/// A pg_task table as a dashboard panel (section `pg_task tables`): counts by state, the next
-/// planned rows and the last finished ones.
-#[async_trait::async_trait]
-impl docket_engine::panels::Panel for TableView {
-    fn section(&self) -> &str {
-        "pg_task tables"
-    }
-
-    fn title(&self) -> String {
-        self.name.clone()
-    }
-
-    async fn view(&self) -> Result<docket_engine::panels::View, String> {
-        use docket_engine::panels::{Cell, Table, View};
-        let sum = self.summary(5).await.map_err(|e| e.to_string())?;
-        let cols = |c: &[&str]| c.iter().map(|s| s.to_string()).collect();
-        Ok(View {
-            counts: sum.counts,
-            tables: vec![
-                Table {
-                    columns: cols(&["next planned", "group", "input", "plan"]),
-                    rows: sum
-                        .next
-                        .into_iter()
-                        .map(|r| {
-                            vec![
-                                Cell::Text(r.id.to_string()),
-                                Cell::Text(r.group),
-                                Cell::Code {
-                                    text: r.input,
-                                    max: 80,
-                                },
-                                Cell::Time(Some(r.plan)),
-                            ]
-                        })
-                        .collect(),
-                },
-                Table {
-                    columns: cols(&["last finished", "group", "state", "input", "stop", "error"]),
-                    rows: sum
-                        .last
-                        .into_iter()
-                        .map(|r| {
-                            vec![
-                                Cell::Text(r.id.to_string()),
-                                Cell::Text(r.group),
-                                Cell::State(r.state),
-                                Cell::Code {
-                                    text: r.input,
-                                    max: 60,
-                                },
-                                Cell::Time(r.stop),
-                                Cell::Error(r.error.unwrap_or_default()),
-                            ]
-                        })
-                        .collect(),
-                },
-            ],
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn servers_before_12_are_refused_by_name() {
-        assert!(check_version("120000").is_ok());
-        assert!(check_version("150004").is_ok());
-        let e = check_version("110022").unwrap_err();
-        assert!(e.contains("PostgreSQL 12") && e.contains("11.22"), "{e}");
-        assert!(check_version("90624").unwrap_err().contains("9.6"));
-        assert!(check_version("x").is_err());
     }
 }
