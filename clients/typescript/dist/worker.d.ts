@@ -1,5 +1,15 @@
 import { Client, type Task } from "./client.js";
 import { type Duration } from "./durations.js";
+/**
+ * Heartbeats per lease: one every third of it, never more often than {@link MIN_HEARTBEAT_EVERY_MS}.
+ * docket's rule (`docket_core::lease::heartbeat_every`; the engine's worker and `docket worker`
+ * use it): one late or lost heartbeat still leaves a third of the lease.
+ */
+export declare const HEARTBEATS_PER_LEASE = 3;
+/** The shortest interval between heartbeats, ms (docket's `MIN_HEARTBEAT_EVERY`). */
+export declare const MIN_HEARTBEAT_EVERY_MS = 100;
+/** Ms between heartbeats for a lease of `leaseMs` (docket's rule). */
+export declare function heartbeatEvery(leaseMs: number): number;
 /** Throw from a handler: fail this attempt and retry after `delay` (ms or humantime) instead of the backoff. */
 export declare class Retry extends Error {
     readonly delay: Duration;

@@ -23,6 +23,18 @@ import { randomUUID } from "node:crypto";
 import { Client } from "./client.js";
 import { formatDuration, parseDuration } from "./durations.js";
 import { DocketError } from "./errors.js";
+/**
+ * Heartbeats per lease: one every third of it, never more often than {@link MIN_HEARTBEAT_EVERY_MS}.
+ * docket's rule (`docket_core::lease::heartbeat_every`; the engine's worker and `docket worker`
+ * use it): one late or lost heartbeat still leaves a third of the lease.
+ */
+export const HEARTBEATS_PER_LEASE = 3;
+/** The shortest interval between heartbeats, ms (docket's `MIN_HEARTBEAT_EVERY`). */
+export const MIN_HEARTBEAT_EVERY_MS = 100;
+/** Ms between heartbeats for a lease of `leaseMs` (docket's rule). */
+export function heartbeatEvery(leaseMs) {
+    return Math.max(leaseMs / HEARTBEATS_PER_LEASE, MIN_HEARTBEAT_EVERY_MS);
+}
 /** Throw from a handler: fail this attempt and retry after `delay` (ms or humantime) instead of the backoff. */
 export class Retry extends Error {
     delay;
@@ -209,7 +221,7 @@ export class Worker {
         if (!Number.isFinite(leaseLen) || leaseLen <= 0)
             leaseLen = timeout;
         const job = new Job(task, this);
-        const run = { job, leaseEnd: now + leaseLen, beatEvery: leaseLen / 3, nextBeat: now + leaseLen / 3,
+        const run = { job, leaseEnd: now + leaseLen, leaseLen, beatEvery: heartbeatEvery(leaseLen), nextBeat: now + heartbeatEvery(leaseLen),
             done: false, deadline: now + timeout, started: false };
         this.running.set(task.id, run);
         this.buffer.push(run);
@@ -358,7 +370,7 @@ export class Worker {
             return;
         try {
             await this.client.heartbeat(job.id, job.lease, { progress: job.progressValue });
-            run.leaseEnd = Date.now() + run.beatEvery * 3;
+            run.leaseEnd = Date.now() + run.leaseLen;
         }
         catch (e) {
             if (e instanceof DocketError && (e.status === 409 || e.status === 404)) {
