@@ -47,11 +47,11 @@ struct Line {
 pub struct Handoff {
     /// The next stage.
     pub stage: String,
-    /// The next stage's payload [kept].
+    /// The next stage's payload \[kept\].
     pub payload: Option<Value>,
-    /// The new priority [kept].
+    /// The new priority \[kept\].
     pub priority: Option<i32>,
-    /// Start the next stage after this delay [now].
+    /// Start the next stage after this delay \[now\].
     pub run_in: Option<Duration>,
 }
 
