@@ -15,8 +15,11 @@
 
 mod batches;
 mod claims;
+mod failures;
 mod fair;
 mod fixtures;
+mod leases;
+mod maintenance;
 mod nodes;
 mod notifications;
 mod processes;
@@ -214,21 +217,21 @@ const CASES: &[Case] = cases![
     claims::concurrency_key_limit,
     claims::queue_concurrency_limit,
     claims::exactly_once_under_concurrent_claimers,
-    claims::leases_heartbeats_and_stale_tokens,
-    claims::attempt_deadline,
+    leases::leases_heartbeats_and_stale_tokens,
+    leases::attempt_deadline,
     claims::claim_leases_follow_the_rule,
     claims::claims_take_one_statement_where_they_can,
-    claims::rescue_retries_then_discards,
-    claims::rescue_applies_only_what_it_read,
-    claims::maintenance_leaves_waiting_tasks_to_claims,
-    claims::fail_rules,
-    claims::fail_rule_is_the_callers,
-    claims::linear_backoff,
-    claims::run_log_of_every_attempt,
-    claims::stages_hand_the_task_on,
-    claims::tasks_survive_the_ring_turning,
+    failures::rescue_retries_then_discards,
+    failures::rescue_applies_only_what_it_read,
+    maintenance::maintenance_leaves_waiting_tasks_to_claims,
+    failures::fail_rules,
+    failures::fail_rule_is_the_callers,
+    failures::linear_backoff,
+    leases::run_log_of_every_attempt,
+    leases::stages_hand_the_task_on,
+    maintenance::tasks_survive_the_ring_turning,
     claims::released_claims_count_no_attempt,
-    claims::completions_follow_the_lease_check,
+    leases::completions_follow_the_lease_check,
     queues::queue_settings_round_trip,
     queues::counts_stay_exact,
     queues::history_of_minutes_depth_and_latency,
