@@ -102,6 +102,9 @@ INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backof
 -- name: get
 SELECT * FROM docket_queues WHERE name = ?1
 
+-- name: settings_many
+SELECT * FROM docket_queues WHERE name IN (?1)
+
 -- name: list
 SELECT * FROM docket_queues
 

@@ -95,6 +95,9 @@ INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backof
 -- name: get
 SELECT * FROM docket_queues WHERE name = $1
 
+-- name: settings_many
+SELECT * FROM docket_queues WHERE name = ANY($1)
+
 -- name: list
 SELECT * FROM docket_queues
 
