@@ -613,20 +613,6 @@ pub(crate) trait MaintenanceDriver: Driver {
     async fn task_rotate(&self, p: crate::TaskRotateParams) -> Result<crate::Rotation>;
 }
 
-/// The queue call whose statement differs in shape by backend: a batch of names is an array
-/// on PostgreSQL, a JSON list on SQLite and an `IN (…)` list on MySQL.
-#[async_trait]
-pub(crate) trait QueueDriver {
-    /// See [`crate::QueueStore::queue_settings_many`].
-    ///
-    /// # Errors
-    /// The database failed.
-    async fn queue_settings_many(
-        &self,
-        names: &[String],
-    ) -> Result<std::collections::HashMap<String, docket_core::QueueSettings>>;
-}
-
 /// How long a pooled connection may sit idle and still be handed out without a ping.
 pub(crate) const TRUST_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 

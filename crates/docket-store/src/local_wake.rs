@@ -46,3 +46,38 @@ impl LocalWake {
         rx
     }
 }
+
+/// A transaction of a backend without LISTEN/NOTIFY (SQLite's writer, MySQL's) with the queues
+/// whose claimers [`LocalWake`] wakes once it commits: woken before the commit, a claimer would
+/// look for rows it cannot see yet. The backend implements [`crate::driver::DriverTx`] on it.
+pub(crate) struct LocalTx<DB: sqlx::Database> {
+    pub(crate) tx: sqlx::Transaction<'static, DB>,
+    wake: LocalWake,
+    queues: Vec<String>,
+}
+
+impl<DB: sqlx::Database> LocalTx<DB> {
+    /// `tx`, whose commit wakes through `wake`.
+    pub(crate) fn new(tx: sqlx::Transaction<'static, DB>, wake: &LocalWake) -> Self {
+        LocalTx {
+            tx,
+            wake: wake.clone(),
+            queues: vec![],
+        }
+    }
+
+    /// Claimers of `queues` look again after the commit.
+    pub(crate) fn wake_after<'a>(&mut self, queues: impl IntoIterator<Item = &'a String>) {
+        self.queues.extend(queues.into_iter().cloned());
+    }
+
+    /// Commits, then wakes the claimers of the queues named.
+    ///
+    /// # Errors
+    /// The database failed.
+    pub(crate) async fn commit_and_wake(self) -> crate::Result<()> {
+        self.tx.commit().await?;
+        self.wake.queues(&self.queues);
+        Ok(())
+    }
+}

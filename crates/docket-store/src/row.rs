@@ -12,6 +12,21 @@ use docket_core::{Backoff, QueueSettings, Schedule, Task, Timestamp};
 use serde_json::Value;
 use std::time::Duration;
 
+/// The [`Cols`] methods a backend's row answers with its driver's own decoding of the Rust type
+/// (`sqlx::Row::try_get`), inside its `impl Cols`: `try_get_cols!(int: i64, float: f64)`. The
+/// columns a backend keeps in another form (SQLite's µs times, MySQL's JSON text) are written
+/// out beside it.
+macro_rules! try_get_cols {
+    ($($name:ident: $t:ty),* $(,)?) => {
+        $(
+            fn $name(&self, c: &str) -> crate::Result<$t> {
+                Ok(sqlx::Row::try_get(self, c)?)
+            }
+        )*
+    };
+}
+pub(crate) use try_get_cols;
+
 /// A row of a backend, column by column. Each backend implements it for its row type; the
 /// record decoders below are written once against it.
 pub(crate) trait Cols {

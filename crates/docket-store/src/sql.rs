@@ -6,7 +6,9 @@
 //! `sql!(noun, name)`, e.g. `sql!(leases, claim_candidates)`, which is the statement's text
 //! (`&'static str`). So the SQL behind a store method on a backend is in the file of the
 //! method's noun, in the backend's `sql/` folder; `grep -n "name: claim" src/*/sql/leases.sql`
-//! shows it on the three.
+//! shows it on the three. A statement written alike on several backends is kept once in
+//! `src/sql_shared/<noun>.sql` ([`SHARED`], numbered placeholders `?N`): each backend whose own
+//! file has no statement of that name loads it, PostgreSQL with `$N`.
 //!
 //! A backend's files are read once, when its first statement is used, and these markers are
 //! expanded then:
@@ -19,6 +21,8 @@
 //! - `{claim_order:T}`: the claim order (`ORDER BY` terms) of the rows of alias `T` — the
 //!   backend's `fragments.sql` statement `claim_order`, with `{t}` filled in (the order Rust
 //!   sorts claimed tasks in, [`crate::leases::sort_claim_order`]).
+//! - `{latency_bucket:LAT}`: the latency bucket of the ms in SQL expression `LAT`, a `CASE`
+//!   over [`docket_core::history::LATENCY_BOUNDS_MS`] (the rule `docket_core::history::bucket`).
 //!
 //! Statements sized at run time (an `IN (…)` of a batch's length) keep a `{…}` slot in the file
 //! that the code fills (`{ids}`: the placeholders of the batch).
@@ -112,13 +116,30 @@ impl Statements {
     /// # Panics
     /// On a malformed file (a statement before any `-- name:`, a name given twice, an unknown
     /// marker): the files are part of the binary, so this is a bug a test catches.
-    pub(crate) fn load(backend: &'static str, files: &[(&'static str, &'static str)]) -> Self {
+    pub(crate) fn load(
+        backend: &'static str,
+        files: &[(&'static str, &'static str)],
+        shared: &[(&'static str, &'static str)],
+    ) -> Self {
         let mut raw: HashMap<(&'static str, &'static str), String> = HashMap::new();
         for (noun, text) in files {
             let parsed = docket_core::sqlfile::statements(text)
                 .unwrap_or_else(|e| panic!("{backend}: sql/{noun}.sql: {e}"));
             for (name, body) in parsed {
                 raw.insert((noun, name), body);
+            }
+        }
+        for (noun, text) in shared {
+            let parsed = docket_core::sqlfile::statements(text)
+                .unwrap_or_else(|e| panic!("sql_shared/{noun}.sql: {e}"));
+            for (name, body) in parsed {
+                raw.entry((noun, name)).or_insert_with(|| {
+                    if backend == "postgres" {
+                        dollars(&body)
+                    } else {
+                        body
+                    }
+                });
             }
         }
         let runs = raw.get(&("fragments", "runs")).cloned().unwrap_or_default();
@@ -130,7 +151,10 @@ impl Statements {
         for ((noun, name), v) in raw {
             let v = expand(&v, &runs, &order);
             assert!(
-                !v.contains("{runs:") && !v.contains("{COLS}") && !v.contains("{claim_order:"),
+                !v.contains("{runs:")
+                    && !v.contains("{COLS}")
+                    && !v.contains("{claim_order:")
+                    && !v.contains("{latency_bucket:"),
                 "{backend}: {noun}.sql {name} keeps a marker"
             );
             by_noun
@@ -169,6 +193,41 @@ impl Statements {
     }
 }
 
+/// The statements written alike on several backends (`src/sql_shared/<noun>.sql`, numbered
+/// placeholders `?N`): a backend loads each one whose name its own `sql/<noun>.sql` does not
+/// give, PostgreSQL with `$N` for `?N`.
+pub(crate) const SHARED: &[(&str, &str)] = &[
+    ("audit", include_str!("sql_shared/audit.sql")),
+    ("batches", include_str!("sql_shared/batches.sql")),
+    ("leases", include_str!("sql_shared/leases.sql")),
+    ("maintenance", include_str!("sql_shared/maintenance.sql")),
+    ("nodes", include_str!("sql_shared/nodes.sql")),
+    (
+        "notifications",
+        include_str!("sql_shared/notifications.sql"),
+    ),
+    ("processes", include_str!("sql_shared/processes.sql")),
+    ("queues", include_str!("sql_shared/queues.sql")),
+    ("rate_limits", include_str!("sql_shared/rate_limits.sql")),
+    ("schedules", include_str!("sql_shared/schedules.sql")),
+    ("tasks", include_str!("sql_shared/tasks.sql")),
+    ("tokens", include_str!("sql_shared/tokens.sql")),
+];
+
+/// `?N` placeholders as PostgreSQL's `$N`.
+fn dollars(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Expands the column lists, the claim order and the run-log markers of one statement.
 fn expand(sql: &str, runs: &str, order: &str) -> String {
     let mut sql = sql
@@ -181,6 +240,13 @@ fn expand(sql: &str, runs: &str, order: &str) -> String {
             .expect("a {claim_order:…} marker is closed");
         let alias = sql[i + 13..end].to_string();
         sql.replace_range(i..=end, &order.replace("{t}", &alias));
+    }
+    while let Some(i) = sql.find("{latency_bucket:") {
+        let end = i + sql[i..]
+            .find('}')
+            .expect("a {latency_bucket:…} marker is closed");
+        let lat = sql[i + 16..end].to_string();
+        sql.replace_range(i..=end, &latency_bucket(&lat));
     }
     let mut out = String::with_capacity(sql.len() + 512);
     let mut rest = sql.as_str();
@@ -203,6 +269,21 @@ fn expand(sql: &str, runs: &str, order: &str) -> String {
     out
 }
 
+/// The latency bucket ([`docket_core::history::bucket`]) of the ms in SQL expression `lat`, as a
+/// `CASE` over [`docket_core::history::LATENCY_BOUNDS_MS`] (`NULL` for a `NULL` latency).
+fn latency_bucket(lat: &str) -> String {
+    let bounds = docket_core::history::LATENCY_BOUNDS_MS;
+    let mut case = String::from("CASE");
+    for (i, b) in bounds.iter().enumerate() {
+        case.push_str(&format!(" WHEN {lat} < {b} THEN {i}"));
+    }
+    case.push_str(&format!(
+        " WHEN {lat} IS NOT NULL THEN {} END",
+        bounds.len()
+    ));
+    case
+}
+
 pub(crate) use docket_core::sqlfile::fill;
 
 /// The text of statement `name` of `noun.sql` of the backend whose `STATEMENTS` is in scope.
@@ -222,6 +303,7 @@ macro_rules! statements {
                 crate::sql::Statements::load(
                     $backend,
                     &[$((stringify!($noun), include_str!(concat!("sql/", stringify!($noun), ".sql")))),*],
+                    crate::sql::SHARED,
                 )
             });
 
@@ -318,6 +400,7 @@ mod tests {
                     "-- a file comment\n-- name: one\nSELECT 1 ORDER BY {claim_order:x};\n\n-- name: two\n-- why\nUPDATE t SET a = 1, {runs:completed:$2} WHERE x\n",
                 ),
             ],
+            &[],
         );
         assert_eq!(s.get("tasks", "one"), "SELECT 1 ORDER BY x.p DESC, x.id");
         assert_eq!(
@@ -345,8 +428,36 @@ mod tests {
     }
 
     #[test]
+    fn the_latency_bucket_is_a_case_over_the_rule_s_bounds() {
+        assert_eq!(
+            expand("SELECT {latency_bucket:x.lat} AS b", "", ""),
+            "SELECT CASE WHEN x.lat < 10 THEN 0 WHEN x.lat < 50 THEN 1 WHEN x.lat < 100 THEN 2 \
+             WHEN x.lat < 250 THEN 3 WHEN x.lat < 500 THEN 4 WHEN x.lat < 1000 THEN 5 \
+             WHEN x.lat < 2500 THEN 6 WHEN x.lat < 5000 THEN 7 WHEN x.lat < 10000 THEN 8 \
+             WHEN x.lat < 30000 THEN 9 WHEN x.lat < 60000 THEN 10 WHEN x.lat < 300000 THEN 11 \
+             WHEN x.lat IS NOT NULL THEN 12 END AS b"
+        );
+    }
+
+    #[test]
+    fn a_shared_statement_fills_in_where_the_backend_has_none() {
+        let shared = &[(
+            "tasks",
+            "-- name: one\nSELECT ?1\n-- name: two\nSELECT ?2, ?1\n",
+        )];
+        let own = &[("tasks", "-- name: one\nSELECT $1::text\n")];
+        let pg = Statements::load("postgres", own, shared);
+        assert_eq!(pg.get("tasks", "one"), "SELECT $1::text");
+        assert_eq!(pg.get("tasks", "two"), "SELECT $2, $1");
+        let my = Statements::load("mysql", &[], shared);
+        assert_eq!(my.get("tasks", "two"), "SELECT ?, ?");
+        assert_eq!(my.stmt("tasks", "two").order, vec![1, 0]);
+    }
+
+    #[test]
     #[should_panic(expected = "no statement three")]
     fn an_unknown_name_is_a_clear_panic() {
-        Statements::load("test", &[("tasks", "-- name: one\nSELECT 1\n")]).get("tasks", "three");
+        Statements::load("test", &[("tasks", "-- name: one\nSELECT 1\n")], &[])
+            .get("tasks", "three");
     }
 }

@@ -10,11 +10,11 @@
 
 mod maintenance;
 mod notifications;
-mod queues;
 mod tasks;
 
 use crate::driver::{args, stmt, Arg, StmtName};
-use crate::row::{parse_json, queue_settings, task as decode, Cols};
+use crate::local_wake::LocalTx;
+use crate::row::{parse_json, task as decode, Cols};
 use crate::*;
 use docket_core::lease;
 use docket_core::process::Notice;
@@ -617,11 +617,7 @@ impl crate::driver::Driver for MySqlStore {
     }
 
     async fn begin(&self) -> Result<MySqlTx> {
-        Ok(MySqlTx {
-            tx: MySqlStore::begin(self).await?,
-            wake: self.wake.clone(),
-            queues: vec![],
-        })
+        Ok(LocalTx::new(MySqlStore::begin(self).await?, &self.wake))
     }
 
     // A lone statement is its own transaction, rolled back whole when it fails: going again on
@@ -664,18 +660,14 @@ impl MySqlStore {
 
 /// A MySQL transaction of the portable store code ([`crate::driver::DriverTx`]), and the queues to
 /// wake after the commit.
-pub(crate) struct MySqlTx {
-    tx: Transaction<'static, MySql>,
-    wake: crate::local_wake::LocalWake,
-    queues: Vec<String>,
-}
+pub(crate) type MySqlTx = LocalTx<MySql>;
 
 #[async_trait]
 impl crate::driver::DriverTx for MySqlTx {
     type Row = MySqlRow;
 
     async fn unarchive(&mut self, ids: &[i64]) -> Result<()> {
-        MySqlStore::unarchive(&mut *self.tx, ids).await
+        MySqlStore::unarchive(&mut self.tx, ids).await
     }
 
     async fn fetch_archived(&mut self, ids: &[i64]) -> Result<Vec<MySqlRow>> {
@@ -687,7 +679,7 @@ impl crate::driver::DriverTx for MySqlTx {
     }
 
     async fn lock(&mut self, name: &str) -> Result<()> {
-        MySqlStore::lock(&mut *self.tx, name).await
+        MySqlStore::lock(&mut self.tx, name).await
     }
 
     async fn change_task(
@@ -721,7 +713,7 @@ impl crate::driver::DriverTx for MySqlTx {
     }
 
     async fn wake(&mut self, queues: &[String]) -> Result<()> {
-        self.queues.extend_from_slice(queues);
+        self.wake_after(queues);
         Ok(())
     }
 
@@ -732,18 +724,18 @@ impl crate::driver::DriverTx for MySqlTx {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        MySqlStore::publish(&mut *self.tx, namespace, id, notices, now).await
+        MySqlStore::publish(&mut self.tx, namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
-        let Some(id) = MySqlStore::insert_row(&mut *self.tx, t, now).await? else {
+        let Some(id) = MySqlStore::insert_row(&mut self.tx, t, now).await? else {
             return Ok(None);
         };
-        let task = MySqlStore::get_in(&mut *self.tx, id).await?;
+        let task = MySqlStore::get_in(&mut self.tx, id).await?;
         Ok(task.map(|(mut task, _)| {
             task.inserted = Some(true);
             if task.state == TaskState::Available {
-                self.queues.push(task.queue.clone());
+                self.wake_after([&task.queue]);
             }
             task
         }))
@@ -755,22 +747,14 @@ impl crate::driver::DriverTx for MySqlTx {
         id: &str,
         events: &[docket_core::process::Event],
     ) -> Result<()> {
-        for e in events {
-            self.execute(
-                stmt!(processes, insert_event),
-                args![
-                    namespace,
-                    id,
-                    e.event_id,
-                    e.task_id,
-                    e.timestamp,
-                    &e.metadata,
-                    &e.payload
-                ],
-            )
-            .await?;
-        }
-        Ok(())
+        crate::portable::insert_each_event(
+            self,
+            stmt!(processes, insert_event),
+            namespace,
+            id,
+            events,
+        )
+        .await
     }
 
     async fn detach_archived(&mut self, key: &str) -> Result<()> {
@@ -780,9 +764,7 @@ impl crate::driver::DriverTx for MySqlTx {
     }
 
     async fn commit(self) -> Result<()> {
-        self.tx.commit().await?;
-        self.wake.queues(&self.queues);
-        Ok(())
+        self.commit_and_wake().await
     }
 }
 
@@ -851,21 +833,13 @@ impl Cols for MySqlRow {
     fn text_opt(&self, c: &str) -> Result<Option<String>> {
         text_opt(self, c)
     }
-    fn int(&self, c: &str) -> Result<i64> {
-        Ok(self.try_get(c)?)
-    }
-    fn int_opt(&self, c: &str) -> Result<Option<i64>> {
-        Ok(self.try_get(c)?)
-    }
-    fn int32(&self, c: &str) -> Result<i32> {
-        Ok(self.try_get(c)?)
-    }
-    fn int32_opt(&self, c: &str) -> Result<Option<i32>> {
-        Ok(self.try_get(c)?)
-    }
-    fn float(&self, c: &str) -> Result<f64> {
-        Ok(self.try_get(c)?)
-    }
+    crate::row::try_get_cols!(
+        int: i64,
+        int_opt: Option<i64>,
+        int32: i32,
+        int32_opt: Option<i32>,
+        float: f64,
+    );
     fn flag(&self, c: &str) -> Result<bool> {
         // A BOOLEAN column is TINYINT(1); a test in the select list (`x IS NOT NULL`) a BIGINT.
         match self.try_get::<bool, _>(c) {
@@ -873,12 +847,7 @@ impl Cols for MySqlRow {
             Err(_) => Ok(self.try_get::<i64, _>(c)? != 0),
         }
     }
-    fn time(&self, c: &str) -> Result<Timestamp> {
-        Ok(self.try_get(c)?)
-    }
-    fn time_opt(&self, c: &str) -> Result<Option<Timestamp>> {
-        Ok(self.try_get(c)?)
-    }
+    crate::row::try_get_cols!(time: Timestamp, time_opt: Option<Timestamp>);
     fn json(&self, c: &str) -> Result<Value> {
         parse_json(c, &text(self, c)?)
     }

@@ -90,7 +90,7 @@ fn batch_counts<R: Cols>(rows: Vec<R>) -> Result<docket_core::batch::StateCounts
 }
 
 #[async_trait]
-impl<D: Driver + QueueDriver> BatchStore for D {
+impl<D: Driver> BatchStore for D {
     async fn batch_create(&self, p: BatchCreateParams) -> Result<(Batch, Vec<Task>)> {
         let callbacks = serde_json::to_value(&p.callbacks).expect("callbacks serialise");
         let (id, tasks) = again(|| async {
@@ -216,7 +216,7 @@ impl<D: Driver + QueueDriver> BatchStore for D {
             .collect();
         names.sort();
         names.dedup();
-        let settings = QueueDriver::queue_settings_many(self, &names).await?;
+        let settings = QueueStore::queue_settings_many(self, &names).await?;
         again(|| async {
             let mut tx = self.begin().await?;
             let b = match tx.fetch_one(stmt!(batches, lock), args![p.id]).await? {

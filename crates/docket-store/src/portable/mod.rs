@@ -18,12 +18,12 @@ use counts::counts;
 pub(crate) use counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
 pub(crate) use leases::apply_failures;
 pub(crate) use maintenance::{promote_returning, prune_returning};
-pub(crate) use processes::break_process;
+pub(crate) use processes::{break_process, insert_each_event};
 pub(crate) use tasks::{insert_each, list_sql};
 
 use crate::driver::{
     again, again_up_to, args, stmt, Arg, Broken, Driver, DriverTx, LeaseDriver, Listen,
-    MaintenanceDriver, QueueDriver, TaskDriver,
+    MaintenanceDriver, TaskDriver,
 };
 use crate::row;
 use crate::row::Cols;

@@ -465,3 +465,33 @@ pub(crate) async fn break_process<T: DriverTx>(
     };
     tx.publish(&b.namespace, &b.id, &[failed], now).await
 }
+
+/// [`DriverTx::insert_events`] as statement `s` (`processes.insert_event`) once per event
+/// (SQLite, MySQL).
+///
+/// # Errors
+/// The database failed.
+pub(crate) async fn insert_each_event<T: DriverTx>(
+    tx: &mut T,
+    s: crate::driver::StmtName,
+    namespace: &str,
+    id: &str,
+    events: &[Event],
+) -> Result<()> {
+    for e in events {
+        tx.execute(
+            s,
+            args![
+                namespace,
+                id,
+                e.event_id,
+                e.task_id,
+                e.timestamp,
+                &e.metadata,
+                &e.payload
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}

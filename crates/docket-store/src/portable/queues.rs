@@ -3,7 +3,7 @@
 use super::*;
 
 #[async_trait]
-impl<D: Driver + QueueDriver> QueueStore for D {
+impl<D: Driver> QueueStore for D {
     async fn queue_oldest_available(&self) -> Result<Vec<QueueOldest>> {
         let rows = self.fetch(stmt!(queues, oldest_available), args![]).await?;
         rows.iter()
@@ -20,7 +20,12 @@ impl<D: Driver + QueueDriver> QueueStore for D {
         &self,
         names: &[String],
     ) -> Result<HashMap<String, QueueSettings>> {
-        QueueDriver::queue_settings_many(self, names).await
+        let rows = self
+            .fetch(stmt!(queues, settings_many), &[Arg::Texts(names)])
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.text("name")?, crate::row::queue_settings(r)?)))
+            .collect()
     }
 
     async fn queue_list(&self) -> Result<Vec<QueueStats>> {

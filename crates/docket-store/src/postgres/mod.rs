@@ -3,11 +3,10 @@
 
 mod maintenance;
 mod notifications;
-mod queues;
 mod tasks;
 
 use crate::driver::{Arg, StmtName};
-use crate::row::{queue_settings, task as decode, Cols};
+use crate::row::{task as decode, Cols};
 use crate::*;
 use docket_core::process::Notice;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgRow};
@@ -472,7 +471,7 @@ impl crate::driver::DriverTx for PgTx {
     }
 
     async fn lock(&mut self, name: &str) -> Result<()> {
-        lock_key(&mut *self.tx, name).await
+        lock_key(&mut self.tx, name).await
     }
 
     async fn fair_settings(&mut self) -> Result<()> {
@@ -507,7 +506,7 @@ impl crate::driver::DriverTx for PgTx {
     }
 
     async fn wake(&mut self, queues: &[String]) -> Result<()> {
-        notify_in(&mut *self.tx, &self.schema, queues).await
+        notify_in(&mut self.tx, &self.schema, queues).await
     }
 
     async fn publish(
@@ -517,7 +516,7 @@ impl crate::driver::DriverTx for PgTx {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        PgStore::publish_in(&mut *self.tx, namespace, id, notices, now).await
+        PgStore::publish_in(&mut self.tx, namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
@@ -525,7 +524,7 @@ impl crate::driver::DriverTx for PgTx {
         let mut t = t.clone();
         let payload = std::mem::take(&mut t.payload);
         let rows = PgStore::insert_rows(
-            &mut *self.tx,
+            &mut self.tx,
             &self.schema,
             std::slice::from_ref(&t),
             std::slice::from_ref(&payload),
@@ -703,42 +702,20 @@ fn bind_columns<'q>(
 /// PostgreSQL's types are the record's: `timestamptz`, `jsonb`, `bool`; a lease token's nonce is
 /// a `uuid`.
 impl Cols for PgRow {
-    fn text(&self, c: &str) -> Result<String> {
-        Ok(self.try_get(c)?)
-    }
-    fn text_opt(&self, c: &str) -> Result<Option<String>> {
-        Ok(self.try_get(c)?)
-    }
-    fn int(&self, c: &str) -> Result<i64> {
-        Ok(self.try_get(c)?)
-    }
-    fn int_opt(&self, c: &str) -> Result<Option<i64>> {
-        Ok(self.try_get(c)?)
-    }
-    fn int32(&self, c: &str) -> Result<i32> {
-        Ok(self.try_get(c)?)
-    }
-    fn int32_opt(&self, c: &str) -> Result<Option<i32>> {
-        Ok(self.try_get(c)?)
-    }
-    fn float(&self, c: &str) -> Result<f64> {
-        Ok(self.try_get(c)?)
-    }
-    fn flag(&self, c: &str) -> Result<bool> {
-        Ok(self.try_get(c)?)
-    }
-    fn time(&self, c: &str) -> Result<Timestamp> {
-        Ok(self.try_get(c)?)
-    }
-    fn time_opt(&self, c: &str) -> Result<Option<Timestamp>> {
-        Ok(self.try_get(c)?)
-    }
-    fn json(&self, c: &str) -> Result<Value> {
-        Ok(self.try_get(c)?)
-    }
-    fn json_opt(&self, c: &str) -> Result<Option<Value>> {
-        Ok(self.try_get(c)?)
-    }
+    crate::row::try_get_cols!(
+        text: String,
+        text_opt: Option<String>,
+        int: i64,
+        int_opt: Option<i64>,
+        int32: i32,
+        int32_opt: Option<i32>,
+        float: f64,
+        flag: bool,
+        time: Timestamp,
+        time_opt: Option<Timestamp>,
+        json: Value,
+        json_opt: Option<Value>,
+    );
     fn nonce(&self, c: &str) -> Result<Option<u128>> {
         Ok(self
             .try_get::<Option<uuid::Uuid>, _>(c)?

@@ -4,11 +4,11 @@
 
 mod maintenance;
 mod notifications;
-mod queues;
 mod tasks;
 
-use crate::driver::{Arg, StmtName};
-use crate::row::{parse_json, queue_settings, Cols};
+use crate::driver::{stmt, Arg, StmtName};
+use crate::local_wake::LocalTx;
+use crate::row::{parse_json, Cols};
 use crate::*;
 use docket_core::lease;
 use docket_core::process::Notice;
@@ -236,11 +236,7 @@ impl crate::driver::Driver for SqliteStore {
     type Tx = SqliteTx;
 
     async fn begin(&self) -> Result<SqliteTx> {
-        Ok(SqliteTx {
-            tx: SqliteStore::begin(self).await?,
-            wake: self.wake.clone(),
-            queues: vec![],
-        })
+        Ok(LocalTx::new(SqliteStore::begin(self).await?, &self.wake))
     }
 
     async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
@@ -278,11 +274,7 @@ impl SqliteStore {
 
 /// A SQLite transaction of the portable store code ([`crate::driver::DriverTx`]): the writer, and the
 /// queues to wake after the commit.
-pub(crate) struct SqliteTx {
-    tx: Transaction<'static, Sqlite>,
-    wake: crate::local_wake::LocalWake,
-    queues: Vec<String>,
-}
+pub(crate) type SqliteTx = LocalTx<Sqlite>;
 
 #[async_trait]
 impl crate::driver::DriverTx for SqliteTx {
@@ -304,7 +296,7 @@ impl crate::driver::DriverTx for SqliteTx {
     }
 
     async fn wake(&mut self, queues: &[String]) -> Result<()> {
-        self.queues.extend_from_slice(queues);
+        self.wake_after(queues);
         Ok(())
     }
 
@@ -315,15 +307,15 @@ impl crate::driver::DriverTx for SqliteTx {
         notices: &[Notice],
         now: Timestamp,
     ) -> Result<()> {
-        SqliteStore::publish(&mut *self.tx, namespace, id, notices, now).await
+        SqliteStore::publish(&mut self.tx, namespace, id, notices, now).await
     }
 
     async fn insert_task(&mut self, t: &ResolvedTask, now: Timestamp) -> Result<Option<Task>> {
-        let Some(id) = SqliteStore::insert_row(&mut *self.tx, t, now).await? else {
+        let Some(id) = SqliteStore::insert_row(&mut self.tx, t, now).await? else {
             return Ok(None);
         };
         if t.state == TaskState::Available {
-            self.queues.push(t.queue.clone());
+            self.wake_after([&t.queue]);
         }
         Ok(Some(t.clone().into_task(id, from_us(us(now)))))
     }
@@ -334,29 +326,18 @@ impl crate::driver::DriverTx for SqliteTx {
         id: &str,
         events: &[docket_core::process::Event],
     ) -> Result<()> {
-        use crate::driver::{args, stmt};
-        for e in events {
-            self.execute(
-                stmt!(processes, insert_event),
-                args![
-                    namespace,
-                    id,
-                    e.event_id,
-                    e.task_id,
-                    e.timestamp,
-                    &e.metadata,
-                    &e.payload
-                ],
-            )
-            .await?;
-        }
-        Ok(())
+        crate::portable::insert_each_event(
+            self,
+            stmt!(processes, insert_event),
+            namespace,
+            id,
+            events,
+        )
+        .await
     }
 
     async fn commit(self) -> Result<()> {
-        self.tx.commit().await?;
-        self.wake.queues(&self.queues);
-        Ok(())
+        self.commit_and_wake().await
     }
 }
 
@@ -387,27 +368,15 @@ fn bind<'q>(
 /// SQLite keeps times as integer µs since the epoch, JSON as text, flags as 0/1 and a lease
 /// token's nonce as 32 hex digits.
 impl Cols for SqliteRow {
-    fn text(&self, c: &str) -> Result<String> {
-        Ok(self.try_get(c)?)
-    }
-    fn text_opt(&self, c: &str) -> Result<Option<String>> {
-        Ok(self.try_get(c)?)
-    }
-    fn int(&self, c: &str) -> Result<i64> {
-        Ok(self.try_get(c)?)
-    }
-    fn int_opt(&self, c: &str) -> Result<Option<i64>> {
-        Ok(self.try_get(c)?)
-    }
-    fn int32(&self, c: &str) -> Result<i32> {
-        Ok(self.try_get(c)?)
-    }
-    fn int32_opt(&self, c: &str) -> Result<Option<i32>> {
-        Ok(self.try_get(c)?)
-    }
-    fn float(&self, c: &str) -> Result<f64> {
-        Ok(self.try_get(c)?)
-    }
+    crate::row::try_get_cols!(
+        text: String,
+        text_opt: Option<String>,
+        int: i64,
+        int_opt: Option<i64>,
+        int32: i32,
+        int32_opt: Option<i32>,
+        float: f64,
+    );
     fn flag(&self, c: &str) -> Result<bool> {
         Ok(self.try_get::<i64, _>(c)? != 0)
     }

@@ -1,22 +1,8 @@
 -- Batches (issue 26; migration 0007). Settling (lock … settle) runs under the batch's
 -- row lock, so of two nodes settling one batch the second finds it settled.
 
--- name: create
-INSERT INTO docket_batches (name, sealed, callbacks, created_at) VALUES (?1, ?2, ?3, ?4)
-
 -- name: last_id
 SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS id
-
--- name: get
-SELECT id, name, sealed, callbacks, created_at, settled_at, fired FROM docket_batches WHERE id = ?1
-
--- name: lock
-SELECT id, name, sealed, callbacks, created_at, settled_at, fired FROM docket_batches
-    WHERE id = ?1 FOR UPDATE
-
--- name: list
-SELECT id, name, sealed, callbacks, created_at, settled_at, fired FROM docket_batches
-    WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2
 
 -- name: counts
 -- The hot table and docket_tasks_done (0004): finished members may be in either.
@@ -39,20 +25,11 @@ SELECT id FROM (SELECT id FROM docket_tasks WHERE batch_id = ?1
 -- name: seal
 UPDATE docket_batches SET sealed = TRUE WHERE id = ?1
 
--- name: settle
-UPDATE docket_batches SET settled_at = ?2, fired = ?3 WHERE id = ?1 AND settled_at IS NULL
-
 -- name: unsettled
 SELECT id FROM docket_batches WHERE settled_at IS NULL AND sealed AND id > ?1 ORDER BY id LIMIT ?2
 
 -- Workflows (migration 0008): a workflow is a batch whose tasks have refs and dependencies. A
 -- finished task may be in docket_tasks_done (0004): both are joined.
-
--- name: add_ref
-INSERT INTO docket_task_refs (task_id, batch_id, ref) VALUES (?1, ?2, ?3)
-
--- name: add_dep
-INSERT INTO docket_task_deps (task_id, dep_id, ignore_failure) VALUES (?1, ?2, ?3)
 
 -- name: waiting
 -- The tasks of batch ?1 waiting for their dependencies (scheduled at ?2, never due), one row
@@ -62,24 +39,11 @@ SELECT w.id, w.queue, d.ignore_failure, COALESCE(t.state, f.state) AS dep_state
     LEFT JOIN docket_tasks t ON t.id = d.dep_id LEFT JOIN docket_tasks_done f ON f.id = d.dep_id
     WHERE w.batch_id = ?1 AND w.state = 'scheduled' AND w.run_at = ?2 ORDER BY w.id, d.dep_id
 
--- name: release
-UPDATE docket_tasks SET state = 'available', run_at = ?2
-    WHERE id = ?1 AND state = 'scheduled' AND run_at = ?3
-
--- name: cancel_waiting
-UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2
-    WHERE id = ?1 AND state = 'scheduled' AND run_at = ?3
-
 -- name: nodes
 SELECT r.task_id AS id, COALESCE(t.kind, f.kind) AS kind, COALESCE(t.state, f.state) AS state,
     COALESCE(t.run_at, f.run_at) AS run_at, r.ref FROM docket_task_refs r
     LEFT JOIN docket_tasks t ON t.id = r.task_id LEFT JOIN docket_tasks_done f ON f.id = r.task_id
     WHERE r.batch_id = ?1 AND COALESCE(t.id, f.id) IS NOT NULL ORDER BY r.task_id
-
--- name: edges
-SELECT d.task_id, d.ignore_failure, r.ref FROM docket_task_refs w
-    JOIN docket_task_deps d ON d.task_id = w.task_id JOIN docket_task_refs r ON r.task_id = d.dep_id
-    WHERE w.batch_id = ?1 ORDER BY d.task_id, d.dep_id
 
 -- name: dep_results
 -- The dependencies' results of each task in ?1 (a JSON array of ids: the workflow tasks of a
@@ -119,6 +83,3 @@ UPDATE docket_tasks SET run_at = ?2, edited_at = ?2, finished_at = NULL, cancel_
 UPDATE docket_tasks SET run_at = ?3, edited_at = ?2, finished_at = NULL, cancel_requested_at = NULL,
     max_attempts = GREATEST(max_attempts, attempt + 1), state = 'scheduled'
     WHERE id = ?1 AND state IN ('discarded', 'cancelled')
-
--- name: unsettle
-UPDATE docket_batches SET settled_at = NULL, fired = NULL WHERE id = ?1

@@ -96,12 +96,6 @@ UPDATE docket_tasks SET attempt = attempt + 1, attempted_at = ?2, worker = ?3,
 -- A claim handed back by its worker: see the PostgreSQL statement.
 INSERT IGNORE INTO docket_claim_releases (nonce, released_at) VALUES (?1, ?2)
 
--- name: release_prune
-DELETE FROM docket_claim_releases WHERE released_at < ?1
-
--- name: release_marked
-SELECT 1 AS marked FROM docket_claim_releases WHERE nonce = ?1
-
 -- name: release_lock
 -- The running tasks under nonce ?1 (see the PostgreSQL statement), locked.
 SELECT id, queue FROM docket_tasks WHERE state = 'running' AND lease_token = ?1
@@ -124,21 +118,5 @@ SELECT {COLS} FROM docket_tasks_done WHERE id IN (?1)
 -- docket_tasks_done are read apart (archived).
 SELECT {COLS} FROM docket_tasks WHERE id IN (?1) ORDER BY id FOR UPDATE
 
--- name: lease_token
-SELECT lease_token FROM docket_tasks WHERE id = ?1 AND state = 'running'
-
 -- name: limited_queues
 SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL AND name IN (?1)
-
--- name: claim_queue
--- The queue's settings a claim follows (none for a queue never configured).
-SELECT paused, concurrency_limit, schedule_limit, fair, partition_weights FROM docket_queues
-    WHERE name = ?1
-
--- name: running_in_queue
--- Running tasks of queue ?1, counted under the queue's lock.
-SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND queue = ?1
-
--- name: running_with_key
--- Running tasks of concurrency key ?1, counted under the key's lock.
-SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND concurrency_key = ?1

@@ -44,10 +44,6 @@ SELECT t.id FROM docket_tasks t LEFT JOIN docket_queues q ON q.name = t.queue
     WHERE pr.namespace = t.namespace AND pr.id = t.process_id))
     LIMIT ?
 
--- name: rescue_list
-SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < ?
-    AND namespace IS NULL ORDER BY lease_expires_at LIMIT ?
-
 -- name: finished
 SELECT id FROM docket_tasks WHERE state IN ('completed','discarded','cancelled')
     LIMIT ?
@@ -81,12 +77,6 @@ SELECT id FROM docket_tasks WHERE id IN ({ids})
 
 -- name: prune_audit
 DELETE FROM docket_audit WHERE at < ?1 ORDER BY id LIMIT ?2
-
--- name: prune_nodes
-DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < ?1
-
--- name: prune_workers
-DELETE FROM docket_workers WHERE reported_at < ?1
 
 -- name: prune_task_events
 -- Task events no sink published within the notifications' retention (a sink removed).

@@ -6,29 +6,7 @@ INSERT INTO docket_nodes (name, started_at, heartbeat_at, stopped_at, version, i
     started_at = VALUES(started_at), heartbeat_at = VALUES(heartbeat_at),
     stopped_at = NULL, version = VALUES(version), info = VALUES(info)
 
--- name: stop
-UPDATE docket_nodes SET stopped_at = ?2 WHERE name = ?1
-
--- name: list
-SELECT * FROM docket_nodes ORDER BY name
-
--- name: drain
-UPDATE docket_nodes SET draining_at = CASE WHEN ?2 THEN COALESCE(draining_at, ?3) END
-    WHERE name = ?1
-
--- name: pinned_queues
--- The queues of a drained node's waiting tasks pinned to it (woken when they move).
-SELECT DISTINCT queue FROM docket_tasks WHERE node = ?1
-    AND state IN ('scheduled', 'available', 'retryable')
-
--- name: hand_over_tasks
-UPDATE docket_tasks SET node = ?2 WHERE node = ?1
-    AND state IN ('scheduled', 'available', 'retryable')
-
 -- name: worker_report
 INSERT INTO docket_workers (name, report, reported_at, interval_ms) VALUES (?1, ?2, ?3, ?4)
     ON DUPLICATE KEY UPDATE report = VALUES(report), reported_at = VALUES(reported_at),
     interval_ms = VALUES(interval_ms)
-
--- name: worker_list
-SELECT * FROM docket_workers ORDER BY name

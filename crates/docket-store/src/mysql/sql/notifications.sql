@@ -2,26 +2,11 @@
 INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at)
     VALUES (?, ?, ?, ?, ?, ?)
 
--- name: list
-SELECT * FROM docket_notifications WHERE seq > ?1 AND (?2 IS NULL OR namespace = ?2)
-    ORDER BY seq LIMIT ?3
-
 -- name: last_seq
 SELECT CAST(COALESCE(max(seq), 0) AS SIGNED) AS n FROM docket_notifications
 
 -- name: sink_ensure
 INSERT INTO docket_sinks (name) VALUES (?1) ON DUPLICATE KEY UPDATE name = name
-
--- name: sink_lease
--- Takes (or keeps) the sink's delivery lease: free, ours, or run out at ?4.
-UPDATE docket_sinks SET owner = ?2, lease_until = ?3 WHERE name = ?1
-    AND (owner IS NULL OR owner = ?2 OR lease_until < ?4)
-
--- name: sink_seq
-SELECT seq FROM docket_sinks WHERE name = ?1
-
--- name: sink_advance
-UPDATE docket_sinks SET seq = ?3 WHERE name = ?1 AND owner = ?2
 
 -- name: backlog
 -- Undelivered notifications of a sink: how many (counted up to ?3) and the oldest one's time.
@@ -51,9 +36,6 @@ CREATE TRIGGER IF NOT EXISTS docket_task_events_upd AFTER UPDATE ON docket_tasks
         NEW.stage, UTC_TIMESTAMP(6)
     FROM DUAL WHERE NOT (OLD.state <=> NEW.state)
     AND EXISTS (SELECT 1 FROM docket_task_event_queues q WHERE q.queue = NEW.queue)
-
--- name: task_event_list
-SELECT * FROM docket_task_events WHERE queue = ?1 ORDER BY seq LIMIT ?2
 
 -- name: task_event_delete
 -- The rows a sink published (?1, a JSON array of seqs).

@@ -6,10 +6,6 @@ UPDATE docket_processes SET
     status = 'error', detail = ?4, corrupted_by = COALESCE(?5, corrupted_by)
     WHERE namespace = ?1 AND id = ?2
 
--- name: cancel_waiting
-UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_key = ?1
-    AND state IN ('scheduled', 'available', 'retryable')
-
 -- name: lock_process
 SELECT last_event_id, status FROM docket_processes WHERE namespace = ? AND id = ?
     FOR UPDATE
@@ -28,11 +24,6 @@ UPDATE docket_processes SET
     status = 'running', aux_state = COALESCE(?4, aux_state), metadata = COALESCE(?5, metadata),
     last_event_id = last_event_id + ?6
     WHERE namespace = ?1 AND id = ?2
-
--- name: complete_step
-UPDATE docket_tasks SET state = 'completed', finished_at = ?2, result = ?3, lease_expires_at = NULL,
-    run_count = run_count + 1
-    WHERE id = ?1
 
 -- name: create
 INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at,
@@ -56,50 +47,9 @@ UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2 WHERE concurrency_
 INSERT INTO docket_namespaces (name, config, updated_at) VALUES (?1, ?2, ?3)
     ON DUPLICATE KEY UPDATE config = VALUES(config), updated_at = VALUES(updated_at)
 
--- name: namespace_list
-SELECT name, config FROM docket_namespaces ORDER BY name
-
--- name: get
-SELECT * FROM docket_processes WHERE namespace = ?1 AND id = ?2
-
--- name: status
-SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2
-
--- name: list
-SELECT * FROM docket_processes WHERE namespace = ?1 AND (?2 IS NULL OR status = ?2)
-    AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4
-
--- name: simple_repair
-UPDATE docket_processes SET previous_status = status, status_changed_at = ?3,
-    detail = NULL, corrupted_by = NULL, status = 'running'
-    WHERE namespace = ?1 AND id = ?2 AND status = 'error'
-
--- name: events_after
-SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
-    AND (?3 IS NULL OR event_id > ?3) ORDER BY event_id LIMIT ?4
-
--- name: events_before
-SELECT * FROM docket_events WHERE namespace = ?1 AND process_id = ?2
-    AND (?3 IS NULL OR event_id < ?3) ORDER BY event_id DESC LIMIT ?4
-
 -- name: lock_status
 -- Locks the process row: a concurrent removal or status change waits for this insert.
 SELECT status FROM docket_processes WHERE namespace = ?1 AND id = ?2 FOR UPDATE
-
--- name: remove_events
-DELETE FROM docket_events WHERE namespace = ?1 AND process_id = ?2
-
--- name: remove
-DELETE FROM docket_processes WHERE namespace = ?1 AND id = ?2
-
--- name: remove_unfinished
-DELETE FROM docket_tasks WHERE concurrency_key = ?1
-    AND state NOT IN ('completed', 'discarded', 'cancelled')
-
--- name: detach_finished
--- Finished tasks stay, detached, until the retention prune: see the PostgreSQL statement.
-UPDATE docket_tasks SET concurrency_key = NULL, unique_key = NULL, namespace = NULL,
-    process_id = NULL WHERE concurrency_key = ?1
 
 -- name: detach_finished_done
 -- detach_finished for the finished tasks kept in docket_tasks_done (0004).

@@ -22,14 +22,8 @@ SELECT queue, state, CAST(SUM(n) AS SIGNED) AS n FROM (
     SELECT '', 'stale', 1 FROM docket_counts WHERE id = 1 AND counted_to <> ?2) c
     GROUP BY queue, state
 
--- name: counted_to
-SELECT counted_to FROM docket_counts WHERE id = 1
-
 -- name: counts_lock
 SELECT counted_to, recounted_at FROM docket_counts WHERE id = 1 FOR UPDATE
-
--- name: counts_recounted
-SELECT recounted_at FROM docket_counts WHERE id = 1
 
 -- name: counts_finished
 SELECT queue, state, CAST(SUM(n) AS SIGNED) AS n FROM (
@@ -44,17 +38,14 @@ SELECT queue, state, CAST(SUM(n) AS SIGNED) AS n FROM (
 -- Finished tasks per queue, minute and pickup latency bucket (docket_core::history: the last
 -- attempt's start - its run_at, in the buckets of LATENCY_BOUNDS_MS; NULL: never started), with
 -- finished_at in (?1, ?2].
+
 -- name: counts_minutes
 SELECT queue, minute, CAST(bucket AS SIGNED) AS bucket,
     CAST(SUM(state = 'completed') AS SIGNED) AS completed,
     CAST(SUM(state = 'discarded') AS SIGNED) AS discarded,
     CAST(SUM(state = 'cancelled') AS SIGNED) AS cancelled
     FROM (SELECT queue, state, minute,
-        CASE WHEN lat < 10 THEN 0 WHEN lat < 50 THEN 1 WHEN lat < 100 THEN 2
-            WHEN lat < 250 THEN 3 WHEN lat < 500 THEN 4 WHEN lat < 1000 THEN 5
-            WHEN lat < 2500 THEN 6 WHEN lat < 5000 THEN 7 WHEN lat < 10000 THEN 8
-            WHEN lat < 30000 THEN 9 WHEN lat < 60000 THEN 10 WHEN lat < 300000 THEN 11
-            WHEN lat IS NOT NULL THEN 12 END AS bucket
+        {latency_bucket:lat} AS bucket
         FROM (
         SELECT queue, state, CAST(DATE_FORMAT(finished_at, '%Y-%m-%d %H:%i:00') AS DATETIME(6)) AS minute,
             TIMESTAMPDIFF(MICROSECOND, run_at, attempted_at) / 1000 AS lat
@@ -71,18 +62,9 @@ INSERT INTO docket_queue_minutes (queue, minute, completed, discarded, cancelled
     VALUES (?1, ?2, ?3, ?4, ?5) ON DUPLICATE KEY UPDATE completed = completed + VALUES(completed),
     discarded = discarded + VALUES(discarded), cancelled = cancelled + VALUES(cancelled)
 
--- name: minutes_prune
-DELETE FROM docket_queue_minutes WHERE minute < ?1
-
--- name: counts_clear
-DELETE FROM docket_queue_counts
-
 -- name: counts_add
 INSERT INTO docket_queue_counts (queue, state, n) VALUES (?1, ?2, ?3)
     ON DUPLICATE KEY UPDATE n = n + VALUES(n)
-
--- name: counts_moved
-UPDATE docket_counts SET counted_to = ?1, recounted_at = COALESCE(?2, recounted_at) WHERE id = 1
 
 -- name: put
 INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff,
@@ -99,21 +81,12 @@ INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backof
     fair = VALUES(fair), partition_weights = VALUES(partition_weights),
     partition_limit = VALUES(partition_limit)
 
--- name: get
-SELECT * FROM docket_queues WHERE name = ?1
-
--- name: list
-SELECT * FROM docket_queues
-
--- name: oldest_available
-SELECT queue, min(run_at) AS run_at FROM docket_tasks WHERE state = 'available' GROUP BY queue
+-- name: settings_many
+SELECT * FROM docket_queues WHERE name IN (?1)
 
 -- name: latency_add
 INSERT INTO docket_queue_latency (queue, minute, bucket, n) VALUES (?1, ?2, ?3, ?4)
     ON DUPLICATE KEY UPDATE n = n + VALUES(n)
-
--- name: latency_prune
-DELETE FROM docket_queue_latency WHERE minute < ?1
 
 -- name: depth_sample
 -- Available and running tasks per queue, as the depth of minute ?1 (docket_core::history).

@@ -7,9 +7,6 @@ INSERT INTO docket_rate_limits (name, kind, lim, period_ms, created_at, updated_
     ON DUPLICATE KEY UPDATE kind = VALUES(kind), lim = VALUES(lim),
     period_ms = VALUES(period_ms), updated_at = VALUES(updated_at)
 
--- name: reset_keys
-UPDATE docket_rate_limit_keys SET at = NULL, used = 0, blocked_until = NULL WHERE name = ?1
-
 -- name: list
 -- Every limit (?1 NULL) or one, with its keys' totals; n_blocked: keys blocked at ?2.
 SELECT p.name, p.kind, p.lim, p.period_ms, p.created_at, p.updated_at,
@@ -27,12 +24,6 @@ SELECT p.name, p.kind, p.lim, p.period_ms, p.created_at, p.updated_at,
 SELECT name FROM docket_rate_limits WHERE name IN (SELECT j.n FROM JSON_TABLE(?1, '$[*]'
     COLUMNS (n VARCHAR(100) PATH '$')) AS j) ORDER BY name
 
--- name: delete
-DELETE FROM docket_rate_limits WHERE name = ?1
-
--- name: delete_keys
-DELETE FROM docket_rate_limit_keys WHERE name = ?1
-
 -- name: prune_lock
 SELECT `key` FROM docket_rate_limit_keys
     WHERE touched_at < ?1 AND (blocked_until IS NULL OR blocked_until < ?1) FOR UPDATE
@@ -42,10 +33,6 @@ UPDATE docket_rate_limits p JOIN (SELECT name, CAST(sum(admitted_total) AS SIGNE
     CAST(sum(delayed_total) AS SIGNED) AS d FROM docket_rate_limit_keys
     WHERE touched_at < ?1 AND (blocked_until IS NULL OR blocked_until < ?1) GROUP BY name) s
     ON p.name = s.name SET p.admitted_total = p.admitted_total + s.a, p.delayed_total = p.delayed_total + s.d
-
--- name: prune_delete
-DELETE FROM docket_rate_limit_keys
-    WHERE touched_at < ?1 AND (blocked_until IS NULL OR blocked_until < ?1)
 
 -- name: key_lock
 -- A key's row, locked for the claim, with its limit (its running tasks: key_running, once the

@@ -143,9 +143,3 @@ DELETE FROM docket_tasks WHERE id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COL
 -- what the kept counts need.
 SELECT queue, state, finished_at FROM docket_tasks WHERE id = ?1
     AND state IN ('discarded','cancelled') FOR UPDATE
-
--- name: next_due
-SELECT min(run_at) AS run_at FROM docket_tasks WHERE state IN ('scheduled','retryable')
-
--- name: set_result
-UPDATE docket_tasks SET result = ?2 WHERE id = ?1

@@ -107,14 +107,6 @@ UPDATE docket_tasks t SET state = 'completed', finished_at = $1, result = x.resu
     SELECT 1 FROM docket_queues q WHERE q.name = t.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     t.kind, t.attempted_at
 
--- name: complete_cancelled
-UPDATE docket_tasks SET state = 'cancelled', finished_at = $2, result = $3,
-    lease_expires_at = NULL, {runs:cancelled:$2} WHERE id = $1
-
--- name: heartbeat_cancelled
-UPDATE docket_tasks SET state = 'cancelled', finished_at = $2,
-    lease_expires_at = NULL, progress = COALESCE($3, progress), {runs:cancelled:$2} WHERE id = $1
-
 -- name: complete_to_next_stage
 UPDATE docket_tasks t SET state = $3, run_at = $4, stage = $5, payload = COALESCE($6, t.payload),
     priority = COALESCE($7, t.priority), result = $8, attempt = 0, lease_expires_at = NULL,
@@ -198,19 +190,11 @@ UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at =
     AS x(id_, lease_ms_, expires_, deadline_)
     WHERE id = x.id_ AND id = ANY($1) RETURNING {COLS}
 
--- name: heartbeat
-UPDATE docket_tasks SET progress = COALESCE($2, progress),
-    edited_at = CASE WHEN $2 IS NULL THEN edited_at ELSE $3 END,
-    lease_ms = $4, lease_expires_at = $5 WHERE id = $1 RETURNING {COLS}
-
 -- name: release_mark
 -- A claim handed back by its worker (docket_store::Release::Claim): the claim's own check, run
 -- right after it commits, reads this mark, so a release that overtook its claim still finds it.
 INSERT INTO docket_claim_releases (nonce, released_at) VALUES ($1::uuid, $2)
     ON CONFLICT DO NOTHING
-
--- name: release_prune
-DELETE FROM docket_claim_releases WHERE released_at < $1
 
 -- name: release_marked
 -- Whether claim $1 was marked released (the claim's check; a plain read, no lock).
@@ -235,22 +219,6 @@ UPDATE docket_tasks SET state = 'available', attempt = GREATEST(attempt - 1, 0),
 -- their leases (docket_store::portable heartbeat, fail, complete).
 SELECT {COLS} FROM docket_tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE
 
--- name: lease_token
-SELECT lease_token FROM docket_tasks WHERE id = $1 AND state = 'running'
-
 -- name: limited_queues
 -- Which of the queues $1 have a concurrency limit (a completion frees one of their slots).
 SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL AND name = ANY($1)
-
--- name: claim_queue
--- The queue's settings a claim follows (none for a queue never configured).
-SELECT paused, concurrency_limit, schedule_limit, fair, partition_weights FROM docket_queues
-    WHERE name = $1
-
--- name: running_in_queue
--- Running tasks of queue $1, counted under the queue's lock.
-SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND queue = $1
-
--- name: running_with_key
--- Running tasks of concurrency key $1, counted under the key's lock.
-SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND concurrency_key = $1

@@ -1,18 +1,3 @@
--- name: prune_notifications
--- Older than retention ($1) and past the cursor of every sink of its namespace (webhook:NS,
--- sink:NAME:NS). A sink whose lease ran out before $1 no longer holds rows back: it was
--- removed from the configuration (or every node is gone, and then nothing prunes).
-DELETE FROM docket_notifications WHERE seq IN (
-    SELECT n.seq FROM docket_notifications n
-    WHERE n.created_at < $1 AND NOT EXISTS (SELECT 1 FROM docket_sinks s
-        WHERE (s.name = 'webhook:' || n.namespace OR s.name LIKE 'sink:%:' || n.namespace)
-        AND s.seq < n.seq AND s.lease_until >= $1)
-    ORDER BY n.seq LIMIT $2)
-
--- name: prune_audit
-DELETE FROM docket_audit WHERE id IN (SELECT id FROM docket_audit WHERE at < $1
-    ORDER BY id LIMIT $2)
-
 -- name: expire
 UPDATE docket_tasks SET state = 'discarded', finished_at = $1,
     errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'at', $1,
@@ -50,14 +35,3 @@ SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $
 -- or a completion holds.
 UPDATE docket_tasks_live SET slot = 0 WHERE slot = $1 AND id IN
     (SELECT id FROM {leaf} LIMIT $2 FOR UPDATE SKIP LOCKED)
-
--- name: prune_task_events
--- Task events no sink published within the notifications' retention (a sink removed).
-DELETE FROM docket_task_events WHERE seq IN (SELECT seq FROM docket_task_events
-    WHERE at < $1 ORDER BY seq LIMIT $2)
-
--- name: prune_nodes
-DELETE FROM docket_nodes WHERE COALESCE(stopped_at, heartbeat_at) < $1
-
--- name: prune_workers
-DELETE FROM docket_workers WHERE reported_at < $1

@@ -15,20 +15,6 @@ SELECT * FROM docket_notifications WHERE seq > $1 AND ($2::text IS NULL OR names
 -- name: last_seq
 SELECT COALESCE(max(seq), 0)::int8 AS n FROM docket_notifications
 
--- name: sink_ensure
-INSERT INTO docket_sinks (name) VALUES ($1) ON CONFLICT DO NOTHING
-
--- name: sink_lease
--- Takes (or keeps) the sink's delivery lease: free, ours, or run out at $4.
-UPDATE docket_sinks SET owner = $2, lease_until = $3 WHERE name = $1
-    AND (owner IS NULL OR owner = $2 OR lease_until < $4)
-
--- name: sink_seq
-SELECT seq FROM docket_sinks WHERE name = $1
-
--- name: sink_advance
-UPDATE docket_sinks SET seq = $3 WHERE name = $1 AND owner = $2
-
 -- name: backlog
 -- Undelivered notifications of a sink: how many (counted up to $3) and the oldest one's time.
 SELECT count(*)::int8 AS n, min(created_at) AS oldest FROM (SELECT created_at
@@ -73,9 +59,6 @@ BEGIN
         'EXECUTE FUNCTION docket_task_event()', qs);
     EXECUTE format('COMMENT ON TRIGGER docket_task_events_upd ON docket_tasks IS %L', qs);
 END $$
-
--- name: task_event_list
-SELECT * FROM docket_task_events WHERE queue = $1 ORDER BY seq LIMIT $2
 
 -- name: task_event_delete
 -- The rows a sink published ($1, a JSON array of seqs).

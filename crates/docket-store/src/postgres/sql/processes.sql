@@ -1,14 +1,3 @@
--- name: break_process
-UPDATE docket_processes SET
-    previous_status = CASE WHEN status <> 'error' THEN status ELSE previous_status END,
-    status_changed_at = CASE WHEN status <> 'error' THEN $3 ELSE status_changed_at END,
-    status = 'error', detail = $4, corrupted_by = COALESCE($5, corrupted_by)
-    WHERE namespace = $1 AND id = $2
-
--- name: cancel_waiting
-UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1
-    AND state IN ('scheduled', 'available', 'retryable')
-
 -- name: break_many
 UPDATE docket_processes p SET
     previous_status = CASE WHEN p.status <> 'error' THEN p.status ELSE p.previous_status END,
@@ -28,59 +17,17 @@ INSERT INTO docket_events (namespace, process_id, event_id, task_id, timestamp, 
     FROM unnest($3::bigint[], $4::bigint[], $5::timestamptz[], $6::jsonb[], $7::jsonb[])
     AS x(e, k, t, m, p)
 
--- name: commit_status
-UPDATE docket_processes SET
-    previous_status = CASE WHEN status <> 'running' THEN status ELSE previous_status END,
-    status_changed_at = CASE WHEN status <> 'running' THEN $3 ELSE status_changed_at END,
-    detail = CASE WHEN status = 'error' THEN NULL ELSE detail END,
-    corrupted_by = CASE WHEN status = 'error' THEN NULL ELSE corrupted_by END,
-    status = 'running', aux_state = COALESCE($4, aux_state), metadata = COALESCE($5, metadata),
-    last_event_id = last_event_id + $6
-    WHERE namespace = $1 AND id = $2
-
 -- name: cancel_timers
 UPDATE docket_tasks SET state = 'cancelled', finished_at = $2 WHERE concurrency_key = $1
     AND kind IN (SELECT jsonb_array_elements_text($3)) AND state IN ('scheduled', 'available', 'retryable')
-
--- name: complete_step
-UPDATE docket_tasks SET state = 'completed', finished_at = $2, result = $3, lease_expires_at = NULL,
-    run_count = run_count + 1
-    WHERE id = $1
-
--- name: create
-INSERT INTO docket_processes (namespace, id, status, status_changed_at, created_at)
-    VALUES ($1, $2, 'init', $3, $3) ON CONFLICT DO NOTHING RETURNING id
-
--- name: import
-INSERT INTO docket_processes (namespace, id, status, previous_status, status_changed_at, detail,
-    aux_state, metadata, corrupted_by, created_at, last_event_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10) ON CONFLICT DO NOTHING RETURNING id
 
 -- name: zombies
 SELECT {COLS} FROM docket_tasks WHERE state = 'running' AND lease_expires_at < $1
     AND namespace IS NOT NULL ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
 
--- name: namespace_put
-INSERT INTO docket_namespaces (name, config, updated_at) VALUES ($1, $2, $3)
-    ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
-
--- name: namespace_list
-SELECT name, config FROM docket_namespaces ORDER BY name
-
--- name: get
-SELECT * FROM docket_processes WHERE namespace = $1 AND id = $2
-
--- name: status
-SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2
-
 -- name: list
 SELECT * FROM docket_processes WHERE namespace = $1 AND ($2::text IS NULL OR status = $2)
     AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4
-
--- name: simple_repair
-UPDATE docket_processes SET previous_status = status, status_changed_at = $3,
-    detail = NULL, corrupted_by = NULL, status = 'running'
-    WHERE namespace = $1 AND id = $2 AND status = 'error'
 
 -- name: events_after
 SELECT * FROM docket_events WHERE namespace = $1 AND process_id = $2
@@ -97,12 +44,6 @@ SELECT status FROM docket_processes WHERE namespace = $1 AND id = $2 FOR SHARE
 
 -- name: lock_process
 SELECT last_event_id, status FROM docket_processes WHERE namespace = $1 AND id = $2 FOR UPDATE
-
--- name: remove_events
-DELETE FROM docket_events WHERE namespace = $1 AND process_id = $2
-
--- name: remove
-DELETE FROM docket_processes WHERE namespace = $1 AND id = $2
 
 -- name: remove_unfinished
 -- A removed process's unfinished tasks (timers, queued requests, the `remove` task itself) go.

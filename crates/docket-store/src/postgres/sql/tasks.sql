@@ -40,14 +40,6 @@ SELECT m, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed FRO
         GROUP BY 1) c
     GROUP BY m ORDER BY m
 
--- name: update
--- A task's changeable columns as the engine's patch rule left them ($1 the id).
-UPDATE docket_tasks SET queue = $2, priority = $3, run_at = $4, state = $5,
-    payload = $6, node = $7, max_attempts = $8, stage = $9, progress = $10,
-    attempt = $11, backoff_kind = $12, backoff_initial_ms = $13, backoff_coefficient = $14,
-    backoff_max_ms = $15, backoff_jitter = $16, edited_at = $17
-WHERE id = $1 RETURNING {COLS}
-
 -- name: lock
 SELECT {COLS} FROM docket_tasks WHERE id = $1 FOR UPDATE
 
@@ -58,14 +50,6 @@ SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 AND state IN
 -- name: get
 SELECT {COLS} FROM docket_tasks WHERE id = $1
 
--- name: cancel
-UPDATE docket_tasks SET
-    state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
-    finished_at = CASE WHEN state = 'running' THEN finished_at ELSE $2 END,
-    cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, $2)
-    ELSE cancel_requested_at END
-    WHERE id = $1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}
-
 -- name: retry
 UPDATE docket_tasks SET state = 'available', run_at = $2, edited_at = $2, finished_at = NULL,
     cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempt + 1)
@@ -73,10 +57,6 @@ UPDATE docket_tasks SET state = 'available', run_at = $2, edited_at = $2, finish
 
 -- name: by_unique_key
 SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 ORDER BY id DESC LIMIT 1
-
--- name: run_now
-UPDATE docket_tasks SET state = 'available', run_at = $2, edited_at = $2
-    WHERE id = $1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}
 
 -- name: list
 -- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest first.
@@ -106,9 +86,3 @@ DELETE FROM docket_tasks WHERE id IN (SELECT (jsonb_array_elements_text($1))::bi
 -- A task a retry may make unfinished, locked, with what the kept counts need.
 SELECT queue, state, finished_at FROM docket_tasks WHERE id = $1
     AND state IN ('discarded','cancelled') FOR UPDATE
-
--- name: next_due
-SELECT min(run_at) AS run_at FROM docket_tasks WHERE state IN ('scheduled','retryable')
-
--- name: set_result
-UPDATE docket_tasks SET result = $2 WHERE id = $1

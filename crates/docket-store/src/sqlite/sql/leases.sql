@@ -61,14 +61,6 @@ UPDATE docket_tasks SET state = 'completed', finished_at = ?1, result = x.result
     WHERE q.name = docket_tasks.queue AND q.concurrency_limit IS NOT NULL)) AS frees,
     docket_tasks.kind, docket_tasks.attempted_at
 
--- name: complete_cancelled
-UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2, result = ?3,
-    lease_expires_at = NULL, {runs:cancelled:?2} WHERE id = ?1
-
--- name: heartbeat_cancelled
-UPDATE docket_tasks SET state = 'cancelled', finished_at = ?2,
-    lease_expires_at = NULL, progress = COALESCE(?3, progress), {runs:cancelled:?2} WHERE id = ?1
-
 -- name: complete_to_next_stage
 UPDATE docket_tasks SET state = ?3, run_at = ?4, stage = ?5, payload = COALESCE(?6, payload),
     priority = COALESCE(?7, priority), result = ?8, attempt = 0, lease_expires_at = NULL,
@@ -102,20 +94,9 @@ UPDATE docket_tasks SET state = 'running', attempt = attempt + 1, attempted_at =
     JOIN json_each(?7) e ON e.key = i.key JOIN json_each(?8) d ON d.key = i.key) AS x
     WHERE docket_tasks.id = x.id_ RETURNING {COLS}
 
--- name: heartbeat
-UPDATE docket_tasks SET progress = COALESCE(?2, progress),
-    edited_at = CASE WHEN ?2 IS NULL THEN edited_at ELSE ?3 END,
-    lease_ms = ?4, lease_expires_at = ?5 WHERE id = ?1 RETURNING {COLS}
-
 -- name: release_mark
 -- A claim handed back by its worker: see the PostgreSQL statement.
 INSERT OR IGNORE INTO docket_claim_releases (nonce, released_at) VALUES (?1, ?2)
-
--- name: release_prune
-DELETE FROM docket_claim_releases WHERE released_at < ?1
-
--- name: release_marked
-SELECT 1 AS marked FROM docket_claim_releases WHERE nonce = ?1
 
 -- name: release_lock
 -- The running tasks under nonce ?1 (see the PostgreSQL statement); the write transaction locks.
@@ -132,25 +113,9 @@ UPDATE docket_tasks SET state = 'available', attempt = MAX(attempt - 1, 0),
 -- Tasks ?1 (a JSON array of ids); the write transaction locks.
 SELECT {COLS} FROM docket_tasks WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id
 
--- name: lease_token
-SELECT lease_token FROM docket_tasks WHERE id = ?1 AND state = 'running'
-
 -- name: limited_queues
 SELECT name FROM docket_queues WHERE concurrency_limit IS NOT NULL
     AND name IN (SELECT value FROM json_each(?1))
-
--- name: claim_queue
--- The queue's settings a claim follows (none for a queue never configured).
-SELECT paused, concurrency_limit, schedule_limit, fair, partition_weights FROM docket_queues
-    WHERE name = ?1
-
--- name: running_in_queue
--- Running tasks of queue ?1, counted under the queue's lock.
-SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND queue = ?1
-
--- name: running_with_key
--- Running tasks of concurrency key ?1, counted under the key's lock.
-SELECT count(*) AS n FROM docket_tasks WHERE state = 'running' AND concurrency_key = ?1
 
 -- name: lock_available
 -- Of the ids ?1 (JSON), those still available (the writer lock is held: all of them).

@@ -2,26 +2,8 @@
 INSERT INTO docket_notifications (namespace, process_id, kind, event_id, data, created_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 
--- name: list
-SELECT * FROM docket_notifications WHERE seq > ?1 AND (?2 IS NULL OR namespace = ?2)
-    ORDER BY seq LIMIT ?3
-
 -- name: last_seq
 SELECT COALESCE(max(seq), 0) AS n FROM docket_notifications
-
--- name: sink_ensure
-INSERT INTO docket_sinks (name) VALUES (?1) ON CONFLICT DO NOTHING
-
--- name: sink_lease
--- Takes (or keeps) the sink's delivery lease: free, ours, or run out at ?4.
-UPDATE docket_sinks SET owner = ?2, lease_until = ?3 WHERE name = ?1
-    AND (owner IS NULL OR owner = ?2 OR lease_until < ?4)
-
--- name: sink_seq
-SELECT seq FROM docket_sinks WHERE name = ?1
-
--- name: sink_advance
-UPDATE docket_sinks SET seq = ?3 WHERE name = ?1 AND owner = ?2
 
 -- name: backlog
 -- Undelivered notifications of a sink: how many (counted up to ?3) and the oldest one's time.
@@ -55,9 +37,6 @@ BEGIN
     VALUES (NEW.id, NEW.queue, NEW.kind, OLD.state, NEW.state, NEW.attempt, OLD.stage,
         NEW.stage, CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
 END
-
--- name: task_event_list
-SELECT * FROM docket_task_events WHERE queue = ?1 ORDER BY seq LIMIT ?2
 
 -- name: task_event_delete
 -- The rows a sink published (?1, a JSON array of seqs).

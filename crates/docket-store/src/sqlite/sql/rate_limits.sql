@@ -1,15 +1,6 @@
 -- Rate limits (issue 26 item 3, migration 0025): the named limits, and the keys a claim locks
 -- and updates (crate::rate_limits). The rule is docket_core::rate_limit's.
 
--- name: put
-INSERT INTO docket_rate_limits (name, kind, lim, period_ms, created_at, updated_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?5)
-    ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, lim = excluded.lim,
-    period_ms = excluded.period_ms, updated_at = excluded.updated_at
-
--- name: reset_keys
-UPDATE docket_rate_limit_keys SET at = NULL, used = 0, blocked_until = NULL WHERE name = ?1
-
 -- name: list
 -- Every limit (?1 NULL) or one, with its keys' totals; n_blocked: keys blocked at ?2.
 SELECT p.name, p.kind, p.lim, p.period_ms, p.created_at, p.updated_at,
@@ -24,12 +15,6 @@ SELECT p.name, p.kind, p.lim, p.period_ms, p.created_at, p.updated_at,
 -- Which of the names in the JSON list ?1 are limits.
 SELECT name FROM docket_rate_limits WHERE name IN (SELECT value FROM json_each(?1)) ORDER BY name
 
--- name: delete
-DELETE FROM docket_rate_limits WHERE name = ?1
-
--- name: delete_keys
-DELETE FROM docket_rate_limit_keys WHERE name = ?1
-
 -- name: prune_lock
 SELECT key FROM docket_rate_limit_keys
     WHERE touched_at < ?1 AND (blocked_until IS NULL OR blocked_until < ?1)
@@ -40,10 +25,6 @@ UPDATE docket_rate_limits SET admitted_total = admitted_total + s.a, delayed_tot
     WHERE touched_at < ?1 AND (blocked_until IS NULL OR blocked_until < ?1) GROUP BY name) s
     WHERE docket_rate_limits.name = s.name
 
--- name: prune_delete
-DELETE FROM docket_rate_limit_keys
-    WHERE touched_at < ?1 AND (blocked_until IS NULL OR blocked_until < ?1)
-
 -- name: key_lock
 -- A key's row with its limit (the claim holds the writer lock).
 SELECT k.key, k.at, k.used, p.name, p.kind, p.lim, p.period_ms, p.created_at, p.updated_at
@@ -53,13 +34,3 @@ SELECT k.key, k.at, k.used, p.name, p.kind, p.lim, p.period_ms, p.created_at, p.
 -- name: key_running
 -- How many tasks of key ?1 run now (a concurrent limit).
 SELECT count(*) AS running FROM docket_tasks WHERE state = 'running' AND rate_limit = ?1
-
--- name: key_ensure
--- The key's row, when its limit exists (?2 its name).
-INSERT INTO docket_rate_limit_keys (key, name, touched_at) SELECT ?1, ?2, ?3
-    WHERE EXISTS (SELECT 1 FROM docket_rate_limits WHERE name = ?2)
-    ON CONFLICT (key) DO NOTHING
-
--- name: key_update
-UPDATE docket_rate_limit_keys SET at = ?2, used = ?3, blocked_until = ?4,
-    admitted_total = admitted_total + ?5, delayed_total = delayed_total + ?6, touched_at = ?7 WHERE key = ?1

@@ -1,24 +1,6 @@
 -- Schedules. Firing an occurrence is a compare-and-set of next_run_at (fire, defer): of two
 -- nodes firing the same occurrence, the second's update matches nothing.
 
--- name: put
-INSERT INTO docket_schedules (name, spec, next_run_at, created_at, updated_at)
-    VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec,
-    next_run_at = excluded.next_run_at, updated_at = excluded.updated_at
-
--- name: get
-SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE name = ?1
-
--- name: list
-SELECT {SCHEDULE_COLS} FROM docket_schedules ORDER BY name
-
--- name: delete
-DELETE FROM docket_schedules WHERE name = ?1
-
--- name: pause
-UPDATE docket_schedules SET paused = ?2, next_run_at = COALESCE(?3, next_run_at),
-    updated_at = ?4 WHERE name = ?1
-
 -- name: due
 SELECT {SCHEDULE_COLS} FROM docket_schedules WHERE paused = 0 AND next_run_at <= ?1
     ORDER BY next_run_at LIMIT ?2
@@ -29,9 +11,6 @@ SELECT min(next_run_at) AS t FROM docket_schedules WHERE paused = 0
 -- name: fire
 UPDATE docket_schedules SET next_run_at = ?3, last_run_at = ?4, updated_at = ?4
     WHERE name = ?1 AND next_run_at = ?2 AND paused = 0
-
--- name: last_task
-UPDATE docket_schedules SET last_task_id = ?2 WHERE name = ?1
 
 -- name: defer
 -- Moves an unpaused schedule's next_run_at from the occurrence read (?2) to ?3, firing nothing.

@@ -23,28 +23,12 @@ SELECT m, sum(c) AS completed, sum(f) AS failed FROM (
         AND finished_at > max(?2, (?1 / 60000000) * 60000000 - 1) GROUP BY 1)
     GROUP BY m ORDER BY m
 
--- name: update
--- A task's changeable columns as the engine's patch rule left them (?1 the id).
-UPDATE docket_tasks SET queue = ?2, priority = ?3, run_at = ?4, state = ?5,
-    payload = ?6, node = ?7, max_attempts = ?8, stage = ?9, progress = ?10,
-    attempt = ?11, backoff_kind = ?12, backoff_initial_ms = ?13, backoff_coefficient = ?14,
-    backoff_max_ms = ?15, backoff_jitter = ?16, edited_at = ?17
-WHERE id = ?1 RETURNING {COLS}
-
 -- name: get
 SELECT {COLS} FROM docket_tasks WHERE id = ?
 
 -- name: unfinished_by_unique_key
 SELECT {COLS} FROM docket_tasks WHERE unique_key = ? AND state IN
     ('scheduled','available','running','retryable')
-
--- name: cancel
-UPDATE docket_tasks SET
-    state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
-    finished_at = CASE WHEN state = 'running' THEN finished_at ELSE ?2 END,
-    cancel_requested_at = CASE WHEN state = 'running' THEN COALESCE(cancel_requested_at, ?2)
-    ELSE cancel_requested_at END
-    WHERE id = ?1 AND state IN ('scheduled','available','running','retryable') RETURNING {COLS}
 
 -- name: retry
 UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2, finished_at = NULL,
@@ -53,10 +37,6 @@ UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2, finish
 
 -- name: by_unique_key
 SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1
-
--- name: run_now
-UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2
-    WHERE id = ?1 AND state IN ('scheduled', 'retryable') RETURNING {COLS}
 
 -- name: list
 -- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest first.
@@ -90,9 +70,3 @@ SELECT queue, state, finished_at FROM docket_tasks WHERE id = ?1
 -- name: lock
 -- The writer lock (BEGIN IMMEDIATE) holds the row.
 SELECT {COLS} FROM docket_tasks WHERE id = ?1
-
--- name: next_due
-SELECT min(run_at) AS run_at FROM docket_tasks WHERE state IN ('scheduled','retryable')
-
--- name: set_result
-UPDATE docket_tasks SET result = ?2 WHERE id = ?1
