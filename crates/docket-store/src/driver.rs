@@ -301,21 +301,18 @@ pub(crate) trait DriverTx: Send + Sized {
     ) -> Result<()>;
 
     /// Puts processes in `error`, cancels their waiting tasks and publishes `failed` for each
-    /// ([`crate::portable::break_process`]): PostgreSQL in three statements for all of them,
-    /// the others process by process.
+    /// in one go where the backend can (PostgreSQL: three statements for all of them) and
+    /// answers true; false (the default): the portable code breaks them one by one.
     ///
     /// # Errors
     /// The database failed.
     async fn break_processes(
         &mut self,
-        broken: &[Broken],
-        detail: &str,
-        now: Timestamp,
-    ) -> Result<()> {
-        for b in broken {
-            crate::portable::break_process(self, b, detail, now).await?;
-        }
-        Ok(())
+        _broken: &[Broken],
+        _detail: &str,
+        _now: Timestamp,
+    ) -> Result<bool> {
+        Ok(false)
     }
 
     /// Synchronous callers waiting on these process steps learn they finished once this

@@ -1,6 +1,6 @@
 //! The audit log, written once over [`Driver`](crate::driver::Driver).
 
-use super::*;
+use super::prelude::*;
 
 #[async_trait]
 impl<D: Driver> AuditStore for D {

@@ -1,6 +1,6 @@
 //! Batches and workflows, written once over [`Driver`](crate::driver::Driver).
 
-use super::*;
+use super::prelude::*;
 
 /// Waiting tasks from rows of `waiting` / `waiting_on` (one per dependency, by task id).
 fn waiting_tasks<R: Cols>(rows: &[R]) -> Result<Vec<WaitingTask>> {

@@ -1,6 +1,6 @@
 //! The kept counts (`docket_core::counts`): their lock, what a delete or retry subtracts, the live read, written once over [`Driver`](crate::driver::Driver).
 
-use super::*;
+use super::prelude::*;
 
 /// Takes the kept counts' lock in `tx` ([`docket_core::counts`]) and returns `counted_to`:
 /// a prune takes it before deleting, so what it subtracts matches what a step counted.

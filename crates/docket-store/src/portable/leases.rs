@@ -1,6 +1,6 @@
 //! Releases of claims and held tasks, written once over [`Driver`](crate::driver::Driver).
 
-use super::*;
+use super::prelude::*;
 
 /// How long a claim's release mark is kept: far longer than a claim takes to commit (its
 /// long-poll is at most a minute), so the claim's check after it commits still sees it.

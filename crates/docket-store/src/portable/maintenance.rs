@@ -2,7 +2,9 @@
 //! each step's transaction, the kept counts, the wake-ups; the batch a step changes is chosen
 //! by [`MaintenanceDriver`] where the databases differ.
 
-use super::*;
+use super::counts::{counts_forget, counts_lock, pruned_rows};
+use super::leases::apply_failures;
+use super::prelude::*;
 
 #[async_trait]
 impl<D: Driver + MaintenanceDriver> MaintenanceStore for D {

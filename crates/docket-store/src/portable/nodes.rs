@@ -1,6 +1,6 @@
 //! Nodes, workers and drains, written once over [`Driver`](crate::driver::Driver).
 
-use super::*;
+use super::prelude::*;
 
 #[async_trait]
 impl<D: Driver> NodeStore for D {

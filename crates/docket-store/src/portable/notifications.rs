@@ -1,6 +1,6 @@
 //! Process notifications, task events and sink cursors, written once over [`Driver`](crate::driver::Driver).
 
-use super::*;
+use super::prelude::*;
 
 #[async_trait]
 impl<D: Driver + Listen> NotificationStore for D {

@@ -2,7 +2,8 @@
 //! statements and a few [`DriverTx`] hooks (batched events, batched breaks, PostgreSQL's
 //! notification of finished steps, MySQL's archive table).
 
-use super::*;
+use super::leases::apply_failures;
+use super::prelude::*;
 
 #[async_trait]
 impl<D: Driver> ProcessStore for D {
@@ -431,7 +432,11 @@ async fn collect_zombies<D: Driver>(d: &D, p: ProcessCollectZombiesParams) -> Re
         failed.push(Failure::new(&t, d, &detail, None, now));
     }
     apply_failures(&mut tx, &failed, None).await?;
-    tx.break_processes(&broken, &detail, now).await?;
+    if !tx.break_processes(&broken, &detail, now).await? {
+        for b in &broken {
+            break_process(&mut tx, b, &detail, now).await?;
+        }
+    }
     queues.sort();
     queues.dedup();
     tx.wake(&queues).await?;

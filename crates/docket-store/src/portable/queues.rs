@@ -1,6 +1,7 @@
 //! Queues: settings, stats, kept counts, history, written once over [`Driver`](crate::driver::Driver).
 
-use super::*;
+use super::counts::{counts, counts_lock};
+use super::prelude::*;
 
 #[async_trait]
 impl<D: Driver> QueueStore for D {

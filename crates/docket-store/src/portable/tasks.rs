@@ -1,7 +1,8 @@
 //! Tasks: reads and the operator changes of one task, written once over
 //! [`Driver`](crate::driver::Driver); the insert and the list go through [`TaskDriver`].
 
-use super::*;
+use super::counts::{counted_to, counts_before_retry, counts_forget, counts_lock, pruned_rows};
+use super::prelude::*;
 
 #[async_trait]
 impl<D: Driver + TaskDriver> TaskStore for D {

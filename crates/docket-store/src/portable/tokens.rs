@@ -1,6 +1,6 @@
 //! API tokens, written once over [`Driver`](crate::driver::Driver).
 
-use super::*;
+use super::prelude::*;
 
 #[async_trait]
 impl<D: Driver> TokenStore for D {

@@ -568,10 +568,10 @@ impl crate::driver::DriverTx for PgTx {
         broken: &[crate::driver::Broken],
         detail: &str,
         now: Timestamp,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         use crate::driver::stmt;
         if broken.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let ns: Vec<&str> = broken.iter().map(|b| b.namespace.as_str()).collect();
         let ids: Vec<&str> = broken.iter().map(|b| b.id.as_str()).collect();
@@ -614,7 +614,7 @@ impl crate::driver::DriverTx for PgTx {
             .bind(now)
             .execute(&mut *self.tx)
             .await?;
-        Ok(())
+        Ok(true)
     }
 
     /// Tells synchronous callers on every node that these process steps finished.
