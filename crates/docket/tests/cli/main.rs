@@ -56,6 +56,8 @@ impl Drop for Worker {
 struct Server {
     child: Child,
     url: String,
+    /// `cli-test-<port>`: unique, so a test knows its own server answered.
+    node: String,
     db: Vec<String>,
     _dir: tempfile::TempDir,
 }
@@ -101,41 +103,50 @@ fn serve(backend: &str) -> Server {
 fn serve_with(backend: &str, extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = db_args(backend, &dir);
-    let port = free_port();
-    let child = Command::new(BIN)
-        .arg("serve")
-        .args(&db)
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--node",
-            "cli-test",
-        ])
-        .args([
-            "--rescue-interval",
-            "200ms",
-            "--poll-interval",
-            "200ms",
-            "--grace",
-            "5s",
-        ])
-        .args(extra)
-        .env("DOCKET_LOG", "warn")
-        .current_dir(dir.path())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http::blocking_get(&format!("{url}/healthz")).is_none() {
-        assert!(Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(100));
+    // A port from free_port() can be taken by another test's server before ours binds it; the
+    // node name tells whose server answers, and a child that exited is started on another port.
+    'attempt: for _ in 0..5 {
+        let port = free_port();
+        let node = format!("cli-test-{port}");
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .args(&db)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--node", &node])
+            .args([
+                "--rescue-interval",
+                "200ms",
+                "--poll-interval",
+                "200ms",
+                "--grace",
+                "5s",
+            ])
+            .args(extra)
+            .env("DOCKET_LOG", "warn")
+            .current_dir(dir.path())
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(h) = http::blocking_get(&format!("{url}/healthz")) {
+                if h["node"] == node.as_str() {
+                    return Server {
+                        child,
+                        url,
+                        node,
+                        db,
+                        _dir: dir,
+                    };
+                }
+            }
+            if child.try_wait().unwrap().is_some() {
+                continue 'attempt;
+            }
+            assert!(Instant::now() < deadline, "server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
-    Server {
-        child,
-        url,
-        db,
-        _dir: dir,
-    }
+    panic!("server did not start on any of five ports");
 }
 
 mod http {

@@ -194,7 +194,7 @@ fn operator_cli_status_watch_bulk_completions_man() {
         status.contains("QUEUE") && status.contains("ops") && status.contains("NODE"),
         "{status}"
     );
-    assert!(status.contains("cli-test"), "{status}");
+    assert!(status.contains(&s.node), "{status}");
     let v: Value = serde_json::from_str(&s.ok(&["status", "--json"])).unwrap();
     assert_eq!(v["queues"][0]["counts"]["available"], 5);
     // Bulk cancel by filter: only the matching tasks, a summary at the end.
@@ -344,6 +344,7 @@ fn no_password_in_any_output() {
     let mut s = Server {
         child,
         url: url.clone(),
+        node: "sec".into(),
         db: vec![],
         _dir: dir,
     };

@@ -167,7 +167,7 @@ fn serve_shuts_down_gracefully(backend: &str) {
         .as_array()
         .unwrap()
         .iter()
-        .find(|n| n["name"] == "cli-test")
+        .find(|n| n["name"] == s.node.as_str())
         .unwrap()
         .clone();
     assert_eq!(first["state"], "stopped", "{nodes}");
@@ -587,6 +587,7 @@ fn https_serve_and_sighup_reload() {
     let mut server = Server {
         child,
         url: url.clone(),
+        node: String::new(),
         db: vec![],
         _dir: tempfile::tempdir().unwrap(),
     };
@@ -661,6 +662,7 @@ fn bootstrap_admin_token() {
         let s = Server {
             child: c.spawn().unwrap(),
             url: format!("http://127.0.0.1:{port}"),
+            node: String::new(),
             db: vec![],
             _dir: tempfile::tempdir().unwrap(),
         };

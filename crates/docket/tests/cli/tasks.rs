@@ -369,7 +369,7 @@ fn task_set_and_stages_from_the_cli(backend: &str) {
         (Some("completed"), Some("ship"), Some("w-log"), Some(1)),
         "{t}"
     );
-    assert_eq!(run["node"], "cli-test");
+    assert_eq!(run["node"], s.node.as_str());
     assert_eq!(run["trace_id"].as_str().map(str::len), Some(32));
 }
 

@@ -243,12 +243,7 @@ fn worker_retries_reports_across_a_server_restart(backend: &str) {
     s.child = Command::new(BIN)
         .arg("serve")
         .args(&s.db)
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--node",
-            "cli-test",
-        ])
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--node", &s.node])
         .env("DOCKET_LOG", "warn")
         .current_dir(s._dir.path())
         .spawn()
