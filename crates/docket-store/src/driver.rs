@@ -178,7 +178,7 @@ pub(crate) use args;
 
 /// Runs a backend's statements (see the module's documentation).
 #[async_trait]
-pub(crate) trait Driver: Send + Sync {
+pub(crate) trait Driver: Send + Sync + Sized {
     /// The backend's row.
     type Row: Cols + Send + Sync;
     /// One of its transactions.
@@ -197,17 +197,37 @@ pub(crate) trait Driver: Send + Sync {
         10
     }
 
+    /// This backend's statement `s` (its `sql/` or `sql_shared/`).
+    fn stmt(s: StmtName) -> &'static crate::sql::Stmt;
+
+    /// Runs `st` (a statement of [`Driver::stmt`], perhaps with its text filled in at run
+    /// time, as the task list's order) and returns its rows.
+    ///
+    /// # Errors
+    /// The database failed ([`crate::StoreError`]'s one mapping).
+    async fn fetch_stmt(&self, st: &crate::sql::Stmt, args: &[Arg<'_>]) -> Result<Vec<Self::Row>>;
+
+    /// Runs `st` and returns how many rows it changed.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn execute_stmt(&self, st: &crate::sql::Stmt, args: &[Arg<'_>]) -> Result<u64>;
+
     /// Runs statement `s` and returns its rows.
     ///
     /// # Errors
     /// The database failed ([`crate::StoreError`]'s one mapping).
-    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<Self::Row>>;
+    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<Self::Row>> {
+        self.fetch_stmt(Self::stmt(s), args).await
+    }
 
     /// Runs statement `s` and returns how many rows it changed.
     ///
     /// # Errors
     /// The database failed.
-    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64>;
+    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
+        self.execute_stmt(Self::stmt(s), args).await
+    }
 
     /// Runs statement `s`, which takes no arguments, as plain text (DDL that a backend does not
     /// prepare: MySQL's `CREATE TRIGGER`).
@@ -537,10 +557,9 @@ pub(crate) trait Listen {
     async fn listen(&self) -> Result<Option<tokio::sync::mpsc::Receiver<crate::Wake>>>;
 }
 
-/// The task calls whose statements differ in shape by backend: the insert is batched as each
+/// The task call whose statements differ in shape by backend: the insert is batched as each
 /// database allows (PostgreSQL: one `unnest` statement; MySQL: multi-row statements of tasks
-/// without a unique key; SQLite: row by row on its one writer), and the list's filter of states
-/// is an array, a JSON list or an `IN (…)` list.
+/// without a unique key; SQLite: row by row on its one writer).
 #[async_trait]
 pub(crate) trait TaskDriver: Driver {
     /// See [`crate::TaskStore::task_insert_many`].
@@ -551,17 +570,6 @@ pub(crate) trait TaskDriver: Driver {
         &self,
         p: crate::TaskInsertManyParams,
     ) -> Result<Vec<docket_core::Task>>;
-
-    /// The rows of the list statement for `p` ([`crate::TaskStore::task_list`]); with `count`,
-    /// one row whose `n` is how many rows that page has ([`crate::portable::list_sql`]).
-    ///
-    /// # Errors
-    /// The database failed.
-    async fn task_list_rows(
-        &self,
-        p: &crate::TaskListParams,
-        count: bool,
-    ) -> Result<Vec<Self::Row>>;
 }
 
 /// The maintenance steps whose flow differs by backend (the rest of

@@ -12,7 +12,7 @@ mod maintenance;
 mod notifications;
 mod tasks;
 
-use crate::driver::{args, stmt, Arg, StmtName};
+use crate::driver::{args, stmt, Arg, Driver as _, StmtName};
 use crate::local_wake::LocalTx;
 use crate::row::{parse_json, task as decode, Cols};
 use crate::*;
@@ -623,8 +623,12 @@ impl crate::driver::Driver for MySqlStore {
     // A lone statement is its own transaction, rolled back whole when it fails: going again on
     // a deadlock or a certification conflict (Galera: a heartbeat's upsert meeting a drain of
     // the same node row through another node, 1213 even with wsrep_retry_autocommit) is safe.
-    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
-        let (text, args) = expand(STATEMENTS.stmt(s.0, s.1), args);
+    fn stmt(s: StmtName) -> &'static crate::sql::Stmt {
+        STATEMENTS.stmt(s.0, s.1)
+    }
+
+    async fn fetch_stmt(&self, st: &crate::sql::Stmt, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
+        let (text, args) = expand(st, args);
         let (text, args) = (&text, &args);
         crate::driver::again(|| async move {
             Ok(bind(sqlx::query(text), args).fetch_all(&self.pool).await?)
@@ -632,8 +636,8 @@ impl crate::driver::Driver for MySqlStore {
         .await
     }
 
-    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
-        let (text, args) = expand(STATEMENTS.stmt(s.0, s.1), args);
+    async fn execute_stmt(&self, st: &crate::sql::Stmt, args: &[Arg<'_>]) -> Result<u64> {
+        let (text, args) = expand(st, args);
         let (text, args) = (&text, &args);
         crate::driver::again(|| async move {
             Ok(bind(sqlx::query(text), args)
@@ -648,13 +652,6 @@ impl crate::driver::Driver for MySqlStore {
         let st = STATEMENTS.stmt(s.0, s.1);
         sqlx::raw_sql(&st.text).execute(&self.pool).await?;
         Ok(())
-    }
-}
-
-impl MySqlStore {
-    /// The text of statement `s` with how to bind it.
-    fn st(s: StmtName) -> &'static crate::sql::Stmt {
-        STATEMENTS.stmt(s.0, s.1)
     }
 }
 
@@ -698,14 +695,14 @@ impl crate::driver::DriverTx for MySqlTx {
     }
 
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<MySqlRow>> {
-        let (text, args) = expand(MySqlStore::st(s), args);
+        let (text, args) = expand(MySqlStore::stmt(s), args);
         Ok(bind(sqlx::query(&text), &args)
             .fetch_all(&mut *self.tx)
             .await?)
     }
 
     async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
-        let (text, args) = expand(MySqlStore::st(s), args);
+        let (text, args) = expand(MySqlStore::stmt(s), args);
         Ok(bind(sqlx::query(&text), &args)
             .execute(&mut *self.tx)
             .await?

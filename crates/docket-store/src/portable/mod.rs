@@ -18,4 +18,4 @@ mod tokens;
 pub(crate) use counts::pruned_rows;
 pub(crate) use maintenance::{promote_returning, prune_returning};
 pub(crate) use processes::insert_each_event;
-pub(crate) use tasks::{insert_each, list_sql};
+pub(crate) use tasks::insert_each;

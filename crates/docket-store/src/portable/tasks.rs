@@ -18,12 +18,12 @@ impl<D: Driver + TaskDriver> TaskStore for D {
     }
 
     async fn task_list(&self, p: TaskListParams) -> Result<Vec<Task>> {
-        let rows = self.task_list_rows(&p, false).await?;
+        let rows = list_rows(self, &p, false).await?;
         rows.iter().map(row::task).collect()
     }
 
     async fn task_count(&self, p: TaskListParams) -> Result<i64> {
-        let rows = self.task_list_rows(&p, true).await?;
+        let rows = list_rows(self, &p, true).await?;
         let n = rows.first().map(|r| r.int("n")).transpose()?.unwrap_or(0);
         // MySQL: both tables' pages are cut at the limit each; the union's count, at most
         // twice it, is cut again (elsewhere the page's count is within it already).
@@ -277,19 +277,45 @@ pub(crate) async fn insert_each<D: Driver>(d: &D, p: TaskInsertManyParams) -> Re
     Ok(out)
 }
 
-/// The list statement `list` for `p` (`sql/tasks.sql`, `list`): its keyset order filled in
-/// (`{cmp}` `>` and `{order}` `ASC` for oldest first), `{states}` with `states` (MySQL's
-/// `IN (…)` of the states asked for), and with `count` wrapped to count the page's rows (`n`).
-pub(crate) fn list_sql(list: &str, p: &TaskListParams, count: bool, states: &str) -> String {
+/// The rows of the list statement for `p` (`sql/tasks.sql`, `list`); with `count`, one row
+/// whose `n` is how many rows that page has. The statement's keyset order is filled in at run
+/// time (`{cmp}` `>` and `{order}` `ASC` for oldest first); its arguments, in every dialect:
+/// `?1` queue, `?2` the states (a list), `?3` kind, `?4` after, `?5` limit, `?6` concurrency
+/// key, `?7` text, `?8` user id, `?9` trace id, `?10` unique key, `?11` worker, `?12`/`?13` the
+/// id window, `?14` whether any state will do (an empty list is no filter).
+async fn list_rows<D: Driver>(d: &D, p: &TaskListParams, count: bool) -> Result<Vec<D::Row>> {
     let (cmp, order) = if p.descending {
         ("<", "DESC")
     } else {
         (">", "ASC")
     };
-    let sql = crate::sql::fill(list, &[("states", states), ("cmp", cmp), ("order", order)]);
-    if count {
-        format!("SELECT count(*) AS n FROM ({sql}) x")
-    } else {
-        sql
-    }
+    let st = D::stmt(stmt!(tasks, list));
+    let text = crate::sql::fill(&st.text, &[("cmp", cmp), ("order", order)]);
+    let st = crate::sql::Stmt {
+        text: if count {
+            format!("SELECT count(*) AS n FROM ({text}) x")
+        } else {
+            text
+        },
+        order: st.order.clone(),
+        read: st.read,
+    };
+    let states: Vec<String> = p.states.iter().map(|s| s.as_str().to_string()).collect();
+    let args = [
+        Arg::Text(p.queue.as_deref()),
+        Arg::Texts(&states),
+        Arg::Text(p.kind.as_deref()),
+        Arg::Int(p.after),
+        Arg::Int(Some(p.limit)),
+        Arg::Text(p.concurrency_key.as_deref()),
+        Arg::Text(p.text.as_deref()),
+        Arg::Text(p.user_id.as_deref()),
+        Arg::Text(p.trace_id.as_deref()),
+        Arg::Text(p.unique_key.as_deref()),
+        Arg::Text(p.worker.as_deref()),
+        Arg::Int(p.min_id),
+        Arg::Int(p.max_id),
+        Arg::Bool(states.is_empty()),
+    ];
+    d.fetch_stmt(&st, &args).await
 }

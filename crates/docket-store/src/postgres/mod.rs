@@ -5,7 +5,7 @@ mod maintenance;
 mod notifications;
 mod tasks;
 
-use crate::driver::{Arg, StmtName};
+use crate::driver::{Arg, Driver as _, StmtName};
 use crate::row::{task as decode, Cols};
 use crate::*;
 use docket_core::process::Notice;
@@ -415,15 +415,17 @@ impl crate::driver::Driver for PgStore {
         })
     }
 
-    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<PgRow>> {
-        let st = STATEMENTS.stmt(s.0, s.1);
+    fn stmt(s: StmtName) -> &'static crate::sql::Stmt {
+        STATEMENTS.stmt(s.0, s.1)
+    }
+
+    async fn fetch_stmt(&self, st: &crate::sql::Stmt, args: &[Arg<'_>]) -> Result<Vec<PgRow>> {
         Ok(bind(sqlx::query(&st.text), st, args)
             .fetch_all(&self.pool)
             .await?)
     }
 
-    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
-        let st = STATEMENTS.stmt(s.0, s.1);
+    async fn execute_stmt(&self, st: &crate::sql::Stmt, args: &[Arg<'_>]) -> Result<u64> {
         Ok(bind(sqlx::query(&st.text), st, args)
             .execute(&self.pool)
             .await?
@@ -434,13 +436,6 @@ impl crate::driver::Driver for PgStore {
         let st = STATEMENTS.stmt(s.0, s.1);
         sqlx::raw_sql(&st.text).execute(&self.pool).await?;
         Ok(())
-    }
-}
-
-impl PgStore {
-    /// The text of statement `s` with how to bind it.
-    fn st(s: StmtName) -> &'static crate::sql::Stmt {
-        STATEMENTS.stmt(s.0, s.1)
     }
 }
 
@@ -456,14 +451,14 @@ impl crate::driver::DriverTx for PgTx {
     type Row = PgRow;
 
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<PgRow>> {
-        let st = PgStore::st(s);
+        let st = PgStore::stmt(s);
         Ok(bind(sqlx::query(&st.text), st, args)
             .fetch_all(&mut *self.tx)
             .await?)
     }
 
     async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
-        let st = PgStore::st(s);
+        let st = PgStore::stmt(s);
         Ok(bind(sqlx::query(&st.text), st, args)
             .execute(&mut *self.tx)
             .await?
@@ -499,7 +494,7 @@ impl crate::driver::DriverTx for PgTx {
         if rows.is_empty() {
             return Ok(vec![]);
         }
-        let st = PgStore::st(s);
+        let st = PgStore::stmt(s);
         let q = bind_columns(bind(sqlx::query(&st.text), st, shared), rows);
         let done = q.fetch_all(&mut *self.tx).await?;
         done.iter().map(|r| r.int("id")).collect()
@@ -549,7 +544,7 @@ impl crate::driver::DriverTx for PgTx {
                 events.iter().map($f).collect::<Vec<_>>()
             };
         }
-        sqlx::query(&PgStore::st(crate::driver::stmt!(processes, insert_events)).text)
+        sqlx::query(&PgStore::stmt(crate::driver::stmt!(processes, insert_events)).text)
             .bind(namespace)
             .bind(id)
             .bind(col!(|e| e.event_id))
@@ -590,7 +585,7 @@ impl crate::driver::DriverTx for PgTx {
                 .data()
             })
             .collect();
-        sqlx::query(&PgStore::st(stmt!(processes, break_many)).text)
+        sqlx::query(&PgStore::stmt(stmt!(processes, break_many)).text)
             .bind(&ns)
             .bind(&ids)
             .bind(now)
@@ -598,7 +593,7 @@ impl crate::driver::DriverTx for PgTx {
             .bind(&corrupted)
             .execute(&mut *self.tx)
             .await?;
-        sqlx::query(&PgStore::st(stmt!(processes, cancel_waiting_many)).text)
+        sqlx::query(&PgStore::stmt(stmt!(processes, cancel_waiting_many)).text)
             .bind(&keys)
             .bind(now)
             .execute(&mut *self.tx)
@@ -607,7 +602,7 @@ impl crate::driver::DriverTx for PgTx {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
             .execute(&mut *self.tx)
             .await?;
-        sqlx::query(&PgStore::st(stmt!(notifications, publish_failed_many)).text)
+        sqlx::query(&PgStore::stmt(stmt!(notifications, publish_failed_many)).text)
             .bind(&ns)
             .bind(&ids)
             .bind(&data)

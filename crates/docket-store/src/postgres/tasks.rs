@@ -77,32 +77,4 @@ impl crate::driver::TaskDriver for PgStore {
         }
         Ok(out)
     }
-
-    async fn task_list_rows(&self, p: &TaskListParams, count: bool) -> Result<Vec<PgRow>> {
-        let sql = crate::portable::list_sql(sql!(tasks, list), p, count, "");
-        Ok(list_query(&sql, p).fetch_all(&self.pool).await?)
-    }
-}
-
-/// `sql` (the list statement, or one wrapping it) with `p`'s filters bound.
-fn list_query<'q>(
-    sql: &'q str,
-    p: &'q TaskListParams,
-) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    sqlx::query(sql)
-        .bind(&p.queue)
-        .bind(
-            (!p.states.is_empty()).then(|| p.states.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
-        )
-        .bind(&p.kind)
-        .bind(p.after)
-        .bind(p.limit)
-        .bind(&p.concurrency_key)
-        .bind(&p.text)
-        .bind(&p.user_id)
-        .bind(&p.trace_id)
-        .bind(&p.unique_key)
-        .bind(&p.worker)
-        .bind(p.min_id)
-        .bind(p.max_id)
 }

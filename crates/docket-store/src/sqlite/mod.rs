@@ -6,7 +6,7 @@ mod maintenance;
 mod notifications;
 mod tasks;
 
-use crate::driver::{stmt, Arg, StmtName};
+use crate::driver::{stmt, Arg, Driver as _, StmtName};
 use crate::local_wake::LocalTx;
 use crate::row::{parse_json, Cols};
 use crate::*;
@@ -239,8 +239,11 @@ impl crate::driver::Driver for SqliteStore {
         Ok(LocalTx::new(SqliteStore::begin(self).await?, &self.wake))
     }
 
-    async fn fetch(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
-        let st = STATEMENTS.stmt(s.0, s.1);
+    fn stmt(s: StmtName) -> &'static crate::sql::Stmt {
+        STATEMENTS.stmt(s.0, s.1)
+    }
+
+    async fn fetch_stmt(&self, st: &crate::sql::Stmt, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
         let q = bind(sqlx::query(&st.text), st, args);
         // Reads go to the reader pool; a statement that changes rows to the one writer.
         Ok(if st.read {
@@ -250,8 +253,7 @@ impl crate::driver::Driver for SqliteStore {
         })
     }
 
-    async fn execute(&self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
-        let st = STATEMENTS.stmt(s.0, s.1);
+    async fn execute_stmt(&self, st: &crate::sql::Stmt, args: &[Arg<'_>]) -> Result<u64> {
         Ok(bind(sqlx::query(&st.text), st, args)
             .execute(&self.writer)
             .await?
@@ -265,13 +267,6 @@ impl crate::driver::Driver for SqliteStore {
     }
 }
 
-impl SqliteStore {
-    /// The text of statement `s` with how to bind it.
-    fn st(s: StmtName) -> &'static crate::sql::Stmt {
-        STATEMENTS.stmt(s.0, s.1)
-    }
-}
-
 /// A SQLite transaction of the portable store code ([`crate::driver::DriverTx`]): the writer, and the
 /// queues to wake after the commit.
 pub(crate) type SqliteTx = LocalTx<Sqlite>;
@@ -281,14 +276,14 @@ impl crate::driver::DriverTx for SqliteTx {
     type Row = SqliteRow;
 
     async fn fetch(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>> {
-        let st = SqliteStore::st(s);
+        let st = SqliteStore::stmt(s);
         Ok(bind(sqlx::query(&st.text), st, args)
             .fetch_all(&mut *self.tx)
             .await?)
     }
 
     async fn execute(&mut self, s: StmtName, args: &[Arg<'_>]) -> Result<u64> {
-        let st = SqliteStore::st(s);
+        let st = SqliteStore::stmt(s);
         Ok(bind(sqlx::query(&st.text), st, args)
             .execute(&mut *self.tx)
             .await?

@@ -72,26 +72,27 @@ SELECT {COLS} FROM docket_tasks WHERE id = ?1
 
 -- name: list
 -- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest
--- first; {states} is empty or `AND state IN (?, …)`. The hot table and docket_tasks_done
--- (0004), each cut to the page before the union; the binds are given twice.
-(SELECT {COLS} FROM docket_tasks WHERE (? IS NULL OR queue = ?) {states}
-    AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?)
-    AND (? IS NULL OR concurrency_key = ?)
-    AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0)
-    AND (? IS NULL OR user_id = ?) AND (? IS NULL OR trace_id = ?)
-    AND (? IS NULL OR unique_key = ?) AND (? IS NULL OR worker = ?)
-    AND (? IS NULL OR id >= ?) AND (? IS NULL OR id <= ?)
-    ORDER BY id {order} LIMIT ?)
+-- first (?14: any state; ?2 becomes one `?` per state; the arguments: portable/tasks.rs
+-- list_rows). The hot table and docket_tasks_done (0004), each cut to the page before the
+-- union.
+(SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1) AND (?14 OR state IN (?2))
+    AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR id {cmp} ?4)
+    AND (?6 IS NULL OR concurrency_key = ?6)
+    AND (?7 IS NULL OR LOCATE(LOWER(?7), LOWER(CONCAT(payload, ' ', errors))) > 0)
+    AND (?8 IS NULL OR user_id = ?8) AND (?9 IS NULL OR trace_id = ?9)
+    AND (?10 IS NULL OR unique_key = ?10) AND (?11 IS NULL OR worker = ?11)
+    AND (?12 IS NULL OR id >= ?12) AND (?13 IS NULL OR id <= ?13)
+    ORDER BY id {order} LIMIT ?5)
 UNION ALL
-(SELECT {COLS} FROM docket_tasks_done WHERE (? IS NULL OR queue = ?) {states}
-    AND (? IS NULL OR kind = ?) AND (? IS NULL OR id {cmp} ?)
-    AND (? IS NULL OR concurrency_key = ?)
-    AND (? IS NULL OR LOCATE(LOWER(?), LOWER(CONCAT(payload, ' ', errors))) > 0)
-    AND (? IS NULL OR user_id = ?) AND (? IS NULL OR trace_id = ?)
-    AND (? IS NULL OR unique_key = ?) AND (? IS NULL OR worker = ?)
-    AND (? IS NULL OR id >= ?) AND (? IS NULL OR id <= ?)
-    ORDER BY id {order} LIMIT ?)
-ORDER BY id {order} LIMIT ?
+(SELECT {COLS} FROM docket_tasks_done WHERE (?1 IS NULL OR queue = ?1) AND (?14 OR state IN (?2))
+    AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR id {cmp} ?4)
+    AND (?6 IS NULL OR concurrency_key = ?6)
+    AND (?7 IS NULL OR LOCATE(LOWER(?7), LOWER(CONCAT(payload, ' ', errors))) > 0)
+    AND (?8 IS NULL OR user_id = ?8) AND (?9 IS NULL OR trace_id = ?9)
+    AND (?10 IS NULL OR unique_key = ?10) AND (?11 IS NULL OR worker = ?11)
+    AND (?12 IS NULL OR id >= ?12) AND (?13 IS NULL OR id <= ?13)
+    ORDER BY id {order} LIMIT ?5)
+ORDER BY id {order} LIMIT ?5
 
 -- name: insert_many
 -- Tasks without a unique key in one statement; {rows}: insert_values once per task.

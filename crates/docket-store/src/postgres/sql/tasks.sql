@@ -59,9 +59,10 @@ UPDATE docket_tasks SET state = 'available', run_at = $2, edited_at = $2, finish
 SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 ORDER BY id DESC LIMIT 1
 
 -- name: list
--- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest first.
+-- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest first
+-- ($14: any state; the arguments: portable/tasks.rs list_rows).
 SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1)
-    AND ($2::text[] IS NULL OR state = ANY($2)) AND ($3::text IS NULL OR kind = $3)
+    AND ($14::boolean OR state = ANY($2::text[])) AND ($3::text IS NULL OR kind = $3)
     AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6)
     AND ($7::text IS NULL OR strpos(lower(payload::text || ' ' || COALESCE(errors::text, '')), lower($7)) > 0)
     AND ($8::text IS NULL OR user_id = $8) AND ($9::text IS NULL OR trace_id = $9)

@@ -39,9 +39,10 @@ UPDATE docket_tasks SET state = 'available', run_at = ?2, edited_at = ?2, finish
 SELECT {COLS} FROM docket_tasks WHERE unique_key = ? ORDER BY id DESC LIMIT 1
 
 -- name: list
--- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest first.
+-- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest first
+-- (?14: any state; the arguments: portable/tasks.rs list_rows).
 SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1)
-    AND (?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) AND (?3 IS NULL OR kind = ?3)
+    AND (?14 OR state IN (SELECT value FROM json_each(?2))) AND (?3 IS NULL OR kind = ?3)
     AND (?4 IS NULL OR id {cmp} ?4) AND (?6 IS NULL OR concurrency_key = ?6)
     AND (?7 IS NULL OR instr(lower(payload || ' ' || COALESCE(errors, '')), lower(?7)) > 0)
     AND (?8 IS NULL OR user_id = ?8) AND (?9 IS NULL OR trace_id = ?9)
