@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Upper bounds (exclusive, ms) of the latency buckets; the last bucket holds the rest.
-/// Each backend's `counts_minutes` statement writes the same `CASE` (the conformance case
-/// `counts_stay_exact` checks a task in each of several buckets).
+/// The store's statements get their `CASE` from these bounds (`{latency_bucket:…}` in
+/// `docket-store/src/sql.rs`), so SQL and this rule cannot drift; the conformance case
+/// `counts_stay_exact` checks a task in each of several buckets.
 pub const LATENCY_BOUNDS_MS: [i64; 12] = [
     10, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000,
 ];
