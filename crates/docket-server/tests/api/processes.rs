@@ -7,28 +7,7 @@ fn start_processor() -> (std::process::Child, String) {
     (child, format!("http://127.0.0.1:{port}/"))
 }
 
-/// Starts `examples/processor.py` on a port of its own choosing (it prints `PORT n` once it
-/// listens), so no other test can take the port in between.
-fn spawn_processor() -> (std::process::Child, u16) {
-    use std::io::BufRead;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/processor.py");
-    let mut child = std::process::Command::new("python3")
-        .arg(script)
-        .arg("0")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().expect("piped"))
-        .read_line(&mut line)
-        .expect("the processor says its port");
-    let port = line
-        .trim()
-        .strip_prefix("PORT ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("processor said {line:?}"));
-    (child, port)
-}
+use docket_store::testing::spawn_example_processor as spawn_processor;
 
 async fn processes_over_http(n: Node) {
     let (child, url) = start_processor();

@@ -23,12 +23,15 @@ mod maintenance;
 mod nodes;
 mod notifications;
 mod processes;
+mod processor;
 mod queues;
 mod rate_limits;
 mod recording;
 mod schedules;
 mod tasks;
 mod tokens;
+
+pub use processor::spawn_example_processor;
 
 use crate::*;
 use fixtures::Bundle;
