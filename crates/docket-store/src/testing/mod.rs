@@ -30,7 +30,7 @@ mod schedules;
 mod tasks;
 mod tokens;
 
-use crate::*;
+use crate::{connect, Backend, ConnectOptions, Store};
 use fixtures::Bundle;
 use futures::future::BoxFuture;
 use std::collections::BTreeSet;
