@@ -1,6 +1,6 @@
 //! The audit log of operator actions ([`AuditStore`]).
 
-use crate::*;
+use crate::Result;
 use async_trait::async_trait;
 pub use docket_core::api::AuditEntry;
 use docket_core::Timestamp;

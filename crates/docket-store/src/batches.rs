@@ -2,11 +2,12 @@
 //! (which callbacks are due, their payloads) are `docket_core::batch`'s; the engine hands them
 //! to [`BatchStore::batch_settle`] as a closure that runs under the batch's row lock.
 
-use crate::*;
+use crate::{Result, StoreError};
 use async_trait::async_trait;
 use docket_core::batch::Batch;
 use docket_core::task::ResolvedTask;
 use docket_core::{Task, Timestamp};
+use std::sync::Arc;
 
 /// Batches of tasks with callbacks.
 #[async_trait]

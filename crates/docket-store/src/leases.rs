@@ -2,7 +2,7 @@
 //! claim's room counting, written once for every backend. What a lease-checked call does is
 //! `docket_core::lease`'s.
 
-use crate::*;
+use crate::Result;
 use async_trait::async_trait;
 pub use docket_core::lease::TaskComplete;
 pub use docket_core::lease::TaskFail;

@@ -15,12 +15,6 @@
 use async_trait::async_trait;
 pub use docket_core::api::Backend;
 pub use docket_core::api::PoolStats;
-use docket_core::task::ResolvedTask;
-use docket_core::{QueueSettings, QueueStats, Schedule, Task, TaskState, Timestamp};
-use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
 
 mod audit;
 mod batches;

@@ -1,7 +1,7 @@
 //! What the maintenance services run: promote, rescue, expire, prune, rotate
 //! ([`MaintenanceStore`]). The engine decides (the rescue's failures, retention); the store applies.
 
-use crate::*;
+use crate::{Failure, Result, TaskLabels};
 use async_trait::async_trait;
 use docket_core::{Task, Timestamp};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Nodes and workers: registry, heartbeats, drain, worker reports ([`NodeStore`]).
 
-use crate::*;
+use crate::Result;
 use async_trait::async_trait;
 pub use docket_core::api::NodeRecord;
 use docket_core::Timestamp;

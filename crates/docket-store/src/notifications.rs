@@ -1,6 +1,6 @@
 //! Process notifications, webhook sinks and wake-ups ([`NotificationStore`]).
 
-use crate::*;
+use crate::Result;
 use async_trait::async_trait;
 pub use docket_core::process::Notification;
 pub use docket_core::sink::TaskTransition;

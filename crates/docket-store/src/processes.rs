@@ -1,7 +1,7 @@
 //! Namespaces and durable processes (progressor, seeds 000/001): create, commit, fail, repair,
 //! import, remove, zombies ([`ProcessStore`]).
 
-use crate::*;
+use crate::{LeaseOutcome, Result, TaskFail};
 use async_trait::async_trait;
 pub use docket_core::process::NamespaceRecord;
 pub use docket_core::process::ProcessWithHistory;

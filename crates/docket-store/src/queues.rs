@@ -1,6 +1,6 @@
 //! Queues: settings, counts, pause ([`QueueStore`]).
 
-use crate::*;
+use crate::Result;
 use async_trait::async_trait;
 pub use docket_core::api::QueueOldest;
 use docket_core::{QueueSettings, QueueStats, TaskState, Timestamp};

@@ -6,7 +6,7 @@
 use crate::driver::{args, stmt, DriverTx};
 use crate::leases::ClaimCandidate;
 use crate::row::Cols;
-use crate::*;
+use crate::{Result, StoreError};
 use async_trait::async_trait;
 use docket_core::rate_limit::{KeyState, Kind, RateLimit, RateLimitSpec};
 use docket_core::Timestamp;

@@ -1,6 +1,6 @@
 //! Schedules: put, fire each occurrence once, pause, defer ([`ScheduleStore`]).
 
-use crate::*;
+use crate::Result;
 use async_trait::async_trait;
 use docket_core::task::ResolvedTask;
 use docket_core::{Schedule, ScheduleSpec, Task, Timestamp};

@@ -1,7 +1,7 @@
 //! Tasks: insert, read, list, and the operator changes of one task ([`TaskStore`]), with the
 //! column list every backend decodes a task from.
 
-use crate::*;
+use crate::{Result, StoreError};
 use async_trait::async_trait;
 pub use docket_core::api::TaskListParams;
 pub use docket_core::api::Throughput;

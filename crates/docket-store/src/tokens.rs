@@ -1,6 +1,6 @@
 //! API tokens: create, look up by hash, list, revoke, touch ([`TokenStore`]).
 
-use crate::*;
+use crate::{Result, StoreError};
 use async_trait::async_trait;
 use docket_core::Timestamp;
 use serde::{Deserialize, Serialize};

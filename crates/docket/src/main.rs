@@ -6,14 +6,10 @@ mod commands;
 mod config;
 mod telemetry;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Parser;
 use cli::*;
-use docket_client::{Client, ListFilter};
-use docket_core::{NewTask, QueueSettings, SystemClock, Task};
-use docket_engine::{Database, DatabaseOptions, Engine, EngineConfig};
-use std::io::BufRead;
-use std::sync::Arc;
+use docket_engine::{Database, DatabaseOptions};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 

@@ -6,6 +6,7 @@
 //! first selects its batch of ids (locked, skipping rows other nodes hold), then changes them.
 
 use super::*;
+use crate::{Rotation, TaskPruneParams, TaskRotateParams};
 
 /// Fills `sql`'s `{ids}` with `ids`' placeholders, binds them and runs it.
 async fn by_ids(tx: &mut Transaction<'_, MySql>, sql: &str, ids: &[i64]) -> Result<u64> {

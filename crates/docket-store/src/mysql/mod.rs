@@ -15,14 +15,17 @@ mod tasks;
 use crate::driver::{args, stmt, Arg, Driver as _, StmtName};
 use crate::local_wake::LocalTx;
 use crate::row::{parse_json, task as decode, Cols};
-use crate::*;
-use docket_core::lease;
+use crate::{sql, Backend, ConnectOptions, DbErrorKind, PoolStats, Result, Store, StoreError};
+use async_trait::async_trait;
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
+use docket_core::{lease, Task, TaskState, Timestamp};
+use serde_json::Value;
 use sqlx::mysql::{MySqlConnectOptions, MySqlRow};
 use sqlx::Connection as _;
 use sqlx::{Executor, MySql, MySqlPool, Row, Transaction};
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::sql::fill;
 

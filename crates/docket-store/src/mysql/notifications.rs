@@ -1,6 +1,7 @@
 //! MySQL: wake-ups, process notifications and their delivery cursors (sinks).
 
 use super::*;
+use crate::Wake;
 
 #[async_trait]
 impl crate::driver::Listen for MySqlStore {

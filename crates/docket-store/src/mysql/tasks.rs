@@ -1,6 +1,8 @@
 //! MySQL: tasks: the insert and the list ([`crate::driver::TaskDriver`]); the rest is portable/tasks.rs.
 
 use super::*;
+use crate::TaskInsertManyParams;
+use std::collections::HashMap;
 
 #[async_trait]
 impl crate::driver::TaskDriver for MySqlStore {

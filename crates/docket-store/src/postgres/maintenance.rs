@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::driver::{args, stmt, DriverTx};
+use crate::{Rotation, TaskPruneParams, TaskRotateParams};
+use docket_core::TaskState;
 
 #[async_trait]
 impl crate::driver::MaintenanceDriver for PgStore {

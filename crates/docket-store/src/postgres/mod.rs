@@ -7,11 +7,20 @@ mod tasks;
 
 use crate::driver::{Arg, Driver as _, StmtName};
 use crate::row::{task as decode, Cols};
-use crate::*;
+use crate::{
+    sql, Backend, ConnectOptions, DbErrorKind, PoolStats, Result, Store, StoreError,
+    TaskClaimParams,
+};
+use async_trait::async_trait;
 use docket_core::process::Notice;
+use docket_core::task::ResolvedTask;
+use docket_core::{Task, Timestamp};
+use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgRow};
 use sqlx::{ConnectOptions as _, Connection, PgPool, Postgres, Row, Transaction};
 use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The LISTEN/NOTIFY channel; payload `schema|queue`.
 pub const CHANNEL: &str = "docket_available";

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::driver::{args, stmt, DriverTx};
+use crate::{Rotation, TaskPruneParams, TaskRotateParams};
 
 #[async_trait]
 impl crate::driver::MaintenanceDriver for SqliteStore {

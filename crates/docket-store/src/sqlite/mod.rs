@@ -9,15 +9,18 @@ mod tasks;
 use crate::driver::{stmt, Arg, Driver as _, StmtName};
 use crate::local_wake::LocalTx;
 use crate::row::{parse_json, Cols};
-use crate::*;
-use docket_core::lease;
+use crate::{sql, Backend, ConnectOptions, PoolStats, Result, Store, StoreError};
+use async_trait::async_trait;
 use docket_core::process::Notice;
 use docket_core::task::ResolvedTask;
+use docket_core::{lease, Task, TaskState, Timestamp};
+use serde_json::Value;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use std::str::FromStr;
+use std::time::Duration;
 
 /// A SQLite store.
 #[derive(Debug, Clone)]

@@ -1,6 +1,7 @@
 //! SQLite: tasks: the insert and the list ([`crate::driver::TaskDriver`]); the rest is portable/tasks.rs.
 
 use super::*;
+use crate::TaskInsertManyParams;
 
 #[async_trait]
 impl crate::driver::TaskDriver for SqliteStore {

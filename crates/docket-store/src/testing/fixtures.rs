@@ -1,10 +1,26 @@
 //! What the conformance cases share: the store a case gets, fixed times, and the small steps
 //! (insert, claim, complete, fail, rescue) they are written in.
 
-pub(super) use crate::*;
+pub(super) use crate::{
+    AuditAddParams, AuxPruneParams, Backend, BatchAddParams, BatchCreateParams, BatchListParams,
+    BatchSettleParams, BatchSettleRule, CountsStepParams, LeaseOutcome, NamespacePutParams,
+    NodeDrainParams, NodeRecord, NodeStopParams, NotificationBacklogParams, NotificationListParams,
+    ProcessBreak, ProcessCollectZombiesParams, ProcessCommit, ProcessCreateParams,
+    ProcessEnqueueParams, ProcessFail, ProcessGetParams, ProcessImport, ProcessListParams,
+    ProcessRemoveParams, ProcessSimpleRepairParams, ProcessWithHistory, QueueHistoryParams,
+    QueueOldest, QueuePutParams, QueueSetPausedParams, Release, Released, Result, Rotation,
+    ScheduleDeferParams, ScheduleDueParams, ScheduleFireParams, ScheduleFired, SchedulePauseParams,
+    SchedulePutParams, SinkAdvanceParams, SinkLeaseParams, Store, StoreError, TaskCancelParams,
+    TaskClaimParams, TaskComplete, TaskCompleteManyParams, TaskEventListParams, TaskExpireParams,
+    TaskFail, TaskFailManyParams, TaskHeartbeatParams, TaskInsertManyParams, TaskLabels,
+    TaskListParams, TaskPromoteParams, TaskPruneParams, TaskReleaseParams, TaskRescueListParams,
+    TaskRescueManyParams, TaskRetryParams, TaskRotateParams, TaskRunNowParams, TaskUpdateParams,
+    TokenCreate, TokenRevoke, TokenTouch, Wake, WorkerReportParams, WorkflowApplied,
+    WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
+};
 pub(super) use chrono::TimeZone;
 pub(super) use docket_core::task::ResolvedTask;
-pub(super) use docket_core::{NewTask, TaskDefaults, TaskState, Timestamp};
+pub(super) use docket_core::{NewTask, QueueSettings, TaskDefaults, TaskState, Timestamp};
 pub(super) use serde_json::json;
 pub(super) use std::sync::Arc;
 pub(super) use std::time::Duration;

@@ -33,7 +33,7 @@ mod tokens;
 
 pub use processor::spawn_example_processor;
 
-use crate::*;
+use crate::{connect, Backend, ConnectOptions, Store};
 use fixtures::Bundle;
 use futures::future::BoxFuture;
 use std::collections::BTreeSet;

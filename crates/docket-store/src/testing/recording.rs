@@ -1,10 +1,31 @@
 //! A [`Store`] that forwards every call to another and records which methods were called, so
 //! the conformance suite can prove it calls every method of the trait.
 
-use crate::*;
+use crate::{
+    AuditAddParams, AuditEntry, AuditStore, AuxPruneParams, AuxPruned, Backend, BatchAddParams,
+    BatchCreateParams, BatchListParams, BatchSettleParams, BatchStore, CountsStepParams,
+    CountsStepped, LeaseOutcome, LeaseStore, MaintenanceStore, NamespacePutParams, NamespaceRecord,
+    NodeDrainParams, NodeRecord, NodeStopParams, NodeStore, Notification,
+    NotificationBacklogParams, NotificationListParams, NotificationStore, PoolStats,
+    ProcessCollectZombiesParams, ProcessCommit, ProcessCreateParams, ProcessEnqueueParams,
+    ProcessFail, ProcessGetParams, ProcessImport, ProcessListParams, ProcessRemoveParams,
+    ProcessSimpleRepairParams, ProcessStore, ProcessWithHistory, Promoted, QueueHistoryParams,
+    QueueOldest, QueuePutParams, QueueSetPausedParams, QueueStore, RateLimitStore, Released,
+    Result, Rotation, ScheduleDeferParams, ScheduleDueParams, ScheduleFireParams, ScheduleFired,
+    SchedulePauseParams, SchedulePutParams, ScheduleStore, SinkAdvanceParams, SinkLeaseParams,
+    Store, TaskCancelParams, TaskClaimParams, TaskCompleteManyParams, TaskEventListParams,
+    TaskExpireParams, TaskFailManyParams, TaskHeartbeatParams, TaskInsertManyParams, TaskLabels,
+    TaskListParams, TaskPromoteParams, TaskPruneParams, TaskReleaseParams, TaskRescueListParams,
+    TaskRescueManyParams, TaskRetryParams, TaskRotateParams, TaskRunNowParams, TaskStore,
+    TaskTransition, TaskUpdateParams, Throughput, TokenCreate, TokenRecord, TokenRevoke,
+    TokenStore, TokenTouch, WaitingTask, Wake, WorkerRecord, WorkerReportParams, WorkflowApplied,
+    WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
+};
 use async_trait::async_trait;
-use std::collections::BTreeSet;
+use docket_core::{QueueSettings, QueueStats, Schedule, Task, Timestamp};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Forwards to `inner`, noting each method's name in `seen`.
 #[derive(Debug)]

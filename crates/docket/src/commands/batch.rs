@@ -1,7 +1,11 @@
 //! `docket batch …`.
 
-use crate::*;
+use super::output::print_table;
+use crate::cli::BatchCmd;
+use anyhow::{Context, Result};
+use docket_client::Client;
 use docket_core::batch::{Batch, BatchAdd, NewBatch};
+use docket_core::NewTask;
 
 /// Reads a JSON document from `path` (`-`: stdin).
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &str, what: &str) -> Result<T> {

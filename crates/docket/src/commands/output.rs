@@ -1,6 +1,7 @@
 //! Tables and task lines as the CLI prints them.
 
-use crate::*;
+use anyhow::Result;
+use docket_core::Task;
 
 pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
     let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();

@@ -1,6 +1,10 @@
 //! `docket queue …`.
 
-use crate::*;
+use super::output::print_table;
+use crate::cli::QueueCmd;
+use anyhow::Result;
+use docket_client::Client;
+use docket_core::QueueSettings;
 
 pub(crate) async fn queue_cmd(c: Client, cmd: QueueCmd) -> Result<()> {
     let print = |qs: Vec<docket_core::QueueStats>, json: bool| -> Result<()> {

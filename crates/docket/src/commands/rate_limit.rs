@@ -1,6 +1,9 @@
 //! `docket rate-limit …`.
 
-use crate::*;
+use super::output::print_table;
+use crate::cli::RateLimitCmd;
+use anyhow::Result;
+use docket_client::Client;
 use docket_core::rate_limit::{Kind, RateLimit, RateLimitSpec};
 
 fn table(all: &[RateLimit]) {

@@ -1,6 +1,10 @@
 //! `docket schedule …`.
 
-use crate::*;
+use super::output::print_table;
+use super::task::spec_from_args;
+use crate::cli::ScheduleCmd;
+use anyhow::Result;
+use docket_client::Client;
 
 pub(crate) async fn schedule_cmd(c: Client, cmd: ScheduleCmd) -> Result<()> {
     let table = |all: &[serde_json::Value]| {

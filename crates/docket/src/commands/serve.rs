@@ -2,7 +2,14 @@
 //! processes, pg_task tables, sql tasks, HTTP), run with the settings of
 //! [`crate::config::ServeConfig`].
 
-use crate::*;
+use crate::cli::ServeArgs;
+use crate::{cli, on_signal, telemetry};
+use anyhow::{Context, Result};
+use docket_core::SystemClock;
+use docket_engine::{Engine, EngineConfig};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Reloads the TLS certificate and key on SIGHUP (new connections use them; on error the old
 /// ones stay and the error is logged).

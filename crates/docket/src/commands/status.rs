@@ -1,6 +1,8 @@
 //! `docket status`: the cluster at a glance.
 
-use crate::*;
+use super::output::print_table;
+use anyhow::Result;
+use docket_client::Client;
 
 pub(crate) async fn status(c: Client, json: bool) -> Result<()> {
     let v = c.get_json("/v1/status", &[]).await?;

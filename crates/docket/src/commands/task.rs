@@ -1,6 +1,14 @@
 //! `docket task …`: add (one, many, from a file), list, get, watch, cancel, retry, bulk.
 
-use crate::*;
+use super::output::{print_table, print_task, short, task_row, TASK_HEADERS};
+use crate::cli::{BulkFilter, ServerBulkFilter, TaskAddArgs, TaskCmd};
+use crate::on_signal;
+use anyhow::{bail, Context, Result};
+use docket_client::{Client, ListFilter};
+use docket_core::NewTask;
+use std::io::BufRead;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
     match cmd {

@@ -1,8 +1,14 @@
 //! `docket token create|list|revoke`: through a server's `/v1/tokens`, or on a database
 //! directly (before any token exists). Both print the same.
 
-use crate::*;
+use super::serve::{default_node_name, redact};
+use crate::{cli, connect_opts};
+use anyhow::{bail, Context, Result};
+use docket_client::Client;
 use docket_core::api::TokenView;
+use docket_core::SystemClock;
+use docket_engine::{Database, Engine, EngineConfig};
+use std::sync::Arc;
 
 /// Opens the named database for token commands. A SQLite file that is not there is refused
 /// rather than created: only `docket serve` and `docket migrate` make a database.

@@ -1,9 +1,14 @@
 //! `docket worker`: turns a command into a task handler over the HTTP API; `--config FILE`
 //! supervises several named workers (node-daemons' cluster master); `list` shows them all.
 
-use crate::*;
+use super::serve::default_node_name;
+use crate::cli::{WorkerArgs, WorkerCmd};
+use crate::{on_signal, telemetry};
+use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub(crate) async fn worker(a: WorkerArgs) -> Result<()> {
     if let Some(WorkerCmd::List { server, json }) = a.cmd {

@@ -1,6 +1,10 @@
 //! `docket workflow …`.
 
-use crate::*;
+use super::batch::read_json;
+use super::output::print_table;
+use crate::cli::WorkflowCmd;
+use anyhow::Result;
+use docket_client::Client;
 use docket_core::workflow::{NewWorkflow, Workflow, WorkflowAddition};
 
 fn table(w: &Workflow) {
