@@ -11,12 +11,23 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_docket");
 
+/// A port nothing listens on now, and never one this test binary handed out before: the port
+/// is closed again before `docket serve` binds it, and the kernel may give the same number to
+/// the next test that asks in between (stop 45's CI: one test talked to another's server).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Sends `sig` to one process. (Never shell out to `kill` with a negative pid: procps-ng 4.0.2
