@@ -9,7 +9,10 @@ from DOCKET_ADMIN_TOKEN under the name DOCKET_FUZZ_TOKEN_NAME (`admin`).
   one, and every operation it tested after that answered only 401 (issue 37 item 4). Revoking
   the token a request carries is allowed by the API (an admin may revoke any token, and the CLI
   with `--database` makes a new one), so it is the fuzz setup, not the server, that must not
-  saw off the branch it sits on: such a request is sent for a name no token has instead.
+  saw off the branch it sits on: such a request is sent for a spare token made for it just
+  before (`POST /v1/tokens` to DOCKET_FUZZ_URL). Not for a name no token has: in the stateful
+  phase a `DELETE` that follows a `POST /v1/tokens` must find a token, and a 404 there failed
+  CI (check ST302, "created resource not found").
 - Every answer is recorded (operation, status, whether the request carried the fuzzer's token)
   in DOCKET_FUZZ_STATUSES, one line each.
 
@@ -25,6 +28,24 @@ import sys
 TOKEN = os.environ.get("DOCKET_FUZZ_TOKEN", "")
 TOKEN_NAME = os.environ.get("DOCKET_FUZZ_TOKEN_NAME", "admin")
 STATUSES = os.environ.get("DOCKET_FUZZ_STATUSES", "")
+URL = os.environ.get("DOCKET_FUZZ_URL", "")
+
+
+def spare_token():
+    """A new read-only token's name, for a `DELETE` meant for the fuzzer's own token."""
+    import json
+    import urllib.request
+    import uuid
+
+    name = "spare-" + uuid.uuid4().hex[:12]
+    req = urllib.request.Request(
+        URL + "/v1/tokens",
+        data=json.dumps({"name": name, "scopes": ["read"]}).encode(),
+        headers={"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"},
+        method="POST",
+    )
+    urllib.request.urlopen(req, timeout=30).read()
+    return name
 
 if __name__ != "__main__":
     import schemathesis
@@ -38,7 +59,7 @@ if __name__ != "__main__":
             and case.operation.path == "/v1/tokens/{name}"
             and (case.path_parameters or {}).get("name") == TOKEN_NAME
         ):
-            case.path_parameters["name"] = TOKEN_NAME + " (not the fuzzer's token)"
+            case.path_parameters["name"] = spare_token()
 
     @schemathesis.hook
     def after_call(context, case, response):

@@ -10,7 +10,8 @@
 # answer to every request, and the run fails when an operation of the document that needs a
 # token never answered the admin token with anything but 401/403, or when any request carrying it got 401 or 403.
 # The hooks also keep the fuzzer from revoking its own token (`DELETE /v1/tokens/admin`; it
-# reads the name in `GET /v1/tokens`), after which every later operation answered only 401.
+# reads the name in `GET /v1/tokens`), after which every later operation answered only 401: such
+# a request revokes a spare token made for it instead.
 #
 # The check left out is `positive_data_acceptance` (a schema-valid request must be accepted):
 # some rules cannot be written in JSON Schema — durations are humantime strings bounded by their
@@ -97,7 +98,7 @@ fuzz() { # backend-name database-args...
   # a CI run failed on it) — a fault in the fuzzer, not in docket.
   : >"$WORK/$name.statuses"
   ( cd "$WORK" && export SCHEMATHESIS_HOOKS="$ROOT/scripts/api-fuzz-hooks.py" \
-      DOCKET_FUZZ_TOKEN="$token" DOCKET_FUZZ_TOKEN_NAME=admin \
+      DOCKET_FUZZ_TOKEN="$token" DOCKET_FUZZ_TOKEN_NAME=admin DOCKET_FUZZ_URL="http://127.0.0.1:$port" \
       DOCKET_FUZZ_STATUSES="$WORK/$name.statuses" \
     && exec "$VENV/bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" \
     --checks all --exclude-checks positive_data_acceptance \
