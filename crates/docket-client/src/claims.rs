@@ -51,27 +51,36 @@ impl Client {
             limit: Some(i64::try_from(limit).unwrap_or(i64::MAX)),
             lease: Some(lease),
             wait: Some(wait),
-            claim_id: None,
+            ..ClaimRequest::default()
         };
         self.claim_with(queue, &body).await
     }
 
     /// `POST /v1/queues/{queue}/claim` with the whole request; give it a `claim_id` (a random
-    /// UUID) to be able to [`Client::release_claim`] it should its answer never arrive.
+    /// UUID) to be able to [`Client::release_claim`] it should its answer never arrive. The
+    /// full tasks: a claim with `lean` tasks or reports answers in [`Client::claim_answer`].
     ///
     /// # Errors
     /// `unauthenticated`, `forbidden`, `invalid_request`, transport errors.
     pub async fn claim_with(&self, queue: &str, body: &ClaimRequest) -> Result<Vec<Task>> {
+        Ok(self.claim_answer(queue, body).await?.tasks)
+    }
+
+    /// `POST /v1/queues/{queue}/claim`, the whole answer: what a claim with `lean` tasks or
+    /// with reports (`complete`, `fail`: what finished, recorded before the claim looks) needs.
+    ///
+    /// # Errors
+    /// `unauthenticated`, `forbidden`, `invalid_request` (then no report was recorded either),
+    /// transport errors.
+    pub async fn claim_answer(&self, queue: &str, body: &ClaimRequest) -> Result<ClaimResponse> {
         let wait = body.wait.unwrap_or_default();
-        let r: ClaimResponse = self
-            .send(
-                self.http
-                    .post(self.url(&format!("/v1/queues/{}/claim", Self::seg(queue))))
-                    .timeout(wait + Duration::from_secs(30))
-                    .json(body),
-            )
-            .await?;
-        Ok(r.tasks)
+        self.send(
+            self.http
+                .post(self.url(&format!("/v1/queues/{}/claim", Self::seg(queue))))
+                .timeout(wait + Duration::from_secs(30))
+                .json(body),
+        )
+        .await
     }
 
     /// `POST /v1/queues/{queue}/claims/{claim_id}/release`: hands back what a claim sent with

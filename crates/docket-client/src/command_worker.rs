@@ -184,6 +184,7 @@ pub async fn run(
             lease: Some(opts.lease),
             wait: Some(Duration::from_secs(10)),
             claim_id: Some(uuid::Uuid::new_v4().to_string()),
+            ..ClaimRequest::default()
         };
         let claim = tokio::select! {
             r = client.claim_with(&opts.queue, &ask) => r,

@@ -59,6 +59,24 @@ pub struct ClaimRequest {
         example = "0b0d9c1e-6a77-4b43-9d55-3f0c3b6f2a41"
     )]
     pub claim_id: Option<String>,
+    /// Answer with lean tasks (`ClaimResponse::lean`, `tasks` then empty): only what a
+    /// handler needs — id, kind, payload, attempt, max_attempts, stage, timeout, attempted_at,
+    /// lease, and trace_id, process, batch_id, deps where the task has them. A worker that
+    /// needs the rest reads `GET /v1/tasks/{id}` [false: full tasks in `tasks`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lean: bool,
+    /// Completions to record before the claim, as the items of `POST /v1/tasks/complete`
+    /// (0..=10,000, `id` required): report what finished and ask for more in one round trip.
+    /// They are committed before the claim looks for work, whatever it finds; their outcomes
+    /// are `ClaimResponse::completed`, in order [none].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 10000)]
+    pub complete: Option<Vec<CompleteRequest>>,
+    /// Failures to record before the claim, as the items of `POST /v1/tasks/fail` (0..=10,000,
+    /// `id` required; `worker` defaults to this claim's); outcomes in `ClaimResponse::failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 10000)]
+    pub fail: Option<Vec<FailRequest>>,
 }
 
 /// Answer of `POST /v1/queues/{queue}/claims/{claim_id}/release`.
@@ -115,8 +133,81 @@ fn check_item_id(id: Option<i64>) -> Result<(), String> {
 /// Answer of a claim: the tasks, each with its `lease`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct ClaimResponse {
-    /// Claimed tasks (empty when none was available within `wait`).
+    /// Claimed tasks (empty when none was available within `wait`, and when the claim asked
+    /// for `lean` tasks).
     pub tasks: Vec<Task>,
+    /// With `lean: true`: the claimed tasks, lean (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lean: Option<Vec<LeanTask>>,
+    /// The outcomes of the claim's `complete` items, in order (absent without them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed: Option<Vec<ItemOutcome>>,
+    /// The outcomes of the claim's `fail` items, in order (absent without them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<Vec<ItemOutcome>>,
+}
+
+/// A claimed task as a lean claim answers it (`ClaimRequest::lean`): what a handler needs and
+/// a worker uses to hold the lease.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct LeanTask {
+    /// Task id.
+    pub id: i64,
+    /// Handler/type name.
+    pub kind: String,
+    /// Any JSON.
+    pub payload: Value,
+    /// This attempt's number (1 = the first).
+    pub attempt: i32,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// The stage it is at (absent for a single-stage task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// Attempt timeout (humantime), counted from `attempted_at`.
+    #[serde(with = "crate::duration::serde_str")]
+    #[schema(value_type = String, example = "30s")]
+    pub timeout: Duration,
+    /// When this attempt started (the claim).
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub attempted_at: Option<Timestamp>,
+    /// The lease.
+    pub lease: crate::task::Lease,
+    /// Trace id (32 hex digits), when the task has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// The durable process it is a step or timer of, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<crate::task::ProcessRef>,
+    /// The batch it belongs to, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<i64>,
+    /// A workflow task's dependencies' results by ref (see `Task::deps`), when it has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub deps: Option<std::collections::BTreeMap<String, Value>>,
+}
+
+impl LeanTask {
+    /// The lean view of a claimed task; `None` for a task without a lease (not a claim's).
+    #[must_use]
+    pub fn of(t: Task) -> Option<Self> {
+        Some(Self {
+            lease: t.lease?,
+            id: t.id,
+            kind: t.kind,
+            payload: t.payload,
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            stage: t.stage,
+            timeout: t.timeout,
+            attempted_at: t.attempted_at,
+            trace_id: t.trace_id,
+            process: t.process,
+            batch_id: t.batch_id,
+            deps: t.deps,
+        })
+    }
 }
 
 /// `POST /v1/tasks/{id}/heartbeat`.

@@ -14,8 +14,8 @@ pub(crate) use axum::Json;
 pub(crate) use docket_core::api::TaskListParams;
 pub(crate) use docket_core::api::{
     BatchRequest, BatchResponse, ClaimReleased, ClaimRequest, ClaimResponse, CompleteRequest,
-    FailRequest, Finished, HeartbeatRequest, ItemOutcome, NamespaceList, NamespaceView, NodeList,
-    NodeView, ProcessCallRequest, ProcessImported, ProcessInitRequest, ProcessPage,
+    FailRequest, Finished, HeartbeatRequest, ItemOutcome, LeanTask, NamespaceList, NamespaceView,
+    NodeList, NodeView, ProcessCallRequest, ProcessImported, ProcessInitRequest, ProcessPage,
     ProcessRepaired, ProcessResponse, ProcessTrace, ProcessView, QueueList, ReleaseItem,
     ScheduleList, TaskPage,
 };

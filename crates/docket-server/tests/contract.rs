@@ -1092,8 +1092,19 @@ async fn base(n: &Node, op: &str) -> Option<Vec<Req>> {
         .param("queue", q)],
         "POST /v1/queues/{queue}/claim" => {
             n.task(&q, json!({})).await;
+            let (done, lease) = n.claimed().await;
+            let (failed, failed_lease) = n.claimed().await;
             vec![Req::body(json!({
                 "worker": "w", "limit": 1, "kinds": ["k"], "stages": ["s"], "lease": "30s", "wait": "0s",
+                "lean": true,
+                "complete": [{
+                    "id": done, "lease": lease, "result": {"r": 1}, "next_stage": "s2",
+                    "payload": {"p": 2}, "priority": 2, "run_in": "1s",
+                }],
+                "fail": [{
+                    "id": failed, "lease": failed_lease, "error": "e", "retry_in": "1s",
+                    "permanent": false, "worker": "w",
+                }],
             }))
             .param("queue", q)]
         }

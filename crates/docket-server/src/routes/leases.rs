@@ -133,6 +133,59 @@ pub(crate) fn batch_ids<T>(items: &[T], id: impl Fn(&T) -> Option<i64>) -> ApiRe
         .collect()
 }
 
+/// The items of a batch complete (`POST /v1/tasks/complete`, a claim's `complete`), checked:
+/// ids present and at least 1, results and payloads within bounds, stage hand-offs resolved
+/// at `now`. Any bad item refuses them all (400 or 413, naming `items[i]`).
+pub(crate) fn complete_items(
+    items: Vec<CompleteRequest>,
+    now: docket_core::Timestamp,
+) -> ApiResult<Vec<TaskComplete>> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, it) in items.into_iter().enumerate() {
+        let id = item_id(i, it.id)?;
+        check_size("result", &it.result)?;
+        if let Some(p) = &it.payload {
+            check_size("payload", p)?;
+        }
+        let next = it
+            .next(now)
+            .map_err(|e| ApiError::invalid(format!("items[{i}]: {e}")))?;
+        out.push(TaskComplete {
+            id,
+            token: it.lease,
+            result: it.result,
+            next,
+        });
+    }
+    Ok(out)
+}
+
+/// The items of a batch fail (`POST /v1/tasks/fail`, a claim's `fail`), checked; any bad
+/// item refuses them all (400, naming `items[i]`).
+pub(crate) fn fail_items(items: Vec<FailRequest>) -> ApiResult<Vec<TaskFail>> {
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, it)| {
+            it.validate()
+                .map_err(|e| ApiError::invalid(format!("items[{i}].{e}")))?;
+            Ok(TaskFail {
+                id: item_id(i, it.id)?,
+                token: it.lease,
+                error: it.error,
+                retry_in: it.retry_in,
+                permanent: it.permanent,
+            })
+        })
+        .collect()
+}
+
+fn item_id(i: usize, id: Option<i64>) -> ApiResult<i64> {
+    id.filter(|x| *x > 0).ok_or_else(|| {
+        ApiError::invalid(format!("items[{i}].id is required: a task id, at least 1"))
+    })
+}
+
 #[utoipa::path(
     post, path = "/v1/tasks/complete",
     tag = "tasks",
@@ -145,24 +198,8 @@ pub(crate) async fn task_complete_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<BatchResponse>> {
     let b: BatchRequest<CompleteRequest> = parse(body)?;
-    let ids = batch_ids(&b.items, |i| i.id)?;
-    let mut items = Vec::with_capacity(ids.len());
-    let now = s.engine.clock.now();
-    for (i, (it, id)) in b.items.into_iter().zip(ids).enumerate() {
-        check_size("result", &it.result)?;
-        if let Some(p) = &it.payload {
-            check_size("payload", p)?;
-        }
-        let next = it
-            .next(now)
-            .map_err(|e| ApiError::invalid(format!("items[{i}]: {e}")))?;
-        items.push(TaskComplete {
-            id,
-            token: it.lease,
-            result: it.result,
-            next,
-        });
-    }
+    batch_ids(&b.items, |i| i.id)?;
+    let items = complete_items(b.items, s.engine.clock.now())?;
     let outs = s.engine.complete_many(&items).await?;
     let results = items
         .iter()
@@ -184,24 +221,9 @@ pub(crate) async fn task_fail_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<BatchResponse>> {
     let b: BatchRequest<FailRequest> = parse(body)?;
-    for (i, it) in b.items.iter().enumerate() {
-        it.validate()
-            .map_err(|e| ApiError::invalid(format!("items[{i}].{e}")))?;
-    }
-    let ids = batch_ids(&b.items, |i| i.id)?;
     let worker = b.items.first().and_then(|i| i.worker.clone());
-    let items: Vec<TaskFail> = b
-        .items
-        .into_iter()
-        .zip(ids)
-        .map(|(it, id)| TaskFail {
-            id,
-            token: it.lease,
-            error: it.error,
-            retry_in: it.retry_in,
-            permanent: it.permanent,
-        })
-        .collect();
+    let items = fail_items(b.items)?;
+    batch_ids(&items, |i| Some(i.id))?;
     let outs = s.engine.fail_many(&items, worker.as_deref()).await?;
     let results = items
         .iter()
@@ -266,12 +288,55 @@ pub(crate) async fn queue_claim(
             })
         })
         .transpose()?;
+    // The reports ride along: checked with the claim, so that a bad one refuses the request
+    // before anything is written.
+    let reports = (b.complete.unwrap_or_default(), b.fail.unwrap_or_default());
+    let fail_worker = reports
+        .1
+        .first()
+        .and_then(|i| i.worker.clone())
+        .unwrap_or_else(|| b.worker.clone());
+    for (field, n) in [("complete", reports.0.len()), ("fail", reports.1.len())] {
+        if n > MAX_BATCH {
+            return Err(ApiError::invalid(format!(
+                "{field} must hold at most {MAX_BATCH} items"
+            )));
+        }
+    }
+    let completes = complete_items(reports.0, s.engine.clock.now())?;
+    let fails = fail_items(reports.1)?;
     // Held until the claim answers; a claim that does not wait takes no slot.
     let _slot = if wait.is_zero() {
         None
     } else {
         auth::long_poll(&s, caller.as_ref().map(|c| &c.0))?
     };
+    // Reported first and committed whatever the claim finds (as two requests would), so a
+    // worker's slots free before it asks for more.
+    let mut out = ClaimResponse::default();
+    if !completes.is_empty() {
+        let outs = s.engine.complete_many(&completes).await?;
+        out.completed = Some(
+            completes
+                .iter()
+                .zip(outs)
+                .map(|(i, o)| item_outcome(i.id, o))
+                .collect(),
+        );
+    }
+    if !fails.is_empty() {
+        let outs = s
+            .engine
+            .fail_many(&fails, Some(fail_worker.as_str()))
+            .await?;
+        out.failed = Some(
+            fails
+                .iter()
+                .zip(outs)
+                .map(|(i, o)| item_outcome(i.id, o))
+                .collect(),
+        );
+    }
     let claim = docket_engine::Claim {
         queue,
         worker: b.worker,
@@ -293,9 +358,14 @@ pub(crate) async fn queue_claim(
             .filter_map(|t| t.lease.as_ref().map(|l| (t.id, l.token.clone())))
             .collect();
         s.engine.release_tasks(&held).await?;
-        return Ok(Json(ClaimResponse { tasks: vec![] }));
+        return Ok(Json(out));
     }
-    Ok(Json(ClaimResponse { tasks }))
+    if b.lean {
+        out.lean = Some(tasks.into_iter().filter_map(LeanTask::of).collect());
+    } else {
+        out.tasks = tasks;
+    }
+    Ok(Json(out))
 }
 
 #[utoipa::path(

@@ -564,9 +564,161 @@ async fn two_pg_nodes_share_work() {
     let _ = a.store.node_list().await.unwrap();
 }
 
+/// A claim that reports what finished (`complete`, `fail`) and asks for lean tasks: the
+/// reports are committed before the claim looks, their outcomes come back in order, and the
+/// lean tasks carry what a handler needs and nothing it does not. A bad report item refuses the
+/// whole request: nothing is written, nothing claimed.
+async fn claim_reports_and_lean_answers(n: Node) {
+    let mut ids = vec![];
+    for i in 0..4 {
+        let (st, t) = n
+            .call(
+                "POST",
+                "/v1/tasks",
+                Some(json!({"kind": "k", "queue": "rq", "payload": {"i": i}, "max_attempts": 1})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{t}");
+        ids.push(t["id"].as_i64().unwrap());
+    }
+    let (st, first) = n
+        .call(
+            "POST",
+            "/v1/queues/rq/claim",
+            Some(json!({"worker": "w", "limit": 2, "lean": true})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{first}");
+    assert_eq!(first["tasks"], json!([]), "{first}");
+    assert!(first.get("completed").is_none() && first.get("failed").is_none());
+    let lean = first["lean"].as_array().unwrap();
+    assert_eq!(lean.len(), 2, "{first}");
+    let mut keys: Vec<&str> = lean[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "attempt",
+            "attempted_at",
+            "id",
+            "kind",
+            "lease",
+            "max_attempts",
+            "payload",
+            "timeout",
+            "trace_id"
+        ],
+        "{}",
+        lean[0]
+    );
+    assert_eq!(
+        (lean[0]["id"].as_i64(), lean[0]["attempt"].as_i64()),
+        (Some(ids[0]), Some(1))
+    );
+    assert_eq!(lean[0]["payload"], json!({"i": 0}));
+    let lease = |t: &Value| t["lease"]["token"].as_str().unwrap().to_string();
+    // A bad item among the reports (no lease) refuses everything: the first task stays running.
+    let (st, e) = n
+        .call(
+            "POST",
+            "/v1/queues/rq/claim",
+            Some(json!({"worker": "w", "limit": 2, "complete": [
+                {"id": lean[0]["id"], "lease": lease(&lean[0]), "result": 1},
+                {"id": lean[1]["id"], "lease": ""}]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{e}");
+    assert_eq!(n.task(ids[0]).await["state"], "running");
+    assert_eq!(n.task(ids[2]).await["state"], "available");
+    // Report one done, one failed and one with a stale lease, and take the other two, in full.
+    let (st, second) = n
+        .call(
+            "POST",
+            "/v1/queues/rq/claim",
+            Some(json!({"worker": "w", "limit": 5,
+                "complete": [
+                    {"id": lean[0]["id"], "lease": lease(&lean[0]), "result": {"ok": true}},
+                    {"id": ids[3], "lease": lease(&lean[0])}],
+                "fail": [{"id": lean[1]["id"], "lease": lease(&lean[1]), "error": "boom"}]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{second}");
+    let outcome = |v: &Value| {
+        (
+            v["id"].as_i64().unwrap(),
+            v["outcome"].as_str().unwrap().to_string(),
+        )
+    };
+    let completed: Vec<_> = second["completed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(outcome)
+        .collect();
+    assert_eq!(
+        completed,
+        [(ids[0], "ok".into()), (ids[3], "lease_lost".into())]
+    );
+    assert_eq!(second["completed"][0]["state"], "completed");
+    let failed: Vec<_> = second["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(outcome)
+        .collect();
+    assert_eq!(failed, [(ids[1], "ok".into())]);
+    assert_eq!(second["failed"][0]["state"], "discarded");
+    assert!(second.get("lean").is_none(), "{second}");
+    let got: Vec<i64> = second["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(got, [ids[2], ids[3]]);
+    assert_eq!(
+        second["tasks"][0]["state"], "running",
+        "full tasks: {second}"
+    );
+    let t0 = n.task(ids[0]).await;
+    assert_eq!(
+        (t0["state"].as_str(), &t0["result"]),
+        (Some("completed"), &json!({"ok": true}))
+    );
+    let t1 = n.task(ids[1]).await;
+    assert_eq!(t1["errors"][0]["message"], "boom");
+    assert_eq!(t1["errors"][0]["worker"], "w");
+    // Reports alone, with nothing left to claim: committed, and the claim answers empty.
+    let rest: Vec<Value> = second["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| json!({"id": t["id"], "lease": t["lease"]["token"]}))
+        .collect();
+    let (st, last) = n
+        .call(
+            "POST",
+            "/v1/queues/rq/claim",
+            Some(json!({"worker": "w", "lean": true, "complete": rest})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{last}");
+    assert_eq!(last["lean"], json!([]));
+    assert_eq!(last["completed"].as_array().unwrap().len(), 2);
+    for id in &ids[2..] {
+        assert_eq!(n.task(*id).await["state"], "completed");
+    }
+}
+
 both!(
     long_poll_wakes_on_insert,
     expired_lease_is_rescued,
     claims_handed_back_on_stop,
     attempt_timeout_is_enforced,
+    claim_reports_and_lean_answers,
 );

@@ -428,32 +428,33 @@ pub(super) async fn work_http(
         let client = bench_client(engine, addr, auth).await?;
         let done = done.clone();
         hs.push(tokio::spawn(async move {
-            while done.load(Ordering::Relaxed) < n {
-                let tasks = client
-                    .claim(
-                        "bench",
-                        &format!("http-{w}"),
-                        &[],
-                        claim_batch,
-                        Duration::from_secs(30),
-                        Duration::from_millis(200),
-                    )
-                    .await?;
-                if tasks.is_empty() {
-                    continue;
+            // As the clients' workers do: each claim reports what the last one took (one
+            // round trip per batch) and asks for lean tasks.
+            let mut ask = docket_core::api::ClaimRequest {
+                worker: format!("http-{w}"),
+                limit: Some(i64::try_from(claim_batch).unwrap_or(i64::MAX)),
+                lease: Some(Duration::from_secs(30)),
+                wait: Some(Duration::from_millis(200)),
+                lean: true,
+                ..Default::default()
+            };
+            loop {
+                let r = client.claim_answer("bench", &ask).await?;
+                done.fetch_add(r.completed.map_or(0, |c| c.len()), Ordering::Relaxed);
+                let tasks = r.lean.unwrap_or_default();
+                if tasks.is_empty() && done.load(Ordering::Relaxed) >= n {
+                    break;
                 }
-                let items: Vec<_> = tasks
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.id,
-                            t.lease.clone().expect("lease").token,
-                            serde_json::Value::Null,
-                        )
-                    })
-                    .collect();
-                client.complete_many(&items).await?;
-                done.fetch_add(items.len(), Ordering::Relaxed);
+                ask.complete = Some(
+                    tasks
+                        .into_iter()
+                        .map(|t| docket_core::api::CompleteRequest {
+                            id: Some(t.id),
+                            lease: t.lease.token,
+                            ..Default::default()
+                        })
+                        .collect(),
+                );
             }
             anyhow::Ok(())
         }));
