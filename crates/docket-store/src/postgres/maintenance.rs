@@ -76,7 +76,8 @@ impl crate::driver::MaintenanceDriver for PgStore {
         }
         let mut tx = self.pool.begin().await?;
         let mine: bool = sqlx::query_scalar(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended('docket-rotate', 0))",
+            // The schema's ring: another schema's turn must not make this one skip (see lock_key).
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':docket-rotate', 0))",
         )
         .fetch_one(&mut *tx)
         .await?;

@@ -114,12 +114,15 @@ async fn notify_in(tx: &mut sqlx::PgConnection, schema: &str, queues: &[String])
 }
 
 /// Locks `key` for the rest of the transaction: serialises concurrency-limit checks of one key
-/// across every node without holding row locks on other tasks.
+/// across every node without holding row locks on other tasks. Advisory locks are the
+/// database's, not the schema's: the key is the schema's, so that docket deployments in other
+/// schemas of one database neither wait on nor skip for each other.
+/// Takes the advisory lock of `$1` in this schema (see [`lock_key`]).
+pub(crate) const SCHEMA_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':' || $1, 0))";
+
 async fn lock_key(tx: &mut sqlx::PgConnection, key: &str) -> Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-        .bind(key)
-        .execute(tx)
-        .await?;
+    sqlx::query(SCHEMA_LOCK).bind(key).execute(tx).await?;
     Ok(())
 }
 
@@ -270,7 +273,8 @@ impl PgStore {
         if notices.is_empty() {
             return Ok(());
         }
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
+        sqlx::query(SCHEMA_LOCK)
+            .bind("docket-notifications")
             .execute(&mut *tx)
             .await?;
         let kinds: Vec<&str> = notices.iter().map(Notice::kind).collect();
@@ -608,7 +612,8 @@ impl crate::driver::DriverTx for PgTx {
             .execute(&mut *self.tx)
             .await?;
         // The notifications' lock, as publish takes it: seq order is commit order.
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('docket-notifications', 0))")
+        sqlx::query(SCHEMA_LOCK)
+            .bind("docket-notifications")
             .execute(&mut *self.tx)
             .await?;
         sqlx::query(&PgStore::stmt(stmt!(notifications, publish_failed_many)).text)

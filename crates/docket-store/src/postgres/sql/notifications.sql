@@ -42,7 +42,7 @@ DECLARE
     qs text;
     made text;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('docket_task_events_arm'));
+    PERFORM pg_advisory_xact_lock(hashtextextended(current_schema() || ':docket_task_events_arm', 0));
     SELECT string_agg(quote_literal(queue), ', ' ORDER BY queue) INTO qs
         FROM docket_task_event_queues;
     IF qs IS NULL THEN
