@@ -430,3 +430,28 @@ async fn a_claim_reads_the_claim_index_in_order_after_an_analyze() {
     let got = claim(s, 10).await;
     assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), ids[..10]);
 }
+
+/// Advisory locks are the database's: the ring's lock is keyed by schema, so a turn running in
+/// one docket schema does not make another schema's turn skip (before, it answered `NotDue`
+/// whenever another docket on the database turned its ring at the same moment).
+#[tokio::test]
+async fn a_turn_in_another_schema_does_not_hold_this_one() {
+    let (a, b) = (TestStore::postgres().await, TestStore::postgres().await);
+    insert(&*b.store, 3).await;
+    let pool = raw(&a).await;
+    let mut other = pool.begin().await.unwrap();
+    let held: bool = sqlx::query_scalar(
+        "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':docket-rotate', 0))",
+    )
+    .fetch_one(&mut *other)
+    .await
+    .unwrap();
+    assert!(held, "schema a's ring lock");
+    assert!(
+        matches!(turn(&*b.store, 5000).await, Rotation::Turned { .. }),
+        "schema b turns while schema a holds its own ring lock"
+    );
+    // The same schema's turn still gives way.
+    assert_eq!(turn(&*a.store, 5000).await, Rotation::NotDue);
+    other.commit().await.unwrap();
+}
