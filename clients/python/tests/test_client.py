@@ -125,6 +125,30 @@ def test_the_work_path_by_hand(client, queue):
     assert client.get_task(second["id"])["state"] == "discarded"
 
 
+def test_claim_with_lean_tasks_and_reports(client, queue):
+    ids = [t["id"] for t in client.enqueue_many(
+        [task_spec("k", i, queue=queue, max_attempts=1) for i in range(3)])]
+    first = client.claim_with(queue, "py", limit=2, lean=True)
+    assert first["tasks"] == []
+    assert [(t["id"], t["payload"], t["attempt"]) for t in first["lean"]] == \
+        [(ids[0], 0, 1), (ids[1], 1, 1)]
+    assert "created_at" not in first["lean"][0]  # lean: no more than a handler needs
+    lease = [t["lease"]["token"] for t in first["lean"]]
+    second = client.claim_with(queue, "py", limit=5, lean=True,
+                               complete=[{"id": ids[0], "lease": lease[0], "result": "r"}],
+                               fail=[{"id": ids[1], "lease": lease[1], "error": "e"}])
+    assert [(o["id"], o["outcome"], o["state"]) for o in second["completed"]] == \
+        [(ids[0], "ok", "completed")]
+    assert [(o["id"], o["outcome"], o["state"]) for o in second["failed"]] == \
+        [(ids[1], "ok", "discarded")]
+    assert [t["id"] for t in second["lean"]] == [ids[2]]
+    assert client.get_task(ids[0])["result"] == "r"
+    # One bad item refuses the request: nothing reported, nothing claimed.
+    with pytest.raises(InvalidRequest):
+        client.claim_with(queue, "py", complete=[{"id": ids[2], "lease": ""}])
+    assert client.get_task(ids[2])["state"] == "running"
+
+
 def test_queues_schedules_and_status(client, queue):
     client.put_queue(queue, concurrency_limit=3, max_attempts=5)
     assert client.get_queue(queue)["settings"]["concurrency_limit"] == 3

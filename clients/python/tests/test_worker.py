@@ -311,8 +311,9 @@ def test_prefetch_holds_tasks_and_hands_back_the_unstarted_on_stop(server, queue
 
 
 def test_reports_are_retried_while_the_lease_lasts(server, queue):
-    """A proxy answers the first batched completions with 503: the worker sends them again and
-    the tasks end completed, once."""
+    """A proxy answers the first requests carrying completions (batched, or with a claim) with
+    503: the worker sends them again and the tasks end completed, once."""
+    import json
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -323,7 +324,10 @@ def test_reports_are_retried_while_the_lease_lasts(server, queue):
     class Proxy(BaseHTTPRequestHandler):
         def _forward(self):
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.command == "POST" and self.path == "/v1/tasks/complete" and refused["left"] > 0:
+            # Batched completions, and claims that carry what finished.
+            carries = self.path == "/v1/tasks/complete" or (
+                self.path.endswith("/claim") and "complete" in json.loads(body or b"{}"))
+            if self.command == "POST" and carries and refused["left"] > 0:
                 refused["left"] -= 1
                 refused["seen"] += 1
                 self.send_response(503)

@@ -19,6 +19,22 @@ export type CompleteItem = Schemas["CompleteRequest"] & {
 export type FailItem = Schemas["FailRequest"] & {
     id: number;
 };
+/** A claimed task as a lean claim answers it: id, kind, payload, attempt, max_attempts, stage, timeout, attempted_at, lease (+ trace_id, process, batch_id, deps where present). */
+export type LeanTask = Schemas["LeanTask"];
+/** The whole answer of a claim: `tasks` (full), or `lean` when asked; the outcomes of the reports it carried. */
+export type ClaimAnswer = Schemas["ClaimResponse"];
+/** Options of a claim ({@link Client.claim}, {@link Client.claimWith}). */
+export interface ClaimOptions {
+    worker: string;
+    limit?: number;
+    lease?: Duration;
+    wait?: Duration;
+    kinds?: string[];
+    stages?: string[];
+    /** A random UUID naming the claim, for {@link Client.releaseClaim}. */
+    claimId?: string;
+    signal?: AbortSignal;
+}
 /** Options of one task (every `NewTask` field but `kind` and `payload`). */
 export interface TaskOptions {
     queue?: string;
@@ -109,16 +125,18 @@ export declare class Client {
     /** `GET /v1/tasks/bulk/{id}`: state, total, done, skipped. */
     getBulk(id: number): Promise<Schemas["BulkJob"]>;
     /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
-    claim(queue: string, o: {
-        worker: string;
-        limit?: number;
-        lease?: Duration;
-        wait?: Duration;
-        kinds?: string[];
-        stages?: string[];
-        claimId?: string;
-        signal?: AbortSignal;
-    }): Promise<Task[]>;
+    claim(queue: string, o: ClaimOptions): Promise<Task[]>;
+    /**
+     * `POST /v1/queues/{queue}/claim`, the whole answer. `complete`/`fail` report what finished in
+     * the same round trip (recorded and committed before the claim looks; outcomes in `completed`
+     * and `failed`, in order; one bad item refuses the request, nothing written); `lean` answers
+     * {@link LeanTask}s in `lean` (and `tasks` empty).
+     */
+    claimWith(queue: string, o: ClaimOptions & {
+        lean?: boolean;
+        complete?: CompleteItem[];
+        fail?: FailItem[];
+    }): Promise<ClaimAnswer>;
     /** `POST /v1/tasks/{id}/heartbeat` → the task (new `lease_expires_at`); 409 `cancelled`/`lease_lost`/`timed_out`. */
     heartbeat(id: number, lease: string, o?: {
         progress?: unknown;

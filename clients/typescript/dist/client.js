@@ -159,6 +159,15 @@ export class Client {
     // --- the work path -------------------------------------------------------------------
     /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
     async claim(queue, o) {
+        return (await this.claimWith(queue, o)).tasks;
+    }
+    /**
+     * `POST /v1/queues/{queue}/claim`, the whole answer. `complete`/`fail` report what finished in
+     * the same round trip (recorded and committed before the claim looks; outcomes in `completed`
+     * and `failed`, in order; one bad item refuses the request, nothing written); `lean` answers
+     * {@link LeanTask}s in `lean` (and `tasks` empty).
+     */
+    async claimWith(queue, o) {
         const body = { worker: o.worker, limit: o.limit ?? 1 };
         if (o.lease !== undefined)
             body.lease = formatDuration(o.lease);
@@ -170,9 +179,15 @@ export class Client {
             body.stages = o.stages;
         if (o.claimId !== undefined)
             body.claim_id = o.claimId;
+        if (o.lean)
+            body.lean = true;
+        if (o.complete?.length)
+            body.complete = o.complete;
+        if (o.fail?.length)
+            body.fail = o.fail;
         const waitMs = o.wait === undefined ? 0 : typeof o.wait === "number" ? o.wait : 60_000;
         const { value } = await this.request("POST", `/v1/queues/${seg(queue)}/claim`, body, { waitMs, signal: o.signal });
-        return value.tasks;
+        return value;
     }
     /** `POST /v1/tasks/{id}/heartbeat` → the task (new `lease_expires_at`); 409 `cancelled`/`lease_lost`/`timed_out`. */
     heartbeat(id, lease, o = {}) {

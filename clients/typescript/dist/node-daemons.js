@@ -93,6 +93,7 @@ export class TaskWorker extends EventEmitter {
         const worker = new Worker({
             client: c.client ?? new Client({ server: c.server }), queue: c.queue, concurrency: c.count, wait: c.sleep,
             name: `${hostname()}-${process.pid}-${this.name}`, shutdownGraceMs: c.shutdownGraceMs, signals: c.signals ?? false,
+            fullTasks: true, // node-daemons' task row (queue, priority, start_at, ...)
         });
         for (const kind of c.kinds ?? [c.queue])
             worker.handle(kind, (job) => this.work(job));
@@ -117,7 +118,7 @@ export class TaskWorker extends EventEmitter {
         }
     }
     async work(job) {
-        const task = nodeDaemonsTask(job.task);
+        const task = nodeDaemonsTask(job.task); // fullTasks, above
         this.count++;
         try {
             const result = await this.handleTask(task);

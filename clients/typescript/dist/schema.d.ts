@@ -1514,8 +1514,27 @@ export interface components {
              * @example 0b0d9c1e-6a77-4b43-9d55-3f0c3b6f2a41
              */
             claim_id?: string | null;
+            /**
+             * @description Completions to record before the claim, as the items of `POST /v1/tasks/complete`
+             *     (0..=10,000, `id` required): report what finished and ask for more in one round trip.
+             *     They are committed before the claim looks for work, whatever it finds; their outcomes
+             *     are `ClaimResponse::completed`, in order [none].
+             */
+            complete?: components["schemas"]["CompleteRequest"][] | null;
+            /**
+             * @description Failures to record before the claim, as the items of `POST /v1/tasks/fail` (0..=10,000,
+             *     `id` required; `worker` defaults to this claim's); outcomes in `ClaimResponse::failed`.
+             */
+            fail?: components["schemas"]["FailRequest"][] | null;
             /** @description Only tasks of these kinds (1..=100 names; asyncflow's hold by task type) [any kind]. */
             kinds?: string[] | null;
+            /**
+             * @description Answer with lean tasks (`ClaimResponse::lean`, `tasks` then empty): only what a
+             *     handler needs — id, kind, payload, attempt, max_attempts, stage, timeout, attempted_at,
+             *     lease, and trace_id, process, batch_id, deps where the task has them. A worker that
+             *     needs the rest reads `GET /v1/tasks/{id}` [false: full tasks in `tasks`].
+             */
+            lean?: boolean;
             /**
              * @description Lease per task, 100 ms..=30 days [the task's timeout]; never past the attempt deadline.
              * @example 30s
@@ -1538,7 +1557,16 @@ export interface components {
         };
         /** @description Answer of a claim: the tasks, each with its `lease`. */
         ClaimResponse: {
-            /** @description Claimed tasks (empty when none was available within `wait`). */
+            /** @description The outcomes of the claim's `complete` items, in order (absent without them). */
+            completed?: components["schemas"]["ItemOutcome"][] | null;
+            /** @description The outcomes of the claim's `fail` items, in order (absent without them). */
+            failed?: components["schemas"]["ItemOutcome"][] | null;
+            /** @description With `lean: true`: the claimed tasks, lean (absent otherwise). */
+            lean?: components["schemas"]["LeanTask"][] | null;
+            /**
+             * @description Claimed tasks (empty when none was available within `wait`, and when the claim asked
+             *     for `lean` tasks).
+             */
             tasks: components["schemas"]["Task"][];
         };
         /**
@@ -1777,6 +1805,55 @@ export interface components {
             failed: number;
             /** @description Per minute, oldest first. */
             per_minute: components["schemas"]["Throughput"][];
+        };
+        /**
+         * @description A claimed task as a lean claim answers it (`ClaimRequest::lean`): what a handler needs and
+         *     a worker uses to hold the lease.
+         */
+        LeanTask: {
+            /**
+             * Format: int32
+             * @description This attempt's number (1 = the first).
+             */
+            attempt: number;
+            /**
+             * Format: date-time
+             * @description When this attempt started (the claim).
+             */
+            attempted_at?: string | null;
+            /**
+             * Format: int64
+             * @description The batch it belongs to, when it does.
+             */
+            batch_id?: number | null;
+            /** @description A workflow task's dependencies' results by ref (see `Task::deps`), when it has them. */
+            deps?: Record<string, never> | null;
+            /**
+             * Format: int64
+             * @description Task id.
+             */
+            id: number;
+            /** @description Handler/type name. */
+            kind: string;
+            /** @description The lease. */
+            lease: components["schemas"]["Lease"];
+            /**
+             * Format: int32
+             * @description Attempts allowed.
+             */
+            max_attempts: number;
+            /** @description Any JSON. */
+            payload: unknown;
+            process?: null | components["schemas"]["ProcessRef"];
+            /** @description The stage it is at (absent for a single-stage task). */
+            stage?: string | null;
+            /**
+             * @description Attempt timeout (humantime), counted from `attempted_at`.
+             * @example 30s
+             */
+            timeout: string;
+            /** @description Trace id (32 hex digits), when the task has one. */
+            trace_id?: string | null;
         };
         /** @description A lease: proof that a worker holds a running task. Given only to the claimer. */
         Lease: {

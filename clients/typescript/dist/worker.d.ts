@@ -1,4 +1,4 @@
-import { Client, type Task } from "./client.js";
+import { Client, type LeanTask, type Task } from "./client.js";
 import { type Duration } from "./durations.js";
 /**
  * Heartbeats per lease: one every third of it, never more often than {@link MIN_HEARTBEAT_EVERY_MS}.
@@ -35,15 +35,18 @@ export declare class NextStage {
         result?: unknown;
     });
 }
+/** A claimed task as a handler sees it: lean (the default), or in full with `fullTasks`. */
+export type ClaimedTask = LeanTask | Task;
 /** What a handler gets. */
 export declare class Job {
-    readonly task: Task;
+    readonly task: ClaimedTask;
     private readonly worker;
     /** Aborted when the attempt times out, docket cancels the task or its lease is lost, or the worker hands it back. */
     readonly signal: AbortSignal;
     /** @internal */ readonly ctl: AbortController;
     /** @internal */ progressValue: unknown;
-    constructor(task: Task, worker: Worker);
+    /** The claimed task: a {@link LeanTask} unless the worker was made with `fullTasks`. */
+    constructor(task: ClaimedTask, worker: Worker);
     get id(): number;
     get kind(): string;
     get payload(): unknown;
@@ -73,6 +76,12 @@ export interface WorkerOptions {
      * queue: fewer, larger claims for short tasks. On stop, held tasks not started are handed back.
      */
     prefetch?: number;
+    /**
+     * Claim tasks with every field of `Task` [false: lean tasks — id, kind, payload, attempt,
+     * max_attempts, stage, timeout, attempted_at, lease, and trace_id, process, batch_id, deps
+     * where present; `client.getTask(job.id)` reads the rest].
+     */
+    fullTasks?: boolean;
     /** Long-poll per claim ["10s"]. */
     wait?: Duration;
     /** Lease per claim [the task's timeout]. */
@@ -96,6 +105,13 @@ export declare class Worker {
     };
     private readonly batch;
     private readonly prefetch;
+    private readonly fullTasks;
+    /**
+     * The claim loop carries the reports: its claim in flight does not wait (the queue had work
+     * a moment ago), so what finishes meanwhile goes with its next claim. Otherwise (a long poll,
+     * no free handler, the stop) the reporter sends them on their own.
+     */
+    private carrier;
     private readonly buffer;
     private executing;
     private readonly wait;
@@ -125,6 +141,8 @@ export declare class Worker {
     /** Runs until {@link stop} (or SIGTERM/SIGINT); resolves once every report is out. */
     run(): Promise<void>;
     private claimLoop;
+    /** Counts reports answered (`outcomes`, one per item) and warns of those not `ok`. */
+    private settle;
     private start;
     /** Starts held tasks while handlers are free. */
     private pump;

@@ -65,6 +65,7 @@ export class Job {
     signal;
     /** @internal */ ctl = new AbortController();
     /** @internal */ progressValue = undefined;
+    /** The claimed task: a {@link LeanTask} unless the worker was made with `fullTasks`. */
     constructor(task, worker) {
         this.task = task;
         this.worker = worker;
@@ -101,6 +102,13 @@ export class Worker {
     stats = { completed: 0, failed: 0, lost: 0 };
     batch;
     prefetch;
+    fullTasks;
+    /**
+     * The claim loop carries the reports: its claim in flight does not wait (the queue had work
+     * a moment ago), so what finishes meanwhile goes with its next claim. Otherwise (a long poll,
+     * no free handler, the stop) the reporter sends them on their own.
+     */
+    carrier = false;
     buffer = [];
     executing = 0;
     wait;
@@ -125,6 +133,7 @@ export class Worker {
             throw new Error("concurrency must be at least 1");
         this.name = o.name ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`;
         this.prefetch = Math.max(0, o.prefetch ?? 0);
+        this.fullTasks = o.fullTasks ?? false;
         this.batch = Math.max(1, Math.min(o.batch ?? Math.min(this.concurrency + this.prefetch, 1000), 10_000));
         this.wait = formatDuration(o.wait ?? "10s");
         this.lease = o.lease === undefined ? undefined : formatDuration(o.lease);
@@ -177,37 +186,82 @@ export class Worker {
     }
     async claimLoop() {
         const kinds = this.kinds(), stages = this.stages();
-        while (!this.stopping.signal.aborted) {
-            const free = this.concurrency + this.prefetch - this.running.size;
-            if (free <= 0) {
-                await new Promise((r) => { this.wake = r; });
-                continue;
-            }
-            let tasks;
-            const claimId = randomUUID();
-            try {
-                tasks = await this.client.claim(this.queue, { worker: this.name, limit: Math.min(free, this.batch),
-                    lease: this.lease, wait: this.wait, kinds, stages, claimId, signal: this.stopping.signal });
-            }
-            catch (e) {
-                if (this.stopping.signal.aborted) {
-                    // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
-                    // read. Released by the claim's id they are available again at once (docket finds
-                    // them even when the release overtakes the claim).
-                    await this.releaseClaim(claimId);
-                    break;
-                }
-                if (e instanceof DocketError && e.code === "rate_limited") {
-                    await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal);
+        // The last claim found tasks: the next one asks again at once, carrying what finished.
+        let busy = false;
+        try {
+            while (!this.stopping.signal.aborted) {
+                const free = this.concurrency + this.prefetch - this.running.size;
+                if (free <= 0) {
+                    this.carrier = false;
+                    this.reportWake();
+                    await new Promise((r) => { this.wake = r; });
                     continue;
                 }
-                console.warn(`docket worker ${this.name}: claim failed: ${e}`);
-                await sleep(1000, this.stopping.signal);
-                continue;
+                // One round trip reports what finished and asks for more. Such a claim does not wait
+                // and is not given up at a stop, so its reports are never in doubt.
+                const carried = this.reports.splice(0, 500);
+                const waits = !busy && carried.length === 0;
+                this.carrier = !waits;
+                if (waits)
+                    this.reportWake();
+                let answer;
+                const claimId = randomUUID();
+                try {
+                    answer = await this.client.claimWith(this.queue, { worker: this.name, limit: Math.min(free, this.batch),
+                        lease: this.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
+                        complete: carried.filter((r) => r.what === "complete").map((r) => r.item),
+                        fail: carried.filter((r) => r.what === "fail").map((r) => r.item),
+                        signal: waits ? this.stopping.signal : undefined });
+                }
+                catch (e) {
+                    busy = false;
+                    if (carried.length) {
+                        this.reports.unshift(...carried);
+                        this.carrier = false;
+                        this.reportWake();
+                    }
+                    if (this.stopping.signal.aborted) {
+                        // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
+                        // read. Released by the claim's id they are available again at once (docket finds
+                        // them even when the release overtakes the claim).
+                        await this.releaseClaim(claimId);
+                        break;
+                    }
+                    if (e instanceof DocketError && e.code === "rate_limited") {
+                        await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal);
+                        continue;
+                    }
+                    console.warn(`docket worker ${this.name}: claim failed: ${e}`);
+                    await sleep(1000, this.stopping.signal);
+                    continue;
+                }
+                if (answer.completed)
+                    this.settle("complete", answer.completed);
+                if (answer.failed)
+                    this.settle("fail", answer.failed);
+                const tasks = answer.lean ?? answer.tasks;
+                busy = tasks.length > 0;
+                for (const t of tasks)
+                    this.start(t);
             }
-            for (const t of tasks)
-                this.start(t);
         }
+        finally {
+            this.carrier = false;
+            this.reportWake();
+        }
+    }
+    /** Counts reports answered (`outcomes`, one per item) and warns of those not `ok`. */
+    settle(what, outcomes) {
+        for (const o of outcomes) {
+            if (o.outcome !== "ok") {
+                this.stats.lost++;
+                console.warn(`docket worker ${this.name}: task ${o.id}: report answered ${o.outcome}`);
+            }
+        }
+        if (what === "complete")
+            this.stats.completed += outcomes.length;
+        else
+            this.stats.failed += outcomes.length;
     }
     start(task) {
         const now = Date.now();
@@ -308,10 +362,10 @@ export class Worker {
     }
     async reporter() {
         for (;;) {
-            if (this.reports.length === 0) {
+            if (this.reports.length === 0 || (this.carrier && !this.drained)) {
                 // Not at the stop itself: a claim answered as the stop came still starts its tasks,
                 // and their reports must go out too.
-                if (this.drained && this.running.size === 0)
+                if (this.drained && this.running.size === 0 && this.reports.length === 0)
                     return;
                 await new Promise((r) => { this.reportWake = r; setTimeout(r, 500); });
                 continue;
@@ -335,18 +389,9 @@ export class Worker {
                 fails.length ? this.client.failMany(fails) : Promise.resolve([]),
             ]);
             const again = new Set();
-            for (const [what, res, n] of [["complete", c, completes.length], ["fail", f, fails.length]]) {
+            for (const [what, res] of [["complete", c], ["fail", f]]) {
                 if (res.status === "fulfilled") {
-                    for (const o of res.value) {
-                        if (o.outcome !== "ok") {
-                            this.stats.lost++;
-                            console.warn(`docket worker ${this.name}: task ${o.id}: report answered ${o.outcome}`);
-                        }
-                    }
-                    if (what === "complete")
-                        this.stats.completed += n;
-                    else
-                        this.stats.failed += n;
+                    this.settle(what, res.value);
                 }
                 else if (res.reason instanceof DocketError && res.reason.status < 500 && res.reason.status !== 429) {
                     console.error(`docket worker ${this.name}: report refused, dropped: ${res.reason}`);

@@ -22,6 +22,17 @@ export type Schedule = Schemas["Schedule"];
 export type WorkerReport = Schemas["WorkerReport"];
 export type CompleteItem = Schemas["CompleteRequest"] & { id: number };
 export type FailItem = Schemas["FailRequest"] & { id: number };
+/** A claimed task as a lean claim answers it: id, kind, payload, attempt, max_attempts, stage, timeout, attempted_at, lease (+ trace_id, process, batch_id, deps where present). */
+export type LeanTask = Schemas["LeanTask"];
+/** The whole answer of a claim: `tasks` (full), or `lean` when asked; the outcomes of the reports it carried. */
+export type ClaimAnswer = Schemas["ClaimResponse"];
+/** Options of a claim ({@link Client.claim}, {@link Client.claimWith}). */
+export interface ClaimOptions {
+  worker: string; limit?: number; lease?: Duration; wait?: Duration; kinds?: string[]; stages?: string[];
+  /** A random UUID naming the claim, for {@link Client.releaseClaim}. */
+  claimId?: string;
+  signal?: AbortSignal;
+}
 
 /** Options of one task (every `NewTask` field but `kind` and `payload`). */
 export interface TaskOptions {
@@ -207,18 +218,30 @@ export class Client {
 
   // --- the work path -------------------------------------------------------------------
   /** `POST /v1/queues/{queue}/claim` → tasks with `lease {token, expires_at, trace_id}`; `wait` long-polls (≤ 60 s). */
-  async claim(queue: string, o: { worker: string; limit?: number; lease?: Duration; wait?: Duration;
-    kinds?: string[]; stages?: string[]; claimId?: string; signal?: AbortSignal }): Promise<Task[]> {
+  async claim(queue: string, o: ClaimOptions): Promise<Task[]> {
+    return (await this.claimWith(queue, o)).tasks;
+  }
+
+  /**
+   * `POST /v1/queues/{queue}/claim`, the whole answer. `complete`/`fail` report what finished in
+   * the same round trip (recorded and committed before the claim looks; outcomes in `completed`
+   * and `failed`, in order; one bad item refuses the request, nothing written); `lean` answers
+   * {@link LeanTask}s in `lean` (and `tasks` empty).
+   */
+  async claimWith(queue: string, o: ClaimOptions & { lean?: boolean; complete?: CompleteItem[]; fail?: FailItem[] }): Promise<ClaimAnswer> {
     const body: Record<string, unknown> = { worker: o.worker, limit: o.limit ?? 1 };
     if (o.lease !== undefined) body.lease = formatDuration(o.lease);
     if (o.wait !== undefined) body.wait = formatDuration(o.wait);
     if (o.kinds?.length) body.kinds = o.kinds;
     if (o.stages?.length) body.stages = o.stages;
     if (o.claimId !== undefined) body.claim_id = o.claimId;
+    if (o.lean) body.lean = true;
+    if (o.complete?.length) body.complete = o.complete;
+    if (o.fail?.length) body.fail = o.fail;
     const waitMs = o.wait === undefined ? 0 : typeof o.wait === "number" ? o.wait : 60_000;
-    const { value } = await this.request<{ tasks: Task[] }>("POST", `/v1/queues/${seg(queue)}/claim`, body,
+    const { value } = await this.request<ClaimAnswer>("POST", `/v1/queues/${seg(queue)}/claim`, body,
       { waitMs, signal: o.signal });
-    return value.tasks;
+    return value;
   }
 
   /** `POST /v1/tasks/{id}/heartbeat` → the task (new `lease_expires_at`); 409 `cancelled`/`lease_lost`/`timed_out`. */

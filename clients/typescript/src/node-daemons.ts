@@ -163,6 +163,7 @@ export class TaskWorker extends EventEmitter {
     const worker = new Worker({
       client: c.client ?? new Client({ server: c.server }), queue: c.queue, concurrency: c.count, wait: c.sleep,
       name: `${hostname()}-${process.pid}-${this.name}`, shutdownGraceMs: c.shutdownGraceMs, signals: c.signals ?? false,
+      fullTasks: true, // node-daemons' task row (queue, priority, start_at, ...)
     });
     for (const kind of c.kinds ?? [c.queue]) worker.handle(kind, (job) => this.work(job));
     this.worker = worker;
@@ -187,7 +188,7 @@ export class TaskWorker extends EventEmitter {
   }
 
   private async work(job: Job): Promise<unknown> {
-    const task = nodeDaemonsTask(job.task);
+    const task = nodeDaemonsTask(job.task as Task); // fullTasks, above
     this.count++;
     try {
       const result = await this.handleTask(task);

@@ -20,7 +20,7 @@
  */
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
-import { Client, type CompleteItem, type FailItem, type Task } from "./client.js";
+import { Client, type ClaimAnswer, type CompleteItem, type FailItem, type ItemOutcome, type LeanTask, type Task } from "./client.js";
 import { formatDuration, parseDuration, type Duration } from "./durations.js";
 import { DocketError } from "./errors.js";
 
@@ -52,13 +52,17 @@ export class NextStage {
   constructor(readonly stage: string, readonly o: { payload?: unknown; priority?: number; runIn?: Duration; result?: unknown } = {}) {}
 }
 
+/** A claimed task as a handler sees it: lean (the default), or in full with `fullTasks`. */
+export type ClaimedTask = LeanTask | Task;
+
 /** What a handler gets. */
 export class Job {
   /** Aborted when the attempt times out, docket cancels the task or its lease is lost, or the worker hands it back. */
   readonly signal: AbortSignal;
   /** @internal */ readonly ctl = new AbortController();
   /** @internal */ progressValue: unknown = undefined;
-  constructor(readonly task: Task, private readonly worker: Worker) { this.signal = this.ctl.signal; }
+  /** The claimed task: a {@link LeanTask} unless the worker was made with `fullTasks`. */
+  constructor(readonly task: ClaimedTask, private readonly worker: Worker) { this.signal = this.ctl.signal; }
   get id(): number { return this.task.id; }
   get kind(): string { return this.task.kind; }
   get payload(): unknown { return this.task.payload; }
@@ -90,6 +94,12 @@ export interface WorkerOptions {
    * queue: fewer, larger claims for short tasks. On stop, held tasks not started are handed back.
    */
   prefetch?: number;
+  /**
+   * Claim tasks with every field of `Task` [false: lean tasks — id, kind, payload, attempt,
+   * max_attempts, stage, timeout, attempted_at, lease, and trace_id, process, batch_id, deps
+   * where present; `client.getTask(job.id)` reads the rest].
+   */
+  fullTasks?: boolean;
   /** Long-poll per claim ["10s"]. */
   wait?: Duration;
   /** Lease per claim [the task's timeout]. */
@@ -127,6 +137,13 @@ export class Worker {
   readonly stats = { completed: 0, failed: 0, lost: 0 };
   private readonly batch: number;
   private readonly prefetch: number;
+  private readonly fullTasks: boolean;
+  /**
+   * The claim loop carries the reports: its claim in flight does not wait (the queue had work
+   * a moment ago), so what finishes meanwhile goes with its next claim. Otherwise (a long poll,
+   * no free handler, the stop) the reporter sends them on their own.
+   */
+  private carrier = false;
   private readonly buffer: Running[] = [];
   private executing = 0;
   private readonly wait: string;
@@ -151,6 +168,7 @@ export class Worker {
     if (this.concurrency < 1) throw new Error("concurrency must be at least 1");
     this.name = o.name ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`;
     this.prefetch = Math.max(0, o.prefetch ?? 0);
+    this.fullTasks = o.fullTasks ?? false;
     this.batch = Math.max(1, Math.min(o.batch ?? Math.min(this.concurrency + this.prefetch, 1000), 10_000));
     this.wait = formatDuration(o.wait ?? "10s");
     this.lease = o.lease === undefined ? undefined : formatDuration(o.lease);
@@ -173,7 +191,7 @@ export class Worker {
     const s = [...this.handlers.keys()].map((k) => k.split("\u0000")[1]);
     return s.includes("") ? undefined : [...new Set(s)].sort();
   }
-  private handlerFor(t: Task): Handler | undefined {
+  private handlerFor(t: ClaimedTask): Handler | undefined {
     return this.handlers.get(`${t.kind}\u0000${t.stage ?? ""}`) ?? this.handlers.get(`${t.kind}\u0000`);
   }
 
@@ -200,35 +218,67 @@ export class Worker {
 
   private async claimLoop(): Promise<void> {
     const kinds = this.kinds(), stages = this.stages();
-    while (!this.stopping.signal.aborted) {
-      const free = this.concurrency + this.prefetch - this.running.size;
-      if (free <= 0) {
-        await new Promise<void>((r) => { this.wake = r; });
-        continue;
-      }
-      let tasks: Task[];
-      const claimId = randomUUID();
-      try {
-        tasks = await this.client.claim(this.queue, { worker: this.name, limit: Math.min(free, this.batch),
-          lease: this.lease, wait: this.wait, kinds, stages, claimId, signal: this.stopping.signal });
-      } catch (e) {
-        if (this.stopping.signal.aborted) {
-          // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
-          // read. Released by the claim's id they are available again at once (docket finds
-          // them even when the release overtakes the claim).
-          await this.releaseClaim(claimId);
-          break;
+    // The last claim found tasks: the next one asks again at once, carrying what finished.
+    let busy = false;
+    try {
+      while (!this.stopping.signal.aborted) {
+        const free = this.concurrency + this.prefetch - this.running.size;
+        if (free <= 0) {
+          this.carrier = false;
+          this.reportWake();
+          await new Promise<void>((r) => { this.wake = r; });
+          continue;
         }
-        if (e instanceof DocketError && e.code === "rate_limited") { await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal); continue; }
-        console.warn(`docket worker ${this.name}: claim failed: ${e}`);
-        await sleep(1000, this.stopping.signal);
-        continue;
+        // One round trip reports what finished and asks for more. Such a claim does not wait
+        // and is not given up at a stop, so its reports are never in doubt.
+        const carried = this.reports.splice(0, 500);
+        const waits = !busy && carried.length === 0;
+        this.carrier = !waits;
+        if (waits) this.reportWake();
+        let answer: ClaimAnswer;
+        const claimId = randomUUID();
+        try {
+          answer = await this.client.claimWith(this.queue, { worker: this.name, limit: Math.min(free, this.batch),
+            lease: this.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
+            complete: carried.filter((r) => r.what === "complete").map((r) => r.item as CompleteItem),
+            fail: carried.filter((r) => r.what === "fail").map((r) => r.item as FailItem),
+            signal: waits ? this.stopping.signal : undefined });
+        } catch (e) {
+          busy = false;
+          if (carried.length) { this.reports.unshift(...carried); this.carrier = false; this.reportWake(); }
+          if (this.stopping.signal.aborted) {
+            // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
+            // read. Released by the claim's id they are available again at once (docket finds
+            // them even when the release overtakes the claim).
+            await this.releaseClaim(claimId);
+            break;
+          }
+          if (e instanceof DocketError && e.code === "rate_limited") { await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal); continue; }
+          console.warn(`docket worker ${this.name}: claim failed: ${e}`);
+          await sleep(1000, this.stopping.signal);
+          continue;
+        }
+        if (answer.completed) this.settle("complete", answer.completed);
+        if (answer.failed) this.settle("fail", answer.failed);
+        const tasks: ClaimedTask[] = answer.lean ?? answer.tasks;
+        busy = tasks.length > 0;
+        for (const t of tasks) this.start(t);
       }
-      for (const t of tasks) this.start(t);
+    } finally {
+      this.carrier = false;
+      this.reportWake();
     }
   }
 
-  private start(task: Task): void {
+  /** Counts reports answered (`outcomes`, one per item) and warns of those not `ok`. */
+  private settle(what: "complete" | "fail", outcomes: ItemOutcome[]): void {
+    for (const o of outcomes) {
+      if (o.outcome !== "ok") { this.stats.lost++; console.warn(`docket worker ${this.name}: task ${o.id}: report answered ${o.outcome}`); }
+    }
+    if (what === "complete") this.stats.completed += outcomes.length; else this.stats.failed += outcomes.length;
+  }
+
+  private start(task: ClaimedTask): void {
     const now = Date.now();
     let timeout = 60_000;
     try { timeout = parseDuration(task.timeout); } catch { /* the default */ }
@@ -307,10 +357,10 @@ export class Worker {
 
   private async reporter(): Promise<void> {
     for (;;) {
-      if (this.reports.length === 0) {
+      if (this.reports.length === 0 || (this.carrier && !this.drained)) {
         // Not at the stop itself: a claim answered as the stop came still starts its tasks,
         // and their reports must go out too.
-        if (this.drained && this.running.size === 0) return;
+        if (this.drained && this.running.size === 0 && this.reports.length === 0) return;
         await new Promise<void>((r) => { this.reportWake = r; setTimeout(r, 500); });
         continue;
       }
@@ -334,12 +384,9 @@ export class Worker {
         fails.length ? this.client.failMany(fails) : Promise.resolve([]),
       ]);
       const again = new Set<string>();
-      for (const [what, res, n] of [["complete", c, completes.length], ["fail", f, fails.length]] as const) {
+      for (const [what, res] of [["complete", c], ["fail", f]] as const) {
         if (res.status === "fulfilled") {
-          for (const o of res.value) {
-            if (o.outcome !== "ok") { this.stats.lost++; console.warn(`docket worker ${this.name}: task ${o.id}: report answered ${o.outcome}`); }
-          }
-          if (what === "complete") this.stats.completed += n; else this.stats.failed += n;
+          this.settle(what, res.value);
         } else if (res.reason instanceof DocketError && res.reason.status < 500 && res.reason.status !== 429) {
           console.error(`docket worker ${this.name}: report refused, dropped: ${res.reason}`);
         } else {

@@ -80,6 +80,25 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.deepEqual(await ids({ worker: `nobody-${queue}` }), []);
   });
 
+  test(`${backend}: claimWith: lean tasks, and what finished reported in the same round trip`, async () => {
+    const queue = uniq();
+    const ids = (await c.enqueueMany([0, 1, 2].map((i) => taskSpec("k", i, { queue, maxAttempts: 1 })))).map((t) => t.id);
+    const first = await c.claimWith(queue, { worker: "ts", limit: 2, lean: true });
+    assert.deepEqual(first.tasks, []);
+    assert.deepEqual(first.lean.map((t) => [t.id, t.payload, t.attempt]), [[ids[0], 0, 1], [ids[1], 1, 1]]);
+    assert.equal(first.lean[0].created_at, undefined); // lean: no more than a handler needs
+    const second = await c.claimWith(queue, { worker: "ts", limit: 5, lean: true,
+      complete: [{ id: ids[0], lease: first.lean[0].lease.token, result: "r" }],
+      fail: [{ id: ids[1], lease: first.lean[1].lease.token, error: "e" }] });
+    assert.deepEqual(second.completed.map((o) => [o.id, o.outcome, o.state]), [[ids[0], "ok", "completed"]]);
+    assert.deepEqual(second.failed.map((o) => [o.id, o.outcome, o.state]), [[ids[1], "ok", "discarded"]]);
+    assert.deepEqual(second.lean.map((t) => t.id), [ids[2]]);
+    assert.equal((await c.getTask(ids[0])).result, "r");
+    // One bad item refuses the request: nothing reported, nothing claimed.
+    await assert.rejects(c.claimWith(queue, { worker: "ts", complete: [{ id: ids[2], lease: "" }] }), (e) => e.status === 400);
+    assert.equal((await c.getTask(ids[2])).state, "running");
+  });
+
   test(`${backend}: batches: tasks, progress, a callback once every task finished`, async () => {
     const queue = uniq();
     const made = await c.createBatch({ name: "import", tasks: [taskSpec("row", 1, { queue }), taskSpec("row", 2, { queue })],
@@ -268,12 +287,14 @@ for (const [backend, server] of Object.entries(SERVERS)) {
   });
 
   test(`${backend}: reports are retried while the lease lasts`, async () => {
-    // A proxy answers the first three batched completions with 503.
+    // A proxy answers the first three requests carrying completions with 503: batched ones
+    // and claims that report what finished.
     let refused = 0;
     const proxy = createServer(async (req, res) => {
       const chunks = [];
       for await (const ch of req) chunks.push(ch);
-      if (req.method === "POST" && req.url === "/v1/tasks/complete" && refused < 3) {
+      const carries = req.url === "/v1/tasks/complete" || (req.url.endsWith("/claim") && "complete" in JSON.parse(Buffer.concat(chunks).toString()));
+      if (req.method === "POST" && carries && refused < 3) {
         refused++;
         res.writeHead(503, { "content-type": "application/json" });
         res.end('{"error": {"code": "unavailable", "message": "injected"}}');

@@ -193,6 +193,26 @@ class _Api:
         return self._call("POST", f"/v1/queues/{_seg(queue)}/claim", body,
                           then=lambda r: r["tasks"])
 
+    def claim_with(self, queue: str, worker: str, limit: int = 1,
+                   lease: Optional[Duration] = None, wait: Optional[Duration] = None,
+                   kinds: Optional[Sequence[str]] = None, stages: Optional[Sequence[str]] = None,
+                   claim_id: Optional[str] = None, lean: bool = False,
+                   complete: Optional[Sequence[Dict[str, Any]]] = None,
+                   fail: Optional[Sequence[Dict[str, Any]]] = None) -> Any:
+        """``POST /v1/queues/{queue}/claim``, the whole ``ClaimResponse``. ``complete``/``fail``
+        report what finished in the same round trip (the items of :meth:`complete_many` and
+        :meth:`fail_many`; recorded and committed before the claim looks; outcomes in
+        ``completed``/``failed``, in order; one bad item refuses the request, nothing written).
+        ``lean`` answers ``LeanTask`` s in ``lean`` (``tasks`` then empty): id, kind, payload,
+        attempt, max_attempts, stage, timeout, attempted_at, lease (and trace_id, process,
+        batch_id, deps where present)."""
+        body = _drop_none(dict(worker=worker, limit=limit, lease=_dur(lease), wait=_dur(wait),
+                               kinds=list(kinds) if kinds else None,
+                               stages=list(stages) if stages else None, claim_id=claim_id,
+                               lean=lean or None, complete=list(complete) if complete else None,
+                               fail=list(fail) if fail else None))
+        return self._call("POST", f"/v1/queues/{_seg(queue)}/claim", body)
+
     def release_claim(self, queue: str, claim_id: str) -> Any:
         """``POST /v1/queues/{queue}/claims/{claim_id}/release`` → the ids handed back: what a
         claim sent with ``claim_id`` took, available again at once, no attempt counted (also

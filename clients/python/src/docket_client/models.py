@@ -73,16 +73,6 @@ class ClaimReleased(TypedDict):
     released: List[int]
 
 
-class ClaimRequest(TypedDict):
-    claim_id: NotRequired[Optional[str]]
-    kinds: NotRequired[List[str]]
-    lease: NotRequired[Optional[str]]
-    limit: NotRequired[Optional[int]]
-    stages: NotRequired[List[str]]
-    wait: NotRequired[Optional[str]]
-    worker: str
-
-
 Code = Literal[
     'invalid_json',
     'invalid_request',
@@ -461,6 +451,19 @@ class BulkJob(TypedDict):
     total: int
 
 
+class ClaimRequest(TypedDict):
+    claim_id: NotRequired[Optional[str]]
+    complete: NotRequired[List[CompleteRequest]]
+    fail: NotRequired[List[FailRequest]]
+    kinds: NotRequired[List[str]]
+    lean: NotRequired[bool]
+    lease: NotRequired[Optional[str]]
+    limit: NotRequired[Optional[int]]
+    stages: NotRequired[List[str]]
+    wait: NotRequired[Optional[str]]
+    worker: str
+
+
 class ErrorBody(TypedDict):
     error: ErrorDetail
 
@@ -482,6 +485,22 @@ class LastHour(TypedDict):
     completed: int
     failed: int
     per_minute: List[Throughput]
+
+
+class LeanTask(TypedDict):
+    attempt: int
+    attempted_at: NotRequired[Optional[str]]
+    batch_id: NotRequired[Optional[int]]
+    deps: NotRequired[Optional[Dict[str, Any]]]
+    id: int
+    kind: str
+    lease: Lease
+    max_attempts: int
+    payload: Any
+    process: NotRequired[Optional[ProcessRef]]
+    stage: NotRequired[Optional[str]]
+    timeout: str
+    trace_id: NotRequired[Optional[str]]
 
 
 class NamespaceConfig(TypedDict):
@@ -787,6 +806,9 @@ class Callbacks(TypedDict):
 
 
 class ClaimResponse(TypedDict):
+    completed: NotRequired[List[ItemOutcome]]
+    failed: NotRequired[List[ItemOutcome]]
+    lean: NotRequired[List[LeanTask]]
     tasks: List[Task]
 
 

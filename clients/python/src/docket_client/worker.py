@@ -162,7 +162,12 @@ class Worker:
     ``wait``: long-poll per claim [10 s]. ``lease``: lease per claim [the task's timeout].
     ``shutdown_grace``: seconds tasks in hand get on stop [30]. ``report_interval``: seconds
     between reports to ``/v1/workers`` [10; 0 = none]. ``max_report_batch``: items per batched
-    complete/fail [500].
+    complete/fail [500]. ``full_tasks``: claim tasks with every field [False: lean tasks — id,
+    kind, payload, attempt, max_attempts, stage, timeout, attempted_at, lease, and trace_id,
+    process, batch_id, deps where present; ``client.get_task(job.id)`` reads the rest].
+
+    What finished goes with the next claim (one round trip for both) while the queue has work;
+    during a long poll, with every handler busy and at the stop it is sent on its own.
     """
 
     def __init__(self, client: Optional[AsyncClient] = None, queue: str = "default",
@@ -170,7 +175,7 @@ class Worker:
                  prefetch: int = 0,
                  wait: Duration = "10s", lease: Optional[Duration] = None,
                  shutdown_grace: float = 30.0, report_interval: float = 10.0,
-                 max_report_batch: int = 500) -> None:
+                 max_report_batch: int = 500, full_tasks: bool = False) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.client = client
@@ -186,6 +191,10 @@ class Worker:
         self.shutdown_grace = shutdown_grace
         self.report_interval = report_interval
         self.max_report_batch = max_report_batch
+        self.full_tasks = full_tasks
+        # The claim loop carries the reports: its claim in flight does not wait (the queue had
+        # work a moment ago), so what finishes meanwhile goes with its next claim.
+        self._carrier = False
         self._handlers: Dict[Tuple[str, Optional[str]], Handler] = {}
         self._running: Dict[int, _Running] = {}
         self._stopping: Optional[asyncio.Event] = None  # made in run_async (needs a loop)
@@ -267,40 +276,83 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         assert self._stopping is not None and self._slot_free is not None
+        assert self._report_ready is not None
         kinds, stages = self._kinds(), self._stages()
-        while not self._stopping.is_set():
-            free = self.concurrency + self.prefetch - len(self._running)
-            if free <= 0:
-                self._slot_free.clear()
-                await self._wait_either(self._slot_free.wait())
-                continue
-            claim_id = str(uuid.uuid4())
-            claim = asyncio.ensure_future(self.client.claim(
-                self.queue, self.name, limit=min(free, self.batch), lease=self.lease,
-                wait=self.wait, kinds=kinds, stages=stages, claim_id=claim_id))
-            stop = asyncio.ensure_future(self._stopping.wait())
-            done, _ = await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if claim not in done:
-                # Stopping mid-poll: the server may have claimed tasks for an answer that will
-                # not be read. Released by the claim's id, they are available again at once
-                # (docket finds them even if the release overtakes the claim).
-                claim.cancel()
-                await asyncio.gather(claim, return_exceptions=True)
-                await self._release_claim(claim_id)
-                break
-            else:
-                stop.cancel()
+        busy = False  # the last claim found tasks: the next asks at once, carrying reports
+        try:
+            while not self._stopping.is_set():
+                free = self.concurrency + self.prefetch - len(self._running)
+                if free <= 0:
+                    self._carrier = False
+                    self._report_ready.set()
+                    self._slot_free.clear()
+                    await self._wait_either(self._slot_free.wait())
+                    continue
+                # One round trip reports what finished and asks for more. Such a claim does
+                # not wait and is not given up at a stop, so its reports are never in doubt.
+                carried = self._reports[:self.max_report_batch]
+                del self._reports[:len(carried)]
+                waits = not busy and not carried
+                self._carrier = not waits
+                if waits:
+                    self._report_ready.set()
+                claim_id = str(uuid.uuid4())
+                claim = asyncio.ensure_future(self.client.claim_with(
+                    self.queue, self.name, limit=min(free, self.batch), lease=self.lease,
+                    wait=self.wait if waits else "0s", kinds=kinds, stages=stages,
+                    claim_id=claim_id, lean=not self.full_tasks,
+                    complete=[i for w, i, _ in carried if w == "complete"],
+                    fail=[i for w, i, _ in carried if w == "fail"]))
+                if waits:
+                    stop = asyncio.ensure_future(self._stopping.wait())
+                    done, _ = await asyncio.wait({claim, stop},
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                    if claim not in done:
+                        # Stopping mid-poll: the server may have claimed tasks for an answer
+                        # that will not be read. Released by the claim's id, they are
+                        # available again at once (docket finds them even if the release
+                        # overtakes the claim).
+                        claim.cancel()
+                        await asyncio.gather(claim, return_exceptions=True)
+                        await self._release_claim(claim_id)
+                        break
+                    stop.cancel()
+                else:
+                    await asyncio.wait({claim})
                 try:
-                    tasks = claim.result()
-                except RateLimited as e:
-                    await self._pause(e.retry_after or 1.0)
-                    continue
+                    answer = claim.result()
                 except (DocketError, httpx.TransportError) as e:
-                    log.warning("claim failed: %s", e)
-                    await self._pause(1.0)
+                    busy = False
+                    if carried:
+                        self._reports[:0] = carried
+                        self._carrier = False
+                        self._report_ready.set()
+                    if isinstance(e, RateLimited):
+                        await self._pause(e.retry_after or 1.0)
+                    else:
+                        log.warning("claim failed: %s", e)
+                        await self._pause(1.0)
                     continue
-            for task in tasks:
-                self._start(task)
+                for what in ("complete", "fail"):
+                    outcomes = answer.get("completed" if what == "complete" else "failed")
+                    if outcomes:
+                        self._settle(what, outcomes)
+                tasks = answer.get("lean") if answer.get("lean") is not None \
+                    else answer.get("tasks", [])
+                busy = bool(tasks)
+                for task in tasks:
+                    self._start(task)
+        finally:
+            self._carrier = False
+            self._report_ready.set()
+
+    def _settle(self, what: str, outcomes: List[Dict[str, Any]]) -> None:
+        # Counts reports answered (one outcome per item) and warns of those not ok.
+        for outcome in outcomes:
+            if outcome["outcome"] != "ok":
+                self.stats["lost"] += 1
+                log.warning("task %s: report answered %s", outcome["id"], outcome["outcome"])
+        self.stats["completed" if what == "complete" else "failed"] += len(outcomes)
 
     async def _wait_either(self, aw: Awaitable[Any]) -> None:
         assert self._stopping is not None
@@ -411,14 +463,14 @@ class Worker:
             # The state is read before waiting, never after a wake-up alone: two wake-ups that
             # came together are one, and a stop that came while a batch was out used to leave
             # this waiting for a third that never came (the stop did not end).
-            if self._reports:
+            if self._reports and not (self._carrier and not self._drained):
                 batch, self._reports = self._reports[:self.max_report_batch], \
                     self._reports[self.max_report_batch:]
                 await self._deliver(batch)
                 continue
             # Not at the stop itself: a claim answered as the stop came still starts its
             # tasks, and their reports must go out too.
-            if self._drained and not self._running:
+            if self._drained and not self._running and not self._reports:
                 return
             self._report_ready.clear()
             await self._report_ready.wait()
@@ -447,12 +499,7 @@ class Worker:
                         log.warning("report failed, retrying: %s", answer)
                         again.add(what)
                     continue
-                for outcome in answer:
-                    if outcome["outcome"] != "ok":
-                        self.stats["lost"] += 1
-                        log.warning("task %s: report answered %s", outcome["id"],
-                                    outcome["outcome"])
-                self.stats["completed" if what == "complete" else "failed"] += len(items)
+                self._settle(what, answer)
             if not again:
                 return
             await asyncio.sleep(delay)
