@@ -328,17 +328,31 @@ func (c *Client) RunNow(ctx context.Context, id int64) (*Task, error) {
 
 // --- the work path -----------------------------------------------------------------------
 
-// Claim leases up to r.Limit tasks of queue; r.Wait long-polls (≤ 60s).
+// Claim leases up to r.Limit tasks of queue, in full; r.Wait long-polls (≤ 60s). ClaimWith
+// answers lean tasks (r.Lean) and the outcomes of r.Complete and r.Fail.
 func (c *Client) Claim(ctx context.Context, queue string, r ClaimRequest) ([]Task, error) {
-	var out struct {
-		Tasks []Task `json:"tasks"`
+	out, err := c.ClaimWith(ctx, queue, r)
+	if err != nil {
+		return nil, err
 	}
+	return out.Tasks, nil
+}
+
+// ClaimWith claims as Claim and returns the whole answer: the tasks (in Lean with r.Lean) and
+// the outcomes of r.Complete and r.Fail, recorded before the claim looked for work. One bad
+// item refuses the whole request (*Error invalid_request, 400) and nothing is written.
+func (c *Client) ClaimWith(ctx context.Context, queue string, r ClaimRequest) (*ClaimResponse, error) {
+	var out ClaimResponse
 	extra := time.Duration(0)
 	if r.Wait != "" {
-		extra = 60 * time.Second
+		if d, err := ParseDuration(r.Wait); err != nil || d > 0 {
+			extra = 60 * time.Second
+		}
 	}
-	_, err := c.Do(ctx, "POST", "/v1/queues/"+seg(queue)+"/claim", nil, r, &out, nil, extra)
-	return out.Tasks, err
+	if _, err := c.Do(ctx, "POST", "/v1/queues/"+seg(queue)+"/claim", nil, r, &out, nil, extra); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ReleaseClaim hands back what a claim sent with claimID took (its answer never arrived):

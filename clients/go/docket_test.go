@@ -5,11 +5,14 @@ package docket
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -181,6 +184,109 @@ func TestClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestClaimWith: a lean claim answers lean tasks only; a claim that completes and fails what
+// the first took answers their outcomes and claims more; one bad item refuses the whole claim.
+func TestClaimWith(t *testing.T) {
+	eachServer(t, func(t *testing.T, direct *Client) {
+		ctx := context.Background()
+		rec := &recorder{next: http.DefaultTransport}
+		c := must(NewClient(Options{Server: direct.server, HTTPClient: &http.Client{Transport: rec}}))
+		q := uniq()
+		var specs []NewTask
+		for i := 0; i < 3; i++ {
+			specs = append(specs, NewTask{Kind: "k", Payload: i, Queue: q, MaxAttempts: i32(1)})
+		}
+		tasks := must(c.EnqueueMany(ctx, specs))
+		ids := []int64{tasks[0].ID, tasks[1].ID, tasks[2].ID}
+		first := must(c.ClaimWith(ctx, q, ClaimRequest{Worker: "go", Limit: 2, Lean: true}))
+		if len(first.Tasks) != 0 || len(first.Lean) != 2 || first.Completed != nil || first.Failed != nil {
+			t.Fatalf("lean claim: %+v", first)
+		}
+		for i, lt := range first.Lean {
+			if lt.ID != ids[i] || string(lt.Payload) != strconv.Itoa(i) || lt.Attempt != 1 || lt.MaxAttempts != 1 ||
+				lt.Kind != "k" || lt.Lease.Token == "" || lt.AttemptedAt == nil || lt.Timeout == "" {
+				t.Fatalf("lean task %d: %+v", i, lt)
+			}
+		}
+		// Lean: no more than a handler needs (the answer as it came).
+		var raw struct {
+			Tasks []json.RawMessage            `json:"tasks"`
+			Lean  []map[string]json.RawMessage `json:"lean"`
+		}
+		if err := json.Unmarshal(rec.last(), &raw); err != nil || raw.Tasks == nil || len(raw.Tasks) != 0 || len(raw.Lean) != 2 {
+			t.Fatalf("lean answer %s: %v", rec.last(), err)
+		}
+		if _, ok := raw.Lean[0]["created_at"]; ok {
+			t.Fatalf("a lean task with created_at: %s", rec.last())
+		}
+		second := must(c.ClaimWith(ctx, q, ClaimRequest{Worker: "go", Limit: 5, Lean: true,
+			Complete: []CompleteRequest{{ID: ids[0], Lease: first.Lean[0].Lease.Token, Result: "r"}},
+			Fail:     []FailRequest{{ID: ids[1], Lease: first.Lean[1].Lease.Token, Error: "e"}}}))
+		outcome := func(outs []ItemOutcome) string {
+			var parts []string
+			for _, o := range outs {
+				state := ""
+				if o.State != nil {
+					state = *o.State
+				}
+				parts = append(parts, fmt.Sprintf("%d %s %s", o.ID, o.Outcome, state))
+			}
+			return strings.Join(parts, ", ")
+		}
+		if got, want := outcome(second.Completed), fmt.Sprintf("%d ok completed", ids[0]); got != want {
+			t.Fatalf("completed: %s, want %s", got, want)
+		}
+		if got, want := outcome(second.Failed), fmt.Sprintf("%d ok discarded", ids[1]); got != want {
+			t.Fatalf("failed: %s, want %s", got, want)
+		}
+		if len(second.Lean) != 1 || second.Lean[0].ID != ids[2] || len(second.Tasks) != 0 {
+			t.Fatalf("second claim: %+v", second)
+		}
+		if r := string(must(c.GetTask(ctx, ids[0])).Result); r != `"r"` {
+			t.Fatalf("result %s", r)
+		}
+		// One bad item refuses the request: nothing reported, nothing claimed.
+		_, err := c.ClaimWith(ctx, q, ClaimRequest{Worker: "go", Complete: []CompleteRequest{{ID: ids[2], Lease: ""}}})
+		var e *Error
+		if !errors.As(err, &e) || e.Status != 400 {
+			t.Fatalf("want a 400, got %v", err)
+		}
+		if s := must(c.GetTask(ctx, ids[2])).State; s != "running" {
+			t.Fatalf("task %d: %s, want running", ids[2], s)
+		}
+	})
+}
+
+// recorder is a transport that keeps the last answer's body.
+type recorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	body []byte
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.body = body
+	r.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+func (r *recorder) last() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.body
 }
 
 // TestListFindsByTraceIDUniqueKeyAndWorker: ListTasks with TraceID, UniqueKey and Worker finds
@@ -730,8 +836,9 @@ func TestTokensAndTLS(t *testing.T) {
 	}
 }
 
-// A proxy answers the first batched completions with 503: the worker sends them again while
-// the leases last, and the tasks end completed at their first attempt.
+// A proxy answers the first three requests carrying completions (batched ones, and claims that
+// report what finished) with 503: the worker sends them again while the leases last, and the
+// tasks end completed at their first attempt.
 func TestReportsAreRetriedWhileTheLeaseLasts(t *testing.T) {
 	eachServer(t, func(t *testing.T, direct *Client) {
 		ctx := context.Background()
@@ -740,7 +847,16 @@ func TestReportsAreRetriedWhileTheLeaseLasts(t *testing.T) {
 		target, _ := neturl.Parse(direct.server)
 		proxy := httputil.NewSingleHostReverseProxy(target)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == "POST" && r.URL.Path == "/v1/tasks/complete" {
+			// Refused: batched completions, and claims that carry completions.
+			carries := r.URL.Path == "/v1/tasks/complete"
+			if r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/claim") {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				var fields map[string]json.RawMessage
+				_ = json.Unmarshal(body, &fields)
+				_, carries = fields["complete"]
+			}
+			if r.Method == "POST" && carries {
 				mu.Lock()
 				refuse := refused < 3
 				if refuse {

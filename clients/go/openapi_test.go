@@ -40,6 +40,7 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"NewWorkflow": NewWorkflow{}, "Workflow": Workflow{}, "WorkflowNode": WorkflowNode{},
 		"WorkflowCreated": WorkflowCreated{}, "BulkFilter": BulkFilter{}, "BulkJob": BulkJob{},
 		"BulkCount": BulkCount{}, "ReleaseItem": ReleaseItem{}, "ClaimReleased": ClaimReleased{},
+		"ClaimResponse": ClaimResponse{}, "LeanTask": LeanTask{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

@@ -157,6 +157,54 @@ type ClaimRequest struct {
 	// ClaimID (a random UUID) lets Client.ReleaseClaim hand back what the claim took should
 	// its answer never arrive (a stop mid-claim).
 	ClaimID string `json:"claim_id,omitempty"`
+	// Lean asks for lean tasks (ClaimResponse.Lean, Tasks then empty): only what a handler
+	// needs; Client.GetTask reads the rest.
+	Lean bool `json:"lean,omitempty"`
+	// Complete and Fail (each item with its ID) are recorded and committed before the claim
+	// looks for work: report what finished and ask for more in one round trip. Their outcomes
+	// are ClaimResponse.Completed and Failed, in order; one bad item refuses the whole request
+	// (400) with nothing written.
+	Complete []CompleteRequest `json:"complete,omitempty"`
+	Fail     []FailRequest     `json:"fail,omitempty"`
+}
+
+// ClaimResponse is the whole answer of a claim (schema ClaimResponse): the claimed tasks in
+// Tasks, or in Lean when the claim asked for lean ones, and the outcomes of its Complete and
+// Fail items (absent without them).
+type ClaimResponse struct {
+	Tasks     []Task        `json:"tasks"`
+	Lean      []LeanTask    `json:"lean,omitempty"`
+	Completed []ItemOutcome `json:"completed,omitempty"`
+	Failed    []ItemOutcome `json:"failed,omitempty"`
+}
+
+// LeanTask is a claimed task as a lean claim answers it (schema LeanTask): what a handler
+// needs and a worker uses to hold the lease.
+type LeanTask struct {
+	ID          int64           `json:"id"`
+	Kind        string          `json:"kind"`
+	Payload     json.RawMessage `json:"payload"`
+	Attempt     int32           `json:"attempt"`
+	MaxAttempts int32           `json:"max_attempts"`
+	Stage       *string         `json:"stage,omitempty"`
+	Timeout     string          `json:"timeout"`
+	AttemptedAt *time.Time      `json:"attempted_at,omitempty"`
+	Lease       Lease           `json:"lease"`
+	TraceID     *string         `json:"trace_id,omitempty"`
+	Process     json.RawMessage `json:"process,omitempty"`
+	BatchID     *int64          `json:"batch_id,omitempty"`
+	// Deps holds a workflow task's dependencies' results by ref.
+	Deps map[string]json.RawMessage `json:"deps,omitempty"`
+}
+
+// AsTask is the lean task as a Task of queue: the fields a lean claim answers, Queue, State
+// "running" and LeaseExpiresAt; the others are zero (Client.GetTask reads them).
+func (t *LeanTask) AsTask(queue string) Task {
+	lease := t.Lease
+	expires := lease.ExpiresAt
+	return Task{ID: t.ID, Queue: queue, Kind: t.Kind, Payload: t.Payload, State: "running", Attempt: t.Attempt,
+		MaxAttempts: t.MaxAttempts, AttemptedAt: t.AttemptedAt, LeaseExpiresAt: &expires, Timeout: t.Timeout,
+		Stage: t.Stage, TraceID: t.TraceID, Lease: &lease, Process: t.Process, BatchID: t.BatchID, Deps: t.Deps}
 }
 
 // ReleaseItem is a task held but not started, handed back by Client.ReleaseMany (schema

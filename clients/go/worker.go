@@ -39,6 +39,8 @@ type Handler func(ctx context.Context, job *Job) (interface{}, error)
 
 // Job is what a Handler gets.
 type Job struct {
+	// Task is the claimed task. Unless WorkerOptions.FullTasks, the worker claims lean tasks
+	// and Task has only the fields a lean claim answers (see LeanTask.AsTask), the others zero.
 	Task   *Task
 	worker *Worker
 	run    *running
@@ -113,7 +115,13 @@ type WorkerOptions struct {
 	// Prefetch: tasks claimed ahead of free handlers and held locally (their leases run,
 	// heartbeats keep them, the handler's timeout counts from the claim; on stop the ones not
 	// started are handed back) [0]. Like graphile-worker's local queue: fewer, larger claims.
-	Prefetch       int
+	Prefetch int
+	// FullTasks claims tasks with every field of Task [false: lean tasks — id, kind, payload,
+	// attempt, max_attempts, stage, timeout, attempted_at, lease, and trace_id, process,
+	// batch_id, deps where present. Job.Task is then a Task made of those (LeanTask.AsTask:
+	// with Queue, State "running" and LeaseExpiresAt; the other fields zero, CreatedAt, RunAt,
+	// Errors… among them): Client.GetTask(ctx, job.ID()) reads the rest].
+	FullTasks      bool
 	Wait           time.Duration // long-poll per claim [10s]
 	Lease          time.Duration // lease per claim [the task's timeout]
 	ShutdownGrace  time.Duration // time tasks in hand get on stop [30s]
@@ -121,7 +129,14 @@ type WorkerOptions struct {
 	Logger         *log.Logger   // [log.Default()]
 }
 
+// maxReportBatch is the most reports per batched complete/fail, and per claim carrying them.
+const maxReportBatch = 500
+
 // Worker claims and runs tasks of one queue. Register handlers, then Run.
+//
+// What finished goes with the next claim (one round trip for both) while the queue has work:
+// such a claim does not wait and is not given up at a stop. During a long poll, while no
+// handler is free and at the stop, the reporter sends it on its own.
 type Worker struct {
 	o        WorkerOptions
 	handlers map[string]Handler
@@ -131,8 +146,14 @@ type Worker struct {
 	exec     int
 	wg       sync.WaitGroup
 	slot     chan struct{}
-	reports  chan report
-	started  time.Time
+	// reports waits to be sent (under mu): by the reporter, or carried by the next claim while
+	// carrier is set (the claim loop's claim does not wait: what finishes meanwhile goes with
+	// its next one). drained: the claim loop and the drain are over, the reporter may end.
+	reports     []report
+	carrier     bool
+	drained     bool
+	reportReady chan struct{}
+	started     time.Time
 	// Completed, Failed and Lost count delivered reports (Lost: answered other than ok).
 	Completed, Failed, Lost int64
 }
@@ -200,7 +221,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	return &Worker{o: o, handlers: map[string]Handler{}, running: map[int64]*running{},
-		slot: make(chan struct{}, 1), reports: make(chan report, 4096)}, nil
+		slot: make(chan struct{}, 1), reportReady: make(chan struct{}, 1)}, nil
 }
 
 // Name is the worker's name.
@@ -274,7 +295,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.claimLoop(ctx)
 	w.drain()
 	w.wg.Wait()
-	close(w.reports)
+	w.mu.Lock()
+	w.drained = true
+	w.mu.Unlock()
+	w.wakeReporter()
 	<-reporterDone
 	w.sendPresence(context.Background(), "stop")
 	return nil
@@ -288,9 +312,13 @@ func (w *Worker) count() int {
 
 func (w *Worker) claimLoop(ctx context.Context) {
 	kinds, stages := w.kinds()
+	// The last claim found tasks: the next one asks again at once, carrying what finished.
+	busy := false
+	defer w.setCarrier(false) // at the stop the reporter sends what is left
 	for ctx.Err() == nil {
 		free := w.o.Concurrency + w.o.Prefetch - w.count()
 		if free <= 0 {
+			w.setCarrier(false) // no claim goes out meanwhile: the reporter sends the reports
 			select {
 			case <-w.slot:
 			case <-ctx.Done():
@@ -311,13 +339,45 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if free > w.o.Batch {
 			free = w.o.Batch
 		}
-		r := ClaimRequest{Worker: w.o.Name, Limit: free, Wait: Duration(w.o.Wait), Kinds: kinds, Stages: stages,
-			ClaimID: newClaimID()}
+		// One round trip reports what finished and asks for more. Such a claim does not wait
+		// and is not given up at a stop, so its reports are never in doubt.
+		w.mu.Lock()
+		n := len(w.reports)
+		if n > maxReportBatch {
+			n = maxReportBatch
+		}
+		carried := append([]report(nil), w.reports[:n]...)
+		w.reports = w.reports[n:]
+		waits := !busy && len(carried) == 0
+		w.carrier = !waits
+		w.mu.Unlock()
+		r := ClaimRequest{Worker: w.o.Name, Limit: free, Wait: "0s", Kinds: kinds, Stages: stages,
+			ClaimID: newClaimID(), Lean: !w.o.FullTasks}
 		if w.o.Lease > 0 {
 			r.Lease = Duration(w.o.Lease)
 		}
-		got, err := w.o.Client.Claim(ctx, w.o.Queue, r)
+		for _, rep := range carried {
+			if rep.complete != nil {
+				r.Complete = append(r.Complete, *rep.complete)
+			} else {
+				r.Fail = append(r.Fail, *rep.fail)
+			}
+		}
+		cctx := context.Background()
+		if waits {
+			w.wakeReporter() // a long poll carries nothing: the reporter sends the reports
+			r.Wait = Duration(w.o.Wait)
+			cctx = ctx
+		}
+		got, err := w.o.Client.ClaimWith(cctx, w.o.Queue, r)
 		if err != nil {
+			busy = false
+			// Not carried after all: the reporter sends them (first), as during a long poll.
+			w.mu.Lock()
+			w.reports = append(carried, w.reports...)
+			w.carrier = false
+			w.mu.Unlock()
+			w.wakeReporter()
 			if ctx.Err() != nil {
 				// Stopped mid-claim: the server may have claimed tasks for an answer nobody
 				// will read. Released by the claim's id they are available again at once
@@ -338,8 +398,61 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			}
 			continue
 		}
-		for i := range got {
-			w.start(&got[i])
+		w.settle(true, got.Completed)
+		w.settle(false, got.Failed)
+		tasks := got.Tasks
+		if got.Lean != nil {
+			tasks = make([]Task, len(got.Lean))
+			for i := range got.Lean {
+				tasks[i] = got.Lean[i].AsTask(w.o.Queue)
+			}
+		}
+		busy = len(tasks) > 0
+		for i := range tasks {
+			w.start(&tasks[i])
+		}
+	}
+}
+
+// setCarrier says whether the claim loop carries the reports (else the reporter sends them).
+func (w *Worker) setCarrier(on bool) {
+	w.mu.Lock()
+	w.carrier = on
+	w.mu.Unlock()
+	if !on {
+		w.wakeReporter()
+	}
+}
+
+func (w *Worker) wakeReporter() {
+	select {
+	case w.reportReady <- struct{}{}:
+	default:
+	}
+}
+
+// push queues a report for the reporter or the next claim.
+func (w *Worker) push(r report) {
+	w.mu.Lock()
+	w.reports = append(w.reports, r)
+	w.mu.Unlock()
+	w.wakeReporter()
+}
+
+// settle counts reports answered (outcomes, one per item: completions or failures) and warns
+// of those not ok.
+func (w *Worker) settle(completions bool, outcomes []ItemOutcome) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if completions {
+		w.Completed += int64(len(outcomes))
+	} else {
+		w.Failed += int64(len(outcomes))
+	}
+	for _, o := range outcomes {
+		if o.Outcome != "ok" {
+			w.Lost++
+			w.o.Logger.Printf("docket worker %s: task %d: report answered %s", w.o.Name, o.ID, o.Outcome)
 		}
 	}
 }
@@ -449,7 +562,7 @@ func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duratio
 		case errors.As(out.err, &pe):
 			f.Permanent = true
 		}
-		w.reports <- report{fail: &f, leaseEnd: leaseEnd}
+		w.push(report{fail: &f, leaseEnd: leaseEnd})
 		return
 	}
 	c := CompleteRequest{ID: job.ID(), Lease: token, Result: out.value}
@@ -459,25 +572,33 @@ func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duratio
 			c.RunIn = Duration(ns.RunIn)
 		}
 	}
-	w.reports <- report{complete: &c, leaseEnd: leaseEnd}
+	w.push(report{complete: &c, leaseEnd: leaseEnd})
 }
 
+// reporter sends the reports the claim loop does not carry, until the worker has drained and
+// every report is out.
 func (w *Worker) reporter(ctx context.Context) {
-	for first := range w.reports {
-		batch := []report{first}
-	more:
-		for len(batch) < 500 {
-			select {
-			case r, ok := <-w.reports:
-				if !ok {
-					break more
-				}
-				batch = append(batch, r)
-			default:
-				break more
+	for {
+		// The state is read before waiting, never after a wake-up alone: reportReady holds
+		// one wake-up, so one sent after this read is not lost.
+		w.mu.Lock()
+		if len(w.reports) > 0 && (!w.carrier || w.drained) {
+			n := len(w.reports)
+			if n > maxReportBatch {
+				n = maxReportBatch
 			}
+			batch := append([]report(nil), w.reports[:n]...)
+			w.reports = w.reports[n:]
+			w.mu.Unlock()
+			w.deliver(ctx, batch)
+			continue
 		}
-		w.deliver(ctx, batch)
+		done := w.drained && len(w.reports) == 0
+		w.mu.Unlock()
+		if done {
+			return
+		}
+		<-w.reportReady
 	}
 }
 
@@ -506,20 +627,12 @@ func (w *Worker) deliver(ctx context.Context, batch []report) {
 		}
 		wg.Wait()
 		// What went through is done; only the part that failed is sent again.
-		w.mu.Lock()
 		if cErr == nil {
-			w.Completed += int64(len(completes))
+			w.settle(true, cOut)
 		}
 		if fErr == nil {
-			w.Failed += int64(len(fails))
+			w.settle(false, fOut)
 		}
-		for _, o := range append(cOut, fOut...) {
-			if o.Outcome != "ok" {
-				w.Lost++
-				w.o.Logger.Printf("docket worker %s: task %d: report answered %s", w.o.Name, o.ID, o.Outcome)
-			}
-		}
-		w.mu.Unlock()
 		// A part refused for what it is (4xx) is dropped; one that met an outage is retried.
 		retry := func(err error) bool {
 			var e *Error
@@ -722,8 +835,8 @@ func (w *Worker) handBack(r *running) {
 	r.handedOff = true
 	leaseEnd := r.leaseEnd
 	r.mu.Unlock()
-	w.reports <- report{fail: &FailRequest{ID: r.job.ID(), Lease: r.job.Task.Lease.Token,
-		Error: "worker stopped: handed back", RetryIn: "0ms", Worker: w.o.Name}, leaseEnd: leaseEnd}
+	w.push(report{fail: &FailRequest{ID: r.job.ID(), Lease: r.job.Task.Lease.Token,
+		Error: "worker stopped: handed back", RetryIn: "0ms", Worker: w.o.Name}, leaseEnd: leaseEnd})
 	r.cancel()
 }
 
