@@ -180,6 +180,30 @@ pub(crate) fn fail_items(items: Vec<FailRequest>) -> ApiResult<Vec<TaskFail>> {
         .collect()
 }
 
+/// Completes `items` (a batch route's, a claim's); one outcome per item, in order.
+async fn complete_outcomes(s: &AppState, items: &[TaskComplete]) -> ApiResult<Vec<ItemOutcome>> {
+    let outs = s.engine.complete_many(items).await?;
+    Ok(items
+        .iter()
+        .zip(outs)
+        .map(|(i, o)| item_outcome(i.id, o))
+        .collect())
+}
+
+/// Fails `items` as `worker` (a batch route's, a claim's); one outcome per item, in order.
+async fn fail_outcomes(
+    s: &AppState,
+    items: &[TaskFail],
+    worker: Option<&str>,
+) -> ApiResult<Vec<ItemOutcome>> {
+    let outs = s.engine.fail_many(items, worker).await?;
+    Ok(items
+        .iter()
+        .zip(outs)
+        .map(|(i, o)| item_outcome(i.id, o))
+        .collect())
+}
+
 fn item_id(i: usize, id: Option<i64>) -> ApiResult<i64> {
     id.filter(|x| *x > 0).ok_or_else(|| {
         ApiError::invalid(format!("items[{i}].id is required: a task id, at least 1"))
@@ -200,13 +224,9 @@ pub(crate) async fn task_complete_batch(
     let b: BatchRequest<CompleteRequest> = parse(body)?;
     batch_ids(&b.items, |i| i.id)?;
     let items = complete_items(b.items, s.engine.clock.now())?;
-    let outs = s.engine.complete_many(&items).await?;
-    let results = items
-        .iter()
-        .zip(outs)
-        .map(|(i, o)| item_outcome(i.id, o))
-        .collect();
-    Ok(Json(BatchResponse { results }))
+    Ok(Json(BatchResponse {
+        results: complete_outcomes(&s, &items).await?,
+    }))
 }
 
 #[utoipa::path(
@@ -224,13 +244,9 @@ pub(crate) async fn task_fail_batch(
     let worker = b.items.first().and_then(|i| i.worker.clone());
     let items = fail_items(b.items)?;
     batch_ids(&items, |i| Some(i.id))?;
-    let outs = s.engine.fail_many(&items, worker.as_deref()).await?;
-    let results = items
-        .iter()
-        .zip(outs)
-        .map(|(i, o)| item_outcome(i.id, o))
-        .collect();
-    Ok(Json(BatchResponse { results }))
+    Ok(Json(BatchResponse {
+        results: fail_outcomes(&s, &items, worker.as_deref()).await?,
+    }))
 }
 
 #[utoipa::path(
@@ -315,27 +331,10 @@ pub(crate) async fn queue_claim(
     // worker's slots free before it asks for more.
     let mut out = ClaimResponse::default();
     if !completes.is_empty() {
-        let outs = s.engine.complete_many(&completes).await?;
-        out.completed = Some(
-            completes
-                .iter()
-                .zip(outs)
-                .map(|(i, o)| item_outcome(i.id, o))
-                .collect(),
-        );
+        out.completed = Some(complete_outcomes(&s, &completes).await?);
     }
     if !fails.is_empty() {
-        let outs = s
-            .engine
-            .fail_many(&fails, Some(fail_worker.as_str()))
-            .await?;
-        out.failed = Some(
-            fails
-                .iter()
-                .zip(outs)
-                .map(|(i, o)| item_outcome(i.id, o))
-                .collect(),
-        );
+        out.failed = Some(fail_outcomes(&s, &fails, Some(fail_worker.as_str())).await?);
     }
     let claim = docket_engine::Claim {
         queue,
