@@ -544,6 +544,11 @@ fn worker_stop_as_tasks_arrive_strands_nothing(backend: &str) {
 fn worker_hands_back_what_outlives_the_grace(backend: &str) {
     let s = serve(backend);
     let id = s.add(&["--kind", "slow", "--queue", "graceq"]);
+    // The command says it started: a stop between the claim's commit and its answer reaching
+    // the worker rightly hands the task back unstarted, with no error (one CI run did that).
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let script = format!("touch '{}'; exec sleep 60", started.display());
     let mut w = s.worker(
         &[
             "--queue",
@@ -555,9 +560,13 @@ fn worker_hands_back_what_outlives_the_grace(backend: &str) {
             "--lease",
             "1h",
         ],
-        &["sleep", "60"],
+        &["sh", "-c", &script],
     );
-    s.wait_for(id, "running", |t| t["state"] == "running");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     signal(w.id(), Signal::SIGTERM);
     let t0 = Instant::now();
     assert!(w.wait().unwrap().success());
