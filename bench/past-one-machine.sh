@@ -45,7 +45,7 @@ for r in $(seq 1 "$REPEATS"); do
       --latency-secs "$LAT" 2>&1 | tee -a "$RAW" >&2 || echo "(run failed)" >> "$RAW"
   done
 done
-OUT=bench/results/issue38-past-one-machine-$(date +%Y%m%d).md
+OUT=${OUT:-bench/results/issue38-past-one-machine-$(date +%Y%m%d).md}
 python3 - "$RAW" "$N" "$C" "$REPEATS" > "$OUT" <<'PY'
 import re, sys, collections
 raw, n, c, reps = sys.argv[1], *sys.argv[2:5]

@@ -209,7 +209,7 @@ if [ $# -eq 0 ] && [ "${DOCKET_SKIP_GALERA:-}" != 1 ]; then
     from information_schema.schemata where schema_name regexp '^t_[0-9a-f]{32}$'" \
     | mariadb -h 127.0.0.1 -P 3311 -u root >/dev/null 2>&1 || true
   DOCKET_TEST_MYSQL_URL=mysql://root@127.0.0.1:3311/test DOCKET_TEST_MYSQL_URL_2=mysql://root@127.0.0.1:3312/test \
-    cargo test -p docket-store --test conformance --test migrate_together mysql
+    cargo test -p docket-store --lib --test conformance --test migrate_together mysql
   DOCKET_TEST_MYSQL_URL=mysql://root@127.0.0.1:3311/test DOCKET_TEST_MYSQL_URL_2=mysql://root@127.0.0.1:3312/test \
     cargo test -p docket-engine -p docket-sinks mysql
 fi

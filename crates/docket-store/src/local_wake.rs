@@ -54,6 +54,9 @@ pub(crate) struct LocalTx<DB: sqlx::Database> {
     pub(crate) tx: sqlx::Transaction<'static, DB>,
     wake: LocalWake,
     queues: Vec<String>,
+    /// The backend checks before the commit that the transaction is still the one begun
+    /// (MySQL on Galera: [`crate::mysql`]'s `MySqlStore::begin`).
+    pub(crate) guarded: bool,
 }
 
 impl<DB: sqlx::Database> LocalTx<DB> {
@@ -63,6 +66,7 @@ impl<DB: sqlx::Database> LocalTx<DB> {
             tx,
             wake: wake.clone(),
             queues: vec![],
+            guarded: false,
         }
     }
 

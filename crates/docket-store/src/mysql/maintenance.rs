@@ -189,7 +189,7 @@ impl crate::driver::MaintenanceDriver for MySqlStore {
                 &ids,
             )
             .await?;
-            tx.commit().await?;
+            self.commit(tx).await?;
             moved += ids.len() as u64;
             // The last ones, or all of a full batch held by another node's move.
             if (found.len() as i64) < batch || ids.is_empty() {

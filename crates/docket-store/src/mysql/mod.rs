@@ -195,15 +195,26 @@ impl MySqlStore {
                         .await?;
                     if galera {
                         conn.execute("SET SESSION wsrep_sync_wait = 1").await?;
+                        // See MySqlStore::begin: every statement runs in a transaction this
+                        // store ends, so one the server rolled back without a word is never
+                        // followed by statements committed one by one.
+                        conn.execute("SET SESSION autocommit = 0").await?;
+                        conn.execute(
+                            "CREATE TEMPORARY TABLE IF NOT EXISTS docket_tx_alive \
+                             (n TINYINT NOT NULL) ENGINE=InnoDB",
+                        )
+                        .await?;
                     }
                     Ok(())
                 })
             })
             .connect_with(base)
             .await?;
+        let mut tx = pool.begin().await?;
         let r = sqlx::query(sql!(tasks, id_settings))
-            .fetch_one(&pool)
+            .fetch_one(&mut *tx)
             .await?;
+        tx.commit().await?;
         let (mode, inc): (i64, i64) = (r.try_get("m")?, r.try_get("i")?);
         let consecutive_ids = (mode <= 1 && inc >= 1).then_some(inc);
         if let Some(switch) = hosts.switch {
@@ -315,8 +326,82 @@ impl MySqlStore {
         self.wake.queues(queues);
     }
 
+    /// A transaction; on Galera one whose commit ([`MySqlStore::commit`]) first checks it was
+    /// not lost meanwhile.
+    ///
+    /// Why: MariaDB Galera (seen on 10.11.19 through sqlx) can roll back a transaction that a
+    /// conflicting write of another node aborts (a brute-force abort) without telling the
+    /// client: the statements after it ran one by one in autocommit and `COMMIT` answered OK —
+    /// a claim was answered with tasks another node's claim then held, and another claim's
+    /// tasks were left running under a claim its caller never got (docket-engine's tests
+    /// `two_nodes_claim_each_task_once`, about 1 run in 5, and
+    /// `concurrent_fair_claims_on_two_nodes`, 1 in 15). So on Galera every connection runs
+    /// with `autocommit = 0` (statements after such an abort wait in a new transaction instead
+    /// of committing), lone statements run in transactions too ([`MySqlStore::lone`]), and each
+    /// transaction that writes starts with a row in the connection's temporary table
+    /// `docket_tx_alive` (not replicated), rolled back with the transaction if it is aborted:
+    /// the commit deletes it first and goes on only when it was there.
     async fn begin(&self) -> Result<Transaction<'static, MySql>> {
-        Ok(self.pool.begin().await?)
+        self.begin_guarded(self.galera).await
+    }
+
+    /// A transaction, with the row [`MySqlStore::alive`] checks when `guarded`.
+    async fn begin_guarded(&self, guarded: bool) -> Result<Transaction<'static, MySql>> {
+        let mut tx = self.pool.begin().await?;
+        if guarded {
+            sqlx::query("INSERT INTO docket_tx_alive (n) VALUES (1)")
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(tx)
+    }
+
+    /// Commits a transaction of [`MySqlStore::begin`].
+    ///
+    /// # Errors
+    /// The database failed, or (Galera) the transaction was aborted meanwhile: a retryable
+    /// error, and nothing of it is kept (the caller's retry runs it whole again).
+    async fn commit(&self, tx: Transaction<'static, MySql>) -> Result<()> {
+        Self::commit_guarded(tx, self.galera).await
+    }
+
+    /// Commits `tx`, first checking [`MySqlStore::alive`] when it was begun `guarded`.
+    async fn commit_guarded(mut tx: Transaction<'static, MySql>, guarded: bool) -> Result<()> {
+        if guarded {
+            Self::alive(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A lone statement's transaction on Galera (where connections do not autocommit): a read
+    /// (`SELECT`, `WITH`) takes no lock a brute-force abort could break, so it is not guarded.
+    fn lone_guarded(text: &str) -> bool {
+        let head = text.trim_start().get(..6).unwrap_or("");
+        !(head.eq_ignore_ascii_case("select")
+            || head
+                .get(..4)
+                .is_some_and(|h| h.eq_ignore_ascii_case("with")))
+    }
+
+    /// Deletes the row [`MySqlStore::begin`] wrote: a retryable error when it was gone, i.e.
+    /// the transaction begun was rolled back and what ran since ran outside it (dropping `tx`
+    /// rolls that back).
+    async fn alive(tx: &mut sqlx::MySqlConnection) -> Result<()> {
+        let n = sqlx::query("DELETE FROM docket_tx_alive")
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Database {
+                kind: crate::DbErrorKind::Retryable,
+                message: "the transaction was aborted by a conflicting write of another Galera \
+                          node without an error (wsrep brute-force abort)"
+                    .into(),
+            })
+        }
     }
 
     /// Holds the lock row `name` until the transaction ends (PostgreSQL:
@@ -543,6 +628,14 @@ impl Store for MySqlStore {
         // through different database nodes both got it. Our lock is a row of its own table,
         // taken by a write (certified cluster-wide), held at most 10 minutes.
         let mut conn = self.pool.acquire().await?;
+        if self.galera {
+            // Its statements and sqlx's migrator commit as they go (the lock must be seen by
+            // the other nodes at once); the connection is not handed out again with it.
+            sqlx::query("SET SESSION autocommit = 1")
+                .execute(&mut *conn)
+                .await?;
+            conn.close_on_drop();
+        }
         let me = uuid::Uuid::new_v4().simple().to_string();
         sqlx::query(MIGRATE_LOCK_TABLE).execute(&mut *conn).await?;
         let give_up = std::time::Instant::now() + Duration::from_secs(600);
@@ -620,7 +713,9 @@ impl crate::driver::Driver for MySqlStore {
     }
 
     async fn begin(&self) -> Result<MySqlTx> {
-        Ok(LocalTx::new(MySqlStore::begin(self).await?, &self.wake))
+        let mut tx = LocalTx::new(MySqlStore::begin(self).await?, &self.wake);
+        tx.guarded = self.galera;
+        Ok(tx)
     }
 
     // A lone statement is its own transaction, rolled back whole when it fails: going again on
@@ -634,7 +729,14 @@ impl crate::driver::Driver for MySqlStore {
         let (text, args) = expand(st, args);
         let (text, args) = (&text, &args);
         crate::driver::again(|| async move {
-            Ok(bind(sqlx::query(text), args).fetch_all(&self.pool).await?)
+            if !self.galera {
+                return Ok(bind(sqlx::query(text), args).fetch_all(&self.pool).await?);
+            }
+            let guarded = Self::lone_guarded(text);
+            let mut tx = self.begin_guarded(guarded).await?;
+            let rows = bind(sqlx::query(text), args).fetch_all(&mut *tx).await?;
+            Self::commit_guarded(tx, guarded).await?;
+            Ok(rows)
         })
         .await
     }
@@ -643,16 +745,28 @@ impl crate::driver::Driver for MySqlStore {
         let (text, args) = expand(st, args);
         let (text, args) = (&text, &args);
         crate::driver::again(|| async move {
-            Ok(bind(sqlx::query(text), args)
-                .execute(&self.pool)
+            if !self.galera {
+                return Ok(bind(sqlx::query(text), args)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected());
+            }
+            let guarded = Self::lone_guarded(text);
+            let mut tx = self.begin_guarded(guarded).await?;
+            let n = bind(sqlx::query(text), args)
+                .execute(&mut *tx)
                 .await?
-                .rows_affected())
+                .rows_affected();
+            Self::commit_guarded(tx, guarded).await?;
+            Ok(n)
         })
         .await
     }
 
     async fn execute_text(&self, s: StmtName) -> Result<()> {
         let st = STATEMENTS.stmt(s.0, s.1);
+        // DDL (a trigger): it commits itself, before and after, also where connections do
+        // not autocommit (Galera: MySqlStore::begin).
         sqlx::raw_sql(&st.text).execute(&self.pool).await?;
         Ok(())
     }
@@ -763,7 +877,10 @@ impl crate::driver::DriverTx for MySqlTx {
         Ok(())
     }
 
-    async fn commit(self) -> Result<()> {
+    async fn commit(mut self) -> Result<()> {
+        if self.guarded {
+            MySqlStore::alive(&mut self.tx).await?;
+        }
         self.commit_and_wake().await
     }
 }
@@ -871,6 +988,58 @@ impl crate::driver::LeaseDriver for MySqlStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store on a new database of `DOCKET_TEST_MYSQL_URL`'s server, migrated.
+    async fn fresh() -> MySqlStore {
+        let url = std::env::var("DOCKET_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
+        let db = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let url = MySqlStore::create_database(&url, &db).await.unwrap();
+        let store = MySqlStore::connect(&ConnectOptions {
+            url,
+            schema: None,
+            max_connections: Some(2),
+            strict_commit: false,
+        })
+        .await
+        .unwrap();
+        Store::migrate(&store).await.unwrap();
+        store
+    }
+
+    /// Galera's silent brute-force abort (see `MySqlStore::begin`), played by a `ROLLBACK` the
+    /// transaction's owner does not know of: the statement after it must not commit on its own,
+    /// and the commit must refuse (retryable) and keep nothing. Runs where
+    /// `DOCKET_TEST_MYSQL_URL` is a Galera node (scripts/test.sh's Galera pass); on one MariaDB
+    /// it checks that nothing of this is done there.
+    #[tokio::test]
+    async fn galera_commit_refuses_a_transaction_lost_without_a_word() {
+        let store = fresh().await;
+        let mut tx = store.begin().await.unwrap();
+        sqlx::query("ROLLBACK").execute(&mut *tx).await.unwrap();
+        sqlx::query("INSERT INTO docket_locks (name) VALUES ('after-the-abort')")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let r = store.commit(tx).await;
+        let kept: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM docket_locks WHERE name = 'after-the-abort'")
+                .fetch_one(&mut *store.pool.begin().await.unwrap())
+                .await
+                .unwrap();
+        if store.galera {
+            assert!(
+                matches!(&r, Err(e) if e.db_kind() == Some(DbErrorKind::Retryable)),
+                "{r:?}"
+            );
+            assert_eq!(kept, 0, "a statement after the abort committed on its own");
+        } else {
+            eprintln!("not a Galera node: the guard is off");
+            assert!(r.is_ok(), "{r:?}");
+            assert_eq!(kept, 1);
+        }
+        store.pool.close().await;
+    }
 
     #[test]
     fn versions() {

@@ -53,7 +53,7 @@ impl crate::driver::TaskDriver for MySqlStore {
                 }
             }
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         // What was stored is what was given: times are already whole microseconds.
         let out: Vec<Task> = p
             .tasks
