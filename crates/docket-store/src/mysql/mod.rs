@@ -199,11 +199,7 @@ impl MySqlStore {
                         // store ends, so one the server rolled back without a word is never
                         // followed by statements committed one by one.
                         conn.execute("SET SESSION autocommit = 0").await?;
-                        conn.execute(
-                            "CREATE TEMPORARY TABLE IF NOT EXISTS docket_tx_alive \
-                             (n TINYINT NOT NULL) ENGINE=InnoDB",
-                        )
-                        .await?;
+                        conn.execute(sql!(galera, tx_alive_table)).await?;
                     }
                     Ok(())
                 })
@@ -349,7 +345,7 @@ impl MySqlStore {
     async fn begin_guarded(&self, guarded: bool) -> Result<Transaction<'static, MySql>> {
         let mut tx = self.pool.begin().await?;
         if guarded {
-            sqlx::query("INSERT INTO docket_tx_alive (n) VALUES (1)")
+            sqlx::query(sql!(galera, tx_alive_mark))
                 .execute(&mut *tx)
                 .await?;
         }
@@ -388,7 +384,7 @@ impl MySqlStore {
     /// the transaction begun was rolled back and what ran since ran outside it (dropping `tx`
     /// rolls that back).
     async fn alive(tx: &mut sqlx::MySqlConnection) -> Result<()> {
-        let n = sqlx::query("DELETE FROM docket_tx_alive")
+        let n = sqlx::query(sql!(galera, tx_alive_check))
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -697,7 +693,7 @@ const MIGRATE_LOCK: &str = "INSERT INTO docket_migrate_lock (id, holder, until) 
 const MIGRATE_LOCK_HOLDER: &str = "SELECT holder FROM docket_migrate_lock WHERE id = 1";
 const MIGRATE_UNLOCK: &str = "DELETE FROM docket_migrate_lock WHERE id = 1 AND holder = ?";
 
-crate::sql::statements!("mysql": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
+crate::sql::statements!("mysql": audit, batches, fragments, galera, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for MySqlStore {
