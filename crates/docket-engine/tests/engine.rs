@@ -654,6 +654,57 @@ async fn two_nodes_claim_each_task_once(db: Db) {
     node2.close().await;
 }
 
+/// Sixteen enqueuers on two nodes (on Galera: through different database nodes) enqueue the same
+/// 20 unique keys at once, each in its own order: every enqueue answers (a conflict between
+/// nodes goes again inside, never to the caller), each key is held by one task, and every
+/// answer for a key names that task.
+async fn unique_enqueues_on_two_nodes(db: Db) {
+    let (engines, node2) = two_nodes(&db).await;
+    const KEYS: usize = 20;
+    let mut handles = vec![];
+    for w in 0..16 {
+        let e = engines[w % 2].clone();
+        handles.push(tokio::spawn(async move {
+            let specs: Vec<NewTask> = (0..KEYS)
+                .map(|i| {
+                    let k = (i * 7 + w) % KEYS;
+                    NewTask {
+                        unique_key: Some(format!("k{k}")),
+                        ..NewTask::new("u", json!({"w": w}))
+                    }
+                })
+                .collect();
+            e.enqueue_many(specs).await.unwrap()
+        }));
+    }
+    let mut by_key: std::collections::HashMap<String, std::collections::HashSet<i64>> =
+        Default::default();
+    for h in handles {
+        for t in h.await.unwrap() {
+            by_key
+                .entry(t.unique_key.unwrap())
+                .or_default()
+                .insert(t.id);
+        }
+    }
+    assert_eq!(by_key.len(), KEYS);
+    assert!(
+        by_key.values().all(|ids| ids.len() == 1),
+        "a key answered with two tasks: {by_key:?}"
+    );
+    let stored = db
+        .store
+        .task_list(TaskListParams {
+            kind: Some("u".into()),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), KEYS, "one task per key");
+    node2.close().await;
+}
+
 /// Queue limits and concurrency keys stay exact when eight claimers on two nodes race: a queue
 /// limited to 3 never has more than 3 tasks between claim and completion, a key limited to 2
 /// never more than 2 (each claimer takes one task at a time and holds it 20 ms before
@@ -1237,6 +1288,7 @@ both!(
     token_last_use_is_written_once_a_minute,
     engine_fail_rule_decides,
     two_nodes_claim_each_task_once,
+    unique_enqueues_on_two_nodes,
     limits_hold_across_nodes,
     other_nodes_find_work,
     schedule_interval_sets_the_poll,

@@ -10,9 +10,42 @@ impl crate::driver::TaskDriver for MySqlStore {
         if p.tasks.is_empty() {
             return Ok(vec![]);
         }
+        // A deadlock or (Galera) a certification conflict or silent abort rolls the
+        // transaction back whole: going again is safe and keeps them from reaching clients.
+        let now = p.now;
+        let (ids, mut held) = crate::driver::again(|| self.insert_once(&p)).await?;
+        // What was stored is what was given: times are already whole microseconds.
+        let out: Vec<Task> = p
+            .tasks
+            .into_iter()
+            .zip(ids)
+            .enumerate()
+            .map(|(i, (t, id))| match id {
+                Some(id) => Ok(t.into_task(id, now)),
+                None => held
+                    .remove(&i)
+                    .ok_or_else(|| StoreError::Conflict("insert refused".into())),
+            })
+            .collect::<Result<_>>()?;
+        self.wake_queues(
+            out.iter()
+                .filter(|t| t.inserted != Some(false) && t.state == TaskState::Available)
+                .map(|t| &t.queue),
+        );
+        Ok(out)
+    }
+}
+
+impl MySqlStore {
+    /// One try of [`crate::driver::TaskDriver::task_insert_many`]: each task's id (`None` where
+    /// its unique key was held) and the tasks that held them, by position.
+    async fn insert_once(
+        &self,
+        p: &TaskInsertManyParams,
+    ) -> Result<(Vec<Option<i64>>, HashMap<usize, Task>)> {
+        let now = p.now;
         let mut tx = self.begin().await?;
         let existing = sql!(tasks, unfinished_by_unique_key);
-        let now = p.now;
         let mut ids: Vec<Option<i64>> = Vec::with_capacity(p.tasks.len());
         let mut held: HashMap<usize, Task> = HashMap::new();
         // Runs of tasks without a unique key go in multi-row statements (at most 1,000 rows
@@ -54,24 +87,6 @@ impl crate::driver::TaskDriver for MySqlStore {
             }
         }
         self.commit(tx).await?;
-        // What was stored is what was given: times are already whole microseconds.
-        let out: Vec<Task> = p
-            .tasks
-            .into_iter()
-            .zip(ids)
-            .enumerate()
-            .map(|(i, (t, id))| match id {
-                Some(id) => Ok(t.into_task(id, now)),
-                None => held
-                    .remove(&i)
-                    .ok_or_else(|| StoreError::Conflict("insert refused".into())),
-            })
-            .collect::<Result<_>>()?;
-        self.wake_queues(
-            out.iter()
-                .filter(|t| t.inserted != Some(false) && t.state == TaskState::Available)
-                .map(|t| &t.queue),
-        );
-        Ok(out)
+        Ok((ids, held))
     }
 }
