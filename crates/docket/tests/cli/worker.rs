@@ -233,8 +233,18 @@ fn worker_enforces_the_timeout(backend: &str) {
 fn worker_retries_reports_across_a_server_restart(backend: &str) {
     let mut s = serve(backend);
     let id = s.add(&["--kind", "slow", "--payload", "7"]);
-    let mut w = s.worker(&["--lease", "60s"], &["sh", "-c", "sleep 2; cat"]);
-    s.wait_for(id, "running", |t| t["state"] == "running");
+    // The command says it started: a node killed between the claim's commit and its answer
+    // reaching the worker leaves the task to its lease (a minute), not to this worker's report
+    // (one CI run killed it 17 ms after the commit, and the claim failed instead).
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let script = format!("touch '{}'; sleep 2; cat", started.display());
+    let mut w = s.worker(&["--lease", "60s"], &["sh", "-c", &script]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // The node dies while the command runs, and comes back after the command has finished.
     let _ = s.child.kill();
     let _ = s.child.wait();
