@@ -6,8 +6,9 @@ const [mode, server, a, b, c] = process.argv.slice(2);
 const client = new Client({ server });
 if (mode === "work") {
   const n = Number(a), conc = Number(b), profile = c;
-  // "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch).
-  const prefetch = profile === "prefetch" ? 1000 : 0;
+  // "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch);
+  // "default": the worker's default ("auto").
+  const prefetch = profile === "prefetch" ? 1000 : undefined;
   const t0 = performance.now();
   const w = new Worker({ client, queue: "bench", concurrency: conc, prefetch, wait: "1s", reportIntervalMs: 0, signals: false });
   w.handle("noop", () => null);

@@ -164,6 +164,9 @@ export class TaskWorker extends EventEmitter {
       client: c.client ?? new Client({ server: c.server }), queue: c.queue, concurrency: c.count, wait: c.sleep,
       name: `${hostname()}-${process.pid}-${this.name}`, shutdownGraceMs: c.shutdownGraceMs, signals: c.signals ?? false,
       fullTasks: true, // node-daemons' task row (queue, priority, start_at, ...)
+      // node-daemons takes `count` tasks at a time and holds none it cannot start (its other
+      // nodes run them): no tasks held ahead, one claim at a time.
+      prefetch: 0, claims: 1,
     });
     for (const kind of c.kinds ?? [c.queue]) worker.handle(kind, (job) => this.work(job));
     this.worker = worker;

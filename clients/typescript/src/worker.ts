@@ -37,6 +37,23 @@ export function heartbeatEvery(leaseMs: number): number {
   return Math.max(leaseMs / HEARTBEATS_PER_LEASE, MIN_HEARTBEAT_EVERY_MS);
 }
 
+/** `prefetch: "auto"` holds ahead what the handlers start within this many ms at their recent pace. */
+export const PREFETCH_AUTO_WAIT_MS = 100;
+/** The most tasks `prefetch: "auto"` holds ahead. */
+export const PREFETCH_AUTO_MAX = 1000;
+/**
+ * Tasks held ahead under `prefetch: "auto"` (the same rule in every docket client): as many as
+ * `concurrency` handlers taking `avgMs` each start within {@link PREFETCH_AUTO_WAIT_MS} —
+ * `floor(concurrency × 100 / avgMs)`, at most {@link PREFETCH_AUTO_MAX}; none before a handler
+ * has finished (`avgMs` undefined). A held task's lease and timeout run while it waits, so long
+ * tasks are never held (handlers of ≥ 100 ms × concurrency hold none) and short ones are fetched
+ * in claims of up to a thousand.
+ */
+export function autoPrefetch(concurrency: number, avgMs: number | undefined): number {
+  if (avgMs === undefined || !Number.isFinite(avgMs)) return 0;
+  return Math.min(PREFETCH_AUTO_MAX, Math.floor((concurrency * PREFETCH_AUTO_WAIT_MS) / Math.max(avgMs, 0.001)));
+}
+
 /** Throw from a handler: fail this attempt and retry after `delay` (ms or humantime) instead of the backoff. */
 export class Retry extends Error {
   constructor(readonly delay: Duration, message = "retry requested") { super(message); this.name = "Retry"; }
@@ -57,12 +74,30 @@ export type ClaimedTask = LeanTask | Task;
 
 /** What a handler gets. */
 export class Job {
-  /** Aborted when the attempt times out, docket cancels the task or its lease is lost, or the worker hands it back. */
-  readonly signal: AbortSignal;
-  /** @internal */ readonly ctl = new AbortController();
   /** @internal */ progressValue: unknown = undefined;
+  // Made when a handler first reads `signal`: an AbortController per task is a tenth of the
+  // worker's CPU for short tasks (node 20), and most handlers never look at it.
+  private ctl?: AbortController;
+  private abortedWith?: { reason: unknown };
+  /** @internal Called once when the attempt is aborted (the worker's race). */
+  onAbort?: (reason: unknown) => void;
   /** The claimed task: a {@link LeanTask} unless the worker was made with `fullTasks`. */
-  constructor(readonly task: ClaimedTask, private readonly worker: Worker) { this.signal = this.ctl.signal; }
+  constructor(readonly task: ClaimedTask, private readonly worker: Worker) {}
+  /** Aborted when the attempt times out, docket cancels the task or its lease is lost, or the worker hands it back. */
+  get signal(): AbortSignal {
+    if (!this.ctl) {
+      this.ctl = new AbortController();
+      if (this.abortedWith) this.ctl.abort(this.abortedWith.reason);
+    }
+    return this.ctl.signal;
+  }
+  /** @internal */ get aborted(): boolean { return this.abortedWith !== undefined; }
+  /** @internal */ abort(reason: unknown): void {
+    if (this.abortedWith) return;
+    this.abortedWith = { reason };
+    this.ctl?.abort(reason);
+    this.onAbort?.(reason);
+  }
   get id(): number { return this.task.id; }
   get kind(): string { return this.task.kind; }
   get payload(): unknown { return this.task.payload; }
@@ -90,16 +125,26 @@ export interface WorkerOptions {
   batch?: number;
   /**
    * Tasks claimed ahead of free handlers and held locally (their leases run, heartbeats keep
-   * them; the handler's timeout counts from the claim) [0]. Like graphile-worker's local
-   * queue: fewer, larger claims for short tasks. On stop, held tasks not started are handed back.
+   * them; the handler's timeout counts from the claim) ["auto"]. Like graphile-worker's local
+   * queue: fewer, larger claims for short tasks. `"auto"`: what the handlers start within 100 ms
+   * at their recent pace ({@link autoPrefetch}: none for long tasks, up to 1000 for short ones);
+   * a number: that many. On stop, held tasks not started are handed back.
    */
-  prefetch?: number;
+  prefetch?: number | "auto";
   /**
    * Claim tasks with every field of `Task` [false: lean tasks — id, kind, payload, attempt,
    * max_attempts, stage, timeout, attempted_at, lease, and trace_id, process, batch_id, deps
    * where present; `client.getTask(job.id)` reads the rest].
    */
   fullTasks?: boolean;
+  /**
+   * Claims in flight at once while the queue has work [2]. The first claim loop long-polls when
+   * the queue is empty; the others claim only while the last claim found tasks and never wait,
+   * so an idle worker holds one request. Each asks for at most its share of the free room
+   * (`(concurrency + prefetch) / claims`), so together they never take more than the worker holds.
+   * More than one hides the claim's round trip behind the handlers (+25–35% for short tasks).
+   */
+  claims?: number;
   /** Long-poll per claim ["10s"]. */
   wait?: Duration;
   /** Lease per claim [the task's timeout]. */
@@ -136,14 +181,22 @@ export class Worker {
   readonly name: string;
   readonly stats = { completed: 0, failed: 0, lost: 0 };
   private readonly batch: number;
-  private readonly prefetch: number;
+  private readonly prefetch: number | "auto";
+  /** Moving average of the handlers' run time, ms (for `prefetch: "auto"`). */
+  private avgRunMs: number | undefined = undefined;
   private readonly fullTasks: boolean;
+  private readonly claims: number;
   /**
-   * The claim loop carries the reports: its claim in flight does not wait (the queue had work
-   * a moment ago), so what finishes meanwhile goes with its next claim. Otherwise (a long poll,
-   * no free handler, the stop) the reporter sends them on their own.
+   * Claims in flight that carry reports: they do not wait (the queue had work a moment ago), so
+   * what finishes meanwhile goes with the next one. With none (a long poll, no free handler, the
+   * stop) the reporter sends them on its own.
    */
-  private carrier = false;
+  private carriers = 0;
+  /** Tasks asked by the claims in flight: counted as held, so the loops never take too many. */
+  private asked = 0;
+  /** The last claim answered found tasks: the loops ask again at once, carrying what finished. */
+  private busy = false;
+  private waiters: (() => void)[] = [];
   private readonly buffer: Running[] = [];
   private executing = 0;
   private readonly wait: string;
@@ -157,7 +210,6 @@ export class Worker {
   private readonly stopping = new AbortController();
   /** The claim loop and the drain are over: the reporter may end. */
   private drained = false;
-  private wake: () => void = () => {};
   private reportWake: () => void = () => {};
   private readonly startedAt = new Date().toISOString();
 
@@ -167,9 +219,13 @@ export class Worker {
     this.concurrency = o.concurrency ?? 10;
     if (this.concurrency < 1) throw new Error("concurrency must be at least 1");
     this.name = o.name ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`;
-    this.prefetch = Math.max(0, o.prefetch ?? 0);
+    const prefetch = o.prefetch ?? "auto";
+    if (prefetch !== "auto" && !(Number.isInteger(prefetch) && prefetch >= 0)) throw new Error(`prefetch must be "auto" or a whole number ≥ 0, not ${prefetch}`);
+    this.prefetch = prefetch;
     this.fullTasks = o.fullTasks ?? false;
-    this.batch = Math.max(1, Math.min(o.batch ?? Math.min(this.concurrency + this.prefetch, 1000), 10_000));
+    const most = this.concurrency + (prefetch === "auto" ? PREFETCH_AUTO_MAX : prefetch);
+    this.batch = Math.max(1, Math.min(o.batch ?? Math.min(most, 1000), 10_000));
+    this.claims = Math.max(1, Math.min(o.claims ?? 2, 16));
     this.wait = formatDuration(o.wait ?? "10s");
     this.lease = o.lease === undefined ? undefined : formatDuration(o.lease);
     this.graceMs = o.shutdownGraceMs ?? 30_000;
@@ -185,6 +241,15 @@ export class Worker {
 
   /** Ask the worker to stop gracefully. */
   stop(): void { this.stopping.abort(); this.wake(); }
+
+  /** Wakes every claim loop waiting for room (a handler ended, a claim found work, the stop). */
+  private wake(): void { const w = this.waiters; this.waiters = []; for (const r of w) r(); }
+  private get carrier(): boolean { return this.carriers > 0; }
+
+  /** Tasks held ahead of free handlers now: `prefetch`, or under "auto" {@link autoPrefetch}'s. */
+  get prefetching(): number {
+    return this.prefetch === "auto" ? autoPrefetch(this.concurrency, this.avgRunMs) : this.prefetch;
+  }
 
   private kinds(): string[] { return [...new Set([...this.handlers.keys()].map((k) => k.split("\u0000")[0]))].sort(); }
   private stages(): string[] | undefined {
@@ -217,57 +282,81 @@ export class Worker {
   }
 
   private async claimLoop(): Promise<void> {
-    const kinds = this.kinds(), stages = this.stages();
-    // The last claim found tasks: the next one asks again at once, carrying what finished.
-    let busy = false;
     try {
-      while (!this.stopping.signal.aborted) {
-        const free = this.concurrency + this.prefetch - this.running.size;
-        if (free <= 0) {
-          this.carrier = false;
-          this.reportWake();
-          await new Promise<void>((r) => { this.wake = r; });
-          continue;
-        }
-        // One round trip reports what finished and asks for more. Such a claim does not wait
-        // and is not given up at a stop, so its reports are never in doubt.
-        const carried = this.reports.splice(0, 500);
-        const waits = !busy && carried.length === 0;
-        this.carrier = !waits;
-        if (waits) this.reportWake();
-        let answer: ClaimAnswer;
-        const claimId = randomUUID();
-        try {
-          answer = await this.client.claimWith(this.queue, { worker: this.name, limit: Math.min(free, this.batch),
-            lease: this.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
-            complete: carried.filter((r) => r.what === "complete").map((r) => r.item as CompleteItem),
-            fail: carried.filter((r) => r.what === "fail").map((r) => r.item as FailItem),
-            signal: waits ? this.stopping.signal : undefined });
-        } catch (e) {
-          busy = false;
-          if (carried.length) { this.reports.unshift(...carried); this.carrier = false; this.reportWake(); }
-          if (this.stopping.signal.aborted) {
-            // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
-            // read. Released by the claim's id they are available again at once (docket finds
-            // them even when the release overtakes the claim).
-            await this.releaseClaim(claimId);
-            break;
-          }
-          if (e instanceof DocketError && e.code === "rate_limited") { await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal); continue; }
-          console.warn(`docket worker ${this.name}: claim failed: ${e}`);
-          await sleep(1000, this.stopping.signal);
-          continue;
-        }
-        if (answer.completed) this.settle("complete", answer.completed);
-        if (answer.failed) this.settle("fail", answer.failed);
-        const tasks: ClaimedTask[] = answer.lean ?? answer.tasks;
-        busy = tasks.length > 0;
-        for (const t of tasks) this.start(t);
-      }
+      await Promise.all(Array.from({ length: this.claims }, (_, i) => this.claimLane(i === 0)));
     } finally {
-      this.carrier = false;
       this.reportWake();
     }
+  }
+
+  /**
+   * One claim loop. The first (`first`) long-polls while the queue is empty; the others claim
+   * only while it has work and never wait.
+   */
+  private async claimLane(first: boolean): Promise<void> {
+    const kinds = this.kinds(), stages = this.stages();
+    while (!this.stopping.signal.aborted) {
+      const room = this.concurrency + this.prefetching;
+      const share = Math.max(1, Math.ceil(room / this.claims));
+      const free = room - this.running.size - this.asked;
+      // The first loop alone asks for all the room when the queue was idle; with the queue
+      // busy every loop asks for its share, so a claim is answered while the others' tasks run.
+      const limit = Math.min(free, this.batch, first ? room : share);
+      // The others wait until half a share is free: claims of a task or two cost a round trip each.
+      const least = first ? 1 : Math.ceil(Math.min(share, this.batch) / 2);
+      if (limit < least || (!first && !this.busy)) {
+        if (this.carriers === 0) this.reportWake();
+        await new Promise<void>((r) => { this.waiters.push(r); });
+        continue;
+      }
+      // One round trip reports what finished and asks for more. Such a claim does not wait
+      // and is not given up at a stop, so its reports are never in doubt.
+      const carried = this.reports.splice(0, Math.max(500, this.batch));
+      const waits = first && !this.busy && carried.length === 0;
+      if (waits) this.reportWake(); else this.carriers++;
+      this.asked += limit;
+      let answer: ClaimAnswer | undefined, error: unknown;
+      const claimId = randomUUID();
+      try {
+        answer = await this.client.claimWith(this.queue, { worker: this.name, limit,
+          lease: this.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
+          complete: carried.filter((r) => r.what === "complete").map((r) => r.item as CompleteItem),
+          fail: carried.filter((r) => r.what === "fail").map((r) => r.item as FailItem),
+          signal: waits ? this.stopping.signal : undefined });
+      } catch (e) {
+        error = e;
+      }
+      this.asked -= limit;
+      if (!waits) this.carriers--;
+      if (this.carriers === 0) this.reportWake();
+      if (answer === undefined) {
+        const e = error;
+        this.busy = false;
+        if (carried.length) this.reports.unshift(...carried);
+        if (this.stopping.signal.aborted) {
+          // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
+          // read. Released by the claim's id they are available again at once (docket finds
+          // them even when the release overtakes the claim).
+          await this.releaseClaim(claimId);
+          break;
+        }
+        if (e instanceof DocketError && e.code === "rate_limited") { await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal); continue; }
+        console.warn(`docket worker ${this.name}: claim failed: ${e}`);
+        await sleep(1000, this.stopping.signal);
+        continue;
+      }
+      if (answer.completed) this.settle("complete", answer.completed);
+      if (answer.failed) this.settle("fail", answer.failed);
+      const tasks: ClaimedTask[] = answer.lean ?? answer.tasks;
+      this.busy = tasks.length > 0;
+      for (const t of tasks) this.start(t);
+      if (this.busy) this.wake(); // the other loops may claim now
+    }
+  }
+
+  /** Folds a handler's run time (ms) into the moving average `prefetch: "auto"` follows. */
+  private ran(ms: number): void {
+    this.avgRunMs = this.avgRunMs === undefined ? ms : this.avgRunMs + (ms - this.avgRunMs) * 0.1;
   }
 
   /** Counts reports answered (`outcomes`, one per item) and warns of those not `ok`. */
@@ -298,7 +387,7 @@ export class Worker {
     while (this.executing < this.concurrency && this.buffer.length) {
       const run = this.buffer.shift()!;
       if (run.done) continue;
-      if (run.job.signal.aborted) { // docket took it back while it waited here
+      if (run.job.aborted) { // docket took it back while it waited here
         run.done = true;
         this.running.delete(run.job.id);
         this.wake();
@@ -316,15 +405,26 @@ export class Worker {
     let report: Report | undefined;
     const base = { id: job.id, lease: job.lease };
     let timer: NodeJS.Timeout | undefined;
+    const began = performance.now();
     try {
       if (!handler) throw new Permanent(`no handler for kind ${job.kind} stage ${job.stage}`);
-      const timedOut = new Promise<never>((_, reject) => {
+      // One promise ends the attempt: the handler's outcome, its timeout or an abort, first wins.
+      const result = await new Promise<unknown>((resolve, reject) => {
         timer = setTimeout(() => reject(new TimeoutError(job.task.timeout)), timeoutMs);
+        job.onAbort = () => reject(new AbortedError());
+        if (job.aborted) { reject(new AbortedError()); return; }
+        try {
+          const out = handler(job);
+          if (out !== null && typeof out === "object" && typeof (out as PromiseLike<unknown>).then === "function") {
+            (out as PromiseLike<unknown>).then(resolve, reject);
+          } else {
+            resolve(out);
+          }
+        } catch (e) {
+          reject(e);
+        }
       });
-      const aborted = new Promise<never>((_, reject) => {
-        job.signal.addEventListener("abort", () => reject(new AbortedError()), { once: true });
-      });
-      const result = await Promise.race([Promise.resolve().then(() => handler(job)), timedOut, aborted]);
+      this.ran(performance.now() - began);
       if (result instanceof NextStage) {
         const item: CompleteItem = { ...base, next_stage: result.stage, result: result.o.result ?? null };
         if (result.o.payload !== undefined) item.payload = result.o.payload;
@@ -335,11 +435,12 @@ export class Worker {
         report = { what: "complete", item: { ...base, result: result ?? null }, leaseEnd: run.leaseEnd };
       }
     } catch (e) {
+      if (!(e instanceof AbortedError)) this.ran(performance.now() - began);
       if (e instanceof AbortedError) {
         report = undefined; // docket took the task back (or stop hands it back itself)
       } else {
         const item: FailItem = { ...base, error: errorText(e), worker: this.name };
-        if (e instanceof TimeoutError) { item.error = e.message; job.ctl.abort(e); }
+        if (e instanceof TimeoutError) { item.error = e.message; job.abort(e); }
         if (e instanceof Retry) { item.error = e.message; item.retry_in = formatDuration(e.delay); }
         if (e instanceof Permanent) item.permanent = true;
         report = { what: "fail", item, leaseEnd: run.leaseEnd };
@@ -410,7 +511,7 @@ export class Worker {
       run.leaseEnd = Date.now() + run.leaseLen;
     } catch (e) {
       if (e instanceof DocketError && (e.status === 409 || e.status === 404)) {
-        job.ctl.abort(new AbortedError()); // cancelled, lease_lost, timed_out: no longer ours
+        job.abort(new AbortedError()); // cancelled, lease_lost, timed_out: no longer ours
       } else {
         console.warn(`docket worker ${this.name}: task ${job.id}: heartbeat failed: ${e}`);
       }
@@ -468,7 +569,7 @@ export class Worker {
     while (this.running.size && Date.now() < end) await sleep(50);
     for (const run of [...this.running.values()]) {
       this.handBack(run);
-      run.job.ctl.abort(new AbortedError());
+      run.job.abort(new AbortedError());
     }
     this.reportWake();
   }

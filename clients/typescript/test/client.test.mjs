@@ -5,7 +5,7 @@ import { createInterface } from "node:readline";
 import { createServer } from "node:http";
 import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import { Client, DocketError, NextStage, Permanent, Processor, ProcessorFailure, Retry, Worker, parseDuration, taskSpec, timer } from "../dist/index.js";
+import { Client, DocketError, NextStage, autoPrefetch, Permanent, Processor, ProcessorFailure, Retry, Worker, parseDuration, taskSpec, timer } from "../dist/index.js";
 import { SERVERS, runUntil, sleep, uniq, waitFor } from "./helpers.mjs";
 
 for (const [backend, server] of Object.entries(SERVERS)) {
@@ -253,6 +253,54 @@ for (const [backend, server] of Object.entries(SERVERS)) {
       const t = await c.getTask(id); // released: no attempt counted, no error
       assert.deepEqual([t.state, t.attempt, t.errors], ["available", 0, []]);
     }
+  });
+
+  test(`${backend}: prefetch "auto" holds short tasks ahead and never long ones`, async () => {
+    // Short handlers: the worker holds ahead (up to 1000); handlers of 300 ms with concurrency 2
+    // hold none: this worker never has more tasks running in docket than handlers.
+    const quick = uniq();
+    await c.enqueueMany([...Array(300).keys()].map((i) => taskSpec("quick", i, { queue: quick })));
+    const wq = new Worker({ client: c, queue: quick, concurrency: 2, wait: "200ms", reportIntervalMs: 0, signals: false });
+    wq.handle("quick", (job) => job.payload);
+    assert.equal(wq.prefetching, 0, "nothing held ahead before a handler ran");
+    await runUntil(wq, async () => wq.stats.completed === 300);
+    assert.ok(wq.prefetching >= 100, `short tasks: ${wq.prefetching} held ahead`);
+    assert.equal(autoPrefetch(2, 0.01), 1000); assert.equal(autoPrefetch(2, 300), 0); assert.equal(autoPrefetch(10, 50), 20);
+
+    const slow = uniq(), name = `${slow}-w`;
+    await c.enqueueMany([...Array(6).keys()].map((i) => taskSpec("slow", i, { queue: slow })));
+    const ws = new Worker({ client: c, queue: slow, name, concurrency: 2, wait: "200ms", reportIntervalMs: 0, signals: false });
+    let most = 0;
+    ws.handle("slow", async () => {
+      const held = await c.listTasks({ queue: slow, state: "running", worker: name, limit: 100 });
+      most = Math.max(most, held.tasks.length);
+      await sleep(300);
+    });
+    await runUntil(ws, async () => ws.stats.completed === 6);
+    assert.ok(most >= 1 && most <= 2, `at most 2 of this worker's tasks running, saw ${most}`);
+    assert.equal(ws.prefetching, 0);
+    assert.throws(() => new Worker({ client: c, prefetch: -1 }), /prefetch/);
+    assert.throws(() => new Worker({ client: c, prefetch: 1.5 }), /prefetch/);
+  });
+
+  test(`${backend}: two claims in flight: every task once, and a stop mid-stream strands nothing`, async () => {
+    const queue = uniq();
+    const ids = (await c.enqueueMany([...Array(3000).keys()].map((i) => taskSpec("n", i, { queue })))).map((t) => t.id);
+    const w = new Worker({ client: c, queue, concurrency: 4, claims: 2, wait: "200ms", reportIntervalMs: 0, signals: false });
+    const seen = new Map();
+    w.handle("n", (job) => { seen.set(job.id, (seen.get(job.id) ?? 0) + 1); return job.payload * 2; });
+    await runUntil(w, async () => w.stats.completed >= 1000);
+    assert.equal(w.stats.lost, 0);
+    assert.ok([...seen.values()].every((n) => n === 1), "a task ran twice");
+    const done = (await c.listTasks({ queue, state: "completed", limit: 10_000 })).tasks;
+    assert.equal(done.length, w.stats.completed, "every completion reported is recorded, no more");
+    const hurt = [];
+    for (const t of (await c.listTasks({ queue, limit: 10_000 })).tasks) {
+      const ok = t.state === "completed" ? t.attempt === 1 && t.result === t.payload * 2 && seen.has(t.id)
+        : t.state === "available" && t.attempt === 0;
+      if (!ok || t.errors?.length) hurt.push([t.id, t.state, t.attempt]);
+    }
+    assert.deepEqual(hurt, [], `${hurt.length} of ${ids.length} tasks hurt by the stop`);
   });
 
   test(`${backend}: a stop as tasks arrive strands nothing and ends within its grace`, async () => {
