@@ -329,6 +329,7 @@ export class Worker {
       this.asked -= limit;
       if (!waits) this.carriers--;
       if (this.carriers === 0) this.reportWake();
+      this.wake(); // what this claim asked for is free again: a loop waiting for room looks again
       if (answer === undefined) {
         const e = error;
         this.busy = false;
@@ -350,7 +351,10 @@ export class Worker {
       const tasks: ClaimedTask[] = answer.lean ?? answer.tasks;
       this.busy = tasks.length > 0;
       for (const t of tasks) this.start(t);
-      if (this.busy) this.wake(); // the other loops may claim now
+      // The others may claim now (busy), or look again. Without the wake above, a first loop
+      // waiting while the room was all asked by another's claim that came back empty would
+      // wait for a handler that never ends.
+      if (this.busy) this.wake();
     }
   }
 
