@@ -496,6 +496,171 @@ func TestPrefetch(t *testing.T) {
 	})
 }
 
+func TestPrefetchOptions(t *testing.T) {
+	c := must(NewClient(Options{Server: "http://127.0.0.1:1"}))
+	for _, tc := range []struct {
+		o                 WorkerOptions
+		batch, claims, pf int
+	}{
+		{WorkerOptions{Concurrency: 10}, 1000, 2, 0},                         // automatic: none before a handler ran
+		{WorkerOptions{Concurrency: 10, Prefetch: NoPrefetch}, 10, 2, 0},     // none
+		{WorkerOptions{Concurrency: 10, Prefetch: -5, Claims: -1}, 10, 1, 0}, // negative: none, as before
+		{WorkerOptions{Concurrency: 4, Prefetch: 3, Claims: 40}, 7, 16, 3},
+		{WorkerOptions{Concurrency: 900, Prefetch: 300, Claims: 1}, 1000, 1, 300},
+	} {
+		tc.o.Client = c
+		w := must(NewWorker(tc.o))
+		if w.o.Batch != tc.batch || w.o.Claims != tc.claims || w.Prefetching() != tc.pf {
+			t.Fatalf("%+v: batch %d claims %d prefetching %d", tc.o, w.o.Batch, w.o.Claims, w.Prefetching())
+		}
+	}
+	for _, tc := range []struct {
+		concurrency int
+		avg         time.Duration
+		known       bool
+		want        int
+	}{
+		{2, 10 * time.Microsecond, true, 1000}, {2, 300 * time.Millisecond, true, 0}, {10, 50 * time.Millisecond, true, 20},
+		{10, 0, true, 1000}, {10, 50 * time.Millisecond, false, 0}, {3, 100 * time.Millisecond, true, 3},
+	} {
+		if got := AutoPrefetch(tc.concurrency, tc.avg, tc.known); got != tc.want {
+			t.Fatalf("AutoPrefetch(%d, %v, %v) = %d, want %d", tc.concurrency, tc.avg, tc.known, got, tc.want)
+		}
+	}
+	w := must(NewWorker(WorkerOptions{Client: c, Concurrency: 2}))
+	for _, d := range []time.Duration{time.Millisecond, 11 * time.Millisecond} {
+		w.ran(d)
+	}
+	if w.avgRun != 2*time.Millisecond || w.Prefetching() != 100 {
+		t.Fatalf("moving average %v, prefetching %d", w.avgRun, w.Prefetching())
+	}
+}
+
+// Automatic prefetch (the default): short handlers get tasks held ahead (up to 1000); handlers
+// of 300 ms with concurrency 2 hold none — the worker never has more tasks running in docket
+// than handlers.
+func TestPrefetchAutoHoldsShortTasksAheadAndNeverLongOnes(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		quick := uniq()
+		var specs []NewTask
+		for i := 0; i < 300; i++ {
+			specs = append(specs, NewTask{Kind: "quick", Payload: i, Queue: quick})
+		}
+		must(c.EnqueueMany(ctx, specs))
+		wq := must(NewWorker(WorkerOptions{Client: c, Queue: quick, Concurrency: 2, Wait: 200 * time.Millisecond, ReportInterval: -1}))
+		wq.Register("quick", func(ctx context.Context, job *Job) (interface{}, error) { return job.Task.Payload, nil })
+		if n := wq.Prefetching(); n != 0 {
+			t.Fatalf("%d held ahead before a handler ran", n)
+		}
+		runUntil(t, wq, 60*time.Second, func() bool { return wq.CompletedCount() == 300 })
+		if n := wq.Prefetching(); n < 100 {
+			t.Fatalf("short tasks: %d held ahead", n)
+		}
+
+		slow := uniq()
+		name := slow + "-w"
+		specs = specs[:0]
+		for i := 0; i < 6; i++ {
+			specs = append(specs, NewTask{Kind: "slow", Payload: i, Queue: slow})
+		}
+		must(c.EnqueueMany(ctx, specs))
+		ws := must(NewWorker(WorkerOptions{Client: c, Queue: slow, Name: name, Concurrency: 2, Wait: 200 * time.Millisecond, ReportInterval: -1}))
+		var mu sync.Mutex
+		most := 0
+		ws.Register("slow", func(ctx context.Context, job *Job) (interface{}, error) {
+			held, err := c.ListTasks(ctx, TaskFilter{Queue: slow, State: "running", Worker: name, Limit: 100})
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			if len(held.Tasks) > most {
+				most = len(held.Tasks)
+			}
+			mu.Unlock()
+			time.Sleep(300 * time.Millisecond)
+			return nil, nil
+		})
+		runUntil(t, ws, 60*time.Second, func() bool { return ws.CompletedCount() == 6 })
+		mu.Lock()
+		defer mu.Unlock()
+		if most < 1 || most > 2 {
+			t.Fatalf("at most 2 of this worker's tasks running, saw %d", most)
+		}
+		if n := ws.Prefetching(); n != 0 {
+			t.Fatalf("long tasks: %d held ahead", n)
+		}
+		t.Logf("short tasks: %d held ahead; long ones: at most %d running", wq.Prefetching(), most)
+	})
+}
+
+// Two claims in flight on 3,000 tasks, the worker stopped mid-stream: every task ran once,
+// every completion reported is recorded, the rest are available with no attempt counted.
+func TestTwoClaimsInFlightEveryTaskOnceAndAStopMidStreamStrandsNothing(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		var specs []NewTask
+		for i := 0; i < 3000; i++ {
+			specs = append(specs, NewTask{Kind: "n", Payload: i, Queue: q})
+		}
+		ids := must(c.EnqueueMany(ctx, specs))
+		w := must(NewWorker(WorkerOptions{Client: c, Queue: q, Concurrency: 4, Claims: 2, Wait: 200 * time.Millisecond, ReportInterval: -1}))
+		var mu sync.Mutex
+		seen := map[int64]int{}
+		w.Register("n", func(ctx context.Context, job *Job) (interface{}, error) {
+			var n int
+			if err := job.Payload(&n); err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			seen[job.ID()]++
+			mu.Unlock()
+			return n * 2, nil
+		})
+		runUntil(t, w, 60*time.Second, func() bool { return w.CompletedCount() >= 1000 })
+		mu.Lock()
+		defer mu.Unlock()
+		w.mu.Lock()
+		completed, lost := w.Completed, w.Lost
+		w.mu.Unlock()
+		if lost != 0 {
+			t.Fatalf("%d reports answered other than ok", lost)
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Fatalf("task %d ran %d times", id, n)
+			}
+		}
+		done := must(c.ListTasks(ctx, TaskFilter{Queue: q, State: "completed", Limit: 10000}))
+		if int64(len(done.Tasks)) != completed {
+			t.Fatalf("%d completions reported, %d recorded", completed, len(done.Tasks))
+		}
+		all := must(c.ListTasks(ctx, TaskFilter{Queue: q, Limit: 10000}))
+		if len(all.Tasks) != len(ids) {
+			t.Fatalf("listed %d of %d tasks", len(all.Tasks), len(ids))
+		}
+		var hurt []string
+		for _, task := range all.Tasks {
+			var ok bool
+			if task.State == "completed" {
+				var n int
+				_ = json.Unmarshal(task.Payload, &n)
+				ok = task.Attempt == 1 && string(task.Result) == strconv.Itoa(2*n) && seen[task.ID] == 1
+			} else {
+				ok = task.State == "available" && task.Attempt == 0
+			}
+			if !ok || len(task.Errors) != 0 {
+				hurt = append(hurt, fmt.Sprintf("%d %s attempt %d", task.ID, task.State, task.Attempt))
+			}
+		}
+		if len(hurt) > 0 {
+			t.Fatalf("%d of %d tasks hurt by the stop: %v", len(hurt), len(ids), hurt)
+		}
+		t.Logf("stopped with %d of %d completed, the rest available", completed, len(ids))
+	})
+}
+
 // Issue 37: a worker (concurrency 4) told to stop within ±30 ms of the moment 20 tasks become
 // available, 30 times: every stop ends within its grace, no task is left running and none lost
 // an attempt (a claim given up on is released by its claim_id).

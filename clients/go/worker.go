@@ -31,6 +31,36 @@ func HeartbeatEvery(lease time.Duration) time.Duration {
 	return MinHeartbeatEvery
 }
 
+// PrefetchAutoWait: under automatic prefetch (WorkerOptions.Prefetch 0, the default) a worker
+// holds ahead what its handlers start within this time at their recent pace.
+const PrefetchAutoWait = 100 * time.Millisecond
+
+// PrefetchAutoMax is the most tasks automatic prefetch holds ahead.
+const PrefetchAutoMax = 1000
+
+// NoPrefetch, as WorkerOptions.Prefetch, holds no task ahead of free handlers: a worker claims
+// only for the handlers it has free.
+const NoPrefetch = -1
+
+// AutoPrefetch is how many tasks automatic prefetch holds ahead (the same rule in every docket
+// client): as many as concurrency handlers taking avg each start within PrefetchAutoWait —
+// floor(concurrency × 100 ms / avg), avg at least 1 µs, at most PrefetchAutoMax; none before
+// a handler has finished (known false). A held task's lease and timeout run while it waits, so
+// long tasks are never held (handlers of ≥ 100 ms × concurrency hold none) and short ones are
+// fetched in claims of up to a thousand.
+func AutoPrefetch(concurrency int, avg time.Duration, known bool) int {
+	if !known || concurrency <= 0 {
+		return 0
+	}
+	if avg < time.Microsecond {
+		avg = time.Microsecond
+	}
+	if n := int64(concurrency) * int64(PrefetchAutoWait) / int64(avg); n < PrefetchAutoMax {
+		return int(n)
+	}
+	return PrefetchAutoMax
+}
+
 // Handler runs one task. Its ctx ends at the task's timeout, when docket cancels the task or
 // the lease is lost, or when the worker hands the task back on stop. Return the result (any
 // JSON-encodable value, or *NextStage), or an error: RetryIn and Permanent choose how the
@@ -111,11 +141,28 @@ type WorkerOptions struct {
 	Queue       string  // ["default"]
 	Concurrency int     // handlers at once [10]
 	Name        string  // worker name recorded on tasks [host-pid]
-	Batch       int     // most tasks per claim [Concurrency + Prefetch, at most 1000]
+	// Batch: most tasks per claim [Concurrency + Prefetch, at most 1000; with automatic
+	// prefetch Concurrency + PrefetchAutoMax, so 1000].
+	Batch int
 	// Prefetch: tasks claimed ahead of free handlers and held locally (their leases run,
 	// heartbeats keep them, the handler's timeout counts from the claim; on stop the ones not
-	// started are handed back) [0]. Like graphile-worker's local queue: fewer, larger claims.
+	// started are handed back). Like graphile-worker's local queue: fewer, larger claims for
+	// short tasks.
+	//   - 0 (the default): automatic — what the handlers start within PrefetchAutoWait
+	//     (100 ms) at their recent pace (AutoPrefetch of a moving average of their run time:
+	//     none for long tasks, none before a handler has finished, up to PrefetchAutoMax for
+	//     short ones); Worker.Prefetching tells the current number;
+	//   - more than 0: that many;
+	//   - NoPrefetch (any negative number): none, claims only for free handlers. (Before
+	//     automatic prefetch, 0 meant none: say NoPrefetch for that now.)
 	Prefetch int
+	// Claims: claims in flight at once while the queue has work [2; from 1 to 16]. The first
+	// claim loop long-polls when the queue is empty; the others claim only while the last
+	// claim found tasks and never wait, so an idle worker holds one request. Each asks for at
+	// most its share of the free room ((Concurrency + prefetch) / Claims), so together they
+	// never take more than the worker holds. More than one hides the claim's round trip behind
+	// the handlers. 1: one claim at a time.
+	Claims int
 	// FullTasks claims tasks with every field of Task [false: lean tasks — id, kind, payload,
 	// attempt, max_attempts, stage, timeout, attempted_at, lease, and trace_id, process,
 	// batch_id, deps where present. Job.Task is then a Task made of those (LeanTask.AsTask:
@@ -129,14 +176,16 @@ type WorkerOptions struct {
 	Logger         *log.Logger   // [log.Default()]
 }
 
-// maxReportBatch is the most reports per batched complete/fail, and per claim carrying them.
+// maxReportBatch is the most reports per batched complete/fail; a claim carries up to
+// max(maxReportBatch, Batch) (fewer let a backlog grow with claims of 1000).
 const maxReportBatch = 500
 
 // Worker claims and runs tasks of one queue. Register handlers, then Run.
 //
-// What finished goes with the next claim (one round trip for both) while the queue has work:
-// such a claim does not wait and is not given up at a stop. During a long poll, while no
-// handler is free and at the stop, the reporter sends it on its own.
+// Up to Claims claims are in flight while the queue has work. What finished goes with the
+// next claim (one round trip for both) while the queue has work: such a claim does not wait and
+// is not given up at a stop. When no claim in flight carries reports (a long poll, no handler
+// free, the stop) the reporter sends them on their own.
 type Worker struct {
 	o        WorkerOptions
 	handlers map[string]Handler
@@ -145,12 +194,22 @@ type Worker struct {
 	buffer   []*running
 	exec     int
 	wg       sync.WaitGroup
-	slot     chan struct{}
-	// reports waits to be sent (under mu): by the reporter, or carried by the next claim while
-	// carrier is set (the claim loop's claim does not wait: what finishes meanwhile goes with
-	// its next one). drained: the claim loop and the drain are over, the reporter may end.
+	// The claim loops' accounting (under mu). asked: tasks asked by the claims in flight,
+	// counted as held so the loops never take too many. carriers: claims in flight that carry
+	// reports (they do not wait: what finishes meanwhile goes with the next one). busy: the last
+	// claim answered found tasks, the loops ask again at once. wake is closed (and replaced)
+	// to wake the loops waiting for room; wakeUsed: a loop waits on it.
+	asked    int
+	carriers int
+	busy     bool
+	wake     chan struct{}
+	wakeUsed bool
+	// avgRun: moving average of the handlers' run time (for automatic prefetch), once ranOnce.
+	avgRun  time.Duration
+	ranOnce bool
+	// reports waits to be sent (under mu): by the reporter when carriers is 0, else by the next
+	// claim. drained: the claim loops and the drain are over, the reporter may end.
 	reports     []report
-	carrier     bool
 	drained     bool
 	reportReady chan struct{}
 	started     time.Time
@@ -195,14 +254,23 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 10
 	}
-	if o.Prefetch < 0 {
-		o.Prefetch = 0
+	ahead := o.Prefetch // the most held ahead
+	switch {
+	case o.Prefetch == 0:
+		ahead = PrefetchAutoMax
+	case o.Prefetch < 0:
+		o.Prefetch, ahead = NoPrefetch, 0
 	}
 	if o.Batch <= 0 || o.Batch > 10000 {
-		o.Batch = o.Concurrency + o.Prefetch
-		if o.Batch > 1000 {
-			o.Batch = 1000
-		}
+		o.Batch = minInt(o.Concurrency+ahead, 1000)
+	}
+	switch {
+	case o.Claims == 0:
+		o.Claims = 2
+	case o.Claims < 1:
+		o.Claims = 1
+	case o.Claims > 16:
+		o.Claims = 16
 	}
 	if o.Wait == 0 {
 		o.Wait = 10 * time.Second
@@ -221,7 +289,58 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	return &Worker{o: o, handlers: map[string]Handler{}, running: map[int64]*running{},
-		slot: make(chan struct{}, 1), reportReady: make(chan struct{}, 1)}, nil
+		wake: make(chan struct{}), reportReady: make(chan struct{}, 1)}, nil
+}
+
+// Prefetching is how many tasks the worker holds ahead of free handlers now: Prefetch, or
+// under automatic prefetch AutoPrefetch's number for the handlers' recent pace.
+func (w *Worker) Prefetching() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.prefetching()
+}
+
+// prefetching is Prefetching, under mu.
+func (w *Worker) prefetching() int {
+	switch {
+	case w.o.Prefetch == 0:
+		return AutoPrefetch(w.o.Concurrency, w.avgRun, w.ranOnce)
+	case w.o.Prefetch < 0:
+		return 0
+	}
+	return w.o.Prefetch
+}
+
+// ran folds a handler's run time into the moving average automatic prefetch follows (under mu).
+func (w *Worker) ran(d time.Duration) {
+	if !w.ranOnce {
+		w.avgRun, w.ranOnce = d, true
+		return
+	}
+	w.avgRun += (d - w.avgRun) / 10
+}
+
+// wakeLanes wakes every claim loop waiting for room: a handler ended, a claim found tasks
+// (under mu).
+func (w *Worker) wakeLanes() {
+	if w.wakeUsed {
+		close(w.wake)
+		w.wake, w.wakeUsed = make(chan struct{}), false
+	}
+}
+
+func minInt(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // Name is the worker's name.
@@ -310,48 +429,65 @@ func (w *Worker) count() int {
 	return len(w.running)
 }
 
+// claimLoop runs Claims claim loops (lanes) until ctx ends and they are over.
 func (w *Worker) claimLoop(ctx context.Context) {
 	kinds, stages := w.kinds()
-	// The last claim found tasks: the next one asks again at once, carrying what finished.
-	busy := false
-	defer w.setCarrier(false) // at the stop the reporter sends what is left
+	var lanes sync.WaitGroup
+	for i := 0; i < w.o.Claims; i++ {
+		lanes.Add(1)
+		go func(first bool) {
+			defer lanes.Done()
+			w.claimLane(ctx, first, kinds, stages)
+		}(i == 0)
+	}
+	lanes.Wait()
+	w.wakeReporter() // at the stop the reporter sends what is left
+}
+
+// claimLane is one claim loop. The first (first) long-polls while the queue is empty; the
+// others claim only while it has work (the last claim answered found tasks) and never wait.
+func (w *Worker) claimLane(ctx context.Context, first bool, kinds, stages []string) {
 	for ctx.Err() == nil {
-		free := w.o.Concurrency + w.o.Prefetch - w.count()
-		if free <= 0 {
-			w.setCarrier(false) // no claim goes out meanwhile: the reporter sends the reports
+		w.mu.Lock()
+		room := w.o.Concurrency + w.prefetching()
+		share := maxInt(1, (room+w.o.Claims-1)/w.o.Claims)
+		free := room - len(w.running) - w.asked
+		// The first loop alone asks for all the room when the queue was idle; with the queue
+		// busy every loop asks for its share, so a claim is answered while the others' tasks run.
+		limit := minInt(free, w.o.Batch)
+		least := 1
+		if !first {
+			limit = minInt(limit, share)
+			// The others wait until half a share is free: claims of a task or two cost a round
+			// trip each.
+			least = (minInt(share, w.o.Batch) + 1) / 2
+		}
+		if limit < least || (!first && !w.busy) {
+			wake := w.wake
+			w.wakeUsed = true
+			idle := w.carriers == 0
+			w.mu.Unlock()
+			if idle {
+				w.wakeReporter() // no claim goes out carrying them: the reporter sends the reports
+			}
 			select {
-			case <-w.slot:
+			case <-wake:
 			case <-ctx.Done():
 			}
 			continue
 		}
-		// With most handlers busy, a claim now would fetch a task or two per request: give the
-		// others a moment (2 ms) to finish so claims stay batched.
-		if free < (w.o.Concurrency+w.o.Prefetch+1)/2 {
-			select {
-			case <-w.slot:
-				continue
-			case <-time.After(2 * time.Millisecond):
-			case <-ctx.Done():
-				continue
-			}
-		}
-		if free > w.o.Batch {
-			free = w.o.Batch
-		}
 		// One round trip reports what finished and asks for more. Such a claim does not wait
 		// and is not given up at a stop, so its reports are never in doubt.
-		w.mu.Lock()
-		n := len(w.reports)
-		if n > maxReportBatch {
-			n = maxReportBatch
-		}
+		n := minInt(len(w.reports), maxInt(maxReportBatch, w.o.Batch))
 		carried := append([]report(nil), w.reports[:n]...)
 		w.reports = w.reports[n:]
-		waits := !busy && len(carried) == 0
-		w.carrier = !waits
+		waits := first && !w.busy && len(carried) == 0
+		if !waits {
+			w.carriers++
+		}
+		w.asked += limit
 		w.mu.Unlock()
-		r := ClaimRequest{Worker: w.o.Name, Limit: free, Wait: "0s", Kinds: kinds, Stages: stages,
+		r := ClaimRequest{Worker: w.o.Name, Limit: limit, Wait: "0s", Kinds: kinds, Stages: stages,
 			ClaimID: newClaimID(), Lean: !w.o.FullTasks}
 		if w.o.Lease > 0 {
 			r.Lease = Duration(w.o.Lease)
@@ -370,14 +506,48 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			cctx = ctx
 		}
 		got, err := w.o.Client.ClaimWith(cctx, w.o.Queue, r)
+		var runs []*running
+		if err == nil {
+			tasks := got.Tasks
+			if got.Lean != nil {
+				tasks = make([]Task, len(got.Lean))
+				for i := range got.Lean {
+					tasks[i] = got.Lean[i].AsTask(w.o.Queue)
+				}
+			}
+			runs = make([]*running, len(tasks))
+			for i := range tasks {
+				runs[i] = w.newRun(&tasks[i])
+			}
+		}
+		// What it asked for leaves asked as its tasks become held, at once: the other loops
+		// never see room that is not there.
+		w.mu.Lock()
+		w.asked -= limit
+		if !waits {
+			w.carriers--
+		}
+		idle := w.carriers == 0
 		if err != nil {
-			busy = false
-			// Not carried after all: the reporter sends them (first), as during a long poll.
-			w.mu.Lock()
+			w.busy = false
+			// Not carried after all: the next claim or the reporter sends them (first).
 			w.reports = append(carried, w.reports...)
-			w.carrier = false
-			w.mu.Unlock()
+		} else {
+			w.busy = len(runs) > 0
+			for _, run := range runs {
+				w.running[run.job.ID()] = run
+				w.buffer = append(w.buffer, run)
+			}
+		}
+		// The other loops may claim now (busy), or look again at the room this claim asked for:
+		// without it, a first loop waiting while another's claim held all the room would not
+		// see that claim come back empty, and would wait for a handler that never ends.
+		w.wakeLanes()
+		w.mu.Unlock()
+		if idle {
 			w.wakeReporter()
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				// Stopped mid-claim: the server may have claimed tasks for an answer nobody
 				// will read. Released by the claim's id they are available again at once
@@ -400,27 +570,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		}
 		w.settle(true, got.Completed)
 		w.settle(false, got.Failed)
-		tasks := got.Tasks
-		if got.Lean != nil {
-			tasks = make([]Task, len(got.Lean))
-			for i := range got.Lean {
-				tasks[i] = got.Lean[i].AsTask(w.o.Queue)
-			}
-		}
-		busy = len(tasks) > 0
-		for i := range tasks {
-			w.start(&tasks[i])
-		}
-	}
-}
-
-// setCarrier says whether the claim loop carries the reports (else the reporter sends them).
-func (w *Worker) setCarrier(on bool) {
-	w.mu.Lock()
-	w.carrier = on
-	w.mu.Unlock()
-	if !on {
-		w.wakeReporter()
+		w.pump()
 	}
 }
 
@@ -457,7 +607,9 @@ func (w *Worker) settle(completions bool, outcomes []ItemOutcome) {
 	}
 }
 
-func (w *Worker) start(t *Task) {
+// newRun makes what holds task t: its ctx ends at the attempt's timeout, counted from now
+// (the claim).
+func (w *Worker) newRun(t *Task) *running {
 	timeout, err := ParseDuration(t.Timeout)
 	if err != nil || timeout <= 0 {
 		timeout = 60 * time.Second
@@ -472,11 +624,7 @@ func (w *Worker) start(t *Task) {
 	now := time.Now()
 	run := &running{ctx: ctx, timeout: timeout, cancel: cancel, leaseEnd: now.Add(leaseLen), leaseLen: leaseLen, beatEvery: HeartbeatEvery(leaseLen), nextBeat: now.Add(HeartbeatEvery(leaseLen))}
 	run.job = &Job{Task: t, worker: w, run: run}
-	w.mu.Lock()
-	w.running[t.ID] = run
-	w.buffer = append(w.buffer, run)
-	w.mu.Unlock()
-	w.pump()
+	return run
 }
 
 // pump starts held tasks while handlers are free (each with its own ctx and timeout).
@@ -491,6 +639,7 @@ func (w *Worker) pump() {
 		run.mu.Unlock()
 		if lost { // docket took it back while it waited here
 			delete(w.running, run.job.ID())
+			w.wakeLanes()
 			continue
 		}
 		w.exec++
@@ -512,6 +661,7 @@ func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duratio
 	defer run.cancel()
 	done := make(chan outcome, 1)
 	h := w.handlerFor(job.Task)
+	began := time.Now()
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -532,20 +682,22 @@ func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duratio
 		// The handler may still run (it should watch ctx); the attempt ends now.
 		out = outcome{err: ctx.Err()}
 	}
-	w.mu.Lock()
-	delete(w.running, job.ID())
-	w.exec--
-	w.mu.Unlock()
-	w.pump()
-	select {
-	case w.slot <- struct{}{}:
-	default:
-	}
+	took := time.Since(began)
+	// skip: docket took the task back or the stop handed it back: nothing to report.
 	run.mu.Lock()
 	skip := run.lost || run.handedOff
 	run.reported = !skip
 	leaseEnd := run.leaseEnd
 	run.mu.Unlock()
+	w.mu.Lock()
+	delete(w.running, job.ID())
+	w.exec--
+	if !skip { // an outcome, a timeout or a failure: the pace automatic prefetch follows
+		w.ran(took)
+	}
+	w.wakeLanes()
+	w.mu.Unlock()
+	w.pump()
 	if skip {
 		return
 	}
@@ -575,14 +727,14 @@ func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duratio
 	w.push(report{complete: &c, leaseEnd: leaseEnd})
 }
 
-// reporter sends the reports the claim loop does not carry, until the worker has drained and
+// reporter sends the reports the claim loops do not carry, until the worker has drained and
 // every report is out.
 func (w *Worker) reporter(ctx context.Context) {
 	for {
 		// The state is read before waiting, never after a wake-up alone: reportReady holds
 		// one wake-up, so one sent after this read is not lost.
 		w.mu.Lock()
-		if len(w.reports) > 0 && (!w.carrier || w.drained) {
+		if len(w.reports) > 0 && (w.carriers == 0 || w.drained) {
 			n := len(w.reports)
 			if n > maxReportBatch {
 				n = maxReportBatch

@@ -25,8 +25,10 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	if mode == "work" {
 		n, conc := int64(a), b
+		// "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch);
+		// "default": the worker's default (automatic prefetch, Prefetch 0).
 		prefetch := 0
-		if os.Args[5] == "prefetch" { // claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch)
+		if os.Args[5] == "prefetch" {
 			prefetch = 1000
 		}
 		t0 := time.Now()
