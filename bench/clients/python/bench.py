@@ -8,12 +8,13 @@ from docket_client import AsyncClient, Worker
 
 
 async def work(server, n, conc, profile):
-    # "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch).
-    prefetch = 1000 if profile == "prefetch" else 0
+    # "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch);
+    # "default": the worker's default ("auto").
+    options = {"prefetch": 1000} if profile == "prefetch" else {}
     async with AsyncClient(server) as client:
         t0 = time.perf_counter()
-        w = Worker(client, queue="bench", concurrency=conc, prefetch=prefetch, wait="1s",
-                   report_interval=0)
+        w = Worker(client, queue="bench", concurrency=conc, wait="1s", report_interval=0,
+                   **options)
         w.handle("noop", _noop)
         runner = asyncio.ensure_future(w.run_async())
         while w.stats["completed"] < n:

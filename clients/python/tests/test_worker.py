@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from docket_client import AsyncClient, NextStage, Permanent, Retry, Worker
+from docket_client import AsyncClient, NextStage, Permanent, Retry, Worker, auto_prefetch
 
 
 def wait_for(fn, timeout=30.0, every=0.05):
@@ -307,6 +307,95 @@ def test_prefetch_holds_tasks_and_hands_back_the_unstarted_on_stop(server, queue
             for i in ids[1:]:
                 t = await c.get_task(i)  # released: no attempt counted, no error
                 assert (t["state"], t["attempt"], t["errors"]) == ("available", 0, []), t
+    asyncio.run(go())
+
+
+def test_prefetch_auto_holds_short_tasks_ahead_and_never_long_ones(server, queue):
+    """Short handlers: the worker holds ahead (up to 1000); handlers of 300 ms with
+    concurrency 2 hold none: this worker never has more tasks running in docket than handlers."""
+    async def go():
+        async with AsyncClient(server) as c:
+            quick = f"{queue}-quick"
+            await c.enqueue_many([{"kind": "quick", "payload": i, "queue": quick}
+                                  for i in range(300)])
+            wq = Worker(c, queue=quick, concurrency=2, wait="200ms", report_interval=0)
+
+            @wq.task("quick")
+            async def quick_handler(job):
+                return job.payload
+
+            assert wq.prefetch == "auto"
+            assert wq.prefetching == 0, "nothing held ahead before a handler ran"
+
+            async def all_quick():
+                return wq.stats["completed"] == 300
+            await run_until(wq, all_quick)
+            assert wq.prefetching >= 100, f"short tasks: {wq.prefetching} held ahead"
+            assert auto_prefetch(2, 0.00001) == 1000
+            assert auto_prefetch(2, 0.3) == 0
+            assert auto_prefetch(10, 0.05) == 20
+            assert auto_prefetch(10, None) == 0
+
+            slow, name = f"{queue}-slow", f"{queue}-slow-w"
+            await c.enqueue_many([{"kind": "slow", "payload": i, "queue": slow}
+                                  for i in range(6)])
+            ws = Worker(c, queue=slow, name=name, concurrency=2, wait="200ms",
+                        report_interval=0)
+            most = [0]
+
+            @ws.task("slow")
+            async def slow_handler(job):
+                held = await c.list_tasks(queue=slow, state="running", worker=name, limit=100)
+                most[0] = max(most[0], len(held["tasks"]))
+                await asyncio.sleep(0.3)
+
+            async def all_slow():
+                return ws.stats["completed"] == 6
+            await run_until(ws, all_slow)
+            assert 1 <= most[0] <= 2, f"at most 2 of this worker's tasks running, saw {most[0]}"
+            assert ws.prefetching == 0
+        for bad in (-1, 1.5, "fast", True, None):
+            with pytest.raises(ValueError, match="prefetch"):
+                Worker(prefetch=bad)
+        assert Worker(prefetch=0).prefetching == 0 and Worker(prefetch=0).batch == 10
+        assert Worker().batch == 1000 and Worker(prefetch=5).batch == 15
+        assert Worker(claims=0).claims == 1 and Worker(claims=99).claims == 16
+    asyncio.run(go())
+
+
+def test_two_claims_in_flight_every_task_once_and_a_stop_mid_stream_strands_nothing(
+        server, queue):
+    async def go():
+        async with AsyncClient(server) as c:
+            ids = [t_["id"] for t_ in await c.enqueue_many(
+                [{"kind": "n", "payload": i, "queue": queue} for i in range(3000)])]
+            w = Worker(c, queue=queue, concurrency=4, claims=2, wait="200ms",
+                       report_interval=0)
+            seen = {}
+
+            @w.task("n")
+            async def n(job):
+                seen[job.id] = seen.get(job.id, 0) + 1
+                return job.payload * 2
+
+            async def enough():
+                return w.stats["completed"] >= 1000
+            await run_until(w, enough)
+            assert w.stats["lost"] == 0
+            assert all(v == 1 for v in seen.values()), "a task ran twice"
+            done = (await c.list_tasks(queue=queue, state="completed", limit=10_000))["tasks"]
+            assert len(done) == w.stats["completed"], \
+                "every completion reported is recorded, no more"
+            hurt = []
+            for t_ in (await c.list_tasks(queue=queue, limit=10_000))["tasks"]:
+                if t_["state"] == "completed":
+                    ok = t_["attempt"] == 1 and t_["result"] == t_["payload"] * 2 \
+                        and t_["id"] in seen
+                else:
+                    ok = t_["state"] == "available" and t_["attempt"] == 0
+                if not ok or t_.get("errors"):
+                    hurt.append((t_["id"], t_["state"], t_["attempt"]))
+            assert hurt == [], f"{len(hurt)} of {len(ids)} tasks hurt by the stop: {hurt[:5]}"
     asyncio.run(go())
 
 

@@ -13,7 +13,8 @@ from .errors import (Conflict, DocketError, Forbidden, InvalidRequest, NotFound,
                      ServerError, Unauthenticated)
 from .processor import (UNSET_TIMER, Processor, ProcessorFailure, Request, Result, timer,
                         timer_at)
-from .worker import Job, NextStage, Permanent, Retry, Worker
+from .worker import (PREFETCH_AUTO_MAX, PREFETCH_AUTO_WAIT, Job, NextStage, Permanent, Retry,
+                     Worker, auto_prefetch)
 
 __version__ = "0.1.0"
 
@@ -21,6 +22,7 @@ __all__ = [
     "Client", "AsyncClient", "task_spec", "TASK_OPTIONS", "format_duration", "parse_duration",
     "DocketError", "NotFound", "Conflict", "Unauthenticated", "Forbidden", "RateLimited",
     "InvalidRequest", "ServerError", "Worker", "Job", "Retry", "Permanent", "NextStage",
+    "auto_prefetch", "PREFETCH_AUTO_WAIT", "PREFETCH_AUTO_MAX",
     "Processor", "Request", "Result", "ProcessorFailure", "timer", "timer_at", "UNSET_TIMER",
     "models",
 ]

@@ -19,7 +19,11 @@ Rules (each after docket's own ``docket worker`` and the HTTP work path, docs/sr
 - on stop, no new claims: a claim still waiting is given up and released by its ``claim_id``
   (what it took is available again at once, no attempt counted), held tasks not started are
   released the same way, running ones get ``shutdown_grace`` to finish; then their handlers are
-  cancelled and the tasks handed back (failed with ``retry_in: 0``, so they run again at once).
+  cancelled and the tasks handed back (failed with ``retry_in: 0``, so they run again at once);
+- ``prefetch="auto"`` (the default) holds ahead what the handlers start within
+  ``PREFETCH_AUTO_WAIT`` at their recent pace (:func:`auto_prefetch`, the same rule in every
+  docket client); several claims (``claims``, 2) are in flight while the queue has work, one
+  long poll when it has none.
 """
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ import asyncio
 import collections
 import inspect
 import logging
+import math
+import numbers
 import os
 import signal
 import socket
@@ -35,7 +41,8 @@ import traceback
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (Any, Awaitable, Callable, Dict, List, Literal, Optional, Sequence, Tuple,
+                    Union)
 
 import httpx
 
@@ -55,6 +62,26 @@ MIN_HEARTBEAT_EVERY = 0.1
 def heartbeat_every(lease: float) -> float:
     """Seconds between heartbeats for a lease of ``lease`` seconds (docket's rule)."""
     return max(lease / HEARTBEATS_PER_LEASE, MIN_HEARTBEAT_EVERY)
+
+
+#: ``prefetch="auto"`` holds ahead what the handlers start within this many seconds at their
+#: recent pace.
+PREFETCH_AUTO_WAIT = 0.1
+#: The most tasks ``prefetch="auto"`` holds ahead.
+PREFETCH_AUTO_MAX = 1000
+
+
+def auto_prefetch(concurrency: int, avg: Optional[float]) -> int:
+    """Tasks held ahead under ``prefetch="auto"`` (the same rule in every docket client): as many
+    as ``concurrency`` handlers taking ``avg`` seconds each start within
+    :data:`PREFETCH_AUTO_WAIT` — ``floor(concurrency × 0.1 / avg)``, at most
+    :data:`PREFETCH_AUTO_MAX`; none before a handler has finished (``avg`` is ``None``). A held
+    task's lease and timeout run while it waits, so long tasks are never held (handlers of
+    ≥ 0.1 s × concurrency hold none) and short ones are fetched in claims of up to a thousand."""
+    if avg is None or not math.isfinite(avg):
+        return 0
+    return min(PREFETCH_AUTO_MAX,
+               math.floor(concurrency * PREFETCH_AUTO_WAIT / max(avg, 1e-6)))
 
 
 class Retry(Exception):
@@ -149,6 +176,7 @@ class _Running:
     next_beat: float
     done: bool = False
     started: bool = False
+    ran_for: Optional[float] = None  # seconds the handler ran (set when it ends)
 
 
 class Worker:
@@ -157,14 +185,23 @@ class Worker:
     ``client``: an :class:`AsyncClient` (default: one from ``$DOCKET_SERVER``/``$DOCKET_TOKEN``).
     ``concurrency``: handlers at once. ``prefetch``: tasks claimed ahead of free handlers and held
     locally (their leases run, heartbeats keep them, the handler's timeout counts from the claim;
-    on stop, the ones not started are handed back) [0] — like graphile-worker's local queue: fewer,
-    larger claims for short tasks. ``batch``: most tasks per claim [concurrency + prefetch, ≤ 1000].
-    ``wait``: long-poll per claim [10 s]. ``lease``: lease per claim [the task's timeout].
-    ``shutdown_grace``: seconds tasks in hand get on stop [30]. ``report_interval``: seconds
-    between reports to ``/v1/workers`` [10; 0 = none]. ``max_report_batch``: items per batched
-    complete/fail [500]. ``full_tasks``: claim tasks with every field [False: lean tasks — id,
-    kind, payload, attempt, max_attempts, stage, timeout, attempted_at, lease, and trace_id,
-    process, batch_id, deps where present; ``client.get_task(job.id)`` reads the rest].
+    on stop, the ones not started are handed back) ["auto"] — like graphile-worker's local queue:
+    fewer, larger claims for short tasks. ``"auto"``: what the handlers start within
+    :data:`PREFETCH_AUTO_WAIT` (0.1 s) at their recent pace (:func:`auto_prefetch`: none for long
+    tasks, up to 1000 for short ones; :attr:`prefetching` is the current value); a whole number
+    ≥ 0: that many (0: none). ``batch``: most tasks per claim [concurrency + prefetch (1000 for
+    "auto"), ≤ 1000]. ``claims``: claims in flight at once while the queue has work [2, 1–16]:
+    the first claim loop long-polls when the queue is empty, the others claim only while the last
+    claim found tasks and never wait, so an idle worker holds one request; each asks for at most
+    its share of the free room (``(concurrency + prefetch) / claims``), so together they never
+    take more than the worker holds. ``wait``: long-poll per claim [10 s]. ``lease``: lease per
+    claim [the task's timeout]. ``shutdown_grace``: seconds tasks in hand get on stop [30].
+    ``report_interval``: seconds between reports to ``/v1/workers`` [10; 0 = none].
+    ``max_report_batch``: items per batched complete/fail sent on their own [500] (a claim
+    carries up to ``max(max_report_batch, batch)``). ``full_tasks``: claim tasks with every field
+    [False: lean tasks — id, kind, payload, attempt, max_attempts, stage, timeout, attempted_at,
+    lease, and trace_id, process, batch_id, deps where present; ``client.get_task(job.id)`` reads
+    the rest].
 
     What finished goes with the next claim (one round trip for both) while the queue has work;
     during a long poll, with every handler busy and at the stop it is sent on its own.
@@ -172,18 +209,28 @@ class Worker:
 
     def __init__(self, client: Optional[AsyncClient] = None, queue: str = "default",
                  concurrency: int = 10, name: Optional[str] = None, batch: Optional[int] = None,
-                 prefetch: int = 0,
+                 prefetch: Union[int, Literal["auto"]] = "auto",
                  wait: Duration = "10s", lease: Optional[Duration] = None,
                  shutdown_grace: float = 30.0, report_interval: float = 10.0,
-                 max_report_batch: int = 500, full_tasks: bool = False) -> None:
+                 max_report_batch: int = 500, full_tasks: bool = False,
+                 claims: int = 2) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if not (isinstance(prefetch, str) and prefetch == "auto") and not (
+                isinstance(prefetch, numbers.Integral) and not isinstance(prefetch, bool)
+                and prefetch >= 0):
+            raise ValueError(f'prefetch must be "auto" or a whole number ≥ 0, not {prefetch!r}')
         self.client = client
         self.queue = queue
         self.concurrency = concurrency
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.prefetch = max(0, prefetch)
-        self.batch = max(1, min(batch or min(concurrency + self.prefetch, 1000), 10_000))
+        #: ``"auto"`` or the number of tasks held ahead (see :attr:`prefetching`).
+        self.prefetch: Union[int, Literal["auto"]] = \
+            "auto" if isinstance(prefetch, str) else int(prefetch)
+        most = concurrency + (PREFETCH_AUTO_MAX if self.prefetch == "auto" else self.prefetch)
+        self.batch = max(1, min(batch or min(most, 1000), 10_000))
+        self.claims = max(1, min(int(claims), 16))
+        self._avg_run: Optional[float] = None  # moving average of handler run time, seconds
         self._buffer: "collections.deque[_Running]" = collections.deque()
         self._executing = 0
         self.wait = format_duration(wait)
@@ -192,18 +239,33 @@ class Worker:
         self.report_interval = report_interval
         self.max_report_batch = max_report_batch
         self.full_tasks = full_tasks
-        # The claim loop carries the reports: its claim in flight does not wait (the queue had
-        # work a moment ago), so what finishes meanwhile goes with its next claim.
-        self._carrier = False
+        # Claims in flight that carry reports: they do not wait (the queue had work a moment
+        # ago), so what finishes meanwhile goes with the next one. With none (a long poll, no
+        # free handler, the stop) the reporter sends them on its own.
+        self._carriers = 0
+        # Tasks asked by the claims in flight: counted as held, so the lanes never take too many.
+        self._asked = 0
+        # The last claim answered found tasks: the lanes ask again at once, carrying reports.
+        self._busy = False
+        # Set (and replaced) to wake every claim lane waiting for room or work.
+        self._wakeup: Optional[asyncio.Event] = None
+        self._sleepers = 0
         self._handlers: Dict[Tuple[str, Optional[str]], Handler] = {}
         self._running: Dict[int, _Running] = {}
         self._stopping: Optional[asyncio.Event] = None  # made in run_async (needs a loop)
         self._reports: List[Tuple[str, Dict[str, Any], float]] = []
         self._report_ready: Optional[asyncio.Event] = None
         self._drained = False  # the claim loop and the drain are over: the reporter may end
-        self._slot_free: Optional[asyncio.Event] = None
         self._started_at = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
         self.stats = {"completed": 0, "failed": 0, "lost": 0}
+
+    @property
+    def prefetching(self) -> int:
+        """Tasks held ahead of free handlers now: ``prefetch``, or under ``"auto"``
+        :func:`auto_prefetch`'s for the handlers' recent run time."""
+        if self.prefetch == "auto":
+            return auto_prefetch(self.concurrency, self._avg_run)
+        return self.prefetch  # type: ignore[return-value]
 
     # --- registration --------------------------------------------------------------------
     def task(self, kind: str, stage: Optional[str] = None) -> Callable[[Handler], Handler]:
@@ -238,6 +300,13 @@ class Worker:
         """Ask a running worker to stop gracefully (from the worker's event loop)."""
         if self._stopping is not None:
             self._stopping.set()
+            self._wake()
+
+    def _wake(self) -> None:
+        # Wakes every claim lane waiting (a handler ended, a claim found work, the stop).
+        if self._sleepers and self._wakeup is not None:
+            self._wakeup.set()
+            self._wakeup = asyncio.Event()
 
     async def run_async(self, install_signals: bool = False) -> None:
         """Run until :meth:`stop` (or a signal, with ``install_signals``)."""
@@ -248,11 +317,13 @@ class Worker:
             self.client = AsyncClient()
         self._stopping = asyncio.Event()
         self._report_ready = asyncio.Event()
-        self._slot_free = asyncio.Event()
+        self._wakeup = asyncio.Event()
+        self._sleepers = self._carriers = self._asked = 0
+        self._busy = False
         loop = asyncio.get_running_loop()
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self._stopping.set)
+                loop.add_signal_handler(sig, self.stop)
         self._drained = False
         background = [asyncio.ensure_future(c) for c in
                       (self._reporter(), self._heartbeats(), self._presence())]
@@ -275,30 +346,59 @@ class Worker:
                 await self.client.aclose()
 
     async def _claim_loop(self) -> None:
-        assert self._stopping is not None and self._slot_free is not None
         assert self._report_ready is not None
-        kinds, stages = self._kinds(), self._stages()
-        busy = False  # the last claim found tasks: the next asks at once, carrying reports
+        lanes = [asyncio.ensure_future(self._claim_lane(i == 0)) for i in range(self.claims)]
         try:
-            while not self._stopping.is_set():
-                free = self.concurrency + self.prefetch - len(self._running)
-                if free <= 0:
-                    self._carrier = False
+            await asyncio.gather(*lanes)
+        finally:
+            # One lane failing (an error other than the server's or the network's) ends them all.
+            for lane in lanes:
+                lane.cancel()
+            await asyncio.gather(*lanes, return_exceptions=True)
+            self._report_ready.set()
+
+    async def _claim_lane(self, first: bool) -> None:
+        # One claim loop. The first long-polls while the queue is empty; the others claim only
+        # while it has work and never wait.
+        assert self._stopping is not None and self._report_ready is not None
+        assert self._wakeup is not None
+        kinds, stages = self._kinds(), self._stages()
+        while not self._stopping.is_set():
+            room = self.concurrency + self.prefetching
+            share = max(1, -(-room // self.claims))
+            free = room - len(self._running) - self._asked
+            # The first lane alone asks for all the room when the queue was idle; with the
+            # queue busy every lane asks for its share, so a claim is answered while the
+            # others' tasks run.
+            limit = min(free, self.batch, room if first else share)
+            # The others wait until half a share is free: claims of a task or two cost a round
+            # trip each.
+            least = 1 if first else -(-min(share, self.batch) // 2)
+            if limit < least or (not first and not self._busy):
+                if self._carriers == 0:
                     self._report_ready.set()
-                    self._slot_free.clear()
-                    await self._wait_either(self._slot_free.wait())
-                    continue
-                # One round trip reports what finished and asks for more. Such a claim does
-                # not wait and is not given up at a stop, so its reports are never in doubt.
-                carried = self._reports[:self.max_report_batch]
-                del self._reports[:len(carried)]
-                waits = not busy and not carried
-                self._carrier = not waits
-                if waits:
-                    self._report_ready.set()
-                claim_id = str(uuid.uuid4())
+                wakeup = self._wakeup
+                self._sleepers += 1
+                try:
+                    await wakeup.wait()
+                finally:
+                    self._sleepers -= 1
+                continue
+            # One round trip reports what finished and asks for more. Such a claim does not
+            # wait and is not given up at a stop, so its reports are never in doubt.
+            carried = self._reports[:max(self.max_report_batch, self.batch)]
+            del self._reports[:len(carried)]
+            waits = first and not self._busy and not carried
+            if waits:
+                self._report_ready.set()
+            else:
+                self._carriers += 1
+            self._asked += limit
+            claim_id = str(uuid.uuid4())
+            given_up = False
+            try:
                 claim = asyncio.ensure_future(self.client.claim_with(
-                    self.queue, self.name, limit=min(free, self.batch), lease=self.lease,
+                    self.queue, self.name, limit=limit, lease=self.lease,
                     wait=self.wait if waits else "0s", kinds=kinds, stages=stages,
                     claim_id=claim_id, lean=not self.full_tasks,
                     complete=[i for w, i, _ in carried if w == "complete"],
@@ -307,44 +407,61 @@ class Worker:
                     stop = asyncio.ensure_future(self._stopping.wait())
                     done, _ = await asyncio.wait({claim, stop},
                                                  return_when=asyncio.FIRST_COMPLETED)
+                    stop.cancel()
                     if claim not in done:
-                        # Stopping mid-poll: the server may have claimed tasks for an answer
-                        # that will not be read. Released by the claim's id, they are
-                        # available again at once (docket finds them even if the release
-                        # overtakes the claim).
                         claim.cancel()
                         await asyncio.gather(claim, return_exceptions=True)
-                        await self._release_claim(claim_id)
-                        break
-                    stop.cancel()
+                        given_up = True
                 else:
                     await asyncio.wait({claim})
+            finally:
+                self._asked -= limit
+                if not waits:
+                    self._carriers -= 1
+                if self._carriers == 0:
+                    self._report_ready.set()
+                # The lanes waiting look again once this one yields: at the tasks it found
+                # (they may claim now) or at the room it asked for, free again (else, with room
+                # for one task, the first could wait on a claim that found nothing).
+                self._wake()
+            error: Optional[BaseException] = None
+            answer: Any = None
+            if not given_up:
                 try:
                     answer = claim.result()
                 except (DocketError, httpx.TransportError) as e:
-                    busy = False
-                    if carried:
-                        self._reports[:0] = carried
-                        self._carrier = False
-                        self._report_ready.set()
-                    if isinstance(e, RateLimited):
-                        await self._pause(e.retry_after or 1.0)
-                    else:
-                        log.warning("claim failed: %s", e)
-                        await self._pause(1.0)
-                    continue
-                for what in ("complete", "fail"):
-                    outcomes = answer.get("completed" if what == "complete" else "failed")
-                    if outcomes:
-                        self._settle(what, outcomes)
-                tasks = answer.get("lean") if answer.get("lean") is not None \
-                    else answer.get("tasks", [])
-                busy = bool(tasks)
-                for task in tasks:
-                    self._start(task)
-        finally:
-            self._carrier = False
-            self._report_ready.set()
+                    error = e
+            if given_up or error is not None:
+                self._busy = False
+                if carried:
+                    self._reports[:0] = carried
+                    self._report_ready.set()
+                if self._stopping.is_set():
+                    # Stopping mid-poll: the server may have claimed tasks for an answer that
+                    # will not be read. Released by the claim's id, they are available again
+                    # at once (docket finds them even if the release overtakes the claim).
+                    await self._release_claim(claim_id)
+                    break
+                if isinstance(error, RateLimited):
+                    await self._pause(error.retry_after or 1.0)
+                else:
+                    log.warning("claim failed: %s", error)
+                    await self._pause(1.0)
+                continue
+            for what in ("complete", "fail"):
+                outcomes = answer.get("completed" if what == "complete" else "failed")
+                if outcomes:
+                    self._settle(what, outcomes)
+            tasks = answer.get("lean") if answer.get("lean") is not None \
+                else answer.get("tasks", [])
+            self._busy = bool(tasks)
+            for task in tasks:
+                self._start(task)
+
+    def _ran(self, seconds: float) -> None:
+        # Folds a handler's run time into the moving average prefetch="auto" follows.
+        self._avg_run = seconds if self._avg_run is None else \
+            self._avg_run + (seconds - self._avg_run) * 0.1
 
     def _settle(self, what: str, outcomes: List[Dict[str, Any]]) -> None:
         # Counts reports answered (one outcome per item) and warns of those not ok.
@@ -396,16 +513,25 @@ class Worker:
             if run.job.cancelled.is_set():  # docket took it back while it waited here
                 run.done = True
                 self._running.pop(run.job.id, None)
+                self._wake()
                 continue
             run.started = True
             self._executing += 1
             handler = self._handler_for(run.job.task)
             timeout = max(0.0, run.deadline - time.monotonic())
-            run.handler_task = asyncio.ensure_future(self._run_handler(run.job, handler, timeout))
+            run.handler_task = asyncio.ensure_future(self._run_handler(run, handler, timeout))
             run.handler_task.add_done_callback(lambda t, run=run: self._finished(run, t))
 
-    async def _run_handler(self, job: Job, handler: Optional[Handler], timeout: float
+    async def _run_handler(self, run: _Running, handler: Optional[Handler], timeout: float
                            ) -> Tuple[str, Dict[str, Any]]:
+        began = time.perf_counter()
+        try:
+            return await self._call_handler(run.job, handler, timeout)
+        finally:
+            run.ran_for = time.perf_counter() - began
+
+    async def _call_handler(self, job: Job, handler: Optional[Handler], timeout: float
+                            ) -> Tuple[str, Dict[str, Any]]:
         if handler is None:
             return "fail", {"error": f"no handler for kind {job.kind!r} stage {job.stage!r}"}
         try:
@@ -442,10 +568,12 @@ class Worker:
         self._running.pop(run.job.id, None)
         self._executing -= 1
         self._pump()
-        assert self._slot_free is not None and self._report_ready is not None
-        self._slot_free.set()
+        self._wake()
+        assert self._report_ready is not None
         if t.cancelled():
             return  # cancelled by docket (heartbeat answer) or handed back on stop
+        if run.ran_for is not None:  # every outcome but a cancellation: timeouts, failures too
+            self._ran(run.ran_for)
         exc = t.exception()
         if exc is not None:
             what, item = "fail", {"error": _error_text(exc)}
@@ -463,7 +591,7 @@ class Worker:
             # The state is read before waiting, never after a wake-up alone: two wake-ups that
             # came together are one, and a stop that came while a batch was out used to leave
             # this waiting for a third that never came (the stop did not end).
-            if self._reports and not (self._carrier and not self._drained):
+            if self._reports and not (self._carriers > 0 and not self._drained):
                 batch, self._reports = self._reports[:self.max_report_batch], \
                     self._reports[self.max_report_batch:]
                 await self._deliver(batch)
@@ -633,4 +761,5 @@ def _error_text(e: BaseException) -> str:
     return text[:64_000]
 
 
-__all__ = ["Worker", "Job", "Retry", "Permanent", "NextStage"]
+__all__ = ["Worker", "Job", "Retry", "Permanent", "NextStage", "auto_prefetch",
+           "PREFETCH_AUTO_WAIT", "PREFETCH_AUTO_MAX"]
