@@ -1239,9 +1239,11 @@ async fn drain_moves_tasks_and_stops_claiming(db: Db) {
     node2.close().await;
 }
 
-/// The maintenance job `rotate` turns the ring of task slots (PostgreSQL) once per
-/// `rotate_interval` of the engine's clock, and a task the fourth turn finds still waiting
-/// moves to slot 0, claimable as before. Elsewhere it does nothing.
+/// The maintenance job `rotate` turns the ring of task slots (PostgreSQL) at most once per
+/// `rotate_interval` of the engine's clock and, while the slots fill slowly (under
+/// `rotate_min_fill_bytes`, 8 MiB), once per `rotate_idle_interval` (60 s): a turn pauses claims
+/// for a moment. A task the fourth turn finds still waiting moves to slot 0, claimable as
+/// before. Elsewhere it does nothing.
 async fn rotate_turns_the_ring_every_interval(db: Db) {
     let t0 = chrono::Utc.with_ymd_and_hms(2030, 6, 1, 0, 0, 0).unwrap();
     let clock = ManualClock::new(t0);
@@ -1251,6 +1253,8 @@ async fn rotate_turns_the_ring_every_interval(db: Db) {
         .enqueue_many(vec![NewTask::new("waits", json!(1))])
         .await
         .unwrap();
+    // The first call turns (the ring never turned on this clock); the next ones, a second
+    // apart, find the slot being filled nearly empty: no turn, nothing moved.
     let mut moved = vec![];
     for _ in 0..4 {
         moved.push(maintenance::rotate(&e, clock.now()).await.unwrap());
@@ -1258,7 +1262,15 @@ async fn rotate_turns_the_ring_every_interval(db: Db) {
         assert_eq!(maintenance::rotate(&e, clock.now()).await.unwrap(), 0);
         clock.advance(Duration::from_secs(1));
     }
-    assert_eq!(moved, if pg { vec![0, 0, 0, 1] } else { vec![0; 4] });
+    assert_eq!(moved, vec![0; 4]);
+    // A minute apart the ring turns anyway: the third of these turns is its fourth, which
+    // empties the slot the task went into. (Turning every second, it would have moved above.)
+    let mut moved = vec![];
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(60));
+        moved.push(maintenance::rotate(&e, clock.now()).await.unwrap());
+    }
+    assert_eq!(moved, if pg { vec![0, 0, 1] } else { vec![0; 3] });
     let never = CancellationToken::new();
     let c = e
         .claim(&Claim::new("default", "w", 5), &never)

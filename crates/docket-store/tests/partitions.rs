@@ -221,6 +221,8 @@ async fn turn(s: &dyn Store, lock_timeout_ms: u64) -> Rotation {
     s.task_rotate(TaskRotateParams {
         now: chrono::Utc::now(),
         every: Duration::ZERO,
+        min_fill_bytes: 0,
+        idle_every: Duration::ZERO,
         lock_timeout: Duration::from_millis(lock_timeout_ms),
         batch: 1000,
         most_moved: i64::MAX,

@@ -218,9 +218,10 @@ pub struct ServeArgs {
     /// How often expired leases are rescued.
     #[arg(long, value_parser = parse_duration)]
     pub rescue_interval: Option<Duration>,
-    /// PostgreSQL: how often the ring of task slots turns; dead tuples of finished tasks live
-    /// about four turns, even while a snapshot is held open. MySQL/MariaDB: how often finished
-    /// tasks move to docket_tasks_done [1s].
+    /// PostgreSQL: the shortest time between turns of the ring of task slots (a slot filling
+    /// slower than 8 MiB per turn waits a minute); dead tuples of finished tasks live about four
+    /// turns, even while a snapshot is held open. MySQL/MariaDB: how often finished tasks move
+    /// to docket_tasks_done [1s].
     #[arg(long, value_parser = parse_duration)]
     pub rotate_interval: Option<Duration>,
     /// Delivered process notifications are deleted after this [7d].

@@ -72,6 +72,8 @@ pub async fn rotate(engine: &Engine, now: Timestamp) -> Result<u64, EngineError>
             // The job runs every rotate_interval on each node; a little slack so that a turn
             // due a millisecond later is not put off by a whole interval.
             every: c.rotate_interval.mul_f64(0.9),
+            min_fill_bytes: c.rotate_min_fill_bytes,
+            idle_every: c.rotate_idle_interval.mul_f64(0.9),
             lock_timeout: c.rotate_lock_timeout,
             batch: engine.config.maintenance_batch,
             most_moved,

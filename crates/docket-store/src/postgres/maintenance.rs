@@ -42,6 +42,18 @@ impl crate::driver::MaintenanceDriver for PgStore {
         if rotated_at.is_some_and(|t| p.now < docket_core::time::add(t, p.every)) {
             return Ok(Rotation::NotDue);
         }
+        if p.min_fill_bytes > 0
+            && rotated_at.is_some_and(|t| p.now < docket_core::time::add(t, p.idle_every))
+        {
+            let filling = format!("docket_tasks_live_{current}");
+            let size: i64 = sqlx::query_scalar("SELECT pg_relation_size($1::regclass)")
+                .bind(&filling)
+                .fetch_one(&self.pool)
+                .await?;
+            if size < p.min_fill_bytes {
+                return Ok(Rotation::NotDue);
+            }
+        }
         let next = current % SLOTS + 1;
         // The leaf is named, not reached through the parent: TRUNCATE and LOCK need it, and a
         // statement on the parent would lock every slot.

@@ -9,6 +9,8 @@ pub(super) async fn tasks_survive_the_ring_turning(b: Bundle) {
     let turn = |now: Timestamp, every: Duration| TaskRotateParams {
         now,
         every,
+        min_fill_bytes: 0,
+        idle_every: Duration::ZERO,
         lock_timeout: Duration::from_secs(5),
         batch: 2,
         most_moved: i64::MAX,
@@ -65,6 +67,17 @@ pub(super) async fn tasks_survive_the_ring_turning(b: Bundle) {
         // A turn younger than `every` is not due.
         let r = s.task_rotate(turn(t0() + secs(5), Duration::from_secs(60)));
         assert_eq!(r.await.unwrap(), Rotation::NotDue);
+        // A slot filling slowly (far fewer bytes than asked for) waits for `idle_every`, then
+        // the ring turns whatever the slot holds.
+        let quiet = |now: Timestamp, idle_every: Duration| TaskRotateParams {
+            min_fill_bytes: i64::MAX,
+            idle_every,
+            ..turn(now, Duration::ZERO)
+        };
+        let r = s.task_rotate(quiet(t0() + secs(5), Duration::from_secs(60)));
+        assert_eq!(r.await.unwrap(), Rotation::NotDue);
+        let r = s.task_rotate(quiet(t0() + secs(5), Duration::from_secs(1)));
+        assert!(matches!(r.await.unwrap(), Rotation::Turned { .. }));
     }
     for id in &ids {
         assert!(s.task_get(*id).await.unwrap().is_some(), "task {id} lost");

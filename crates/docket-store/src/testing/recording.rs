@@ -55,6 +55,8 @@ impl Recording {
                 .task_rotate(TaskRotateParams {
                     now: chrono::Utc::now(),
                     every: Duration::ZERO,
+                    min_fill_bytes: 0,
+                    idle_every: Duration::ZERO,
                     lock_timeout: Duration::from_secs(5),
                     batch: 1000,
                     most_moved: i64::MAX,

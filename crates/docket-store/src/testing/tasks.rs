@@ -863,6 +863,8 @@ pub(super) async fn finished_tasks_leave_the_hot_table(b: Bundle) {
         s.task_rotate(TaskRotateParams {
             now: t0() + secs(2),
             every: Duration::ZERO,
+            min_fill_bytes: 0,
+            idle_every: Duration::ZERO,
             lock_timeout: Duration::from_secs(5),
             batch: 2,
             most_moved: i64::MAX,

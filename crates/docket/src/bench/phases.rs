@@ -202,6 +202,14 @@ pub(super) fn engine_for(store: Database) -> Engine {
     {
         cfg.rotate_interval = d;
     }
+    // Bytes the slot being filled must hold before the ring turns within a minute (0: every
+    // interval, as before issue 40's change), for A/B runs.
+    if let Some(b) = std::env::var("DOCKET_BENCH_ROTATE_MIN_FILL")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        cfg.rotate_min_fill_bytes = b;
+    }
     Engine::new(store, Arc::new(SystemClock), cfg)
 }
 
