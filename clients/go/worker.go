@@ -174,6 +174,12 @@ type WorkerOptions struct {
 	ShutdownGrace  time.Duration // time tasks in hand get on stop [30s]
 	ReportInterval time.Duration // reports to /v1/workers [10s; negative: none]
 	Logger         *log.Logger   // [log.Default()]
+	// WorkflowQueue is the queue of the workflows registered with Workflow ["workflows"];
+	// the worker claims it with its own claims (the same options, WorkflowConcurrency runs at
+	// once).
+	WorkflowQueue string
+	// WorkflowConcurrency: workflow executions at once [Concurrency].
+	WorkflowConcurrency int
 }
 
 // maxReportBatch is the most reports per batched complete/fail; a claim carries up to
@@ -188,6 +194,8 @@ const maxReportBatch = 500
 // free, the stop) the reporter sends them on their own.
 type Worker struct {
 	o        WorkerOptions
+	given    WorkerOptions // as NewWorker got them (the workflow worker starts from them)
+	wf       *Worker       // claims and runs the workflow queue (Workflow), nil without workflows
 	handlers map[string]Handler
 	mu       sync.Mutex
 	running  map[int64]*running // held: waiting in buffer or executing
@@ -241,6 +249,7 @@ type report struct {
 
 // NewWorker makes a worker; it fails only when the default client cannot be made.
 func NewWorker(o WorkerOptions) (*Worker, error) {
+	given := o
 	if o.Client == nil {
 		c, err := NewClient(Options{})
 		if err != nil {
@@ -288,7 +297,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		host, _ := os.Hostname()
 		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	return &Worker{o: o, handlers: map[string]Handler{}, running: map[int64]*running{},
+	return &Worker{o: o, given: given, handlers: map[string]Handler{}, running: map[int64]*running{},
 		wake: make(chan struct{}), reportReady: make(chan struct{}, 1)}, nil
 }
 
@@ -398,7 +407,20 @@ func (w *Worker) handlerFor(t *Task) Handler {
 // claim_id: what it took is available again at once, no attempt counted), held tasks not
 // started are released the same way, the running ones get ShutdownGrace to finish, the rest
 // are handed back (failed with retry_in 0, so they run again at once), every report is sent.
+//
+// With workflows registered (Workflow), the workflow queue is claimed and worked alongside, and
+// stopped the same way; the presence reports (ReportInterval) are the task queue's, or the
+// workflow queue's when no handler is registered.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.wf != nil {
+		if len(w.handlers) == 0 {
+			return w.wf.Run(ctx)
+		}
+		w.wf.o.ReportInterval = -1
+		done := make(chan error, 1)
+		go func() { done <- w.wf.Run(ctx) }()
+		defer func() { <-done }()
+	}
 	if len(w.handlers) == 0 {
 		return errors.New("docket: no handler registered")
 	}
@@ -683,16 +705,19 @@ func (w *Worker) execute(ctx context.Context, run *running, timeout time.Duratio
 		out = outcome{err: ctx.Err()}
 	}
 	took := time.Since(began)
-	// skip: docket took the task back or the stop handed it back: nothing to report.
+	// skip: docket took the task back or the stop handed it back: nothing to report. handled:
+	// a workflow execution reported itself to docket (finish, suspend), or stopped quietly.
+	handled := errors.Is(out.err, errWorkflowHandled)
 	run.mu.Lock()
-	skip := run.lost || run.handedOff
-	run.reported = !skip
+	gone := run.lost || run.handedOff
+	skip := gone || handled
+	run.reported = handled || !skip
 	leaseEnd := run.leaseEnd
 	run.mu.Unlock()
 	w.mu.Lock()
 	delete(w.running, job.ID())
 	w.exec--
-	if !skip { // an outcome, a timeout or a failure: the pace automatic prefetch follows
+	if !gone { // an outcome, a timeout or a failure: the pace automatic prefetch follows
 		w.ran(took)
 	}
 	w.wakeLanes()
