@@ -4,10 +4,15 @@
   schedules, processes, events, tokens);
 - :class:`Worker` — handlers per kind (``@worker.task("kind")``), batched claims and reports,
   heartbeats, timeouts, cancellation, graceful stop;
-- :class:`Processor` — ``init``/``call``/``repair``/``timeout`` handlers for durable processes.
+- :class:`Processor` — ``init``/``call``/``repair``/``timeout`` handlers for durable processes;
+- durable functions — ``@worker.workflow("name")`` functions with a :class:`WorkflowContext`
+  (``ctx.step``, ``ctx.sleep``, ``ctx.wait_for_event``, ``ctx.start_child``…), runs started
+  with ``client.start_workflow`` (:mod:`docket_client.durable`).
 """
 from . import models
 from .client import TASK_OPTIONS, AsyncClient, Client, task_spec
+from .durable import (ChildFailed, ChildHandle, NonDeterminismError, StepFailed,
+                      SyncChildHandle, SyncWorkflowContext, WorkflowContext, WorkflowRefused)
 from .durations import format_duration, parse_duration
 from .errors import (Conflict, DocketError, Forbidden, InvalidRequest, NotFound, RateLimited,
                      ServerError, Unauthenticated)
@@ -24,5 +29,7 @@ __all__ = [
     "InvalidRequest", "ServerError", "Worker", "Job", "Retry", "Permanent", "NextStage",
     "auto_prefetch", "PREFETCH_AUTO_WAIT", "PREFETCH_AUTO_MAX",
     "Processor", "Request", "Result", "ProcessorFailure", "timer", "timer_at", "UNSET_TIMER",
+    "WorkflowContext", "SyncWorkflowContext", "ChildHandle", "SyncChildHandle", "StepFailed",
+    "ChildFailed", "NonDeterminismError", "WorkflowRefused",
     "models",
 ]

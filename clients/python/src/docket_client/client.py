@@ -361,18 +361,117 @@ class _Api:
         body = _drop_none(dict(tasks=tasks, workflows=workflows))
         return self._call("POST", f"/v1/workflows/{int(workflow_id)}/tasks", body)
 
-    def retry_workflow(self, workflow_id: int) -> Any:
-        """``POST /v1/workflows/{id}/retry``: discarded and cancelled tasks run again, those with
+    def retry_workflow(self, workflow_id: Union[int, str]) -> Any:
+        """A run id (``str``): :meth:`retry_workflow_run`. A task workflow's id (``int``):
+        ``POST /v1/workflows/{id}/retry``: discarded and cancelled tasks run again, those with
         dependencies once these complete; callbacks fire again when it next finishes."""
+        if isinstance(workflow_id, str):
+            return self.retry_workflow_run(workflow_id)
         return self._call("POST", f"/v1/workflows/{int(workflow_id)}/retry")
 
     def get_workflow(self, workflow_id: int) -> Any:
         """``GET /v1/workflows/{id}``: its batch and each task's ref, state and edges."""
         return self._call("GET", f"/v1/workflows/{int(workflow_id)}")
 
-    def cancel_workflow(self, workflow_id: int) -> Any:
-        """``POST /v1/workflows/{id}/cancel``: cancels every unfinished task."""
+    def cancel_workflow(self, workflow_id: Union[int, str]) -> Any:
+        """A run id (``str``): :meth:`cancel_workflow_run`. A task workflow's id (``int``):
+        ``POST /v1/workflows/{id}/cancel``: cancels every unfinished task."""
+        if isinstance(workflow_id, str):
+            return self.cancel_workflow_run(workflow_id)
         return self._call("POST", f"/v1/workflows/{int(workflow_id)}/cancel")
+
+    # --- durable functions (workflow runs) ---------------------------------------------
+    def start_workflow(self, workflow: str, input: Json = None,  # noqa: A002
+                       id: Optional[str] = None, queue: Optional[str] = None,  # noqa: A002
+                       priority: Optional[int] = None, max_attempts: Optional[int] = None,
+                       timeout: Optional[Duration] = None) -> Any:
+        """``POST /v1/workflow-runs``: start a run of ``workflow`` (a function registered in a
+        worker with ``@worker.workflow(name)``) → the ``Run``, with ``created`` (false when a
+        run with this ``id`` existed: that run is answered, nothing started). ``queue``
+        [``"workflows"``], ``max_attempts``: how often its task may crash or time out and be
+        replayed [25]; ``timeout``: one worker's time on it without a report [the queue's]."""
+        body = _drop_none(dict(workflow=workflow, input=input, id=id, queue=queue,
+                               priority=priority, max_attempts=max_attempts,
+                               timeout=_dur(timeout)))
+        body["input"] = input
+        return self._call("POST", "/v1/workflow-runs", body,
+                          then=lambda r: dict(r["run"], created=r["created"]))
+
+    def workflow_run(self, run_id: str) -> Any:
+        """``GET /v1/workflow-runs/{id}`` → the ``Run`` (``NotFound`` when there is none)."""
+        return self._call("GET", f"/v1/workflow-runs/{_seg(run_id)}")
+
+    def workflow_result(self, run_id: str, wait: Optional[Duration] = 30) -> Any:
+        """``GET /v1/workflow-runs/{id}/result?wait=``: the ``Run`` once it finished or after
+        ``wait`` (≤ 60 s), whichever comes first — check its ``state`` (``completed``:
+        ``result``; ``failed``/``cancelled``: ``error``)."""
+        params = _drop_none(dict(wait=_dur(wait)))
+        return self._call("GET", f"/v1/workflow-runs/{_seg(run_id)}/result", params=params)
+
+    def workflow_steps(self, run_id: str) -> Any:
+        """``GET /v1/workflow-runs/{id}/steps`` → the run's journal: entries by ``seq``
+        (``kind``, ``name``, ``state``, ``output``, ``error``, ``attempts``, ``child_id``,
+        ``started_at``, ``finished_at``, ``wake_at``)."""
+        return self._call("GET", f"/v1/workflow-runs/{_seg(run_id)}/steps",
+                          then=lambda r: r["steps"])
+
+    def send_event(self, run_id: str, name: str, payload: Json = None) -> Any:
+        """``POST /v1/workflow-runs/{id}/events`` → ``{"id", "delivered"}`` (``delivered``: the
+        run was waiting for it and was woken; else it waits in the run's mailbox for a
+        ``ctx.wait_for_event(name)``). A finished run: ``Conflict`` ``run_finished``."""
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/events",
+                          {"name": name, "payload": payload})
+
+    def cancel_workflow_run(self, run_id: str) -> Any:
+        """``POST /v1/workflow-runs/{id}/cancel`` → the ``Run``, cancelled with its unfinished
+        children (a worker running it stops at its next call to docket)."""
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/cancel")
+
+    def retry_workflow_run(self, run_id: str) -> Any:
+        """``POST /v1/workflow-runs/{id}/retry`` → the ``Run``: a failed or cancelled run runs
+        again, replaying its journal (a non-determinism error: once the code is fixed)."""
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/retry")
+
+    def list_workflow_runs(self, workflow: Optional[str] = None, state: Optional[str] = None,
+                           parent_id: Optional[str] = None,
+                           created_after: Optional[Time] = None,
+                           created_before: Optional[Time] = None,
+                           limit: Optional[int] = None) -> Any:
+        """``GET /v1/workflow-runs`` → runs, newest first (≤ ``limit``, 1..=1000 [100]); the next
+        page: ``created_before=`` the last one's ``created_at``."""
+        params = _drop_none(dict(workflow=workflow, state=state, parent_id=parent_id,
+                                 created_after=None if created_after is None
+                                 else _time(created_after),
+                                 created_before=None if created_before is None
+                                 else _time(created_before), limit=limit))
+        return self._call("GET", "/v1/workflow-runs", params=params, then=lambda r: r["runs"])
+
+    # The worker's side of a run (docket_client.Worker does these; by hand for other runtimes).
+    def workflow_resume(self, run_id: str, lease: str) -> Any:
+        """``POST /v1/workflow-runs/{id}/resume`` → ``{"run", "steps", "now"}``."""
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/resume", {"lease": lease})
+
+    def workflow_record(self, run_id: str, lease: str, steps: Sequence[Dict[str, Any]]) -> Any:
+        """``POST /v1/workflow-runs/{id}/steps`` → ``{"recorded": n}``."""
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/steps",
+                          {"lease": lease, "steps": list(steps)})
+
+    def workflow_suspend(self, run_id: str, lease: str, wait: Dict[str, Any],
+                         steps: Sequence[Dict[str, Any]] = ()) -> Any:
+        """``POST /v1/workflow-runs/{id}/suspend`` → ``{"outcome", "payload"?, "entry"}``."""
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/suspend",
+                          {"lease": lease, "steps": list(steps), "wait": wait})
+
+    def workflow_finish(self, run_id: str, lease: str, result: Json = None,
+                        error: Optional[str] = None,
+                        steps: Sequence[Dict[str, Any]] = ()) -> Any:
+        """``POST /v1/workflow-runs/{id}/finish`` (``result``, or ``error``) → ``{"run"}``."""
+        body: Dict[str, Any] = {"lease": lease, "steps": list(steps)}
+        if error is not None:
+            body["error"] = error
+        else:
+            body["result"] = result
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/finish", body)
 
     # --- schedules ---------------------------------------------------------------------
     def put_schedule(self, name: str, task: Dict[str, Any], every: Optional[Duration] = None,

@@ -47,6 +47,7 @@ from typing import (Any, Awaitable, Callable, Dict, List, Literal, Optional, Seq
 import httpx
 
 from .client import AsyncClient
+from .durable import WorkflowFn, run_workflow
 from .durations import Duration, format_duration, parse_duration
 from .errors import Conflict, DocketError, NotFound, RateLimited
 
@@ -177,6 +178,7 @@ class _Running:
     done: bool = False
     started: bool = False
     ran_for: Optional[float] = None  # seconds the handler ran (set when it ends)
+    workflow: bool = False   # a run's task: docket ends it (finish/suspend), never a report
 
 
 class Worker:
@@ -207,13 +209,13 @@ class Worker:
     during a long poll, with every handler busy and at the stop it is sent on its own.
     """
 
-    def __init__(self, client: Optional[AsyncClient] = None, queue: str = "default",
+    def __init__(self, client: Optional[AsyncClient] = None, queue: Optional[str] = None,
                  concurrency: int = 10, name: Optional[str] = None, batch: Optional[int] = None,
                  prefetch: Union[int, Literal["auto"]] = "auto",
                  wait: Duration = "10s", lease: Optional[Duration] = None,
                  shutdown_grace: float = 30.0, report_interval: float = 10.0,
                  max_report_batch: int = 500, full_tasks: bool = False,
-                 claims: int = 2) -> None:
+                 claims: int = 2, workflows: Optional[Dict[str, WorkflowFn]] = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not (isinstance(prefetch, str) and prefetch == "auto") and not (
@@ -221,7 +223,7 @@ class Worker:
                 and prefetch >= 0):
             raise ValueError(f'prefetch must be "auto" or a whole number ≥ 0, not {prefetch!r}')
         self.client = client
-        self.queue = queue
+        self._queue = queue
         self.concurrency = concurrency
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         #: ``"auto"`` or the number of tasks held ahead (see :attr:`prefetching`).
@@ -251,13 +253,32 @@ class Worker:
         self._wakeup: Optional[asyncio.Event] = None
         self._sleepers = 0
         self._handlers: Dict[Tuple[str, Optional[str]], Handler] = {}
+        self._workflows: Dict[str, WorkflowFn] = {}
+        for wf_name, wf_fn in (workflows or {}).items():
+            self.handle_workflow(wf_name, wf_fn)
+        self._wf_executor: Any = None  # threads for sync workflow functions
         self._running: Dict[int, _Running] = {}
         self._stopping: Optional[asyncio.Event] = None  # made in run_async (needs a loop)
         self._reports: List[Tuple[str, Dict[str, Any], float]] = []
         self._report_ready: Optional[asyncio.Event] = None
         self._drained = False  # the claim loop and the drain are over: the reporter may end
         self._started_at = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-        self.stats = {"completed": 0, "failed": 0, "lost": 0}
+        self.stats = {"completed": 0, "failed": 0, "lost": 0,
+                      # workflow executions: ended the run, handed back to wait, stopped (the
+                      # task was no longer this worker's: lease lost, run cancelled, stop)
+                      "finished": 0, "suspended": 0, "stopped": 0}
+
+    @property
+    def queue(self) -> str:
+        """The queue claimed: as given, else ``"workflows"`` for a worker of workflows only
+        (docket's queue for runs that name none), else ``"default"``."""
+        if self._queue is not None:
+            return self._queue
+        return "workflows" if self._workflows and not self._handlers else "default"
+
+    @queue.setter
+    def queue(self, value: str) -> None:
+        self._queue = value
 
     @property
     def prefetching(self) -> int:
@@ -277,12 +298,36 @@ class Worker:
 
     def handle(self, kind: str, fn: Handler, stage: Optional[str] = None) -> None:
         """Register ``fn`` for ``kind`` (and ``stage``). Sync functions run in a thread."""
+        if kind in self._workflows:
+            raise ValueError(f"{kind!r} is a workflow of this worker already")
         self._handlers[(kind, stage)] = fn
 
+    def workflow(self, name: Union[str, WorkflowFn, None] = None
+                 ) -> Any:
+        """Decorator: the function is the workflow ``name`` (default: the function's name),
+        ``def fn(ctx, input)`` or ``async def`` (see :mod:`docket_client.durable`). Its runs'
+        tasks (kind = ``name``) are claimed from this worker's queue."""
+        if callable(name):
+            self.handle_workflow(name.__name__, name)
+            return name
+
+        def register(fn: WorkflowFn) -> WorkflowFn:
+            self.handle_workflow(name or fn.__name__, fn)  # type: ignore[arg-type]
+            return fn
+        return register
+
+    def handle_workflow(self, name: str, fn: WorkflowFn) -> None:
+        """Register ``fn`` as the workflow ``name``."""
+        if any(k == name for k, _ in self._handlers):
+            raise ValueError(f"{name!r} is a task kind of this worker already")
+        self._workflows[name] = fn
+
     def _kinds(self) -> List[str]:
-        return sorted({k for k, _ in self._handlers})
+        return sorted({k for k, _ in self._handlers} | set(self._workflows))
 
     def _stages(self) -> Optional[List[str]]:
+        if self._workflows:
+            return None  # a run's task has no stage at first, then "resume"
         stages = {s for _, s in self._handlers}
         # One handler without a stage takes every stage of its kind.
         return None if None in stages else sorted(s for s in stages if s is not None)
@@ -310,8 +355,13 @@ class Worker:
 
     async def run_async(self, install_signals: bool = False) -> None:
         """Run until :meth:`stop` (or a signal, with ``install_signals``)."""
-        if not self._handlers:
-            raise ValueError("no handler registered")
+        if not self._handlers and not self._workflows:
+            raise ValueError("no handler or workflow registered")
+        if any(not inspect.iscoroutinefunction(f) for f in self._workflows.values()) \
+                and self._wf_executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._wf_executor = ThreadPoolExecutor(max_workers=self.concurrency,
+                                                   thread_name_prefix="docket-workflow")
         own_client = self.client is None
         if own_client:
             self.client = AsyncClient()
@@ -342,6 +392,9 @@ class Worker:
             if install_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
+            if self._wf_executor is not None:
+                self._wf_executor.shutdown(wait=False)
+                self._wf_executor = None
             if own_client:
                 await self.client.aclose()
 
@@ -517,9 +570,15 @@ class Worker:
                 continue
             run.started = True
             self._executing += 1
-            handler = self._handler_for(run.job.task)
             timeout = max(0.0, run.deadline - time.monotonic())
-            run.handler_task = asyncio.ensure_future(self._run_handler(run, handler, timeout))
+            wf = self._workflows.get(run.job.kind)
+            if wf is not None:
+                run.workflow = True
+                run.handler_task = asyncio.ensure_future(self._run_workflow(run, wf, timeout))
+            else:
+                handler = self._handler_for(run.job.task)
+                run.handler_task = asyncio.ensure_future(
+                    self._run_handler(run, handler, timeout))
             run.handler_task.add_done_callback(lambda t, run=run: self._finished(run, t))
 
     async def _run_handler(self, run: _Running, handler: Optional[Handler], timeout: float
@@ -529,6 +588,23 @@ class Worker:
             return await self._call_handler(run.job, handler, timeout)
         finally:
             run.ran_for = time.perf_counter() - began
+
+    async def _run_workflow(self, run: _Running, fn: WorkflowFn, timeout: float
+                            ) -> Tuple[str, Dict[str, Any]]:
+        # docket ends a run's task itself (finish, suspend): nothing is reported, but a
+        # timeout hands it back (the next attempt replays).
+        began = time.perf_counter()
+        try:
+            what = await asyncio.wait_for(run_workflow(
+                self.client, fn, run.job.task, job=run.job, lease_end=lambda: run.lease_end,
+                executor=self._wf_executor), timeout)
+        except asyncio.TimeoutError:
+            return "fail", {"error": f"timeout: the workflow ran past the task's timeout "
+                                     f"({run.job.task.get('timeout')})"}
+        finally:
+            run.ran_for = time.perf_counter() - began
+        self.stats[what] += 1
+        return "", {}
 
     async def _call_handler(self, job: Job, handler: Optional[Handler], timeout: float
                             ) -> Tuple[str, Dict[str, Any]]:
@@ -576,9 +652,14 @@ class Worker:
             self._ran(run.ran_for)
         exc = t.exception()
         if exc is not None:
+            if run.workflow:
+                log.error("task %s: the workflow's execution failed: %s", run.job.id,
+                          _error_text(exc))
             what, item = "fail", {"error": _error_text(exc)}
         else:
             what, item = t.result()
+            if not what:
+                return  # a workflow execution: docket ended the task (or took it back)
         item["id"], item["lease"] = run.job.id, run.job.lease
         if what == "fail":
             item["worker"] = self.name
