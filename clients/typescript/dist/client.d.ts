@@ -1,6 +1,7 @@
 import { type Duration } from "./durations.js";
 import { DocketError } from "./errors.js";
 import type { components } from "./schema.js";
+import type { JournalEntry, WorkflowRun } from "./durable.js";
 export type Schemas = components["schemas"];
 export type Task = Schemas["Task"] & {
     version?: string | null;
@@ -192,12 +193,65 @@ export declare class Client {
     createWorkflow(spec: Schemas["NewWorkflow"]): Promise<Schemas["WorkflowCreated"]>;
     /** `GET /v1/workflows/{id}`: its batch and each task's ref, state and edges. */
     getWorkflow(id: number): Promise<Schemas["Workflow"]>;
-    /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
+    /**
+     * A workflow run's id (a string): `POST /v1/workflow-runs/{id}/cancel` → the run, cancelled
+     * with its unfinished children. A task workflow's id (a number): `POST /v1/workflows/{id}/cancel`,
+     * every unfinished task cancelled.
+     */
+    cancelWorkflow(id: string): Promise<WorkflowRun>;
     cancelWorkflow(id: number): Promise<Schemas["Workflow"]>;
     /** `POST /v1/workflows/{id}/tasks`: tasks (and sub-workflows) added at run time; `depends_on` may name the workflow's refs. */
     addToWorkflow(id: number, add: Schemas["WorkflowAddition"]): Promise<Schemas["WorkflowCreated"]>;
-    /** `POST /v1/workflows/{id}/retry`: discarded and cancelled tasks run again, those with dependencies once these complete. */
+    /**
+     * A workflow run's id (a string): `POST /v1/workflow-runs/{id}/retry` → the run: a failed or
+     * cancelled run runs again (replaying its journal). A task workflow's id (a number):
+     * `POST /v1/workflows/{id}/retry`, discarded and cancelled tasks run again, those with
+     * dependencies once these complete.
+     */
+    retryWorkflow(id: string): Promise<WorkflowRun>;
     retryWorkflow(id: number): Promise<Schemas["Workflow"]>;
+    /**
+     * `POST /v1/workflow-runs`: a run of workflow `name` with `input` (any JSON) → the run, with
+     * `created` false when a run of that `id` existed already (that run; `conflict` when it is
+     * another workflow's). `maxAttempts`: how often its task may crash or time out [25].
+     */
+    startWorkflow(name: string, input?: unknown, o?: {
+        id?: string;
+        queue?: string;
+        priority?: number;
+        maxAttempts?: number;
+    }): Promise<WorkflowRun & {
+        created: boolean;
+    }>;
+    /** `GET /v1/workflow-runs/{id}` → the run (`not_found` when there is none). */
+    workflowRun(id: string): Promise<WorkflowRun>;
+    /**
+     * `GET /v1/workflow-runs/{id}/result?wait=` → the run once it finished, or when `wait` passed
+     * [30 s; at most 60 s] — check its `state` (`completed`: `result`; `failed`/`cancelled`: `error`).
+     */
+    workflowResult(id: string, o?: {
+        wait?: Duration;
+    }): Promise<WorkflowRun>;
+    /** `GET /v1/workflow-runs/{id}/steps` → its journal. */
+    workflowSteps(id: string): Promise<JournalEntry[]>;
+    /**
+     * `POST /v1/workflow-runs/{id}/events`: event `name` (not starting with `docket:`) with
+     * `payload` for the run → `{id, delivered}` (delivered: the run was waiting for it and was
+     * woken; else it waits in the run's mailbox for a wait of that name). `run_finished` once the run ended.
+     */
+    sendEvent(runId: string, name: string, payload?: unknown): Promise<{
+        id: number;
+        delivered: boolean;
+    }>;
+    /** `GET /v1/workflow-runs` → runs, newest first, by `workflow`, `state`, `parentId`, creation time. */
+    listWorkflowRuns(f?: {
+        workflow?: string;
+        state?: string;
+        parentId?: string;
+        createdAfter?: string | Date;
+        createdBefore?: string | Date;
+        limit?: number;
+    }): Promise<WorkflowRun[]>;
     /** `PUT /v1/rate-limits/{name}` (admin): `kind` window | bucket (with `period`) | concurrent. */
     putRateLimit(name: string, spec: Schemas["RateLimitSpec"]): Promise<Schemas["RateLimit"]>;
     /** `GET /v1/rate-limits/{name}`: with `keys`, `admitted`, `delayed`, `blocked`. */

@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
-import { formatDuration } from "./durations.js";
+import { formatDuration, parseDuration } from "./durations.js";
 import { DocketError, errorFor } from "./errors.js";
 const iso = (t) => (t instanceof Date ? t.toISOString() : t);
 const seg = (s) => encodeURIComponent(String(s));
@@ -274,12 +274,63 @@ export class Client {
     createWorkflow(spec) { return this.call("POST", "/v1/workflows", spec); }
     /** `GET /v1/workflows/{id}`: its batch and each task's ref, state and edges. */
     getWorkflow(id) { return this.call("GET", `/v1/workflows/${id}`); }
-    /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
-    cancelWorkflow(id) { return this.call("POST", `/v1/workflows/${id}/cancel`); }
+    cancelWorkflow(id) {
+        return typeof id === "string" ? this.call("POST", `/v1/workflow-runs/${seg(id)}/cancel`) : this.call("POST", `/v1/workflows/${id}/cancel`);
+    }
     /** `POST /v1/workflows/{id}/tasks`: tasks (and sub-workflows) added at run time; `depends_on` may name the workflow's refs. */
     addToWorkflow(id, add) { return this.call("POST", `/v1/workflows/${id}/tasks`, add); }
-    /** `POST /v1/workflows/{id}/retry`: discarded and cancelled tasks run again, those with dependencies once these complete. */
-    retryWorkflow(id) { return this.call("POST", `/v1/workflows/${id}/retry`); }
+    retryWorkflow(id) {
+        return typeof id === "string" ? this.call("POST", `/v1/workflow-runs/${seg(id)}/retry`) : this.call("POST", `/v1/workflows/${id}/retry`);
+    }
+    // --- durable functions (workflow runs) -----------------------------------------------
+    /**
+     * `POST /v1/workflow-runs`: a run of workflow `name` with `input` (any JSON) → the run, with
+     * `created` false when a run of that `id` existed already (that run; `conflict` when it is
+     * another workflow's). `maxAttempts`: how often its task may crash or time out [25].
+     */
+    async startWorkflow(name, input, o = {}) {
+        const body = { workflow: name, input: input ?? null };
+        if (o.id !== undefined)
+            body.id = o.id;
+        if (o.queue !== undefined)
+            body.queue = o.queue;
+        if (o.priority !== undefined)
+            body.priority = o.priority;
+        if (o.maxAttempts !== undefined)
+            body.max_attempts = o.maxAttempts;
+        const r = await this.call("POST", "/v1/workflow-runs", body);
+        return { ...r.run, created: r.created };
+    }
+    /** `GET /v1/workflow-runs/{id}` → the run (`not_found` when there is none). */
+    workflowRun(id) { return this.call("GET", `/v1/workflow-runs/${seg(id)}`); }
+    /**
+     * `GET /v1/workflow-runs/{id}/result?wait=` → the run once it finished, or when `wait` passed
+     * [30 s; at most 60 s] — check its `state` (`completed`: `result`; `failed`/`cancelled`: `error`).
+     */
+    async workflowResult(id, o = {}) {
+        const wait = o.wait ?? "30s";
+        const waitMs = typeof wait === "number" ? wait : parseDuration(wait);
+        return (await this.request("GET", `/v1/workflow-runs/${seg(id)}/result`, undefined, { query: { wait: formatDuration(wait) }, waitMs })).value;
+    }
+    /** `GET /v1/workflow-runs/{id}/steps` → its journal. */
+    async workflowSteps(id) {
+        return (await this.call("GET", `/v1/workflow-runs/${seg(id)}/steps`)).steps;
+    }
+    /**
+     * `POST /v1/workflow-runs/{id}/events`: event `name` (not starting with `docket:`) with
+     * `payload` for the run → `{id, delivered}` (delivered: the run was waiting for it and was
+     * woken; else it waits in the run's mailbox for a wait of that name). `run_finished` once the run ended.
+     */
+    sendEvent(runId, name, payload) {
+        return this.call("POST", `/v1/workflow-runs/${seg(runId)}/events`, { name, payload: payload ?? null });
+    }
+    /** `GET /v1/workflow-runs` → runs, newest first, by `workflow`, `state`, `parentId`, creation time. */
+    async listWorkflowRuns(f = {}) {
+        return (await this.call("GET", "/v1/workflow-runs", undefined, {
+            workflow: f.workflow, state: f.state, parent_id: f.parentId, created_after: f.createdAfter && iso(f.createdAfter),
+            created_before: f.createdBefore && iso(f.createdBefore), limit: f.limit
+        })).runs;
+    }
     // --- rate limits ---------------------------------------------------------------------
     /** `PUT /v1/rate-limits/{name}` (admin): `kind` window | bucket (with `period`) | concurrent. */
     putRateLimit(name, spec) { return this.call("PUT", `/v1/rate-limits/${seg(name)}`, spec); }

@@ -1,5 +1,6 @@
 import { Client, type LeanTask, type Task } from "./client.js";
 import { type Duration } from "./durations.js";
+import { type WorkflowFunction } from "./durable.js";
 /**
  * Heartbeats per lease: one every third of it, never more often than {@link MIN_HEARTBEAT_EVERY_MS}.
  * docket's rule (`docket_core::lease::heartbeat_every`; the engine's worker and `docket worker`
@@ -120,16 +121,33 @@ export interface WorkerOptions {
     reportIntervalMs?: number;
     /** Stop gracefully on SIGTERM/SIGINT [true]. */
     signals?: boolean;
+    /** The queue of the workflows registered with {@link Worker.workflow} ["workflows"]. */
+    workflowQueue?: string;
+    /**
+     * Send a workflow step's entry with the run's next server call (before its next step runs, or
+     * with the wait or the finish that follows) [true]; false: each on its own as the step ends.
+     */
+    deferSteps?: boolean;
 }
 export declare class Worker {
     readonly client: Client;
-    readonly queue: string;
     readonly concurrency: number;
     readonly name: string;
+    readonly queue: string;
+    /** The queue of the registered workflows. */
+    readonly workflowQueue: string;
+    /**
+     * Tasks reported `completed`/`failed` and reports answered otherwise (`lost`); workflow
+     * executions that `finished` their run, `suspended` it (a sleep or a wait) or were
+     * `abandoned` (the run was cancelled, the lease lost, an outage).
+     */
     readonly stats: {
         completed: number;
         failed: number;
         lost: number;
+        finished: number;
+        suspended: number;
+        abandoned: number;
     };
     private readonly batch;
     private readonly prefetch;
@@ -145,8 +163,8 @@ export declare class Worker {
     private carriers;
     /** Tasks asked by the claims in flight: counted as held, so the loops never take too many. */
     private asked;
-    /** The last claim answered found tasks: the loops ask again at once, carrying what finished. */
-    private busy;
+    /** What the claim loops claim (set by {@link run}). */
+    private sources;
     private waiters;
     private readonly buffer;
     private executing;
@@ -156,6 +174,8 @@ export declare class Worker {
     private readonly reportMs;
     private readonly signals;
     private readonly handlers;
+    private readonly workflows;
+    private readonly deferSteps;
     private readonly running;
     private reports;
     private readonly stopping;
@@ -168,6 +188,11 @@ export declare class Worker {
     handle(kind: string, fn: Handler, o?: {
         stage?: string;
     }): this;
+    /**
+     * `fn(ctx, input)` is workflow `name` (docs/src/durable/typescript.md): the worker claims the
+     * tasks of its runs from the workflow queue and runs each through a {@link WorkflowContext}.
+     */
+    workflow(name: string, fn: WorkflowFunction): this;
     /** Ask the worker to stop gracefully. */
     stop(): void;
     /** Wakes every claim loop waiting for room (a handler ended, a claim found work, the stop). */
@@ -175,6 +200,7 @@ export declare class Worker {
     private get carrier();
     /** Tasks held ahead of free handlers now: `prefetch`, or under "auto" {@link autoPrefetch}'s. */
     get prefetching(): number;
+    private handlerKinds;
     private kinds;
     private stages;
     private handlerFor;
@@ -194,6 +220,12 @@ export declare class Worker {
     /** Starts held tasks while handlers are free. */
     private pump;
     private execute;
+    /**
+     * One execution of a workflow run: never reported through the completions and failures (docket
+     * completes the task in `finish` and hands it back in `suspend`). No timer: docket's heartbeat
+     * answers `timed_out` when the task's timeout passed, and the execution ends there.
+     */
+    private executeWorkflow;
     private reporter;
     /**
      * Until delivered or the lease is over (then the rescuer owns the task anyway). What went

@@ -23,6 +23,7 @@ import { randomUUID } from "node:crypto";
 import { Client } from "./client.js";
 import { formatDuration, parseDuration } from "./durations.js";
 import { DocketError } from "./errors.js";
+import { executeWorkflow } from "./durable.js";
 /**
  * Heartbeats per lease: one every third of it, never more often than {@link MIN_HEARTBEAT_EVERY_MS}.
  * docket's rule (`docket_core::lease::heartbeat_every`; the engine's worker and `docket worker`
@@ -132,10 +133,17 @@ function errorText(e) {
 }
 export class Worker {
     client;
-    queue;
     concurrency;
     name;
-    stats = { completed: 0, failed: 0, lost: 0 };
+    queue;
+    /** The queue of the registered workflows. */
+    workflowQueue;
+    /**
+     * Tasks reported `completed`/`failed` and reports answered otherwise (`lost`); workflow
+     * executions that `finished` their run, `suspended` it (a sleep or a wait) or were
+     * `abandoned` (the run was cancelled, the lease lost, an outage).
+     */
+    stats = { completed: 0, failed: 0, lost: 0, finished: 0, suspended: 0, abandoned: 0 };
     batch;
     prefetch;
     /** Moving average of the handlers' run time, ms (for `prefetch: "auto"`). */
@@ -150,8 +158,8 @@ export class Worker {
     carriers = 0;
     /** Tasks asked by the claims in flight: counted as held, so the loops never take too many. */
     asked = 0;
-    /** The last claim answered found tasks: the loops ask again at once, carrying what finished. */
-    busy = false;
+    /** What the claim loops claim (set by {@link run}). */
+    sources = [];
     waiters = [];
     buffer = [];
     executing = 0;
@@ -161,6 +169,8 @@ export class Worker {
     reportMs;
     signals;
     handlers = new Map();
+    workflows = new Map();
+    deferSteps;
     running = new Map();
     reports = [];
     stopping = new AbortController();
@@ -188,10 +198,24 @@ export class Worker {
         this.graceMs = o.shutdownGraceMs ?? 30_000;
         this.reportMs = o.reportIntervalMs ?? 10_000;
         this.signals = o.signals ?? true;
+        this.workflowQueue = o.workflowQueue ?? "workflows";
+        this.deferSteps = o.deferSteps ?? true;
     }
     /** `fn` handles tasks of `kind` (at `stage`, when given; without one, every stage of the kind). */
     handle(kind, fn, o = {}) {
+        if (this.queue === this.workflowQueue && this.workflows.has(kind))
+            throw new Error(`${kind} is a workflow of queue ${this.queue} already`);
         this.handlers.set(`${kind}\u0000${o.stage ?? ""}`, fn);
+        return this;
+    }
+    /**
+     * `fn(ctx, input)` is workflow `name` (docs/src/durable/typescript.md): the worker claims the
+     * tasks of its runs from the workflow queue and runs each through a {@link WorkflowContext}.
+     */
+    workflow(name, fn) {
+        if (this.queue === this.workflowQueue && this.handlerKinds().includes(name))
+            throw new Error(`${name} is a task kind handled on queue ${this.queue} already`);
+        this.workflows.set(name, fn);
         return this;
     }
     /** Ask the worker to stop gracefully. */
@@ -204,7 +228,8 @@ export class Worker {
     get prefetching() {
         return this.prefetch === "auto" ? autoPrefetch(this.concurrency, this.avgRunMs) : this.prefetch;
     }
-    kinds() { return [...new Set([...this.handlers.keys()].map((k) => k.split("\u0000")[0]))].sort(); }
+    handlerKinds() { return [...new Set([...this.handlers.keys()].map((k) => k.split("\u0000")[0]))].sort(); }
+    kinds() { return [...new Set([...this.handlerKinds(), ...this.workflows.keys()])].sort(); }
     stages() {
         const s = [...this.handlers.keys()].map((k) => k.split("\u0000")[1]);
         return s.includes("") ? undefined : [...new Set(s)].sort();
@@ -214,8 +239,18 @@ export class Worker {
     }
     /** Runs until {@link stop} (or SIGTERM/SIGINT); resolves once every report is out. */
     async run() {
-        if (this.handlers.size === 0)
-            throw new Error("no handler registered");
+        if (this.handlers.size === 0 && this.workflows.size === 0)
+            throw new Error("no handler or workflow registered");
+        this.sources = [];
+        const wf = [...this.workflows.keys()].sort();
+        if (this.handlers.size) {
+            const merged = wf.length > 0 && this.workflowQueue === this.queue;
+            this.sources.push({ queue: this.queue, kinds: merged ? this.kinds() : this.handlerKinds(), stages: merged ? undefined : this.stages(),
+                workflows: merged, busy: false });
+        }
+        if (wf.length && !(this.handlers.size && this.workflowQueue === this.queue)) {
+            this.sources.push({ queue: this.workflowQueue, kinds: wf, workflows: true, busy: false });
+        }
         const onSignal = () => this.stop();
         if (this.signals) {
             process.on("SIGTERM", onSignal);
@@ -242,7 +277,7 @@ export class Worker {
     }
     async claimLoop() {
         try {
-            await Promise.all(Array.from({ length: this.claims }, (_, i) => this.claimLane(i === 0)));
+            await Promise.all(this.sources.flatMap((src) => Array.from({ length: this.claims }, (_, i) => this.claimLane(src, i === 0))));
         }
         finally {
             this.reportWake();
@@ -252,8 +287,8 @@ export class Worker {
      * One claim loop. The first (`first`) long-polls while the queue is empty; the others claim
      * only while it has work and never wait.
      */
-    async claimLane(first) {
-        const kinds = this.kinds(), stages = this.stages();
+    async claimLane(src, first) {
+        const { kinds, stages } = src;
         while (!this.stopping.signal.aborted) {
             const room = this.concurrency + this.prefetching;
             const share = Math.max(1, Math.ceil(room / this.claims));
@@ -263,7 +298,7 @@ export class Worker {
             const limit = Math.min(free, this.batch, first ? room : share);
             // The others wait until half a share is free: claims of a task or two cost a round trip each.
             const least = first ? 1 : Math.ceil(Math.min(share, this.batch) / 2);
-            if (limit < least || (!first && !this.busy)) {
+            if (limit < least || (!first && !src.busy)) {
                 if (this.carriers === 0)
                     this.reportWake();
                 await new Promise((r) => { this.waiters.push(r); });
@@ -272,7 +307,7 @@ export class Worker {
             // One round trip reports what finished and asks for more. Such a claim does not wait
             // and is not given up at a stop, so its reports are never in doubt.
             const carried = this.reports.splice(0, Math.max(500, this.batch));
-            const waits = first && !this.busy && carried.length === 0;
+            const waits = first && !src.busy && carried.length === 0;
             if (waits)
                 this.reportWake();
             else
@@ -281,7 +316,7 @@ export class Worker {
             let answer, error;
             const claimId = randomUUID();
             try {
-                answer = await this.client.claimWith(this.queue, { worker: this.name, limit,
+                answer = await this.client.claimWith(src.queue, { worker: this.name, limit,
                     lease: this.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
                     complete: carried.filter((r) => r.what === "complete").map((r) => r.item),
                     fail: carried.filter((r) => r.what === "fail").map((r) => r.item),
@@ -298,14 +333,14 @@ export class Worker {
             this.wake(); // what this claim asked for is free again: a loop waiting for room looks again
             if (answer === undefined) {
                 const e = error;
-                this.busy = false;
+                src.busy = false;
                 if (carried.length)
                     this.reports.unshift(...carried);
                 if (this.stopping.signal.aborted) {
                     // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
                     // read. Released by the claim's id they are available again at once (docket finds
                     // them even when the release overtakes the claim).
-                    await this.releaseClaim(claimId);
+                    await this.releaseClaim(src.queue, claimId);
                     break;
                 }
                 if (e instanceof DocketError && e.code === "rate_limited") {
@@ -321,13 +356,13 @@ export class Worker {
             if (answer.failed)
                 this.settle("fail", answer.failed);
             const tasks = answer.lean ?? answer.tasks;
-            this.busy = tasks.length > 0;
+            src.busy = tasks.length > 0;
             for (const t of tasks)
-                this.start(t);
+                this.start(t, src.workflows && this.workflows.has(t.kind));
             // The others may claim now (busy), or look again. Without the wake above, a first loop
             // waiting while the room was all asked by another's claim that came back empty would
             // wait for a handler that never ends.
-            if (this.busy)
+            if (src.busy)
                 this.wake();
         }
     }
@@ -348,7 +383,7 @@ export class Worker {
         else
             this.stats.failed += outcomes.length;
     }
-    start(task) {
+    start(task, workflow) {
         const now = Date.now();
         let timeout = 60_000;
         try {
@@ -361,7 +396,7 @@ export class Worker {
             leaseLen = timeout;
         const job = new Job(task, this);
         const run = { job, leaseEnd: now + leaseLen, leaseLen, beatEvery: heartbeatEvery(leaseLen), nextBeat: now + heartbeatEvery(leaseLen),
-            done: false, deadline: now + timeout, started: false };
+            done: false, deadline: now + timeout, started: false, workflow };
         this.running.set(task.id, run);
         this.buffer.push(run);
         this.pump();
@@ -380,7 +415,10 @@ export class Worker {
             }
             run.started = true;
             this.executing++;
-            void this.execute(run, Math.max(0, run.deadline - Date.now()));
+            if (run.workflow)
+                void this.executeWorkflow(run);
+            else
+                void this.execute(run, Math.max(0, run.deadline - Date.now()));
         }
     }
     async execute(run, timeoutMs) {
@@ -463,6 +501,65 @@ export class Worker {
             this.reportWake();
         }
     }
+    /**
+     * One execution of a workflow run: never reported through the completions and failures (docket
+     * completes the task in `finish` and hands it back in `suspend`). No timer: docket's heartbeat
+     * answers `timed_out` when the task's timeout passed, and the execution ends there.
+     */
+    async executeWorkflow(run) {
+        const { job } = run;
+        const began = performance.now();
+        let outcome = "lost";
+        try {
+            const payload = (job.payload ?? {});
+            const runId = payload.workflow_run;
+            if (typeof runId !== "string") {
+                // Not a run's task (enqueued by hand with a workflow's kind): failed for good.
+                this.reports.push({ what: "fail", leaseEnd: run.leaseEnd, item: { id: job.id, lease: job.lease, permanent: true,
+                        error: `task ${job.id} of kind ${job.kind} is not a workflow run's task (no payload.workflow_run)`, worker: this.name } });
+                this.reportWake();
+                return;
+            }
+            const path = `/v1/workflow-runs/${encodeURIComponent(runId)}/`;
+            outcome = await executeWorkflow({
+                runId, workflow: job.kind, input: payload.input ?? null, fresh: job.attempt === 1 && !job.stage, lease: job.lease,
+                fn: this.workflows.get(job.kind), deferSteps: this.deferSteps,
+                warn: (m) => console.warn(`docket worker ${this.name}: ${m}`),
+                post: async (op, body) => {
+                    // An outage is retried while the lease lasts; a refusal is the execution's to read.
+                    for (let delay = 50;; delay = Math.min(delay * 2, 2000)) {
+                        try {
+                            return (await this.client.request("POST", path + op, body)).value;
+                        }
+                        catch (e) {
+                            const outage = !(e instanceof DocketError) || e.status >= 500 || e.status === 429;
+                            if (!outage || job.aborted || Date.now() + delay >= run.leaseEnd)
+                                throw e;
+                            await sleep(delay);
+                        }
+                    }
+                },
+            }, (onAbort) => { job.onAbort = onAbort; if (job.aborted)
+                onAbort(); });
+        }
+        catch (e) {
+            console.error(`docket worker ${this.name}: task ${job.id}: workflow execution failed: ${e}`);
+        }
+        finally {
+            this.ran(performance.now() - began);
+            if (outcome === "finished")
+                this.stats.finished++;
+            else if (outcome === "suspended")
+                this.stats.suspended++;
+            else
+                this.stats.abandoned++;
+            run.done = true;
+            this.running.delete(job.id);
+            this.executing--;
+            this.pump();
+            this.wake();
+        }
+    }
     async reporter() {
         for (;;) {
             if (this.reports.length === 0 || (this.carrier && !this.drained)) {
@@ -542,11 +639,11 @@ export class Worker {
         }
     }
     /** Hands back what claim `claimId` took, retrying an outage within the grace (at most 10 s). */
-    async releaseClaim(claimId) {
+    async releaseClaim(queue, claimId) {
         const end = Date.now() + Math.min(this.graceMs, 10_000);
         for (let delay = 100;; delay = Math.min(delay * 2, 2000)) {
             try {
-                const back = await this.client.releaseClaim(this.queue, claimId);
+                const back = await this.client.releaseClaim(queue, claimId);
                 if (back.length)
                     console.info(`docket worker ${this.name}: stopped mid-claim: handed back ${back.length} task(s)`);
                 return;
@@ -606,7 +703,7 @@ export class Worker {
         if (this.reportMs <= 0)
             return;
         try {
-            await this.client.reportWorker(this.name, { state, tasks: [...this.running.keys()].slice(0, 10_000), queue: this.queue,
+            await this.client.reportWorker(this.name, { state, tasks: [...this.running.keys()].slice(0, 10_000), queue: this.handlers.size ? this.queue : this.workflowQueue,
                 kinds: this.kinds(), concurrency: this.concurrency, host: hostname(), pid: process.pid, restarts: 0,
                 started_at: this.startedAt, interval: formatDuration(this.reportMs) });
         }

@@ -6,9 +6,10 @@
 import { readFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
-import { formatDuration, type Duration } from "./durations.js";
+import { formatDuration, parseDuration, type Duration } from "./durations.js";
 import { DocketError, errorFor } from "./errors.js";
 import type { components } from "./schema.js";
+import type { JournalEntry, WorkflowRun } from "./durable.js";
 
 export type Schemas = components["schemas"];
 export type Task = Schemas["Task"] & { version?: string | null };
@@ -333,12 +334,76 @@ export class Client {
   createWorkflow(spec: Schemas["NewWorkflow"]): Promise<Schemas["WorkflowCreated"]> { return this.call("POST", "/v1/workflows", spec); }
   /** `GET /v1/workflows/{id}`: its batch and each task's ref, state and edges. */
   getWorkflow(id: number): Promise<Schemas["Workflow"]> { return this.call("GET", `/v1/workflows/${id}`); }
-  /** `POST /v1/workflows/{id}/cancel`: cancels every unfinished task. */
-  cancelWorkflow(id: number): Promise<Schemas["Workflow"]> { return this.call("POST", `/v1/workflows/${id}/cancel`); }
+  /**
+   * A workflow run's id (a string): `POST /v1/workflow-runs/{id}/cancel` → the run, cancelled
+   * with its unfinished children. A task workflow's id (a number): `POST /v1/workflows/{id}/cancel`,
+   * every unfinished task cancelled.
+   */
+  cancelWorkflow(id: string): Promise<WorkflowRun>;
+  cancelWorkflow(id: number): Promise<Schemas["Workflow"]>;
+  cancelWorkflow(id: string | number): Promise<WorkflowRun | Schemas["Workflow"]> {
+    return typeof id === "string" ? this.call("POST", `/v1/workflow-runs/${seg(id)}/cancel`) : this.call("POST", `/v1/workflows/${id}/cancel`);
+  }
   /** `POST /v1/workflows/{id}/tasks`: tasks (and sub-workflows) added at run time; `depends_on` may name the workflow's refs. */
   addToWorkflow(id: number, add: Schemas["WorkflowAddition"]): Promise<Schemas["WorkflowCreated"]> { return this.call("POST", `/v1/workflows/${id}/tasks`, add); }
-  /** `POST /v1/workflows/{id}/retry`: discarded and cancelled tasks run again, those with dependencies once these complete. */
-  retryWorkflow(id: number): Promise<Schemas["Workflow"]> { return this.call("POST", `/v1/workflows/${id}/retry`); }
+  /**
+   * A workflow run's id (a string): `POST /v1/workflow-runs/{id}/retry` → the run: a failed or
+   * cancelled run runs again (replaying its journal). A task workflow's id (a number):
+   * `POST /v1/workflows/{id}/retry`, discarded and cancelled tasks run again, those with
+   * dependencies once these complete.
+   */
+  retryWorkflow(id: string): Promise<WorkflowRun>;
+  retryWorkflow(id: number): Promise<Schemas["Workflow"]>;
+  retryWorkflow(id: string | number): Promise<WorkflowRun | Schemas["Workflow"]> {
+    return typeof id === "string" ? this.call("POST", `/v1/workflow-runs/${seg(id)}/retry`) : this.call("POST", `/v1/workflows/${id}/retry`);
+  }
+
+  // --- durable functions (workflow runs) -----------------------------------------------
+  /**
+   * `POST /v1/workflow-runs`: a run of workflow `name` with `input` (any JSON) → the run, with
+   * `created` false when a run of that `id` existed already (that run; `conflict` when it is
+   * another workflow's). `maxAttempts`: how often its task may crash or time out [25].
+   */
+  async startWorkflow(name: string, input?: unknown, o: { id?: string; queue?: string; priority?: number; maxAttempts?: number } = {}): Promise<WorkflowRun & { created: boolean }> {
+    const body: Record<string, unknown> = { workflow: name, input: input ?? null };
+    if (o.id !== undefined) body.id = o.id;
+    if (o.queue !== undefined) body.queue = o.queue;
+    if (o.priority !== undefined) body.priority = o.priority;
+    if (o.maxAttempts !== undefined) body.max_attempts = o.maxAttempts;
+    const r = await this.call<{ run: WorkflowRun; created: boolean }>("POST", "/v1/workflow-runs", body);
+    return { ...r.run, created: r.created };
+  }
+  /** `GET /v1/workflow-runs/{id}` → the run (`not_found` when there is none). */
+  workflowRun(id: string): Promise<WorkflowRun> { return this.call("GET", `/v1/workflow-runs/${seg(id)}`); }
+  /**
+   * `GET /v1/workflow-runs/{id}/result?wait=` → the run once it finished, or when `wait` passed
+   * [30 s; at most 60 s] — check its `state` (`completed`: `result`; `failed`/`cancelled`: `error`).
+   */
+  async workflowResult(id: string, o: { wait?: Duration } = {}): Promise<WorkflowRun> {
+    const wait = o.wait ?? "30s";
+    const waitMs = typeof wait === "number" ? wait : parseDuration(wait);
+    return (await this.request<WorkflowRun>("GET", `/v1/workflow-runs/${seg(id)}/result`, undefined,
+      { query: { wait: formatDuration(wait) }, waitMs })).value;
+  }
+  /** `GET /v1/workflow-runs/{id}/steps` → its journal. */
+  async workflowSteps(id: string): Promise<JournalEntry[]> {
+    return (await this.call<{ steps: JournalEntry[] }>("GET", `/v1/workflow-runs/${seg(id)}/steps`)).steps;
+  }
+  /**
+   * `POST /v1/workflow-runs/{id}/events`: event `name` (not starting with `docket:`) with
+   * `payload` for the run → `{id, delivered}` (delivered: the run was waiting for it and was
+   * woken; else it waits in the run's mailbox for a wait of that name). `run_finished` once the run ended.
+   */
+  sendEvent(runId: string, name: string, payload?: unknown): Promise<{ id: number; delivered: boolean }> {
+    return this.call("POST", `/v1/workflow-runs/${seg(runId)}/events`, { name, payload: payload ?? null });
+  }
+  /** `GET /v1/workflow-runs` → runs, newest first, by `workflow`, `state`, `parentId`, creation time. */
+  async listWorkflowRuns(f: { workflow?: string; state?: string; parentId?: string; createdAfter?: string | Date;
+    createdBefore?: string | Date; limit?: number } = {}): Promise<WorkflowRun[]> {
+    return (await this.call<{ runs: WorkflowRun[] }>("GET", "/v1/workflow-runs", undefined, {
+      workflow: f.workflow, state: f.state, parent_id: f.parentId, created_after: f.createdAfter && iso(f.createdAfter),
+      created_before: f.createdBefore && iso(f.createdBefore), limit: f.limit })).runs;
+  }
 
   // --- rate limits ---------------------------------------------------------------------
   /** `PUT /v1/rate-limits/{name}` (admin): `kind` window | bucket (with `period`) | concurrent. */

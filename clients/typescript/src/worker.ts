@@ -23,6 +23,7 @@ import { randomUUID } from "node:crypto";
 import { Client, type ClaimAnswer, type CompleteItem, type FailItem, type ItemOutcome, type LeanTask, type Task } from "./client.js";
 import { formatDuration, parseDuration, type Duration } from "./durations.js";
 import { DocketError } from "./errors.js";
+import { executeWorkflow, type ExecutionOutcome, type WorkflowFunction } from "./durable.js";
 
 /**
  * Heartbeats per lease: one every third of it, never more often than {@link MIN_HEARTBEAT_EVERY_MS}.
@@ -155,9 +156,18 @@ export interface WorkerOptions {
   reportIntervalMs?: number;
   /** Stop gracefully on SIGTERM/SIGINT [true]. */
   signals?: boolean;
+  /** The queue of the workflows registered with {@link Worker.workflow} ["workflows"]. */
+  workflowQueue?: string;
+  /**
+   * Send a workflow step's entry with the run's next server call (before its next step runs, or
+   * with the wait or the finish that follows) [true]; false: each on its own as the step ends.
+   */
+  deferSteps?: boolean;
 }
 
-interface Running { job: Job; leaseEnd: number; leaseLen: number; beatEvery: number; nextBeat: number; done: boolean; deadline: number; started: boolean }
+interface Running { job: Job; leaseEnd: number; leaseLen: number; beatEvery: number; nextBeat: number; done: boolean; deadline: number; started: boolean; workflow: boolean }
+/** What a set of claim loops claims: a queue, its kinds (and stages); `workflows` when its tasks may be workflow runs. */
+interface Source { queue: string; kinds: string[]; stages?: string[]; workflows: boolean; busy: boolean }
 type Report = { what: "complete"; item: CompleteItem; leaseEnd: number } | { what: "fail"; item: FailItem; leaseEnd: number };
 
 const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => {
@@ -176,10 +186,17 @@ function errorText(e: unknown): string {
 
 export class Worker {
   readonly client: Client;
-  readonly queue: string;
   readonly concurrency: number;
   readonly name: string;
-  readonly stats = { completed: 0, failed: 0, lost: 0 };
+  readonly queue: string;
+  /** The queue of the registered workflows. */
+  readonly workflowQueue: string;
+  /**
+   * Tasks reported `completed`/`failed` and reports answered otherwise (`lost`); workflow
+   * executions that `finished` their run, `suspended` it (a sleep or a wait) or were
+   * `abandoned` (the run was cancelled, the lease lost, an outage).
+   */
+  readonly stats = { completed: 0, failed: 0, lost: 0, finished: 0, suspended: 0, abandoned: 0 };
   private readonly batch: number;
   private readonly prefetch: number | "auto";
   /** Moving average of the handlers' run time, ms (for `prefetch: "auto"`). */
@@ -194,8 +211,8 @@ export class Worker {
   private carriers = 0;
   /** Tasks asked by the claims in flight: counted as held, so the loops never take too many. */
   private asked = 0;
-  /** The last claim answered found tasks: the loops ask again at once, carrying what finished. */
-  private busy = false;
+  /** What the claim loops claim (set by {@link run}). */
+  private sources: Source[] = [];
   private waiters: (() => void)[] = [];
   private readonly buffer: Running[] = [];
   private executing = 0;
@@ -205,6 +222,8 @@ export class Worker {
   private readonly reportMs: number;
   private readonly signals: boolean;
   private readonly handlers = new Map<string, Handler>();
+  private readonly workflows = new Map<string, WorkflowFunction>();
+  private readonly deferSteps: boolean;
   private readonly running = new Map<number, Running>();
   private reports: Report[] = [];
   private readonly stopping = new AbortController();
@@ -231,11 +250,24 @@ export class Worker {
     this.graceMs = o.shutdownGraceMs ?? 30_000;
     this.reportMs = o.reportIntervalMs ?? 10_000;
     this.signals = o.signals ?? true;
+    this.workflowQueue = o.workflowQueue ?? "workflows";
+    this.deferSteps = o.deferSteps ?? true;
   }
 
   /** `fn` handles tasks of `kind` (at `stage`, when given; without one, every stage of the kind). */
   handle(kind: string, fn: Handler, o: { stage?: string } = {}): this {
+    if (this.queue === this.workflowQueue && this.workflows.has(kind)) throw new Error(`${kind} is a workflow of queue ${this.queue} already`);
     this.handlers.set(`${kind}\u0000${o.stage ?? ""}`, fn);
+    return this;
+  }
+
+  /**
+   * `fn(ctx, input)` is workflow `name` (docs/src/durable/typescript.md): the worker claims the
+   * tasks of its runs from the workflow queue and runs each through a {@link WorkflowContext}.
+   */
+  workflow(name: string, fn: WorkflowFunction): this {
+    if (this.queue === this.workflowQueue && this.handlerKinds().includes(name)) throw new Error(`${name} is a task kind handled on queue ${this.queue} already`);
+    this.workflows.set(name, fn);
     return this;
   }
 
@@ -251,7 +283,8 @@ export class Worker {
     return this.prefetch === "auto" ? autoPrefetch(this.concurrency, this.avgRunMs) : this.prefetch;
   }
 
-  private kinds(): string[] { return [...new Set([...this.handlers.keys()].map((k) => k.split("\u0000")[0]))].sort(); }
+  private handlerKinds(): string[] { return [...new Set([...this.handlers.keys()].map((k) => k.split("\u0000")[0]))].sort(); }
+  private kinds(): string[] { return [...new Set([...this.handlerKinds(), ...this.workflows.keys()])].sort(); }
   private stages(): string[] | undefined {
     const s = [...this.handlers.keys()].map((k) => k.split("\u0000")[1]);
     return s.includes("") ? undefined : [...new Set(s)].sort();
@@ -262,7 +295,17 @@ export class Worker {
 
   /** Runs until {@link stop} (or SIGTERM/SIGINT); resolves once every report is out. */
   async run(): Promise<void> {
-    if (this.handlers.size === 0) throw new Error("no handler registered");
+    if (this.handlers.size === 0 && this.workflows.size === 0) throw new Error("no handler or workflow registered");
+    this.sources = [];
+    const wf = [...this.workflows.keys()].sort();
+    if (this.handlers.size) {
+      const merged = wf.length > 0 && this.workflowQueue === this.queue;
+      this.sources.push({ queue: this.queue, kinds: merged ? this.kinds() : this.handlerKinds(), stages: merged ? undefined : this.stages(),
+        workflows: merged, busy: false });
+    }
+    if (wf.length && !(this.handlers.size && this.workflowQueue === this.queue)) {
+      this.sources.push({ queue: this.workflowQueue, kinds: wf, workflows: true, busy: false });
+    }
     const onSignal = () => this.stop();
     if (this.signals) { process.on("SIGTERM", onSignal); process.on("SIGINT", onSignal); }
     const reporter = this.reporter();
@@ -283,7 +326,7 @@ export class Worker {
 
   private async claimLoop(): Promise<void> {
     try {
-      await Promise.all(Array.from({ length: this.claims }, (_, i) => this.claimLane(i === 0)));
+      await Promise.all(this.sources.flatMap((src) => Array.from({ length: this.claims }, (_, i) => this.claimLane(src, i === 0))));
     } finally {
       this.reportWake();
     }
@@ -293,8 +336,8 @@ export class Worker {
    * One claim loop. The first (`first`) long-polls while the queue is empty; the others claim
    * only while it has work and never wait.
    */
-  private async claimLane(first: boolean): Promise<void> {
-    const kinds = this.kinds(), stages = this.stages();
+  private async claimLane(src: Source, first: boolean): Promise<void> {
+    const { kinds, stages } = src;
     while (!this.stopping.signal.aborted) {
       const room = this.concurrency + this.prefetching;
       const share = Math.max(1, Math.ceil(room / this.claims));
@@ -304,7 +347,7 @@ export class Worker {
       const limit = Math.min(free, this.batch, first ? room : share);
       // The others wait until half a share is free: claims of a task or two cost a round trip each.
       const least = first ? 1 : Math.ceil(Math.min(share, this.batch) / 2);
-      if (limit < least || (!first && !this.busy)) {
+      if (limit < least || (!first && !src.busy)) {
         if (this.carriers === 0) this.reportWake();
         await new Promise<void>((r) => { this.waiters.push(r); });
         continue;
@@ -312,13 +355,13 @@ export class Worker {
       // One round trip reports what finished and asks for more. Such a claim does not wait
       // and is not given up at a stop, so its reports are never in doubt.
       const carried = this.reports.splice(0, Math.max(500, this.batch));
-      const waits = first && !this.busy && carried.length === 0;
+      const waits = first && !src.busy && carried.length === 0;
       if (waits) this.reportWake(); else this.carriers++;
       this.asked += limit;
       let answer: ClaimAnswer | undefined, error: unknown;
       const claimId = randomUUID();
       try {
-        answer = await this.client.claimWith(this.queue, { worker: this.name, limit,
+        answer = await this.client.claimWith(src.queue, { worker: this.name, limit,
           lease: this.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
           complete: carried.filter((r) => r.what === "complete").map((r) => r.item as CompleteItem),
           fail: carried.filter((r) => r.what === "fail").map((r) => r.item as FailItem),
@@ -332,13 +375,13 @@ export class Worker {
       this.wake(); // what this claim asked for is free again: a loop waiting for room looks again
       if (answer === undefined) {
         const e = error;
-        this.busy = false;
+        src.busy = false;
         if (carried.length) this.reports.unshift(...carried);
         if (this.stopping.signal.aborted) {
           // Stopping mid-poll: the server may have claimed tasks for an answer nobody will
           // read. Released by the claim's id they are available again at once (docket finds
           // them even when the release overtakes the claim).
-          await this.releaseClaim(claimId);
+          await this.releaseClaim(src.queue, claimId);
           break;
         }
         if (e instanceof DocketError && e.code === "rate_limited") { await sleep((e.retryAfter ?? 1) * 1000, this.stopping.signal); continue; }
@@ -349,12 +392,12 @@ export class Worker {
       if (answer.completed) this.settle("complete", answer.completed);
       if (answer.failed) this.settle("fail", answer.failed);
       const tasks: ClaimedTask[] = answer.lean ?? answer.tasks;
-      this.busy = tasks.length > 0;
-      for (const t of tasks) this.start(t);
+      src.busy = tasks.length > 0;
+      for (const t of tasks) this.start(t, src.workflows && this.workflows.has(t.kind));
       // The others may claim now (busy), or look again. Without the wake above, a first loop
       // waiting while the room was all asked by another's claim that came back empty would
       // wait for a handler that never ends.
-      if (this.busy) this.wake();
+      if (src.busy) this.wake();
     }
   }
 
@@ -371,7 +414,7 @@ export class Worker {
     if (what === "complete") this.stats.completed += outcomes.length; else this.stats.failed += outcomes.length;
   }
 
-  private start(task: ClaimedTask): void {
+  private start(task: ClaimedTask, workflow: boolean): void {
     const now = Date.now();
     let timeout = 60_000;
     try { timeout = parseDuration(task.timeout); } catch { /* the default */ }
@@ -380,7 +423,7 @@ export class Worker {
     if (!Number.isFinite(leaseLen) || leaseLen <= 0) leaseLen = timeout;
     const job = new Job(task, this);
     const run: Running = { job, leaseEnd: now + leaseLen, leaseLen, beatEvery: heartbeatEvery(leaseLen), nextBeat: now + heartbeatEvery(leaseLen),
-      done: false, deadline: now + timeout, started: false };
+      done: false, deadline: now + timeout, started: false, workflow };
     this.running.set(task.id, run);
     this.buffer.push(run);
     this.pump();
@@ -399,7 +442,8 @@ export class Worker {
       }
       run.started = true;
       this.executing++;
-      void this.execute(run, Math.max(0, run.deadline - Date.now()));
+      if (run.workflow) void this.executeWorkflow(run);
+      else void this.execute(run, Math.max(0, run.deadline - Date.now()));
     }
   }
 
@@ -458,6 +502,58 @@ export class Worker {
       this.wake();
     }
     if (report) { this.reports.push(report); this.reportWake(); }
+  }
+
+  /**
+   * One execution of a workflow run: never reported through the completions and failures (docket
+   * completes the task in `finish` and hands it back in `suspend`). No timer: docket's heartbeat
+   * answers `timed_out` when the task's timeout passed, and the execution ends there.
+   */
+  private async executeWorkflow(run: Running): Promise<void> {
+    const { job } = run;
+    const began = performance.now();
+    let outcome: ExecutionOutcome = "lost";
+    try {
+      const payload = (job.payload ?? {}) as { workflow_run?: string; input?: unknown };
+      const runId = payload.workflow_run;
+      if (typeof runId !== "string") {
+        // Not a run's task (enqueued by hand with a workflow's kind): failed for good.
+        this.reports.push({ what: "fail", leaseEnd: run.leaseEnd, item: { id: job.id, lease: job.lease, permanent: true,
+          error: `task ${job.id} of kind ${job.kind} is not a workflow run's task (no payload.workflow_run)`, worker: this.name } });
+        this.reportWake();
+        return;
+      }
+      const path = `/v1/workflow-runs/${encodeURIComponent(runId)}/`;
+      outcome = await executeWorkflow({
+        runId, workflow: job.kind, input: payload.input ?? null, fresh: job.attempt === 1 && !job.stage, lease: job.lease,
+        fn: this.workflows.get(job.kind)!, deferSteps: this.deferSteps,
+        warn: (m) => console.warn(`docket worker ${this.name}: ${m}`),
+        post: async (op, body) => {
+          // An outage is retried while the lease lasts; a refusal is the execution's to read.
+          for (let delay = 50; ; delay = Math.min(delay * 2, 2000)) {
+            try {
+              return (await this.client.request("POST", path + op, body)).value;
+            } catch (e) {
+              const outage = !(e instanceof DocketError) || e.status >= 500 || e.status === 429;
+              if (!outage || job.aborted || Date.now() + delay >= run.leaseEnd) throw e;
+              await sleep(delay);
+            }
+          }
+        },
+      }, (onAbort) => { job.onAbort = onAbort; if (job.aborted) onAbort(); });
+    } catch (e) {
+      console.error(`docket worker ${this.name}: task ${job.id}: workflow execution failed: ${e}`);
+    } finally {
+      this.ran(performance.now() - began);
+      if (outcome === "finished") this.stats.finished++;
+      else if (outcome === "suspended") this.stats.suspended++;
+      else this.stats.abandoned++;
+      run.done = true;
+      this.running.delete(job.id);
+      this.executing--;
+      this.pump();
+      this.wake();
+    }
   }
 
   private async reporter(): Promise<void> {
@@ -534,11 +630,11 @@ export class Worker {
   }
 
   /** Hands back what claim `claimId` took, retrying an outage within the grace (at most 10 s). */
-  private async releaseClaim(claimId: string): Promise<void> {
+  private async releaseClaim(queue: string, claimId: string): Promise<void> {
     const end = Date.now() + Math.min(this.graceMs, 10_000);
     for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
       try {
-        const back = await this.client.releaseClaim(this.queue, claimId);
+        const back = await this.client.releaseClaim(queue, claimId);
         if (back.length) console.info(`docket worker ${this.name}: stopped mid-claim: handed back ${back.length} task(s)`);
         return;
       } catch (e) {
@@ -595,7 +691,7 @@ export class Worker {
   private async sendPresence(state: "idle" | "work" | "stop"): Promise<void> {
     if (this.reportMs <= 0) return;
     try {
-      await this.client.reportWorker(this.name, { state, tasks: [...this.running.keys()].slice(0, 10_000), queue: this.queue,
+      await this.client.reportWorker(this.name, { state, tasks: [...this.running.keys()].slice(0, 10_000), queue: this.handlers.size ? this.queue : this.workflowQueue,
         kinds: this.kinds(), concurrency: this.concurrency, host: hostname(), pid: process.pid, restarts: 0,
         started_at: this.startedAt, interval: formatDuration(this.reportMs) });
     } catch { /* a missed report only makes the worker look late */ }

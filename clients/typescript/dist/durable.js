@@ -1,0 +1,466 @@
+/**
+ * Durable functions: workflows written as code, run by a {@link Worker} and journaled by docket
+ * (docs/src/durable/typescript.md).
+ *
+ * ```ts
+ * worker.workflow("checkout", async (ctx, order) => {
+ *   const charge = await ctx.step("charge", () => payments.charge(order));
+ *   const approved = await ctx.waitForEvent("approved", { timeout: "1h" });
+ *   if (approved === undefined) { await ctx.step("refund", () => payments.refund(charge)); return "expired"; }
+ *   await ctx.sleep("1d");
+ *   return ctx.step("ship", () => shipping.send(order));
+ * });
+ * ```
+ *
+ * A run's function is run from the top every time its task is claimed; each durable call (a
+ * step, a sleep, a wait, a child, now/random/uuid/patched) is numbered in call order, and where
+ * the run's journal already holds that number the recorded value is returned instead of doing
+ * the call again (replay). The code must therefore make the same durable calls in the same order
+ * every time it runs (the rules of determinism); a replay that asks for another call than the
+ * journal holds fails the run with a {@link NonDeterminismError}.
+ */
+import { randomUUID } from "node:crypto";
+import { formatDuration, parseDuration } from "./durations.js";
+import { DocketError } from "./errors.js";
+/** The terminal states of a run. */
+export const FINISHED_RUN_STATES = ["completed", "failed", "cancelled"];
+/** A step whose function failed `maxAttempts` times (or threw `Permanent`); also raised on replay of such a step. */
+export class StepFailed extends Error {
+    step;
+    error;
+    attempts;
+    constructor(step, error, attempts) {
+        super(`step '${step}' failed after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${error.split("\n")[0]}`);
+        this.step = step;
+        this.error = error;
+        this.attempts = attempts;
+        this.name = "StepFailed";
+    }
+}
+/** A child run that ended failed or cancelled, raised by {@link ChildHandle.result}. */
+export class ChildFailed extends Error {
+    childId;
+    workflow;
+    state;
+    error;
+    constructor(childId, workflow, state, error) {
+        super(`child workflow ${workflow} run ${childId} ${state}${error ? `: ${error.split("\n")[0]}` : ""}`);
+        this.childId = childId;
+        this.workflow = workflow;
+        this.state = state;
+        this.error = error;
+        this.name = "ChildFailed";
+    }
+}
+/** The code asked for another durable call than the journal holds at that number: the run fails with it. */
+export class NonDeterminismError extends Error {
+    constructor(message) { super(message); this.name = "NonDeterminismError"; }
+}
+/**
+ * Thrown inside the function when its execution ends here (the run sleeps or waits, the run was
+ * cancelled, the lease was lost): not an error of the workflow. Do not catch it (a `catch` that
+ * swallows it changes nothing: every later durable call throws it again and the function's
+ * outcome is ignored).
+ */
+class Ended extends Error {
+    why;
+    constructor(why) {
+        super(`workflow execution ended (${why})`);
+        this.why = why;
+        this.name = "WorkflowEnded";
+    }
+}
+const DEFAULT_BACKOFF = { initial: 1000, factor: 2, max: 60_000 };
+function errorText(e) {
+    if (e instanceof Error) {
+        const head = `${e.name}: ${e.message}`;
+        const stack = e.stack ?? "";
+        return (stack.startsWith(head) ? stack : `${head}\n${stack}`).slice(0, 64_000);
+    }
+    return String(e).slice(0, 64_000);
+}
+/** A value as JSON gives it back (what a replay returns): `undefined` → null, `Date` → string, … */
+function asJson(v) {
+    if (v === undefined || v === null)
+        return null;
+    const t = typeof v;
+    if (t === "number" || t === "string" || t === "boolean")
+        return t === "number" && !Number.isFinite(v) ? null : v;
+    const s = JSON.stringify(v);
+    return s === undefined ? null : JSON.parse(s);
+}
+const ms = (d) => (typeof d === "number" ? d : parseDuration(d));
+const abortableSleep = (delay, signal) => new Promise((resolve) => {
+    if (signal.aborted) {
+        resolve();
+        return;
+    }
+    const t = setTimeout(() => { signal.removeEventListener("abort", done); resolve(); }, delay);
+    const done = () => { clearTimeout(t); resolve(); };
+    signal.addEventListener("abort", done, { once: true });
+});
+/** A child run started by {@link WorkflowContext.startChild}. */
+export class ChildHandle {
+    id;
+    workflow;
+    ctx;
+    /** @internal */
+    constructor(id, workflow, ctx) {
+        this.id = id;
+        this.workflow = workflow;
+        this.ctx = ctx;
+    }
+    /** Waits (durably) for the child's end: its result, or {@link ChildFailed}. */
+    result() { return this.ctx.awaitChild(this); }
+}
+/** What a workflow's function gets: its durable calls. */
+export class WorkflowContext {
+    o;
+    runId;
+    workflow;
+    input;
+    journal = new Map();
+    journalLength;
+    /** The server's clock at `resume`: a sleep whose `wake_at` is past it is over. */
+    serverNow;
+    seq = 0;
+    pending = [];
+    chain = Promise.resolve();
+    ctl = new AbortController();
+    /** @internal */ ended;
+    /** @internal */ nondet;
+    /** @internal */ fatal;
+    /** @internal */
+    constructor(o, journal, serverNow) {
+        this.o = o;
+        this.runId = o.runId;
+        this.workflow = o.workflow;
+        this.input = o.input;
+        for (const e of journal)
+            this.journal.set(e.seq, e);
+        this.journalLength = journal.length;
+        this.serverNow = serverNow;
+    }
+    /** True while the function replays what the journal holds (no new call has been made yet). */
+    get replaying() { return this.seq < this.journalLength; }
+    /** Aborted when this execution ends (suspended, cancelled, lease lost, the worker stops). */
+    get signal() { return this.ctl.signal; }
+    /** @internal Ends the execution here: every later durable call throws, the outcome is ignored. */
+    end(why) {
+        if (!this.ended) {
+            this.ended = new Ended(why);
+            this.ctl.abort(this.ended);
+        }
+        return this.ended;
+    }
+    /** @internal Resolves once every durable call made so far is settled. */
+    idle() { return this.chain.then(() => { }); }
+    /** @internal The entries not yet sent (they go with `finish`). */
+    takePending() { const p = this.pending; this.pending = []; return p; }
+    /** Durable calls run one at a time, in call order (the order numbers them). */
+    serial(op) {
+        const p = this.chain.then(() => {
+            if (this.ended)
+                throw this.ended;
+            if (this.nondet)
+                throw this.nondet;
+            return op();
+        });
+        this.chain = p.then(() => { }, () => { });
+        return p;
+    }
+    /** The journal's entry at the current number, checked against what the code asks for. */
+    expect(kind, name) {
+        const e = this.journal.get(this.seq);
+        if (e && (e.kind !== kind || e.name !== name)) {
+            this.nondet = new NonDeterminismError(`workflow ${this.workflow} run ${this.runId}: journal entry ${this.seq} is ${e.kind} '${e.name}' but the code asked for ${kind} '${name}'`);
+            throw this.nondet;
+        }
+        return e;
+    }
+    async post(op, body) {
+        try {
+            return await this.o.post(op, { lease: this.o.lease, ...body });
+        }
+        catch (e) {
+            throw this.refused(e);
+        }
+    }
+    /** @internal What a refused or failed server call becomes. */
+    refused(e) {
+        if (e instanceof DocketError && e.status === 409 && e.code === "nondeterministic") {
+            this.nondet = new NonDeterminismError(`workflow ${this.workflow} run ${this.runId}: ${e.message.replace(/^nondeterministic: /, "").replace(/ \(HTTP 409\)$/, "")}`);
+            return this.nondet;
+        }
+        if (e instanceof DocketError && (e.status === 409 || e.status === 404))
+            return this.end("lost");
+        if (e instanceof Ended)
+            return e;
+        this.o.warn?.(`workflow ${this.workflow} run ${this.runId}: abandoned (its task runs again once its lease ends): ${e}`);
+        return this.end("lost");
+    }
+    async flush() {
+        if (!this.pending.length)
+            return;
+        const steps = this.pending;
+        await this.post("steps", { steps });
+        this.pending = [];
+    }
+    async suspend(wait) {
+        const steps = this.pending;
+        const r = await this.post("suspend", { steps, wait });
+        this.pending = [];
+        if (r.outcome === "suspended")
+            throw this.end("suspended");
+        return r;
+    }
+    /**
+     * A step: runs `fn` once for the run (its result, any JSON, is recorded and returned on every
+     * replay). A failure is retried here with backoff (`maxAttempts` 3, 1 s ×2, at most 60 s;
+     * `Permanent` is not retried); the last one is recorded and thrown as {@link StepFailed}
+     * (the function may catch it; uncaught, the run fails with it).
+     */
+    step(name, fn, opts = {}) {
+        return this.serial(async () => {
+            const seq = this.seq;
+            const e = this.expect("step", name);
+            if (e) {
+                this.seq++;
+                if (e.state === "failed")
+                    throw new StepFailed(name, e.error ?? "failed", e.attempts ?? 1);
+                return e.output;
+            }
+            // What came before is recorded before this step does anything.
+            if (this.o.deferSteps !== false)
+                await this.flush();
+            const most = Math.max(1, opts.maxAttempts ?? 3);
+            const b = opts.backoff ?? {};
+            let delay = b.initial !== undefined ? ms(b.initial) : DEFAULT_BACKOFF.initial;
+            const factor = b.factor ?? DEFAULT_BACKOFF.factor, max = b.max !== undefined ? ms(b.max) : DEFAULT_BACKOFF.max;
+            const startedAt = new Date().toISOString();
+            let entry;
+            let output = null, failure;
+            for (let attempt = 1;; attempt++) {
+                try {
+                    output = asJson(await fn({ attempt, signal: this.ctl.signal }));
+                    if (this.ended)
+                        throw this.ended;
+                    entry = { seq, kind: "step", name, output, attempts: attempt, started_at: startedAt };
+                    break;
+                }
+                catch (err) {
+                    if (this.ended)
+                        throw this.ended;
+                    if (attempt >= most || (err instanceof Error && err.name === "Permanent")) {
+                        failure = errorText(err);
+                        entry = { seq, kind: "step", name, error: failure, attempts: attempt, started_at: startedAt };
+                        break;
+                    }
+                    await abortableSleep(Math.min(delay, max), this.ctl.signal);
+                    if (this.ended)
+                        throw this.ended;
+                    delay = Math.min(delay * factor, max);
+                }
+            }
+            this.seq++;
+            this.pending.push(entry);
+            if (this.o.deferSteps === false)
+                await this.flush();
+            if (failure !== undefined)
+                throw new StepFailed(name, failure, entry.attempts);
+            return output;
+        });
+    }
+    /** Sleeps durably (`"5s"`, `"1d"` or ms): the run is handed back to docket and taken up again when it is due. */
+    sleep(duration) {
+        return this.serial(async () => {
+            const seq = this.seq;
+            const e = this.expect("sleep", "sleep");
+            if (e && (e.state === "completed" || (e.wake_at && Date.parse(e.wake_at) <= this.serverNow))) {
+                this.seq++;
+                return;
+            }
+            const until = new Date(Date.now() + ms(duration)).toISOString();
+            await this.suspend({ seq, kind: "sleep", name: "sleep", until });
+            this.seq++; // due already
+        });
+    }
+    /**
+     * Waits durably for an event `name` sent to the run (`client.sendEvent`; one sent before the
+     * wait started waits in the run's mailbox): its payload, or `undefined` when `timeout` passed
+     * first (a payload is JSON, never `undefined`). Without `timeout` it waits for ever.
+     */
+    waitForEvent(name, o = {}) {
+        return this.serial(async () => {
+            const seq = this.seq;
+            const e = this.expect("event", name);
+            if (e && e.state === "completed") {
+                this.seq++;
+                return e.output;
+            }
+            if (e && e.state === "timed_out") {
+                this.seq++;
+                return undefined;
+            }
+            const wait = { seq, kind: "event", name };
+            if (o.timeout !== undefined)
+                wait.timeout = formatDuration(o.timeout);
+            const r = await this.suspend(wait);
+            this.seq++;
+            return r.outcome === "event" ? r.payload : undefined;
+        });
+    }
+    /**
+     * Starts a child run of `workflow` (id: `id`, else `<this run's id>:<number>`; its queue:
+     * `queue`, else this run's). The child is created with this call; `await handle.result()`
+     * waits for it. A child not awaited runs on its own.
+     */
+    startChild(workflow, input, o = {}) {
+        return this.serial(async () => {
+            const seq = this.seq;
+            const e = this.expect("child", workflow);
+            const id = o.id ?? `${this.runId}:${seq}`;
+            if (e) {
+                this.seq++;
+                return new ChildHandle(e.child_id ?? id, workflow, this);
+            }
+            const child = { id, input: asJson(input) };
+            if (o.queue !== undefined)
+                child.queue = o.queue;
+            this.pending.push({ seq, kind: "child", name: workflow, child });
+            this.seq++;
+            await this.flush();
+            return new ChildHandle(id, workflow, this);
+        });
+    }
+    /** @internal {@link ChildHandle.result}. */
+    awaitChild(h) {
+        return this.serial(async () => {
+            const seq = this.seq;
+            const e = this.expect("child", h.workflow);
+            let payload;
+            if (e && e.state === "completed") {
+                payload = e.output;
+            }
+            else {
+                const r = await this.suspend({ seq, kind: "child", name: h.workflow, child_id: h.id });
+                payload = r.payload;
+            }
+            this.seq++;
+            const p = (payload ?? {});
+            if (p.state === "completed")
+                return p.result ?? null;
+            throw new ChildFailed(h.id, h.workflow, p.state ?? "failed", p.error ?? null);
+        });
+    }
+    /** The time, recorded: a replay returns the same `Date`. */
+    now() {
+        return this.small("now", "now", () => new Date().toISOString()).then((s) => new Date(s));
+    }
+    /** A random number in [0, 1), recorded. */
+    random() { return this.small("random", "random", () => Math.random()); }
+    /** A random UUID, recorded. */
+    uuid() { return this.small("uuid", "uuid", () => randomUUID()); }
+    small(kind, name, make) {
+        return this.serial(() => {
+            const seq = this.seq;
+            const e = this.expect(kind, name);
+            this.seq++;
+            if (e)
+                return e.output;
+            const output = make();
+            this.pending.push({ seq, kind, name, output });
+            return output;
+        });
+    }
+    /**
+     * Whether this run takes the code path of patch `id` (Temporal's rule): a run that reached
+     * this point before the patch existed replays the old path (false); every other run records
+     * the marker and takes the new one (true). Once no old run is left, drop the check.
+     */
+    patched(id) {
+        return this.serial(() => {
+            const e = this.journal.get(this.seq);
+            if (e) {
+                if (e.kind === "patch" && e.name === id) {
+                    this.seq++;
+                    return true;
+                }
+                return false;
+            }
+            this.pending.push({ seq: this.seq, kind: "patch", name: id, output: null });
+            this.seq++;
+            return true;
+        });
+    }
+}
+/**
+ * Runs one execution of a run: `resume` unless fresh, the function from the top, then `finish`
+ * (or nothing: suspended, or no longer this worker's). Never throws.
+ */
+export async function executeWorkflow(o, abort) {
+    let journal = [];
+    let serverNow = Date.now();
+    const finish = async (ctx, body) => {
+        try {
+            await o.post("finish", { lease: o.lease, steps: ctx ? ctx.takePending() : [], ...body });
+            return "finished";
+        }
+        catch (e) {
+            if (!(e instanceof DocketError && (e.status === 409 || e.status === 404))) {
+                o.warn?.(`workflow ${o.workflow} run ${o.runId}: finish failed (its task runs again once its lease ends): ${e}`);
+            }
+            return "lost";
+        }
+    };
+    let lost = false;
+    let ctx;
+    abort?.(() => { lost = true; ctx?.end("lost"); });
+    if (!o.fresh) {
+        let r;
+        try {
+            r = await o.post("resume", { lease: o.lease });
+        }
+        catch (e) {
+            if (!(e instanceof DocketError && (e.status === 409 || e.status === 404))) {
+                o.warn?.(`workflow ${o.workflow} run ${o.runId}: resume failed (its task runs again once its lease ends): ${e}`);
+            }
+            return "lost";
+        }
+        if (lost)
+            return "lost";
+        if (FINISHED_RUN_STATES.includes(r.run.state)) {
+            return finish(undefined, r.run.state === "completed" ? { result: r.run.result ?? null } : { error: r.run.error ?? `run ${r.run.state}` });
+        }
+        journal = r.steps ?? [];
+        const t = Date.parse(r.now);
+        if (Number.isFinite(t))
+            serverNow = t;
+    }
+    ctx = new WorkflowContext(o, journal, serverNow);
+    if (lost)
+        ctx.end("lost");
+    let result, error, ok = false;
+    try {
+        result = await o.fn(ctx, o.input);
+        ok = true;
+    }
+    catch (e) {
+        error = e;
+    }
+    await ctx.idle(); // a durable call not awaited by the function still ends before the finish
+    if (ctx.ended)
+        return ctx.ended.why;
+    if (ctx.nondet)
+        return finish(ctx, { error: ctx.nondet.message });
+    if (!ok)
+        return finish(ctx, { error: error instanceof NonDeterminismError ? error.message : errorText(error) });
+    let json;
+    try {
+        json = asJson(result);
+    }
+    catch (e) {
+        return finish(ctx, { error: `the workflow's result is not JSON: ${errorText(e)}` });
+    }
+    return finish(ctx, { result: json });
+}
