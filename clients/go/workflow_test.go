@@ -765,3 +765,31 @@ func TestWorkflowWorkerKilledMidStep(t *testing.T) {
 		}
 	})
 }
+
+// The quickstart of docs/src/durable/go.md runs as written (on the SQLite server) and prints
+// what its comment says.
+func TestWorkflowQuickstartInDocs(t *testing.T) {
+	server := servers(t)["sqlite"]
+	doc := string(must(os.ReadFile("../../docs/src/durable/go.md")))
+	quick := doc[strings.Index(doc, "## Quickstart"):]
+	start := strings.Index(quick, "```go\n") + len("```go\n")
+	code := quick[start : start+strings.Index(quick[start:], "```")]
+	dir := t.TempDir()
+	here := must(filepath.Abs("."))
+	mod := "module example.com/quickstart\n\ngo 1.19\n\nrequire github.com/docket/docket/clients/go v0.0.0\n\n" +
+		"replace github.com/docket/docket/clients/go => " + here + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "run", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "DOCKET_SERVER="+server, "GOFLAGS=-mod=mod", "GOPROXY=off")
+	out, err := cmd.CombinedOutput()
+	want := `completed {"charge":"ch_42_1999","status":"approved by Ada"}`
+	if err != nil || strings.TrimSpace(string(out)) != want {
+		t.Fatalf("go run: %v\n%s\nwant %s", err, out, want)
+	}
+}
