@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
+from ._fasthttp import FastHttp
 from .durations import Duration, format_duration
 from .errors import DocketError, error_for
 
@@ -87,6 +88,24 @@ class _Config:
         self.timeout = httpx.Timeout(timeout, read=max(timeout, 75.0))
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+               "all_proxy")
+
+
+def _parse_fast(answer: Any) -> Json:
+    if answer.status >= 400:
+        try:
+            body = json.loads(answer.body)
+        except ValueError:
+            body = answer.body.decode("utf-8", "replace")
+        ra = answer.headers.get("retry-after")
+        raise error_for(answer.status, body, float(ra) if ra and ra.isdigit() else None)
+    if answer.status == 204 or not answer.body:
+        return None
+    return json.loads(answer.body)
+
+
 def _parse(resp: httpx.Response) -> Json:
     if resp.status_code >= 400:
         try:
@@ -105,7 +124,8 @@ class _Api:
 
     def _call(self, method: str, path: str, body: Any = None, params: Optional[dict] = None,
               headers: Optional[dict] = None, then: Optional[Callable[[Any], Any]] = None,
-              raw: bool = False) -> Any:
+              raw: bool = False, fast: bool = False) -> Any:
+        # fast: the worker's hot path (AsyncClient sends it over its own small HTTP/1.1 pool).
         raise NotImplementedError
 
     # --- tasks -------------------------------------------------------------------------
@@ -449,18 +469,19 @@ class _Api:
     # The worker's side of a run (docket_client.Worker does these; by hand for other runtimes).
     def workflow_resume(self, run_id: str, lease: str) -> Any:
         """``POST /v1/workflow-runs/{id}/resume`` → ``{"run", "steps", "now"}``."""
-        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/resume", {"lease": lease})
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/resume", {"lease": lease},
+                          fast=True)
 
     def workflow_record(self, run_id: str, lease: str, steps: Sequence[Dict[str, Any]]) -> Any:
         """``POST /v1/workflow-runs/{id}/steps`` → ``{"recorded": n}``."""
         return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/steps",
-                          {"lease": lease, "steps": list(steps)})
+                          {"lease": lease, "steps": list(steps)}, fast=True)
 
     def workflow_suspend(self, run_id: str, lease: str, wait: Dict[str, Any],
                          steps: Sequence[Dict[str, Any]] = ()) -> Any:
         """``POST /v1/workflow-runs/{id}/suspend`` → ``{"outcome", "payload"?, "entry"}``."""
         return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/suspend",
-                          {"lease": lease, "steps": list(steps), "wait": wait})
+                          {"lease": lease, "steps": list(steps), "wait": wait}, fast=True)
 
     def workflow_finish(self, run_id: str, lease: str, result: Json = None,
                         error: Optional[str] = None,
@@ -471,7 +492,7 @@ class _Api:
             body["error"] = error
         else:
             body["result"] = result
-        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/finish", body)
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/finish", body, fast=True)
 
     # --- schedules ---------------------------------------------------------------------
     def put_schedule(self, name: str, task: Dict[str, Any], every: Optional[Duration] = None,
@@ -594,7 +615,8 @@ class Client(_Api):
         self._http = httpx.Client(base_url=self.config.server, headers=self.config.headers,
                                   verify=self.config.verify, timeout=self.config.timeout)
 
-    def _call(self, method, path, body=None, params=None, headers=None, then=None, raw=False):
+    def _call(self, method, path, body=None, params=None, headers=None, then=None, raw=False,
+              fast=False):
         resp = self._http.request(method, path, json=body, params=params, headers=headers)
         value = resp if raw else _parse(resp)
         return then(value) if then else value
@@ -641,9 +663,24 @@ class AsyncClient(_Api):
         self._http = httpx.AsyncClient(base_url=self.config.server, headers=self.config.headers,
                                        verify=self.config.verify, timeout=self.config.timeout,
                                        limits=limits)
+        # The worker's hot path (a durable function's calls): kept-alive connections of its
+        # own, unless a proxy is configured (httpx honours it; this does not).
+        self._fast: Optional[FastHttp] = None
+        if not any(os.environ.get(k) for k in _PROXY_VARS):
+            try:
+                self._fast = FastHttp(self.config.server, self.config.headers,
+                                      self.config.verify, timeout=max(timeout, 75.0),
+                                      connect_timeout=timeout, max_connections=max_connections)
+            except ValueError:
+                self._fast = None
 
     async def _call(self, method, path, body=None, params=None, headers=None, then=None,
-                    raw=False):
+                    raw=False, fast=False):
+        if fast and self._fast is not None and params is None and headers is None and not raw:
+            data = None if body is None else _ENCODER.encode(body).encode()
+            answer = await self._fast.request(method, path, data)
+            value = _parse_fast(answer)
+            return then(value) if then else value
         resp = await self._http.request(method, path, json=body, params=params, headers=headers)
         value = resp if raw else _parse(resp)
         return then(value) if then else value
@@ -667,6 +704,8 @@ class AsyncClient(_Api):
                         yield item
 
     async def aclose(self) -> None:
+        if self._fast is not None:
+            self._fast.close()
         await self._http.aclose()
 
     async def __aenter__(self) -> "AsyncClient":

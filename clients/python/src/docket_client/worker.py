@@ -647,6 +647,8 @@ class Worker:
         self._wake()
         assert self._report_ready is not None
         if t.cancelled():
+            if run.workflow:
+                self.stats["stopped"] += 1
             return  # cancelled by docket (heartbeat answer) or handed back on stop
         if run.ran_for is not None:  # every outcome but a cancellation: timeouts, failures too
             self._ran(run.ran_for)
