@@ -61,7 +61,7 @@ async def working(worker):
 def new_worker(c, queue, **kw):
     kw.setdefault("wait", "500ms")
     kw.setdefault("report_interval", 0)
-    return Worker(c, queue=queue, **kw)
+    return Worker(c, workflow_queue=queue, **kw)
 
 
 def free_port():
@@ -588,7 +588,7 @@ def test_a_thousand_runs_on_two_nodes_every_step_once(backend):
                                 workflows={"three": body})
                     wb = Worker(cb, concurrency=100, wait="1s", report_interval=0,
                                 workflows={"three": body})
-                    assert wa.queue == "workflows"
+                    assert wa.workflow_queue == "workflows"
                     async with working(wa), working(wb):
                         t0 = time.monotonic()
                         sem = asyncio.Semaphore(32)

@@ -12,8 +12,8 @@ from docket_client import AsyncClient, Worker
 
 server, queue, log_path, slow = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 # A 2 s lease (a heartbeat every ~0.7 s): a killed worker's run is taken over soon after.
-worker = Worker(AsyncClient(server), queue=queue, concurrency=4, lease="2s", wait="1s",
-                shutdown_grace=5, report_interval=0)
+worker = Worker(AsyncClient(server), workflow_queue=queue, concurrency=4, lease="2s",
+                wait="1s", shutdown_grace=5, report_interval=0)
 
 
 def write(line):

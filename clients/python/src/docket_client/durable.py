@@ -179,8 +179,12 @@ class _Execution:
     def __init__(self, client: Any, workflow: str, run_id: str, lease: str, input: Json,
                  journal: Optional[Dict[int, Dict[str, Any]]] = None,
                  server_now: Optional[datetime] = None,
-                 lease_end: Optional[Callable[[], float]] = None) -> None:
+                 lease_end: Optional[Callable[[], float]] = None,
+                 eager_steps: bool = False) -> None:
         self.client = client
+        # Record each step before ctx.step returns (else with the next call to docket: before
+        # the next step runs, or with a wait, a child's start, the end).
+        self.eager_steps = eager_steps
         self.workflow = workflow
         self.run_id = run_id
         self.lease = lease
@@ -533,6 +537,8 @@ class WorkflowContext(_ContextBase):
                 text, give_up, delay = _step_error(e)
                 if give_up or attempt >= max_attempts:
                     exe.step_done(seq, name, started, attempt, error=text)
+                    if exe.eager_steps:
+                        await exe.flush()
                     raise StepFailed(name, text, attempt) from e
                 await asyncio.sleep(delay if delay is not None
                                     else _backoff(attempt, initial, backoff_factor, most))
@@ -540,6 +546,8 @@ class WorkflowContext(_ContextBase):
                     raise _Stopped() from None
                 continue
             exe.step_done(seq, name, started, attempt, output=out)
+            if exe.eager_steps:
+                await exe.flush()
             return out
 
     async def sleep(self, duration: Duration) -> None:
@@ -636,6 +644,8 @@ class SyncWorkflowContext(_ContextBase):
                 text, give_up, delay = _step_error(e)
                 if give_up or attempt >= max_attempts:
                     exe.step_done(seq, name, started, attempt, error=text)
+                    if exe.eager_steps:
+                        self._call(exe.flush())
                     raise StepFailed(name, text, attempt) from e
                 time.sleep(delay if delay is not None
                            else _backoff(attempt, initial, backoff_factor, most))
@@ -643,6 +653,8 @@ class SyncWorkflowContext(_ContextBase):
                     raise _Stopped() from None
                 continue
             exe.step_done(seq, name, started, attempt, output=out)
+            if exe.eager_steps:
+                self._call(exe.flush())
             return out
 
     def sleep(self, duration: Duration) -> None:
@@ -679,7 +691,7 @@ WorkflowFn = Callable[..., Any]
 
 async def run_workflow(client: Any, fn: WorkflowFn, task: Dict[str, Any], *,
                        job: Any = None, lease_end: Optional[Callable[[], float]] = None,
-                       executor: Any = None) -> str:
+                       executor: Any = None, eager_steps: bool = False) -> str:
     """Runs one claimed task of a workflow: replays or starts the function and ends the
     execution as docket's contract says (finish, suspend, or stop quietly). Returns what
     happened: ``finished``, ``suspended`` or ``stopped``. Never reports the task."""
@@ -687,7 +699,7 @@ async def run_workflow(client: Any, fn: WorkflowFn, task: Dict[str, Any], *,
     run_id = payload["workflow_run"]
     lease = task["lease"]["token"]
     exe = _Execution(client, task["kind"], run_id, lease, payload.get("input"),
-                     lease_end=lease_end)
+                     lease_end=lease_end, eager_steps=eager_steps)
     try:
         if task.get("attempt", 1) != 1 or task.get("stage"):
             resumed = await exe._send(client.workflow_resume, run_id, lease)

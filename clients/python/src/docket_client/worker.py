@@ -179,10 +179,30 @@ class _Running:
     started: bool = False
     ran_for: Optional[float] = None  # seconds the handler ran (set when it ends)
     workflow: bool = False   # a run's task: docket ends it (finish/suspend), never a report
+    source: Optional["_Source"] = None
+
+
+class _Source:
+    """A queue the worker claims (its tasks' queue; its workflows' when that is another), with
+    its own room: handlers at once, held tasks, claims in flight."""
+
+    def __init__(self, queue: str, kinds: List[str], stages: Optional[List[str]],
+                 concurrency: int, workflows: bool) -> None:
+        self.queue = queue
+        self.kinds = kinds
+        self.stages = stages
+        self.concurrency = concurrency
+        self.workflows = workflows  # this source claims the workflows' tasks (maybe tasks too)
+        self.busy = False     # the last claim answered found tasks
+        self.asked = 0        # tasks asked by the claims in flight
+        self.held = 0         # tasks held (running or waiting in `buffer`)
+        self.executing = 0    # handlers running
+        self.buffer: "collections.deque[_Running]" = collections.deque()
+        self.avg_run: Optional[float] = None  # moving average of run time, seconds
 
 
 class Worker:
-    """Runs handlers for one queue.
+    """Runs handlers for one queue, and durable functions (workflows) from theirs.
 
     ``client``: an :class:`AsyncClient` (default: one from ``$DOCKET_SERVER``/``$DOCKET_TOKEN``).
     ``concurrency``: handlers at once. ``prefetch``: tasks claimed ahead of free handlers and held
@@ -199,6 +219,10 @@ class Worker:
     take more than the worker holds. ``wait``: long-poll per claim [10 s]. ``lease``: lease per
     claim [the task's timeout]. ``shutdown_grace``: seconds tasks in hand get on stop [30].
     ``report_interval``: seconds between reports to ``/v1/workers`` [10; 0 = none].
+    ``workflows``: ``{name: fn}`` durable functions (also ``@worker.workflow(name)``),
+    claimed from ``workflow_queue`` ["workflows"] (with claims of their own, the same options,
+    ``workflow_concurrency`` [concurrency] executions at once; the same claims as the tasks when
+    ``queue`` names the same queue). A worker with only workflows claims only their queue.
     ``max_report_batch``: items per batched complete/fail sent on their own [500] (a claim
     carries up to ``max(max_report_batch, batch)``). ``full_tasks``: claim tasks with every field
     [False: lean tasks — id, kind, payload, attempt, max_attempts, stage, timeout, attempted_at,
@@ -209,13 +233,15 @@ class Worker:
     during a long poll, with every handler busy and at the stop it is sent on its own.
     """
 
-    def __init__(self, client: Optional[AsyncClient] = None, queue: Optional[str] = None,
+    def __init__(self, client: Optional[AsyncClient] = None, queue: str = "default",
                  concurrency: int = 10, name: Optional[str] = None, batch: Optional[int] = None,
                  prefetch: Union[int, Literal["auto"]] = "auto",
                  wait: Duration = "10s", lease: Optional[Duration] = None,
                  shutdown_grace: float = 30.0, report_interval: float = 10.0,
                  max_report_batch: int = 500, full_tasks: bool = False,
-                 claims: int = 2, workflows: Optional[Dict[str, WorkflowFn]] = None) -> None:
+                 claims: int = 2, workflows: Optional[Dict[str, WorkflowFn]] = None,
+                 workflow_queue: str = "workflows",
+                 workflow_concurrency: Optional[int] = None, eager_steps: bool = False) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not (isinstance(prefetch, str) and prefetch == "auto") and not (
@@ -223,8 +249,11 @@ class Worker:
                 and prefetch >= 0):
             raise ValueError(f'prefetch must be "auto" or a whole number ≥ 0, not {prefetch!r}')
         self.client = client
-        self._queue = queue
+        self.queue = queue
+        self.workflow_queue = workflow_queue
         self.concurrency = concurrency
+        self.workflow_concurrency = max(1, workflow_concurrency or concurrency)
+        self.eager_steps = eager_steps
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         #: ``"auto"`` or the number of tasks held ahead (see :attr:`prefetching`).
         self.prefetch: Union[int, Literal["auto"]] = \
@@ -232,9 +261,7 @@ class Worker:
         most = concurrency + (PREFETCH_AUTO_MAX if self.prefetch == "auto" else self.prefetch)
         self.batch = max(1, min(batch or min(most, 1000), 10_000))
         self.claims = max(1, min(int(claims), 16))
-        self._avg_run: Optional[float] = None  # moving average of handler run time, seconds
-        self._buffer: "collections.deque[_Running]" = collections.deque()
-        self._executing = 0
+        self._sources: List[_Source] = []
         self.wait = format_duration(wait)
         self.lease = None if lease is None else format_duration(lease)
         self.shutdown_grace = shutdown_grace
@@ -245,10 +272,6 @@ class Worker:
         # ago), so what finishes meanwhile goes with the next one. With none (a long poll, no
         # free handler, the stop) the reporter sends them on its own.
         self._carriers = 0
-        # Tasks asked by the claims in flight: counted as held, so the lanes never take too many.
-        self._asked = 0
-        # The last claim answered found tasks: the lanes ask again at once, carrying reports.
-        self._busy = False
         # Set (and replaced) to wake every claim lane waiting for room or work.
         self._wakeup: Optional[asyncio.Event] = None
         self._sleepers = 0
@@ -269,24 +292,35 @@ class Worker:
                       "finished": 0, "suspended": 0, "stopped": 0}
 
     @property
-    def queue(self) -> str:
-        """The queue claimed: as given, else ``"workflows"`` for a worker of workflows only
-        (docket's queue for runs that name none), else ``"default"``."""
-        if self._queue is not None:
-            return self._queue
-        return "workflows" if self._workflows and not self._handlers else "default"
-
-    @queue.setter
-    def queue(self, value: str) -> None:
-        self._queue = value
-
-    @property
     def prefetching(self) -> int:
         """Tasks held ahead of free handlers now: ``prefetch``, or under ``"auto"``
-        :func:`auto_prefetch`'s for the handlers' recent run time."""
+        :func:`auto_prefetch`'s for the handlers' recent run time (of the task queue's
+        handlers; of the workflows for a worker of workflows only)."""
+        src = self._sources[0] if self._sources else None
+        return self._prefetching(src)
+
+    def _prefetching(self, src: Optional["_Source"]) -> int:
         if self.prefetch == "auto":
-            return auto_prefetch(self.concurrency, self._avg_run)
+            if src is None:
+                return 0
+            return auto_prefetch(src.concurrency, src.avg_run)
         return self.prefetch  # type: ignore[return-value]
+
+    def _make_sources(self) -> List["_Source"]:
+        tasks = sorted({k for k, _ in self._handlers})
+        stages = {s for _, s in self._handlers}
+        # One handler without a stage takes every stage of its kind.
+        task_stages = None if None in stages else sorted(x for x in stages if x is not None)
+        wfs = sorted(self._workflows)
+        if tasks and wfs and self.queue == self.workflow_queue:
+            # One queue: the same claims (a run's task has no stage at first, then "resume").
+            return [_Source(self.queue, tasks + wfs, None, self.concurrency, True)]
+        out = []
+        if tasks:
+            out.append(_Source(self.queue, tasks, task_stages, self.concurrency, False))
+        if wfs:
+            out.append(_Source(self.workflow_queue, wfs, None, self.workflow_concurrency, True))
+        return out
 
     # --- registration --------------------------------------------------------------------
     def task(self, kind: str, stage: Optional[str] = None) -> Callable[[Handler], Handler]:
@@ -298,8 +332,8 @@ class Worker:
 
     def handle(self, kind: str, fn: Handler, stage: Optional[str] = None) -> None:
         """Register ``fn`` for ``kind`` (and ``stage``). Sync functions run in a thread."""
-        if kind in self._workflows:
-            raise ValueError(f"{kind!r} is a workflow of this worker already")
+        if kind in self._workflows and self.queue == self.workflow_queue:
+            raise ValueError(f"{kind!r} is a workflow of queue {self.queue!r} already")
         self._handlers[(kind, stage)] = fn
 
     def workflow(self, name: Union[str, WorkflowFn, None] = None
@@ -318,19 +352,12 @@ class Worker:
 
     def handle_workflow(self, name: str, fn: WorkflowFn) -> None:
         """Register ``fn`` as the workflow ``name``."""
-        if any(k == name for k, _ in self._handlers):
-            raise ValueError(f"{name!r} is a task kind of this worker already")
+        if self.queue == self.workflow_queue and any(k == name for k, _ in self._handlers):
+            raise ValueError(f"{name!r} is a task kind of queue {self.queue!r} already")
         self._workflows[name] = fn
 
     def _kinds(self) -> List[str]:
         return sorted({k for k, _ in self._handlers} | set(self._workflows))
-
-    def _stages(self) -> Optional[List[str]]:
-        if self._workflows:
-            return None  # a run's task has no stage at first, then "resume"
-        stages = {s for _, s in self._handlers}
-        # One handler without a stage takes every stage of its kind.
-        return None if None in stages else sorted(s for s in stages if s is not None)
 
     def _handler_for(self, task: Dict[str, Any]) -> Optional[Handler]:
         return self._handlers.get((task["kind"], task.get("stage"))) or \
@@ -368,8 +395,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._report_ready = asyncio.Event()
         self._wakeup = asyncio.Event()
-        self._sleepers = self._carriers = self._asked = 0
-        self._busy = False
+        self._sleepers = self._carriers = 0
+        self._sources = self._make_sources()
         loop = asyncio.get_running_loop()
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -400,7 +427,8 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         assert self._report_ready is not None
-        lanes = [asyncio.ensure_future(self._claim_lane(i == 0)) for i in range(self.claims)]
+        lanes = [asyncio.ensure_future(self._claim_lane(i == 0, src))
+                 for src in self._sources for i in range(self.claims)]
         try:
             await asyncio.gather(*lanes)
         finally:
@@ -410,16 +438,16 @@ class Worker:
             await asyncio.gather(*lanes, return_exceptions=True)
             self._report_ready.set()
 
-    async def _claim_lane(self, first: bool) -> None:
-        # One claim loop. The first long-polls while the queue is empty; the others claim only
-        # while it has work and never wait.
+    async def _claim_lane(self, first: bool, src: "_Source") -> None:
+        # One claim loop of a queue. The first long-polls while the queue is empty; the others
+        # claim only while it has work and never wait.
         assert self._stopping is not None and self._report_ready is not None
         assert self._wakeup is not None
-        kinds, stages = self._kinds(), self._stages()
+        kinds, stages = src.kinds, src.stages
         while not self._stopping.is_set():
-            room = self.concurrency + self.prefetching
+            room = src.concurrency + self._prefetching(src)
             share = max(1, -(-room // self.claims))
-            free = room - len(self._running) - self._asked
+            free = room - src.held - src.asked
             # The first lane alone asks for all the room when the queue was idle; with the
             # queue busy every lane asks for its share, so a claim is answered while the
             # others' tasks run.
@@ -427,7 +455,7 @@ class Worker:
             # The others wait until half a share is free: claims of a task or two cost a round
             # trip each.
             least = 1 if first else -(-min(share, self.batch) // 2)
-            if limit < least or (not first and not self._busy):
+            if limit < least or (not first and not src.busy):
                 if self._carriers == 0:
                     self._report_ready.set()
                 wakeup = self._wakeup
@@ -441,17 +469,17 @@ class Worker:
             # wait and is not given up at a stop, so its reports are never in doubt.
             carried = self._reports[:max(self.max_report_batch, self.batch)]
             del self._reports[:len(carried)]
-            waits = first and not self._busy and not carried
+            waits = first and not src.busy and not carried
             if waits:
                 self._report_ready.set()
             else:
                 self._carriers += 1
-            self._asked += limit
+            src.asked += limit
             claim_id = str(uuid.uuid4())
             given_up = False
             try:
                 claim = asyncio.ensure_future(self.client.claim_with(
-                    self.queue, self.name, limit=limit, lease=self.lease,
+                    src.queue, self.name, limit=limit, lease=self.lease,
                     wait=self.wait if waits else "0s", kinds=kinds, stages=stages,
                     claim_id=claim_id, lean=not self.full_tasks,
                     complete=[i for w, i, _ in carried if w == "complete"],
@@ -468,7 +496,7 @@ class Worker:
                 else:
                     await asyncio.wait({claim})
             finally:
-                self._asked -= limit
+                src.asked -= limit
                 if not waits:
                     self._carriers -= 1
                 if self._carriers == 0:
@@ -485,7 +513,7 @@ class Worker:
                 except (DocketError, httpx.TransportError) as e:
                     error = e
             if given_up or error is not None:
-                self._busy = False
+                src.busy = False
                 if carried:
                     self._reports[:0] = carried
                     self._report_ready.set()
@@ -493,7 +521,7 @@ class Worker:
                     # Stopping mid-poll: the server may have claimed tasks for an answer that
                     # will not be read. Released by the claim's id, they are available again
                     # at once (docket finds them even if the release overtakes the claim).
-                    await self._release_claim(claim_id)
+                    await self._release_claim(src.queue, claim_id)
                     break
                 if isinstance(error, RateLimited):
                     await self._pause(error.retry_after or 1.0)
@@ -507,14 +535,15 @@ class Worker:
                     self._settle(what, outcomes)
             tasks = answer.get("lean") if answer.get("lean") is not None \
                 else answer.get("tasks", [])
-            self._busy = bool(tasks)
+            src.busy = bool(tasks)
             for task in tasks:
-                self._start(task)
+                self._start(task, src)
 
-    def _ran(self, seconds: float) -> None:
+    @staticmethod
+    def _ran(src: "_Source", seconds: float) -> None:
         # Folds a handler's run time into the moving average prefetch="auto" follows.
-        self._avg_run = seconds if self._avg_run is None else \
-            self._avg_run + (seconds - self._avg_run) * 0.1
+        src.avg_run = seconds if src.avg_run is None else \
+            src.avg_run + (seconds - src.avg_run) * 0.1
 
     def _settle(self, what: str, outcomes: List[Dict[str, Any]]) -> None:
         # Counts reports answered (one outcome per item) and warns of those not ok.
@@ -537,7 +566,7 @@ class Worker:
         except asyncio.TimeoutError:
             pass
 
-    def _start(self, task: Dict[str, Any]) -> None:
+    def _start(self, task: Dict[str, Any], src: "_Source") -> None:
         now = time.monotonic()
         try:
             timeout = parse_duration(task.get("timeout") or "60s")
@@ -553,25 +582,26 @@ class Worker:
                        lease_end=now + lease_len, lease_len=lease_len,
                        beat_every=heartbeat_every(lease_len),
                        next_beat=now + heartbeat_every(lease_len))
+        run.source = src
         self._running[job.id] = run
-        self._buffer.append(run)
-        self._pump()
+        src.held += 1
+        src.buffer.append(run)
+        self._pump(src)
 
-    def _pump(self) -> None:
+    def _pump(self, src: "_Source") -> None:
         # Starts held tasks while handlers are free.
-        while self._executing < self.concurrency and self._buffer:
-            run = self._buffer.popleft()
+        while src.executing < src.concurrency and src.buffer:
+            run = src.buffer.popleft()
             if run.done:
                 continue
             if run.job.cancelled.is_set():  # docket took it back while it waited here
-                run.done = True
-                self._running.pop(run.job.id, None)
+                self._forget(run)
                 self._wake()
                 continue
             run.started = True
-            self._executing += 1
+            src.executing += 1
             timeout = max(0.0, run.deadline - time.monotonic())
-            wf = self._workflows.get(run.job.kind)
+            wf = self._workflows.get(run.job.kind) if src.workflows else None
             if wf is not None:
                 run.workflow = True
                 run.handler_task = asyncio.ensure_future(self._run_workflow(run, wf, timeout))
@@ -597,7 +627,7 @@ class Worker:
         try:
             what = await asyncio.wait_for(run_workflow(
                 self.client, fn, run.job.task, job=run.job, lease_end=lambda: run.lease_end,
-                executor=self._wf_executor), timeout)
+                executor=self._wf_executor, eager_steps=self.eager_steps), timeout)
         except asyncio.TimeoutError:
             return "fail", {"error": f"timeout: the workflow ran past the task's timeout "
                                      f"({run.job.task.get('timeout')})"}
@@ -639,11 +669,20 @@ class Worker:
             return "complete", item
         return "complete", {"result": result}
 
-    def _finished(self, run: _Running, t: "asyncio.Task[Any]") -> None:
-        run.done = True
+    def _forget(self, run: _Running) -> None:
+        # The task is no longer held (ended, handed back, taken back).
+        if not run.done:
+            run.done = True
+            if run.source is not None:
+                run.source.held -= 1
         self._running.pop(run.job.id, None)
-        self._executing -= 1
-        self._pump()
+
+    def _finished(self, run: _Running, t: "asyncio.Task[Any]") -> None:
+        self._forget(run)
+        src = run.source
+        assert src is not None
+        src.executing -= 1
+        self._pump(src)
         self._wake()
         assert self._report_ready is not None
         if t.cancelled():
@@ -651,7 +690,7 @@ class Worker:
                 self.stats["stopped"] += 1
             return  # cancelled by docket (heartbeat answer) or handed back on stop
         if run.ran_for is not None:  # every outcome but a cancellation: timeouts, failures too
-            self._ran(run.ran_for)
+            self._ran(src, run.ran_for)
         exc = t.exception()
         if exc is not None:
             if run.workflow:
@@ -747,14 +786,14 @@ class Worker:
             soonest = min((r.next_beat for r in self._running.values()), default=now + 1.0)
             await asyncio.sleep(min(1.0, max(0.05, soonest - time.monotonic())))
 
-    async def _release_claim(self, claim_id: str) -> None:
+    async def _release_claim(self, queue: str, claim_id: str) -> None:
         # Within the grace (at most 10 s): a server away that long gets the leases back when
         # they end instead.
         end = time.monotonic() + min(self.shutdown_grace, 10.0)
         delay = 0.1
         while True:
             try:
-                released = await self.client.release_claim(self.queue, claim_id)
+                released = await self.client.release_claim(queue, claim_id)
                 if released:
                     log.info("stopped mid-claim: handed back %d task(s)", len(released))
                 return
@@ -781,13 +820,13 @@ class Worker:
     async def _drain(self) -> None:
         # Held tasks not started go back at once; the running ones get the grace period.
         held = []
-        while self._buffer:
-            run = self._buffer.popleft()
-            if run.done:
-                continue
-            run.done = True
-            self._running.pop(run.job.id, None)
-            held.append(run)
+        for src in self._sources:
+            while src.buffer:
+                run = src.buffer.popleft()
+                if run.done:
+                    continue
+                self._forget(run)
+                held.append(run)
         if held:
             await self._release_held(held)
         if not self._running:
@@ -826,8 +865,11 @@ class Worker:
     async def _send_presence(self, state: str) -> None:
         if self.report_interval <= 0 or self.client is None:
             return
-        report = {"state": state, "tasks": sorted(self._running)[:10_000], "queue": self.queue,
-                  "kinds": self._kinds(), "concurrency": self.concurrency,
+        src = self._sources[0] if self._sources else None
+        report = {"state": state, "tasks": sorted(self._running)[:10_000],
+                  "queue": src.queue if src else self.queue,
+                  "kinds": self._kinds(), "concurrency": src.concurrency if src else
+                  self.concurrency,
                   "host": socket.gethostname(), "pid": os.getpid(),
                   "started_at": self._started_at,
                   "interval": format_duration(self.report_interval)}
