@@ -614,3 +614,23 @@ def test_a_thousand_runs_on_two_nodes_every_step_once(backend):
         finally:
             a.close()
             b.close()
+
+
+def test_the_docs_quickstart_runs_as_written():
+    """docs/src/durable/python.md's quickstart, on the SQLite server, twice (the second run
+    answers the run the first made)."""
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+    text = open(os.path.join(root, "docs", "src", "durable", "python.md")).read()
+    quick = text[text.index("## Quickstart"):]
+    code = re.search(r"```python\n(.*?)```", quick, re.S).group(1)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "quickstart.py")
+        with open(path, "w") as f:
+            f.write(code)
+        env = dict(os.environ, DOCKET_SERVER=BACKENDS["sqlite"])
+        for _ in range(2):
+            out = subprocess.run([sys.executable, path], env=env, capture_output=True,
+                                 text=True, timeout=120)
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.strip() == \
+                "completed {'charge': 'ch_42_1999', 'status': 'approved by Ada'}", out

@@ -223,6 +223,8 @@ class Worker:
     claimed from ``workflow_queue`` ["workflows"] (with claims of their own, the same options,
     ``workflow_concurrency`` [concurrency] executions at once; the same claims as the tasks when
     ``queue`` names the same queue). A worker with only workflows claims only their queue.
+    ``eager_steps``: record each step's outcome before ``ctx.step`` returns [False: before the
+    next step starts, or with the run's next call to docket — one call fewer per step].
     ``max_report_batch``: items per batched complete/fail sent on their own [500] (a claim
     carries up to ``max(max_report_batch, batch)``). ``full_tasks``: claim tasks with every field
     [False: lean tasks — id, kind, payload, attempt, max_attempts, stage, timeout, attempted_at,
