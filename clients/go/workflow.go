@@ -77,6 +77,9 @@ type StartOptions struct {
 	// MaxAttempts: how often the run's task may crash or time out and be run again (each time
 	// a replay) [25].
 	MaxAttempts *int32
+	// Timeout is the run's task's attempt timeout: how long one execution (a claim to a
+	// suspension or the end) may take [the queue's].
+	Timeout time.Duration
 }
 
 // StartWorkflow starts a run of workflow with input (any JSON-encodable value; nil: null).
@@ -95,6 +98,9 @@ func (c *Client) StartWorkflow(ctx context.Context, workflow string, input inter
 	}
 	if o.MaxAttempts != nil {
 		body["max_attempts"] = *o.MaxAttempts
+	}
+	if o.Timeout > 0 {
+		body["timeout"] = Duration(o.Timeout)
 	}
 	var out struct {
 		Run     WorkflowRun `json:"run"`
@@ -150,8 +156,8 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string) ([]JournalEntry, 
 
 // EventSent answers SendEvent: the event's id, and whether a run waiting for it was woken.
 type EventSent struct {
-	ID        json.Number `json:"id"`
-	Delivered bool        `json:"delivered"`
+	ID        int64 `json:"id"`
+	Delivered bool  `json:"delivered"`
 }
 
 // SendEvent sends the event name with payload to run runID: it waits in the run's mailbox
@@ -340,21 +346,23 @@ func (e *ChildFailed) Error() string {
 
 // NonDeterminismError is why a run fails when its code asks, at a point of its journal, for
 // another durable call than the one recorded there (the code changed under a running run: use
-// Patched). The run fails with its message; RetryWorkflowRun runs it again after a fix.
+// Patched). The run fails with its message — docket's own wording (docket_core::durable::
+// replay_conflict): `non-determinism: workflow checkout run r1: journal entry 2 is step
+// "charge" but the code asked for step "refund"`; RetryWorkflowRun runs it again after a fix.
 type NonDeterminismError struct {
 	Workflow, RunID string
 	Seq             int
-	// Recorded and Asked: "step 'charge'", "sleep 'sleep'", … (Recorded empty when the message
-	// came from the server: Message has it then).
+	// Recorded and Asked: `step "charge"`, `sleep "sleep"`, … (empty when docket refused the
+	// call: Message has docket's message then).
 	Recorded, Asked string
 	Message         string
 }
 
 func (e *NonDeterminismError) Error() string {
 	if e.Message != "" {
-		return fmt.Sprintf("workflow %s run %s: %s", e.Workflow, e.RunID, e.Message)
+		return e.Message
 	}
-	return fmt.Sprintf("workflow %s run %s: journal entry %d is %s but the code asked for %s",
+	return fmt.Sprintf("non-determinism: workflow %s run %s: journal entry %d is %s but the code asked for %s",
 		e.Workflow, e.RunID, e.Seq, e.Recorded, e.Asked)
 }
 
@@ -479,7 +487,7 @@ func (wf *WorkflowContext) at(kind, name string) (JournalEntry, bool) {
 	}
 	if e.Kind != kind || e.Name != name {
 		wf.stop(exitFail, &NonDeterminismError{Workflow: wf.workflow, RunID: wf.runID, Seq: wf.seq,
-			Recorded: fmt.Sprintf("%s '%s'", e.Kind, e.Name), Asked: fmt.Sprintf("%s '%s'", kind, name)})
+			Recorded: fmt.Sprintf("%s %q", e.Kind, e.Name), Asked: fmt.Sprintf("%s %q", kind, name)})
 	}
 	return e, true
 }
@@ -814,11 +822,11 @@ func (wf *WorkflowContext) StartChild(workflow string, input interface{}, opts .
 func (c *ChildRun) Result() (json.RawMessage, error) {
 	wf := c.wf
 	var payload json.RawMessage
-	if e, ok := wf.at("child", c.Workflow); ok && (e.State == "completed" || e.State == "failed") && len(e.Output) > 0 {
+	if e, ok := wf.at("child_wait", c.Workflow); ok && (e.State == "completed" || e.State == "failed") && len(e.Output) > 0 {
 		payload = e.Output
 		wf.seq++
 	} else {
-		ans := wf.suspend(waitOut{Seq: wf.seq, Kind: "child", Name: c.Workflow, ChildID: c.ID})
+		ans := wf.suspend(waitOut{Seq: wf.seq, Kind: "child_wait", Name: c.Workflow, ChildID: c.ID})
 		if ans.Outcome != "event" {
 			wf.stop(exitFail, fmt.Errorf("docket answered a wait for child %s with outcome %q", c.ID, ans.Outcome))
 		}

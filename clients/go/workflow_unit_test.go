@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"log"
-	"strings"
 	"testing"
 	"time"
 )
@@ -133,14 +132,14 @@ func TestUnitWorkflowNonDeterminism(t *testing.T) {
 		{Seq: 1, Kind: "step", Name: "charge", State: "completed", Output: json.RawMessage("2")},
 	}}}
 	fakeRun(srv, fn, false)
-	want := "workflow checkout run r1: journal entry 1 is step 'charge' but the code asked for step 'refund'"
+	want := `non-determinism: workflow checkout run r1: journal entry 1 is step "charge" but the code asked for step "refund"`
 	if ran != 0 || len(srv.finished) != 1 || srv.finished[0].err == nil || *srv.finished[0].err != want {
 		t.Fatalf("%d %+v", ran, srv.finished)
 	}
 	// The server's refusal (a journal entry the client had not read) fails the run too.
-	srv = &fakeWF{recErr: &Error{Status: 409, Code: "nondeterministic", Message: "journal entry 0 is sleep 'sleep' but the code asked for step 'reserve'"}}
+	srv = &fakeWF{recErr: &Error{Status: 409, Code: "nondeterministic", Message: `non-determinism: workflow checkout run r1: journal entry 0 is sleep "sleep" but the code asked for step "reserve"`}}
 	fakeRun(srv, fn, true)
-	if len(srv.finished) != 1 || !strings.Contains(*srv.finished[0].err, "journal entry 0 is sleep") {
+	if len(srv.finished) != 1 || *srv.finished[0].err != `non-determinism: workflow checkout run r1: journal entry 0 is sleep "sleep" but the code asked for step "reserve"` {
 		t.Fatalf("%+v", srv.finished)
 	}
 	// A lease refusal stops quietly: no finish.
