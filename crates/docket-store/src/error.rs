@@ -23,6 +23,10 @@ pub enum StoreError {
     /// A unique constraint refused the change.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A durable function's replay asked for another call than its journal holds
+    /// (`docket_core::durable::replay_conflict`'s message).
+    #[error("{0}")]
+    Nondeterministic(String),
     /// Bad input detected by the store (for example a value out of range).
     #[error("{0}")]
     Invalid(String),

@@ -35,6 +35,7 @@ mod processes;
 mod queues;
 mod rate_limits;
 mod row;
+mod runs;
 mod schedules;
 mod sql;
 pub mod sqlite;
@@ -56,6 +57,7 @@ pub use processes::*;
 pub use queues::*;
 pub(crate) use queues::{empty_counts, merge_queues, QueueTimes};
 pub use rate_limits::RateLimitStore;
+pub use runs::*;
 pub use schedules::*;
 pub(crate) use sql::sql;
 pub use tasks::*;
@@ -79,6 +81,7 @@ pub trait Store:
     + ScheduleStore
     + AuditStore
     + TokenStore
+    + RunStore
     + Send
     + Sync
     + std::fmt::Debug

@@ -336,3 +336,48 @@ pub(crate) fn batch(r: &impl Cols) -> Result<docket_core::batch::Batch> {
         settled_at: r.time_opt("settled_at")?,
     })
 }
+
+/// A workflow run from a row of [`crate::sql::RUN_COLS`].
+pub(crate) fn workflow_run(r: &impl Cols) -> Result<docket_core::durable::WorkflowRun> {
+    let id = r.text("id")?;
+    let state = r.text("state")?;
+    Ok(docket_core::durable::WorkflowRun {
+        state: docket_core::durable::RunState::parse(&state)
+            .map_err(|e| StoreError::Corrupt(format!("workflow run {id}: column state: {e}")))?,
+        workflow: r.text("workflow")?,
+        queue: r.text("queue")?,
+        input: r.json("input")?,
+        result: r.json_opt("result")?,
+        error: r.text_opt("error")?,
+        parent_id: r.text_opt("parent_id")?,
+        task_id: r.int("task_id")?,
+        steps: r.int("steps")?,
+        waiting_for: r.text_opt("waiting_for")?,
+        wake_at: r.time_opt("wake_at")?,
+        created_at: r.time("created_at")?,
+        updated_at: r.time("updated_at")?,
+        finished_at: r.time_opt("finished_at")?,
+        id,
+    })
+}
+
+/// A journal entry from a row of [`crate::sql::ENTRY_COLS`].
+pub(crate) fn entry(r: &impl Cols) -> Result<docket_core::durable::Entry> {
+    use docket_core::durable::{EntryKind, EntryState};
+    let seq = r.int("seq")?;
+    let corrupt =
+        |c: &str, e: String| StoreError::Corrupt(format!("journal entry {seq}: column {c}: {e}"));
+    Ok(docket_core::durable::Entry {
+        kind: EntryKind::parse(&r.text("kind")?).map_err(|e| corrupt("kind", e))?,
+        state: EntryState::parse(&r.text("state")?).map_err(|e| corrupt("state", e))?,
+        name: r.text("name")?,
+        output: r.json_opt("output")?,
+        error: r.text_opt("error")?,
+        attempts: r.int32("attempts")?,
+        child_id: r.text_opt("child_id")?,
+        started_at: r.time("started_at")?,
+        finished_at: r.time_opt("finished_at")?,
+        wake_at: r.time_opt("wake_at")?,
+        seq,
+    })
+}

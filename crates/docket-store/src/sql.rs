@@ -46,6 +46,12 @@ pub(crate) const SCHEDULE_COLS: &str =
     "spec, paused, next_run_at, last_run_at, last_task_id, created_at, updated_at";
 
 /// The columns a [`crate::TokenRecord`] is decoded from.
+/// The columns of a workflow run (`row::workflow_run`).
+pub(crate) const RUN_COLS: &str = "id, workflow, queue, state, input, result, error, parent_id, \
+    task_id, steps, waiting_for, wake_at, created_at, updated_at, finished_at";
+/// The columns of a journal entry (`row::entry`).
+pub(crate) const ENTRY_COLS: &str = "seq, kind, name, state, output, error, attempts, child_id, \
+    started_at, finished_at, wake_at";
 pub(crate) const TOKEN_COLS: &str =
     "id, name, hash, scopes, queues, created_at, expires_at, revoked_at, last_used_at";
 
@@ -209,6 +215,7 @@ pub(crate) const SHARED: &[(&str, &str)] = &[
     ("processes", include_str!("sql_shared/processes.sql")),
     ("queues", include_str!("sql_shared/queues.sql")),
     ("rate_limits", include_str!("sql_shared/rate_limits.sql")),
+    ("runs", include_str!("sql_shared/runs.sql")),
     ("schedules", include_str!("sql_shared/schedules.sql")),
     ("tasks", include_str!("sql_shared/tasks.sql")),
     ("tokens", include_str!("sql_shared/tokens.sql")),
@@ -233,7 +240,9 @@ fn expand(sql: &str, runs: &str, order: &str) -> String {
     let mut sql = sql
         .replace("{COLS}", TASK_COLS)
         .replace("{SCHEDULE_COLS}", SCHEDULE_COLS)
-        .replace("{TOKEN_COLS}", TOKEN_COLS);
+        .replace("{TOKEN_COLS}", TOKEN_COLS)
+        .replace("{RUN_COLS}", RUN_COLS)
+        .replace("{ENTRY_COLS}", ENTRY_COLS);
     while let Some(i) = sql.find("{claim_order:") {
         let end = i + sql[i..]
             .find('}')

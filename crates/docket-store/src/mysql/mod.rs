@@ -693,7 +693,7 @@ const MIGRATE_LOCK: &str = "INSERT INTO docket_migrate_lock (id, holder, until) 
 const MIGRATE_LOCK_HOLDER: &str = "SELECT holder FROM docket_migrate_lock WHERE id = 1";
 const MIGRATE_UNLOCK: &str = "DELETE FROM docket_migrate_lock WHERE id = 1 AND holder = ?";
 
-crate::sql::statements!("mysql": audit, batches, fragments, galera, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
+crate::sql::statements!("mysql": audit, batches, fragments, galera, leases, maintenance, nodes, notifications, processes, queues, rate_limits, runs, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for MySqlStore {

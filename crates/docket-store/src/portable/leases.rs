@@ -125,16 +125,16 @@ pub(crate) async fn fail_locked<T: DriverTx>(tx: &mut T, items: &[Failure]) -> R
 
 /// A task locked for a call made under its lease: the task, the nonce its `lease_token`
 /// holds and the lease length the claim kept (`lease_ms`).
-struct Locked {
-    task: Task,
-    nonce: Option<u128>,
+pub(crate) struct Locked {
+    pub(crate) task: Task,
+    pub(crate) nonce: Option<u128>,
     lease_ms: Option<i64>,
 }
 
 /// Tasks `ids` (sorted, distinct: every caller locks in one order) locked, by id. Finished
 /// tasks kept apart (MySQL's `docket_tasks_done`) are read unlocked, for the refusal the caller
 /// answers: nothing changes a finished task there.
-async fn locked<T: DriverTx>(tx: &mut T, ids: &[i64]) -> Result<HashMap<i64, Locked>> {
+pub(crate) async fn locked<T: DriverTx>(tx: &mut T, ids: &[i64]) -> Result<HashMap<i64, Locked>> {
     let mut rows = tx.fetch(stmt!(leases, lock_held), args![ids]).await?;
     if rows.len() < ids.len() {
         let found: std::collections::HashSet<i64> =

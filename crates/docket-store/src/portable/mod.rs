@@ -11,6 +11,7 @@ mod notifications;
 mod prelude;
 mod processes;
 mod queues;
+mod runs;
 mod schedules;
 mod tasks;
 mod tokens;

@@ -414,7 +414,7 @@ pub fn statement(noun: &str, name: &str) -> &'static str {
     STATEMENTS.get(noun, name)
 }
 
-crate::sql::statements!("postgres": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
+crate::sql::statements!("postgres": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, runs, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for PgStore {

@@ -231,7 +231,7 @@ impl Store for SqliteStore {
     }
 }
 
-crate::sql::statements!("sqlite": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, schedules, tasks, tokens);
+crate::sql::statements!("sqlite": audit, batches, fragments, leases, maintenance, nodes, notifications, processes, queues, rate_limits, runs, schedules, tasks, tokens);
 
 #[async_trait]
 impl crate::driver::Driver for SqliteStore {

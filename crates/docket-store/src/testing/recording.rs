@@ -22,6 +22,7 @@ use crate::{
     WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
 };
 use async_trait::async_trait;
+use docket_core::durable::{Entry, EventSent, Resumed, RunListParams, Suspended, WorkflowRun};
 use docket_core::{QueueSettings, QueueStats, Schedule, Task, Timestamp};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -570,6 +571,69 @@ impl TokenStore for Recording {
     async fn token_touch(&self, p: TokenTouch) -> Result<()> {
         self.hit("token_touch").await;
         self.inner.token_touch(p).await
+    }
+}
+
+#[async_trait]
+impl crate::RunStore for Recording {
+    async fn run_start(&self, p: crate::RunStartParams) -> Result<(WorkflowRun, bool)> {
+        self.hit("run_start").await;
+        self.inner.run_start(p).await
+    }
+
+    async fn run_get(&self, id: &str) -> Result<Option<WorkflowRun>> {
+        self.hit("run_get").await;
+        self.inner.run_get(id).await
+    }
+
+    async fn run_list(&self, p: RunListParams) -> Result<Vec<WorkflowRun>> {
+        self.hit("run_list").await;
+        self.inner.run_list(p).await
+    }
+
+    async fn run_entries(&self, id: &str) -> Result<Vec<Entry>> {
+        self.hit("run_entries").await;
+        self.inner.run_entries(id).await
+    }
+
+    async fn run_record(&self, p: crate::RunRecordParams) -> Result<usize> {
+        self.hit("run_record").await;
+        self.inner.run_record(p).await
+    }
+
+    async fn run_suspend(&self, p: crate::RunSuspendParams) -> Result<Suspended> {
+        self.hit("run_suspend").await;
+        self.inner.run_suspend(p).await
+    }
+
+    async fn run_finish(&self, p: crate::RunFinishParams) -> Result<WorkflowRun> {
+        self.hit("run_finish").await;
+        self.inner.run_finish(p).await
+    }
+
+    async fn run_resume(&self, p: crate::RunLease) -> Result<Resumed> {
+        self.hit("run_resume").await;
+        self.inner.run_resume(p).await
+    }
+
+    async fn run_send(&self, p: crate::RunSendParams) -> Result<EventSent> {
+        self.hit("run_send").await;
+        self.inner.run_send(p).await
+    }
+
+    async fn run_cancel(&self, id: &str, now: Timestamp) -> Result<crate::RunCancelled> {
+        self.hit("run_cancel").await;
+        self.inner.run_cancel(id, now).await
+    }
+
+    async fn run_reopen(&self, id: &str, now: Timestamp) -> Result<WorkflowRun> {
+        self.hit("run_reopen").await;
+        self.inner.run_reopen(id, now).await
+    }
+
+    async fn run_prune(&self, before: Timestamp, limit: i64) -> Result<u64> {
+        self.hit("run_prune").await;
+        self.inner.run_prune(before, limit).await
     }
 }
 

@@ -1,0 +1,683 @@
+//! Durable functions' runs ([`RunStore`]), written once over [`Driver`]. Every flow of a run
+//! locks the run's row first; the calls a worker makes under the lease of the run's task then
+//! lock that task and check the lease as a completion does (`docket_core::lease::check`).
+
+use super::leases::{fail_locked, locked, Locked};
+use super::prelude::*;
+use crate::{
+    NewRun, RunCancelled, RunFinishParams, RunLease, RunRecordParams, RunSendParams,
+    RunStartParams, RunStore, RunSuspendParams,
+};
+use docket_core::durable::{
+    self, Entry, EntryKind, EntryState, EventSent, NewEntry, Resumed, RunListParams, RunState,
+    SuspendOutcome, Suspended, WaitOutcome, WorkflowRun,
+};
+use serde_json::Value;
+
+/// The run `id`, locked.
+async fn lock_run<T: DriverTx>(tx: &mut T, id: &str) -> Result<WorkflowRun> {
+    let r = tx
+        .fetch_one(stmt!(runs, lock), args![id])
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("workflow run {id}")))?;
+    row::workflow_run(&r)
+}
+
+/// The run's task, locked, when `l`'s lease holds it. A cancel requested or a deadline passed
+/// is applied to the task here (the caller commits, then answers the error).
+async fn hold<T: DriverTx>(
+    tx: &mut T,
+    run: &WorkflowRun,
+    l: &RunLease,
+) -> Result<std::result::Result<Locked, StoreError>> {
+    let mut rows = locked(tx, &[run.task_id]).await?;
+    let Some(t) = rows.remove(&run.task_id) else {
+        return Ok(Err(StoreError::LeaseLost));
+    };
+    match docket_core::lease::check(&t.task, t.nonce, &l.token, l.now) {
+        LeaseCheck::Held => Ok(Ok(t)),
+        LeaseCheck::CancelRequested => {
+            let f = Failure::new(&t.task, FailDecision::Cancel, "cancelled", None, l.now);
+            fail_locked(tx, &[f]).await?;
+            Ok(Err(StoreError::Cancelled))
+        }
+        LeaseCheck::PastDeadline => {
+            fail_locked(tx, &[Failure::timed_out(&t.task, l.fail_rule, l.now)]).await?;
+            Ok(Err(StoreError::TimedOut))
+        }
+        LeaseCheck::Cancelled => Ok(Err(StoreError::Cancelled)),
+        LeaseCheck::Lost => Ok(Err(StoreError::LeaseLost)),
+    }
+}
+
+/// Inserts a run and its task unless a run of that id is there; answers the run and whether
+/// it was inserted.
+async fn insert_run<T: DriverTx>(
+    tx: &mut T,
+    run: &NewRun,
+    now: Timestamp,
+) -> Result<(WorkflowRun, bool)> {
+    if let Some(r) = tx
+        .fetch_one(stmt!(runs, get), args![run.id.as_str()])
+        .await?
+    {
+        return Ok((row::workflow_run(&r)?, false));
+    }
+    let task = tx.insert_task(&run.task, now).await?.ok_or_else(|| {
+        StoreError::Conflict(format!("workflow run {}: its task's unique key", run.id))
+    })?;
+    tx.execute(
+        stmt!(runs, insert),
+        args![
+            run.id.as_str(),
+            run.workflow.as_str(),
+            task.queue.as_str(),
+            &run.input,
+            run.parent_id.as_deref(),
+            task.id,
+            now
+        ],
+    )
+    .await?;
+    let r = tx
+        .fetch_one(stmt!(runs, get), args![run.id.as_str()])
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("workflow run {}", run.id)))?;
+    Ok((row::workflow_run(&r)?, true))
+}
+
+/// Writes `entries` into `run`'s journal (see [`RunStore::run_record`]).
+async fn record<T: DriverTx>(
+    tx: &mut T,
+    run: &WorkflowRun,
+    entries: &[NewEntry],
+    children: &[(i64, NewRun)],
+    now: Timestamp,
+) -> Result<usize> {
+    let Some(min) = entries.iter().map(|e| e.seq).min() else {
+        return Ok(0);
+    };
+    let there: HashMap<i64, Entry> = tx
+        .fetch(stmt!(runs, entries_from), args![run.id.as_str(), min])
+        .await?
+        .iter()
+        .map(|r| row::entry(r).map(|e| (e.seq, e)))
+        .collect::<Result<_>>()?;
+    let mut written = 0;
+    let mut top = -1;
+    for e in entries {
+        top = top.max(e.seq);
+        if let Some(old) = there.get(&e.seq) {
+            if let Some(msg) = durable::replay_conflict(
+                &run.workflow,
+                &run.id,
+                (old.kind.as_str(), &old.name),
+                (e.kind, &e.name),
+                e.seq,
+            ) {
+                return Err(StoreError::Nondeterministic(msg));
+            }
+            continue;
+        }
+        let mut child_id = None;
+        if e.kind == EntryKind::Child {
+            let Some((_, child)) = children.iter().find(|(s, _)| *s == e.seq) else {
+                return Err(StoreError::Invalid(format!(
+                    "steps: entry {} starts no child",
+                    e.seq
+                )));
+            };
+            let (c, _) = insert_run(tx, child, now).await?;
+            if c.workflow != child.workflow || c.parent_id.as_deref() != Some(run.id.as_str()) {
+                return Err(StoreError::Conflict(format!(
+                    "workflow run {} exists and is not a child {} of {}",
+                    c.id, child.workflow, run.id
+                )));
+            }
+            child_id = Some(c.id);
+        }
+        let state = if e.error.is_some() {
+            EntryState::Failed
+        } else {
+            EntryState::Completed
+        };
+        let error = e.error.as_deref().map(durable::clip_error);
+        tx.execute(
+            stmt!(runs, entry_insert),
+            args![
+                run.id.as_str(),
+                e.seq,
+                e.kind.as_str(),
+                e.name.as_str(),
+                state.as_str(),
+                e.output.as_ref(),
+                error.as_deref(),
+                e.attempts.unwrap_or(1),
+                child_id.as_deref(),
+                e.started_at.unwrap_or(now),
+                Some(now),
+                None::<Timestamp>
+            ],
+        )
+        .await?;
+        written += 1;
+    }
+    tx.execute(stmt!(runs, set_steps), args![run.id.as_str(), top + 1, now])
+        .await?;
+    Ok(written)
+}
+
+/// Puts event `name` in run `id`'s mailbox and wakes the run when it waits for it; `None` when
+/// there is no such run and `must` is false (a parent pruned before its child ended).
+async fn deliver<T: DriverTx>(
+    tx: &mut T,
+    id: &str,
+    name: &str,
+    payload: &Value,
+    now: Timestamp,
+    must: bool,
+) -> Result<Option<EventSent>> {
+    let run = match lock_run(tx, id).await {
+        Ok(r) => r,
+        Err(StoreError::NotFound(_)) if !must => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if must && run.state.is_finished() {
+        return Err(StoreError::InvalidState(format!(
+            "workflow run {id} has finished ({})",
+            run.state.as_str()
+        )));
+    }
+    tx.execute(stmt!(runs, event_insert), args![id, name, payload, now])
+        .await?;
+    let ev = tx
+        .fetch_one(stmt!(runs, last_id), args![])
+        .await?
+        .ok_or_else(|| StoreError::NotFound("the event's id".into()))?
+        .int("id")?;
+    let delivered = run.state == RunState::Waiting && run.waiting_for.as_deref() == Some(name);
+    if delivered {
+        tx.execute(stmt!(runs, wake_task), args![run.task_id, now])
+            .await?;
+        set_state(tx, id, RunState::Running, None, None, now).await?;
+        tx.wake(std::slice::from_ref(&run.queue)).await?;
+    }
+    Ok(Some(EventSent { id: ev, delivered }))
+}
+
+async fn set_state<T: DriverTx>(
+    tx: &mut T,
+    id: &str,
+    state: RunState,
+    waiting_for: Option<&str>,
+    wake_at: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<()> {
+    tx.execute(
+        stmt!(runs, set_state),
+        args![id, state.as_str(), waiting_for, wake_at, now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Tells `run`'s parent, if any, that it ended.
+async fn tell_parent<T: DriverTx>(tx: &mut T, run: &WorkflowRun, now: Timestamp) -> Result<()> {
+    if let Some(parent) = &run.parent_id {
+        let payload = durable::child_event_payload(run);
+        deliver(
+            tx,
+            parent,
+            &durable::child_event(&run.id),
+            &payload,
+            now,
+            false,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn get_in<T: DriverTx>(tx: &mut T, id: &str) -> Result<WorkflowRun> {
+    let r = tx
+        .fetch_one(stmt!(runs, get), args![id])
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("workflow run {id}")))?;
+    row::workflow_run(&r)
+}
+
+async fn entry_at<T: DriverTx>(tx: &mut T, id: &str, seq: i64) -> Result<Option<Entry>> {
+    let rows = tx.fetch(stmt!(runs, entries_from), args![id, seq]).await?;
+    match rows.first() {
+        Some(r) => {
+            let e = row::entry(r)?;
+            Ok((e.seq == seq).then_some(e))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Locks the run and holds its task's lease: `Err` (after committing what the check applied)
+/// when it does not hold.
+macro_rules! held {
+    ($tx:ident, $lease:expr) => {{
+        let run = lock_run(&mut $tx, &$lease.id).await?;
+        match hold(&mut $tx, &run, $lease).await? {
+            Ok(t) => (run, t),
+            Err(e) => {
+                $tx.commit().await?;
+                return Err(e);
+            }
+        }
+    }};
+}
+
+#[async_trait]
+impl<D: Driver> RunStore for D {
+    async fn run_start(&self, p: RunStartParams) -> Result<(WorkflowRun, bool)> {
+        let p = &p;
+        let first = again(|| async move {
+            let mut tx = self.begin().await?;
+            let out = insert_run(&mut tx, &p.run, p.now).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await;
+        match first {
+            // Two starts of one id at once: the other one's insert won.
+            Err(StoreError::Conflict(_)) => match self.run_get(&p.run.id).await? {
+                Some(r) => Ok((r, false)),
+                None => first,
+            },
+            other => other,
+        }
+    }
+
+    async fn run_get(&self, id: &str) -> Result<Option<WorkflowRun>> {
+        let r = self.fetch_one(stmt!(runs, get), args![id]).await?;
+        r.as_ref().map(row::workflow_run).transpose()
+    }
+
+    async fn run_list(&self, p: RunListParams) -> Result<Vec<WorkflowRun>> {
+        let rows = self
+            .fetch(
+                stmt!(runs, list),
+                args![
+                    p.workflow.as_deref(),
+                    p.state.map(RunState::as_str),
+                    p.parent_id.as_deref(),
+                    p.created_after,
+                    p.created_before,
+                    p.limit.unwrap_or(100)
+                ],
+            )
+            .await?;
+        rows.iter().map(row::workflow_run).collect()
+    }
+
+    async fn run_entries(&self, id: &str) -> Result<Vec<Entry>> {
+        let rows = self.fetch(stmt!(runs, entries), args![id]).await?;
+        rows.iter().map(row::entry).collect()
+    }
+
+    async fn run_record(&self, p: RunRecordParams) -> Result<usize> {
+        let p = &p;
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            let (run, _) = held!(tx, &p.lease);
+            let n = record(&mut tx, &run, &p.entries, &p.children, p.lease.now).await?;
+            tx.commit().await?;
+            Ok(n)
+        })
+        .await
+    }
+
+    async fn run_suspend(&self, p: RunSuspendParams) -> Result<Suspended> {
+        let p = &p;
+        again(|| async move {
+            let now = p.record.lease.now;
+            let mut tx = self.begin().await?;
+            let (run, _) = held!(tx, &p.record.lease);
+            record(&mut tx, &run, &p.record.entries, &p.record.children, now).await?;
+            let w = &p.wait;
+            let event_name = w.event();
+            let wake_at = match entry_at(&mut tx, &run.id, w.seq).await? {
+                Some(old) => {
+                    if let Some(msg) = durable::replay_conflict(
+                        &run.workflow,
+                        &run.id,
+                        (old.kind.as_str(), &old.name),
+                        (w.kind, &w.name),
+                        w.seq,
+                    ) {
+                        return Err(StoreError::Nondeterministic(msg));
+                    }
+                    let outcome = match old.state {
+                        EntryState::Waiting => None,
+                        EntryState::TimedOut => Some(SuspendOutcome::TimedOut),
+                        _ if w.kind == EntryKind::Sleep => Some(SuspendOutcome::Due),
+                        _ => Some(SuspendOutcome::Event),
+                    };
+                    if let Some(outcome) = outcome {
+                        tx.commit().await?;
+                        return Ok(Suspended {
+                            payload: (outcome == SuspendOutcome::Event)
+                                .then(|| old.output.clone().unwrap_or(Value::Null)),
+                            outcome,
+                            entry: old,
+                        });
+                    }
+                    old.wake_at
+                }
+                None => {
+                    let wake_at = match w.kind {
+                        EntryKind::Sleep => w.until,
+                        _ => w.timeout.map(|t| docket_core::time::add(now, t)),
+                    };
+                    tx.execute(
+                        stmt!(runs, entry_insert),
+                        args![
+                            run.id.as_str(),
+                            w.seq,
+                            w.kind.as_str(),
+                            w.name.as_str(),
+                            EntryState::Waiting.as_str(),
+                            None::<&Value>,
+                            None::<&str>,
+                            1i32,
+                            w.child_id.as_deref(),
+                            now,
+                            None::<Timestamp>,
+                            wake_at
+                        ],
+                    )
+                    .await?;
+                    tx.execute(
+                        stmt!(runs, set_steps),
+                        args![run.id.as_str(), w.seq + 1, now],
+                    )
+                    .await?;
+                    wake_at
+                }
+            };
+            let event = match &event_name {
+                Some(name) => tx
+                    .fetch_one(
+                        stmt!(runs, event_next),
+                        args![run.id.as_str(), name.as_str()],
+                    )
+                    .await?
+                    .map(|r| Ok::<_, StoreError>((r.int("id")?, r.json("payload")?)))
+                    .transpose()?,
+                None => None,
+            };
+            let (ev_id, ev_payload) = match event {
+                Some((i, p)) => (Some(i), Some(p)),
+                None => (None, None),
+            };
+            let (outcome, payload) = match durable::wait_outcome(w.kind, wake_at, ev_payload, now) {
+                WaitOutcome::Due => {
+                    tx.execute(
+                        stmt!(runs, entry_end),
+                        args![
+                            run.id.as_str(),
+                            w.seq,
+                            EntryState::Completed.as_str(),
+                            None::<&Value>,
+                            now
+                        ],
+                    )
+                    .await?;
+                    (SuspendOutcome::Due, None)
+                }
+                WaitOutcome::Event(v) => {
+                    if let Some(i) = ev_id {
+                        tx.execute(stmt!(runs, event_take), args![i, w.seq]).await?;
+                    }
+                    tx.execute(
+                        stmt!(runs, entry_end),
+                        args![
+                            run.id.as_str(),
+                            w.seq,
+                            EntryState::Completed.as_str(),
+                            &v,
+                            now
+                        ],
+                    )
+                    .await?;
+                    (SuspendOutcome::Event, Some(v))
+                }
+                WaitOutcome::TimedOut => {
+                    tx.execute(
+                        stmt!(runs, entry_end),
+                        args![
+                            run.id.as_str(),
+                            w.seq,
+                            EntryState::TimedOut.as_str(),
+                            None::<&Value>,
+                            now
+                        ],
+                    )
+                    .await?;
+                    (SuspendOutcome::TimedOut, None)
+                }
+                WaitOutcome::Suspend { until } => {
+                    tx.execute(stmt!(runs, suspend_task), args![run.task_id, until, now])
+                        .await?;
+                    let (state, waiting_for) = match w.kind {
+                        EntryKind::Sleep => (RunState::Sleeping, None),
+                        _ => (RunState::Waiting, event_name.as_deref()),
+                    };
+                    set_state(&mut tx, &run.id, state, waiting_for, wake_at, now).await?;
+                    (SuspendOutcome::Suspended, None)
+                }
+            };
+            let entry = entry_at(&mut tx, &run.id, w.seq)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("journal entry {}", w.seq)))?;
+            tx.commit().await?;
+            Ok(Suspended {
+                outcome,
+                payload,
+                entry,
+            })
+        })
+        .await
+    }
+
+    async fn run_finish(&self, p: RunFinishParams) -> Result<WorkflowRun> {
+        let p = &p;
+        again(|| async move {
+            let now = p.record.lease.now;
+            let mut tx = self.begin().await?;
+            let (run, task) = held!(tx, &p.record.lease);
+            let nonce = task.nonce.unwrap_or(0);
+            if run.state.is_finished() {
+                // Ended before (a cancel, or this call sent again): the task only carried it.
+                let result = run.result.clone().unwrap_or(Value::Null);
+                tx.execute(
+                    stmt!(leases, complete_held),
+                    args![
+                        now,
+                        Arg::Ints(&[run.task_id]),
+                        Arg::Nonces(&[nonce]),
+                        Arg::Jsons(std::slice::from_ref(&result))
+                    ],
+                )
+                .await?;
+                tx.commit().await?;
+                return Ok(run);
+            }
+            record(&mut tx, &run, &p.record.entries, &p.record.children, now).await?;
+            match &p.outcome {
+                Ok(v) => {
+                    tx.execute(
+                        stmt!(runs, finish),
+                        args![
+                            run.id.as_str(),
+                            RunState::Completed.as_str(),
+                            v,
+                            None::<&str>,
+                            now
+                        ],
+                    )
+                    .await?;
+                    tx.execute(
+                        stmt!(leases, complete_held),
+                        args![
+                            now,
+                            Arg::Ints(&[run.task_id]),
+                            Arg::Nonces(&[nonce]),
+                            Arg::Jsons(std::slice::from_ref(v))
+                        ],
+                    )
+                    .await?;
+                }
+                Err(e) => {
+                    let e = durable::clip_error(e);
+                    tx.execute(
+                        stmt!(runs, finish),
+                        args![
+                            run.id.as_str(),
+                            RunState::Failed.as_str(),
+                            None::<&Value>,
+                            e.as_str(),
+                            now
+                        ],
+                    )
+                    .await?;
+                    let f = Failure::new(&task.task, FailDecision::Discard, &e, None, now);
+                    fail_locked(&mut tx, &[f]).await?;
+                }
+            }
+            let ended = get_in(&mut tx, &run.id).await?;
+            tell_parent(&mut tx, &ended, now).await?;
+            tx.commit().await?;
+            Ok(ended)
+        })
+        .await
+    }
+
+    async fn run_resume(&self, p: RunLease) -> Result<Resumed> {
+        let p = &p;
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            let (run, _) = held!(tx, &p);
+            tx.execute(stmt!(runs, sleeps_over), args![run.id.as_str(), p.now])
+                .await?;
+            if matches!(run.state, RunState::Sleeping | RunState::Waiting) {
+                set_state(&mut tx, &run.id, RunState::Running, None, None, p.now).await?;
+            }
+            let steps = tx
+                .fetch(stmt!(runs, entries), args![run.id.as_str()])
+                .await?
+                .iter()
+                .map(row::entry)
+                .collect::<Result<Vec<_>>>()?;
+            let run = get_in(&mut tx, &run.id).await?;
+            tx.commit().await?;
+            Ok(Resumed {
+                run,
+                steps,
+                now: p.now,
+            })
+        })
+        .await
+    }
+
+    async fn run_send(&self, p: RunSendParams) -> Result<EventSent> {
+        let p = &p;
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            let sent = deliver(&mut tx, &p.id, &p.name, &p.payload, p.now, true)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("workflow run {}", p.id)))?;
+            tx.commit().await?;
+            Ok(sent)
+        })
+        .await
+    }
+
+    async fn run_cancel(&self, id: &str, now: Timestamp) -> Result<RunCancelled> {
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            let run = lock_run(&mut tx, id).await?;
+            if run.state.is_finished() {
+                tx.commit().await?;
+                return Ok(RunCancelled {
+                    run,
+                    cancelled: false,
+                    children: vec![],
+                });
+            }
+            tx.execute(
+                stmt!(runs, finish),
+                args![
+                    id,
+                    RunState::Cancelled.as_str(),
+                    None::<&Value>,
+                    "cancelled",
+                    now
+                ],
+            )
+            .await?;
+            let children = tx
+                .fetch(stmt!(runs, open_children), args![id])
+                .await?
+                .iter()
+                .map(|r| r.text("id"))
+                .collect::<Result<Vec<_>>>()?;
+            let ended = get_in(&mut tx, id).await?;
+            tell_parent(&mut tx, &ended, now).await?;
+            tx.commit().await?;
+            Ok(RunCancelled {
+                run: ended,
+                cancelled: true,
+                children,
+            })
+        })
+        .await
+    }
+
+    async fn run_reopen(&self, id: &str, now: Timestamp) -> Result<WorkflowRun> {
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            let run = lock_run(&mut tx, id).await?;
+            if !matches!(run.state, RunState::Failed | RunState::Cancelled) {
+                return Err(StoreError::InvalidState(format!(
+                    "workflow run {id} is {}: only a failed or cancelled run runs again",
+                    run.state.as_str()
+                )));
+            }
+            tx.execute(stmt!(runs, reopen), args![id, now]).await?;
+            let run = get_in(&mut tx, id).await?;
+            tx.commit().await?;
+            Ok(run)
+        })
+        .await
+    }
+
+    async fn run_prune(&self, before: Timestamp, limit: i64) -> Result<u64> {
+        let ids: Vec<String> = self
+            .fetch(stmt!(runs, prune_ids), args![before, limit])
+            .await?
+            .iter()
+            .map(|r| r.text("id"))
+            .collect::<Result<_>>()?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids = &ids;
+        again(|| async move {
+            let mut tx = self.begin().await?;
+            for id in ids {
+                tx.execute(stmt!(runs, prune_entries), args![id]).await?;
+                tx.execute(stmt!(runs, prune_events), args![id]).await?;
+                tx.execute(stmt!(runs, prune_run), args![id]).await?;
+            }
+            tx.commit().await?;
+            Ok(ids.len() as u64)
+        })
+        .await
+    }
+}

@@ -1,0 +1,18 @@
+-- runs on PostgreSQL: what differs from sql_shared/runs.sql.
+
+-- name: last_id
+SELECT lastval() AS id
+
+-- name: list
+-- Typed: PostgreSQL cannot tell a parameter's type from `$1 IS NULL` alone.
+SELECT {RUN_COLS} FROM docket_workflow_runs
+    WHERE ($1::text IS NULL OR workflow = $1) AND ($2::text IS NULL OR state = $2)
+    AND ($3::text IS NULL OR parent_id = $3) AND ($4::timestamptz IS NULL OR created_at >= $4)
+    AND ($5::timestamptz IS NULL OR created_at < $5)
+    ORDER BY created_at DESC, id DESC LIMIT $6
+
+-- name: wake_task
+-- Into the current ring slot, as promote does (migration 0021).
+UPDATE docket_tasks SET state = 'available', run_at = $2,
+    slot = COALESCE((SELECT current FROM docket_task_slots), 0)
+    WHERE id = $1 AND state = 'scheduled'

@@ -1,0 +1,8 @@
+-- runs on SQLite: what differs from sql_shared/runs.sql.
+
+-- name: lock
+-- The write transaction (BEGIN IMMEDIATE) holds the database: no row lock to take.
+SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ?1
+
+-- name: last_id
+SELECT last_insert_rowid() AS id
