@@ -162,7 +162,7 @@ type EventSent struct {
 
 // SendEvent sends the event name with payload to run runID: it waits in the run's mailbox
 // until a WaitForEvent of that name takes it (oldest first). Names starting "docket:" are
-// refused; a finished run answers *Error run_finished.
+// refused; a finished run answers *Error invalid_state (409).
 func (c *Client) SendEvent(ctx context.Context, runID, name string, payload interface{}) (*EventSent, error) {
 	var out EventSent
 	body := map[string]interface{}{"name": name, "payload": payload}
@@ -383,7 +383,7 @@ type StepOptions struct {
 // ChildOptions configure StartChild.
 type ChildOptions struct {
 	ID    string // the child run's id ["<parent id>:<seq>"]
-	Queue string // the child run's queue [the server's default]
+	Queue string // the child run's queue [the parent's]
 }
 
 // why a workflow goroutine ended without returning
@@ -405,6 +405,7 @@ type WorkflowContext struct {
 	srv      workflowServer
 	workflow string
 	runID    string
+	queue    string // the run's queue (its task's): a child's, unless it names one
 	lease    string
 	attempt  int32
 	input    json.RawMessage
@@ -812,6 +813,9 @@ func (wf *WorkflowContext) StartChild(workflow string, input interface{}, opts .
 	if err != nil {
 		wf.stop(exitFail, fmt.Errorf("child workflow %s: the input is not JSON: %w", workflow, err))
 	}
+	if o.Queue == "" {
+		o.Queue = wf.queue
+	}
 	wf.record(entryOut{Seq: wf.seq, Kind: "child", Name: workflow, Child: &childOut{ID: id, Input: in, Queue: o.Queue}})
 	wf.seq++
 	return &ChildRun{ID: id, Workflow: workflow, wf: wf}
@@ -962,6 +966,7 @@ func (w *Worker) workflowHandler(name string, fn WorkflowFunc) Handler {
 			return nil, Permanent(fmt.Errorf("workflow task without a lease"))
 		}
 		wf := newWorkflowContext(ctx, w.o.Client, name, p.Run, job.Task.Lease.Token, job.Attempt(), p.Input, w.o.Logger)
+		wf.queue = job.Task.Queue
 		wf.drive(fn, job.Attempt() == 1 && job.Stage() == "")
 		return nil, errWorkflowHandled
 	}

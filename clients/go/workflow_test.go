@@ -174,8 +174,8 @@ func TestWorkflowClientCalls(t *testing.T) {
 		if cancelled.State != "cancelled" {
 			t.Fatalf("cancel: %+v", cancelled)
 		}
-		if _, err := c.SendEvent(ctx, waiting.ID, "go", 1); !IsCode(err, "run_finished") {
-			t.Fatalf("an event to a cancelled run: want run_finished, got %v", err)
+		if _, err := c.SendEvent(ctx, waiting.ID, "go", 1); !IsCode(err, "invalid_state") {
+			t.Fatalf("an event to a cancelled run: want invalid_state, got %v", err)
 		}
 		if _, err := c.SendEvent(ctx, id, "docket:x", 1); err == nil {
 			t.Fatal("an event named docket:… was accepted")
@@ -270,9 +270,9 @@ func TestWorkflowChildren(t *testing.T) {
 				return wf.Step("double", func() (interface{}, error) { return 2 * n, nil })
 			})
 			w.Workflow("parent", func(wf *WorkflowContext, _ json.RawMessage) (interface{}, error) {
-				a := wf.StartChild("child", 21, ChildOptions{Queue: q})
+				a := wf.StartChild("child", 21) // the parent's queue
 				loose := wf.StartChild("child", 5, ChildOptions{ID: wf.RunID() + "-loose", Queue: q})
-				bad := wf.StartChild("child", -1, ChildOptions{Queue: q})
+				bad := wf.StartChild("child", -1)
 				got, err := a.Result()
 				if err != nil {
 					return nil, err
