@@ -30,7 +30,7 @@ type WorkflowRun struct {
 	Result     json.RawMessage `json:"result"`
 	Error      *string         `json:"error"`
 	ParentID   *string         `json:"parent_id"`
-	TaskID     *int64          `json:"task_id"`
+	TaskID     int64           `json:"task_id"`
 	Steps      int             `json:"steps"`
 	WaitingFor *string         `json:"waiting_for"`
 	WakeAt     *time.Time      `json:"wake_at"`
@@ -61,7 +61,7 @@ type JournalEntry struct {
 	Error      *string         `json:"error"`
 	Attempts   int             `json:"attempts"`
 	ChildID    *string         `json:"child_id"`
-	StartedAt  *time.Time      `json:"started_at"`
+	StartedAt  time.Time       `json:"started_at"`
 	FinishedAt *time.Time      `json:"finished_at"`
 	WakeAt     *time.Time      `json:"wake_at"`
 }

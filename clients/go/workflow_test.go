@@ -754,7 +754,7 @@ func TestWorkflowWorkerKilledMidStep(t *testing.T) {
 					t.Fatalf("entry %d: %+v", i, e)
 				}
 			}
-			task := must(c.GetTask(ctx, *done.TaskID))
+			task := must(c.GetTask(ctx, done.TaskID))
 			if task.Attempt != 2 || task.State != "completed" {
 				t.Fatalf("the run's task: %+v", task)
 			}
