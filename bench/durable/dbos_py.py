@@ -1,6 +1,8 @@
 """DBOS Transact Python contender of the durable-functions bench (see README.md).
 
-Environment: DATABASE_URL (a fresh, empty PostgreSQL database), N, STARTERS, OUT (JSON file).
+Environment: DATABASE_URL (a fresh, empty PostgreSQL database), N, STARTERS, OUT (JSON file),
+DBOS_PY_MODE ("start" [default] or "queue"), for "queue": DBOS_QUEUE_CONC (the queue's
+worker_concurrency, 100) and DBOS_QUEUE_POLL (its polling_interval_sec, 1.0 = DBOS's default).
 Run by run.sh with the venv it installs (PyPI `dbos` 3.4.x).
 
 Shape: one process. DBOS is launched (system schema created, not timed), then STARTERS threads
@@ -9,6 +11,11 @@ started workflow at once on its own executor thread in this process: that is its
 each starter waits for its workflows with handle.get_result(). The clock runs from releasing the
 starters until every get_result returned; then the database is checked: N rows SUCCESS in
 dbos.workflow_status.
+
+Mode "queue" (run.sh's contender dbos-py-queue): the starters call queue.enqueue(three_steps, i)
+on a queue registered after launch; this process's queue thread dequeues them (at most
+worker_concurrency running at once) every polling interval; get_result() then polls the
+database (DBOS's default 1 s interval).
 """
 import json
 import os
@@ -25,6 +32,9 @@ from dbos import DBOS
 URL = os.environ["DATABASE_URL"]
 N = int(os.environ.get("N", "2000"))
 STARTERS = int(os.environ.get("STARTERS", "10"))
+MODE = os.environ.get("DBOS_PY_MODE", "start")
+QUEUE_CONC = int(os.environ.get("DBOS_QUEUE_CONC", "100"))
+QUEUE_POLL = float(os.environ.get("DBOS_QUEUE_POLL", "1.0"))
 
 # Appended from DBOS's executor threads (list.append is atomic under the GIL).
 step_ms: list = []
@@ -64,6 +74,10 @@ def summary(xs):
 
 def main() -> None:
     DBOS.launch()
+    queue = None
+    if MODE == "queue":
+        queue = DBOS.register_queue("bench", worker_concurrency=QUEUE_CONC,
+                                    polling_interval_sec=QUEUE_POLL)
     start_ms: list = []
     errors: list = []
     barrier = threading.Barrier(STARTERS + 1)
@@ -75,7 +89,8 @@ def main() -> None:
         try:
             for i in mine:
                 s = time.perf_counter()
-                handles.append(DBOS.start_workflow(three_steps, i))
+                handles.append(queue.enqueue(three_steps, i) if queue is not None
+                               else DBOS.start_workflow(three_steps, i))
                 start_ms.append((time.perf_counter() - s) * 1000)
             for h in handles:
                 h.get_result()
@@ -96,10 +111,13 @@ def main() -> None:
             "select count(*) from dbos.workflow_status where status = 'SUCCESS'").fetchone()[0]
         steps = conn.execute("select count(*) from dbos.operation_outputs").fetchone()[0]
     out = {
-        "contender": "dbos-py",
+        "contender": os.environ.get("CONTENDER", "dbos-py"),
         "library": f"dbos {version('dbos')}",
         "runtime": f"python {'.'.join(map(str, sys.version_info[:3]))}",
-        "mode": "DBOS.start_workflow per workflow from each starter thread; handle.get_result()",
+        "mode": ("DBOS.start_workflow per workflow from each starter thread; handle.get_result()"
+                 if queue is None else
+                 f"queue.enqueue per workflow from each starter thread (worker_concurrency "
+                 f"{QUEUE_CONC}, polling_interval_sec {QUEUE_POLL}); handle.get_result()"),
         "n": N, "starters": STARTERS, "steps_per_workflow": 3,
         "seconds": round(secs, 6),
         "workflows_per_s": round(N / secs, 2),

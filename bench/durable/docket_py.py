@@ -8,7 +8,9 @@ Environment: DOCKET_SERVER (a `docket serve` that run.sh started on a fresh data
 STARTERS, OUT (JSON file), WORKER_CONC (workflow runs at once in the worker, default 100: the
 DBOS contenders run every started workflow at once, so the worker must not be the one holding
 back), DOCKET_PY_WORKFLOW ("async" [default]: `async def` workflow, steps awaited; "sync": plain
-`def` workflow, which the worker runs in a thread).
+`def` workflow, which the worker runs in a thread), DOCKET_DEFER_STEPS (unset: the client's
+default; "0"/"1": Worker(defer_steps=False/True) — the TypeScript worker's deferSteps, assumed to
+get the same name here; run.sh's contender docket-py-eager sets "0").
 
 Shape: one process, one asyncio loop. A Worker on queue "workflows" (the runs' default queue) is
 started idle, then STARTERS asyncio tasks each call `await client.start_workflow("three_steps",
@@ -33,6 +35,8 @@ N = int(os.environ.get("N", "2000"))
 STARTERS = int(os.environ.get("STARTERS", "10"))
 WORKER_CONC = int(os.environ.get("WORKER_CONC", "100"))
 STYLE = os.environ.get("DOCKET_PY_WORKFLOW", "async")
+DEFER = os.environ.get("DOCKET_DEFER_STEPS", "")
+DEFER_OPT = {} if DEFER == "" else {"defer_steps": DEFER != "0"}
 TERMINAL = {"completed", "failed", "cancelled"}
 
 step_ms: list = []
@@ -47,7 +51,9 @@ async def three_steps(ctx, input):
     t0 = time.perf_counter()
     for k in range(3):
         s = time.perf_counter()
-        r = ctx.step(f"noop{k}", noop)  # returns once POST .../steps answered 200 (recorded)
+        # Eager: returns once POST .../steps answered 200 (this step recorded). Deferred: the call
+        # first sends the previous step's entry; its own goes with the next call or the finish.
+        r = ctx.step(f"noop{k}", noop)
         if inspect.isawaitable(r):
             await r
         step_ms.append((time.perf_counter() - s) * 1000)
@@ -91,7 +97,7 @@ async def main() -> None:
     states: dict = {}
     async with AsyncClient(SERVER) as client:
         w = Worker(client, queue="workflows", concurrency=WORKER_CONC, wait="1s",
-                   report_interval=0)
+                   report_interval=0, **DEFER_OPT)
         w.workflow("three_steps")(three_steps if STYLE == "async" else three_steps_sync)
         runner = asyncio.ensure_future(w.run_async())
         await asyncio.sleep(0.5)  # the worker's first claim is in (long poll), as DBOS is launched
@@ -128,11 +134,13 @@ async def main() -> None:
             except Exception as e:  # noqa: BLE001 - informative only
                 sample = repr(e)
     out = {
-        "contender": "docket-py",
+        "contender": os.environ.get("CONTENDER", "docket-py"),
         "library": f"docket-client {version('docket-client')} (httpx {version('httpx')})",
         "runtime": f"python {'.'.join(map(str, sys.version_info[:3]))}",
         "mode": f"AsyncClient.start_workflow per run from each asyncio starter; "
-                f"workflow_result(wait=30); Worker(concurrency={WORKER_CONC}) {STYLE} workflow",
+                f"workflow_result(wait=30); Worker(concurrency={WORKER_CONC}) {STYLE} workflow, "
+                f"defer_steps {DEFER_OPT.get('defer_steps', 'default')}",
+        "defer_steps": DEFER_OPT.get("defer_steps", "client default"),
         "n": N, "starters": STARTERS, "steps_per_workflow": 3, "worker_concurrency": WORKER_CONC,
         "seconds": round(secs, 6),
         "workflows_per_s": round(N / secs, 2),

@@ -10,7 +10,10 @@
 // Environment: DOCKET_SERVER (a `docket serve` that run.sh started on a fresh database), N,
 // STARTERS, OUT (JSON file), WORKER_CONC (workflow runs at once in the worker, default 100: the
 // DBOS contenders run every started workflow at once, so the worker must not be the one holding
-// back), DOCKET_ROOT (the repository; default two folders up).
+// back), DOCKET_ROOT (the repository; default two folders up), DOCKET_DEFER_STEPS (unset: the
+// client's default; "0": Worker option deferSteps false, every step's entry sent when the step ends
+// — run.sh's contender docket-ts-eager; "1": deferSteps true, a step's entry goes with the run's
+// next server call, before the next step runs or with the finish).
 //
 // Shape: one Node process. A Worker on queue "workflows" (the runs' default queue) is started
 // idle, then STARTERS async starters each call `await client.startWorkflow("three_steps", i)` for
@@ -30,6 +33,8 @@ const N = Number(process.env.N ?? 2000);
 const STARTERS = Number(process.env.STARTERS ?? 10);
 const WORKER_CONC = Number(process.env.WORKER_CONC ?? 100);
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+const DEFER = process.env.DOCKET_DEFER_STEPS; // undefined: the client's default
+const deferOpt = DEFER === undefined || DEFER === "" ? {} : { deferSteps: DEFER !== "0" };
 
 const stepMs = [], workflowMs = [], startMs = [], errors = [];
 const states = new Map();
@@ -54,12 +59,15 @@ function pct(xs, p) { // nearest rank
 const summary = (xs) => ({ count: xs.length, p50: pct(xs, 50), p99: pct(xs, 99), max: pct(xs, 100),
   mean: xs.length ? Number((xs.reduce((a, b) => a + b, 0) / xs.length).toFixed(3)) : null });
 
-const w = new Worker({ client, queue: "workflows", concurrency: WORKER_CONC, wait: "1s", reportIntervalMs: 0, signals: false });
+const w = new Worker({ client, concurrency: WORKER_CONC, wait: "1s", reportIntervalMs: 0, signals: false, ...deferOpt });
 w.workflow("three_steps", async (ctx, input) => {
   const t0 = performance.now();
   for (let k = 0; k < 3; k++) {
     const s = performance.now();
-    await ctx.step(`noop${k}`, noop); // resolves once POST .../steps answered 200 (recorded)
+    // Eager (deferSteps false): resolves once POST .../steps answered 200 (this step recorded).
+    // Deferred: the call first sends the previous step's entry, then runs the step; its own entry
+    // goes with the next call (the next step's, or the finish).
+    await ctx.step(`noop${k}`, noop);
     stepMs.push(performance.now() - s);
   }
   workflowMs.push(performance.now() - t0);
@@ -105,10 +113,11 @@ if (states.size) {
 }
 
 const out = {
-  contender: "docket-ts",
+  contender: process.env.CONTENDER ?? "docket-ts",
   library: `@docket/client ${clientVersion}`,
   runtime: `node ${process.versions.node}`,
-  mode: `await client.startWorkflow per run from each async starter; result long poll (30 s); Worker(concurrency=${WORKER_CONC})`,
+  mode: `await client.startWorkflow per run from each async starter; workflowResult long poll (30 s); Worker(concurrency=${WORKER_CONC}, deferSteps ${DEFER === undefined || DEFER === "" ? "default" : DEFER !== "0"})`,
+  defer_steps: DEFER === undefined || DEFER === "" ? "client default" : DEFER !== "0",
   n: N, starters: STARTERS, steps_per_workflow: 3, worker_concurrency: WORKER_CONC,
   seconds: Number(secs.toFixed(6)),
   workflows_per_s: Number((N / secs).toFixed(2)),

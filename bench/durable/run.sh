@@ -5,7 +5,9 @@
 #   bench/durable/run.sh                                   # every contender, N=2000, 3 runs each
 #   CONTENDERS="dbos-py dbos-ts" N=2000 REPEATS=3 bench/durable/run.sh
 #
-# Knobs: N (2000), STARTERS (10), REPEATS (3), CONTENDERS ("dbos-py dbos-ts docket-py docket-ts"),
+# Knobs: N (2000), STARTERS (10), REPEATS (3), CONTENDERS ("dbos-py dbos-ts docket-py docket-ts";
+# also docket-py-eager and docket-ts-eager: the docket worker with deferred step entries off;
+# dbos-py-queue: DBOS Python's queue API),
 # RESULTS_DIR (bench/results/durable-<date>), PG_URL (postgres://postgres@127.0.0.1:5432, the
 # cluster; a database docket_durable_<contender>_<repeat> is created per run and dropped after),
 # DOCKET_BIN (target/release/docket; this script does not build it), WORKER_CONC (docket
@@ -100,12 +102,18 @@ run_one() { # $1 contender, $2 repeat
   psql_admin "create database $db"
   CUR_DB=$db
   psql_admin "checkpoint"
-  export DATABASE_URL="$PG_URL/$db" OUT="$out"
+  export DATABASE_URL="$PG_URL/$db" OUT="$out" CONTENDER="$name"
   case "$name" in
     dbos-py) cmd=("$CACHE/venv/bin/python" "$HERE/dbos_py.py") ;;
+    # DBOS's queue API instead of start_workflow (DBOS_QUEUE_CONC, DBOS_QUEUE_POLL: see dbos_py.py).
+    dbos-py-queue) cmd=(env DBOS_PY_MODE=queue "$CACHE/venv/bin/python" "$HERE/dbos_py.py") ;;
     dbos-ts) cmd=(node "$HERE/dbos_ts.mjs") ;;
     docket-py) cmd=("$CACHE/venv-docket/bin/python" "$HERE/docket_py.py") ;;
     docket-ts) cmd=(node "$HERE/docket_ts.mjs") ;;
+    # Each step's entry sent as the step ends (the worker's deferSteps off): like DBOS, a step is
+    # recorded before its call returns.
+    docket-py-eager) cmd=(env DOCKET_DEFER_STEPS=0 "$CACHE/venv-docket/bin/python" "$HERE/docket_py.py") ;;
+    docket-ts-eager) cmd=(env DOCKET_DEFER_STEPS=0 node "$HERE/docket_ts.mjs") ;;
     *) log "unknown contender $name"; return 1 ;;
   esac
   if [[ $name == docket-* ]]; then
@@ -133,7 +141,8 @@ EOF
 for name in $CONTENDERS; do
   if [ "$SKIP_INSTALL" != 1 ]; then
     log "install $name"
-    if ! "install_${name//-/_}"; then log "skipping $name: install failed"; continue; fi
+    inst=${name%-eager}; inst=${inst%-queue}
+    if ! "install_${inst//-/_}"; then log "skipping $name: install failed"; continue; fi
   fi
   for rep in $(seq 1 "$REPEATS"); do run_one "$name" "$rep" || true; done
 done
