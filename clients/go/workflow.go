@@ -416,6 +416,7 @@ type WorkflowContext struct {
 	pending  []entryOut
 	exit     exitReason
 	exitErr  error
+	inStep   string // the step whose function runs now (durable calls are refused there)
 	logger   *log.Logger
 	sleep    func(ctx context.Context, d time.Duration) bool // false: ctx ended
 }
@@ -480,8 +481,13 @@ func (wf *WorkflowContext) stop(reason exitReason, err error) {
 }
 
 // at is the journal's entry at seq when there is one, which must be of kind and name (else
-// the run fails with a non-determinism error).
+// the run fails with a non-determinism error). A durable call inside a step's function fails
+// the run: a replay, which does not run the step, would not make it.
 func (wf *WorkflowContext) at(kind, name string) (JournalEntry, bool) {
+	if wf.inStep != "" {
+		wf.stop(exitFail, fmt.Errorf("workflow %s run %s: %s %q called inside step %q: durable calls belong to the workflow function, not to a step's",
+			wf.workflow, wf.runID, kind, name, wf.inStep))
+	}
 	e, ok := wf.journal[wf.seq]
 	if !ok {
 		return e, false
@@ -613,7 +619,9 @@ func (wf *WorkflowContext) Step(name string, fn func() (interface{}, error), opt
 	attempts := 0
 	for {
 		attempts++
+		wf.inStep = name
 		v, err := runStep(fn)
+		wf.inStep = ""
 		if err == nil {
 			b, merr := json.Marshal(v)
 			if merr == nil {
@@ -722,6 +730,9 @@ func (wf *WorkflowContext) UUID() string {
 //
 //	if wf.Patched("send-sms") { wf.Step("sms", …) } else { wf.Step("email", …) }
 func (wf *WorkflowContext) Patched(id string) bool {
+	if wf.inStep != "" {
+		wf.at("patch", id) // refused
+	}
 	if e, ok := wf.journal[wf.seq]; ok {
 		if e.Kind == "patch" && e.Name == id {
 			wf.seq++
@@ -972,9 +983,14 @@ func (w *Worker) workflowHandler(name string, fn WorkflowFunc) Handler {
 	}
 }
 
+// defaultWorkflowLease is the lease of a workflow queue's claims when WorkerOptions.Lease is
+// not set.
+const defaultWorkflowLease = 30 * time.Second
+
 // Workflow registers fn as the workflow name: the worker claims the runs' tasks from
-// WorkerOptions.WorkflowQueue ["workflows"] (kinds: the registered workflows' names) and runs
-// each execution in a goroutine of its own, WorkflowConcurrency at once.
+// WorkerOptions.WorkflowQueue ["workflows"] (kinds: the registered workflows' names; lease:
+// WorkerOptions.Lease, else 30 s, kept by heartbeats) and runs each execution in a goroutine
+// of its own, WorkflowConcurrency at once.
 func (w *Worker) Workflow(name string, fn WorkflowFunc) {
 	if w.wf == nil {
 		o := w.given
@@ -985,6 +1001,11 @@ func (w *Worker) Workflow(name string, fn WorkflowFunc) {
 		}
 		if o.WorkflowConcurrency > 0 {
 			o.Concurrency = o.WorkflowConcurrency
+		}
+		if o.Lease <= 0 {
+			// A run's task has a long timeout (1 h unless started with one): a short lease kept
+			// by heartbeats lets another worker take over a dead one's runs within it.
+			o.Lease = defaultWorkflowLease
 		}
 		w.wf, _ = NewWorker(o)
 	}

@@ -87,6 +87,13 @@ func sameJSON(raw json.RawMessage, want string) bool {
 	return fmt.Sprint(a) == fmt.Sprint(b)
 }
 
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
 // counter counts executions by name.
 type counter struct {
 	mu sync.Mutex
@@ -555,7 +562,8 @@ func TestWorkflowSleepAcrossServerRestart(t *testing.T) {
 		var ran counter
 		workOn(t, c, q, func(w *Worker) {
 			w.Workflow("nap", func(wf *WorkflowContext, _ json.RawMessage) (interface{}, error) {
-				a, _ := wf.Step("a", func() (interface{}, error) { ran.add("a"); return wf.Now().Unix(), nil })
+				now := wf.Now()
+				a, _ := wf.Step("a", func() (interface{}, error) { ran.add("a"); return now.Unix(), nil })
 				wf.Sleep(2 * time.Second)
 				_, _ = wf.Step("b", func() (interface{}, error) { ran.add("b"); return nil, nil })
 				return a, nil
@@ -569,7 +577,7 @@ func TestWorkflowSleepAcrossServerRestart(t *testing.T) {
 		s.start()
 		done := result(t, c, run.ID, 60*time.Second)
 		if done.State != "completed" || ran.get("a") != 1 || ran.get("b") != 1 || time.Since(slept) < 1500*time.Millisecond {
-			t.Fatalf("%+v %v", done, ran.n)
+			t.Fatalf("%+v %v (error %v; journal %+v)", done, ran.n, deref(done.Error), must(c.WorkflowSteps(ctx, run.ID)))
 		}
 	})
 }
@@ -611,6 +619,7 @@ func TestWorkflowThousandOnTwoNodes(t *testing.T) {
 		c := must(NewClient(Options{Server: nodes[0].URL}))
 		const n = 1000
 		ids := make([]string, n)
+		began := time.Now()
 		var wg sync.WaitGroup
 		for k := 0; k < 8; k++ {
 			wg.Add(1)
@@ -622,7 +631,9 @@ func TestWorkflowThousandOnTwoNodes(t *testing.T) {
 			}(k)
 		}
 		wg.Wait()
+		t.Logf("%d runs started in %s", n, time.Since(began).Round(time.Millisecond))
 		waitFor(t, 240*time.Second, func() bool { return ran.total() >= 3*n })
+		t.Logf("their steps ran in %s", time.Since(began).Round(time.Millisecond))
 		for _, id := range ids {
 			r := result(t, c, id, 30*time.Second)
 			if r.State != "completed" || !sameJSON(r.Result, "6") {

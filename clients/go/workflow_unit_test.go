@@ -232,3 +232,16 @@ func TestUnitWorkflowWaits(t *testing.T) {
 		t.Fatalf("%+v %+v", srv.suspends, srv.records)
 	}
 }
+
+// A durable call inside a step's function fails the run (a replay would not make it).
+func TestUnitWorkflowDurableCallInsideAStep(t *testing.T) {
+	fn := func(wf *WorkflowContext, _ json.RawMessage) (interface{}, error) {
+		return wf.Step("a", func() (interface{}, error) { return wf.Now().Unix(), nil })
+	}
+	srv := &fakeWF{}
+	fakeRun(srv, fn, true)
+	want := `workflow checkout run r1: now "now" called inside step "a": durable calls belong to the workflow function, not to a step's`
+	if len(srv.records) != 0 || len(srv.finished) != 1 || srv.finished[0].err == nil || *srv.finished[0].err != want {
+		t.Fatalf("%+v", srv)
+	}
+}
