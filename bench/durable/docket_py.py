@@ -1,26 +1,26 @@
 """docket Python-client contender of the durable-functions bench (see README.md).
 
-NEEDS THE PYTHON CLIENT'S WORKFLOW SUPPORT (issue 41): AsyncClient.start_workflow /
+Uses the Python client's workflow support (issue 41): AsyncClient.start_workflow /
 workflow_result and Worker.workflow(name)(fn) with ctx.step, as named in the last section of the
-durable-functions HTTP contract. Written before that support landed; not yet run.
+durable-functions HTTP contract.
 
 Environment: DOCKET_SERVER (a `docket serve` that run.sh started on a fresh database), N,
 STARTERS, OUT (JSON file), WORKER_CONC (workflow runs at once in the worker, default 100: the
 DBOS contenders run every started workflow at once, so the worker must not be the one holding
-back), DOCKET_PY_WORKFLOW ("async" [default]: `async def` workflow, steps awaited; "sync": plain
-`def` workflow, which the worker runs in a thread), DOCKET_DEFER_STEPS (unset: the client's
-default; "0"/"1": Worker(defer_steps=False/True) — the TypeScript worker's deferSteps, assumed to
-get the same name here; run.sh's contender docket-py-eager sets "0").
+back), DOCKET_PY_WORKFLOW ("async" [default]: `async def` workflow, `await ctx.step` of an
+`async def` no-op; "sync": plain `def` workflow and step function, which the worker runs in a
+thread), DOCKET_DEFER_STEPS (unset: the client's default, a step's entry sent with the run's next
+call to docket; "0": Worker(eager_steps=True), each step recorded before ctx.step returns —
+run.sh's contender docket-py-eager; "1": eager_steps=False).
 
-Shape: one process, one asyncio loop. A Worker on queue "workflows" (the runs' default queue) is
-started idle, then STARTERS asyncio tasks each call `await client.start_workflow("three_steps",
-i)` for their share of the N runs, then wait for each of theirs with
-`client.workflow_result(id, wait=30)` (the server's long poll) until it is finished. The clock runs
-from releasing the starters until every run was seen finished; then every run's state is checked
-(N completed).
+Shape: one process, one asyncio loop. A Worker with only the workflow (so it claims only the
+workflow queue, "workflows") is started idle, then STARTERS asyncio tasks each call `await
+client.start_workflow("three_steps", i)` for their share of the N runs, then wait for each of
+theirs with `client.workflow_result(id, wait=30)` (the server's long poll) until it is finished.
+The clock runs from releasing the starters until every run was seen finished; then every run's
+state is checked (N completed).
 """
 import asyncio
-import inspect
 import json
 import os
 import statistics
@@ -36,7 +36,7 @@ STARTERS = int(os.environ.get("STARTERS", "10"))
 WORKER_CONC = int(os.environ.get("WORKER_CONC", "100"))
 STYLE = os.environ.get("DOCKET_PY_WORKFLOW", "async")
 DEFER = os.environ.get("DOCKET_DEFER_STEPS", "")
-DEFER_OPT = {} if DEFER == "" else {"defer_steps": DEFER != "0"}
+DEFER_OPT = {} if DEFER == "" else {"eager_steps": DEFER == "0"}
 TERMINAL = {"completed", "failed", "cancelled"}
 
 step_ms: list = []
@@ -47,15 +47,17 @@ def noop():
     return None
 
 
+async def noop_async():
+    return None
+
+
 async def three_steps(ctx, input):
     t0 = time.perf_counter()
     for k in range(3):
         s = time.perf_counter()
         # Eager: returns once POST .../steps answered 200 (this step recorded). Deferred: the call
         # first sends the previous step's entry; its own goes with the next call or the finish.
-        r = ctx.step(f"noop{k}", noop)
-        if inspect.isawaitable(r):
-            await r
+        await ctx.step(f"noop{k}", noop_async)
         step_ms.append((time.perf_counter() - s) * 1000)
     workflow_ms.append((time.perf_counter() - t0) * 1000)
     return input
@@ -96,7 +98,7 @@ async def main() -> None:
     errors: list = []
     states: dict = {}
     async with AsyncClient(SERVER) as client:
-        w = Worker(client, queue="workflows", concurrency=WORKER_CONC, wait="1s",
+        w = Worker(client, concurrency=WORKER_CONC, wait="1s",
                    report_interval=0, **DEFER_OPT)
         w.workflow("three_steps")(three_steps if STYLE == "async" else three_steps_sync)
         runner = asyncio.ensure_future(w.run_async())
@@ -129,8 +131,9 @@ async def main() -> None:
         sample = None
         if states:
             try:
-                r = await client._call("GET", f"/v1/workflow-runs/{next(iter(states))}/steps")
-                sample = len(r.get("steps", [])) if isinstance(r, dict) else None
+                r = await client.workflow_steps(next(iter(states)))
+                r = r.get("steps", r) if isinstance(r, dict) else r
+                sample = len(r)
             except Exception as e:  # noqa: BLE001 - informative only
                 sample = repr(e)
     out = {
@@ -139,8 +142,8 @@ async def main() -> None:
         "runtime": f"python {'.'.join(map(str, sys.version_info[:3]))}",
         "mode": f"AsyncClient.start_workflow per run from each asyncio starter; "
                 f"workflow_result(wait=30); Worker(concurrency={WORKER_CONC}) {STYLE} workflow, "
-                f"defer_steps {DEFER_OPT.get('defer_steps', 'default')}",
-        "defer_steps": DEFER_OPT.get("defer_steps", "client default"),
+                f"eager_steps {DEFER_OPT.get('eager_steps', 'default')}",
+        "defer_steps": (not DEFER_OPT["eager_steps"]) if DEFER_OPT else "client default",
         "n": N, "starters": STARTERS, "steps_per_workflow": 3, "worker_concurrency": WORKER_CONC,
         "seconds": round(secs, 6),
         "workflows_per_s": round(N / secs, 2),

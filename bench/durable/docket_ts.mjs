@@ -1,11 +1,10 @@
 // docket TypeScript-client contender of the durable-functions bench (see README.md).
 //
-// NEEDS THE TYPESCRIPT CLIENT'S WORKFLOW SUPPORT (issue 41): client.startWorkflow and
-// worker.workflow(name, async (ctx, input) => ...) with `await ctx.step(name, fn)`, as named in the
-// last section of the durable-functions HTTP contract, built into clients/typescript/dist (the
-// client's `npm run build`). Written before that support landed; not yet run. Waiting for a run's
-// end uses client.workflowResult(id, {wait: "30s"}) when the client has it, otherwise the contract's
-// GET /v1/workflow-runs/{id}/result?wait=30s directly.
+// Uses the TypeScript client's workflow support (issue 41): client.startWorkflow,
+// client.workflowResult and worker.workflow(name, async (ctx, input) => ...) with
+// `await ctx.step(name, fn)`, from clients/typescript/dist (the client's `npm run build`). Should
+// the client lack workflowResult, the contract's GET /v1/workflow-runs/{id}/result?wait=30s is
+// called directly.
 //
 // Environment: DOCKET_SERVER (a `docket serve` that run.sh started on a fresh database), N,
 // STARTERS, OUT (JSON file), WORKER_CONC (workflow runs at once in the worker, default 100: the
