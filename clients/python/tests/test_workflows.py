@@ -18,8 +18,8 @@ import uuid
 import httpx
 import pytest
 
-from docket_client import (AsyncClient, ChildFailed, Client, Conflict, NonDeterminismError,
-                           StepFailed, Worker)
+from docket_client import (AsyncClient, ChildFailed, Client, Conflict, InvalidRequest,
+                           NonDeterminismError, StepFailed, Worker)
 
 BACKENDS = dict(item.split("=", 1) for item in os.environ["DOCKET_TEST_SERVERS"].split(","))
 
@@ -358,7 +358,9 @@ def test_events_sent_before_and_after_the_wait_and_a_timeout(server, queue):
                 ("event", "never", "timed_out")]
             with pytest.raises(Conflict) as e:
                 await c.send_event(run["id"], "second", None)
-            assert e.value.code == "run_finished"
+            assert e.value.code == "invalid_state"
+            with pytest.raises(InvalidRequest):
+                await c.send_event(run["id"], "docket:mine", None)
     asyncio.run(go())
 
 

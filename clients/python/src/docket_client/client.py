@@ -438,7 +438,7 @@ class _Api:
     def send_event(self, run_id: str, name: str, payload: Json = None) -> Any:
         """``POST /v1/workflow-runs/{id}/events`` → ``{"id", "delivered"}`` (``delivered``: the
         run was waiting for it and was woken; else it waits in the run's mailbox for a
-        ``ctx.wait_for_event(name)``). A finished run: ``Conflict`` ``run_finished``."""
+        ``ctx.wait_for_event(name)``). A finished run: ``Conflict`` ``invalid_state``."""
         return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/events",
                           {"name": name, "payload": payload})
 

@@ -164,8 +164,8 @@ def error_text(e: BaseException) -> str:
     return text[:64_000]
 
 
-_WHAT = {"step": "step", "child": "child", "child_wait": "child_wait", "event": "event",
-         "patch": "patch"}
+# 409 codes that say the task is no longer this worker's: the execution stops quietly.
+_LEASE_REFUSALS = frozenset({"lease_lost", "cancelled", "timed_out", "cancel_requested"})
 
 
 def _describe(kind: str, name: str) -> str:
@@ -180,8 +180,9 @@ class _Execution:
                  journal: Optional[Dict[int, Dict[str, Any]]] = None,
                  server_now: Optional[datetime] = None,
                  lease_end: Optional[Callable[[], float]] = None,
-                 eager_steps: bool = False) -> None:
+                 eager_steps: bool = False, queue: Optional[str] = None) -> None:
         self.client = client
+        self.queue = queue  # the run's queue (its children's unless they name one)
         # Record each step before ctx.step returns (else with the next call to docket: before
         # the next step runs, or with a wait, a child's start, the end).
         self.eager_steps = eager_steps
@@ -296,6 +297,8 @@ class _Execution:
                     self.poison = e.message
                     self.pending, self.step_pending = [], False
                     raise NonDeterminismError(e.message) from None
+                if e.code not in _LEASE_REFUSALS:  # a child's id taken, …: the run's error
+                    raise WorkflowRefused(f"docket refused the run's record: {e}") from None
                 log.debug("run %s: %s, stopping", self.run_id, e.code)
                 self.stopped = True
                 raise _Stopped() from None
@@ -388,6 +391,13 @@ class _Execution:
         self.stopped = True
 
 
+def _random15() -> float:
+    # 15 significant digits: a float docket's JSON gives back exactly (it may be a unit in the
+    # last place off for 17-digit ones), so the replay sees what the first execution saw.
+    v = float(f"{_random.random():.15g}")
+    return v if v < 1.0 else 0.999999999999999
+
+
 def _backoff(attempt: int, initial: float, factor: float, most: float) -> float:
     return min(initial * factor ** (attempt - 1), most)
 
@@ -450,7 +460,7 @@ class _ContextBase:
 
     def random(self) -> float:
         """A number in [0, 1), recorded."""
-        return float(self._exe.record_value("random", "random", _random.random))
+        return float(self._exe.record_value("random", "random", _random15))
 
     def uuid(self) -> str:
         """A random UUID (text), recorded."""
@@ -480,6 +490,7 @@ class _ContextBase:
             return _ChildInfo(entry.get("child_id") or f"{self.run_id}:{seq}", workflow), {}
         child: Dict[str, Any] = {"id": id or f"{self.run_id}:{seq}",
                                  "input": _json(input, "a child's input")}
+        queue = queue if queue is not None else self._exe.queue
         if queue is not None:
             child["queue"] = queue
         return None, {"seq": seq, "kind": "child", "name": workflow, "child": child}
@@ -691,7 +702,8 @@ WorkflowFn = Callable[..., Any]
 
 async def run_workflow(client: Any, fn: WorkflowFn, task: Dict[str, Any], *,
                        job: Any = None, lease_end: Optional[Callable[[], float]] = None,
-                       executor: Any = None, eager_steps: bool = False) -> str:
+                       executor: Any = None, eager_steps: bool = False,
+                       queue: Optional[str] = None) -> str:
     """Runs one claimed task of a workflow: replays or starts the function and ends the
     execution as docket's contract says (finish, suspend, or stop quietly). Returns what
     happened: ``finished``, ``suspended`` or ``stopped``. Never reports the task."""
@@ -699,7 +711,8 @@ async def run_workflow(client: Any, fn: WorkflowFn, task: Dict[str, Any], *,
     run_id = payload["workflow_run"]
     lease = task["lease"]["token"]
     exe = _Execution(client, task["kind"], run_id, lease, payload.get("input"),
-                     lease_end=lease_end, eager_steps=eager_steps)
+                     lease_end=lease_end, eager_steps=eager_steps,
+                     queue=queue or task.get("queue"))
     try:
         if task.get("attempt", 1) != 1 or task.get("stage"):
             resumed = await exe._send(client.workflow_resume, run_id, lease)

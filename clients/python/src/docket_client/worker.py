@@ -65,6 +65,9 @@ def heartbeat_every(lease: float) -> float:
     return max(lease / HEARTBEATS_PER_LEASE, MIN_HEARTBEAT_EVERY)
 
 
+#: The lease of a claim of workflows' tasks unless the worker's ``lease`` says otherwise.
+WORKFLOW_LEASE = "30s"
+
 #: ``prefetch="auto"`` holds ahead what the handlers start within this many seconds at their
 #: recent pace.
 PREFETCH_AUTO_WAIT = 0.1
@@ -187,8 +190,9 @@ class _Source:
     its own room: handlers at once, held tasks, claims in flight."""
 
     def __init__(self, queue: str, kinds: List[str], stages: Optional[List[str]],
-                 concurrency: int, workflows: bool) -> None:
+                 concurrency: int, workflows: bool, lease: Optional[str]) -> None:
         self.queue = queue
+        self.lease = lease
         self.kinds = kinds
         self.stages = stages
         self.concurrency = concurrency
@@ -314,14 +318,19 @@ class Worker:
         # One handler without a stage takes every stage of its kind.
         task_stages = None if None in stages else sorted(x for x in stages if x is not None)
         wfs = sorted(self._workflows)
+        # A run's task has a long timeout (an hour): claimed with a short lease, kept by
+        # heartbeats, a dead worker's run is taken over within it.
+        wf_lease = self.lease or WORKFLOW_LEASE
         if tasks and wfs and self.queue == self.workflow_queue:
             # One queue: the same claims (a run's task has no stage at first, then "resume").
-            return [_Source(self.queue, tasks + wfs, None, self.concurrency, True)]
+            return [_Source(self.queue, tasks + wfs, None, self.concurrency, True, wf_lease)]
         out = []
         if tasks:
-            out.append(_Source(self.queue, tasks, task_stages, self.concurrency, False))
+            out.append(_Source(self.queue, tasks, task_stages, self.concurrency, False,
+                               self.lease))
         if wfs:
-            out.append(_Source(self.workflow_queue, wfs, None, self.workflow_concurrency, True))
+            out.append(_Source(self.workflow_queue, wfs, None, self.workflow_concurrency, True,
+                               wf_lease))
         return out
 
     # --- registration --------------------------------------------------------------------
@@ -481,7 +490,7 @@ class Worker:
             given_up = False
             try:
                 claim = asyncio.ensure_future(self.client.claim_with(
-                    src.queue, self.name, limit=limit, lease=self.lease,
+                    src.queue, self.name, limit=limit, lease=src.lease,
                     wait=self.wait if waits else "0s", kinds=kinds, stages=stages,
                     claim_id=claim_id, lean=not self.full_tasks,
                     complete=[i for w, i, _ in carried if w == "complete"],
@@ -629,7 +638,8 @@ class Worker:
         try:
             what = await asyncio.wait_for(run_workflow(
                 self.client, fn, run.job.task, job=run.job, lease_end=lambda: run.lease_end,
-                executor=self._wf_executor, eager_steps=self.eager_steps), timeout)
+                executor=self._wf_executor, eager_steps=self.eager_steps,
+                queue=run.source.queue if run.source else None), timeout)
         except asyncio.TimeoutError:
             return "fail", {"error": f"timeout: the workflow ran past the task's timeout "
                                      f"({run.job.task.get('timeout')})"}
