@@ -510,8 +510,8 @@ func (wf *WorkflowContext) classify(err error) (retry bool, reason exitReason, c
 		return false, exitStopped, err
 	case asError(err, &e) && e.Status == 409 && e.Code == "nondeterministic":
 		return false, exitFail, &NonDeterminismError{Workflow: wf.workflow, RunID: wf.runID, Seq: wf.seq, Message: e.Message}
-	case asError(err, &e) && (e.Status == 409 || e.Status == 404):
-		return false, exitStopped, err // lease_lost, cancel_requested, the run gone: not ours
+	case asError(err, &e) && (e.Status == 404 || (e.Status == 409 && (e.Code == "lease_lost" || e.Code == "cancelled" || e.Code == "timed_out"))):
+		return false, exitStopped, err // the task is not ours any more, or the run is gone
 	case asError(err, &e) && e.Status < 500 && e.Status != 429:
 		return false, exitFail, fmt.Errorf("docket refused the journal's call: %w", err)
 	}

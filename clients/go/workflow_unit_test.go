@@ -245,3 +245,24 @@ func TestUnitWorkflowDurableCallInsideAStep(t *testing.T) {
 		t.Fatalf("%+v", srv)
 	}
 }
+
+// A refusal that is not about the lease (a child's id taken: 409 conflict) fails the run
+// with docket's message instead of stopping quietly (which would replay into it again).
+func TestUnitWorkflowOtherRefusalsFailTheRun(t *testing.T) {
+	fn := func(wf *WorkflowContext, _ json.RawMessage) (interface{}, error) {
+		wf.StartChild("ship", nil, ChildOptions{ID: "taken"})
+		return nil, nil
+	}
+	for _, code := range []string{"lease_lost", "cancelled", "timed_out"} {
+		srv := &fakeWF{recErr: &Error{Status: 409, Code: code}}
+		fakeRun(srv, fn, true)
+		if len(srv.finished) != 0 {
+			t.Fatalf("%s: %+v", code, srv.finished)
+		}
+	}
+	srv := &fakeWF{recErr: &Error{Status: 409, Code: "conflict", Message: "workflow run taken exists and is not a child ship of r1"}}
+	fakeRun(srv, fn, true)
+	if len(srv.finished) != 1 || *srv.finished[0].err != "docket refused the journal's call: conflict: workflow run taken exists and is not a child ship of r1 (HTTP 409)" {
+		t.Fatalf("%+v", srv.finished)
+	}
+}
