@@ -223,6 +223,62 @@ func TestWorkflowClientCalls(t *testing.T) {
 	})
 }
 
+// A run cancelled in the middle of a step: the worker's heartbeat learns it, the step's
+// context ends, and nothing more is recorded or reported.
+func TestWorkflowCancelledMidStep(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		began, ended := make(chan string, 1), make(chan error, 1)
+		var after counter
+		w := must(NewWorker(WorkerOptions{Client: c, WorkflowQueue: q, Lease: 3 * time.Second, Wait: time.Second,
+			ReportInterval: -1, Logger: quiet}))
+		w.Workflow("blocking", func(wf *WorkflowContext, _ json.RawMessage) (interface{}, error) {
+			_, _ = wf.Step("block", func() (interface{}, error) {
+				began <- wf.RunID()
+				select {
+				case <-wf.Context().Done():
+					ended <- wf.Context().Err()
+				case <-time.After(30 * time.Second):
+					ended <- nil
+				}
+				return "late", nil
+			})
+			_, _ = wf.Step("after", func() (interface{}, error) { after.add("after"); return nil, nil })
+			return "done", nil
+		})
+		wctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		defer func() { cancel(); <-done }()
+		run := must(c.StartWorkflow(ctx, "blocking", nil, StartOptions{Queue: q}))
+		select {
+		case <-began:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the step did not start")
+		}
+		if r := must(c.CancelWorkflowRun(ctx, run.ID)); r.State != "cancelled" {
+			t.Fatalf("%+v", r)
+		}
+		select {
+		case err := <-ended:
+			if err == nil {
+				t.Fatal("the step's context did not end")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the step did not end")
+		}
+		time.Sleep(300 * time.Millisecond)
+		if got := must(c.WorkflowRun(ctx, run.ID)); got.State != "cancelled" || after.get("after") != 0 ||
+			len(must(c.WorkflowSteps(ctx, run.ID))) != 0 {
+			t.Fatalf("%+v, after ran %d times", got, after.get("after"))
+		}
+		if task := must(c.GetTask(ctx, run.TaskID)); task.State != "cancelled" {
+			t.Fatalf("the run's task: %s", task.State)
+		}
+	})
+}
+
 // (c) an event sent before the wait starts and one sent after, both received; (d) a wait that
 // times out.
 func TestWorkflowEvents(t *testing.T) {
