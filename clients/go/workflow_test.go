@@ -223,6 +223,45 @@ func TestWorkflowClientCalls(t *testing.T) {
 	})
 }
 
+// One worker with task handlers and workflows works both queues, and stops both.
+func TestWorkerWithTasksAndWorkflows(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		tq, wq := uniq(), uniq()
+		w := must(NewWorker(WorkerOptions{Client: c, Queue: tq, WorkflowQueue: wq, Wait: time.Second, Logger: quiet}))
+		w.Register("email", func(ctx context.Context, job *Job) (interface{}, error) { return "sent", nil })
+		w.Workflow("signup", func(wf *WorkflowContext, _ json.RawMessage) (interface{}, error) {
+			// A step enqueues a task, once.
+			return StepAs(wf, "enqueue", func() (int64, error) {
+				task, err := c.Enqueue(wf.Context(), NewTask{Kind: "email", Queue: tq})
+				if err != nil {
+					return 0, err
+				}
+				return task.ID, nil
+			})
+		})
+		wctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		run := must(c.StartWorkflow(ctx, "signup", nil, StartOptions{Queue: wq}))
+		r := result(t, c, run.ID, 30*time.Second)
+		id := decode[int64](t, r.Result)
+		waitFor(t, 30*time.Second, func() bool { return must(c.GetTask(ctx, id)).State == "completed" })
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return")
+		}
+		if w.CompletedCount() != 1 {
+			t.Fatalf("completed %d tasks", w.CompletedCount())
+		}
+	})
+}
+
 // A run cancelled in the middle of a step: the worker's heartbeat learns it, the step's
 // context ends, and nothing more is recorded or reported.
 func TestWorkflowCancelledMidStep(t *testing.T) {
