@@ -2,7 +2,7 @@ import { type Duration } from "./durations.js";
 /** A journal entry as docket answers it (`GET /v1/workflow-runs/{id}/steps`). */
 export interface JournalEntry {
     seq: number;
-    /** `step`, `sleep`, `event`, `child`, `now`, `random`, `uuid` or `patch`. */
+    /** `step`, `sleep`, `event`, `child` (a child started), `child_wait` (a child awaited), `now`, `random`, `uuid` or `patch`. */
     kind: string;
     name: string;
     /** `completed`, `failed`, `waiting` or `timed_out`. */
@@ -93,6 +93,8 @@ export type ExecutionOutcome = "finished" | "suspended" | "lost";
 export interface ExecutionOptions {
     runId: string;
     workflow: string;
+    /** The run's queue: its children's, unless they name one. */
+    queue?: string;
     input: unknown;
     /** The task's first attempt and no stage: the journal is empty, no `resume` call. */
     fresh: boolean;
@@ -131,10 +133,11 @@ export declare class WorkflowContext {
     private seq;
     private pending;
     private chain;
-    private readonly ctl;
+    private ctl?;
     /** @internal */ ended?: Ended;
     /** @internal */ nondet?: NonDeterminismError;
-    /** @internal */ fatal?: unknown;
+    /** @internal A call refused for what it carried (400, 413, a child's id taken): the run fails with it. */
+    fatal?: Error;
     /** @internal */
     constructor(o: ExecutionOptions, journal: JournalEntry[], serverNow: number);
     /** True while the function replays what the journal holds (no new call has been made yet). */
@@ -152,7 +155,12 @@ export declare class WorkflowContext {
     /** The journal's entry at the current number, checked against what the code asks for. */
     private expect;
     private post;
-    /** @internal What a refused or failed server call becomes. */
+    /**
+     * @internal What a refused or failed server call becomes: the lease's refusals end the
+     * execution quietly; the server's non-determinism fails the run; a call refused for what it
+     * carried fails the run with the refusal (its entries were not recorded); an outage the
+     * worker could not get past abandons the execution (the task runs again once its lease ends).
+     */
     refused(e: unknown): Error;
     private flush;
     private suspend;

@@ -71,6 +71,10 @@ class Ended extends Error {
     }
 }
 const DEFAULT_BACKOFF = { initial: 1000, factor: 2, max: 60_000 };
+/** docket's answers (409) to a call under a lease the worker no longer holds. */
+const LEASE_REFUSALS = ["lease_lost", "cancelled", "timed_out"];
+/** The message of docket's error, without the code and status the client adds. */
+const docketMessage = (e) => e.message.replace(new RegExp(`^${e.code}: `), "").replace(/ \(HTTP \d+\)$/, "");
 function errorText(e) {
     if (e instanceof Error) {
         const head = `${e.name}: ${e.message}`;
@@ -126,10 +130,12 @@ export class WorkflowContext {
     seq = 0;
     pending = [];
     chain = Promise.resolve();
-    ctl = new AbortController();
+    // Made when first read: an AbortController per run is a noticeable part of a short run's CPU.
+    ctl;
     /** @internal */ ended;
     /** @internal */ nondet;
-    /** @internal */ fatal;
+    /** @internal A call refused for what it carried (400, 413, a child's id taken): the run fails with it. */
+    fatal;
     /** @internal */
     constructor(o, journal, serverNow) {
         this.o = o;
@@ -144,12 +150,19 @@ export class WorkflowContext {
     /** True while the function replays what the journal holds (no new call has been made yet). */
     get replaying() { return this.seq < this.journalLength; }
     /** Aborted when this execution ends (suspended, cancelled, lease lost, the worker stops). */
-    get signal() { return this.ctl.signal; }
+    get signal() {
+        if (!this.ctl) {
+            this.ctl = new AbortController();
+            if (this.ended)
+                this.ctl.abort(this.ended);
+        }
+        return this.ctl.signal;
+    }
     /** @internal Ends the execution here: every later durable call throws, the outcome is ignored. */
     end(why) {
         if (!this.ended) {
             this.ended = new Ended(why);
-            this.ctl.abort(this.ended);
+            this.ctl?.abort(this.ended);
         }
         return this.ended;
     }
@@ -164,6 +177,8 @@ export class WorkflowContext {
                 throw this.ended;
             if (this.nondet)
                 throw this.nondet;
+            if (this.fatal)
+                throw this.fatal;
             return op();
         });
         this.chain = p.then(() => { }, () => { });
@@ -173,7 +188,8 @@ export class WorkflowContext {
     expect(kind, name) {
         const e = this.journal.get(this.seq);
         if (e && (e.kind !== kind || e.name !== name)) {
-            this.nondet = new NonDeterminismError(`workflow ${this.workflow} run ${this.runId}: journal entry ${this.seq} is ${e.kind} '${e.name}' but the code asked for ${kind} '${name}'`);
+            // docket's words (docket_core::durable::replay_conflict), as the server and every client say it.
+            this.nondet = new NonDeterminismError(`non-determinism: workflow ${this.workflow} run ${this.runId}: journal entry ${this.seq} is ${e.kind} ${JSON.stringify(e.name)} but the code asked for ${kind} ${JSON.stringify(name)}`);
             throw this.nondet;
         }
         return e;
@@ -186,16 +202,26 @@ export class WorkflowContext {
             throw this.refused(e);
         }
     }
-    /** @internal What a refused or failed server call becomes. */
+    /**
+     * @internal What a refused or failed server call becomes: the lease's refusals end the
+     * execution quietly; the server's non-determinism fails the run; a call refused for what it
+     * carried fails the run with the refusal (its entries were not recorded); an outage the
+     * worker could not get past abandons the execution (the task runs again once its lease ends).
+     */
     refused(e) {
-        if (e instanceof DocketError && e.status === 409 && e.code === "nondeterministic") {
-            this.nondet = new NonDeterminismError(`workflow ${this.workflow} run ${this.runId}: ${e.message.replace(/^nondeterministic: /, "").replace(/ \(HTTP 409\)$/, "")}`);
-            return this.nondet;
-        }
-        if (e instanceof DocketError && (e.status === 409 || e.status === 404))
-            return this.end("lost");
         if (e instanceof Ended)
             return e;
+        if (e instanceof DocketError && e.code === "nondeterministic") {
+            this.nondet = new NonDeterminismError(docketMessage(e));
+            return this.nondet;
+        }
+        if (e instanceof DocketError && (LEASE_REFUSALS.includes(e.code) || e.status === 404))
+            return this.end("lost");
+        if (e instanceof DocketError && e.status < 500 && e.status !== 429) {
+            this.pending = [];
+            this.fatal = e;
+            return e;
+        }
         this.o.warn?.(`workflow ${this.workflow} run ${this.runId}: abandoned (its task runs again once its lease ends): ${e}`);
         return this.end("lost");
     }
@@ -242,7 +268,8 @@ export class WorkflowContext {
             let output = null, failure;
             for (let attempt = 1;; attempt++) {
                 try {
-                    output = asJson(await fn({ attempt, signal: this.ctl.signal }));
+                    const ctx = this;
+                    output = asJson(await fn({ attempt, get signal() { return ctx.signal; } }));
                     if (this.ended)
                         throw this.ended;
                     entry = { seq, kind: "step", name, output, attempts: attempt, started_at: startedAt };
@@ -256,7 +283,7 @@ export class WorkflowContext {
                         entry = { seq, kind: "step", name, error: failure, attempts: attempt, started_at: startedAt };
                         break;
                     }
-                    await abortableSleep(Math.min(delay, max), this.ctl.signal);
+                    await abortableSleep(Math.min(delay, max), this.signal);
                     if (this.ended)
                         throw this.ended;
                     delay = Math.min(delay * factor, max);
@@ -325,8 +352,9 @@ export class WorkflowContext {
                 return new ChildHandle(e.child_id ?? id, workflow, this);
             }
             const child = { id, input: asJson(input) };
-            if (o.queue !== undefined)
-                child.queue = o.queue;
+            const queue = o.queue ?? this.o.queue;
+            if (queue !== undefined)
+                child.queue = queue;
             this.pending.push({ seq, kind: "child", name: workflow, child });
             this.seq++;
             await this.flush();
@@ -337,13 +365,13 @@ export class WorkflowContext {
     awaitChild(h) {
         return this.serial(async () => {
             const seq = this.seq;
-            const e = this.expect("child", h.workflow);
+            const e = this.expect("child_wait", h.workflow);
             let payload;
             if (e && e.state === "completed") {
                 payload = e.output;
             }
             else {
-                const r = await this.suspend({ seq, kind: "child", name: h.workflow, child_id: h.id });
+                const r = await this.suspend({ seq, kind: "child_wait", name: h.workflow, child_id: h.id });
                 payload = r.payload;
             }
             this.seq++;
@@ -453,6 +481,8 @@ export async function executeWorkflow(o, abort) {
         return ctx.ended.why;
     if (ctx.nondet)
         return finish(ctx, { error: ctx.nondet.message });
+    if (ctx.fatal)
+        return finish(ctx, { error: `${ctx.fatal.message}` });
     if (!ok)
         return finish(ctx, { error: error instanceof NonDeterminismError ? error.message : errorText(error) });
     let json;

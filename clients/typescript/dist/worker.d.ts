@@ -113,8 +113,13 @@ export interface WorkerOptions {
     claims?: number;
     /** Long-poll per claim ["10s"]. */
     wait?: Duration;
-    /** Lease per claim [the task's timeout]. */
+    /** Lease per claim [the task's timeout; for the workflow queue `workflowLease`]. */
     lease?: Duration;
+    /**
+     * Lease per claim of the workflow queue [`lease`, else "30s"]: a run's task has a long timeout
+     * (an hour), and a killed worker's runs are taken up once their lease ends.
+     */
+    workflowLease?: Duration;
     /** Time tasks in hand get on stop, ms [30000]. */
     shutdownGraceMs?: number;
     /** Reports to `/v1/workers` every this many ms [10000; 0: none]. */
@@ -176,6 +181,7 @@ export declare class Worker {
     private readonly handlers;
     private readonly workflows;
     private readonly deferSteps;
+    private readonly workflowLease;
     private readonly running;
     private reports;
     private readonly stopping;
@@ -216,6 +222,7 @@ export declare class Worker {
     private ran;
     /** Counts reports answered (`outcomes`, one per item) and warns of those not `ok`. */
     private settle;
+    /** `workflow`: the queue of a workflow run's task (run by {@link executeWorkflow}, not a handler). */
     private start;
     /** Starts held tasks while handlers are free. */
     private pump;

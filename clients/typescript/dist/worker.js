@@ -171,6 +171,7 @@ export class Worker {
     handlers = new Map();
     workflows = new Map();
     deferSteps;
+    workflowLease;
     running = new Map();
     reports = [];
     stopping = new AbortController();
@@ -200,6 +201,7 @@ export class Worker {
         this.signals = o.signals ?? true;
         this.workflowQueue = o.workflowQueue ?? "workflows";
         this.deferSteps = o.deferSteps ?? true;
+        this.workflowLease = formatDuration(o.workflowLease ?? o.lease ?? "30s");
     }
     /** `fn` handles tasks of `kind` (at `stage`, when given; without one, every stage of the kind). */
     handle(kind, fn, o = {}) {
@@ -246,10 +248,10 @@ export class Worker {
         if (this.handlers.size) {
             const merged = wf.length > 0 && this.workflowQueue === this.queue;
             this.sources.push({ queue: this.queue, kinds: merged ? this.kinds() : this.handlerKinds(), stages: merged ? undefined : this.stages(),
-                workflows: merged, busy: false });
+                workflows: merged, busy: false, lease: merged ? this.lease ?? this.workflowLease : this.lease });
         }
         if (wf.length && !(this.handlers.size && this.workflowQueue === this.queue)) {
-            this.sources.push({ queue: this.workflowQueue, kinds: wf, workflows: true, busy: false });
+            this.sources.push({ queue: this.workflowQueue, kinds: wf, workflows: true, busy: false, lease: this.workflowLease });
         }
         const onSignal = () => this.stop();
         if (this.signals) {
@@ -317,7 +319,7 @@ export class Worker {
             const claimId = randomUUID();
             try {
                 answer = await this.client.claimWith(src.queue, { worker: this.name, limit,
-                    lease: this.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
+                    lease: src.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
                     complete: carried.filter((r) => r.what === "complete").map((r) => r.item),
                     fail: carried.filter((r) => r.what === "fail").map((r) => r.item),
                     signal: waits ? this.stopping.signal : undefined });
@@ -358,7 +360,7 @@ export class Worker {
             const tasks = answer.lean ?? answer.tasks;
             src.busy = tasks.length > 0;
             for (const t of tasks)
-                this.start(t, src.workflows && this.workflows.has(t.kind));
+                this.start(t, src.workflows && this.workflows.has(t.kind) ? src.queue : undefined);
             // The others may claim now (busy), or look again. Without the wake above, a first loop
             // waiting while the room was all asked by another's claim that came back empty would
             // wait for a handler that never ends.
@@ -383,6 +385,7 @@ export class Worker {
         else
             this.stats.failed += outcomes.length;
     }
+    /** `workflow`: the queue of a workflow run's task (run by {@link executeWorkflow}, not a handler). */
     start(task, workflow) {
         const now = Date.now();
         let timeout = 60_000;
@@ -415,8 +418,8 @@ export class Worker {
             }
             run.started = true;
             this.executing++;
-            if (run.workflow)
-                void this.executeWorkflow(run);
+            if (run.workflow !== undefined)
+                void this.executeWorkflow(run, run.workflow);
             else
                 void this.execute(run, Math.max(0, run.deadline - Date.now()));
         }
@@ -506,7 +509,7 @@ export class Worker {
      * completes the task in `finish` and hands it back in `suspend`). No timer: docket's heartbeat
      * answers `timed_out` when the task's timeout passed, and the execution ends there.
      */
-    async executeWorkflow(run) {
+    async executeWorkflow(run, queue) {
         const { job } = run;
         const began = performance.now();
         let outcome = "lost";
@@ -522,7 +525,7 @@ export class Worker {
             }
             const path = `/v1/workflow-runs/${encodeURIComponent(runId)}/`;
             outcome = await executeWorkflow({
-                runId, workflow: job.kind, input: payload.input ?? null, fresh: job.attempt === 1 && !job.stage, lease: job.lease,
+                runId, workflow: job.kind, queue, input: payload.input ?? null, fresh: job.attempt === 1 && !job.stage, lease: job.lease,
                 fn: this.workflows.get(job.kind), deferSteps: this.deferSteps,
                 warn: (m) => console.warn(`docket worker ${this.name}: ${m}`),
                 post: async (op, body) => {

@@ -26,7 +26,7 @@ import { DocketError } from "./errors.js";
 /** A journal entry as docket answers it (`GET /v1/workflow-runs/{id}/steps`). */
 export interface JournalEntry {
   seq: number;
-  /** `step`, `sleep`, `event`, `child`, `now`, `random`, `uuid` or `patch`. */
+  /** `step`, `sleep`, `event`, `child` (a child started), `child_wait` (a child awaited), `now`, `random`, `uuid` or `patch`. */
   kind: string;
   name: string;
   /** `completed`, `failed`, `waiting` or `timed_out`. */
@@ -123,6 +123,8 @@ export type ExecutionOutcome = "finished" | "suspended" | "lost";
 export interface ExecutionOptions {
   runId: string;
   workflow: string;
+  /** The run's queue: its children's, unless they name one. */
+  queue?: string;
   input: unknown;
   /** The task's first attempt and no stage: the journal is empty, no `resume` call. */
   fresh: boolean;
@@ -140,6 +142,10 @@ export interface ExecutionOptions {
 }
 
 const DEFAULT_BACKOFF = { initial: 1000, factor: 2, max: 60_000 };
+/** docket's answers (409) to a call under a lease the worker no longer holds. */
+const LEASE_REFUSALS = ["lease_lost", "cancelled", "timed_out"];
+/** The message of docket's error, without the code and status the client adds. */
+const docketMessage = (e: DocketError) => e.message.replace(new RegExp(`^${e.code}: `), "").replace(/ \(HTTP \d+\)$/, "");
 
 function errorText(e: unknown): string {
   if (e instanceof Error) {
@@ -187,10 +193,12 @@ export class WorkflowContext {
   private seq = 0;
   private pending: Record<string, unknown>[] = [];
   private chain: Promise<unknown> = Promise.resolve();
-  private readonly ctl = new AbortController();
+  // Made when first read: an AbortController per run is a noticeable part of a short run's CPU.
+  private ctl?: AbortController;
   /** @internal */ ended?: Ended;
   /** @internal */ nondet?: NonDeterminismError;
-  /** @internal */ fatal?: unknown;
+  /** @internal A call refused for what it carried (400, 413, a child's id taken): the run fails with it. */
+  fatal?: Error;
 
   /** @internal */
   constructor(private readonly o: ExecutionOptions, journal: JournalEntry[], serverNow: number) {
@@ -203,11 +211,17 @@ export class WorkflowContext {
   /** True while the function replays what the journal holds (no new call has been made yet). */
   get replaying(): boolean { return this.seq < this.journalLength; }
   /** Aborted when this execution ends (suspended, cancelled, lease lost, the worker stops). */
-  get signal(): AbortSignal { return this.ctl.signal; }
+  get signal(): AbortSignal {
+    if (!this.ctl) {
+      this.ctl = new AbortController();
+      if (this.ended) this.ctl.abort(this.ended);
+    }
+    return this.ctl.signal;
+  }
 
   /** @internal Ends the execution here: every later durable call throws, the outcome is ignored. */
   end(why: "suspended" | "lost"): Ended {
-    if (!this.ended) { this.ended = new Ended(why); this.ctl.abort(this.ended); }
+    if (!this.ended) { this.ended = new Ended(why); this.ctl?.abort(this.ended); }
     return this.ended;
   }
 
@@ -222,6 +236,7 @@ export class WorkflowContext {
     const p = this.chain.then(() => {
       if (this.ended) throw this.ended;
       if (this.nondet) throw this.nondet;
+      if (this.fatal) throw this.fatal;
       return op();
     });
     this.chain = p.then(() => {}, () => {});
@@ -232,7 +247,8 @@ export class WorkflowContext {
   private expect(kind: string, name: string): JournalEntry | undefined {
     const e = this.journal.get(this.seq);
     if (e && (e.kind !== kind || e.name !== name)) {
-      this.nondet = new NonDeterminismError(`workflow ${this.workflow} run ${this.runId}: journal entry ${this.seq} is ${e.kind} '${e.name}' but the code asked for ${kind} '${name}'`);
+      // docket's words (docket_core::durable::replay_conflict), as the server and every client say it.
+      this.nondet = new NonDeterminismError(`non-determinism: workflow ${this.workflow} run ${this.runId}: journal entry ${this.seq} is ${e.kind} ${JSON.stringify(e.name)} but the code asked for ${kind} ${JSON.stringify(name)}`);
       throw this.nondet;
     }
     return e;
@@ -246,14 +262,24 @@ export class WorkflowContext {
     }
   }
 
-  /** @internal What a refused or failed server call becomes. */
+  /**
+   * @internal What a refused or failed server call becomes: the lease's refusals end the
+   * execution quietly; the server's non-determinism fails the run; a call refused for what it
+   * carried fails the run with the refusal (its entries were not recorded); an outage the
+   * worker could not get past abandons the execution (the task runs again once its lease ends).
+   */
   refused(e: unknown): Error {
-    if (e instanceof DocketError && e.status === 409 && e.code === "nondeterministic") {
-      this.nondet = new NonDeterminismError(`workflow ${this.workflow} run ${this.runId}: ${e.message.replace(/^nondeterministic: /, "").replace(/ \(HTTP 409\)$/, "")}`);
+    if (e instanceof Ended) return e;
+    if (e instanceof DocketError && e.code === "nondeterministic") {
+      this.nondet = new NonDeterminismError(docketMessage(e));
       return this.nondet;
     }
-    if (e instanceof DocketError && (e.status === 409 || e.status === 404)) return this.end("lost");
-    if (e instanceof Ended) return e;
+    if (e instanceof DocketError && (LEASE_REFUSALS.includes(e.code) || e.status === 404)) return this.end("lost");
+    if (e instanceof DocketError && e.status < 500 && e.status !== 429) {
+      this.pending = [];
+      this.fatal = e;
+      return e;
+    }
     this.o.warn?.(`workflow ${this.workflow} run ${this.runId}: abandoned (its task runs again once its lease ends): ${e}`);
     return this.end("lost");
   }
@@ -299,7 +325,8 @@ export class WorkflowContext {
       let output: unknown = null, failure: string | undefined;
       for (let attempt = 1; ; attempt++) {
         try {
-          output = asJson(await fn({ attempt, signal: this.ctl.signal }));
+          const ctx = this;
+          output = asJson(await fn({ attempt, get signal() { return ctx.signal; } }));
           if (this.ended) throw this.ended;
           entry = { seq, kind: "step", name, output, attempts: attempt, started_at: startedAt };
           break;
@@ -310,7 +337,7 @@ export class WorkflowContext {
             entry = { seq, kind: "step", name, error: failure, attempts: attempt, started_at: startedAt };
             break;
           }
-          await abortableSleep(Math.min(delay, max), this.ctl.signal);
+          await abortableSleep(Math.min(delay, max), this.signal);
           if (this.ended) throw this.ended;
           delay = Math.min(delay * factor, max);
         }
@@ -366,7 +393,8 @@ export class WorkflowContext {
       const id = o.id ?? `${this.runId}:${seq}`;
       if (e) { this.seq++; return new ChildHandle(e.child_id ?? id, workflow, this); }
       const child: Record<string, unknown> = { id, input: asJson(input) };
-      if (o.queue !== undefined) child.queue = o.queue;
+      const queue = o.queue ?? this.o.queue;
+      if (queue !== undefined) child.queue = queue;
       this.pending.push({ seq, kind: "child", name: workflow, child });
       this.seq++;
       await this.flush();
@@ -378,12 +406,12 @@ export class WorkflowContext {
   awaitChild(h: ChildHandle): Promise<unknown> {
     return this.serial(async () => {
       const seq = this.seq;
-      const e = this.expect("child", h.workflow);
+      const e = this.expect("child_wait", h.workflow);
       let payload: unknown;
       if (e && e.state === "completed") {
         payload = e.output;
       } else {
-        const r = await this.suspend({ seq, kind: "child", name: h.workflow, child_id: h.id });
+        const r = await this.suspend({ seq, kind: "child_wait", name: h.workflow, child_id: h.id });
         payload = r.payload;
       }
       this.seq++;
@@ -486,6 +514,7 @@ export async function executeWorkflow(o: ExecutionOptions, abort?: (onAbort: () 
   await ctx.idle(); // a durable call not awaited by the function still ends before the finish
   if (ctx.ended) return ctx.ended.why;
   if (ctx.nondet) return finish(ctx, { error: ctx.nondet.message });
+  if (ctx.fatal) return finish(ctx, { error: `${ctx.fatal.message}` });
   if (!ok) return finish(ctx, { error: error instanceof NonDeterminismError ? error.message : errorText(error) });
   let json: unknown;
   try {

@@ -148,8 +148,13 @@ export interface WorkerOptions {
   claims?: number;
   /** Long-poll per claim ["10s"]. */
   wait?: Duration;
-  /** Lease per claim [the task's timeout]. */
+  /** Lease per claim [the task's timeout; for the workflow queue `workflowLease`]. */
   lease?: Duration;
+  /**
+   * Lease per claim of the workflow queue [`lease`, else "30s"]: a run's task has a long timeout
+   * (an hour), and a killed worker's runs are taken up once their lease ends.
+   */
+  workflowLease?: Duration;
   /** Time tasks in hand get on stop, ms [30000]. */
   shutdownGraceMs?: number;
   /** Reports to `/v1/workers` every this many ms [10000; 0: none]. */
@@ -165,9 +170,9 @@ export interface WorkerOptions {
   deferSteps?: boolean;
 }
 
-interface Running { job: Job; leaseEnd: number; leaseLen: number; beatEvery: number; nextBeat: number; done: boolean; deadline: number; started: boolean; workflow: boolean }
+interface Running { job: Job; leaseEnd: number; leaseLen: number; beatEvery: number; nextBeat: number; done: boolean; deadline: number; started: boolean; workflow?: string }
 /** What a set of claim loops claims: a queue, its kinds (and stages); `workflows` when its tasks may be workflow runs. */
-interface Source { queue: string; kinds: string[]; stages?: string[]; workflows: boolean; busy: boolean }
+interface Source { queue: string; kinds: string[]; stages?: string[]; workflows: boolean; busy: boolean; lease?: string }
 type Report = { what: "complete"; item: CompleteItem; leaseEnd: number } | { what: "fail"; item: FailItem; leaseEnd: number };
 
 const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => {
@@ -224,6 +229,7 @@ export class Worker {
   private readonly handlers = new Map<string, Handler>();
   private readonly workflows = new Map<string, WorkflowFunction>();
   private readonly deferSteps: boolean;
+  private readonly workflowLease: string;
   private readonly running = new Map<number, Running>();
   private reports: Report[] = [];
   private readonly stopping = new AbortController();
@@ -252,6 +258,7 @@ export class Worker {
     this.signals = o.signals ?? true;
     this.workflowQueue = o.workflowQueue ?? "workflows";
     this.deferSteps = o.deferSteps ?? true;
+    this.workflowLease = formatDuration(o.workflowLease ?? o.lease ?? "30s");
   }
 
   /** `fn` handles tasks of `kind` (at `stage`, when given; without one, every stage of the kind). */
@@ -301,10 +308,10 @@ export class Worker {
     if (this.handlers.size) {
       const merged = wf.length > 0 && this.workflowQueue === this.queue;
       this.sources.push({ queue: this.queue, kinds: merged ? this.kinds() : this.handlerKinds(), stages: merged ? undefined : this.stages(),
-        workflows: merged, busy: false });
+        workflows: merged, busy: false, lease: merged ? this.lease ?? this.workflowLease : this.lease });
     }
     if (wf.length && !(this.handlers.size && this.workflowQueue === this.queue)) {
-      this.sources.push({ queue: this.workflowQueue, kinds: wf, workflows: true, busy: false });
+      this.sources.push({ queue: this.workflowQueue, kinds: wf, workflows: true, busy: false, lease: this.workflowLease });
     }
     const onSignal = () => this.stop();
     if (this.signals) { process.on("SIGTERM", onSignal); process.on("SIGINT", onSignal); }
@@ -362,7 +369,7 @@ export class Worker {
       const claimId = randomUUID();
       try {
         answer = await this.client.claimWith(src.queue, { worker: this.name, limit,
-          lease: this.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
+          lease: src.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
           complete: carried.filter((r) => r.what === "complete").map((r) => r.item as CompleteItem),
           fail: carried.filter((r) => r.what === "fail").map((r) => r.item as FailItem),
           signal: waits ? this.stopping.signal : undefined });
@@ -393,7 +400,7 @@ export class Worker {
       if (answer.failed) this.settle("fail", answer.failed);
       const tasks: ClaimedTask[] = answer.lean ?? answer.tasks;
       src.busy = tasks.length > 0;
-      for (const t of tasks) this.start(t, src.workflows && this.workflows.has(t.kind));
+      for (const t of tasks) this.start(t, src.workflows && this.workflows.has(t.kind) ? src.queue : undefined);
       // The others may claim now (busy), or look again. Without the wake above, a first loop
       // waiting while the room was all asked by another's claim that came back empty would
       // wait for a handler that never ends.
@@ -414,7 +421,8 @@ export class Worker {
     if (what === "complete") this.stats.completed += outcomes.length; else this.stats.failed += outcomes.length;
   }
 
-  private start(task: ClaimedTask, workflow: boolean): void {
+  /** `workflow`: the queue of a workflow run's task (run by {@link executeWorkflow}, not a handler). */
+  private start(task: ClaimedTask, workflow?: string): void {
     const now = Date.now();
     let timeout = 60_000;
     try { timeout = parseDuration(task.timeout); } catch { /* the default */ }
@@ -442,7 +450,7 @@ export class Worker {
       }
       run.started = true;
       this.executing++;
-      if (run.workflow) void this.executeWorkflow(run);
+      if (run.workflow !== undefined) void this.executeWorkflow(run, run.workflow);
       else void this.execute(run, Math.max(0, run.deadline - Date.now()));
     }
   }
@@ -509,7 +517,7 @@ export class Worker {
    * completes the task in `finish` and hands it back in `suspend`). No timer: docket's heartbeat
    * answers `timed_out` when the task's timeout passed, and the execution ends there.
    */
-  private async executeWorkflow(run: Running): Promise<void> {
+  private async executeWorkflow(run: Running, queue: string): Promise<void> {
     const { job } = run;
     const began = performance.now();
     let outcome: ExecutionOutcome = "lost";
@@ -525,7 +533,7 @@ export class Worker {
       }
       const path = `/v1/workflow-runs/${encodeURIComponent(runId)}/`;
       outcome = await executeWorkflow({
-        runId, workflow: job.kind, input: payload.input ?? null, fresh: job.attempt === 1 && !job.stage, lease: job.lease,
+        runId, workflow: job.kind, queue, input: payload.input ?? null, fresh: job.attempt === 1 && !job.stage, lease: job.lease,
         fn: this.workflows.get(job.kind)!, deferSteps: this.deferSteps,
         warn: (m) => console.warn(`docket worker ${this.name}: ${m}`),
         post: async (op, body) => {

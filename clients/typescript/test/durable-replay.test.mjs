@@ -89,15 +89,15 @@ test("a replay asking for another call than the journal holds fails the run, nam
   assert.equal(out, "finished");
   assert.ok(seen instanceof NonDeterminismError);
   assert.deepEqual(f.calls.map(([op]) => op), ["resume", "finish"]);
-  assert.equal(f.calls[1][1].error, "workflow checkout run r1: journal entry 2 is step 'charge' but the code asked for step 'refund'");
+  assert.equal(f.calls[1][1].error, 'non-determinism: workflow checkout run r1: journal entry 2 is step "charge" but the code asked for step "refund"');
   assert.equal("result" in f.calls[1][1], false);
 });
 
 test("the server's nondeterministic refusal fails the run too", async () => {
-  const f = fake((op) => (op === "steps" ? new DocketError(409, "nondeterministic", "journal entry 0 is step 'x' but the call is step 'a'") : { run: {} }));
+  const f = fake((op) => (op === "steps" ? new DocketError(409, "nondeterministic", 'non-determinism: workflow wf run r1: journal entry 0 is step "x" but the code asked for step "a"') : { run: {} }));
   const out = await run({ post: f.post, deferSteps: false, fn: async (ctx) => { await ctx.step("a", () => 1); return 1; } });
   assert.equal(out, "finished");
-  assert.match(f.calls.at(-1)[1].error, /^workflow wf run r1: journal entry 0 is step 'x'/);
+  assert.equal(f.calls.at(-1)[1].error, 'non-determinism: workflow wf run r1: journal entry 0 is step "x" but the code asked for step "a"');
 });
 
 test("patched: an old run replays the old path, a new run records the marker and takes the new one", async () => {
@@ -188,8 +188,8 @@ test("children: started in the same call, awaited durably; a failed child raises
   assert.deepEqual(f.calls.map(([op, b]) => [op, b.steps, b.wait]), [
     ["steps", [{ seq: 0, kind: "child", name: "sub", child: { id: "r1:0", input: { x: 1 } } }], undefined],
     ["steps", [{ seq: 1, kind: "child", name: "sub", child: { id: "mine", input: 2, queue: "q2" } }], undefined],
-    ["suspend", [], { seq: 2, kind: "child", name: "sub", child_id: "r1:0" }],
-    ["suspend", [], { seq: 3, kind: "child", name: "sub", child_id: "mine" }],
+    ["suspend", [], { seq: 2, kind: "child_wait", name: "sub", child_id: "r1:0" }],
+    ["suspend", [], { seq: 3, kind: "child_wait", name: "sub", child_id: "mine" }],
     ["finish", [], undefined]]);
   assert.equal(f.calls.at(-1)[1].result, 7);
 });
