@@ -71,20 +71,25 @@ class _Conn(asyncio.Protocol):
                 if len(buf) > 65536:
                     raise ValueError("answer head too long")
                 return None
-            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-            parts = lines[0].split(" ", 2)
-            if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-                raise ValueError(f"not an HTTP/1.1 answer: {lines[0]!r}")
-            status = int(parts[1])
-            headers: Dict[str, str] = {}
-            for line in lines[1:]:
-                k, _, v = line.partition(":")
-                headers[k.strip().lower()] = v.strip()
-            close = headers.get("connection", "").lower() == "close" or parts[0] == "HTTP/1.0"
-            if "chunked" in headers.get("transfer-encoding", "").lower():
+            head = bytes(buf[:end]).lower()
+            if not head.startswith(b"http/1."):
+                raise ValueError(f"not an HTTP/1.1 answer: {head[:40]!r}")
+            status = int(head[9:12])
+            close = head.startswith(b"http/1.0") or b"\r\nconnection: close" in head
+            if b"\r\ntransfer-encoding:" in head and b"chunked" in head:
                 length = -1
             else:
-                length = int(headers.get("content-length", "0"))
+                at = head.find(b"\r\ncontent-length:")
+                if at < 0:
+                    length = 0
+                else:
+                    eol = head.find(b"\r\n", at + 17)
+                    length = int(head[at + 17:eol if eol > 0 else len(head)])
+            headers: Dict[str, str] = {}
+            if status >= 400:  # the headers an error needs (retry-after)
+                for line in bytes(buf[:end]).decode("latin-1").split("\r\n")[1:]:
+                    k, _, v = line.partition(":")
+                    headers[k.strip().lower()] = v.strip()
             self._head = (status, headers, end + 4, length, close)
         status, headers, start, length, close = self._head
         if length >= 0:

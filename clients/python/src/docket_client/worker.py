@@ -635,15 +635,27 @@ class Worker:
         # docket ends a run's task itself (finish, suspend): nothing is reported, but a
         # timeout hands it back (the next attempt replays).
         began = time.perf_counter()
+        # The task's timeout cancels the execution (a timer, not wait_for: no task more per run).
+        me = asyncio.current_task()
+        expired = []
+
+        def expire() -> None:
+            expired.append(True)
+            if me is not None:
+                me.cancel()
+        timer = asyncio.get_running_loop().call_later(timeout, expire)
         try:
-            what = await asyncio.wait_for(run_workflow(
+            what = await run_workflow(
                 self.client, fn, run.job.task, job=run.job, lease_end=lambda: run.lease_end,
                 executor=self._wf_executor, eager_steps=self.eager_steps,
-                queue=run.source.queue if run.source else None), timeout)
-        except asyncio.TimeoutError:
+                queue=run.source.queue if run.source else None)
+        except asyncio.CancelledError:
+            if not expired:
+                raise
             return "fail", {"error": f"timeout: the workflow ran past the task's timeout "
                                      f"({run.job.task.get('timeout')})"}
         finally:
+            timer.cancel()
             run.ran_for = time.perf_counter() - began
         self.stats[what] += 1
         return "", {}
