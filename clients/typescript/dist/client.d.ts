@@ -81,15 +81,17 @@ export declare class Client {
     private readonly timeoutMs;
     private readonly fetch;
     /**
-     * Requests go through node:http(s) on kept-alive connections (a fifth of `fetch`'s CPU per
-     * request on Node 20: a worker's round trips are its cost); the event stream through `fetch`.
+     * Requests go through {@link HttpPool} on kept-alive connections (a twentieth of `fetch`'s CPU
+     * per request on Node 20: a worker's round trips are its cost); the event stream through `fetch`.
      */
-    private readonly agent;
-    private readonly send;
-    private readonly target;
+    private readonly pool;
+    /** The header lines every request carries (host, content-type, user-agent, authorization). */
+    private readonly head;
+    /** The server URL's path (requests' paths go after it). */
+    private readonly prefix;
     constructor(opts?: ClientOptions);
-    /** One round trip on the kept-alive connections: status, headers and the body's text. */
-    private roundTrip;
+    /** Closes the kept-alive connections not in use (they do not keep the process alive anyway). */
+    close(): void;
     /** One request; `waitMs` lengthens the timeout for long polls. */
     request<T = unknown>(method: string, path: string, body?: unknown, o?: {
         query?: Record<string, unknown>;

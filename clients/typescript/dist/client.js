@@ -4,11 +4,11 @@
  * Durations are humantime strings or milliseconds; times are RFC 3339 strings or `Date`s.
  */
 import { readFileSync } from "node:fs";
-import { Agent as HttpAgent, request as httpRequest } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
 import { formatDuration, parseDuration } from "./durations.js";
 import { DocketError, errorFor } from "./errors.js";
+import { HttpPool } from "./http.js";
 const iso = (t) => (t instanceof Date ? t.toISOString() : t);
 const seg = (s) => encodeURIComponent(String(s));
 /** A `NewTask` body from `kind`, `payload` and {@link TaskOptions}. */
@@ -68,11 +68,15 @@ function fetchTrusting(ca) {
 /** An answer's headers, as `fetch`'s `Headers` reads them. */
 function headersOf(h) {
     const out = new Headers();
-    for (const [k, v] of Object.entries(h)) {
-        for (const one of Array.isArray(v) ? v : v === undefined ? [] : [v])
-            out.append(k, one);
-    }
+    for (const [k, v] of Object.entries(h))
+        out.append(k, v);
     return out;
+}
+/** A header line (CRLF-terminated); a value with a line break is refused. */
+function headerLine(k, v) {
+    if (/[\r\n]/.test(k) || /[\r\n]/.test(v))
+        throw new Error(`header ${k}: a line break in a header`);
+    return `${k}: ${v}\r\n`;
 }
 /** Every operation of docket's API. Errors: {@link DocketError} with docket's `code`. */
 export class Client {
@@ -81,12 +85,14 @@ export class Client {
     timeoutMs;
     fetch;
     /**
-     * Requests go through node:http(s) on kept-alive connections (a fifth of `fetch`'s CPU per
-     * request on Node 20: a worker's round trips are its cost); the event stream through `fetch`.
+     * Requests go through {@link HttpPool} on kept-alive connections (a twentieth of `fetch`'s CPU
+     * per request on Node 20: a worker's round trips are its cost); the event stream through `fetch`.
      */
-    agent;
-    send;
-    target;
+    pool;
+    /** The header lines every request carries (host, content-type, user-agent, authorization). */
+    head;
+    /** The server URL's path (requests' paths go after it). */
+    prefix;
     constructor(opts = {}) {
         this.server = (opts.server ?? process.env.DOCKET_SERVER ?? "http://127.0.0.1:7070").replace(/\/+$/, "");
         const token = opts.token ?? process.env.DOCKET_TOKEN;
@@ -102,48 +108,13 @@ export class Client {
         const tls = u.protocol === "https:";
         if (!tls && u.protocol !== "http:")
             throw new Error(`server must be an http:// or https:// URL, not ${this.server}`);
-        const agentOpts = { keepAlive: true, scheduling: "lifo", maxSockets: opts.maxSockets ?? Infinity };
-        this.agent = tls ? new HttpsAgent({ ...agentOpts, ...(ca ? { ca } : {}) }) : new HttpAgent(agentOpts);
-        this.send = tls ? httpsRequest : httpRequest;
-        this.target = { host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: u.port || (tls ? "443" : "80"), prefix: u.pathname.replace(/\/+$/, "") };
+        this.pool = new HttpPool({ host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: Number(u.port || (tls ? 443 : 80)), tls, ca,
+            maxSockets: opts.maxSockets });
+        this.prefix = u.pathname.replace(/\/+$/, "");
+        this.head = headerLine("host", u.host) + Object.entries(this.headers).map(([k, v]) => headerLine(k, v)).join("");
     }
-    /** One round trip on the kept-alive connections: status, headers and the body's text. */
-    roundTrip(method, path, headers, body, timeoutMs, signal) {
-        return new Promise((resolve, reject) => {
-            if (signal?.aborted) {
-                reject(signal.reason ?? new Error("aborted"));
-                return;
-            }
-            const h = body === undefined ? headers : { ...headers, "content-length": String(Buffer.byteLength(body)) };
-            const req = this.send({ host: this.target.host, port: this.target.port, path: this.target.prefix + path, method, headers: h, agent: this.agent });
-            let done = false;
-            const fail = (e) => { if (!done) {
-                done = true;
-                clearTimeout(timer);
-                signal?.removeEventListener("abort", onAbort);
-                reject(e);
-            } req.destroy(); };
-            const onAbort = () => fail(signal.reason ?? new Error("aborted"));
-            const timer = setTimeout(() => fail(new Error(`docket request ${method} ${path}: no answer within ${timeoutMs} ms`)), timeoutMs);
-            signal?.addEventListener("abort", onAbort, { once: true });
-            req.on("error", fail);
-            req.on("response", (res) => {
-                res.setEncoding("utf8");
-                let text = "";
-                res.on("data", (chunk) => { text += chunk; });
-                res.on("error", fail);
-                res.on("end", () => {
-                    if (done)
-                        return;
-                    done = true;
-                    clearTimeout(timer);
-                    signal?.removeEventListener("abort", onAbort);
-                    resolve({ status: res.statusCode ?? 502, headers: res.headers, text });
-                });
-            });
-            req.end(body);
-        });
-    }
+    /** Closes the kept-alive connections not in use (they do not keep the process alive anyway). */
+    close() { this.pool.close(); }
     /** One request; `waitMs` lengthens the timeout for long polls. */
     async request(method, path, body, o = {}) {
         let url = path;
@@ -156,7 +127,8 @@ export class Client {
             if (s)
                 url += `?${s}`;
         }
-        const resp = await this.roundTrip(method, url, o.headers ? { ...this.headers, ...o.headers } : this.headers, body === undefined ? undefined : JSON.stringify(body), this.timeoutMs + (o.waitMs ?? 0), o.signal);
+        const head = o.headers ? this.head + Object.entries(o.headers).map(([k, v]) => headerLine(k, v)).join("") : this.head;
+        const resp = await this.pool.request(method, this.prefix + url, head, body === undefined ? undefined : JSON.stringify(body), this.timeoutMs + (o.waitMs ?? 0), o.signal);
         const text = resp.text;
         let parsed = null;
         if (text) {

@@ -1,40 +1,9 @@
 import { type Duration } from "./durations.js";
+import type { components } from "./schema.js";
 /** A journal entry as docket answers it (`GET /v1/workflow-runs/{id}/steps`). */
-export interface JournalEntry {
-    seq: number;
-    /** `step`, `sleep`, `event`, `child` (a child started), `child_wait` (a child awaited), `now`, `random`, `uuid` or `patch`. */
-    kind: string;
-    name: string;
-    /** `completed`, `failed`, `waiting` or `timed_out`. */
-    state: string;
-    output?: unknown;
-    error?: string | null;
-    attempts?: number;
-    child_id?: string | null;
-    started_at?: string;
-    finished_at?: string | null;
-    wake_at?: string | null;
-}
+export type JournalEntry = components["schemas"]["Entry"];
 /** A workflow run (`GET /v1/workflow-runs/{id}`). */
-export interface WorkflowRun {
-    id: string;
-    workflow: string;
-    queue: string;
-    /** `running`, `sleeping`, `waiting`, `completed`, `failed` or `cancelled`. */
-    state: string;
-    input: unknown;
-    result: unknown;
-    error: string | null;
-    parent_id: string | null;
-    task_id: number;
-    /** Entries in its journal. */
-    steps: number;
-    waiting_for: string | null;
-    wake_at: string | null;
-    created_at: string;
-    updated_at: string;
-    finished_at: string | null;
-}
+export type WorkflowRun = components["schemas"]["WorkflowRun"];
 /** The terminal states of a run. */
 export declare const FINISHED_RUN_STATES: readonly string[];
 /** Options of {@link WorkflowContext.step}. */

@@ -93,6 +93,14 @@ function asJson(v) {
     const s = JSON.stringify(v);
     return s === undefined ? null : JSON.parse(s);
 }
+/**
+ * A random number in [0, 1) of 15 significant digits: it reads back from docket as it was sent
+ * (docket's JSON parser may land a 17-digit number one unit off), so a replay sees the same.
+ */
+function random15() {
+    const x = Number(Math.random().toPrecision(15));
+    return x < 1 ? x : 0.999999999999999;
+}
 const ms = (d) => (typeof d === "number" ? d : parseDuration(d));
 const abortableSleep = (delay, signal) => new Promise((resolve) => {
     if (signal.aborted) {
@@ -386,7 +394,7 @@ export class WorkflowContext {
         return this.small("now", "now", () => new Date().toISOString()).then((s) => new Date(s));
     }
     /** A random number in [0, 1), recorded. */
-    random() { return this.small("random", "random", () => Math.random()); }
+    random() { return this.small("random", "random", random15); }
     /** A random UUID, recorded. */
     uuid() { return this.small("uuid", "uuid", () => randomUUID()); }
     small(kind, name, make) {

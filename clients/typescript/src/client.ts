@@ -4,11 +4,11 @@
  * Durations are humantime strings or milliseconds; times are RFC 3339 strings or `Date`s.
  */
 import { readFileSync } from "node:fs";
-import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
 import { formatDuration, parseDuration, type Duration } from "./durations.js";
 import { DocketError, errorFor } from "./errors.js";
+import { HttpPool } from "./http.js";
 import type { components } from "./schema.js";
 import type { JournalEntry, WorkflowRun } from "./durable.js";
 
@@ -123,12 +123,16 @@ function fetchTrusting(ca: string): Fetch {
 }
 
 /** An answer's headers, as `fetch`'s `Headers` reads them. */
-function headersOf(h: IncomingHttpHeaders): Headers {
+function headersOf(h: Record<string, string>): Headers {
   const out = new Headers();
-  for (const [k, v] of Object.entries(h)) {
-    for (const one of Array.isArray(v) ? v : v === undefined ? [] : [v]) out.append(k, one);
-  }
+  for (const [k, v] of Object.entries(h)) out.append(k, v);
   return out;
+}
+
+/** A header line (CRLF-terminated); a value with a line break is refused. */
+function headerLine(k: string, v: string): string {
+  if (/[\r\n]/.test(k) || /[\r\n]/.test(v)) throw new Error(`header ${k}: a line break in a header`);
+  return `${k}: ${v}\r\n`;
 }
 
 /** Every operation of docket's API. Errors: {@link DocketError} with docket's `code`. */
@@ -138,12 +142,14 @@ export class Client {
   private readonly timeoutMs: number;
   private readonly fetch: Fetch;
   /**
-   * Requests go through node:http(s) on kept-alive connections (a fifth of `fetch`'s CPU per
-   * request on Node 20: a worker's round trips are its cost); the event stream through `fetch`.
+   * Requests go through {@link HttpPool} on kept-alive connections (a twentieth of `fetch`'s CPU
+   * per request on Node 20: a worker's round trips are its cost); the event stream through `fetch`.
    */
-  private readonly agent: HttpAgent;
-  private readonly send: typeof httpRequest;
-  private readonly target: { host: string; port: string; prefix: string };
+  private readonly pool: HttpPool;
+  /** The header lines every request carries (host, content-type, user-agent, authorization). */
+  private readonly head: string;
+  /** The server URL's path (requests' paths go after it). */
+  private readonly prefix: string;
 
   constructor(opts: ClientOptions = {}) {
     this.server = (opts.server ?? process.env.DOCKET_SERVER ?? "http://127.0.0.1:7070").replace(/\/+$/, "");
@@ -158,41 +164,14 @@ export class Client {
     const u = new URL(this.server);
     const tls = u.protocol === "https:";
     if (!tls && u.protocol !== "http:") throw new Error(`server must be an http:// or https:// URL, not ${this.server}`);
-    const agentOpts = { keepAlive: true, scheduling: "lifo" as const, maxSockets: opts.maxSockets ?? Infinity };
-    this.agent = tls ? new HttpsAgent({ ...agentOpts, ...(ca ? { ca } : {}) }) : new HttpAgent(agentOpts);
-    this.send = tls ? (httpsRequest as unknown as typeof httpRequest) : httpRequest;
-    this.target = { host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: u.port || (tls ? "443" : "80"), prefix: u.pathname.replace(/\/+$/, "") };
+    this.pool = new HttpPool({ host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: Number(u.port || (tls ? 443 : 80)), tls, ca,
+      maxSockets: opts.maxSockets });
+    this.prefix = u.pathname.replace(/\/+$/, "");
+    this.head = headerLine("host", u.host) + Object.entries(this.headers).map(([k, v]) => headerLine(k, v)).join("");
   }
 
-  /** One round trip on the kept-alive connections: status, headers and the body's text. */
-  private roundTrip(method: string, path: string, headers: Record<string, string>, body: string | undefined,
-    timeoutMs: number, signal?: AbortSignal): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) { reject(signal.reason ?? new Error("aborted")); return; }
-      const h = body === undefined ? headers : { ...headers, "content-length": String(Buffer.byteLength(body)) };
-      const req = this.send({ host: this.target.host, port: this.target.port, path: this.target.prefix + path, method, headers: h, agent: this.agent });
-      let done = false;
-      const fail = (e: unknown) => { if (!done) { done = true; clearTimeout(timer); signal?.removeEventListener("abort", onAbort); reject(e); } req.destroy(); };
-      const onAbort = () => fail(signal!.reason ?? new Error("aborted"));
-      const timer = setTimeout(() => fail(new Error(`docket request ${method} ${path}: no answer within ${timeoutMs} ms`)), timeoutMs);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      req.on("error", fail);
-      req.on("response", (res) => {
-        res.setEncoding("utf8");
-        let text = "";
-        res.on("data", (chunk: string) => { text += chunk; });
-        res.on("error", fail);
-        res.on("end", () => {
-          if (done) return;
-          done = true;
-          clearTimeout(timer);
-          signal?.removeEventListener("abort", onAbort);
-          resolve({ status: res.statusCode ?? 502, headers: res.headers, text });
-        });
-      });
-      req.end(body);
-    });
-  }
+  /** Closes the kept-alive connections not in use (they do not keep the process alive anyway). */
+  close(): void { this.pool.close(); }
 
   /** One request; `waitMs` lengthens the timeout for long polls. */
   async request<T = unknown>(method: string, path: string, body?: unknown,
@@ -205,8 +184,9 @@ export class Client {
       const s = q.toString();
       if (s) url += `?${s}`;
     }
-    const resp = await this.roundTrip(method, url, o.headers ? { ...this.headers, ...o.headers } : this.headers,
-      body === undefined ? undefined : JSON.stringify(body), this.timeoutMs + (o.waitMs ?? 0), o.signal);
+    const head = o.headers ? this.head + Object.entries(o.headers).map(([k, v]) => headerLine(k, v)).join("") : this.head;
+    const resp = await this.pool.request(method, this.prefix + url, head, body === undefined ? undefined : JSON.stringify(body),
+      this.timeoutMs + (o.waitMs ?? 0), o.signal);
     const text = resp.text;
     let parsed: unknown = null;
     if (text) {

@@ -22,44 +22,12 @@
 import { randomUUID } from "node:crypto";
 import { formatDuration, parseDuration, type Duration } from "./durations.js";
 import { DocketError } from "./errors.js";
+import type { components } from "./schema.js";
 
 /** A journal entry as docket answers it (`GET /v1/workflow-runs/{id}/steps`). */
-export interface JournalEntry {
-  seq: number;
-  /** `step`, `sleep`, `event`, `child` (a child started), `child_wait` (a child awaited), `now`, `random`, `uuid` or `patch`. */
-  kind: string;
-  name: string;
-  /** `completed`, `failed`, `waiting` or `timed_out`. */
-  state: string;
-  output?: unknown;
-  error?: string | null;
-  attempts?: number;
-  child_id?: string | null;
-  started_at?: string;
-  finished_at?: string | null;
-  wake_at?: string | null;
-}
-
+export type JournalEntry = components["schemas"]["Entry"];
 /** A workflow run (`GET /v1/workflow-runs/{id}`). */
-export interface WorkflowRun {
-  id: string;
-  workflow: string;
-  queue: string;
-  /** `running`, `sleeping`, `waiting`, `completed`, `failed` or `cancelled`. */
-  state: string;
-  input: unknown;
-  result: unknown;
-  error: string | null;
-  parent_id: string | null;
-  task_id: number;
-  /** Entries in its journal. */
-  steps: number;
-  waiting_for: string | null;
-  wake_at: string | null;
-  created_at: string;
-  updated_at: string;
-  finished_at: string | null;
-}
+export type WorkflowRun = components["schemas"]["WorkflowRun"];
 
 /** The terminal states of a run. */
 export const FINISHED_RUN_STATES: readonly string[] = ["completed", "failed", "cancelled"];
@@ -163,6 +131,15 @@ function asJson(v: unknown): unknown {
   if (t === "number" || t === "string" || t === "boolean") return t === "number" && !Number.isFinite(v as number) ? null : v;
   const s = JSON.stringify(v);
   return s === undefined ? null : JSON.parse(s);
+}
+
+/**
+ * A random number in [0, 1) of 15 significant digits: it reads back from docket as it was sent
+ * (docket's JSON parser may land a 17-digit number one unit off), so a replay sees the same.
+ */
+function random15(): number {
+  const x = Number(Math.random().toPrecision(15));
+  return x < 1 ? x : 0.999999999999999;
 }
 
 const ms = (d: Duration) => (typeof d === "number" ? d : parseDuration(d));
@@ -427,7 +404,7 @@ export class WorkflowContext {
   }
 
   /** A random number in [0, 1), recorded. */
-  random(): Promise<number> { return this.small("random", "random", () => Math.random()) as Promise<number>; }
+  random(): Promise<number> { return this.small("random", "random", random15) as Promise<number>; }
 
   /** A random UUID, recorded. */
   uuid(): Promise<string> { return this.small("uuid", "uuid", () => randomUUID()) as Promise<string>; }

@@ -1066,6 +1066,214 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflow-runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List runs by workflow, state, parent and start time
+         * @description Scope: `read`.
+         */
+        get: operations["run_list"];
+        put?: never;
+        /**
+         * Start a run of a durable function (idempotent by id)
+         * @description Scope: `enqueue`.
+         */
+        post: operations["run_start"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One run
+         * @description Scope: `read`.
+         */
+        get: operations["run_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a run and its unfinished children
+         * @description Scope: `admin`.
+         */
+        post: operations["run_cancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an event to a run (a `wait_for_event` of that name takes it, oldest first)
+         * @description Scope: `enqueue`.
+         */
+        post: operations["run_send"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}/finish": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End a run with its result or error (a worker's call)
+         * @description Scope: `work`.
+         */
+        post: operations["run_finish"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}/result": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Wait for a run to finish
+         * @description Scope: `read`.
+         */
+        get: operations["run_result"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read a run's journal to replay it (a worker's call, under the lease)
+         * @description Scope: `work`.
+         */
+        post: operations["run_resume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a failed or cancelled run again
+         * @description Scope: `admin`.
+         */
+        post: operations["run_retry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}/steps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A run's journal: its steps, sleeps, events, children, recorded values
+         * @description Scope: `read`.
+         */
+        get: operations["run_steps"];
+        put?: never;
+        /**
+         * Record journal entries under the lease of the run's task (a worker's call)
+         * @description Scope: `work`.
+         */
+        post: operations["run_record"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-runs/{id}/suspend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sleep, or wait for an event or a child (a worker's call)
+         * @description Scope: `work`.
+         */
+        post: operations["run_suspend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows": {
         parameters: {
             query?: never;
@@ -1496,6 +1704,15 @@ export interface components {
             discarded?: null | components["schemas"]["NewTask"];
             succeeded?: null | components["schemas"]["NewTask"];
         };
+        /** @description A child to start with a `child` entry. */
+        ChildSpec: {
+            /** @description Its id [`<parent id>:<seq>`]. */
+            id?: string | null;
+            /** @description Its input [null]. */
+            input?: unknown;
+            /** @description Its queue [the parent's]. */
+            queue?: string | null;
+        };
         /** @description Answer of `POST /v1/queues/{queue}/claims/{claim_id}/release`. */
         ClaimReleased: {
             /**
@@ -1574,7 +1791,7 @@ export interface components {
          * @description Every error code of the API, each with exactly one HTTP status (the error table of `docs/src/api/index.md`).
          * @enum {string}
          */
-        Code: "invalid_json" | "invalid_request" | "invalid_duration" | "invalid_text" | "invalid_schedule" | "sql_disabled" | "sql_target_not_allowed" | "invalid_sql_payload" | "url_not_allowed" | "invalid_task" | "processor_error" | "not_found" | "route_not_found" | "namespace_not_found" | "process_not_found" | "method_not_allowed" | "unauthenticated" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "lease_lost" | "cancelled" | "timed_out" | "invalid_state" | "conflict" | "process_exists" | "process_is_running" | "process_not_running" | "version_mismatch" | "internal" | "timeout" | "unavailable" | "maintenance_stalled";
+        Code: "invalid_json" | "invalid_request" | "invalid_duration" | "invalid_text" | "invalid_schedule" | "sql_disabled" | "sql_target_not_allowed" | "invalid_sql_payload" | "url_not_allowed" | "invalid_task" | "processor_error" | "not_found" | "route_not_found" | "namespace_not_found" | "process_not_found" | "method_not_allowed" | "unauthenticated" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "lease_lost" | "cancelled" | "timed_out" | "invalid_state" | "conflict" | "nondeterministic" | "process_exists" | "process_is_running" | "process_not_running" | "version_mismatch" | "internal" | "timeout" | "unavailable" | "maintenance_stalled";
         /**
          * @description `POST /v1/tasks/{id}/complete`, or one item of `POST /v1/tasks/complete` (then `id` is
          *     required).
@@ -1642,6 +1859,64 @@ export interface components {
             /** @description The node that gets the drained node's waiting tasks pinned to it [any node]. */
             to?: string | null;
         };
+        /** @description One journal entry as docket keeps and answers it. */
+        Entry: {
+            /**
+             * Format: int32
+             * @description A step's attempts.
+             */
+            attempts: number;
+            /** @description The child run it started or awaits. */
+            child_id?: string | null;
+            /** @description A failed step's last error. */
+            error?: string | null;
+            /**
+             * Format: date-time
+             * @description When it ended.
+             */
+            finished_at?: string | null;
+            /** @description What it records. */
+            kind: components["schemas"]["EntryKind"];
+            /**
+             * @description The step's, event's or child workflow's name (`sleep`, `now`, … for the others; the
+             *     patch id for a patch marker).
+             */
+            name: string;
+            /** @description Its value. */
+            output?: unknown;
+            /**
+             * Format: int64
+             * @description Its place in the run's calls, from 0.
+             */
+            seq: number;
+            /**
+             * Format: date-time
+             * @description When it started.
+             */
+            started_at: string;
+            /** @description Where it is. */
+            state: components["schemas"]["EntryState"];
+            /**
+             * Format: date-time
+             * @description When a sleep ends or a wait times out.
+             */
+            wake_at?: string | null;
+        };
+        /**
+         * @description What a journal entry records.
+         * @enum {string}
+         */
+        EntryKind: "step" | "sleep" | "event" | "child" | "child_wait" | "now" | "random" | "uuid" | "patch";
+        /** @description The journal of a run. */
+        EntryList: {
+            /** @description Entries by seq. */
+            steps: components["schemas"]["Entry"][];
+        };
+        /**
+         * @description Where a journal entry is.
+         * @enum {string}
+         */
+        EntryState: "completed" | "failed" | "waiting" | "timed_out";
         /** @description The body of every error answer: `{"error": {"code", "message", "details"?}}`. */
         ErrorBody: {
             /** @description The error. */
@@ -1678,6 +1953,23 @@ export interface components {
              */
             timestamp: string;
         };
+        /** @description `POST /v1/workflow-runs/{id}/events`. */
+        EventRequest: {
+            /** @description The event's name (1..=256 characters; not `docket:…`). */
+            name: string;
+            /** @description Its payload (any JSON, ≤ 1 MiB, no NUL) [null]. */
+            payload?: unknown;
+        };
+        /** @description The answer to a sent event. */
+        EventSent: {
+            /** @description Whether the run was waiting for it and was woken. */
+            delivered: boolean;
+            /**
+             * Format: int64
+             * @description The event's id in the mailbox.
+             */
+            id: number;
+        };
         /** @description `POST /v1/tasks/{id}/fail`, or one item of `POST /v1/tasks/fail` (then `id` is required). */
         FailRequest: {
             /** @description What went wrong (kept in the task's `errors`). */
@@ -1698,6 +1990,17 @@ export interface components {
             retry_in?: string | null;
             /** @description Worker name recorded with the error. */
             worker?: string | null;
+        };
+        /** @description `POST /v1/workflow-runs/{id}/finish`. */
+        FinishRequest: {
+            /** @description Why it failed (then the run fails; `result` must be absent). */
+            error?: string | null;
+            /** @description The lease token of the run's task. */
+            lease: string;
+            /** @description What the function returned. */
+            result?: unknown;
+            /** @description Entries to record first (as `steps`). */
+            steps?: components["schemas"]["NewEntry"][];
         };
         /** @description The answer to one complete or fail. */
         Finished: {
@@ -1928,6 +2231,39 @@ export interface components {
              *     task turned away by it would not be in the batch.
              */
             tasks?: components["schemas"]["NewTask"][];
+        };
+        /**
+         * @description An entry a worker records (`POST /v1/workflow-runs/{id}/steps`, and the `steps` of
+         *     `suspend` and `finish`).
+         */
+        NewEntry: {
+            /**
+             * Format: int32
+             * @description A step's attempts [1].
+             */
+            attempts?: number | null;
+            child?: null | components["schemas"]["ChildSpec"];
+            /** @description A step that spent its attempts: its last error (then `output` is absent). */
+            error?: string | null;
+            /** @description `step`, `child`, `now`, `random`, `uuid` or `patch`. */
+            kind: components["schemas"]["EntryKind"];
+            /**
+             * @description The step's name, the child's workflow, the patch id (1..=256 characters, no control
+             *     characters).
+             */
+            name: string;
+            /** @description The value (a step's result; ≤ 1 MiB of JSON, no NUL). */
+            output?: unknown;
+            /**
+             * Format: int64
+             * @description Its place, from 0 (< 100,000).
+             */
+            seq: number;
+            /**
+             * Format: date-time
+             * @description When the step started [now].
+             */
+            started_at?: string | null;
         };
         /** @description A new event from the processor. */
         NewEvent: {
@@ -2484,6 +2820,11 @@ export interface components {
              */
             period?: string | null;
         };
+        /** @description The answer to a record. */
+        Recorded: {
+            /** @description Entries written (an entry already there with the same kind and name is not counted). */
+            recorded: number;
+        };
         /** @description One item of `POST /v1/tasks/release`: a task held but not started, handed back. */
         ReleaseItem: {
             /**
@@ -2493,6 +2834,23 @@ export interface components {
             id: number;
             /** @description The lease token of the claim. */
             lease: string;
+        };
+        /** @description `POST /v1/workflow-runs/{id}/resume`. */
+        ResumeRequest: {
+            /** @description The lease token of the run's task. */
+            lease: string;
+        };
+        /** @description The answer to a resume: the run, its journal, and the server's time. */
+        Resumed: {
+            /**
+             * Format: date-time
+             * @description The server's time (a sleep whose `wake_at` is not after it is over).
+             */
+            now: string;
+            /** @description The run. */
+            run: components["schemas"]["WorkflowRun"];
+            /** @description Its journal, by seq. */
+            steps: components["schemas"]["Entry"][];
         };
         /**
          * @description Retry policy of a namespace's timers (progressor's defaults in brackets): interval
@@ -2534,11 +2892,21 @@ export interface components {
              */
             non_retryable_errors: string[];
         };
+        /** @description A page of runs. */
+        RunList: {
+            /** @description Runs, newest first. */
+            runs: components["schemas"]["WorkflowRun"][];
+        };
         /**
          * @description How an attempt ended.
          * @enum {string}
          */
         RunOutcome: "completed" | "failed" | "timeout" | "cancelled" | "lost";
+        /**
+         * @description A run's state.
+         * @enum {string}
+         */
+        RunState: "running" | "sleeping" | "waiting" | "completed" | "failed" | "cancelled";
         /** @description A stored schedule: JSON shape of `GET /v1/schedules/{name}`. */
         Schedule: {
             /**
@@ -2692,6 +3060,43 @@ export interface components {
              */
             retry?: number | null;
         };
+        /** @description `POST /v1/workflow-runs`: start a run. */
+        StartRequest: {
+            /**
+             * @description The run's id (1..=200 characters): starting an id twice answers the first run
+             *     [a UUID v7].
+             */
+            id?: string | null;
+            /** @description Its input (any JSON, ≤ 1 MiB, no NUL) [null]. */
+            input?: unknown;
+            /**
+             * Format: int32
+             * @description How often its task may crash or time out and be replayed [25].
+             */
+            max_attempts?: number | null;
+            /**
+             * Format: int32
+             * @description Its task's priority [0].
+             */
+            priority?: number | null;
+            /** @description The queue its task runs in [`workflows`]. */
+            queue?: string | null;
+            /**
+             * @description Its task's attempt timeout: how long one execution (a claim to a suspend or finish) may
+             *     take [1 h].
+             * @example 5m
+             */
+            timeout?: string | null;
+            /** @description The workflow's name (1..=256 characters, no control characters). */
+            workflow: string;
+        };
+        /** @description The answer to a start. */
+        Started: {
+            /** @description Whether this request started it. */
+            created: boolean;
+            /** @description The run (the one started before, when its id was). */
+            run: components["schemas"]["WorkflowRun"];
+        };
         /** @description Answer of `GET /v1/status`. */
         StatusView: {
             /** @description Throughput. */
@@ -2707,6 +3112,13 @@ export interface components {
             queues: components["schemas"]["QueueStatus"][];
             /** @description Schedules. */
             schedules: components["schemas"]["ScheduleCounts"];
+        };
+        /** @description `POST /v1/workflow-runs/{id}/steps`: record entries under the run's task's lease. */
+        StepsRequest: {
+            /** @description The lease token of the run's task. */
+            lease: string;
+            /** @description The entries (≤ 1,000). */
+            steps: components["schemas"]["NewEntry"][];
         };
         /**
          * @description A workflow inside a workflow (Oban Pro's `add_workflow`). Its tasks' refs become
@@ -2724,6 +3136,29 @@ export interface components {
             tasks?: components["schemas"]["WorkflowTask"][];
             /** @description Its own sub-workflows. */
             workflows?: components["schemas"]["SubWorkflow"][];
+        };
+        /**
+         * @description What a suspend answers: go on (`due`, `event`, `timed_out`) or stop (`suspended`).
+         * @enum {string}
+         */
+        SuspendOutcome: "suspended" | "due" | "event" | "timed_out";
+        /** @description `POST /v1/workflow-runs/{id}/suspend`. */
+        SuspendRequest: {
+            /** @description The lease token of the run's task. */
+            lease: string;
+            /** @description Entries to record first (as `steps`). */
+            steps?: components["schemas"]["NewEntry"][];
+            /** @description What to wait for. */
+            wait: components["schemas"]["Wait"];
+        };
+        /** @description The answer to a suspend. */
+        Suspended: {
+            /** @description The wait's journal entry. */
+            entry: components["schemas"]["Entry"];
+            /** @description What happened. */
+            outcome: components["schemas"]["SuspendOutcome"];
+            /** @description The event's payload (`event`). */
+            payload?: unknown;
         };
         /** @description A stored task. JSON shape of every task the API returns. */
         Task: {
@@ -3077,6 +3512,30 @@ export interface components {
          * @enum {string}
          */
         UnsetTimer: "unset_timer";
+        /** @description The wait of a `suspend`. */
+        Wait: {
+            /** @description The child awaited (kind `child_wait`). */
+            child_id?: string | null;
+            /** @description `sleep`, `event` or `child_wait`. */
+            kind: components["schemas"]["EntryKind"];
+            /** @description The event's name, the child's workflow, or `sleep`. */
+            name: string;
+            /**
+             * Format: int64
+             * @description Its place in the journal.
+             */
+            seq: number;
+            /**
+             * @description A wait's timeout [none: forever].
+             * @example 1h
+             */
+            timeout?: string | null;
+            /**
+             * Format: date-time
+             * @description A sleep's end (used when the journal has no entry at `seq` yet).
+             */
+            until?: string | null;
+        };
         /** @description `GET /v1/workers`. */
         WorkerList: {
             /** @description Every worker that reported (within the nodes' retention), by name. */
@@ -3188,6 +3647,57 @@ export interface components {
             state: components["schemas"]["TaskState"];
             /** @description Waiting for its dependencies (not yet released or cancelled). */
             waiting: boolean;
+        };
+        /** @description A workflow run as docket keeps and answers it. */
+        WorkflowRun: {
+            /**
+             * Format: date-time
+             * @description When it was started.
+             */
+            created_at: string;
+            /** @description Why it failed or was cancelled. */
+            error?: string | null;
+            /**
+             * Format: date-time
+             * @description When it finished.
+             */
+            finished_at?: string | null;
+            /** @description Its id (1..=200 characters; a UUID v7 when the start gave none). */
+            id: string;
+            /** @description What it was started with. */
+            input: unknown;
+            /** @description The run that started it as a child. */
+            parent_id?: string | null;
+            /** @description The queue its task runs in. */
+            queue: string;
+            /** @description What the function returned (completed runs). */
+            result?: unknown;
+            /** @description Where it is. */
+            state: components["schemas"]["RunState"];
+            /**
+             * Format: int64
+             * @description Entries in its journal.
+             */
+            steps: number;
+            /**
+             * Format: int64
+             * @description The task that drives it.
+             */
+            task_id: number;
+            /**
+             * Format: date-time
+             * @description When it last changed.
+             */
+            updated_at: string;
+            /** @description The event it waits for (state `waiting`). */
+            waiting_for?: string | null;
+            /**
+             * Format: date-time
+             * @description When its sleep ends or its wait times out.
+             */
+            wake_at?: string | null;
+            /** @description The workflow's name (the function registered under it). */
+            workflow: string;
         };
         /** @description One task of a workflow: a task spec (as `POST /v1/tasks`) plus `ref` and `depends_on`. */
         WorkflowTask: components["schemas"]["NewTask"] & {
@@ -6737,6 +7247,759 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Only runs of this workflow. */
+                workflow: string | null;
+                /** @description Only runs in this state. */
+                state: null | components["schemas"]["RunState"];
+                /** @description Only children of this run. */
+                parent_id: string | null;
+                /** @description Only runs started at or after this time. */
+                created_after: string | null;
+                /** @description Only runs started before this time (the next page: the last run's `created_at`). */
+                created_before: string | null;
+                /** @description At most this many (1..=1000) [100]. */
+                limit: number | null;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description runs, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunList"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_start: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartRequest"];
+            };
+        };
+        responses: {
+            /** @description a run of that id was started before: it is answered (`created: false`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Started"];
+                };
+            };
+            /** @description the run, started */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Started"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description conflict: the id is a run of another workflow */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowRun"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_cancel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the run (cancelled, with its unfinished children; a finished run as it was) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowRun"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_send: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EventRequest"];
+            };
+        };
+        responses: {
+            /** @description in the run's mailbox (`delivered`: the run waited for it and was woken) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventSent"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_state: the run has finished */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_finish: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FinishRequest"];
+            };
+        };
+        responses: {
+            /** @description the run, ended (and its task) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowRun"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description lease_lost, cancelled, timed_out; nondeterministic */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_result: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Wait up to this long for the run to finish (humantime, ≤ 60 s) [0: answer now].
+                 * @example 30s
+                 */
+                wait?: string;
+            };
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the run, once finished or when the wait ran out (see its state) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowRun"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_resume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResumeRequest"];
+            };
+        };
+        responses: {
+            /** @description the run, its journal and the server's time */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Resumed"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description lease_lost, cancelled, timed_out */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_retry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the run, running again (its journal replayed) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowRun"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_state: not failed or cancelled */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_steps: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the run's journal, by seq */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntryList"];
+                };
+            };
+            /** @description invalid_json, invalid_request, invalid_duration, invalid_text, … */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_record: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StepsRequest"];
+            };
+        };
+        responses: {
+            /** @description recorded */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Recorded"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description lease_lost, cancelled, timed_out (stop running the function); nondeterministic (the journal holds another call at a seq); conflict (a child's id is taken) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            /** @description unavailable: the database did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_suspend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SuspendRequest"];
+            };
+        };
+        responses: {
+            /** @description what the wait became: go on (`due`, `event`, `timed_out`) or stop (`suspended`: the task was handed back) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Suspended"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description lease_lost, cancelled, timed_out; nondeterministic */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             /** @description unavailable: the database did not answer */
