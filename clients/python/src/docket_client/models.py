@@ -69,6 +69,12 @@ class BulkCount(TypedDict):
     total: int
 
 
+class ChildSpec(TypedDict):
+    id: NotRequired[Optional[str]]
+    input: NotRequired[Any]
+    queue: NotRequired[Optional[str]]
+
+
 class ClaimReleased(TypedDict):
     released: List[int]
 
@@ -100,6 +106,7 @@ Code = Literal[
     'timed_out',
     'invalid_state',
     'conflict',
+    'nondeterministic',
     'process_exists',
     'process_is_running',
     'process_not_running',
@@ -143,6 +150,14 @@ class DrainRequest(TypedDict):
     to: NotRequired[Optional[str]]
 
 
+EntryKind = Literal[
+    'step', 'sleep', 'event', 'child', 'child_wait', 'now', 'random', 'uuid', 'patch'
+]
+
+
+EntryState = Literal['completed', 'failed', 'waiting', 'timed_out']
+
+
 class ErrorDetail(TypedDict):
     code: str
     details: NotRequired[Any]
@@ -155,6 +170,16 @@ class Event(TypedDict):
     payload: Any
     task_id: NotRequired[Optional[int]]
     timestamp: str
+
+
+class EventRequest(TypedDict):
+    name: str
+    payload: NotRequired[Any]
+
+
+class EventSent(TypedDict):
+    delivered: bool
+    id: int
 
 
 class FailRequest(TypedDict):
@@ -197,6 +222,17 @@ class Lease(TypedDict):
     expires_at: str
     token: str
     trace_id: NotRequired[Optional[str]]
+
+
+class NewEntry(TypedDict):
+    attempts: NotRequired[Optional[int]]
+    child: NotRequired[Optional[ChildSpec]]
+    error: NotRequired[Optional[str]]
+    kind: EntryKind
+    name: str
+    output: NotRequired[Any]
+    seq: int
+    started_at: NotRequired[Optional[str]]
 
 
 class NewEvent(TypedDict):
@@ -301,8 +337,16 @@ class RateLimitSpec(TypedDict):
     period: NotRequired[Optional[str]]
 
 
+class Recorded(TypedDict):
+    recorded: int
+
+
 class ReleaseItem(TypedDict):
     id: int
+    lease: str
+
+
+class ResumeRequest(TypedDict):
     lease: str
 
 
@@ -315,6 +359,9 @@ class RetryPolicy(TypedDict):
 
 
 RunOutcome = Literal['completed', 'failed', 'timeout', 'cancelled', 'lost']
+
+
+RunState = Literal['running', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled']
 
 
 class Schedule2(TypedDict):
@@ -345,6 +392,24 @@ class SseEvent(TypedDict):
     event: NotRequired[Optional[str]]
     id: NotRequired[Optional[str]]
     retry: NotRequired[Optional[int]]
+
+
+class StartRequest(TypedDict):
+    id: NotRequired[Optional[str]]
+    input: NotRequired[Any]
+    max_attempts: NotRequired[Optional[int]]
+    priority: NotRequired[Optional[int]]
+    queue: NotRequired[Optional[str]]
+    timeout: NotRequired[Optional[str]]
+    workflow: str
+
+
+class StepsRequest(TypedDict):
+    lease: str
+    steps: List[NewEntry]
+
+
+SuspendOutcome = Literal['suspended', 'due', 'event', 'timed_out']
 
 
 class TaskError(TypedDict):
@@ -405,6 +470,15 @@ class TokenView(TypedDict):
 UnsetTimer = Literal['unset_timer']
 
 
+class Wait(TypedDict):
+    child_id: NotRequired[Optional[str]]
+    kind: EntryKind
+    name: str
+    seq: int
+    timeout: NotRequired[Optional[str]]
+    until: NotRequired[Optional[str]]
+
+
 WorkerState = Literal['idle', 'work', 'stop', 'lost']
 
 
@@ -415,6 +489,24 @@ class WorkflowNode(TypedDict):
     ref: str
     state: TaskState
     waiting: bool
+
+
+class WorkflowRun(TypedDict):
+    created_at: str
+    error: NotRequired[Optional[str]]
+    finished_at: NotRequired[Optional[str]]
+    id: str
+    input: Any
+    parent_id: NotRequired[Optional[str]]
+    queue: str
+    result: NotRequired[Any]
+    state: RunState
+    steps: int
+    task_id: int
+    updated_at: str
+    waiting_for: NotRequired[Optional[str]]
+    wake_at: NotRequired[Optional[str]]
+    workflow: str
 
 
 Action = Union[UnsetTimer, SetTimer]
@@ -464,8 +556,33 @@ class ClaimRequest(TypedDict):
     worker: str
 
 
+class Entry(TypedDict):
+    attempts: int
+    child_id: NotRequired[Optional[str]]
+    error: NotRequired[Optional[str]]
+    finished_at: NotRequired[Optional[str]]
+    kind: EntryKind
+    name: str
+    output: NotRequired[Any]
+    seq: int
+    started_at: str
+    state: EntryState
+    wake_at: NotRequired[Optional[str]]
+
+
+class EntryList(TypedDict):
+    steps: List[Entry]
+
+
 class ErrorBody(TypedDict):
     error: ErrorDetail
+
+
+class FinishRequest(TypedDict):
+    error: NotRequired[Optional[str]]
+    lease: str
+    result: NotRequired[Any]
+    steps: NotRequired[List[NewEntry]]
 
 
 class Finished(TypedDict):
@@ -630,6 +747,16 @@ class QueueStatus(QueueStats):
     oldest_available_at: NotRequired[Optional[str]]
 
 
+class Resumed(TypedDict):
+    now: str
+    run: WorkflowRun
+    steps: List[Entry]
+
+
+class RunList(TypedDict):
+    runs: List[WorkflowRun]
+
+
 class Schedule1(TypedDict):
     after_end: NotRequired[bool]
     cron: NotRequired[Optional[str]]
@@ -663,12 +790,29 @@ class ScheduleSpec(TypedDict):
     timezone: NotRequired[Optional[str]]
 
 
+class Started(TypedDict):
+    created: bool
+    run: WorkflowRun
+
+
 class StatusView(TypedDict):
     last_hour: LastHour
     nodes: List[NodeView]
     now: str
     queues: List[QueueStatus]
     schedules: ScheduleCounts
+
+
+class SuspendRequest(TypedDict):
+    lease: str
+    steps: NotRequired[List[NewEntry]]
+    wait: Wait
+
+
+class Suspended(TypedDict):
+    entry: Entry
+    outcome: SuspendOutcome
+    payload: NotRequired[Any]
 
 
 class Task(TypedDict):
