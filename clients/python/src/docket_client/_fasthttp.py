@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from typing import Any, Deque, Dict, List, Optional, Tuple, Union
+from typing import Deque, Dict, List, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
 import httpx

@@ -40,7 +40,7 @@ import time
 import traceback
 import uuid as _uuid
 from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 import httpx
 
@@ -168,7 +168,7 @@ def error_text(e: BaseException) -> str:
 _LEASE_REFUSALS = frozenset({"lease_lost", "cancelled", "timed_out", "cancel_requested"})
 
 
-def _describe(kind: str, name: str) -> str:
+def _describe(kind: Any, name: Any) -> str:
     return f"{kind} {json.dumps(name, ensure_ascii=False)}"
 
 
