@@ -183,20 +183,25 @@ class Conn {
   }
 
   private head(text: string): void {
-    const lines = text.split("\r\n");
-    const m = /^HTTP\/1\.([01]) (\d{3})/.exec(lines[0]);
-    if (!m) throw new Error(`docket's answer is not HTTP/1.x: ${lines[0].slice(0, 100)}`);
-    this.status = Number(m[2]);
+    // "HTTP/1.1 200 OK": the version's minor digit at 7, the status at 9..12.
+    if (!text.startsWith("HTTP/1.")) throw new Error(`docket's answer is not HTTP/1.x: ${text.slice(0, 100)}`);
+    this.status = Number(text.slice(9, 12));
+    if (!(this.status >= 100 && this.status <= 999)) throw new Error(`docket's answer has no status: ${text.slice(0, 100)}`);
     const h: Record<string, string> = {};
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i], colon = line.indexOf(":");
+    let at = text.indexOf("\r\n");
+    while (at >= 0) {
+      const from = at + 2;
+      at = text.indexOf("\r\n", from);
+      const line = at < 0 ? text.slice(from) : text.slice(from, at);
+      const colon = line.indexOf(":");
       if (colon <= 0) continue;
-      const k = line.slice(0, colon).trim().toLowerCase(), v = line.slice(colon + 1).trim();
-      h[k] = k in h ? `${h[k]}, ${v}` : v;
+      const k = line.slice(0, colon).toLowerCase(), v = line.slice(colon + 1).trim();
+      const had = h[k];
+      h[k] = had === undefined ? v : `${had}, ${v}`;
     }
     this.headers = h;
-    const conn = (h.connection ?? "").toLowerCase();
-    this.keepAlive = m[1] === "1" ? !conn.includes("close") : conn.includes("keep-alive");
+    const conn = h.connection;
+    this.keepAlive = text.charCodeAt(7) === 49 /* 1.1 */ ? !(conn && /close/i.test(conn)) : !!(conn && /keep-alive/i.test(conn));
   }
 
   private done(body: Buffer): void {
