@@ -252,7 +252,7 @@ export declare class Client {
     /**
      * `POST /v1/workflow-runs/{id}/events`: event `name` (not starting with `docket:`) with
      * `payload` for the run → `{id, delivered}` (delivered: the run was waiting for it and was
-     * woken; else it waits in the run's mailbox for a wait of that name). `run_finished` once the run ended.
+     * woken; else it waits in the run's mailbox for a wait of that name). `invalid_state` once the run ended.
      */
     sendEvent(runId: string, name: string, payload?: unknown): Promise<{
         id: number;

@@ -36,9 +36,12 @@ class Conn {
         this.sock.on("error", (e) => this.die(e));
         this.sock.on("close", () => this.die(new Error("docket closed the connection before answering")));
         this.sock.on("end", () => {
+            // docket closed its side: an answer read to the end is complete; an idle connection is
+            // forgotten at once (not taken for the next request before its "close"); a request under
+            // way fails.
             if (this.cur && this.phase === 5 /* Phase.ToEnd */)
                 this.done(Buffer.concat(this.chunks));
-            this.sock.end();
+            this.die(new Error("docket closed the connection before answering"));
         });
     }
     send(p, wire) {

@@ -428,7 +428,7 @@ export class Client {
   /**
    * `POST /v1/workflow-runs/{id}/events`: event `name` (not starting with `docket:`) with
    * `payload` for the run → `{id, delivered}` (delivered: the run was waiting for it and was
-   * woken; else it waits in the run's mailbox for a wait of that name). `run_finished` once the run ended.
+   * woken; else it waits in the run's mailbox for a wait of that name). `invalid_state` once the run ended.
    */
   sendEvent(runId: string, name: string, payload?: unknown): Promise<{ id: number; delivered: boolean }> {
     return this.call("POST", `/v1/workflow-runs/${seg(runId)}/events`, { name, payload: payload ?? null });

@@ -255,7 +255,7 @@ for (const [backend, server] of Object.entries(SERVERS)) {
       await Promise.all(Array.from({ length: 10 }, async (_, k) => {
         for (let i = k; i < N; i += 10) ids[i] = (await (i % 2 ? cb : ca).startWorkflow("tri", i, { queue })).id;
       }));
-      await waitFor(() => wa.stats.finished + wb.stats.finished >= N, 120_000);
+      await waitFor(() => wa.stats.finished + wb.stats.finished >= N, 300_000);
       const secs = (Date.now() - t0) / 1000;
       console.log(`# ${backend}: ${N} runs of 3 steps on two nodes in ${secs.toFixed(1)} s (${(N / secs).toFixed(0)}/s; node A's worker ${wa.stats.finished}, B's ${wb.stats.finished})`);
       assert.ok(wa.stats.finished > 0 && wb.stats.finished > 0, `${wa.stats.finished} and ${wb.stats.finished}`);
