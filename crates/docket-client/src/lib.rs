@@ -13,6 +13,7 @@ mod raw;
 mod schedules;
 mod tasks;
 mod tokens;
+mod workflow_runs;
 mod workflows;
 
 use serde::de::DeserializeOwned;

@@ -36,6 +36,11 @@ pub const MAX_ENTRIES_PER_CALL: usize = 1_000;
 /// How often a run's task may fail (a crashed or timed-out worker) and be replayed, unless the
 /// start says otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 25;
+/// A run's task's attempt timeout unless the start gives one [1 h]: one execution (from a claim
+/// to a suspend or finish) may take this long, its steps' retries included. A worker that
+/// dies is noticed by its lease (workers claim runs with a short lease and heartbeat), not by
+/// this.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Event names starting with this are docket's own (a child's end); a `send` may not use it.
 pub const RESERVED_PREFIX: &str = "docket:";
 /// Longest `wait` of a result request.
@@ -570,8 +575,8 @@ pub struct StartRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub max_attempts: Option<i32>,
-    /// Its task's attempt timeout (how long one worker may run it without reporting) [the
-    /// queue's].
+    /// Its task's attempt timeout: how long one execution (a claim to a suspend or finish) may
+    /// take [1 h].
     #[serde(
         default,
         with = "crate::duration::serde_opt",

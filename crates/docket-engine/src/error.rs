@@ -46,6 +46,10 @@ pub enum EngineError {
     /// The change does not apply to the current state (retrying a running task…).
     #[error("{0}")]
     InvalidState(String),
+    /// A durable function's replay asked for another call than its journal holds (the
+    /// message names both).
+    #[error("{0}")]
+    Nondeterministic(String),
     /// A unique name or key is taken (a live token's name, an unfinished task's unique key…).
     #[error("conflict: {0}")]
     Conflict(String),
@@ -78,6 +82,7 @@ impl From<StoreError> for EngineError {
             StoreError::TimedOut => EngineError::TimedOut,
             StoreError::InvalidState(m) => EngineError::InvalidState(m),
             StoreError::Conflict(m) => EngineError::Conflict(m),
+            StoreError::Nondeterministic(m) => EngineError::Nondeterministic(m),
             StoreError::Invalid(m) => EngineError::Invalid(m),
             StoreError::PreconditionFailed(m) => EngineError::PreconditionFailed(m),
             StoreError::Corrupt(m) => EngineError::Corrupt(m),

@@ -12,6 +12,7 @@ pub mod batches;
 pub mod bulk;
 mod claims;
 mod database;
+pub mod durable;
 mod error;
 pub mod kinds;
 pub mod maintenance;

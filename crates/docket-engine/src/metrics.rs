@@ -36,6 +36,31 @@ pub const PROCESS_REMOVING: &str = "progressor_process_removing_duration_ms";
 /// See the module docs.
 pub const NOTIFICATION: &str = "progressor_notification_duration_ms";
 
+/// Workflow runs started (durable functions), by `workflow`.
+pub const RUNS_STARTED: &str = "docket_workflow_runs_started_total";
+/// Workflow runs that ended, by `workflow` and `state` (completed, failed, cancelled).
+pub const RUNS_FINISHED: &str = "docket_workflow_runs_finished_total";
+/// Steps recorded in workflow runs' journals.
+pub const RUN_STEPS: &str = "docket_workflow_steps_total";
+
+/// A run of `workflow` started.
+pub fn record_run_started(workflow: &str) {
+    counter!(RUNS_STARTED, "workflow" => workflow.to_string()).increment(1);
+}
+
+/// A run of `workflow` ended in `state`.
+pub fn record_run_finished(workflow: &str, state: &str) {
+    counter!(RUNS_FINISHED, "workflow" => workflow.to_string(), "state" => state.to_string())
+        .increment(1);
+}
+
+/// `n` steps were recorded.
+pub fn record_run_steps(n: usize) {
+    if n > 0 {
+        counter!(RUN_STEPS).increment(n as u64);
+    }
+}
+
 /// Bucket bounds in ms (1 ms … 60 s).
 const BUCKETS_MS: &[f64] = &[
     1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,

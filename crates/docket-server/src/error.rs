@@ -64,6 +64,9 @@ pub enum Code {
     InvalidState,
     /// conflict (conflict)
     Conflict,
+    /// conflict (nondeterministic): a durable function's replay asked for another call than
+    /// the run's journal holds at that place (the message names both)
+    Nondeterministic,
     /// conflict (process_exists)
     ProcessExists,
     /// conflict (process_is_running)
@@ -112,6 +115,7 @@ impl Code {
         Code::TimedOut,
         Code::InvalidState,
         Code::Conflict,
+        Code::Nondeterministic,
         Code::ProcessExists,
         Code::ProcessIsRunning,
         Code::ProcessNotRunning,
@@ -151,6 +155,7 @@ impl Code {
             Code::TimedOut => StatusCode::CONFLICT,
             Code::InvalidState => StatusCode::CONFLICT,
             Code::Conflict => StatusCode::CONFLICT,
+            Code::Nondeterministic => StatusCode::CONFLICT,
             Code::ProcessExists => StatusCode::CONFLICT,
             Code::ProcessIsRunning => StatusCode::CONFLICT,
             Code::ProcessNotRunning => StatusCode::CONFLICT,
@@ -191,6 +196,7 @@ impl Code {
             Code::TimedOut => "timed_out",
             Code::InvalidState => "invalid_state",
             Code::Conflict => "conflict",
+            Code::Nondeterministic => "nondeterministic",
             Code::ProcessExists => "process_exists",
             Code::ProcessIsRunning => "process_is_running",
             Code::ProcessNotRunning => "process_not_running",
@@ -327,6 +333,7 @@ impl From<EngineError> for ApiError {
             ),
             EngineError::InvalidState(m) => ApiError::new(Code::InvalidState, m),
             EngineError::Conflict(m) => ApiError::new(Code::Conflict, m),
+            EngineError::Nondeterministic(m) => ApiError::new(Code::Nondeterministic, m),
             EngineError::PreconditionFailed(m) => ApiError::new(Code::VersionMismatch, m),
             EngineError::BadValue(m) => {
                 tracing::warn!(error = %m, "the database refused a value");

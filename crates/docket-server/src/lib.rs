@@ -29,7 +29,8 @@ pub use state::{AppState, MAX_BATCH, MAX_BODY_BYTES, MAX_PAYLOAD_BYTES, MAX_WAIT
 use extract::{json_errors, refuse_nul};
 use routes::{
     batches::*, changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*,
-    rate_limits::*, schedules::*, system::*, tasks::*, tokens::*, workers::*, workflows::*,
+    rate_limits::*, schedules::*, system::*, tasks::*, tokens::*, workers::*, workflow_runs::*,
+    workflows::*,
 };
 use state::Disconnect;
 
@@ -93,6 +94,19 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/workflows/{id}/cancel", post(workflow_cancel))
         .route("/v1/workflows/{id}/retry", post(workflow_retry))
         .route("/v1/workflows/{id}/tasks", post(workflow_add))
+        .route("/v1/workflow-runs", post(run_start).get(run_list))
+        .route("/v1/workflow-runs/{id}", get(run_get))
+        .route(
+            "/v1/workflow-runs/{id}/steps",
+            get(run_steps).post(run_record),
+        )
+        .route("/v1/workflow-runs/{id}/result", get(run_result))
+        .route("/v1/workflow-runs/{id}/events", post(run_send))
+        .route("/v1/workflow-runs/{id}/cancel", post(run_cancel))
+        .route("/v1/workflow-runs/{id}/retry", post(run_retry))
+        .route("/v1/workflow-runs/{id}/suspend", post(run_suspend))
+        .route("/v1/workflow-runs/{id}/finish", post(run_finish))
+        .route("/v1/workflow-runs/{id}/resume", post(run_resume))
         .route("/v1/events", get(events_stream))
         .route("/v1/tokens", post(token_create).get(token_list))
         .route("/v1/tokens/{name}", axum::routing::delete(token_revoke))

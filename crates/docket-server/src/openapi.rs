@@ -7,7 +7,8 @@
 use crate::error::ErrorBody;
 use crate::routes::{
     batches::*, changes::*, events::*, leases::*, namespaces::*, processes::*, queues::*,
-    rate_limits::*, schedules::*, system::*, tasks::*, tokens::*, workers::*, workflows::*,
+    rate_limits::*, schedules::*, system::*, tasks::*, tokens::*, workers::*, workflow_runs::*,
+    workflows::*,
 };
 use crate::schemas::ProcessorError;
 use axum::response::IntoResponse;
@@ -94,6 +95,18 @@ const COMMON_ERRORS: &[(&str, &str)] = &[
         workflow_cancel,
         workflow_retry,
         workflow_add,
+        run_start,
+        run_list,
+        run_get,
+        run_steps,
+        run_result,
+        run_send,
+        run_cancel,
+        run_retry,
+        run_record,
+        run_suspend,
+        run_finish,
+        run_resume,
         audit_list,
         status,
         changes,

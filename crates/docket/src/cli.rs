@@ -132,6 +132,14 @@ pub enum Command {
         #[command(subcommand)]
         cmd: WorkflowCmd,
     },
+    /// Durable functions' runs: start one, read its state and journal, wait for its result,
+    /// send it an event, cancel or retry it.
+    WorkflowRun {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        cmd: WorkflowRunCmd,
+    },
     /// Rate limits: named limits (window, bucket, concurrent) that tasks name in rate_limit.
     RateLimit {
         #[command(flatten)]
@@ -726,6 +734,79 @@ pub enum WorkflowCmd {
     Add {
         id: i64,
         file: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkflowRunCmd {
+    /// Start a run of WORKFLOW (a function a worker registered under that name) with INPUT
+    /// (JSON; default null). Starting an id again answers the run started first.
+    Start {
+        workflow: String,
+        input: Option<String>,
+        /// The run's id [a UUID v7].
+        #[arg(long)]
+        id: Option<String>,
+        /// The queue its task runs in [workflows].
+        #[arg(long)]
+        queue: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run's journal: its steps, sleeps, events, children.
+    Steps {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait for a run to finish (up to --wait, at most 60s) and print its result; exits 1 when
+    /// it failed or was cancelled, 2 when it had not finished.
+    Result {
+        id: String,
+        #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
+        wait: std::time::Duration,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs, newest first.
+    List {
+        #[arg(long)]
+        workflow: Option<String>,
+        /// running, sleeping, waiting, completed, failed or cancelled.
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        parent: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send event NAME with PAYLOAD (JSON; default null) to a run.
+    Send {
+        id: String,
+        name: String,
+        payload: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a run and its unfinished children.
+    Cancel {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a failed or cancelled run again (its journal is replayed).
+    Retry {
+        id: String,
         #[arg(long)]
         json: bool,
     },

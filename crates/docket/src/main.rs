@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use commands::{
     batch::*, output::*, queue::*, rate_limit::*, schedule::*, serve::*, status::*, task::*,
-    token::*, worker::*, workflow::*,
+    token::*, worker::*, workflow::*, workflow_run::*,
 };
 
 fn init_logs(format: LogFormat, default: &str) {
@@ -136,6 +136,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Batch { server, cmd } => batch_cmd(server.client()?, cmd).await,
         Command::RateLimit { server, cmd } => rate_limit_cmd(server.client()?, cmd).await,
         Command::Workflow { server, cmd } => workflow_cmd(server.client()?, cmd).await,
+        Command::WorkflowRun { server, cmd } => workflow_run_cmd(server.client()?, cmd).await,
         Command::Status { server, json } => status(server.client()?, json).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -17,7 +17,7 @@ pub use counts::counts;
 pub use expire::expire;
 pub use heartbeat::heartbeat;
 pub use promote::promote;
-pub use prune::{prune, prune_aux};
+pub use prune::{prune, prune_aux, prune_runs};
 pub use rescue::rescue;
 pub use rotate::rotate;
 pub(crate) use rotate::RingState;

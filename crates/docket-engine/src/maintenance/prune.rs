@@ -51,7 +51,27 @@ pub async fn prune_aux(engine: &Engine, now: Timestamp) -> Result<u64, EngineErr
             .await?;
         total += p.notifications + p.audit + p.nodes;
         if (p.notifications.max(p.audit) as i64) < c.prune_batch {
-            return Ok(total + crate::rate_limits::prune_keys(engine, now).await?);
+            let keys = crate::rate_limits::prune_keys(engine, now).await?;
+            return Ok(total + keys + prune_runs(engine, now).await?);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Deletes durable functions' runs finished longer ago than the retention of completed tasks,
+/// with their journals and mailboxes, in batches.
+///
+/// # Errors
+/// Store errors.
+pub async fn prune_runs(engine: &Engine, now: Timestamp) -> Result<u64, EngineError> {
+    let c = &engine.config;
+    let before = docket_core::time::sub(now, c.retention_completed);
+    let mut total = 0;
+    loop {
+        let n = engine.store.run_prune(before, c.prune_batch).await?;
+        total += n;
+        if (n as i64) < c.prune_batch {
+            return Ok(total);
         }
         tokio::task::yield_now().await;
     }

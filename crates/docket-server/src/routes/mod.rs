@@ -14,4 +14,5 @@ pub(crate) mod system;
 pub(crate) mod tasks;
 pub(crate) mod tokens;
 pub(crate) mod workers;
+pub(crate) mod workflow_runs;
 pub(crate) mod workflows;

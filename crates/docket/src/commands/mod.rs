@@ -11,3 +11,4 @@ pub(crate) mod task;
 pub(crate) mod token;
 pub(crate) mod worker;
 pub(crate) mod workflow;
+pub(crate) mod workflow_run;

@@ -275,8 +275,105 @@ fn workflows_from_the_cli(backend: &str) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cycle"));
 }
 
+/// Issue 41: `docket workflow-run start/show/list/steps/send/result/cancel/retry`; a run driven
+/// by hand through the worker's calls; bad input is one clear line and a non-zero exit.
+fn workflow_runs_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let out: Value = serde_json::from_str(&s.ok(&[
+        "workflow-run",
+        "start",
+        "checkout",
+        r#"{"order": 7}"#,
+        "--id",
+        "o7",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(out["created"], true);
+    assert_eq!(out["run"]["state"], "running");
+    let again = s.ok(&["workflow-run", "start", "checkout", "--id", "o7"]);
+    assert!(again.contains("o7 was started before"), "{again}");
+    // A worker's calls: claim the run's task, record a step, wait for an event.
+    let claim = http::blocking_post(
+        &format!("{}/v1/queues/workflows/claim", s.url),
+        r#"{"worker": "w", "limit": 1, "lean": true}"#,
+    )
+    .unwrap();
+    let lease = claim["lean"][0]["lease"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    http::blocking_post(
+        &format!("{}/v1/workflow-runs/o7/steps", s.url),
+        &format!(r#"{{"lease": "{lease}", "steps": [{{"seq": 0, "kind": "step", "name": "reserve", "output": {{"ok": 1}}}}]}}"#),
+    )
+    .unwrap();
+    let w = http::blocking_post(
+        &format!("{}/v1/workflow-runs/o7/suspend", s.url),
+        &format!(
+            r#"{{"lease": "{lease}", "wait": {{"seq": 1, "kind": "event", "name": "paid"}}}}"#
+        ),
+    )
+    .unwrap();
+    assert_eq!(w["outcome"], "suspended");
+    let shown: Value =
+        serde_json::from_str(&s.ok(&["workflow-run", "show", "o7", "--json"])).unwrap();
+    assert_eq!(
+        (shown["state"].as_str(), shown["waiting_for"].as_str()),
+        (Some("waiting"), Some("paid"))
+    );
+    let steps = s.ok(&["workflow-run", "steps", "o7"]);
+    assert!(
+        steps.contains("reserve") && steps.contains("paid") && steps.contains("waiting"),
+        "{steps}"
+    );
+    let sent = s.ok(&["workflow-run", "send", "o7", "paid", r#"{"amount": 3}"#]);
+    assert!(sent.contains("delivered"), "{sent}");
+    let list = s.ok(&["workflow-run", "list", "--workflow", "checkout"]);
+    assert!(list.contains("o7") && list.contains("running"), "{list}");
+    // Not finished: `result` exits 2; cancelled: 1; retried, it runs again.
+    let o = s.cli(&["workflow-run", "result", "o7", "--wait", "0s"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let c: Value =
+        serde_json::from_str(&s.ok(&["workflow-run", "cancel", "o7", "--json"])).unwrap();
+    assert_eq!(c["state"], "cancelled");
+    let o = s.cli(&["workflow-run", "result", "o7"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cancelled"));
+    let r: Value = serde_json::from_str(&s.ok(&["workflow-run", "retry", "o7", "--json"])).unwrap();
+    assert_eq!(r["state"], "running");
+    // Bad input.
+    for (args, says) in [
+        (
+            vec!["workflow-run", "start", "checkout", "{not json"],
+            "not JSON",
+        ),
+        (vec!["workflow-run", "send", "o7", "docket:x"], "docket:"),
+        (
+            vec!["workflow-run", "list", "--state", "sleepy"],
+            "unknown run state",
+        ),
+        (vec!["workflow-run", "show", "nope"], "not found"),
+        (
+            vec!["workflow-run", "result", "o7", "--wait", "2m"],
+            "at most 60s",
+        ),
+    ] {
+        let o = s.cli(&args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 both!(
     batches_from_the_cli,
+    workflow_runs_from_the_cli,
     fair_queues_from_the_cli,
     rate_limits_from_the_cli,
     workflows_from_the_cli,
