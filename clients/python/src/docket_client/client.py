@@ -34,9 +34,15 @@ TASK_OPTIONS = (
 )
 
 
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~")
+
+
 def _seg(name: Union[str, int]) -> str:
     # Names may hold '/', '?', '#', spaces: one path segment each.
-    return quote(str(name), safe="")
+    text = str(name)
+    if _SAFE.issuperset(text):  # ids and names as most are: nothing to quote
+        return text
+    return quote(text, safe="")
 
 
 def _time(value: Time) -> str:

@@ -391,6 +391,13 @@ class _Execution:
         self.stopped = True
 
 
+def _is_async(fn: Any) -> bool:
+    code = getattr(fn, "__code__", None)  # a plain function or lambda: its flags, at once
+    if code is not None and not hasattr(fn, "__wrapped__"):
+        return bool(code.co_flags & inspect.CO_COROUTINE)
+    return inspect.iscoroutinefunction(fn)
+
+
 def _random15() -> float:
     # 15 significant digits: a float docket's JSON gives back exactly (it may be a unit in the
     # last place off for 17-digit ones), so the replay sees what the first execution saw.
@@ -533,7 +540,7 @@ class WorkflowContext(_ContextBase):
             await exe.flush()
         started = _iso(datetime.now(timezone.utc))
         initial, most = _seconds(backoff), _seconds(max_backoff)
-        is_async = inspect.iscoroutinefunction(fn)
+        is_async = _is_async(fn)
         attempt = 0
         while True:
             attempt += 1
@@ -640,7 +647,7 @@ class SyncWorkflowContext(_ContextBase):
             self._call(exe.flush())
         started = _iso(datetime.now(timezone.utc))
         initial, most = _seconds(backoff), _seconds(max_backoff)
-        is_async = inspect.iscoroutinefunction(fn)
+        is_async = _is_async(fn)
         attempt = 0
         while True:
             attempt += 1
