@@ -651,6 +651,67 @@ async fn scenario(db: &[&str], shot: &str) {
         "{latency}"
     );
     save_shot(&c, &format!("dashboard-queue-{shot}.png")).await;
+    // Durable functions (issue 41): a run with a recorded step, waiting for an event; its page
+    // shows the journal; cancel, then retry, through their confirmations.
+    post(
+        &http,
+        &format!("{base}/v1/workflow-runs"),
+        json!({"workflow": "checkout", "id": "ui-run-1", "input": {"order": 1}}),
+    )
+    .await;
+    let got = post(
+        &http,
+        &format!("{base}/v1/queues/workflows/claim"),
+        json!({"worker": "w", "limit": 1}),
+    )
+    .await;
+    let lease = got["tasks"][0]["lease"]["token"].clone();
+    post(
+        &http,
+        &format!("{base}/v1/workflow-runs/ui-run-1/steps"),
+        json!({"lease": lease, "steps": [{"seq": 0, "kind": "step", "name": "reserve", "output": {"ok": true}}]}),
+    )
+    .await;
+    post(
+        &http,
+        &format!("{base}/v1/workflow-runs/ui-run-1/suspend"),
+        json!({"lease": lease, "wait": {"seq": 1, "kind": "event", "name": "paid"}}),
+    )
+    .await;
+    c.goto(&format!("{base}/ui/runs")).await.unwrap();
+    let runs = text_of(&c, "runs").await;
+    assert!(runs.contains("ui-run-1") && runs.contains("waiting"), "{runs}");
+    c.goto(&format!("{base}/ui/runs/ui-run-1")).await.unwrap();
+    let journal = text_of(&c, "journal").await;
+    assert!(journal.contains("reserve"), "{journal}");
+    assert!(text_of(&c, "entry-1").await.contains("paid"));
+    save_shot(&c, &format!("dashboard-run-{shot}.png")).await;
+    for (action, want) in [("cancel", "cancelled"), ("retry", "running")] {
+        c.goto(&format!("{base}/ui/runs/ui-run-1")).await.unwrap();
+        c.find(Locator::Id(&format!("action-{action}")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Id("confirm"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let run = http
+            .get(format!("{base}/v1/workflow-runs/ui-run-1"))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap();
+        assert_eq!(run["state"], want, "after {action}");
+    }
     // Every page at a desktop's 1280×800 and a phone's 390×844: no control without a label a
     // screen reader reads, no chart without its words, no link or button without a name,
     // nothing out of the keyboard's reach, and no page wider than the screen (a wide table
@@ -664,6 +725,8 @@ async fn scenario(db: &[&str], shot: &str) {
         (format!("/ui/bulk/{}", job["id"]), "bulk"),
         ("/ui/batches".into(), "batches"),
         (format!("/ui/batches/{wf_id}"), "workflow"),
+        ("/ui/runs".into(), "runs"),
+        ("/ui/runs/ui-run-1".into(), "run"),
         ("/ui/processes".into(), "processes"),
         ("/ui/schedules".into(), "schedules"),
         ("/ui/rate-limits".into(), "rate-limits"),

@@ -81,6 +81,7 @@ pub(super) fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Ma
                     a href="/ui/processes" { "Processes" }
                     a href="/ui/schedules" { "Schedules" }
                     a href="/ui/batches" { "Batches" }
+                    a href="/ui/runs" { "Runs" }
                     a href="/ui/rate-limits" { "Rate limits" }
                     a href="/ui/workers" { "Workers" }
                     a href="/ui/sinks" { "Sinks" }

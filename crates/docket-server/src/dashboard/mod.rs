@@ -17,6 +17,7 @@ mod overview;
 mod prelude;
 mod processes;
 mod rate_limits;
+mod runs;
 mod schedules;
 mod sinks;
 mod tasks;
@@ -30,6 +31,7 @@ use charts::*;
 use overview::*;
 use processes::*;
 use rate_limits::*;
+use runs::*;
 use schedules::*;
 use sinks::*;
 use tasks::*;
@@ -74,6 +76,9 @@ pub fn routes() -> Router<AppState> {
             "/ui/batches/{id}/{action}",
             get(workflow_confirm).post(workflow_act),
         )
+        .route("/ui/runs", get(runs))
+        .route("/ui/runs/{id}", get(run))
+        .route("/ui/runs/{id}/{action}", get(run_confirm).post(run_act))
         .route("/ui/bulk", get(bulk_confirm).post(bulk_act))
         .route("/ui/bulk/{id}", get(bulk_page))
         .route("/ui/rate-limits", get(rate_limits))

@@ -175,10 +175,21 @@ pub(crate) async fn run_send(
 )]
 pub(crate) async fn run_cancel(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<WorkflowRun>> {
     let id = run_id(&id)?;
-    Ok(Json(s.engine.run_cancel(id).await?))
+    let r = s.engine.run_cancel(id).await?;
+    let who = actions::actor(&headers, "api");
+    s.engine
+        .audit(
+            &who,
+            "workflow_run.cancel",
+            &format!("workflow_run:{id}"),
+            Some(json!({"workflow": r.workflow, "state": r.state})),
+        )
+        .await;
+    Ok(Json(r))
 }
 
 #[utoipa::path(
@@ -190,10 +201,21 @@ pub(crate) async fn run_cancel(
 )]
 pub(crate) async fn run_retry(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<WorkflowRun>> {
     let id = run_id(&id)?;
-    Ok(Json(s.engine.run_retry(id).await?))
+    let r = s.engine.run_retry(id).await?;
+    let who = actions::actor(&headers, "api");
+    s.engine
+        .audit(
+            &who,
+            "workflow_run.retry",
+            &format!("workflow_run:{id}"),
+            Some(json!({"workflow": r.workflow, "state": r.state})),
+        )
+        .await;
+    Ok(Json(r))
 }
 
 #[utoipa::path(
