@@ -1042,3 +1042,26 @@ mod tests {
         assert!(check_id("id", &"y".repeat(MAX_ID_LEN + 1)).is_err());
     }
 }
+
+#[cfg(test)]
+mod floats {
+    /// A replay must see the number the first run recorded: JSON floats read back exactly
+    /// (serde_json's `float_roundtrip`; without it `0.49860269306373284` read back one unit off).
+    #[test]
+    fn recorded_floats_read_back_exactly() {
+        for text in [
+            "0.49860269306373284",
+            "0.1",
+            "1e-300",
+            "0.30000000000000004",
+        ] {
+            let v: serde_json::Value = serde_json::from_str(text).unwrap();
+            let f: f64 = text.parse().unwrap();
+            assert_eq!(v.as_f64(), Some(f), "{text}");
+            assert_eq!(
+                serde_json::to_string(&v).unwrap().parse::<f64>().unwrap(),
+                f
+            );
+        }
+    }
+}
