@@ -69,7 +69,7 @@ export interface ClientOptions {
     caFile?: string;
     /** Per-request timeout in ms, long polls excepted [30000]. */
     timeoutMs?: number;
-    /** Most connections to the server at once [unbounded]; they are kept alive and reused. */
+    /** Most connections to the server at once [256]; they are kept alive and reused. */
     maxSockets?: number;
 }
 /** A `NewTask` body from `kind`, `payload` and {@link TaskOptions}. */
@@ -81,8 +81,9 @@ export declare class Client {
     private readonly timeoutMs;
     private readonly fetch;
     /**
-     * Requests go through {@link HttpPool} on kept-alive connections (a twentieth of `fetch`'s CPU
-     * per request on Node 20: a worker's round trips are its cost); the event stream through `fetch`.
+     * Requests go through {@link HttpPool}: node:http(s) on kept-alive connections (a fraction of
+     * `fetch`'s CPU per request on Node 20: a worker's round trips are its cost); the event stream
+     * through `fetch`.
      */
     private readonly pool;
     /** The header lines every request carries (host, content-type, user-agent, authorization). */

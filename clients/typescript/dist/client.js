@@ -85,8 +85,9 @@ export class Client {
     timeoutMs;
     fetch;
     /**
-     * Requests go through {@link HttpPool} on kept-alive connections (a twentieth of `fetch`'s CPU
-     * per request on Node 20: a worker's round trips are its cost); the event stream through `fetch`.
+     * Requests go through {@link HttpPool}: node:http(s) on kept-alive connections (a fraction of
+     * `fetch`'s CPU per request on Node 20: a worker's round trips are its cost); the event stream
+     * through `fetch`.
      */
     pool;
     /** The header lines every request carries (host, content-type, user-agent, authorization). */

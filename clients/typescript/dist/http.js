@@ -1,236 +1,56 @@
 /**
- * A small HTTP/1.1 client on kept-alive connections, for the client's requests: one request at
- * a time per connection, each written in one piece, answers read by their `content-length` (or
- * chunked, or to the connection's end). On Node 20 it spends a quarter of node:http's CPU per
- * request and a twentieth of `fetch`'s — a worker's cost is its round trips (a workflow run of
- * three steps makes three). The event stream, which streams, goes through `fetch`.
+ * The client's requests on Node's `node:http` / `node:https`, through one kept-alive `Agent`
+ * (connections reused, the most recently used first, at most `maxSockets` at once). The event
+ * stream, which streams, goes through `fetch`.
  */
-import { connect as netConnect, isIP } from "node:net";
-import { connect as tlsConnect } from "node:tls";
-const CRLF = Buffer.from("\r\n");
-const HEAD_END = Buffer.from("\r\n\r\n");
-const MAX_HEAD = 64 * 1024;
-class Conn {
-    pool;
-    sock;
-    chunks = [];
-    have = 0;
-    phase = 0 /* Phase.Head */;
-    need = 0;
-    status = 0;
-    headers = {};
-    parts = [];
-    keepAlive = true;
-    cur;
-    dead = false;
-    constructor(pool, o) {
-        this.pool = pool;
-        if (o.tls) {
-            this.sock = tlsConnect({ host: o.host, port: o.port, servername: isIP(o.host) ? undefined : o.host, ...(o.ca ? { ca: o.ca } : {}) });
-        }
-        else {
-            this.sock = netConnect({ host: o.host, port: o.port });
-        }
-        this.sock.setNoDelay(true);
-        this.sock.on("data", (d) => this.onData(d));
-        this.sock.on("error", (e) => this.die(e));
-        this.sock.on("close", () => this.die(new Error("docket closed the connection before answering")));
-        this.sock.on("end", () => {
-            // docket closed its side: an answer read to the end is complete; an idle connection is
-            // forgotten at once (not taken for the next request before its "close"); a request under
-            // way fails.
-            if (this.cur && this.phase === 5 /* Phase.ToEnd */)
-                this.done(Buffer.concat(this.chunks));
-            this.die(new Error("docket closed the connection before answering"));
-        });
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { isIP } from "node:net";
+/** Connections at once when the caller names no bound. */
+const DEFAULT_MAX_SOCKETS = 256;
+/** The header lines of `head` ("name: value\r\n" each) as node:http's headers. */
+function parseHead(head) {
+    const h = {};
+    for (const line of head.split("\r\n")) {
+        const colon = line.indexOf(":");
+        if (colon <= 0)
+            continue;
+        h[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
     }
-    send(p, wire) {
-        this.cur = p;
-        this.phase = 0 /* Phase.Head */;
-        this.sock.ref();
-        this.sock.write(wire);
-    }
-    /** The connection is over: what is under way fails, the pool forgets it. */
-    die(e) {
-        if (this.dead)
-            return;
-        this.dead = true;
-        this.sock.destroy();
-        const p = this.cur;
-        this.cur = undefined;
-        this.pool.forget(this);
-        if (p)
-            this.pool.settle(p, e, undefined);
-    }
-    flat() {
-        if (this.chunks.length === 1)
-            return this.chunks[0];
-        const b = Buffer.concat(this.chunks, this.have);
-        this.chunks = [b];
-        return b;
-    }
-    rest(buf, from) {
-        const r = buf.subarray(from);
-        this.chunks = r.length ? [r] : [];
-        this.have = r.length;
-    }
-    onData(d) {
-        if (!this.cur) {
-            this.die(new Error("docket sent data nobody asked for"));
-            return;
-        }
-        this.chunks.push(d);
-        this.have += d.length;
-        try {
-            this.advance();
-        }
-        catch (e) {
-            this.die(e);
-        }
-    }
-    advance() {
-        for (;;) {
-            if (!this.cur)
-                return;
-            switch (this.phase) {
-                case 0 /* Phase.Head */: {
-                    const buf = this.flat();
-                    const end = buf.indexOf(HEAD_END);
-                    if (end < 0) {
-                        if (buf.length > MAX_HEAD)
-                            throw new Error("docket's answer has a head over 64 KiB");
-                        return;
-                    }
-                    this.head(buf.toString("latin1", 0, end));
-                    this.rest(buf, end + 4);
-                    if (this.status < 200)
-                        continue; // 1xx: the real answer follows
-                    const te = this.headers["transfer-encoding"], cl = this.headers["content-length"];
-                    this.parts = [];
-                    if (this.cur.method === "HEAD" || this.status === 204 || this.status === 304) {
-                        this.done(Buffer.alloc(0));
-                        continue;
-                    }
-                    if (te && /chunked/i.test(te)) {
-                        this.phase = 2 /* Phase.ChunkSize */;
-                        continue;
-                    }
-                    if (cl !== undefined) {
-                        this.need = Number(cl);
-                        if (!Number.isSafeInteger(this.need) || this.need < 0)
-                            throw new Error(`docket's answer has a bad content-length ${cl}`);
-                        this.phase = 1 /* Phase.Length */;
-                        continue;
-                    }
-                    this.keepAlive = false;
-                    this.phase = 5 /* Phase.ToEnd */;
-                    return;
-                }
-                case 1 /* Phase.Length */: {
-                    if (this.have < this.need)
-                        return;
-                    const buf = this.flat();
-                    const body = buf.subarray(0, this.need);
-                    this.rest(buf, this.need);
-                    this.done(body);
-                    continue;
-                }
-                case 2 /* Phase.ChunkSize */: {
-                    const buf = this.flat();
-                    const eol = buf.indexOf(CRLF);
-                    if (eol < 0)
-                        return;
-                    const size = parseInt(buf.toString("latin1", 0, eol).split(";")[0].trim(), 16);
-                    if (!Number.isSafeInteger(size) || size < 0)
-                        throw new Error("docket's answer has a bad chunk size");
-                    this.rest(buf, eol + 2);
-                    if (size === 0) {
-                        this.phase = 4 /* Phase.Trailer */;
-                        continue;
-                    }
-                    this.need = size;
-                    this.phase = 3 /* Phase.ChunkData */;
-                    continue;
-                }
-                case 3 /* Phase.ChunkData */: {
-                    if (this.have < this.need + 2)
-                        return;
-                    const buf = this.flat();
-                    this.parts.push(buf.subarray(0, this.need));
-                    this.rest(buf, this.need + 2);
-                    this.phase = 2 /* Phase.ChunkSize */;
-                    continue;
-                }
-                case 4 /* Phase.Trailer */: {
-                    const buf = this.flat();
-                    if (buf.length >= 2 && buf[0] === 13 && buf[1] === 10) {
-                        this.rest(buf, 2);
-                    }
-                    else {
-                        const end = buf.indexOf(HEAD_END);
-                        if (end < 0)
-                            return;
-                        this.rest(buf, end + 4);
-                    }
-                    this.done(Buffer.concat(this.parts));
-                    continue;
-                }
-                case 5 /* Phase.ToEnd */:
-                    return;
-            }
-        }
-    }
-    head(text) {
-        // "HTTP/1.1 200 OK": the version's minor digit at 7, the status at 9..12.
-        if (!text.startsWith("HTTP/1."))
-            throw new Error(`docket's answer is not HTTP/1.x: ${text.slice(0, 100)}`);
-        this.status = Number(text.slice(9, 12));
-        if (!(this.status >= 100 && this.status <= 999))
-            throw new Error(`docket's answer has no status: ${text.slice(0, 100)}`);
-        const h = {};
-        let at = text.indexOf("\r\n");
-        while (at >= 0) {
-            const from = at + 2;
-            at = text.indexOf("\r\n", from);
-            const line = at < 0 ? text.slice(from) : text.slice(from, at);
-            const colon = line.indexOf(":");
-            if (colon <= 0)
-                continue;
-            const k = line.slice(0, colon).toLowerCase(), v = line.slice(colon + 1).trim();
-            const had = h[k];
-            h[k] = had === undefined ? v : `${had}, ${v}`;
-        }
-        this.headers = h;
-        const conn = h.connection;
-        this.keepAlive = text.charCodeAt(7) === 49 /* 1.1 */ ? !(conn && /close/i.test(conn)) : !!(conn && /keep-alive/i.test(conn));
-    }
-    done(body) {
-        const p = this.cur;
-        if (!p)
-            return;
-        this.cur = undefined;
-        const answer = { status: this.status, headers: this.headers, text: body.toString("utf8") };
-        if (this.keepAlive && this.have === 0 && this.phase !== 5 /* Phase.ToEnd */) {
-            this.pool.release(this);
-        }
-        else {
-            this.dead = true;
-            this.pool.forget(this);
-            this.sock.destroy();
-        }
-        this.pool.settle(p, undefined, answer);
-    }
+    return h;
 }
-/** Connections to one server, kept alive and reused (the most recently used first). */
+/** node:http's answer headers as one string per name (repeated ones joined with ", "). */
+function flatHeaders(h) {
+    const out = {};
+    for (const k in h) {
+        const v = h[k];
+        if (v !== undefined)
+            out[k] = Array.isArray(v) ? v.join(", ") : v;
+    }
+    return out;
+}
+/** Connections to one server, kept alive and reused by node:http(s)'s `Agent`. */
 export class HttpPool {
     o;
-    idle = [];
-    open = 0;
-    queue = [];
-    max;
+    agent;
+    send;
+    /** The last `head` seen and its parsed headers: callers pass the same string most times. */
+    lastHead = "";
+    lastHeaders = {};
     constructor(o) {
         this.o = o;
-        this.max = o.maxSockets ?? Infinity;
+        const agentOpts = { keepAlive: true, scheduling: "lifo", maxSockets: o.maxSockets ?? DEFAULT_MAX_SOCKETS };
+        this.agent = o.tls
+            ? new HttpsAgent({ ...agentOpts, ...(o.ca ? { ca: o.ca } : {}), servername: isIP(o.host) ? "" : o.host })
+            : new HttpAgent(agentOpts);
+        this.send = o.tls ? httpsRequest : httpRequest;
+    }
+    headersOf(head) {
+        if (head !== this.lastHead) {
+            this.lastHeaders = parseHead(head);
+            this.lastHead = head;
+        }
+        return this.lastHeaders;
     }
     /**
      * One request: `head` holds the request's header lines after the request line, each ending
@@ -243,93 +63,46 @@ export class HttpPool {
                 reject(signal.reason ?? new Error("aborted"));
                 return;
             }
-            const wire = `${method} ${path} HTTP/1.1\r\n${head}content-length: ${body === undefined ? 0 : Buffer.byteLength(body)}\r\n\r\n${body ?? ""}`;
-            const p = { resolve, reject, method, signal };
-            let conn;
-            const go = () => {
-                if (p.settled) {
-                    this.next();
+            const headers = { ...this.headersOf(head), "content-length": body === undefined ? 0 : Buffer.byteLength(body) };
+            const req = this.send({ host: this.o.host, port: this.o.port, path, method, headers, agent: this.agent, setHost: false });
+            let settled = false;
+            const finish = (e, a) => {
+                if (settled)
                     return;
-                } // timed out or aborted while it waited for a connection
-                conn = this.take();
-                conn.send(p, wire);
+                settled = true;
+                clearTimeout(timer);
+                signal?.removeEventListener("abort", onAbort);
+                if (a)
+                    resolve(a);
+                else {
+                    req.destroy();
+                    reject(e);
+                }
             };
-            p.timer = setTimeout(() => {
-                const e = new Error(`docket request ${method} ${path.split("?")[0]}: no answer within ${timeoutMs} ms`);
-                if (conn && conn.cur === p)
-                    conn.die(e);
-                else
-                    this.settle(p, e, undefined);
-            }, timeoutMs);
-            if (signal) {
-                p.onAbort = () => {
-                    const e = signal.reason ?? new Error("aborted");
-                    if (conn && conn.cur === p)
-                        conn.die(e);
-                    else
-                        this.settle(p, e, undefined);
-                };
-                signal.addEventListener("abort", p.onAbort, { once: true });
-            }
-            if (this.idle.length || this.open < this.max)
-                go();
-            else
-                this.queue.push(go);
+            const onAbort = () => finish(signal.reason ?? new Error("aborted"), undefined);
+            const timer = setTimeout(() => finish(new Error(`docket request ${method} ${path.split("?")[0]}: no answer within ${timeoutMs} ms`), undefined), timeoutMs);
+            signal?.addEventListener("abort", onAbort, { once: true });
+            req.on("error", (e) => finish(e, undefined));
+            req.on("response", (res) => {
+                const parts = [];
+                res.on("data", (d) => { parts.push(d); });
+                res.on("error", (e) => finish(e, undefined));
+                res.on("aborted", () => finish(new Error("docket closed the connection before answering"), undefined));
+                res.on("end", () => {
+                    if (!res.complete) {
+                        finish(new Error("docket closed the connection before answering"), undefined);
+                        return;
+                    }
+                    finish(undefined, { status: res.statusCode ?? 0, headers: flatHeaders(res.headers), text: Buffer.concat(parts).toString("utf8") });
+                });
+            });
+            req.end(body);
         });
     }
-    take() {
-        for (;;) {
-            const c = this.idle.pop();
-            if (!c)
-                break;
-            if (!c.dead && !c.sock.destroyed)
-                return c;
-        }
-        this.open++;
-        return new Conn(this, this.o);
-    }
-    /** @internal A connection that answered and may take the next request. */
-    release(c) {
-        const go = this.queue.shift();
-        if (go) {
-            this.idle.push(c);
-            go();
-            return;
-        }
-        c.sock.unref(); // an idle connection does not keep the process alive
-        this.idle.push(c);
-    }
-    /** @internal A connection that is gone. */
-    forget(c) {
-        const i = this.idle.indexOf(c);
-        if (i >= 0)
-            this.idle.splice(i, 1);
-        this.open--;
-        this.next();
-    }
-    next() {
-        while (this.queue.length && (this.idle.length || this.open < this.max))
-            this.queue.shift()();
-    }
-    /** @internal Ends a request once: its answer or its error. */
-    settle(p, e, a) {
-        if (p.settled)
-            return;
-        p.settled = true;
-        clearTimeout(p.timer);
-        if (p.onAbort)
-            p.signal?.removeEventListener("abort", p.onAbort);
-        if (a)
-            p.resolve(a);
-        else
-            p.reject(e);
-    }
-    /** Closes every idle connection. */
+    /** Closes every idle connection (those in use are kept, and reused until closed again). */
     close() {
-        for (const c of this.idle.splice(0)) {
-            c.dead = true;
-            c.sock.destroy();
-            this.open--;
-        }
+        for (const socks of Object.values(this.agent.freeSockets))
+            for (const s of socks ?? [])
+                s.destroy();
     }
 }
