@@ -676,7 +676,8 @@ class AsyncClient(_Api):
             try:
                 self._fast = FastHttp(self.config.server, self.config.headers,
                                       self.config.verify, timeout=max(timeout, 75.0),
-                                      connect_timeout=timeout, max_connections=max_connections)
+                                      connect_timeout=timeout,
+                                      max_connections=min(max_connections, 32))
             except ValueError:
                 self._fast = None
 
