@@ -680,7 +680,10 @@ async fn scenario(db: &[&str], shot: &str) {
     .await;
     c.goto(&format!("{base}/ui/runs")).await.unwrap();
     let runs = text_of(&c, "runs").await;
-    assert!(runs.contains("ui-run-1") && runs.contains("waiting"), "{runs}");
+    assert!(
+        runs.contains("ui-run-1") && runs.contains("waiting"),
+        "{runs}"
+    );
     c.goto(&format!("{base}/ui/runs/ui-run-1")).await.unwrap();
     let journal = text_of(&c, "journal").await;
     assert!(journal.contains("reserve"), "{journal}");
