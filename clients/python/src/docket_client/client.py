@@ -16,7 +16,6 @@ from urllib.parse import quote
 
 import httpx
 
-from ._fasthttp import FastHttp
 from .durations import Duration, format_duration
 from .errors import DocketError, error_for
 
@@ -94,22 +93,6 @@ class _Config:
         self.timeout = httpx.Timeout(timeout, read=max(timeout, 75.0))
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-               "all_proxy")
-
-
-def _parse_fast(answer: Any) -> Json:
-    if answer.status >= 400:
-        try:
-            body = json.loads(answer.body)
-        except ValueError:
-            body = answer.body.decode("utf-8", "replace")
-        ra = answer.headers.get("retry-after")
-        raise error_for(answer.status, body, float(ra) if ra and ra.isdigit() else None)
-    if answer.status == 204 or not answer.body:
-        return None
-    return json.loads(answer.body)
 
 
 def _parse(resp: httpx.Response) -> Json:
@@ -669,25 +652,9 @@ class AsyncClient(_Api):
         self._http = httpx.AsyncClient(base_url=self.config.server, headers=self.config.headers,
                                        verify=self.config.verify, timeout=self.config.timeout,
                                        limits=limits)
-        # The worker's hot path (a durable function's calls): kept-alive connections of its
-        # own, unless a proxy is configured (httpx honours it; this does not).
-        self._fast: Optional[FastHttp] = None
-        if not any(os.environ.get(k) for k in _PROXY_VARS):
-            try:
-                self._fast = FastHttp(self.config.server, self.config.headers,
-                                      self.config.verify, timeout=max(timeout, 75.0),
-                                      connect_timeout=timeout,
-                                      max_connections=min(max_connections, 32))
-            except ValueError:
-                self._fast = None
 
     async def _call(self, method, path, body=None, params=None, headers=None, then=None,
                     raw=False, fast=False):
-        if fast and self._fast is not None and params is None and headers is None and not raw:
-            data = None if body is None else _ENCODER.encode(body).encode()
-            answer = await self._fast.request(method, path, data)
-            value = _parse_fast(answer)
-            return then(value) if then else value
         resp = await self._http.request(method, path, json=body, params=params, headers=headers)
         value = resp if raw else _parse(resp)
         return then(value) if then else value
@@ -711,8 +678,6 @@ class AsyncClient(_Api):
                         yield item
 
     async def aclose(self) -> None:
-        if self._fast is not None:
-            self._fast.close()
         await self._http.aclose()
 
     async def __aenter__(self) -> "AsyncClient":
