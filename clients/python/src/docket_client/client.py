@@ -113,8 +113,7 @@ class _Api:
 
     def _call(self, method: str, path: str, body: Any = None, params: Optional[dict] = None,
               headers: Optional[dict] = None, then: Optional[Callable[[Any], Any]] = None,
-              raw: bool = False, fast: bool = False) -> Any:
-        # fast: the worker's hot path (AsyncClient sends it over its own small HTTP/1.1 pool).
+              raw: bool = False) -> Any:
         raise NotImplementedError
 
     # --- tasks -------------------------------------------------------------------------
@@ -458,19 +457,18 @@ class _Api:
     # The worker's side of a run (docket_client.Worker does these; by hand for other runtimes).
     def workflow_resume(self, run_id: str, lease: str) -> Any:
         """``POST /v1/workflow-runs/{id}/resume`` → ``{"run", "steps", "now"}``."""
-        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/resume", {"lease": lease},
-                          fast=True)
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/resume", {"lease": lease})
 
     def workflow_record(self, run_id: str, lease: str, steps: Sequence[Dict[str, Any]]) -> Any:
         """``POST /v1/workflow-runs/{id}/steps`` → ``{"recorded": n}``."""
         return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/steps",
-                          {"lease": lease, "steps": list(steps)}, fast=True)
+                          {"lease": lease, "steps": list(steps)})
 
     def workflow_suspend(self, run_id: str, lease: str, wait: Dict[str, Any],
                          steps: Sequence[Dict[str, Any]] = ()) -> Any:
         """``POST /v1/workflow-runs/{id}/suspend`` → ``{"outcome", "payload"?, "entry"}``."""
         return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/suspend",
-                          {"lease": lease, "steps": list(steps), "wait": wait}, fast=True)
+                          {"lease": lease, "steps": list(steps), "wait": wait})
 
     def workflow_finish(self, run_id: str, lease: str, result: Json = None,
                         error: Optional[str] = None,
@@ -481,7 +479,7 @@ class _Api:
             body["error"] = error
         else:
             body["result"] = result
-        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/finish", body, fast=True)
+        return self._call("POST", f"/v1/workflow-runs/{_seg(run_id)}/finish", body)
 
     # --- schedules ---------------------------------------------------------------------
     def put_schedule(self, name: str, task: Dict[str, Any], every: Optional[Duration] = None,
@@ -604,8 +602,7 @@ class Client(_Api):
         self._http = httpx.Client(base_url=self.config.server, headers=self.config.headers,
                                   verify=self.config.verify, timeout=self.config.timeout)
 
-    def _call(self, method, path, body=None, params=None, headers=None, then=None, raw=False,
-              fast=False):
+    def _call(self, method, path, body=None, params=None, headers=None, then=None, raw=False):
         resp = self._http.request(method, path, json=body, params=params, headers=headers)
         value = resp if raw else _parse(resp)
         return then(value) if then else value
@@ -654,7 +651,7 @@ class AsyncClient(_Api):
                                        limits=limits)
 
     async def _call(self, method, path, body=None, params=None, headers=None, then=None,
-                    raw=False, fast=False):
+                    raw=False):
         resp = await self._http.request(method, path, json=body, params=params, headers=headers)
         value = resp if raw else _parse(resp)
         return then(value) if then else value
