@@ -705,15 +705,28 @@ async fn scenario(db: &[&str], shot: &str) {
             .click()
             .await
             .unwrap();
-        let run = http
-            .get(format!("{base}/v1/workflow-runs/ui-run-1"))
-            .send()
-            .await
-            .unwrap()
-            .json::<Value>()
-            .await
-            .unwrap();
-        assert_eq!(run["state"], want, "after {action}");
+        // The confirmation's form posts as a navigation: the click returns before the server
+        // has answered, so read the run until it shows the change (generous bound: busy box).
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let run = http
+                .get(format!("{base}/v1/workflow-runs/ui-run-1"))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap();
+            if run["state"] == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "after {action}: {} not {want}",
+                run["state"]
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     // Every page at a desktop's 1280×800 and a phone's 390×844: no control without a label a
     // screen reader reads, no chart without its words, no link or button without a name,
