@@ -13,6 +13,7 @@ pub mod bulk;
 mod claims;
 mod database;
 pub mod durable;
+pub mod durable_fn;
 mod error;
 pub mod kinds;
 pub mod maintenance;

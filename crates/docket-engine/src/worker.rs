@@ -27,6 +27,9 @@ pub enum Outcome {
     },
     /// Failed for good: discard without further attempts.
     Discard(String),
+    /// The handler already ended its attempt through the engine (a durable function's run
+    /// finishes, suspends or stops under its lease): nothing more is written.
+    Reported,
 }
 
 /// A task handler.
@@ -59,6 +62,13 @@ pub struct WorkerConfig {
     /// How long claimed tasks may finish after shutdown starts; unfinished ones are rescued
     /// by their lease expiring (nothing is lost).
     pub grace: Duration,
+    /// Durable functions ([`WorkerPool::workflow`]): record each step before `ctx.step`
+    /// returns, instead of with the run's next call to the engine (one write more per step;
+    /// the clients' `eager_steps`). Default false.
+    pub eager_steps: bool,
+    /// The lease of claimed tasks (`None`: the queue's, else the engine's default): how soon
+    /// a task of a worker that died is rescued.
+    pub lease: Option<Duration>,
 }
 
 impl WorkerConfig {
@@ -73,6 +83,8 @@ impl WorkerConfig {
             completers: 2,
             worker: format!("inproc-{}", std::process::id()),
             grace: Duration::from_secs(30),
+            eager_steps: false,
+            lease: None,
         }
     }
 }
@@ -104,6 +116,18 @@ impl WorkerPool {
     pub fn register(mut self, kind: impl Into<String>, handler: Arc<dyn Handler>) -> Self {
         self.handlers.insert(kind.into(), handler);
         self
+    }
+
+    /// Registers the durable function `f` as workflow `name` (its runs' tasks have kind
+    /// `name`; start runs with [`Engine::run_start`] in this pool's queue, `workflows` by
+    /// default). See [`crate::durable_fn`].
+    pub fn workflow(self, name: impl Into<String>, f: impl crate::durable_fn::WorkflowFn) -> Self {
+        let h = crate::durable_fn::WorkflowHandler {
+            engine: self.engine.clone(),
+            f: Arc::new(f),
+            eager: self.config.eager_steps,
+        };
+        self.register(name, Arc::new(h))
     }
 
     /// Works until `cancel`, then stops claiming, runs what it already claimed within the
@@ -209,6 +233,7 @@ async fn fetch_loop(
             .claim(
                 &Claim::new(&cfg.queue, &cfg.worker, room as i64)
                     .kinds(kinds.iter().cloned())
+                    .lease(cfg.lease)
                     .wait(Duration::from_secs(5)),
                 &cancel,
             )
@@ -387,6 +412,7 @@ async fn flush(engine: &Engine, buf: Vec<Done>) {
                 retry_in: None,
                 permanent: true,
             }),
+            Outcome::Reported => {}
         }
     }
     // An error here leaves the tasks running; their leases expire and the rescuer retries

@@ -170,7 +170,15 @@ impl TestStore {
     /// # Panics
     /// When the database cannot be reached.
     pub async fn another_node(&self) -> Arc<dyn Store> {
-        let opts = match (&self.schema, self.path()) {
+        connect(&self.connect_options())
+            .await
+            .expect("the test database")
+    }
+
+    /// How a second node (or another process) opens this store's database, schema or file
+    /// (on MySQL through [`TestStore::mysql_url_2`]).
+    pub fn connect_options(&self) -> ConnectOptions {
+        match (&self.schema, self.path()) {
             (Some(db), _) if self.store.backend() == Backend::MySql => ConnectOptions {
                 url: crate::mysql::MySqlStore::url_with_database(&Self::mysql_url_2(), db),
                 schema: None,
@@ -185,8 +193,7 @@ impl TestStore {
             },
             (None, Some(path)) => ConnectOptions::new(format!("sqlite://{}", path.display())),
             (None, None) => unreachable!("a test store is PostgreSQL or a SQLite file"),
-        };
-        connect(&opts).await.expect("the test database")
+        }
     }
 
     /// The SQLite file (`None` on PostgreSQL).
