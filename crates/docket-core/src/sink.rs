@@ -149,17 +149,54 @@ pub fn task_event(t: &TaskTransition) -> Option<&'static str> {
     }
 }
 
+/// The durable function's run a task drives (a sink's message of that task names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRun {
+    /// The task.
+    pub task_id: i64,
+    /// The run's id.
+    pub run_id: String,
+    /// Its workflow.
+    pub workflow: String,
+}
+
+/// What a transition of a run's task is for the run (issue 41): `started` (its task inserted:
+/// the run started), `running` (an execution began: a worker claimed it), `suspended` (it
+/// sleeps or waits: the task was handed back to stage `resume`), `retried` (an execution
+/// crashed or timed out and will replay, or a finished run was retried), `completed`,
+/// `failed` (its task discarded), `cancelled`. `None` where [`task_event`] is `None` (a
+/// sleep's end, an event waking it: its `running` follows).
+#[must_use]
+pub fn run_event(t: &TaskTransition) -> Option<&'static str> {
+    let event = task_event(t)?;
+    Some(match event {
+        "enqueued" => "started",
+        "started" => "running",
+        "completed" => "completed",
+        "discarded" => "failed",
+        "cancelled" => "cancelled",
+        _ if t.from_state.as_deref() == Some("running")
+            && t.to_state == "scheduled"
+            && t.stage.as_deref() == Some(crate::durable::RESUME_STAGE) =>
+        {
+            "suspended"
+        }
+        _ => "retried",
+    })
+}
+
 /// The message of task transition `t` that is event `event` ([`task_event`]).
 ///
 /// Body: `{"message_id", "key", "seq", "event", "task_id", "queue", "kind", "from_state",
 /// "to_state", "attempt", "stage", "at", "format_version"}`; `message_id` is
 /// `"task/<task id>/<seq>"`, `key` `"<queue> <task id>"` (a task's messages are published in
-/// order).
+/// order). The task of a durable function's run (`run`) adds `"workflow_run"` (its id),
+/// `"workflow"` and `"run_event"` ([`run_event`]).
 #[must_use]
-pub fn task_message(t: &TaskTransition, event: &str) -> Message {
+pub fn task_message(t: &TaskTransition, event: &str, run: Option<&TaskRun>) -> Message {
     let id = format!("task/{}/{}", t.task_id, t.seq);
     let key = format!("{} {}", t.queue, t.task_id);
-    let body = json!({
+    let mut body = json!({
         "message_id": id,
         "key": key,
         "seq": t.seq,
@@ -174,6 +211,11 @@ pub fn task_message(t: &TaskTransition, event: &str) -> Message {
         "at": t.at,
         "format_version": FORMAT_VERSION,
     });
+    if let Some(r) = run {
+        body["workflow_run"] = json!(r.run_id);
+        body["workflow"] = json!(r.workflow);
+        body["run_event"] = json!(run_event(t));
+    }
     Message {
         id,
         key,
@@ -340,10 +382,68 @@ mod tests {
         assert_eq!(e(Some("retryable"), "available"), None);
         let next = tr(Some("running"), "available", Some("a"), Some("b"));
         assert_eq!(task_event(&next), Some("stage_completed"));
-        let m = task_message(&tr(Some("running"), "completed", None, None), "completed");
+        let m = task_message(
+            &tr(Some("running"), "completed", None, None),
+            "completed",
+            None,
+        );
         assert_eq!(
             (m.id.as_str(), m.key.as_str(), m.topic),
             ("task/7/1", "q 7", Topic::Tasks)
+        );
+    }
+
+    #[test]
+    fn a_run_task_s_transitions_are_run_events() {
+        let e = |from, to, from_stage, stage| run_event(&tr(from, to, from_stage, stage));
+        assert_eq!(e(None, "available", None, None), Some("started"));
+        assert_eq!(e(Some("available"), "running", None, None), Some("running"));
+        // The first suspend moves the stage to resume, later ones keep it: both suspended.
+        assert_eq!(
+            e(Some("running"), "scheduled", None, Some("resume")),
+            Some("suspended")
+        );
+        assert_eq!(
+            e(Some("running"), "scheduled", Some("resume"), Some("resume")),
+            Some("suspended")
+        );
+        assert_eq!(
+            e(
+                Some("scheduled"),
+                "available",
+                Some("resume"),
+                Some("resume")
+            ),
+            None
+        );
+        assert_eq!(e(Some("running"), "retryable", None, None), Some("retried"));
+        assert_eq!(
+            e(Some("cancelled"), "available", None, Some("resume")),
+            Some("retried")
+        );
+        assert_eq!(
+            e(Some("running"), "completed", None, None),
+            Some("completed")
+        );
+        assert_eq!(e(Some("running"), "discarded", None, None), Some("failed"));
+        assert_eq!(
+            e(Some("scheduled"), "cancelled", None, None),
+            Some("cancelled")
+        );
+        let run = TaskRun {
+            task_id: 7,
+            run_id: "r1".into(),
+            workflow: "checkout".into(),
+        };
+        let m = task_message(
+            &tr(Some("running"), "completed", None, None),
+            "completed",
+            Some(&run),
+        );
+        let body: Value = serde_json::from_slice(&m.body).unwrap();
+        assert_eq!(
+            (&body["workflow_run"], &body["workflow"], &body["run_event"]),
+            (&json!("r1"), &json!("checkout"), &json!("completed"))
         );
     }
 

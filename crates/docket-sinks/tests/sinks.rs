@@ -1049,3 +1049,161 @@ async fn task_events_reach_the_brokers_sqlite() {
 async fn task_events_reach_the_brokers_mysql() {
     task_events_reach_the_brokers("mysql").await;
 }
+
+/// A durable function's run reaches a sink through its task's events (issue 41), each message
+/// naming the run and what happened to it: started, running, suspended (a sleep), running,
+/// suspended (a wait), running, completed; a run whose function fails ends `failed`, one
+/// cancelled while it waits `cancelled`.
+async fn workflow_runs_reach_the_broker(backend: &str) {
+    use docket_engine::durable_fn::{WorkflowContext, WorkflowError};
+    use docket_engine::worker::{WorkerConfig, WorkerPool};
+    let db = store_of(backend).await;
+    let nats = NatsServer::start();
+    let cfg = SinkConfig {
+        name: "js".into(),
+        kind: "nats".into(),
+        url: nats.url(),
+        namespaces: vec![],
+        queues: vec!["workflows".into()],
+        subject_prefix: None,
+        stream: Some("DOCKET".into()),
+        exchange: None,
+    };
+    let specs = docket_sinks::build_all(&[cfg]).unwrap();
+    let stop = CancellationToken::new();
+    let store = db.store.clone();
+    let mut ecfg = EngineConfig::new("a", store.backend());
+    ecfg.rescue_interval = Duration::from_millis(200);
+    let engine = Engine::new(store.clone(), Arc::new(SystemClock), ecfg);
+    engine.start(stop.clone()).await.unwrap();
+    let svc = ProcessService::new(engine.clone(), stop.clone()).with_sinks(specs);
+    svc.start().await.unwrap();
+    let t0 = Instant::now();
+    while !svc.sink_status().iter().any(|s| s.holder) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            svc.sink_status()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let flow = |ctx: WorkflowContext, input: Value| async move {
+        ctx.step("a", || async { Ok::<_, String>(1) }).await?;
+        if input == "fail" {
+            return Err(WorkflowError::msg("no"));
+        }
+        ctx.sleep(Duration::from_millis(300)).await?;
+        ctx.wait_for_event("go", None).await?;
+        Ok(json!("ok"))
+    };
+    let worker = tokio::spawn(
+        WorkerPool::new(engine.clone(), WorkerConfig::new("workflows"))
+            .workflow("flow", flow)
+            .run(stop.clone()),
+    );
+    let start = |id: &str, input: Value| docket_core::durable::StartRequest {
+        workflow: "flow".into(),
+        input,
+        id: Some(id.into()),
+        ..Default::default()
+    };
+    for (id, input) in [
+        ("ok", json!(null)),
+        ("bad", json!("fail")),
+        ("gone", json!(null)),
+    ] {
+        engine.run_start(start(id, input)).await.unwrap();
+    }
+    let waiting = |id: &'static str| {
+        let engine = engine.clone();
+        async move {
+            let t0 = Instant::now();
+            loop {
+                let r = engine.run_get(id).await.unwrap().unwrap();
+                if r.state == docket_core::durable::RunState::Waiting {
+                    return;
+                }
+                assert!(t0.elapsed() < Duration::from_secs(60), "{id}: {r:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    waiting("ok").await;
+    waiting("gone").await;
+    let go = docket_core::durable::EventRequest {
+        name: "go".into(),
+        payload: json!(null),
+    };
+    engine.run_send("ok", go).await.unwrap();
+    engine.run_cancel("gone").await.unwrap();
+    for id in ["ok", "bad"] {
+        let r = engine
+            .run_result(id, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(r.state.is_finished(), "{r:?}");
+    }
+    let want: HashMap<&str, Vec<&str>> = HashMap::from([
+        (
+            "ok",
+            vec![
+                "started",
+                "running",
+                "suspended",
+                "running",
+                "suspended",
+                "running",
+                "completed",
+            ],
+        ),
+        ("bad", vec!["started", "running", "failed"]),
+        (
+            "gone",
+            vec![
+                "started",
+                "running",
+                "suspended",
+                "running",
+                "suspended",
+                "cancelled",
+            ],
+        ),
+    ]);
+    let mut js = NatsReader::new(nats.url());
+    wait_nats(&mut js, want.values().map(Vec::len).sum(), 60).await;
+    let mut seen = HashSet::new();
+    let mut by: HashMap<String, Vec<String>> = HashMap::new();
+    for s in &js.got {
+        if seen.insert(s.id.clone()) {
+            assert_eq!(s.body["workflow"], "flow", "{}", s.body);
+            by.entry(s.body["workflow_run"].as_str().unwrap().to_string())
+                .or_default()
+                .push(s.body["run_event"].as_str().unwrap().to_string());
+        }
+    }
+    for (id, w) in &want {
+        assert_eq!(
+            by.get(*id),
+            Some(&w.iter().map(|s| s.to_string()).collect()),
+            "{backend}: run {id}"
+        );
+    }
+    stop.cancel();
+    worker.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workflow_runs_reach_the_broker_postgres() {
+    workflow_runs_reach_the_broker("pg").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workflow_runs_reach_the_broker_sqlite() {
+    workflow_runs_reach_the_broker("sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workflow_runs_reach_the_broker_mysql() {
+    workflow_runs_reach_the_broker("mysql").await;
+}

@@ -194,4 +194,11 @@ pub trait RunStore: Send + Sync {
     /// # Errors
     /// Database failure.
     async fn run_prune(&self, before: Timestamp, limit: i64) -> Result<u64>;
+
+    /// The runs the tasks `task_ids` drive (tasks that drive none are left out), for an event
+    /// sink's messages.
+    ///
+    /// # Errors
+    /// Database failure.
+    async fn run_of_tasks(&self, task_ids: &[i64]) -> Result<Vec<docket_core::sink::TaskRun>>;
 }

@@ -369,9 +369,23 @@ impl ProcessService {
                 let (events, quiet): (Vec<_>, Vec<_>) =
                     rows.iter().partition(|r| sink::task_event(r).is_some());
                 let mut done: Vec<i64> = quiet.iter().map(|r| r.seq).collect();
+                // The tasks of durable functions' runs: their messages name the run.
+                let mut ids: Vec<i64> = events.iter().map(|r| r.task_id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                let runs: HashMap<i64, sink::TaskRun> = store
+                    .run_of_tasks(&ids)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .map(|r| (r.task_id, r))
+                    .collect();
                 let msgs: Vec<Message> = events
                     .iter()
-                    .map(|r| sink::task_message(r, sink::task_event(r).unwrap_or_default()))
+                    .map(|r| {
+                        let event = sink::task_event(r).unwrap_or_default();
+                        sink::task_message(r, event, runs.get(&r.task_id))
+                    })
                     .collect();
                 let times: Vec<_> = events.iter().map(|r| r.at).collect();
                 let (confirmed, failed) = self.publish(spec, scope, &msgs, &times).await;

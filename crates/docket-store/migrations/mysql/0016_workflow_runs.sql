@@ -18,6 +18,7 @@ CREATE TABLE docket_workflow_runs (
     KEY docket_workflow_runs_created_idx (created_at),
     KEY docket_workflow_runs_workflow_idx (workflow, created_at),
     KEY docket_workflow_runs_state_idx (state, created_at),
+    KEY docket_workflow_runs_task_idx (task_id),
     KEY docket_workflow_runs_parent_idx (parent_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 CREATE TABLE docket_workflow_steps (

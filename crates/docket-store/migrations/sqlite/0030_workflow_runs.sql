@@ -19,6 +19,7 @@ CREATE TABLE docket_workflow_runs (
 CREATE INDEX docket_workflow_runs_created_idx ON docket_workflow_runs (created_at);
 CREATE INDEX docket_workflow_runs_workflow_idx ON docket_workflow_runs (workflow, created_at);
 CREATE INDEX docket_workflow_runs_state_idx ON docket_workflow_runs (state, created_at);
+CREATE INDEX docket_workflow_runs_task_idx ON docket_workflow_runs (task_id);
 CREATE INDEX docket_workflow_runs_parent_idx ON docket_workflow_runs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE TABLE docket_workflow_steps (
     run_id TEXT NOT NULL,

@@ -657,6 +657,24 @@ impl<D: Driver> RunStore for D {
         .await
     }
 
+    async fn run_of_tasks(&self, task_ids: &[i64]) -> Result<Vec<docket_core::sink::TaskRun>> {
+        if task_ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let list = serde_json::json!(task_ids);
+        self.fetch(stmt!(runs, of_tasks), args![&list])
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(docket_core::sink::TaskRun {
+                    task_id: r.int("task_id")?,
+                    run_id: r.text("id")?,
+                    workflow: r.text("workflow")?,
+                })
+            })
+            .collect()
+    }
+
     async fn run_prune(&self, before: Timestamp, limit: i64) -> Result<u64> {
         let ids: Vec<String> = self
             .fetch(stmt!(runs, prune_ids), args![before, limit])

@@ -635,6 +635,11 @@ impl crate::RunStore for Recording {
         self.hit("run_prune").await;
         self.inner.run_prune(before, limit).await
     }
+
+    async fn run_of_tasks(&self, task_ids: &[i64]) -> Result<Vec<docket_core::sink::TaskRun>> {
+        self.hit("run_of_tasks").await;
+        self.inner.run_of_tasks(task_ids).await
+    }
 }
 
 #[async_trait]

@@ -460,6 +460,17 @@ pub(super) async fn durable_runs(b: Bundle) {
     };
     assert_eq!(s.run_list(newer).await.unwrap().len(), 1);
 
+    // The runs tasks drive (an event sink's messages name them); other tasks are left out.
+    let r1 = s.run_get("r1").await.unwrap().unwrap();
+    let mut of = s.run_of_tasks(&[r1.task_id, -5]).await.unwrap();
+    assert_eq!(of.len(), 1);
+    let one = of.remove(0);
+    assert_eq!(
+        (one.task_id, one.run_id.as_str(), one.workflow.as_str()),
+        (r1.task_id, "r1", r1.workflow.as_str())
+    );
+    assert!(s.run_of_tasks(&[]).await.unwrap().is_empty());
+
     // Prune: finished before a time, with journals.
     assert_eq!(s.run_prune(later + secs(1), 10).await.unwrap(), 3);
     assert!(s.run_get("r1").await.unwrap().is_none());

@@ -16,3 +16,7 @@ SELECT {RUN_COLS} FROM docket_workflow_runs
 UPDATE docket_tasks SET state = 'available', run_at = $2,
     slot = COALESCE((SELECT current FROM docket_task_slots), 0)
     WHERE id = $1 AND state = 'scheduled'
+
+-- name: of_tasks
+-- The runs tasks drive ($1, a JSON array of task ids): an event sink's messages name them.
+SELECT task_id, id, workflow FROM docket_workflow_runs WHERE task_id IN (SELECT jsonb_array_elements_text($1::jsonb)::int8)

@@ -6,3 +6,7 @@ SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ?1
 
 -- name: last_id
 SELECT last_insert_rowid() AS id
+
+-- name: of_tasks
+-- The runs tasks drive (?1, a JSON array of task ids): an event sink's messages name them.
+SELECT task_id, id, workflow FROM docket_workflow_runs WHERE task_id IN (SELECT value FROM json_each(?1))
