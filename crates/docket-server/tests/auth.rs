@@ -1042,6 +1042,64 @@ async fn fixture(n: &Node, root: &str, method: &str, template: &str) -> (String,
                 body,
             )
         }
+        ("POST", "/v1/workflow-runs") => (
+            path(template),
+            json!({"workflow": "fx", "queue": "fixture-runs"}),
+        ),
+        (_, t) if t.starts_with("/v1/workflow-runs/{id}") => {
+            // A run of its own, in a queue of its own; the worker's calls under its task's lease.
+            let q = format!("r{uniq}");
+            let (st, r) = call(
+                n,
+                Some(root),
+                "POST",
+                "/v1/workflow-runs",
+                Some(json!({"workflow": "fx", "id": uniq, "queue": q})),
+            )
+            .await;
+            assert!(st.is_success(), "{r}");
+            let suffix = &t["/v1/workflow-runs/{id}".len()..];
+            let worker =
+                method == "POST" && matches!(suffix, "/steps" | "/suspend" | "/finish" | "/resume");
+            let lease = if worker {
+                let (st, c) = call(
+                    n,
+                    Some(root),
+                    "POST",
+                    &format!("/v1/queues/{q}/claim"),
+                    Some(json!({"worker": "w"})),
+                )
+                .await;
+                assert!(st.is_success(), "{c}");
+                c["tasks"][0]["lease"]["token"].clone()
+            } else {
+                Value::Null
+            };
+            if suffix == "/retry" {
+                let (st, c) = call(
+                    n,
+                    Some(root),
+                    "POST",
+                    &format!("/v1/workflow-runs/{uniq}/cancel"),
+                    None,
+                )
+                .await;
+                assert!(st.is_success(), "{c}");
+            }
+            let body = match (method, suffix) {
+                ("POST", "/steps") => {
+                    json!({"lease": lease, "steps": [{"seq": 0, "kind": "step", "name": "a", "output": 1}]})
+                }
+                ("POST", "/suspend") => {
+                    json!({"lease": lease, "wait": {"seq": 0, "kind": "event", "name": "e"}})
+                }
+                ("POST", "/finish") => json!({"lease": lease, "result": 1}),
+                ("POST", "/resume") => json!({"lease": lease}),
+                ("POST", "/events") => json!({"name": "e"}),
+                _ => empty,
+            };
+            (t.replace("{id}", &uniq), body)
+        }
         ("PUT", "/v1/rate-limits/{name}") => (
             format!("/v1/rate-limits/{uniq}"),
             json!({"kind": "window", "limit": 5, "period": "1s"}),

@@ -160,4 +160,5 @@ mod processes;
 mod rate_limits;
 mod server;
 mod tasks;
+mod workflow_runs;
 mod workflows;
