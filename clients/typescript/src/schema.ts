@@ -7262,22 +7262,22 @@ export interface operations {
     };
     run_list: {
         parameters: {
-            query?: never;
-            header?: never;
-            path: {
+            query?: {
                 /** @description Only runs of this workflow. */
-                workflow: string | null;
+                workflow?: string;
                 /** @description Only runs in this state. */
-                state: null | components["schemas"]["RunState"];
+                state?: components["schemas"]["RunState"];
                 /** @description Only children of this run. */
-                parent_id: string | null;
+                parent_id?: string;
                 /** @description Only runs started at or after this time. */
-                created_after: string | null;
+                created_after?: string;
                 /** @description Only runs started before this time (the next page: the last run's `created_at`). */
-                created_before: string | null;
+                created_before?: string;
                 /** @description At most this many (1..=1000) [100]. */
-                limit: number | null;
+                limit?: number;
             };
+            header?: never;
+            path?: never;
             cookie?: never;
         };
         requestBody?: never;

@@ -301,7 +301,7 @@ pub struct ChildSpec {
 #[serde(deny_unknown_fields)]
 pub struct NewEntry {
     /// Its place, from 0 (< 100,000).
-    #[schema(minimum = 0)]
+    #[schema(minimum = 0, maximum = 99_999)]
     pub seq: i64,
     /// `step`, `child`, `now`, `random`, `uuid` or `patch`.
     pub kind: EntryKind,
@@ -643,7 +643,7 @@ pub struct Recorded {
 #[serde(deny_unknown_fields)]
 pub struct Wait {
     /// Its place in the journal.
-    #[schema(minimum = 0)]
+    #[schema(minimum = 0, maximum = 99_999)]
     pub seq: i64,
     /// `sleep`, `event` or `child_wait`.
     pub kind: EntryKind,
@@ -853,6 +853,7 @@ pub struct RunList {
 
 /// `GET /v1/workflow-runs` filters.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RunListParams {
     /// Only runs of this workflow.
@@ -868,6 +869,7 @@ pub struct RunListParams {
     #[param(value_type = Option<String>, format = DateTime)]
     pub created_before: Option<Timestamp>,
     /// At most this many (1..=1000) [100].
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
 }
 

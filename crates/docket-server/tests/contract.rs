@@ -971,6 +971,30 @@ impl Node {
             .unwrap()
     }
 
+    /// A durable function's run whose task is claimed: its id and lease.
+    async fn run_claimed(&self) -> (String, String) {
+        let q = uid();
+        let id = uid();
+        self.ok(
+            "POST",
+            "/v1/workflow-runs",
+            Some(json!({"workflow": "w", "id": id, "queue": q})),
+        )
+        .await;
+        let v = self
+            .ok(
+                "POST",
+                &format!("/v1/queues/{q}/claim"),
+                Some(json!({"worker": "w"})),
+            )
+            .await;
+        let lease = v["tasks"][0]["lease"]["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("claim: {v}"))
+            .to_string();
+        (id, lease)
+    }
+
     async fn workflow(&self) -> i64 {
         let q = uid();
         self.ok(
@@ -1271,8 +1295,75 @@ async fn base(n: &Node, op: &str) -> Option<Vec<Req>> {
             "workflows": [{"ref": "sub2", "depends_on": ["x"], "tasks": [wf_task(&q, "y", json!([]))]}],
         }))
         .param("id", n.workflow().await)],
+        "GET /v1/workflow-runs" => vec![Req::default()
+            .param("workflow", "w")
+            .param("state", "running")
+            .param("parent_id", "p")
+            .param("created_after", now)
+            .param("created_before", now)
+            .param("limit", 10)],
+        "POST /v1/workflow-runs" => vec![Req::body(json!({
+            "workflow": "w", "input": {"i": 1}, "id": uid(), "queue": q, "priority": 1,
+            "max_attempts": 3, "timeout": "5m",
+        }))],
+        "POST /v1/workflow-runs/{id}/events" => {
+            let (id, _) = n.run_claimed().await;
+            vec![Req::body(json!({"name": "e", "payload": {"p": 1}})).param("id", id)]
+        }
+        "POST /v1/workflow-runs/{id}/resume" => {
+            let (id, lease) = n.run_claimed().await;
+            vec![Req::body(json!({"lease": lease})).param("id", id)]
+        }
+        "POST /v1/workflow-runs/{id}/steps" => {
+            let mut out = vec![];
+            for steps in run_entries(&q) {
+                let (id, lease) = n.run_claimed().await;
+                out.push(Req::body(json!({"lease": lease, "steps": steps})).param("id", id));
+            }
+            out
+        }
+        "POST /v1/workflow-runs/{id}/finish" => {
+            let mut out = vec![];
+            let ends = [json!({"result": {"r": 1}}), json!({"error": "e"})];
+            for (i, steps) in run_entries(&q).into_iter().enumerate() {
+                let (id, lease) = n.run_claimed().await;
+                let mut body = json!({"lease": lease, "steps": steps});
+                for (k, v) in ends[i % 2].as_object().unwrap() {
+                    body[k] = v.clone();
+                }
+                out.push(Req::body(body).param("id", id));
+            }
+            out
+        }
+        "POST /v1/workflow-runs/{id}/suspend" => {
+            let mut out = vec![];
+            let waits = [
+                json!({"seq": 1, "kind": "sleep", "name": "sleep", "until": now}),
+                json!({"seq": 1, "kind": "event", "name": "e", "timeout": "1h"}),
+                json!({"seq": 1, "kind": "child_wait", "name": "kid", "child_id": uid()}),
+            ];
+            for (steps, wait) in run_entries(&q).into_iter().zip(waits) {
+                let (id, lease) = n.run_claimed().await;
+                out.push(
+                    Req::body(json!({"lease": lease, "steps": steps, "wait": wait})).param("id", id),
+                );
+            }
+            out
+        }
         _ => return None,
     })
+}
+
+/// Journal entries with every field set, one per base (a probe of one entry's seq must not
+/// meet another's): a step's result, a step's error, a child's start.
+fn run_entries(q: &str) -> Vec<Value> {
+    vec![
+        json!([{"seq": 0, "kind": "step", "name": "a", "output": {"o": 1}, "attempts": 1,
+                "started_at": "2030-01-01T00:00:00Z"}]),
+        json!([{"seq": 0, "kind": "step", "name": "b", "error": "e", "attempts": 2}]),
+        json!([{"seq": 0, "kind": "child", "name": "kid",
+                "child": {"id": uid(), "input": {}, "queue": q}}]),
+    ]
 }
 
 fn error_shaped(v: &Value) -> bool {
