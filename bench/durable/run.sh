@@ -7,7 +7,8 @@
 #
 # Knobs: N (2000), STARTERS (10), REPEATS (3), CONTENDERS ("dbos-py dbos-ts docket-py docket-ts";
 # also docket-py-eager and docket-ts-eager: the docket worker with deferred step entries off;
-# dbos-py-queue: DBOS Python's queue API),
+# dbos-py-queue: DBOS Python's queue API; docket-rs, docket-rs-eager: the Rust library, the
+# engine embedded, DOCKET_RS_BIN),
 # RESULTS_DIR (bench/results/durable-<date>), PG_URL (postgres://postgres@127.0.0.1:5432, the
 # cluster; a database docket_durable_<contender>_<repeat> is created per run and dropped after),
 # DOCKET_BIN (target/release/docket; this script does not build it), WORKER_CONC (docket
@@ -20,6 +21,7 @@ CONTENDERS=${CONTENDERS:-"dbos-py dbos-ts docket-py docket-ts"}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results/durable-$(date +%Y%m%d)}
 PG_URL=${PG_URL:-postgres://postgres@127.0.0.1:5432}
 DOCKET_BIN=${DOCKET_BIN:-$ROOT/target/release/docket}
+DOCKET_RS_BIN=${DOCKET_RS_BIN:-$ROOT/target/release/examples/durable_bench}
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 CACHE=${DURABLE_CACHE:-$HOME/.cache/docket-bench/durable}
 SKIP_INSTALL=${SKIP_INSTALL:-0}
@@ -62,6 +64,9 @@ install_docket_py() {
   "$CACHE/venv-docket/bin/pip" install -q "$tmp/python"
   "$CACHE/venv-docket/bin/pip" install -q --force-reinstall --no-deps "$tmp/python"
   rm -rf "$tmp"
+}
+install_docket_rs() {
+  [ -x "$DOCKET_RS_BIN" ] || { log "no $DOCKET_RS_BIN (build it: cargo build --release -p docket-engine --example durable_bench)"; return 1; }
 }
 install_docket_ts() {
   need_docket_bin || return 1
@@ -110,13 +115,16 @@ run_one() { # $1 contender, $2 repeat
     dbos-ts) cmd=(node "$HERE/dbos_ts.mjs") ;;
     docket-py) cmd=("$CACHE/venv-docket/bin/python" "$HERE/docket_py.py") ;;
     docket-ts) cmd=(node "$HERE/docket_ts.mjs") ;;
+    # The Rust library: the engine embedded in the contender, no docket serve.
+    docket-rs) cmd=("$DOCKET_RS_BIN") ;;
+    docket-rs-eager) cmd=(env DOCKET_DEFER_STEPS=0 "$DOCKET_RS_BIN") ;;
     # Each step's entry sent as the step ends (the worker's deferSteps off): like DBOS, a step is
     # recorded before its call returns.
     docket-py-eager) cmd=(env DOCKET_DEFER_STEPS=0 "$CACHE/venv-docket/bin/python" "$HERE/docket_py.py") ;;
     docket-ts-eager) cmd=(env DOCKET_DEFER_STEPS=0 node "$HERE/docket_ts.mjs") ;;
     *) log "unknown contender $name"; return 1 ;;
   esac
-  if [[ $name == docket-* ]]; then
+  if [[ $name == docket-* && $name != docket-rs* ]]; then
     serve_start "$DATABASE_URL" "$RESULTS_DIR/$name-$rep.serve.log" || { cleanup; CUR_DB=""; return 1; }
     serve_args=(--serve-pid "$SERVE_PID")
   fi
