@@ -150,7 +150,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     worker.await?;
     let completed = *completed.lock().unwrap();
     let errors = errors.lock().unwrap().clone();
-    let bodies: Vec<f64> = workflow_ms.lock().unwrap().iter().map(|x| x / 3.0).collect();
+    let bodies: Vec<f64> = workflow_ms
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|x| x / 3.0)
+        .collect();
     let out = json!({
         "contender": std::env::var("CONTENDER").unwrap_or_else(|_| "docket-rs".into()),
         "library": format!("docket-engine {} (embedded)", env!("CARGO_PKG_VERSION")),

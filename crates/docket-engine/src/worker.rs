@@ -66,8 +66,10 @@ pub struct WorkerConfig {
     /// returns, instead of with the run's next call to the engine (one write more per step;
     /// the clients' `eager_steps`). Default false.
     pub eager_steps: bool,
-    /// The lease of claimed tasks (`None`: the queue's, else the engine's default): how soon
-    /// a task of a worker that died is rescued.
+    /// The lease of claimed tasks, kept by heartbeats while they run: how soon the task of a
+    /// worker that died is rescued. `None`: the task's timeout — or 30 s in a pool with
+    /// workflows registered ([`WorkerPool::workflow`]: a run's task has a 1 h timeout, and a
+    /// dead worker's run should not wait that long; the clients' workers do the same).
     pub lease: Option<Duration>,
 }
 
@@ -94,7 +96,11 @@ pub struct WorkerPool {
     engine: Engine,
     config: WorkerConfig,
     handlers: HashMap<String, Arc<dyn Handler>>,
+    workflows: bool,
 }
+
+/// The lease a pool with workflows claims with when [`WorkerConfig::lease`] is `None`.
+pub const WORKFLOW_LEASE: Duration = Duration::from_secs(30);
 
 struct Done {
     task: Task,
@@ -108,6 +114,7 @@ impl WorkerPool {
             engine,
             config,
             handlers: HashMap::new(),
+            workflows: false,
         }
     }
 
@@ -127,13 +134,18 @@ impl WorkerPool {
             f: Arc::new(f),
             eager: self.config.eager_steps,
         };
-        self.register(name, Arc::new(h))
+        let mut pool = self.register(name, Arc::new(h));
+        pool.workflows = true;
+        pool
     }
 
     /// Works until `cancel`, then stops claiming, runs what it already claimed within the
     /// grace period and writes every outcome before returning.
     pub async fn run(self, cancel: CancellationToken) {
-        let cfg = self.config.clone();
+        let mut cfg = self.config.clone();
+        if self.workflows && cfg.lease.is_none() {
+            cfg.lease = Some(WORKFLOW_LEASE);
+        }
         let (done_tx, done_rx) = mpsc::channel::<Done>(cfg.complete_batch * 4);
         let completer = tokio::spawn(complete_loop(
             self.engine.clone(),

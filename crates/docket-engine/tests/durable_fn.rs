@@ -530,7 +530,8 @@ async fn a_thousand_runs_on_two_nodes(db: TestStore) {
     }
 }
 
-/// With `eager_steps`, a step is in the journal before `step` returns.
+/// With `eager_steps`, a step is in the journal before `step` returns; a pool with workflows
+/// claims with a 30 s lease by default.
 async fn eager_steps_are_recorded_at_once(db: TestStore) {
     let stop = CancellationToken::new();
     let e = node(db.store.clone(), "n1", &stop).await;
@@ -544,7 +545,8 @@ async fn eager_steps_are_recorded_at_once(db: TestStore) {
             Ok(json!("done"))
         }
     };
-    let mut c = config("eager");
+    // Default lease: 30 s in a pool with workflows (not the run task's 1 h timeout).
+    let mut c = WorkerConfig::new("workflows");
     c.eager_steps = true;
     let w = tokio::spawn(
         WorkerPool::new(e.clone(), c)
@@ -562,6 +564,14 @@ async fn eager_steps_are_recorded_at_once(db: TestStore) {
     assert_eq!(
         e.run_get("eg").await.unwrap().unwrap().state,
         RunState::Running
+    );
+    let run = e.run_get("eg").await.unwrap().unwrap();
+    let task = e.task_get(run.task_id).await.unwrap().unwrap();
+    let lease = task.lease_expires_at.unwrap() - task.attempted_at.unwrap();
+    assert!(
+        lease <= chrono::TimeDelta::try_seconds(31).unwrap()
+            && lease >= chrono::TimeDelta::try_seconds(20).unwrap(),
+        "lease {lease}"
     );
     gate.notify_one();
     assert_eq!(finished(&e, "eg").await.result, Some(json!("done")));
