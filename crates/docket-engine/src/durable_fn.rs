@@ -22,7 +22,7 @@
 //! back ([`crate::Engine::run_suspend`]): the function's future is dropped at that `await` and
 //! the run is replayed from the top when the wait ends, holding no worker meanwhile.
 
-use crate::worker::{Handler, Outcome};
+use crate::worker::{Handler, Outcome, WorkerPool};
 use crate::{Engine, EngineError};
 use docket_core::backoff::Backoff;
 use docket_core::durable::{
@@ -792,12 +792,28 @@ fn rand_unit() -> f64 {
     (bits as f64) / ((1u64 << 53) as f64)
 }
 
+impl WorkerPool {
+    /// Registers the durable function `f` as workflow `name` (its runs' tasks have kind
+    /// `name`; start runs with [`Engine::run_start`] in this pool's queue, `workflows` by
+    /// default). See [the module](crate::durable_fn).
+    pub fn workflow(self, name: impl Into<String>, f: impl WorkflowFn) -> Self {
+        let h = WorkflowHandler {
+            engine: self.engine.clone(),
+            f: Arc::new(f),
+            eager: self.config.eager_steps,
+        };
+        let mut pool = self.register(name, Arc::new(h));
+        pool.workflows = true;
+        pool
+    }
+}
+
 /// Runs a registered workflow function for the tasks of its kind (see
-/// [`crate::worker::WorkerPool::workflow`]).
-pub(crate) struct WorkflowHandler {
-    pub(crate) engine: Engine,
-    pub(crate) f: Arc<dyn WorkflowFn>,
-    pub(crate) eager: bool,
+/// [`WorkerPool::workflow`]).
+struct WorkflowHandler {
+    engine: Engine,
+    f: Arc<dyn WorkflowFn>,
+    eager: bool,
 }
 
 #[async_trait::async_trait]

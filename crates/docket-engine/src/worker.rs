@@ -93,10 +93,12 @@ impl WorkerConfig {
 
 /// Runs handlers for one queue.
 pub struct WorkerPool {
-    engine: Engine,
-    config: WorkerConfig,
+    pub(crate) engine: Engine,
+    pub(crate) config: WorkerConfig,
     handlers: HashMap<String, Arc<dyn Handler>>,
-    workflows: bool,
+    /// Durable functions are registered ([`WorkerPool::workflow`]): the default lease is
+    /// [`WORKFLOW_LEASE`].
+    pub(crate) workflows: bool,
 }
 
 /// The lease a pool with workflows claims with when [`WorkerConfig::lease`] is `None`.
@@ -123,20 +125,6 @@ impl WorkerPool {
     pub fn register(mut self, kind: impl Into<String>, handler: Arc<dyn Handler>) -> Self {
         self.handlers.insert(kind.into(), handler);
         self
-    }
-
-    /// Registers the durable function `f` as workflow `name` (its runs' tasks have kind
-    /// `name`; start runs with [`Engine::run_start`] in this pool's queue, `workflows` by
-    /// default). See [`crate::durable_fn`].
-    pub fn workflow(self, name: impl Into<String>, f: impl crate::durable_fn::WorkflowFn) -> Self {
-        let h = crate::durable_fn::WorkflowHandler {
-            engine: self.engine.clone(),
-            f: Arc::new(f),
-            eager: self.config.eager_steps,
-        };
-        let mut pool = self.register(name, Arc::new(h));
-        pool.workflows = true;
-        pool
     }
 
     /// Works until `cancel`, then stops claiming, runs what it already claimed within the
