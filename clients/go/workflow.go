@@ -933,6 +933,10 @@ func (wf *WorkflowContext) drive(fn WorkflowFunc, fresh bool) {
 	case out.returned && out.err != nil:
 		msg := out.err.Error()
 		wf.finish(nil, &msg)
+	case out.returned && wf.leftover() != "":
+		// The code changed under the run: it returned before asking for what the journal holds.
+		msg := wf.leftover()
+		wf.finish(nil, &msg)
 	case out.returned:
 		b, err := json.Marshal(out.value)
 		if err != nil {
@@ -947,6 +951,17 @@ func (wf *WorkflowContext) drive(fn WorkflowFunc, fresh bool) {
 		wf.finish(nil, &msg)
 	default: // suspended, or the task is not ours any more: nothing more to say
 	}
+}
+
+// leftover is, at the function's return, the non-determinism error for the journal's entries it
+// did not ask for (as the Python and Rust workers say it); "" when there are none.
+func (wf *WorkflowContext) leftover() string {
+	if wf.seq >= wf.length {
+		return ""
+	}
+	e := wf.journal[wf.seq]
+	return fmt.Sprintf("non-determinism: workflow %s run %s: the code returned after %d call(s) but the journal has %d; entry %d is %s %q",
+		wf.workflow, wf.runID, wf.seq, wf.length, wf.seq, e.Kind, e.Name)
 }
 
 // finish ends the run with result or errMsg (the pending entries with it); the server

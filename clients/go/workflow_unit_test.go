@@ -266,3 +266,18 @@ func TestUnitWorkflowOtherRefusalsFailTheRun(t *testing.T) {
 		t.Fatalf("%+v", srv.finished)
 	}
 }
+
+func TestUnitWorkflowReturnsWithJournalLeft(t *testing.T) {
+	fn := func(wf *WorkflowContext, _ json.RawMessage) (interface{}, error) {
+		return wf.Step("reserve", func() (interface{}, error) { return 1, nil })
+	}
+	srv := &fakeWF{resume: &resumeAnswer{Run: WorkflowRun{State: "running"}, Steps: []JournalEntry{
+		{Seq: 0, Kind: "step", Name: "reserve", State: "completed", Output: json.RawMessage("1")},
+		{Seq: 1, Kind: "step", Name: "charge", State: "completed", Output: json.RawMessage("2")},
+	}}}
+	fakeRun(srv, fn, false)
+	want := `non-determinism: workflow checkout run r1: the code returned after 1 call(s) but the journal has 2; entry 1 is step "charge"`
+	if len(srv.finished) != 1 || srv.finished[0].err == nil || *srv.finished[0].err != want || srv.finished[0].result != nil {
+		t.Fatalf("%+v", srv.finished)
+	}
+}

@@ -117,6 +117,11 @@ export declare class WorkflowContext {
     end(why: "suspended" | "lost"): Ended;
     /** @internal Resolves once every durable call made so far is settled. */
     idle(): Promise<void>;
+    /**
+     * @internal At the function's return: the journal's entries it did not ask for (the code
+     * changed under the run), as a non-determinism error's text; undefined when there are none.
+     */
+    leftover(): string | undefined;
     /** @internal The entries not yet sent (they go with `finish`). */
     takePending(): Record<string, unknown>[];
     /** Durable calls run one at a time, in call order (the order numbers them). */

@@ -205,6 +205,16 @@ export class WorkflowContext {
   /** @internal Resolves once every durable call made so far is settled. */
   idle(): Promise<void> { return this.chain.then(() => {}); }
 
+  /**
+   * @internal At the function's return: the journal's entries it did not ask for (the code
+   * changed under the run), as a non-determinism error's text; undefined when there are none.
+   */
+  leftover(): string | undefined {
+    if (this.seq >= this.journalLength) return undefined;
+    const e = this.journal.get(this.seq);
+    return `non-determinism: workflow ${this.workflow} run ${this.runId}: the code returned after ${this.seq} call(s) but the journal has ${this.journalLength}; entry ${this.seq} is ${e?.kind} ${JSON.stringify(e?.name)}`;
+  }
+
   /** @internal The entries not yet sent (they go with `finish`). */
   takePending(): Record<string, unknown>[] { const p = this.pending; this.pending = []; return p; }
 
@@ -493,6 +503,8 @@ export async function executeWorkflow(o: ExecutionOptions, abort?: (onAbort: () 
   if (ctx.nondet) return finish(ctx, { error: ctx.nondet.message });
   if (ctx.fatal) return finish(ctx, { error: `${ctx.fatal.message}` });
   if (!ok) return finish(ctx, { error: error instanceof NonDeterminismError ? error.message : errorText(error) });
+  const left = ctx.leftover();
+  if (left) return finish(ctx, { error: left });
   let json: unknown;
   try {
     json = asJson(result);

@@ -93,6 +93,18 @@ test("a replay asking for another call than the journal holds fails the run, nam
   assert.equal("result" in f.calls[1][1], false);
 });
 
+test("a function that returns with journal entries it did not ask for fails the run", async () => {
+  const f = fake(resumeWith([step(0, "a", 1), step(1, "b", 2)]));
+  const out = await executeWorkflow({ runId: "r1", workflow: "checkout", input: null, fresh: false, lease: "L", post: f.post, fn: async (ctx) => {
+    await ctx.step("a", () => 1);
+    return "early";
+  } });
+  assert.equal(out, "finished");
+  assert.deepEqual(f.calls.map(([op]) => op), ["resume", "finish"]);
+  assert.equal(f.calls[1][1].error, 'non-determinism: workflow checkout run r1: the code returned after 1 call(s) but the journal has 2; entry 1 is step "b"');
+  assert.equal("result" in f.calls[1][1], false);
+});
+
 test("the server's nondeterministic refusal fails the run too", async () => {
   const f = fake((op) => (op === "steps" ? new DocketError(409, "nondeterministic", 'non-determinism: workflow wf run r1: journal entry 0 is step "x" but the code asked for step "a"') : { run: {} }));
   const out = await run({ post: f.post, deferSteps: false, fn: async (ctx) => { await ctx.step("a", () => 1); return 1; } });
