@@ -14,15 +14,123 @@ use docket_core::durable::{
 };
 use docket_core::NewTask;
 use docket_store::{
-    NewRun, RunFinishParams, RunLease, RunRecordParams, RunSendParams, RunStartParams,
-    RunSuspendParams,
+    NewRun, RunLease, RunRecordParams, RunReport, RunReported, RunSendParams, RunStartParams,
+    RunSuspendParams, Store, StoreError,
 };
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// How often a result request looks at a run that has not finished.
 const RESULT_POLL: Duration = Duration::from_millis(50);
 
+/// Most reports one transaction writes.
+const REPORTS_PER_BATCH: usize = 256;
+/// Batches written at once: while one commits, the next forms.
+const REPORT_WRITERS: usize = 2;
+
+type Waiting = (RunReport, oneshot::Sender<Result<RunReported, StoreError>>);
+
+/// Workers' reports of runs (entries recorded, runs finished), written together: each call
+/// queues its report and waits; a writer takes what is queued (up to [`REPORTS_PER_BATCH`])
+/// and writes it in one transaction (`RunStore::run_report_many`), then the next, until none
+/// is left — a group commit, as the in-process worker's completions are batched. A report
+/// alone is written at once; under load, the reports that arrive while a batch commits go
+/// together in the next. Writers are spawned, so a caller that stops waiting loses no one
+/// else's report.
+#[derive(Default)]
+pub(crate) struct Reports {
+    state: Mutex<ReportQueue>,
+}
+
+impl std::fmt::Debug for Reports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let q = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f.debug_struct("Reports")
+            .field("waiting", &q.waiting.len())
+            .field("writers", &q.writers)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct ReportQueue {
+    waiting: Vec<Waiting>,
+    writers: usize,
+}
+
+/// Gives a writer's place back however it ends.
+struct Writer(Arc<Reports>);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let mut q = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        q.writers -= 1;
+    }
+}
+
+impl Reports {
+    async fn write(self: Arc<Self>, store: Arc<dyn Store>) {
+        let _place = Writer(self.clone());
+        loop {
+            let batch: Vec<Waiting> = {
+                let mut q = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                let n = q.waiting.len().min(REPORTS_PER_BATCH);
+                q.waiting.drain(..n).collect()
+            };
+            if batch.is_empty() {
+                return;
+            }
+            let (reports, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            match store.run_report_many(reports).await {
+                Ok(outs) => {
+                    for (a, o) in answers.into_iter().zip(outs) {
+                        let _ = a.send(o);
+                    }
+                }
+                Err(e) => {
+                    for a in answers {
+                        let _ = a.send(Err(StoreError::Database {
+                            kind: e
+                                .db_kind()
+                                .unwrap_or(docket_store::DbErrorKind::Unavailable),
+                            message: e.to_string(),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Engine {
+    /// Writes a worker's report through [`Reports`].
+    async fn report(
+        &self,
+        record: RunRecordParams,
+        finish: Option<Result<serde_json::Value, String>>,
+    ) -> Result<RunReported, EngineError> {
+        let (tx, rx) = oneshot::channel();
+        let spawn = {
+            let mut q = self.reports.state.lock().unwrap_or_else(|p| p.into_inner());
+            q.waiting.push((RunReport { record, finish }, tx));
+            let spawn = q.writers < REPORT_WRITERS;
+            if spawn {
+                q.writers += 1;
+            }
+            spawn
+        };
+        if spawn {
+            tokio::spawn(self.reports.clone().write(self.store.clone()));
+        }
+        match rx.await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(EngineError::Unavailable(
+                "the writer of the run's report stopped".into(),
+            )),
+        }
+    }
+
     /// Starts a run of `r.workflow` (idempotent by `r.id`: the run of that id is answered,
     /// `created: false`).
     ///
@@ -173,7 +281,10 @@ impl Engine {
             .iter()
             .filter(|e| e.kind == EntryKind::Step)
             .count();
-        let n = self.store.run_record(p).await?;
+        let n = match self.report(p, None).await? {
+            RunReported::Recorded(n) => n,
+            RunReported::Finished(_) => 0,
+        };
         metrics::record_run_steps(steps);
         Ok(n)
     }
@@ -210,10 +321,12 @@ impl Engine {
             None => Ok(r.result.unwrap_or(serde_json::Value::Null)),
         };
         let record = self.record_params(id, r.lease, r.steps).await?;
-        let run = self
-            .store
-            .run_finish(RunFinishParams { record, outcome })
-            .await?;
+        let run = match self.report(record, Some(outcome)).await? {
+            RunReported::Finished(run) => *run,
+            RunReported::Recorded(_) => {
+                return Err(EngineError::NotFound(format!("workflow run {id}")))
+            }
+        };
         metrics::record_run_finished(&run.workflow, run.state.as_str());
         self.waker.changed();
         Ok(run)

@@ -78,6 +78,26 @@ pub struct RunFinishParams {
     pub outcome: std::result::Result<Value, String>,
 }
 
+/// One of the reports [`RunStore::run_report_many`] writes together: a worker's entries and,
+/// with `finish`, the run's end ([`RunStore::run_record`] without it, [`RunStore::run_finish`]
+/// with it).
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The lease and the entries to record.
+    pub record: RunRecordParams,
+    /// What the function returned, or why it failed, when the run ends.
+    pub finish: Option<std::result::Result<Value, String>>,
+}
+
+/// What one [`RunReport`] did.
+#[derive(Debug, Clone)]
+pub enum RunReported {
+    /// Its entries were recorded: how many were written (the others were there).
+    Recorded(usize),
+    /// The run ended (or had ended): the run as it is now.
+    Finished(Box<WorkflowRun>),
+}
+
 /// Params of [`RunStore::run_send`].
 #[derive(Debug, Clone)]
 pub struct RunSendParams {
@@ -160,6 +180,18 @@ pub trait RunStore: Send + Sync {
     /// # Errors
     /// As [`RunStore::run_record`].
     async fn run_finish(&self, p: RunFinishParams) -> Result<WorkflowRun>;
+
+    /// [`RunStore::run_record`] and [`RunStore::run_finish`] of many runs in one transaction
+    /// (a worker's reports written together, as a completion batch is): one answer per report,
+    /// in order. When one of them is refused (a lease that does not hold, non-determinism, a
+    /// child's conflict) the transaction is rolled back and each report is written alone, so
+    /// a refusal is answered as the single call answers it and costs the others nothing.
+    /// Reports of one run are written in their order.
+    ///
+    /// # Errors
+    /// Per report, as [`RunStore::run_record`] (a database failure of the batch has each go
+    /// alone too); the outer error is kept for stores that cannot answer per report.
+    async fn run_report_many(&self, reports: Vec<RunReport>) -> Result<Vec<Result<RunReported>>>;
 
     /// A worker resumes the run: under the lease, a sleep that is over ends, the run is
     /// `running` again; answers the run, its journal and now.

@@ -5,8 +5,8 @@
 use super::leases::{fail_locked, locked, Locked};
 use super::prelude::*;
 use crate::{
-    NewRun, RunCancelled, RunFinishParams, RunLease, RunRecordParams, RunSendParams,
-    RunStartParams, RunStore, RunSuspendParams,
+    NewRun, RunCancelled, RunFinishParams, RunLease, RunRecordParams, RunReport, RunReported,
+    RunSendParams, RunStartParams, RunStore, RunSuspendParams,
 };
 use docket_core::durable::{
     self, Entry, EntryKind, EntryState, EventSent, NewEntry, Resumed, RunListParams, RunState,
@@ -23,6 +23,18 @@ async fn lock_run<T: DriverTx>(tx: &mut T, id: &str) -> Result<WorkflowRun> {
     row::workflow_run(&r)
 }
 
+/// The runs `ids` (sorted, distinct: every caller locks in one order), locked, by id.
+async fn lock_runs<T: DriverTx>(
+    tx: &mut T,
+    ids: &[String],
+) -> Result<HashMap<String, WorkflowRun>> {
+    tx.fetch(stmt!(runs, lock_many), &[Arg::Texts(ids)])
+        .await?
+        .iter()
+        .map(|r| row::workflow_run(r).map(|run| (run.id.clone(), run)))
+        .collect()
+}
+
 /// The run's task, locked, when `l`'s lease holds it. A cancel requested or a deadline passed
 /// is applied to the task here (the caller commits, then answers the error).
 async fn hold<T: DriverTx>(
@@ -30,19 +42,30 @@ async fn hold<T: DriverTx>(
     run: &WorkflowRun,
     l: &RunLease,
 ) -> Result<std::result::Result<Locked, StoreError>> {
-    let mut rows = locked(tx, &[run.task_id]).await?;
-    let Some(t) = rows.remove(&run.task_id) else {
+    let t = locked(tx, &[run.task_id]).await?.remove(&run.task_id);
+    check_lease(tx, t, &l.token, l.now, l.fail_rule).await
+}
+
+/// [`hold`] on a task locked already (`None`: not there).
+async fn check_lease<T: DriverTx>(
+    tx: &mut T,
+    t: Option<Locked>,
+    token: &str,
+    now: Timestamp,
+    fail_rule: docket_core::task::FailRule,
+) -> Result<std::result::Result<Locked, StoreError>> {
+    let Some(t) = t else {
         return Ok(Err(StoreError::LeaseLost));
     };
-    match docket_core::lease::check(&t.task, t.nonce, &l.token, l.now) {
+    match docket_core::lease::check(&t.task, t.nonce, token, now) {
         LeaseCheck::Held => Ok(Ok(t)),
         LeaseCheck::CancelRequested => {
-            let f = Failure::new(&t.task, FailDecision::Cancel, "cancelled", None, l.now);
+            let f = Failure::new(&t.task, FailDecision::Cancel, "cancelled", None, now);
             fail_locked(tx, &[f]).await?;
             Ok(Err(StoreError::Cancelled))
         }
         LeaseCheck::PastDeadline => {
-            fail_locked(tx, &[Failure::timed_out(&t.task, l.fail_rule, l.now)]).await?;
+            fail_locked(tx, &[Failure::timed_out(&t.task, fail_rule, now)]).await?;
             Ok(Err(StoreError::TimedOut))
         }
         LeaseCheck::Cancelled => Ok(Err(StoreError::Cancelled)),
@@ -86,23 +109,31 @@ async fn insert_run<T: DriverTx>(
     Ok((row::workflow_run(&r)?, true))
 }
 
-/// Writes `entries` into `run`'s journal (see [`RunStore::run_record`]).
+/// Writes `entries` into `run`'s journal (see [`RunStore::run_record`]); answers how many were
+/// written and the journal's length after them (`set_steps`: written to the run's row here;
+/// otherwise the caller writes it, as a finish does with the run's end).
 async fn record<T: DriverTx>(
     tx: &mut T,
     run: &WorkflowRun,
     entries: &[NewEntry],
     children: &[(i64, NewRun)],
     now: Timestamp,
-) -> Result<usize> {
+    set_steps: bool,
+) -> Result<(usize, i64)> {
     let Some(min) = entries.iter().map(|e| e.seq).min() else {
-        return Ok(0);
+        return Ok((0, run.steps));
     };
-    let there: HashMap<i64, Entry> = tx
-        .fetch(stmt!(runs, entries_from), args![run.id.as_str(), min])
-        .await?
-        .iter()
-        .map(|r| row::entry(r).map(|e| (e.seq, e)))
-        .collect::<Result<_>>()?;
+    // `steps` is one past the journal's last seq (every insert raises it under the run's lock):
+    // entries from there on cannot be there yet, the usual case of a worker going forward.
+    let there: HashMap<i64, Entry> = if min < run.steps {
+        tx.fetch(stmt!(runs, entries_from), args![run.id.as_str(), min])
+            .await?
+            .iter()
+            .map(|r| row::entry(r).map(|e| (e.seq, e)))
+            .collect::<Result<_>>()?
+    } else {
+        HashMap::new()
+    };
     let mut written = 0;
     let mut top = -1;
     for e in entries {
@@ -162,9 +193,11 @@ async fn record<T: DriverTx>(
         .await?;
         written += 1;
     }
-    tx.execute(stmt!(runs, set_steps), args![run.id.as_str(), top + 1, now])
-        .await?;
-    Ok(written)
+    if set_steps {
+        tx.execute(stmt!(runs, set_steps), args![run.id.as_str(), top + 1, now])
+            .await?;
+    }
+    Ok((written, run.steps.max(top + 1)))
 }
 
 /// Puts event `name` in run `id`'s mailbox and wakes the run when it waits for it; `None` when
@@ -257,6 +290,168 @@ async fn entry_at<T: DriverTx>(tx: &mut T, id: &str, seq: i64) -> Result<Option<
     }
 }
 
+/// A report of a batch refused: the error, and whether what its refusal applied (a lease
+/// check's cancel or timeout of the task) is to be committed.
+struct Refusal {
+    error: StoreError,
+    commit: bool,
+}
+
+/// Errors of one report that do not end its batch's transaction for the others.
+fn refusable(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Nondeterministic(_)
+            | StoreError::Conflict(_)
+            | StoreError::Invalid(_)
+            | StoreError::NotFound(_)
+    )
+}
+
+/// Writes `reports` (of distinct runs) in `tx` ([`RunStore::run_report_many`]): the runs and
+/// then their tasks locked with one statement each, in id order; each report's lease checked
+/// and its entries recorded; the ends written, the finished tasks completed with one statement
+/// and discarded with one; the ended runs read back together. `Err(Refusal)` at the first
+/// report refused (the caller rolls back, or commits the refusal of a report alone). One
+/// time for all (the latest of the reports'), as one transaction has.
+async fn report<T: DriverTx>(
+    tx: &mut T,
+    reports: &[&RunReport],
+) -> Result<std::result::Result<Vec<RunReported>, Refusal>> {
+    let Some(now) = reports.iter().map(|r| r.record.lease.now).max() else {
+        return Ok(Ok(vec![]));
+    };
+    let mut ids: Vec<String> = reports.iter().map(|r| r.record.lease.id.clone()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let runs = lock_runs(tx, &ids).await?;
+    let mut task_ids: Vec<i64> = runs.values().map(|r| r.task_id).collect();
+    task_ids.sort_unstable();
+    task_ids.dedup();
+    let mut tasks = locked(tx, &task_ids).await?;
+    let (mut done, mut nonces, mut results) = (vec![], vec![], vec![]);
+    let mut failures = vec![];
+    let mut ended: Vec<(usize, &str)> = vec![];
+    let mut out = Vec::with_capacity(reports.len());
+    for (at, r) in reports.iter().enumerate() {
+        let l = &r.record.lease;
+        let refuse = |error, commit| Ok(Err(Refusal { error, commit }));
+        let Some(run) = runs.get(&l.id) else {
+            return refuse(
+                StoreError::NotFound(format!("workflow run {}", l.id)),
+                false,
+            );
+        };
+        let t = tasks.remove(&run.task_id);
+        let t = match check_lease(tx, t, &l.token, now, l.fail_rule).await? {
+            Ok(t) => t,
+            Err(e) => return refuse(e, true),
+        };
+        let (entries, children) = (&r.record.entries, &r.record.children);
+        let Some(outcome) = &r.finish else {
+            match record(tx, run, entries, children, now, true).await {
+                Ok((n, _)) => out.push(RunReported::Recorded(n)),
+                Err(e) if refusable(&e) => return refuse(e, false),
+                Err(e) => return Err(e),
+            }
+            continue;
+        };
+        let nonce = t.nonce.unwrap_or(0);
+        if run.state.is_finished() {
+            // Ended before (a cancel, or this call sent again): the task only carried it.
+            done.push(run.task_id);
+            nonces.push(nonce);
+            results.push(run.result.clone().unwrap_or(Value::Null));
+            out.push(RunReported::Finished(Box::new(run.clone())));
+            continue;
+        }
+        let steps = match record(tx, run, entries, children, now, false).await {
+            Ok((_, steps)) => steps,
+            Err(e) if refusable(&e) => return refuse(e, false),
+            Err(e) => return Err(e),
+        };
+        let (state, result, error) = match outcome {
+            Ok(v) => (RunState::Completed, Some(v), None),
+            Err(e) => (RunState::Failed, None, Some(durable::clip_error(e))),
+        };
+        tx.execute(
+            stmt!(runs, finish),
+            args![
+                run.id.as_str(),
+                state.as_str(),
+                result,
+                error.as_deref(),
+                now,
+                steps
+            ],
+        )
+        .await?;
+        match (result, &error) {
+            (Some(v), _) => {
+                done.push(run.task_id);
+                nonces.push(nonce);
+                results.push(v.clone());
+            }
+            (None, e) => failures.push(Failure::new(
+                &t.task,
+                FailDecision::Discard,
+                e.as_deref().unwrap_or_default(),
+                None,
+                now,
+            )),
+        }
+        ended.push((at, run.id.as_str()));
+        out.push(RunReported::Recorded(0));
+    }
+    if !done.is_empty() {
+        tx.execute(
+            stmt!(leases, complete_held),
+            args![
+                now,
+                Arg::Ints(&done),
+                Arg::Nonces(&nonces),
+                Arg::Jsons(&results)
+            ],
+        )
+        .await?;
+    }
+    fail_locked(tx, &failures).await?;
+    if !ended.is_empty() {
+        // Read back as the database keeps them (the answer, and what a parent is told).
+        let mut ids: Vec<String> = ended.iter().map(|(_, id)| id.to_string()).collect();
+        ids.sort_unstable();
+        let mut now_runs = lock_runs(tx, &ids).await?;
+        for (at, id) in ended {
+            let run = now_runs
+                .remove(id)
+                .ok_or_else(|| StoreError::NotFound(format!("workflow run {id}")))?;
+            tell_parent(tx, &run, now).await?;
+            out[at] = RunReported::Finished(Box::new(run));
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// One report in its own transaction; a refusal's cancel or timeout of the task is committed.
+async fn report_one<D: Driver>(d: &D, r: &RunReport) -> Result<RunReported> {
+    again(|| async move {
+        let mut tx = d.begin().await?;
+        match report(&mut tx, &[r]).await? {
+            Ok(mut o) => {
+                tx.commit().await?;
+                Ok(o.remove(0))
+            }
+            Err(Refusal { error, commit }) => {
+                if commit {
+                    tx.commit().await?;
+                }
+                Err(error)
+            }
+        }
+    })
+    .await
+}
+
 /// Locks the run and holds its task's lease: `Err` (after committing what the check applied)
 /// when it does not hold.
 macro_rules! held {
@@ -321,15 +516,14 @@ impl<D: Driver> RunStore for D {
     }
 
     async fn run_record(&self, p: RunRecordParams) -> Result<usize> {
-        let p = &p;
-        again(|| async move {
-            let mut tx = self.begin().await?;
-            let (run, _) = held!(tx, &p.lease);
-            let n = record(&mut tx, &run, &p.entries, &p.children, p.lease.now).await?;
-            tx.commit().await?;
-            Ok(n)
-        })
-        .await
+        let r = RunReport {
+            record: p,
+            finish: None,
+        };
+        match report_one(self, &r).await? {
+            RunReported::Recorded(n) => Ok(n),
+            RunReported::Finished(_) => Ok(0),
+        }
     }
 
     async fn run_suspend(&self, p: RunSuspendParams) -> Result<Suspended> {
@@ -338,7 +532,15 @@ impl<D: Driver> RunStore for D {
             let now = p.record.lease.now;
             let mut tx = self.begin().await?;
             let (run, _) = held!(tx, &p.record.lease);
-            record(&mut tx, &run, &p.record.entries, &p.record.children, now).await?;
+            record(
+                &mut tx,
+                &run,
+                &p.record.entries,
+                &p.record.children,
+                now,
+                true,
+            )
+            .await?;
             let w = &p.wait;
             let event_name = w.event();
             let wake_at = match entry_at(&mut tx, &run.id, w.seq).await? {
@@ -486,76 +688,73 @@ impl<D: Driver> RunStore for D {
     }
 
     async fn run_finish(&self, p: RunFinishParams) -> Result<WorkflowRun> {
-        let p = &p;
-        again(|| async move {
-            let now = p.record.lease.now;
+        let r = RunReport {
+            record: p.record,
+            finish: Some(p.outcome),
+        };
+        match report_one(self, &r).await? {
+            RunReported::Finished(run) => Ok(*run),
+            RunReported::Recorded(_) => Err(StoreError::NotFound(format!(
+                "workflow run {}",
+                r.record.lease.id
+            ))),
+        }
+    }
+
+    async fn run_report_many(&self, reports: Vec<RunReport>) -> Result<Vec<Result<RunReported>>> {
+        if reports.len() <= 1 {
+            let mut out = vec![];
+            for r in &reports {
+                out.push(report_one(self, r).await);
+            }
+            return Ok(out);
+        }
+        // Groups of distinct runs, in order: a run's k-th report goes in group k, so its
+        // reports are written one after the other.
+        let mut groups: Vec<Vec<&RunReport>> = vec![];
+        let mut at: Vec<(usize, usize)> = vec![];
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for r in &reports {
+            let k = seen
+                .entry(r.record.lease.id.as_str())
+                .and_modify(|k| *k += 1)
+                .or_insert(0);
+            if groups.len() <= *k {
+                groups.push(vec![]);
+            }
+            at.push((*k, groups[*k].len()));
+            groups[*k].push(r);
+        }
+        let groups = &groups;
+        let written = again(|| async move {
             let mut tx = self.begin().await?;
-            let (run, task) = held!(tx, &p.record.lease);
-            let nonce = task.nonce.unwrap_or(0);
-            if run.state.is_finished() {
-                // Ended before (a cancel, or this call sent again): the task only carried it.
-                let result = run.result.clone().unwrap_or(Value::Null);
-                tx.execute(
-                    stmt!(leases, complete_held),
-                    args![
-                        now,
-                        Arg::Ints(&[run.task_id]),
-                        Arg::Nonces(&[nonce]),
-                        Arg::Jsons(std::slice::from_ref(&result))
-                    ],
-                )
-                .await?;
-                tx.commit().await?;
-                return Ok(run);
-            }
-            record(&mut tx, &run, &p.record.entries, &p.record.children, now).await?;
-            match &p.outcome {
-                Ok(v) => {
-                    tx.execute(
-                        stmt!(runs, finish),
-                        args![
-                            run.id.as_str(),
-                            RunState::Completed.as_str(),
-                            v,
-                            None::<&str>,
-                            now
-                        ],
-                    )
-                    .await?;
-                    tx.execute(
-                        stmt!(leases, complete_held),
-                        args![
-                            now,
-                            Arg::Ints(&[run.task_id]),
-                            Arg::Nonces(&[nonce]),
-                            Arg::Jsons(std::slice::from_ref(v))
-                        ],
-                    )
-                    .await?;
-                }
-                Err(e) => {
-                    let e = durable::clip_error(e);
-                    tx.execute(
-                        stmt!(runs, finish),
-                        args![
-                            run.id.as_str(),
-                            RunState::Failed.as_str(),
-                            None::<&Value>,
-                            e.as_str(),
-                            now
-                        ],
-                    )
-                    .await?;
-                    let f = Failure::new(&task.task, FailDecision::Discard, &e, None, now);
-                    fail_locked(&mut tx, &[f]).await?;
+            let mut outs = vec![];
+            for g in groups {
+                match report(&mut tx, g).await? {
+                    Ok(o) => outs.push(o),
+                    // Rolled back (dropped): each is written alone below.
+                    Err(_) => return Ok(None),
                 }
             }
-            let ended = get_in(&mut tx, &run.id).await?;
-            tell_parent(&mut tx, &ended, now).await?;
             tx.commit().await?;
-            Ok(ended)
+            Ok(Some(outs))
         })
-        .await
+        .await;
+        // A database failure of the batch (not a retryable one: `again` went again) is
+        // answered per report too, each going alone.
+        match written.ok().flatten() {
+            Some(mut outs) => Ok(at
+                .iter()
+                .map(|&(k, i)| Ok(std::mem::replace(&mut outs[k][i], RunReported::Recorded(0))))
+                .collect()),
+            None => {
+                let mut out = vec![];
+                for r in &reports {
+                    out.push(report_one(self, r).await);
+                }
+                Ok(out)
+            }
+        }
     }
 
     async fn run_resume(&self, p: RunLease) -> Result<Resumed> {
@@ -617,7 +816,8 @@ impl<D: Driver> RunStore for D {
                     RunState::Cancelled.as_str(),
                     None::<&Value>,
                     "cancelled",
-                    now
+                    now,
+                    0i64
                 ],
             )
             .await?;

@@ -9,6 +9,10 @@ SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ?1
 -- The run's row, locked for the rest of the transaction (every flow of a run takes it first).
 SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ?1 FOR UPDATE
 
+-- name: lock_many
+-- Runs ?1 (ids, in id order: one lock order for every caller) locked; a report batch's.
+SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id IN (?1) ORDER BY id FOR UPDATE
+
 -- name: insert
 INSERT INTO docket_workflow_runs (id, workflow, queue, state, input, parent_id, task_id, steps,
     created_at, updated_at) VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, 0, ?7, ?7)
@@ -49,8 +53,10 @@ UPDATE docket_workflow_runs SET state = ?2, waiting_for = ?3, wake_at = ?4, upda
     WHERE id = ?1
 
 -- name: finish
+-- The run ends; its journal's length is raised to ?6 (the entries its finish recorded).
 UPDATE docket_workflow_runs SET state = ?2, result = ?3, error = ?4, finished_at = ?5,
-    updated_at = ?5, waiting_for = NULL, wake_at = NULL WHERE id = ?1
+    updated_at = ?5, waiting_for = NULL, wake_at = NULL,
+    steps = CASE WHEN steps < ?6 THEN ?6 ELSE steps END WHERE id = ?1
 
 -- name: reopen
 UPDATE docket_workflow_runs SET state = 'running', result = NULL, error = NULL,

@@ -260,6 +260,7 @@ const CASES: &[Case] = cases![
     notifications::task_events_record_transitions,
     processes::process_commit_fail_import_and_remove,
     runs::durable_runs,
+    runs::run_reports_together,
 ];
 
 /// Every method of [`Store`] and its noun traits (`TaskStore`, `LeaseStore`, …), read from

@@ -611,6 +611,14 @@ impl crate::RunStore for Recording {
         self.inner.run_finish(p).await
     }
 
+    async fn run_report_many(
+        &self,
+        reports: Vec<crate::RunReport>,
+    ) -> Result<Vec<Result<crate::RunReported>>> {
+        self.hit("run_report_many").await;
+        self.inner.run_report_many(reports).await
+    }
+
     async fn run_resume(&self, p: crate::RunLease) -> Result<Resumed> {
         self.hit("run_resume").await;
         self.inner.run_resume(p).await

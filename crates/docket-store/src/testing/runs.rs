@@ -2,8 +2,8 @@
 
 use super::fixtures::*;
 use crate::{
-    NewRun, RunFinishParams, RunLease, RunRecordParams, RunSendParams, RunStartParams,
-    RunSuspendParams,
+    NewRun, RunFinishParams, RunLease, RunRecordParams, RunReport, RunReported, RunSendParams,
+    RunStartParams, RunSuspendParams,
 };
 use docket_core::durable::{
     self, ChildSpec, EntryKind, EntryState, NewEntry, RunListParams, RunState, SuspendOutcome, Wait,
@@ -475,4 +475,124 @@ pub(super) async fn durable_runs(b: Bundle) {
     assert_eq!(s.run_prune(later + secs(1), 10).await.unwrap(), 3);
     assert!(s.run_get("r1").await.unwrap().is_none());
     assert!(s.run_entries("r1").await.unwrap().is_empty());
+}
+
+/// Reports of many runs written together (`run_report_many`): records and finishes (completed,
+/// failed) of distinct runs and two reports of one run in one call, answered in order; a
+/// refused report (a stale lease, non-determinism) is answered as alone and costs the others
+/// nothing.
+pub(super) async fn run_reports_together(b: Bundle) {
+    let s = &*b.store;
+    let now = t0();
+    for id in ["a", "b", "c", "d"] {
+        s.run_start(RunStartParams {
+            run: new_run(id, "checkout", None, now),
+            now,
+        })
+        .await
+        .unwrap();
+    }
+    let tasks = claim(s, durable::DEFAULT_QUEUE, 4, now).await;
+    assert_eq!(tasks.len(), 4);
+    let task = |id: &str| {
+        tasks
+            .iter()
+            .find(|t| t.payload["workflow_run"] == id)
+            .unwrap()
+            .clone()
+    };
+    let report = |id: &str, entries: Vec<NewEntry>, finish| RunReport {
+        record: record(lease(id, &task(id), now), entries),
+        finish,
+    };
+    let out = s
+        .run_report_many(vec![
+            report("a", vec![step(0, "one", json!(1))], None),
+            report(
+                "b",
+                vec![step(0, "one", json!(1))],
+                Some(Ok(json!({"b": 2}))),
+            ),
+            report("c", vec![], Some(Err("boom".into()))),
+            report("a", vec![step(1, "two", json!(2))], None),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 4);
+    assert!(
+        matches!(out[0], Ok(RunReported::Recorded(1))),
+        "{:?}",
+        out[0]
+    );
+    match &out[1] {
+        Ok(RunReported::Finished(r)) => {
+            assert_eq!(
+                (r.id.as_str(), r.state, r.result.clone(), r.steps),
+                ("b", RunState::Completed, Some(json!({"b": 2})), 1)
+            );
+            assert_eq!(Some(&**r), s.run_get("b").await.unwrap().as_ref());
+        }
+        other => panic!("{other:?}"),
+    }
+    match &out[2] {
+        Ok(RunReported::Finished(r)) => assert_eq!(
+            (r.state, r.error.as_deref()),
+            (RunState::Failed, Some("boom"))
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(out[3], Ok(RunReported::Recorded(1))),
+        "{:?}",
+        out[3]
+    );
+    let a = s.run_entries("a").await.unwrap();
+    assert_eq!(
+        a.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["one", "two"]
+    );
+    assert_eq!(s.run_get("a").await.unwrap().unwrap().steps, 2);
+    assert_eq!(
+        s.task_get(task("b").id).await.unwrap().unwrap().state,
+        TaskState::Completed
+    );
+    assert_eq!(
+        s.task_get(task("c").id).await.unwrap().unwrap().state,
+        TaskState::Discarded
+    );
+
+    // A stale lease and a non-determinism among good reports: each answered as alone.
+    let mut stale = lease("d", &task("d"), now);
+    stale.token = docket_core::lease::token_string(Some(7), task("d").id).unwrap();
+    let out = s
+        .run_report_many(vec![
+            RunReport {
+                record: record(stale, vec![step(0, "x", json!(0))]),
+                finish: None,
+            },
+            report("a", vec![step(2, "three", json!(3))], None),
+            report("a", vec![step(0, "other", json!(0))], None),
+            report("d", vec![step(0, "d0", json!(0))], Some(Ok(json!("d")))),
+        ])
+        .await
+        .unwrap();
+    assert!(matches!(out[0], Err(StoreError::LeaseLost)), "{:?}", out[0]);
+    assert!(
+        matches!(out[1], Ok(RunReported::Recorded(1))),
+        "{:?}",
+        out[1]
+    );
+    assert!(
+        matches!(&out[2], Err(StoreError::Nondeterministic(m)) if m.contains("\"one\"")),
+        "{:?}",
+        out[2]
+    );
+    assert!(
+        matches!(&out[3], Ok(RunReported::Finished(r)) if r.state == RunState::Completed),
+        "{:?}",
+        out[3]
+    );
+    assert_eq!(s.run_entries("a").await.unwrap().len(), 3);
+    assert_eq!(s.run_entries("d").await.unwrap().len(), 1);
+    assert!(s.run_report_many(vec![]).await.unwrap().is_empty());
 }

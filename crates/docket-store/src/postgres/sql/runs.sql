@@ -20,3 +20,7 @@ UPDATE docket_tasks SET state = 'available', run_at = $2,
 -- name: of_tasks
 -- The runs tasks drive ($1, a JSON array of task ids): an event sink's messages name them.
 SELECT task_id, id, workflow FROM docket_workflow_runs WHERE task_id IN (SELECT jsonb_array_elements_text($1::jsonb)::int8)
+
+-- name: lock_many
+-- Runs $1 (ids, in id order: one lock order for every caller) locked; a report batch's.
+SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ANY($1) ORDER BY id FOR UPDATE
