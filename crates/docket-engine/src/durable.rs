@@ -24,65 +24,104 @@ use tokio::sync::oneshot;
 /// How often a result request looks at a run that has not finished.
 const RESULT_POLL: Duration = Duration::from_millis(50);
 
-/// Most reports one transaction writes.
-const REPORTS_PER_BATCH: usize = 256;
+/// Most calls one transaction writes.
+const PER_BATCH: usize = 256;
 /// Batches written at once: while one commits, the next forms.
-const REPORT_WRITERS: usize = 2;
+const WRITERS: usize = 2;
 
-type Waiting = (RunReport, oneshot::Sender<Result<RunReported, StoreError>>);
+/// Writes a batch: one answer per call, in order.
+type WriteFn<I, O> =
+    fn(
+        Arc<dyn Store>,
+        Vec<I>,
+    )
+        -> futures::future::BoxFuture<'static, docket_store::Result<Vec<docket_store::Result<O>>>>;
 
-/// Workers' reports of runs (entries recorded, runs finished), written together: each call
-/// queues its report and waits; a writer takes what is queued (up to [`REPORTS_PER_BATCH`])
-/// and writes it in one transaction (`RunStore::run_report_many`), then the next, until none
-/// is left — a group commit, as the in-process worker's completions are batched. A report
-/// alone is written at once; under load, the reports that arrive while a batch commits go
-/// together in the next. Writers are spawned, so a caller that stops waiting loses no one
-/// else's report.
-#[derive(Default)]
-pub(crate) struct Reports {
-    state: Mutex<ReportQueue>,
+/// Calls of many callers written together (a group commit): each call queues its item and
+/// waits; a writer takes what is queued (up to [`PER_BATCH`]) and writes it in one
+/// transaction, then the next, until none is left. A call alone is written at once; under
+/// load, the calls that arrive while a batch commits go together in the next, as the
+/// in-process worker's completions are batched. Writers are spawned, so a caller that stops
+/// waiting loses no one else's call. Used for workers' reports (`RunStore::run_report_many`)
+/// and starts (`RunStore::run_start_many`).
+pub(crate) struct GroupCommit<I, O> {
+    state: Mutex<Queue<I, O>>,
+    write: WriteFn<I, O>,
 }
 
-impl std::fmt::Debug for Reports {
+struct Queue<I, O> {
+    waiting: Vec<(I, oneshot::Sender<docket_store::Result<O>>)>,
+    writers: usize,
+}
+
+impl<I, O> std::fmt::Debug for GroupCommit<I, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let q = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        f.debug_struct("Reports")
+        f.debug_struct("GroupCommit")
             .field("waiting", &q.waiting.len())
             .field("writers", &q.writers)
             .finish()
     }
 }
 
-#[derive(Default)]
-struct ReportQueue {
-    waiting: Vec<Waiting>,
-    writers: usize,
-}
-
 /// Gives a writer's place back however it ends.
-struct Writer(Arc<Reports>);
+struct Place<'a, I, O>(&'a GroupCommit<I, O>);
 
-impl Drop for Writer {
+impl<I, O> Drop for Place<'_, I, O> {
     fn drop(&mut self) {
         let mut q = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
         q.writers -= 1;
     }
 }
 
-impl Reports {
-    async fn write(self: Arc<Self>, store: Arc<dyn Store>) {
-        let _place = Writer(self.clone());
+impl<I: Send + 'static, O: Send + 'static> GroupCommit<I, O> {
+    pub(crate) fn new(write: WriteFn<I, O>) -> Self {
+        GroupCommit {
+            state: Mutex::new(Queue {
+                waiting: vec![],
+                writers: 0,
+            }),
+            write,
+        }
+    }
+
+    /// Writes `item` with whatever else is queued; its answer.
+    async fn call(self: &Arc<Self>, store: &Arc<dyn Store>, item: I) -> Result<O, EngineError> {
+        let (tx, rx) = oneshot::channel();
+        let spawn = {
+            let mut q = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            q.waiting.push((item, tx));
+            let spawn = q.writers < WRITERS;
+            if spawn {
+                q.writers += 1;
+            }
+            spawn
+        };
+        if spawn {
+            let (me, store) = (self.clone(), store.clone());
+            tokio::spawn(async move { me.drain(store).await });
+        }
+        match rx.await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(EngineError::Unavailable(
+                "the writer of the call's batch stopped".into(),
+            )),
+        }
+    }
+
+    async fn drain(&self, store: Arc<dyn Store>) {
+        let _place = Place(self);
         loop {
-            let batch: Vec<Waiting> = {
+            let batch: Vec<_> = {
                 let mut q = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                let n = q.waiting.len().min(REPORTS_PER_BATCH);
+                let n = q.waiting.len().min(PER_BATCH);
                 q.waiting.drain(..n).collect()
             };
             if batch.is_empty() {
                 return;
             }
-            let (reports, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-            match store.run_report_many(reports).await {
+            let (items, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            match (self.write)(store.clone(), items).await {
                 Ok(outs) => {
                     for (a, o) in answers.into_iter().zip(outs) {
                         let _ = a.send(o);
@@ -103,32 +142,35 @@ impl Reports {
     }
 }
 
+/// The engine's group commits of durable runs.
+#[derive(Debug)]
+pub(crate) struct Batches {
+    reports: Arc<GroupCommit<RunReport, RunReported>>,
+    starts: Arc<GroupCommit<RunStartParams, (WorkflowRun, bool)>>,
+}
+
+impl Default for Batches {
+    fn default() -> Self {
+        Batches {
+            reports: Arc::new(GroupCommit::new(|store, items| {
+                Box::pin(async move { store.run_report_many(items).await })
+            })),
+            starts: Arc::new(GroupCommit::new(|store, items| {
+                Box::pin(async move { store.run_start_many(items).await })
+            })),
+        }
+    }
+}
+
 impl Engine {
-    /// Writes a worker's report through [`Reports`].
+    /// Writes a worker's report with the others queued (see [`GroupCommit`]).
     async fn report(
         &self,
         record: RunRecordParams,
         finish: Option<Result<serde_json::Value, String>>,
     ) -> Result<RunReported, EngineError> {
-        let (tx, rx) = oneshot::channel();
-        let spawn = {
-            let mut q = self.reports.state.lock().unwrap_or_else(|p| p.into_inner());
-            q.waiting.push((RunReport { record, finish }, tx));
-            let spawn = q.writers < REPORT_WRITERS;
-            if spawn {
-                q.writers += 1;
-            }
-            spawn
-        };
-        if spawn {
-            tokio::spawn(self.reports.clone().write(self.store.clone()));
-        }
-        match rx.await {
-            Ok(r) => Ok(r?),
-            Err(_) => Err(EngineError::Unavailable(
-                "the writer of the run's report stopped".into(),
-            )),
-        }
+        let r = RunReport { record, finish };
+        self.run_batches.reports.call(&self.store, r).await
     }
 
     /// Starts a run of `r.workflow` (idempotent by `r.id`: the run of that id is answered,
@@ -156,7 +198,11 @@ impl Engine {
                 now,
             )
             .await?;
-        let (run, created) = self.store.run_start(RunStartParams { run, now }).await?;
+        let (run, created) = self
+            .run_batches
+            .starts
+            .call(&self.store, RunStartParams { run, now })
+            .await?;
         if !created && run.workflow != r.workflow {
             return Err(EngineError::Conflict(format!(
                 "workflow run {} is a run of {}, not {}",

@@ -163,8 +163,9 @@ pub struct Engine {
     pub(crate) batches: Arc<batches::BatchWatch>,
     /// The store's wake-up feed is being read (set by [`Engine::start`]).
     feed_running: Arc<std::sync::atomic::AtomicBool>,
-    /// Workers' reports of workflow runs, written together (see [`durable::Reports`]).
-    pub(crate) reports: Arc<durable::Reports>,
+    /// Starts and workers' reports of workflow runs, written together (see
+    /// [`durable::GroupCommit`]).
+    pub(crate) run_batches: Arc<durable::Batches>,
 }
 
 impl Engine {
@@ -182,7 +183,7 @@ impl Engine {
             probe: None,
             batches: Arc::default(),
             feed_running: Arc::default(),
-            reports: Arc::default(),
+            run_batches: Arc::default(),
         }
     }
 

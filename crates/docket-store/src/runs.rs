@@ -132,6 +132,19 @@ pub trait RunStore: Send + Sync {
     /// Database failure; nothing is written then.
     async fn run_start(&self, p: RunStartParams) -> Result<(WorkflowRun, bool)>;
 
+    /// [`RunStore::run_start`] of many runs in one transaction (the starts of many callers
+    /// written together): one answer per start, in order; a start of an id started before
+    /// (or earlier in the same call) answers that run. When the transaction fails (a run of
+    /// the same id started elsewhere at the same moment), each start is written alone.
+    ///
+    /// # Errors
+    /// Per start, as [`RunStore::run_start`]; the outer error is kept for stores that cannot
+    /// answer per start.
+    async fn run_start_many(
+        &self,
+        starts: Vec<RunStartParams>,
+    ) -> Result<Vec<Result<(WorkflowRun, bool)>>>;
+
     /// One run.
     ///
     /// # Errors

@@ -86,6 +86,12 @@ async fn insert_run<T: DriverTx>(
     {
         return Ok((row::workflow_run(&r)?, false));
     }
+    insert_new(tx, run, now).await?;
+    Ok((get_in(tx, &run.id).await?, true))
+}
+
+/// Inserts a run that is not there, and its task.
+async fn insert_new<T: DriverTx>(tx: &mut T, run: &NewRun, now: Timestamp) -> Result<()> {
     let task = tx.insert_task(&run.task, now).await?.ok_or_else(|| {
         StoreError::Conflict(format!("workflow run {}: its task's unique key", run.id))
     })?;
@@ -102,11 +108,69 @@ async fn insert_run<T: DriverTx>(
         ],
     )
     .await?;
-    let r = tx
-        .fetch_one(stmt!(runs, get), args![run.id.as_str()])
+    Ok(())
+}
+
+/// The runs `ids`, by id (not locked).
+async fn runs_in<T: DriverTx>(tx: &mut T, ids: &[String]) -> Result<HashMap<String, WorkflowRun>> {
+    tx.fetch(stmt!(runs, get_many), &[Arg::Texts(ids)])
         .await?
-        .ok_or_else(|| StoreError::NotFound(format!("workflow run {}", run.id)))?;
-    Ok((row::workflow_run(&r)?, true))
+        .iter()
+        .map(|r| row::workflow_run(r).map(|run| (run.id.clone(), run)))
+        .collect()
+}
+
+/// Starts `starts` (of distinct ids) in `tx` ([`RunStore::run_start_many`]): the runs there
+/// read with one statement, the others inserted, then read back with one.
+async fn start<T: DriverTx>(
+    tx: &mut T,
+    starts: &[&RunStartParams],
+) -> Result<Vec<(WorkflowRun, bool)>> {
+    let mut ids: Vec<String> = starts.iter().map(|p| p.run.id.clone()).collect();
+    ids.sort_unstable();
+    let there = runs_in(tx, &ids).await?;
+    let mut new: Vec<String> = vec![];
+    for p in starts {
+        if !there.contains_key(&p.run.id) {
+            insert_new(tx, &p.run, p.now).await?;
+            new.push(p.run.id.clone());
+        }
+    }
+    new.sort_unstable();
+    let mut made = if new.is_empty() {
+        HashMap::new()
+    } else {
+        runs_in(tx, &new).await?
+    };
+    starts
+        .iter()
+        .map(|p| match there.get(&p.run.id) {
+            Some(r) => Ok((r.clone(), false)),
+            None => made
+                .remove(&p.run.id)
+                .map(|r| (r, true))
+                .ok_or_else(|| StoreError::NotFound(format!("workflow run {}", p.run.id))),
+        })
+        .collect()
+}
+
+/// One start in its own transaction; two starts of one id at once: the other one's insert
+/// won, and its run is answered.
+async fn start_one<D: Driver>(d: &D, p: &RunStartParams) -> Result<(WorkflowRun, bool)> {
+    let first = again(|| async move {
+        let mut tx = d.begin().await?;
+        let mut out = start(&mut tx, &[p]).await?;
+        tx.commit().await?;
+        Ok(out.remove(0))
+    })
+    .await;
+    match first {
+        Err(StoreError::Conflict(_)) => match d.run_get(&p.run.id).await? {
+            Some(r) => Ok((r, false)),
+            None => first,
+        },
+        other => other,
+    }
 }
 
 /// Writes `entries` into `run`'s journal (see [`RunStore::run_record`]); answers how many were
@@ -290,6 +354,50 @@ async fn entry_at<T: DriverTx>(tx: &mut T, id: &str, seq: i64) -> Result<Option<
     }
 }
 
+/// A call's items in groups of distinct keys, in order: an item whose key came before goes in
+/// the next group (the k-th item of a key in group k), so items of one key are written one
+/// after the other.
+struct Groups<'a, T> {
+    parts: Vec<Vec<&'a T>>,
+    /// Each item's group and place in it.
+    at: Vec<(usize, usize)>,
+}
+
+fn in_groups<'a, T>(items: &'a [T], key: impl Fn(&'a T) -> &'a str) -> Groups<'a, T> {
+    let mut g = Groups {
+        parts: vec![],
+        at: vec![],
+    };
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for it in items {
+        let k = seen.entry(key(it)).and_modify(|k| *k += 1).or_insert(0);
+        if g.parts.len() <= *k {
+            g.parts.push(vec![]);
+        }
+        g.at.push((*k, g.parts[*k].len()));
+        g.parts[*k].push(it);
+    }
+    g
+}
+
+impl<T> Groups<'_, T> {
+    /// The groups' answers put back in the items' order.
+    fn answers<O>(&self, outs: Vec<Vec<O>>) -> Vec<O> {
+        let mut outs: Vec<Vec<Option<O>>> = outs
+            .into_iter()
+            .map(|o| o.into_iter().map(Some).collect())
+            .collect();
+        self.at
+            .iter()
+            .filter_map(|&(k, i)| {
+                outs.get_mut(k)
+                    .and_then(|o| o.get_mut(i))
+                    .and_then(Option::take)
+            })
+            .collect()
+    }
+}
+
 /// A report of a batch refused: the error, and whether what its refusal applied (a lease
 /// check's cancel or timeout of the task) is to be committed.
 struct Refusal {
@@ -470,21 +578,42 @@ macro_rules! held {
 #[async_trait]
 impl<D: Driver> RunStore for D {
     async fn run_start(&self, p: RunStartParams) -> Result<(WorkflowRun, bool)> {
-        let p = &p;
-        let first = again(|| async move {
+        start_one(self, &p).await
+    }
+
+    async fn run_start_many(
+        &self,
+        starts: Vec<RunStartParams>,
+    ) -> Result<Vec<Result<(WorkflowRun, bool)>>> {
+        if starts.len() <= 1 {
+            let mut out = vec![];
+            for p in &starts {
+                out.push(start_one(self, p).await);
+            }
+            return Ok(out);
+        }
+        // A second start of an id in the call goes in a later group: it answers the first's run.
+        let groups = in_groups(&starts, |p| p.run.id.as_str());
+        let parts = &groups.parts;
+        let written = again(|| async move {
             let mut tx = self.begin().await?;
-            let out = insert_run(&mut tx, &p.run, p.now).await?;
+            let mut outs = vec![];
+            for g in parts {
+                outs.push(start(&mut tx, g).await?);
+            }
             tx.commit().await?;
-            Ok(out)
+            Ok(outs)
         })
         .await;
-        match first {
-            // Two starts of one id at once: the other one's insert won.
-            Err(StoreError::Conflict(_)) => match self.run_get(&p.run.id).await? {
-                Some(r) => Ok((r, false)),
-                None => first,
-            },
-            other => other,
+        match written {
+            Ok(outs) => Ok(groups.answers(outs).into_iter().map(Ok).collect()),
+            Err(_) => {
+                let mut out = vec![];
+                for p in &starts {
+                    out.push(start_one(self, p).await);
+                }
+                Ok(out)
+            }
         }
     }
 
@@ -709,27 +838,13 @@ impl<D: Driver> RunStore for D {
             }
             return Ok(out);
         }
-        // Groups of distinct runs, in order: a run's k-th report goes in group k, so its
-        // reports are written one after the other.
-        let mut groups: Vec<Vec<&RunReport>> = vec![];
-        let mut at: Vec<(usize, usize)> = vec![];
-        let mut seen: HashMap<&str, usize> = HashMap::new();
-        for r in &reports {
-            let k = seen
-                .entry(r.record.lease.id.as_str())
-                .and_modify(|k| *k += 1)
-                .or_insert(0);
-            if groups.len() <= *k {
-                groups.push(vec![]);
-            }
-            at.push((*k, groups[*k].len()));
-            groups[*k].push(r);
-        }
-        let groups = &groups;
+        // A run's second report in the call goes in a later group, written after the first.
+        let groups = in_groups(&reports, |r| r.record.lease.id.as_str());
+        let parts = &groups.parts;
         let written = again(|| async move {
             let mut tx = self.begin().await?;
             let mut outs = vec![];
-            for g in groups {
+            for g in parts {
                 match report(&mut tx, g).await? {
                     Ok(o) => outs.push(o),
                     // Rolled back (dropped): each is written alone below.
@@ -743,10 +858,7 @@ impl<D: Driver> RunStore for D {
         // A database failure of the batch (not a retryable one: `again` went again) is
         // answered per report too, each going alone.
         match written.ok().flatten() {
-            Some(mut outs) => Ok(at
-                .iter()
-                .map(|&(k, i)| Ok(std::mem::replace(&mut outs[k][i], RunReported::Recorded(0))))
-                .collect()),
+            Some(outs) => Ok(groups.answers(outs).into_iter().map(Ok).collect()),
             None => {
                 let mut out = vec![];
                 for r in &reports {

@@ -9,6 +9,10 @@ SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ?1
 -- The run's row, locked for the rest of the transaction (every flow of a run takes it first).
 SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ?1 FOR UPDATE
 
+-- name: get_many
+-- Runs ?1 (ids), not locked; a start batch's.
+SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id IN (?1)
+
 -- name: lock_many
 -- Runs ?1 (ids, in id order: one lock order for every caller) locked; a report batch's.
 SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id IN (?1) ORDER BY id FOR UPDATE

@@ -611,6 +611,14 @@ impl crate::RunStore for Recording {
         self.inner.run_finish(p).await
     }
 
+    async fn run_start_many(
+        &self,
+        starts: Vec<crate::RunStartParams>,
+    ) -> Result<Vec<Result<(WorkflowRun, bool)>>> {
+        self.hit("run_start_many").await;
+        self.inner.run_start_many(starts).await
+    }
+
     async fn run_report_many(
         &self,
         reports: Vec<crate::RunReport>,

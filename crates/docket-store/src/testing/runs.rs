@@ -477,21 +477,50 @@ pub(super) async fn durable_runs(b: Bundle) {
     assert!(s.run_entries("r1").await.unwrap().is_empty());
 }
 
-/// Reports of many runs written together (`run_report_many`): records and finishes (completed,
+/// Starts of many runs written together (`run_start_many`: an id twice, a run there), then
+/// reports of many runs written together (`run_report_many`): records and finishes (completed,
 /// failed) of distinct runs and two reports of one run in one call, answered in order; a
 /// refused report (a stale lease, non-determinism) is answered as alone and costs the others
 /// nothing.
 pub(super) async fn run_reports_together(b: Bundle) {
     let s = &*b.store;
     let now = t0();
-    for id in ["a", "b", "c", "d"] {
-        s.run_start(RunStartParams {
-            run: new_run(id, "checkout", None, now),
-            now,
-        })
+    let start = |id: &str| RunStartParams {
+        run: new_run(id, "checkout", None, now),
+        now,
+    };
+    let (d, _) = s.run_start(start("d")).await.unwrap();
+    // Starts together: one of an id twice, one of a run there.
+    let started = s
+        .run_start_many(vec![
+            start("a"),
+            start("b"),
+            start("a"),
+            start("c"),
+            start("d"),
+        ])
         .await
-        .unwrap();
-    }
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        started
+            .iter()
+            .map(|(r, created)| (r.id.as_str(), *created))
+            .collect::<Vec<_>>(),
+        [
+            ("a", true),
+            ("b", true),
+            ("a", false),
+            ("c", true),
+            ("d", false)
+        ]
+    );
+    assert_eq!(started[0].0, started[2].0);
+    assert_eq!(started[4].0, d);
+    assert_eq!(Some(&started[1].0), s.run_get("b").await.unwrap().as_ref());
+    assert!(s.run_start_many(vec![]).await.unwrap().is_empty());
     let tasks = claim(s, durable::DEFAULT_QUEUE, 4, now).await;
     assert_eq!(tasks.len(), 4);
     let task = |id: &str| {

@@ -24,3 +24,6 @@ SELECT task_id, id, workflow FROM docket_workflow_runs WHERE task_id IN (SELECT 
 -- name: lock_many
 -- Runs $1 (ids, in id order: one lock order for every caller) locked; a report batch's.
 SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ANY($1) ORDER BY id FOR UPDATE
+
+-- name: get_many
+SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id = ANY($1)

@@ -14,3 +14,6 @@ SELECT task_id, id, workflow FROM docket_workflow_runs WHERE task_id IN (SELECT 
 -- name: lock_many
 -- Runs ?1 (a JSON array of ids); the write transaction (BEGIN IMMEDIATE) holds the database.
 SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id
+
+-- name: get_many
+SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id IN (SELECT value FROM json_each(?1))
