@@ -64,13 +64,20 @@ impl<I, O> std::fmt::Debug for GroupCommit<I, O> {
     }
 }
 
-/// Gives a writer's place back however it ends.
-struct Place<'a, I, O>(&'a GroupCommit<I, O>);
+/// Gives a writer's place back if it ends other than by finding the queue empty (a panic, or
+/// its runtime stopping): that one gives it back under the same lock as it looked, so a call
+/// queued meanwhile either is seen or finds a place free and spawns a writer.
+struct Place<'a, I, O> {
+    of: &'a GroupCommit<I, O>,
+    held: bool,
+}
 
 impl<I, O> Drop for Place<'_, I, O> {
     fn drop(&mut self) {
-        let mut q = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
-        q.writers -= 1;
+        if self.held {
+            let mut q = self.of.state.lock().unwrap_or_else(|p| p.into_inner());
+            q.writers -= 1;
+        }
     }
 }
 
@@ -110,16 +117,21 @@ impl<I: Send + 'static, O: Send + 'static> GroupCommit<I, O> {
     }
 
     async fn drain(&self, store: Arc<dyn Store>) {
-        let _place = Place(self);
+        let mut place = Place {
+            of: self,
+            held: true,
+        };
         loop {
             let batch: Vec<_> = {
                 let mut q = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                if q.waiting.is_empty() {
+                    q.writers -= 1;
+                    place.held = false;
+                    return;
+                }
                 let n = q.waiting.len().min(PER_BATCH);
                 q.waiting.drain(..n).collect()
             };
-            if batch.is_empty() {
-                return;
-            }
             let (items, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
             match (self.write)(store.clone(), items).await {
                 Ok(outs) => {
