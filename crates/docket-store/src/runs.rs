@@ -197,9 +197,10 @@ pub trait RunStore: Send + Sync {
     /// [`RunStore::run_record`] and [`RunStore::run_finish`] of many runs in one transaction
     /// (a worker's reports written together, as a completion batch is): one answer per report,
     /// in order. When one of them is refused (a lease that does not hold, non-determinism, a
-    /// child's conflict) the transaction is rolled back and each report is written alone, so
-    /// a refusal is answered as the single call answers it and costs the others nothing.
-    /// Reports of one run are written in their order.
+    /// child's conflict) the transaction is rolled back, that report is written alone (so it
+    /// is answered as the single call answers it) and the others go again without it; when
+    /// its run has another report in the call, each is written alone, in order. Reports of one
+    /// run are written in their order.
     ///
     /// # Errors
     /// Per report, as [`RunStore::run_record`] (a database failure of the batch has each go

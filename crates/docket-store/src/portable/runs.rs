@@ -401,6 +401,8 @@ impl<T> Groups<'_, T> {
 /// A report of a batch refused: the error, and whether what its refusal applied (a lease
 /// check's cancel or timeout of the task) is to be committed.
 struct Refusal {
+    /// Its place in the reports written.
+    at: usize,
     error: StoreError,
     commit: bool,
 }
@@ -443,7 +445,7 @@ async fn report<T: DriverTx>(
     let mut out = Vec::with_capacity(reports.len());
     for (at, r) in reports.iter().enumerate() {
         let l = &r.record.lease;
-        let refuse = |error, commit| Ok(Err(Refusal { error, commit }));
+        let refuse = |error, commit| Ok(Err(Refusal { at, error, commit }));
         let Some(run) = runs.get(&l.id) else {
             return refuse(
                 StoreError::NotFound(format!("workflow run {}", l.id)),
@@ -549,7 +551,7 @@ async fn report_one<D: Driver>(d: &D, r: &RunReport) -> Result<RunReported> {
                 tx.commit().await?;
                 Ok(o.remove(0))
             }
-            Err(Refusal { error, commit }) => {
+            Err(Refusal { error, commit, .. }) => {
                 if commit {
                     tx.commit().await?;
                 }
@@ -838,35 +840,69 @@ impl<D: Driver> RunStore for D {
             }
             return Ok(out);
         }
-        // A run's second report in the call goes in a later group, written after the first.
-        let groups = in_groups(&reports, |r| r.record.lease.id.as_str());
-        let parts = &groups.parts;
-        let written = again(|| async move {
-            let mut tx = self.begin().await?;
-            let mut outs = vec![];
-            for g in parts {
-                match report(&mut tx, g).await? {
-                    Ok(o) => outs.push(o),
-                    // Rolled back (dropped): each is written alone below.
-                    Err(_) => return Ok(None),
+        let mut out: Vec<Option<Result<RunReported>>> = reports.iter().map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..reports.len()).collect();
+        while !pending.is_empty() {
+            let items: Vec<&RunReport> = pending.iter().map(|&i| &reports[i]).collect();
+            // A run's second report in the call goes in a later group, written after the first.
+            let groups = in_groups(&items, |r| r.record.lease.id.as_str());
+            let parts = &groups.parts;
+            let written = again(|| async move {
+                let mut tx = self.begin().await?;
+                let mut outs = vec![];
+                for (k, g) in parts.iter().enumerate() {
+                    let g: Vec<&RunReport> = g.iter().map(|r| **r).collect();
+                    match report(&mut tx, &g).await? {
+                        Ok(o) => outs.push(o),
+                        // Rolled back (dropped).
+                        Err(r) => return Ok(Err((k, r.at))),
+                    }
                 }
-            }
-            tx.commit().await?;
-            Ok(Some(outs))
-        })
-        .await;
-        // A database failure of the batch (not a retryable one: `again` went again) is
-        // answered per report too, each going alone.
-        match written.ok().flatten() {
-            Some(outs) => Ok(groups.answers(outs).into_iter().map(Ok).collect()),
-            None => {
-                let mut out = vec![];
-                for r in &reports {
-                    out.push(report_one(self, r).await);
+                tx.commit().await?;
+                Ok(Ok(outs))
+            })
+            .await;
+            match written {
+                Ok(Ok(outs)) => {
+                    for (j, o) in groups.answers(outs).into_iter().enumerate() {
+                        out[pending[j]] = Some(Ok(o));
+                    }
+                    break;
                 }
-                Ok(out)
+                // The refused report is answered alone, then the others go again without it
+                // (one more transaction per refusal) — unless its run has another report here,
+                // whose order only going one by one keeps.
+                Ok(Err((k, i))) => {
+                    let j = groups.at.iter().position(|&a| a == (k, i)).unwrap_or(0);
+                    let id = &reports[pending[j]].record.lease.id;
+                    if pending
+                        .iter()
+                        .filter(|&&p| reports[p].record.lease.id == *id)
+                        .count()
+                        > 1
+                    {
+                        for &p in &pending {
+                            out[p] = Some(report_one(self, &reports[p]).await);
+                        }
+                        break;
+                    }
+                    let p = pending.remove(j);
+                    out[p] = Some(report_one(self, &reports[p]).await);
+                }
+                // A database failure of the batch (not a retryable one: `again` went again):
+                // each goes alone.
+                Err(_) => {
+                    for &p in &pending {
+                        out[p] = Some(report_one(self, &reports[p]).await);
+                    }
+                    break;
+                }
             }
         }
+        Ok(out
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(StoreError::Invalid("a report not written".into()))))
+            .collect())
     }
 
     async fn run_resume(&self, p: RunLease) -> Result<Resumed> {
