@@ -19,7 +19,8 @@ from DOCKET_ADMIN_TOKEN under the name DOCKET_FUZZ_TOKEN_NAME (`admin`).
 `python api-fuzz-hooks.py check STATUSES OPENAPI.json` then fails when an operation of the
 document that needs a token never answered the fuzzer's token with anything but 401/403 (it was
 never reached with a valid token), or when any request carrying the token got 401 or 403 (the
-admin token stopped working, or a route refuses it).
+admin token stopped working, or a route refuses it). `… unreached STATUSES OPENAPI.json` prints
+the operations not reached yet, one per line, for a further pass of the fuzzer.
 """
 
 import os
@@ -67,10 +68,15 @@ if __name__ != "__main__":
             return
         sent = response.request.headers.get("Authorization", "")
         mine = 1 if TOKEN and sent == "Bearer " + TOKEN else 0
-        _out.write(f"{case.operation.method.upper()} {case.operation.path}\t{response.status_code}\t{mine}\n")
+        # schemathesis 4 gives seconds as a float (a timedelta in older versions).
+        elapsed = response.elapsed or 0.0
+        ms = 1000 * (elapsed.total_seconds() if hasattr(elapsed, "total_seconds") else float(elapsed))
+        _out.write(
+            f"{case.operation.method.upper()} {case.operation.path}\t{response.status_code}\t{mine}\t{ms:.1f}\n"
+        )
 
 
-def check(statuses_path, doc_path):
+def check(statuses_path, doc_path, unreached_only=False):
     import json
     from collections import Counter, defaultdict
 
@@ -85,8 +91,10 @@ def check(statuses_path, doc_path):
     )
     mine = defaultdict(Counter)  # operation -> status -> count, requests with the token
     total = 0
+    spent = Counter()  # operation -> ms its answers took, to show where a run's time went
     for line in open(statuses_path):
-        op, status, with_token = line.rstrip("\n").split("\t")
+        op, status, with_token, ms = line.rstrip("\n").split("\t")
+        spent[op] += float(ms)
         total += 1
         if with_token == "1":
             mine[op][int(status)] += 1
@@ -103,15 +111,27 @@ def check(statuses_path, doc_path):
         if refused:
             what = ", ".join(f"{s}×{n}" for s, n in sorted(refused.items()))
             problems.append(f"{op}: the fuzzer's admin token was refused ({what})")
+    if unreached_only:
+        # The operations a further pass should fuzz: those never reached, when nothing was refused
+        # (a refused token is a failure another pass would hide).
+        if not any(s in (401, 403) for c in mine.values() for s in c):
+            for op in ops:
+                if not any(s not in (401, 403) for s in mine.get(op, ())):
+                    print(op)
+        return 0
     reached = sum(1 for op in ops if any(s not in (401, 403) for s in mine.get(op, ())))
     print(f"auth check: {reached} of {len(ops)} operations answered the fuzzer's admin token "
           f"({sum(sum(c.values()) for c in mine.values())} of {total} requests carried it)")
     for p in problems:
         print("  " + p)
+    # The budget is wall time (--max-time): on a slow backend the fuzzer reaches fewer
+    # operations, so name where the time went.
+    slow = ", ".join(f"{op} {ms / 1000:.1f} s" for op, ms in spent.most_common(5))
+    print(f"  answers took {sum(spent.values()) / 1000:.1f} s in all; most: {slow}")
     return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "check":
-        sys.exit("usage: api-fuzz-hooks.py check STATUSES OPENAPI.json")
-    sys.exit(check(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) != 4 or sys.argv[1] not in ("check", "unreached"):
+        sys.exit("usage: api-fuzz-hooks.py check|unreached STATUSES OPENAPI.json")
+    sys.exit(check(sys.argv[2], sys.argv[3], unreached_only=sys.argv[1] == "unreached"))

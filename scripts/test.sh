@@ -17,7 +17,9 @@ cd "$(dirname "$0")/.."
 export DOCKET_TEST_PG_URL=${DOCKET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 export DOCKET_TEST_MYSQL_URL=${DOCKET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
 
-say() { echo "[test.sh] $*" >&2; }
+# Each line carries the minutes since the start: CI's budget is an hour, and its log's tail is
+# what shows where the time went.
+say() { printf '[test.sh %dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
 pg_ready() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 pg_login() { psql "$DOCKET_TEST_PG_URL" -Atqc 'select 1' >/dev/null 2>&1; }
@@ -198,6 +200,7 @@ if [ $# -eq 0 ]; then
   say "docs: scripts/docs.sh (mdbook, the API reference, links)"
   scripts/docs.sh
 fi
+say "cargo test --workspace $*"
 cargo test --workspace "$@"
 # MariaDB Galera (issue 38): the store's conformance suite and the engine's tests of the MySQL
 # backend again, on a three-node cluster (scripts/galera.sh starts it), each second node writing
@@ -227,7 +230,9 @@ if [ $# -eq 0 ]; then
   # The native clients (Python, TypeScript, Go) against real servers on SQLite, PostgreSQL and MariaDB.
   say "clients: clients/test.sh (Python, TypeScript, Go)"
   DOCKET_BIN=$PWD/target/debug/docket clients/test.sh
+  say "api fuzz: scripts/api-fuzz.sh"
   DOCKET_BIN=$PWD/target/debug/docket scripts/api-fuzz.sh
+  say "chaos: scripts/chaos.sh --short (PostgreSQL, then Galera, then a standby)"
   DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short
   # Past one database machine (issue 38): the same faults with the database a Galera cluster
   # (a node killed, a node cut off) and a PostgreSQL primary with a synchronous standby (failed
@@ -235,3 +240,4 @@ if [ $# -eq 0 ]; then
   DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short --galera
   DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short --standby
 fi
+say "done"
