@@ -2,8 +2,8 @@
 # Runs docket's whole test suite against a real PostgreSQL and real SQLite files, and builds
 # and link-checks the book (scripts/docs.sh).
 # Installs and starts PostgreSQL, MariaDB, a three-node MariaDB Galera cluster (scripts/galera.sh)
-# and RabbitMQ when missing or down, installs nats-server
-# (the sink tests start their own), and installs Chromium and
+# and RabbitMQ when missing or down, installs nats-server and tansu, a Kafka-compatible broker
+# (the sink tests start their own), Erlang/OTP, and Chromium and
 # chromedriver for the dashboard test (Debian/Ubuntu, as root); clients/test.sh installs what
 # the native clients need (a Python venv, npm packages, Go with apt).
 #   scripts/test.sh                 # everything, then the short chaos run (scripts/chaos.sh)
@@ -175,8 +175,59 @@ ensure_brokers() {
   exit 1
 }
 
+# Erlang/OTP: the Kafka sink's partitioner is checked against a real erlang:phash2.
+ensure_erlang() {
+  command -v erl >/dev/null && return
+  if [ "$(id -u)" != 0 ]; then
+    say "erl is missing and this is not root: install erlang-nox (apt)"
+    exit 1
+  fi
+  say "installing Erlang/OTP (apt erlang-nox)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox >/dev/null
+}
+
+# The Kafka sink's tests run a private tansu (crates.io: an Apache Kafka-compatible broker, its
+# SQLite storage so a restarted broker keeps what it took), installed under target/tools. Built
+# in the background while the book and the tests build (it takes minutes); waited for before
+# the tests run.
+TANSU_VERSION=0.6.0
+export DOCKET_TANSU=$PWD/target/tools/bin/tansu
+TANSU_PID=
+start_tansu_install() {
+  if [ -x "$DOCKET_TANSU" ] && [ -f "$PWD/target/tools/.tansu-$TANSU_VERSION" ]; then return; fi
+  say "installing tansu $TANSU_VERSION (cargo install --features libsql, in the background)"
+  mkdir -p target/tools
+  ( cargo install tansu --locked --version "$TANSU_VERSION" --features libsql \
+      --root "$PWD/target/tools" --quiet >target/tools/tansu-install.log 2>&1 &&
+    touch "$PWD/target/tools/.tansu-$TANSU_VERSION" ) &
+  TANSU_PID=$!
+}
+wait_tansu_install() {
+  [ -n "$TANSU_PID" ] || return 0
+  if ! wait "$TANSU_PID"; then
+    cat target/tools/tansu-install.log >&2
+    say "installing tansu failed (above)"
+    exit 1
+  fi
+  TANSU_PID=
+}
+
+# The Kafka sink's progressor encoding (mg_proto) is read back with Apache Thrift's own Python
+# library (PyPI thrift), in a venv under target/.
+ensure_thrift_python() {
+  local venv=$PWD/target/py-thrift
+  export DOCKET_TEST_THRIFT_PYTHON=$venv/bin/python
+  "$DOCKET_TEST_THRIFT_PYTHON" -c 'import thrift' 2>/dev/null && return
+  say "installing thrift 0.22.0 (PyPI) into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q 'thrift==0.22.0'
+}
+
 ensure_postgres
 ensure_postgres_tls
+ensure_erlang
+ensure_thrift_python
 ensure_mariadb
 ensure_chromium
 ensure_brokers
@@ -190,6 +241,7 @@ my -e "select concat('drop database \`', table_schema, '\`;') from information_s
 # Test schemas are named t_*/cli_*; drop the ones older runs left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop schema \"' || nspname || '\" cascade;' from pg_namespace
   where nspname ~ '^(t|cli|cli_pgt|pgt|docket_bench|bench_pgt|fuzz)_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
+start_tansu_install
 say "architecture: scripts/check-architecture.py (SQL in .sql files, edges off the store, no loops of files)"
 # Its own tests first (fixture trees with each violation and a clean one), then the check.
 python3 scripts/test_check_architecture.py
@@ -200,6 +252,9 @@ if [ $# -eq 0 ]; then
   say "docs: scripts/docs.sh (mdbook, the API reference, links)"
   scripts/docs.sh
 fi
+# Built before tansu finishes: the two builds share the cores.
+cargo test --workspace --no-run "$@"
+wait_tansu_install
 say "cargo test --workspace $*"
 cargo test --workspace "$@"
 # MariaDB Galera (issue 38): the store's conformance suite and the engine's tests of the MySQL

@@ -104,6 +104,7 @@ async fn main() {
         subject_prefix: (kind == "nats").then(|| tag.clone()),
         stream: stream.clone(),
         exchange: exchange.clone(),
+        ..Default::default()
     };
     // The consumer first (RabbitMQ needs its queue bound before anything is published).
     let arrivals: Arrivals = Arc::default();

@@ -1,7 +1,8 @@
-//! Test fixtures (feature `testing`): a private `nats-server` with JetStream, for this crate's
-//! tests and the CLI's. A test never relies on a NATS the machine may run on 4222: Debian's
-//! `nats-server` package starts one without JetStream, and a clean machine has none;
-//! `scripts/test.sh` installs the binary, each test starts its own.
+//! Test fixtures (feature `testing`): a private `nats-server` with JetStream and a private
+//! Kafka-protocol broker (`tansu`), for this crate's tests and the CLI's. A test never relies on
+//! a NATS the machine may run on 4222: Debian's `nats-server` package starts one without
+//! JetStream, and a clean machine has none; `scripts/test.sh` installs the binaries, each test
+//! starts its own.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -98,6 +99,113 @@ impl NatsServer {
 }
 
 impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A private Kafka-protocol broker: `tansu` (crates.io, an Apache Kafka-compatible broker)
+/// with its SQLite storage (`sqlite://`), so what it took survives a kill and a restart. Found
+/// at `DOCKET_TANSU`, else `target/tools/bin/tansu` (where `scripts/test.sh` installs it:
+/// `cargo install tansu --locked --features libsql`), else on the `PATH`.
+pub struct TansuServer {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl TansuServer {
+    /// Started on a free port of 127.0.0.1 with an empty store; returns once it takes
+    /// connections.
+    ///
+    /// # Panics
+    /// When no `tansu` is found or it does not listen within 30 s.
+    pub fn start() -> TansuServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let child = Self::spawn(port, dir.path());
+        TansuServer { child, port, dir }
+    }
+
+    /// The `tansu` binary this fixture runs.
+    #[must_use]
+    pub fn binary() -> std::path::PathBuf {
+        if let Some(p) = std::env::var_os("DOCKET_TANSU") {
+            return p.into();
+        }
+        let installed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/bin/tansu");
+        if installed.exists() {
+            return installed;
+        }
+        "tansu".into()
+    }
+
+    fn spawn(port: u16, dir: &Path) -> Child {
+        let url = format!("tcp://127.0.0.1:{port}");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("tansu.log"))
+            .unwrap();
+        let mut child = Command::new(Self::binary())
+            .current_dir(dir)
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--storage-engine", "sqlite://tansu.db"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("tansu (scripts/test.sh installs it: cargo install tansu --locked --features libsql)");
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if t0.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "tansu did not start on port {port}: {}",
+                    std::fs::read_to_string(dir.join("tansu.log")).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
+    /// `127.0.0.1:<port>`: librdkafka's `bootstrap.servers`.
+    pub fn brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `kafka://127.0.0.1:<port>`: a sink's `url`.
+    pub fn url(&self) -> String {
+        format!("kafka://127.0.0.1:{}", self.port)
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("tansu.log")).unwrap_or_default()
+    }
+
+    /// Killed (SIGKILL).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Started again on the same port and store.
+    ///
+    /// # Panics
+    /// As [`TansuServer::start`].
+    pub fn start_again(&mut self) {
+        self.child = Self::spawn(self.port, self.dir.path());
+    }
+}
+
+impl Drop for TansuServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

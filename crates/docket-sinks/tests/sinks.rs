@@ -10,7 +10,7 @@ use docket_core::sink::Message;
 use docket_core::SystemClock;
 use docket_engine::process::{ProcessService, Processor, Request, Sink, SinkSpec};
 use docket_engine::{Claim, Engine, EngineConfig};
-use docket_sinks::testing::NatsServer;
+use docket_sinks::testing::{NatsServer, TansuServer};
 use docket_sinks::SinkConfig;
 use docket_store::testing::TestStore;
 use docket_store::{NotificationListParams, Store};
@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 // The consumers the docs show are the ones these tests read the brokers with.
+#[path = "../examples/consume_kafka.rs"]
+mod consume_kafka;
 #[path = "../examples/consume_nats.rs"]
 mod consume_nats;
 #[path = "../examples/consume_rabbitmq.rs"]
@@ -239,6 +241,7 @@ fn nats_sink(name: &str, url: &str) -> SinkSpec {
         subject_prefix: None,
         stream: Some("DOCKET".into()),
         exchange: None,
+        ..Default::default()
     }
     .build()
     .unwrap()
@@ -254,6 +257,7 @@ fn rabbit_sink(name: &str, exchange: &str, url: &str) -> SinkSpec {
         subject_prefix: None,
         stream: None,
         exchange: Some(exchange.into()),
+        ..Default::default()
     }
     .build()
     .unwrap()
@@ -874,6 +878,7 @@ async fn task_events_reach_the_brokers(backend: &str) {
         subject_prefix: None,
         stream: Some("DOCKET".into()),
         exchange: None,
+        ..Default::default()
     };
     let amqp_cfg = SinkConfig {
         name: "amqp".into(),
@@ -884,6 +889,7 @@ async fn task_events_reach_the_brokers(backend: &str) {
         subject_prefix: None,
         stream: None,
         exchange: Some(exchange.clone()),
+        ..Default::default()
     };
     let specs = docket_sinks::build_all(&[js_cfg, amqp_cfg]).unwrap();
     let stop = CancellationToken::new();
@@ -1068,6 +1074,7 @@ async fn workflow_runs_reach_the_broker(backend: &str) {
         subject_prefix: None,
         stream: Some("DOCKET".into()),
         exchange: None,
+        ..Default::default()
     };
     let specs = docket_sinks::build_all(&[cfg]).unwrap();
     let stop = CancellationToken::new();
@@ -1206,4 +1213,562 @@ async fn workflow_runs_reach_the_broker_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workflow_runs_reach_the_broker_mysql() {
     workflow_runs_reach_the_broker("mysql").await;
+}
+
+// ---- Kafka (a private tansu broker per test) ----
+
+/// Topics `names` made with `partitions` partitions each, through the Kafka admin API.
+async fn kafka_topics(brokers: &str, names: &[&str], partitions: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .create()
+            .unwrap();
+    let topics: Vec<_> = names
+        .iter()
+        .map(|n| NewTopic::new(n, partitions, TopicReplication::Fixed(1)))
+        .collect();
+    for r in admin
+        .create_topics(&topics, &AdminOptions::new())
+        .await
+        .unwrap()
+    {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+}
+
+fn kafka_sink(name: &str, url: &str, tune: impl FnOnce(&mut SinkConfig)) -> SinkSpec {
+    let mut c = SinkConfig {
+        name: name.into(),
+        kind: "kafka".into(),
+        url: url.into(),
+        namespaces: vec!["ns".into()],
+        ..Default::default()
+    };
+    tune(&mut c);
+    c.build().unwrap()
+}
+
+/// Reads Kafka through a consumer group (examples/consume_kafka.rs) on a blocking thread.
+struct KafkaReader {
+    reader: Arc<consume_kafka::Reader>,
+    got: Vec<Seen>,
+    /// (topic, partition, key) of every message read.
+    placed: Vec<(String, i32, String)>,
+}
+
+impl KafkaReader {
+    fn new(brokers: &str, topics: &[&str]) -> KafkaReader {
+        let group = format!("test-{}", uuid());
+        KafkaReader {
+            reader: Arc::new(consume_kafka::Reader::new(brokers, &group, topics).unwrap()),
+            got: vec![],
+            placed: vec![],
+        }
+    }
+
+    async fn read(&mut self) {
+        let r = self.reader.clone();
+        let batch =
+            tokio::task::spawn_blocking(move || r.next_batch(2000, Duration::from_millis(300)))
+                .await
+                .unwrap();
+        // A broker being restarted answers with errors for a while: read again later.
+        for m in batch.unwrap_or_default() {
+            self.placed.push((m.topic, m.partition, m.key.clone()));
+            self.got.push(seen(m.id, m.key, m.body));
+        }
+    }
+
+    async fn wait(&mut self, want: usize, secs: u64) {
+        let t0 = Instant::now();
+        while distinct(&self.got) < want && t0.elapsed() < Duration::from_secs(secs) {
+            self.read().await;
+        }
+    }
+
+    /// [`check`] per topic: Kafka keeps order within a partition, and a process's events and
+    /// its lifecycle are two topics (as progressor writes them), read interleaved.
+    fn check(&self, name: &str, expected: &[docket_core::process::Notification]) {
+        let is_event = |s: &Seen| s.body["kind"] == "event";
+        for (part, events) in [("events", true), ("lifecycle", false)] {
+            let got: Vec<Seen> = self
+                .got
+                .iter()
+                .filter(|s| is_event(s) == events)
+                .cloned()
+                .collect();
+            let want: Vec<_> = expected
+                .iter()
+                .filter(|n| (n.kind == "event") == events)
+                .cloned()
+                .collect();
+            check(&format!("{name} {part}"), &got, &want);
+        }
+    }
+}
+
+/// 1,000 processes × 5 events (+ `created`) through two nodes to Kafka on PostgreSQL: every
+/// notification read back by a consumer group, each process's in order, events and lifecycle in
+/// their own topics, and each key in the partition progressor's `erlang:phash2(Key) rem 3`
+/// names (that function is checked against a real `erl` in `phash2_is_erlangs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_thousand_processes_on_two_nodes() {
+    let db = store_of("pg").await;
+    let kafka = TansuServer::start();
+    let (events, lifecycle) = ("docket.events.ns", "docket.lifecycle.ns");
+    kafka_topics(&kafka.brokers(), &[events, lifecycle], 3).await;
+    let stop = CancellationToken::new();
+    let log = Arc::new(Publishers::default());
+    let sink = |node: &str| vec![watched(kafka_sink("k", &kafka.url(), |_| {}), node, &log)];
+    let a = node(db.store.clone(), "a", sink("a"), &stop).await;
+    let b = node(db.another_node().await, "b", sink("b"), &stop).await;
+    put_ns(&a).await;
+    let t0 = Instant::now();
+    burst(&a, &b, "p", 1000, 32).await;
+    let stepped = t0.elapsed();
+    log.check();
+    let expected = all_notifications(&*db.store).await;
+    assert_eq!(expected.len(), 6000);
+    let mut k = KafkaReader::new(&kafka.brokers(), &[events, lifecycle]);
+    k.wait(expected.len(), 120).await;
+    eprintln!(
+        "kafka: stepped in {stepped:?}, read back {:?} after",
+        t0.elapsed() - stepped
+    );
+    k.check("kafka", &expected);
+    let mut partitions = HashSet::new();
+    for ((topic, partition, key), s) in k.placed.iter().zip(&k.got) {
+        let want = if s.body["kind"] == "event" {
+            events
+        } else {
+            lifecycle
+        };
+        assert_eq!(topic, want, "{}", s.id);
+        assert_eq!(
+            *partition,
+            docket_sinks::kafka::partition_of(key, 3),
+            "{key}"
+        );
+        partitions.insert(*partition);
+    }
+    assert_eq!(partitions.len(), 3, "keys spread over the partitions");
+    stop.cancel();
+}
+
+/// The broker killed (SIGKILL) in the middle of a burst of 600 processes on MariaDB and started
+/// again on its store once 200 more notifications were written and 12 s passed (so deliveries
+/// failed, not only waited): nothing lost, each process in order, repeats only with their id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_restarted_in_a_burst() {
+    let db = store_of("mysql").await;
+    let mut kafka = TansuServer::start();
+    let (events, lifecycle) = ("docket.events.ns", "docket.lifecycle.ns");
+    kafka_topics(&kafka.brokers(), &[events, lifecycle], 2).await;
+    let stop = CancellationToken::new();
+    let sink = || vec![kafka_sink("k", &kafka.url(), |c| c.idempotence = Some(false))];
+    let a = node(db.store.clone(), "a", sink(), &stop).await;
+    let b = node(db.another_node().await, "b", sink(), &stop).await;
+    put_ns(&a).await;
+    let (a2, b2) = (a.clone(), b.clone());
+    let run = tokio::spawn(async move { burst(&a2, &b2, "r", 600, 16).await });
+    grows_by(&*db.store, 300).await;
+    kafka.kill();
+    let down = Instant::now();
+    grows_by(&*db.store, 200).await;
+    // Down past librdkafka's message timeout (10 s): its own retries give up, and the
+    // engine's sink sees the failures and publishes again.
+    tokio::time::sleep(Duration::from_secs(12).saturating_sub(down.elapsed())).await;
+    let held = [&a, &b]
+        .iter()
+        .flat_map(|n| n.sink_status())
+        .map(|s| s.delivered_seq)
+        .max()
+        .unwrap_or(0);
+    let written = db.store.notification_last_seq().await.unwrap();
+    assert!(held < written, "delivered {held} of {written} with the broker down");
+    kafka.start_again();
+    run.await.unwrap();
+    let expected = all_notifications(&*db.store).await;
+    assert_eq!(expected.len(), 3600);
+    let mut k = KafkaReader::new(&kafka.brokers(), &[events, lifecycle]);
+    k.wait(expected.len(), 180).await;
+    if distinct(&k.got) < expected.len() {
+        eprintln!("tansu's log:\n{}", kafka.log());
+    }
+    k.check("kafka restarted", &expected);
+    let failures = failed_passes(&[&a, &b]);
+    assert!(failures > 0, "the sink never saw the broker gone");
+    stop.cancel();
+}
+
+/// progressor's own topic names (`topics`), Kafka's default partitioner (`murmur2`), and task
+/// events of a queue, on SQLite: every message in its named topic, each key in one partition.
+/// A topic that does not exist yet holds its messages until it is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_named_topics_and_kafkas_partitioner() {
+    let db = store_of("sqlite").await;
+    let kafka = TansuServer::start();
+    let (events, lifecycle) = ("default_topic", "default_lifecycle_topic");
+    let spec = kafka_sink("k", &kafka.url(), |c| {
+        c.partitioner = Some("murmur2".into());
+        c.topics.insert(
+            "ns".into(),
+            docket_sinks::kafka::NamespaceTopics {
+                topic: events.into(),
+                lifecycle_topic: lifecycle.into(),
+            },
+        );
+    });
+    let stop = CancellationToken::new();
+    let a = node(db.store.clone(), "a", vec![spec], &stop).await;
+    put_ns(&a).await;
+    for i in 0..50 {
+        a.init("ns", &format!("m{i}"), req(2)).await.unwrap();
+    }
+    // No topic yet: nothing is delivered, and nothing is skipped.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        a.sink_status().iter().all(|s| s.delivered_seq == 0),
+        "{:?}",
+        a.sink_status()
+    );
+    kafka_topics(&kafka.brokers(), &[events, lifecycle], 4).await;
+    let expected = all_notifications(&*db.store).await;
+    assert_eq!(expected.len(), 150);
+    let mut k = KafkaReader::new(&kafka.brokers(), &[events, lifecycle]);
+    k.wait(expected.len(), 120).await;
+    k.check("kafka murmur2", &expected);
+    let mut part_of_key: HashMap<&str, i32> = HashMap::new();
+    for ((topic, partition, key), s) in k.placed.iter().zip(&k.got) {
+        let want = if s.body["kind"] == "event" {
+            events
+        } else {
+            lifecycle
+        };
+        assert_eq!(topic, want);
+        if topic == events {
+            let p = part_of_key.entry(key).or_insert(*partition);
+            assert_eq!(p, partition, "{key}: one partition per key");
+        }
+    }
+    let used: HashSet<_> = part_of_key.values().collect();
+    assert!(used.len() > 1, "50 keys in one partition: {used:?}");
+    stop.cancel();
+}
+
+/// `partition_of` is progressor's `erlang:phash2(Key) rem N`, computed by a real Erlang node
+/// for keys of every length up to 40 bytes, UTF-8, a NUL byte and 1,000 bytes.
+#[test]
+fn phash2_is_erlangs() {
+    let mut keys: Vec<String> = (0..=40).map(|n| "k".repeat(n)).collect();
+    keys.extend(
+        [
+            "ns id",
+            "orders 42",
+            "заказы 7",
+            "订单 9",
+            "a\u{0}b",
+            "default/default x",
+        ]
+        .map(String::from),
+    );
+    keys.push(
+        (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect(),
+    );
+    let list: Vec<String> = keys
+        .iter()
+        .map(|k| {
+            let bytes: Vec<String> = k.bytes().map(|b| b.to_string()).collect();
+            format!("<<{}>>", bytes.join(","))
+        })
+        .collect();
+    let expr = format!(
+        "[io:format(\"~p~n\", [erlang:phash2(B)]) || B <- [{}]], halt().",
+        list.join(",")
+    );
+    let out = std::process::Command::new("erl")
+        .args(["-noshell", "-eval", &expr])
+        .output()
+        .expect("erl (Erlang/OTP; scripts/test.sh installs erlang-nox)");
+    assert!(out.status.success(), "{out:?}");
+    let got: Vec<u32> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(got.len(), keys.len());
+    for (k, want) in keys.iter().zip(got) {
+        assert_eq!(
+            docket_sinks::kafka::phash2_binary(k.as_bytes()),
+            want,
+            "{k:?}"
+        );
+        for n in [1, 3, 7, 64] {
+            assert_eq!(
+                docket_sinks::kafka::partition_of(k, n),
+                i32::try_from(want % n as u32).unwrap()
+            );
+        }
+    }
+}
+
+/// The Python interpreter with Apache Thrift's library (`scripts/test.sh` makes a venv with
+/// PyPI's `thrift` under target/py-thrift and sets `DOCKET_TEST_THRIFT_PYTHON`).
+fn thrift_python() -> String {
+    std::env::var("DOCKET_TEST_THRIFT_PYTHON").unwrap_or_else(|_| {
+        format!(
+            "{}/../../target/py-thrift/bin/python",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    })
+}
+
+/// `(kind, bytes)` read by Thrift's Python library (tests/mg_proto_check.py): each decoded as
+/// JSON, after checking that writing it again gives the same bytes.
+fn thrift_read(msgs: &[(&str, Vec<u8>)]) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(thrift_python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/mg_proto_check.py"
+        ))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python with thrift (scripts/test.sh makes target/py-thrift)");
+    let mut input = String::new();
+    for (kind, bytes) in msgs {
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        input.push_str(&json!({"kind": kind, "hex": hex}).to_string());
+        input.push('\n');
+    }
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `term_to_binary` of each Erlang term, by a real Erlang node.
+fn erlang_terms(terms: &[&str]) -> Vec<Vec<u8>> {
+    let expr = format!(
+        "[io:format(\"~s~n\", [binary:encode_hex(term_to_binary(T))]) || T <- [{}]], halt().",
+        terms.join(",")
+    );
+    let out = std::process::Command::new("erl")
+        .args(["-noshell", "-eval", &expr])
+        .output()
+        .expect("erl");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            (0..l.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&l[i..i + 2], 16).unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+/// progressor's encoding (`format = "mg_proto"`): docket's messages, written as machinegun-proto
+/// `SinkEvent`s and `LifecycleEvent`s, are read by Apache Thrift's own library, which writes the
+/// same bytes again; payloads an Erlang node made with `term_to_binary` (as progressor's echo
+/// processor does) arrive as the `mg_msgpack` values `binary_to_term` gives, JSON payloads as
+/// the matching values, map keys in order; lifecycle changes carry progressor's statuses.
+#[test]
+fn mg_proto_is_what_thrift_reads_and_writes() {
+    use base64::Engine as _;
+    let terms = erlang_terms(&[
+        "{bin, <<1,2,3,255>>}",
+        "{obj, #{{str, <<\"b\">>} => {i, 1}, {str, <<\"a\">>} => {arr, [{nl, {mg_msgpack_Nil}}, \
+         {b, true}, {flt, 1.5}, {i, -5}, {i, 1 bsl 40}]}, {str, <<\"c\">>} => {str, <<\"привет\"/utf8>>}}}",
+    ]);
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let event = |payload: Value, metadata: Value| {
+        json!({"kind": "event", "namespace": "orders", "process_id": "o-1", "event_id": 7,
+               "timestamp": "2026-11-29T10:00:00.123456Z", "created_at": "2026-11-29T10:00:01Z",
+               "metadata": metadata, "payload": payload})
+    };
+    let life = |kind: &str, reason: Value| {
+        json!({"kind": kind, "namespace": "orders", "process_id": "o-1",
+               "created_at": "2026-11-29T10:00:01.9Z", "reason": reason})
+    };
+    let bodies = [
+        event(
+            json!({"$bin": b64(&terms[0])}),
+            json!({"format_version": 1}),
+        ),
+        event(json!({"$bin": b64(&terms[1])}), json!({})),
+        event(
+            json!({"z": [1, 2.5, null, true, "x"], "a": {}}),
+            json!({"format_version": 2}),
+        ),
+        life("created", Value::Null),
+        life("failed", json!("boom")),
+        life("repaired", Value::Null),
+        life("removed", Value::Null),
+    ];
+    let encoded: Vec<(&str, Vec<u8>)> = bodies
+        .iter()
+        .map(|b| {
+            let kind = if b["kind"] == "event" {
+                "event"
+            } else {
+                "lifecycle"
+            };
+            (kind, docket_sinks::mg_proto::encode(b).unwrap())
+        })
+        .collect();
+    let got = thrift_read(&encoded);
+    let str_ = |s: &str| json!({"str": s});
+    let ev = |data: Value, version: Option<i64>| {
+        let mut e = json!({"source_ns": "orders", "source_id": "o-1", "event_id": 7,
+                           "created_at": "2026-11-29T10:00:00Z", "data": data});
+        if let Some(v) = version {
+            e["format_version"] = json!(v);
+        }
+        json!({"event": e})
+    };
+    assert_eq!(got[0], ev(json!({"bin": {"hex": "010203ff"}}), Some(1)));
+    assert_eq!(
+        got[1],
+        ev(
+            json!({"obj": [
+                [str_("a"), {"arr": [{"nl": {}}, {"b": true}, {"flt": 1.5}, {"i": -5}, {"i": 1_i64 << 40}]}],
+                [str_("b"), {"i": 1}],
+                [str_("c"), str_("привет")],
+            ]}),
+            None
+        )
+    );
+    assert_eq!(
+        got[2],
+        ev(
+            json!({"obj": [
+                [str_("a"), {"obj": []}],
+                [str_("z"), {"arr": [{"i": 1}, {"flt": 2.5}, {"nl": {}}, {"b": true}, str_("x")]}],
+            ]}),
+            Some(2)
+        )
+    );
+    let lc = |data: Value| {
+        json!({"machine_ns": "orders", "machine_id": "o-1", "created_at": "2026-11-29T10:00:01Z",
+               "data": {"machine": data}})
+    };
+    assert_eq!(got[3], lc(json!({"created": {}})));
+    assert_eq!(
+        got[4],
+        lc(json!({"status_changed": {"new_status": {"failed": {"reason": "boom"}}}}))
+    );
+    assert_eq!(
+        got[5],
+        lc(json!({"status_changed": {"new_status": {"working": {}}}}))
+    );
+    assert_eq!(got[6], lc(json!({"removed": {}})));
+    // What cannot be encoded is refused with its reason, not sent half-made.
+    let bad = |p: Value| docket_sinks::mg_proto::encode(&event(p, json!({}))).unwrap_err();
+    assert!(bad(json!({"$bin": "!!"})).contains("not base64"));
+    assert!(bad(json!({"$bin": b64(b"\x83\xff\x00")})).contains("not an Erlang term"));
+    let not_msgpack = erlang_terms(&["{tuple, three, elements}"]);
+    assert!(bad(json!({"$bin": b64(&not_msgpack[0])})).contains("not an mg_msgpack value"));
+    let task = json!({"kind": "emails", "event": "completed"});
+    assert!(docket_sinks::mg_proto::encode(&task).is_err());
+}
+
+/// `format = "mg_proto"` through a real broker: 20 processes with 2 events each on SQLite; the
+/// raw messages read from Kafka decode with Thrift's own library as 40 `SinkEvent`s (each
+/// process's event ids ascending, its payload the JSON the processor returned as `mg_msgpack`)
+/// and 20 `LifecycleEvent`s `created`, each keyed `"ns <id>"`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_mg_proto_messages_read_by_thrift() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message as _;
+    let db = store_of("sqlite").await;
+    let kafka = TansuServer::start();
+    let (events, lifecycle) = ("docket.events.ns", "docket.lifecycle.ns");
+    kafka_topics(&kafka.brokers(), &[events, lifecycle], 2).await;
+    let stop = CancellationToken::new();
+    let spec = kafka_sink("k", &kafka.url(), |c| c.format = Some("mg_proto".into()));
+    let a = node(db.store.clone(), "a", vec![spec], &stop).await;
+    put_ns(&a).await;
+    for i in 0..20 {
+        a.init("ns", &format!("t{i}"), req(2)).await.unwrap();
+    }
+    let brokers = kafka.brokers();
+    let raw = tokio::task::spawn_blocking(move || {
+        let c: BaseConsumer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("group.id", format!("raw-{}", uuid()))
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .unwrap();
+        c.subscribe(&[events, lifecycle]).unwrap();
+        let mut got = vec![];
+        let t0 = Instant::now();
+        while got.len() < 60 && t0.elapsed() < Duration::from_secs(120) {
+            if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+                got.push((
+                    m.topic().to_string(),
+                    String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
+                    m.payload().unwrap_or_default().to_vec(),
+                ));
+            }
+        }
+        got
+    })
+    .await
+    .unwrap();
+    assert_eq!(raw.len(), 60, "messages read");
+    let msgs: Vec<(&str, Vec<u8>)> = raw
+        .iter()
+        .map(|(t, _, b)| {
+            let kind = if t == events { "event" } else { "lifecycle" };
+            (kind, b.clone())
+        })
+        .collect();
+    let decoded = thrift_read(&msgs);
+    let mut last: HashMap<String, i64> = HashMap::new();
+    let mut created = 0;
+    for ((topic, key, _), d) in raw.iter().zip(&decoded) {
+        if topic == events {
+            let e = &d["event"];
+            assert_eq!(e["source_ns"], "ns");
+            let id = e["source_id"].as_str().unwrap().to_string();
+            assert_eq!(key, &format!("ns {id}"));
+            let n = e["event_id"].as_i64().unwrap();
+            assert!(last.insert(id, n).unwrap_or(0) < n, "event ids ascend");
+            let fields: Vec<&str> = e["data"]["obj"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|kv| kv[0]["str"].as_str().unwrap())
+                .collect();
+            assert_eq!(fields, ["i", "pad", "step"], "{d}");
+        } else {
+            assert_eq!(d["data"]["machine"], json!({"created": {}}), "{d}");
+            assert_eq!(key, &format!("ns {}", d["machine_id"].as_str().unwrap()));
+            created += 1;
+        }
+    }
+    assert_eq!((last.len(), created), (20, 20));
+    stop.cancel();
 }

@@ -858,7 +858,7 @@ fn serve_publishes_to_sinks_from_the_config_file() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("sink k: type \"kafka\" is not one of nats, rabbitmq"),
+        err.contains("sink k: broker \"h\" in url is not host:port"),
         "{err}"
     );
 }
