@@ -188,25 +188,27 @@ ensure_erlang() {
 }
 
 # The Kafka sink's tests run a private tansu (crates.io: an Apache Kafka-compatible broker, its
-# SQLite storage so a restarted broker keeps what it took), installed under target/tools. Built
-# in the background while the book and the tests build (it takes minutes); waited for before
-# the tests run.
+# SQLite storage so a restarted broker keeps what it took). Installed once per machine, outside
+# the checkout (a build takes minutes), under ~/.cache/docket/tansu-<version> (DOCKET_TOOLS_DIR
+# moves it); built in the background while the book and the tests build, and waited for
+# before the tests run.
 TANSU_VERSION=0.6.0
-export DOCKET_TANSU=$PWD/target/tools/bin/tansu
+TANSU_ROOT=${DOCKET_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/docket}/tansu-$TANSU_VERSION
+export DOCKET_TANSU=$TANSU_ROOT/bin/tansu
 TANSU_PID=
 start_tansu_install() {
-  if [ -x "$DOCKET_TANSU" ] && [ -f "$PWD/target/tools/.tansu-$TANSU_VERSION" ]; then return; fi
-  say "installing tansu $TANSU_VERSION (cargo install --features libsql, in the background)"
-  mkdir -p target/tools
+  if [ -x "$DOCKET_TANSU" ] && [ -f "$TANSU_ROOT/.installed" ]; then return; fi
+  say "installing tansu $TANSU_VERSION into $TANSU_ROOT (cargo install --features libsql, in the background)"
+  mkdir -p "$TANSU_ROOT"
   ( cargo install tansu --locked --version "$TANSU_VERSION" --features libsql \
-      --root "$PWD/target/tools" --quiet >target/tools/tansu-install.log 2>&1 &&
-    touch "$PWD/target/tools/.tansu-$TANSU_VERSION" ) &
+      --root "$TANSU_ROOT" --quiet >"$TANSU_ROOT/install.log" 2>&1 &&
+    touch "$TANSU_ROOT/.installed" ) &
   TANSU_PID=$!
 }
 wait_tansu_install() {
   [ -n "$TANSU_PID" ] || return 0
   if ! wait "$TANSU_PID"; then
-    cat target/tools/tansu-install.log >&2
+    cat "$TANSU_ROOT/install.log" >&2
     say "installing tansu failed (above)"
     exit 1
   fi

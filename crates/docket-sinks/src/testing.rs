@@ -107,8 +107,8 @@ impl Drop for NatsServer {
 
 /// A private Kafka-protocol broker: `tansu` (crates.io, an Apache Kafka-compatible broker)
 /// with its SQLite storage (`sqlite://`), so what it took survives a kill and a restart. Found
-/// at `DOCKET_TANSU`, else `target/tools/bin/tansu` (where `scripts/test.sh` installs it:
-/// `cargo install tansu --locked --features libsql`), else on the `PATH`.
+/// at `DOCKET_TANSU` (`scripts/test.sh` installs it, `cargo install tansu --locked --features
+/// libsql`, and sets it), else on the `PATH`.
 pub struct TansuServer {
     child: Child,
     port: u16,
@@ -135,14 +135,7 @@ impl TansuServer {
     /// The `tansu` binary this fixture runs.
     #[must_use]
     pub fn binary() -> std::path::PathBuf {
-        if let Some(p) = std::env::var_os("DOCKET_TANSU") {
-            return p.into();
-        }
-        let installed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/bin/tansu");
-        if installed.exists() {
-            return installed;
-        }
-        "tansu".into()
+        std::env::var_os("DOCKET_TANSU").map_or_else(|| "tansu".into(), Into::into)
     }
 
     fn spawn(port: u16, dir: &Path) -> Child {

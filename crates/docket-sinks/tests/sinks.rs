@@ -1367,7 +1367,11 @@ async fn kafka_restarted_in_a_burst() {
     let (events, lifecycle) = ("docket.events.ns", "docket.lifecycle.ns");
     kafka_topics(&kafka.brokers(), &[events, lifecycle], 2).await;
     let stop = CancellationToken::new();
-    let sink = || vec![kafka_sink("k", &kafka.url(), |c| c.idempotence = Some(false))];
+    let sink = || {
+        vec![kafka_sink("k", &kafka.url(), |c| {
+            c.idempotence = Some(false)
+        })]
+    };
     let a = node(db.store.clone(), "a", sink(), &stop).await;
     let b = node(db.another_node().await, "b", sink(), &stop).await;
     put_ns(&a).await;
@@ -1387,7 +1391,10 @@ async fn kafka_restarted_in_a_burst() {
         .max()
         .unwrap_or(0);
     let written = db.store.notification_last_seq().await.unwrap();
-    assert!(held < written, "delivered {held} of {written} with the broker down");
+    assert!(
+        held < written,
+        "delivered {held} of {written} with the broker down"
+    );
     kafka.start_again();
     run.await.unwrap();
     let expected = all_notifications(&*db.store).await;
