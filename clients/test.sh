@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tests of the native clients (Python, TypeScript, Go) against real `docket serve`s: one on a
+# Tests of the native clients (Python, TypeScript, Go; Erlang by clients/erlang/test.sh on its own
+# servers) against real `docket serve`s: one on a
 # SQLite file, one on PostgreSQL (a schema of its own), one on MariaDB/MySQL (a database of its
 # own, t_<32 hex digits>, dropped at the end — scripts/test.sh drops one a killed run left), and
 # one with tokens required and TLS (SQLite); each client's tests run on the first three.
@@ -17,7 +18,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 cd "$ROOT"
 say() { echo "[clients/test.sh] $*" >&2; }
-WHICH=${*:-python typescript go}
+WHICH=${*:-python typescript go erlang}
 export DOCKET_TEST_PG_URL=${DOCKET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 export DOCKET_TEST_MYSQL_URL=${DOCKET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
 if [ -z "${DOCKET_BIN:-}" ]; then
@@ -121,6 +122,10 @@ for lang in $WHICH; do
       fi
       say "go: go vet, go test"
       (cd "$HERE/go" && GOFLAGS=-mod=mod GOPROXY=off go vet ./... && GOPROXY=off go test -count=1 ./...) ;;
+    erlang)
+      # progressor's API (issue 42): its own servers on PostgreSQL, plain and with TLS + token.
+      say "erlang: clients/erlang/test.sh"
+      "$HERE/erlang/test.sh" ;;
     *) say "unknown client $lang"; exit 2 ;;
   esac
 done
