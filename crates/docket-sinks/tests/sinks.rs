@@ -859,7 +859,8 @@ async fn a_new_sink_starts_from_the_oldest_kept_notification() {
 }
 
 /// Task events of the queues a sink asks for reach it — on NATS for one queue, on RabbitMQ for
-/// another (a name with `.`, ` ` and `*`, which becomes one subject token) — each task's in
+/// another (a name with `.`, ` ` and `*`, which becomes one subject token), on Kafka for a third
+/// (topic `docket.tasks.ev-k`) — each task's in
 /// order: enqueued, started, completed; or enqueued, started, retried, started, completed; or
 /// enqueued, cancelled. A queue no sink asks for publishes nothing.
 async fn task_events_reach_the_brokers(backend: &str) {
@@ -868,7 +869,9 @@ async fn task_events_reach_the_brokers(backend: &str) {
     let nats = NatsServer::start();
     let exchange = format!("docket-test-{}", uuid());
     let mut rabbit = RabbitReader::new(&exchange).await;
-    let (qn, qr) = ("ev", "ev.2 *");
+    let kafka = TansuServer::start();
+    let (qn, qr, qk) = ("ev", "ev.2 *", "ev-k");
+    kafka_topics(&kafka.brokers(), &["docket.tasks.ev-k"], 2).await;
     let js_cfg = SinkConfig {
         name: "js".into(),
         kind: "nats".into(),
@@ -891,7 +894,14 @@ async fn task_events_reach_the_brokers(backend: &str) {
         exchange: Some(exchange.clone()),
         ..Default::default()
     };
-    let specs = docket_sinks::build_all(&[js_cfg, amqp_cfg]).unwrap();
+    let kafka_cfg = SinkConfig {
+        name: "kafka".into(),
+        kind: "kafka".into(),
+        url: kafka.url(),
+        queues: vec![qk.into()],
+        ..Default::default()
+    };
+    let specs = docket_sinks::build_all(&[js_cfg, amqp_cfg, kafka_cfg]).unwrap();
     let stop = CancellationToken::new();
     let store = db.store.clone();
     let mut cfg = EngineConfig::new("a", store.backend());
@@ -902,7 +912,7 @@ async fn task_events_reach_the_brokers(backend: &str) {
     svc.start().await.unwrap();
     // The loops arm the triggers when they first take their lease.
     let t0 = Instant::now();
-    while svc.sink_status().iter().filter(|s| s.holder).count() < 2 {
+    while svc.sink_status().iter().filter(|s| s.holder).count() < 3 {
         assert!(
             t0.elapsed() < Duration::from_secs(20),
             "{:?}",
@@ -911,7 +921,7 @@ async fn task_events_reach_the_brokers(backend: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut want: HashMap<i64, Vec<&str>> = HashMap::new();
-    for q in [qn, qr, "plain"] {
+    for q in [qn, qr, qk, "plain"] {
         let tasks: Vec<_> = (0..30)
             .map(|i| docket_core::NewTask {
                 queue: Some(q.into()),
@@ -1009,10 +1019,16 @@ async fn task_events_reach_the_brokers(backend: &str) {
         by
     };
     let mut js = NatsReader::new(nats.url());
-    let per_queue: usize = want.values().map(Vec::len).sum::<usize>() / 2;
+    let per_queue: usize = want.values().map(Vec::len).sum::<usize>() / 3;
     wait_nats(&mut js, per_queue, 60).await;
     wait_rabbit(&mut rabbit, per_queue, 60).await;
-    for (name, got, queue) in [("nats", &js.got, qn), ("rabbitmq", &rabbit.got, qr)] {
+    let mut k = KafkaReader::new(&kafka.brokers(), &["docket.tasks.ev-k"]);
+    k.wait(per_queue, 60).await;
+    for (name, got, queue) in [
+        ("nats", &js.got, qn),
+        ("rabbitmq", &rabbit.got, qr),
+        ("kafka", &k.got, qk),
+    ] {
         let by = events(got);
         assert!(
             got.iter().all(|s| s.body["queue"] == queue),
