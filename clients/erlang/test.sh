@@ -71,7 +71,9 @@ export DOCKET_SERVER="http://127.0.0.1:$P1"
 export DOCKET_TEST_TLS_URL="https://127.0.0.1:$P2" DOCKET_TEST_TOKEN="$TOKEN" DOCKET_TEST_CA="$WORK/ca.pem"
 # The processor's httpd needs a directory of its own to stand in (it serves no files).
 cd "$WORK"
-if ! timeout 600 erl -noshell -pa "$WORK/ebin" -eval 'docket_progressor_tests:main()'; then
+# test/progressor_sys.config: progressor's own sys.config entry, for start_namespaces/0.
+if ! timeout 600 erl -noshell -pa "$WORK/ebin" -config "$HERE/test/progressor_sys.config" \
+    -eval 'docket_progressor_tests:main()'; then
   say "failed; docket's logs:"; tail -n 40 "$WORK"/*.log >&2
   exit 1
 fi

@@ -6,6 +6,7 @@
 -export([init/1, call/1, repair/1, simple_repair/1, get/1, put/1, trace/1]).
 -export([health_check/1, health_check/2]).
 -export([put_namespace/2, put_namespace/3]).
+-export([docket_namespace/1]).
 %% Shared with docket_progressor_processor.
 -export([process/1, event/2]).
 
@@ -122,7 +123,7 @@ put(#{ns := Ns, id := Id, args := #{process := P} = Args} = Req) ->
 trace(#{ns := Ns, id := Id} = Req) ->
     case http(get, ns_path(Ns, [Id, <<"trace">>]), [], undefined, Req) of
         {ok, #{<<"tasks">> := Tasks}} ->
-            Prefix = <<"idem:", (to_bin(Ns))/binary, ":", (to_bin(Id))/binary, ":">>,
+            Prefix = <<"idem:", (docket_namespace(Ns))/binary, ":", (to_bin(Id))/binary, ":">>,
             {ok, lists:append([trace_rows(T, Prefix) || T <- Tasks])};
         {ok, Other} ->
             {error, {unexpected, Other}};
@@ -153,6 +154,7 @@ health_check(Namespaces, Options) ->
 %%% Setup (not progressor's: its namespaces are application env)
 
 %% Config as in PUT /v1/namespaces/{ns}, e.g. #{processor => #{url => <<"http://...">>}}.
+%% Ns may be progressor's name ('default/default'): it is put under docket_namespace(Ns).
 -spec put_namespace(namespace_id(), map()) -> {ok, map()} | {error, term()}.
 put_namespace(Ns, Config) ->
     put_namespace(Ns, Config, #{}).
@@ -160,9 +162,34 @@ put_namespace(Ns, Config) ->
 -spec put_namespace(namespace_id(), map(), options()) -> {ok, map()} | {error, term()}.
 put_namespace(Ns, Config, Options) ->
     guarded(fun() ->
-        http(put, [<<"v1">>, <<"namespaces">>, Ns], [], docket_progressor_json:metadata(Config),
+        http(put, [<<"v1">>, <<"namespaces">>, docket_namespace(Ns)], [],
+             docket_progressor_json:metadata(Config),
              #{options => Options})
     end).
+
+%% The docket name of a progressor namespace, used by every function here that takes `ns`.
+%% docket's names are 1-64 characters of A-Z a-z 0-9 _ . - and progressor's often hold '/'
+%% ('default/default'). The name is the `namespace_names` entry of the docket_progressor
+%% application env for Ns (an atom or binary key; start_namespaces records its names there),
+%% else Ns with each '/' replaced by '.' ('default/default' -> <<"default.default">>).
+-spec docket_namespace(namespace_id()) -> binary().
+docket_namespace(Ns) ->
+    Bin = to_bin(Ns),
+    Names = application:get_env(docket_progressor, namespace_names, #{}),
+    case maps:find(Ns, Names) of
+        {ok, Name} ->
+            to_bin(Name);
+        error ->
+            Found = [N || {K, N} <- maps:to_list(Names), name_key(K) =:= Bin],
+            case Found of
+                [Name | _] -> to_bin(Name);
+                [] -> binary:replace(Bin, <<"/">>, <<".">>, [global])
+            end
+    end.
+
+name_key(K) when is_atom(K); is_binary(K) -> to_bin(K);
+name_key(K) when is_list(K) -> try to_bin(K) catch _:_ -> undefined end;
+name_key(_) -> undefined.
 
 %%% docket's JSON to progressor's maps
 
@@ -331,7 +358,7 @@ detail_out(D) ->
 check_namespaces([], _Req) ->
     {passing, []};
 check_namespaces([Ns | Rest], Req) ->
-    case http(get, [<<"v1">>, <<"namespaces">>, Ns], [], undefined, Req) of
+    case http(get, [<<"v1">>, <<"namespaces">>, docket_namespace(Ns)], [], undefined, Req) of
         {ok, _} -> check_namespaces(Rest, Req);
         {error, Reason} -> {critical, #{progressor_namespace => Ns, error => format(Reason)}}
     end.
@@ -349,7 +376,7 @@ http(Method, Path, Query, Body, Req) ->
     docket_progressor_http:request(Method, Path, Query, Body, docket_progressor_http:config(Req)).
 
 ns_path(Ns, Rest) ->
-    [<<"v1">>, <<"namespaces">>, Ns, <<"processes">> | Rest].
+    [<<"v1">>, <<"namespaces">>, docket_namespace(Ns), <<"processes">> | Rest].
 
 opt_fields(Fields, Acc0) ->
     lists:foldl(
@@ -371,6 +398,7 @@ format(T) -> unicode:characters_to_binary(io_lib:format("~64000p", [T])).
 
 to_bin(B) when is_binary(B) -> B;
 to_bin(A) when is_atom(A) -> atom_to_binary(A, utf8);
+to_bin(I) when is_integer(I) -> integer_to_binary(I);
 to_bin(L) when is_list(L) -> unicode:characters_to_binary(L).
 
 now_ms() -> erlang:system_time(millisecond).

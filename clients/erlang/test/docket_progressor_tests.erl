@@ -7,6 +7,7 @@
 -export([main/0]).
 
 -define(P, docket_progressor).
+-define(PP, docket_progressor_processor).
 
 main() ->
     ets:new(docket_progressor_seen, [named_table, public, duplicate_bag]),
@@ -21,7 +22,8 @@ main() ->
     Tests = [
         init, get_during_init, call_with_response, concurrent_calls, errors,
         repair_of_errored_process, simple_repair, get_with_ranges, put, put_with_timers, trace,
-        idempotency_keys, health_check, ids_and_config, tls_and_token
+        idempotency_keys, health_check, ids_and_config, tls_and_token,
+        start_namespaces_config_errors, start_namespaces
     ],
     Results = [run(T, Ns) || T <- Tests],
     Passed = length([ok || ok <- Results]),
@@ -373,6 +375,127 @@ test(ids_and_config, Ns) ->
         application:unset_env(docket_progressor, server)
     end,
     {ok, _} = ?P:get(#{ns => Ns, id => Id});
+test(start_namespaces_config_errors, _Ns) ->
+    %% a wrong configuration starts nothing
+    Proc = #{processor => #{client => docket_progressor_test_processor, options => #{}}},
+    {error, {'a:b', {invalid_docket_namespace, <<"a:b">>}}} =
+        ?PP:start_namespaces(#{namespaces => #{'a:b' => Proc}}),
+    {error, {_, {same_docket_namespace, <<"x.y">>, _}}} =
+        ?PP:start_namespaces(#{namespaces => #{'x/y' => Proc, 'x.y' => Proc}}),
+    {error, {n, {processor_not_loaded, no_such_module, _}}} =
+        ?PP:start_namespaces([{namespaces, #{n => #{processor => #{client => no_such_module}}}}]),
+    {error, {n, {process_step_timeout, -1}}} =
+        ?PP:start_namespaces(#{namespaces => #{n => Proc#{process_step_timeout => -1}}}),
+    {error, {n, {processor, undefined}}} = ?PP:start_namespaces(#{namespaces => #{n => #{}}}),
+    [] = namespace_httpds(),
+    %% the mapping alone
+    {ok, #{<<"process_step_timeout">> := <<"1500ms">>, <<"task_scan_timeout">> := <<"2m">>,
+           <<"retry_policy">> := #{<<"max_attempts">> := 2147483647, <<"max_timeout">> := null}},
+     #{storage := x, {retry_policy, extra} := 1}} =
+        ?PP:namespace_config(#{process_step_timeout => 1.5, task_scan_timeout => "2m", storage => x,
+                               retry_policy => #{max_timeout => infinity, extra => 1}});
+test(start_namespaces, _Ns) ->
+    %% test/progressor_sys.config, as erl -config gives it: the `progressor` application env
+    Echo = 'default/default',
+    Scripted = 'test/scripted',
+    {ok, Started, Skipped} = ?PP:start_namespaces(),
+    [{Echo, <<"default.default">>, EchoUrl}, {Scripted, <<"erl-scripted">>, ScriptedUrl}] = Started,
+    %% what docket has no counterpart for, by namespace
+    [{Echo, #{storage := #{client := prg_pg_backend},
+              notifier := #{client := default_kafka_client,
+                            options := #{topic := <<"default_topic">>}}} = S1},
+     {Scripted, #{storage := _, last_timer_repair := true} = S2}] = Skipped,
+    {2, 2} = {map_size(S1), map_size(S2)},
+    %% docket has the namespaces with the options merged over the defaults, in its units
+    #{<<"processor">> := #{<<"url">> := EchoUrl},
+      <<"retry_policy">> := #{
+          <<"initial_timeout">> := <<"3s">>, <<"backoff_coefficient">> := 1.2,
+          <<"max_timeout">> := <<"3m">>, <<"max_attempts">> := 2,
+          <<"non_retryable_errors">> := [<<"some_reason">>]},
+      <<"worker_pool_size">> := 200, <<"process_step_timeout">> := <<"30s">>,
+      <<"task_scan_timeout">> := <<"10s">>, <<"call_scan_timeout">> := <<"3s">>} =
+        namespace(<<"default.default">>),
+    %% the namespace's retry_policy replaced the default one whole
+    #{<<"processor">> := #{<<"url">> := ScriptedUrl},
+      <<"retry_policy">> := #{
+          <<"initial_timeout">> := <<"1s">>, <<"backoff_coefficient">> := 2.0,
+          <<"max_timeout">> := <<"4s">>, <<"max_attempts">> := 2147483647,
+          <<"non_retryable_errors">> := [
+              <<"fatal_one">>, <<"{\"$bin\":\"RXJyb3IgbWVzc2FnZQ==\"}">>, <<"{temporary,unavailable}">>
+          ]},
+      <<"worker_pool_size">> := 5, <<"process_step_timeout">> := <<"30s">>,
+      <<"task_scan_timeout">> := <<"10s">>, <<"call_scan_timeout">> := <<"2s">>} =
+        namespace(<<"erl-scripted">>),
+    %% the client maps progressor's names (atoms or binaries) to docket's
+    {ok, #{Echo := <<"default.default">>, Scripted := <<"erl-scripted">>}} =
+        application:get_env(docket_progressor, namespace_names),
+    <<"erl-scripted">> = ?P:docket_namespace(<<"test/scripted">>),
+    <<"other.ns.x">> = ?P:docket_namespace('other/ns/x'),
+    {passing, []} = ?P:health_check([Echo, Scripted]),
+    %% a process driven through init, a call and timers, by progressor's names
+    Id = id(),
+    [E1, E2, E3, E4, Resp] = [bin() || _ <- lists:seq(1, 5)],
+    {ok, ok} = ?P:init(#{ns => Scripted, id => Id, args => step(#{events => [E1]})}),
+    Key = <<"k-", Id/binary>>,
+    {ok, Resp} = ?P:call(#{ns => Scripted, id => Id, idempotency_key => Key, args => step(#{
+        events => [E2], response => Resp, timer => 0,
+        timeouts => [#{events => [E3], timer => 0}, #{events => [E4]}]
+    })}),
+    wait(fun() -> {ok, #{last_event_id := 4}} = ?P:get(#{ns => Scripted, id => Id}) end, 60000),
+    {ok, #{status := <<"running">>, history := H}} = ?P:get(#{ns => <<"test/scripted">>, id => Id}),
+    [E1, E2, E3, E4] = [P || #{payload := P} <- H],
+    {ok, [#{task_type := <<"init">>}, #{task_type := <<"call">>, idempotency_key := Key},
+          #{task_type := <<"timeout">>}, #{task_type := <<"timeout">>}]} =
+        ?P:trace(#{ns => Scripted, id => Id}),
+    [init, call, timeout, timeout] = [T || {_, T, _, _, _} <- seen(Id)],
+    %% non_retryable_errors: each term stops a failing timer at once; another error is retried
+    %% (every 1 s, x2, until the interval reaches max_timeout, 4 s)
+    Broken = fun(Reason) ->
+        I = id(),
+        {ok, ok} = ?P:init(#{ns => Scripted, id => I, args => step(#{timer => 0, timeouts => [#{error => Reason}]})}),
+        I
+    end,
+    Ids = [{Broken(R), R} || R <- [fatal_one, <<"Error message">>, {temporary, unavailable}, retry_me]],
+    Attempts = fun(I) ->
+        wait(fun() -> {ok, #{status := <<"error">>}} = ?P:get(#{ns => Scripted, id => I}) end, 60000),
+        {ok, [_, #{task_type := <<"timeout">>, task_status := <<"error">>, retry_attempts := A}]} =
+            ?P:trace(#{ns => Scripted, id => I}),
+        A
+    end,
+    [{_, 0}, {_, 0}, {_, 0}, {retry_me, Retried}] = [{R, Attempts(I)} || {I, R} <- Ids],
+    true = Retried >= 1,
+    %% progressor's echo processor: init, then 10 timers, 11 events
+    EchoId = id(),
+    {ok, ok} = ?P:init(#{ns => Echo, id => EchoId}),
+    wait(fun() -> {ok, #{last_event_id := 11}} = ?P:get(#{ns => Echo, id => EchoId}) end, 180000),
+    timer:sleep(1000),
+    {ok, #{status := <<"running">>, last_event_id := 11, history := EchoH}} =
+        ?P:get(#{ns => Echo, id => EchoId}),
+    Seq = lists:seq(1, 11),
+    Seq = [I || #{event_id := I} <- EchoH],
+    [#{<<"format_version">> := 1}] = lists:usort([M || #{metadata := M} <- EchoH]),
+    EchoPayloads = [P || #{payload := P} <- EchoH],
+    Random = [B || P <- EchoPayloads, {bin, B} <- [binary_to_term(P)], byte_size(B) =:= 8],
+    11 = length(lists:usort(Random)),
+    {ok, EchoTrace} = ?P:trace(#{ns => Echo, id => EchoId}),
+    [<<"init">> | Timeouts] = [T || #{task_type := T} <- EchoTrace],
+    10 = length([T || <<"timeout">> = T <- Timeouts]),
+    [<<"finished">>] = lists:usort([S || #{task_status := S} <- EchoTrace]),
+    %% again, from a map: each namespace moves to a new httpd and the old one is stopped
+    Config = maps:from_list(application:get_all_env(progressor)),
+    {ok, [{Echo, _, EchoUrl2}, {Scripted, _, ScriptedUrl2}], [_, _]} = ?PP:start_namespaces(Config, #{}),
+    true = EchoUrl2 =/= EchoUrl andalso ScriptedUrl2 =/= ScriptedUrl,
+    #{<<"processor">> := #{<<"url">> := ScriptedUrl2}} = namespace(<<"erl-scripted">>),
+    {ok, Resp} = ?P:call(#{ns => Scripted, id => Id, args => step(#{response => Resp})}),
+    %% the old httpds serve on for a moment (`grace`, 5 s): other nodes may still use them
+    wait(fun() -> {error, _} = connect(EchoUrl), {error, _} = connect(ScriptedUrl) end, 30000),
+    2 = length(namespace_httpds()),
+    {ok, _} = connect(ScriptedUrl2),
+    ok = ?PP:stop_namespaces([Scripted]),
+    [{_, Echo, _}] = namespace_httpds(),
+    ok = ?PP:stop_namespaces(),
+    [] = namespace_httpds(),
+    {error, _} = connect(EchoUrl2);
 test(tls_and_token, Ns) ->
     case os:getenv("DOCKET_TEST_TLS_URL") of
         false ->
@@ -397,6 +520,25 @@ test(tls_and_token, Ns) ->
 
 %%% Helpers
 
+namespace(Name) ->
+    {ok, #{<<"name">> := Name, <<"config">> := Config}} = docket_progressor_http:request(
+        get, [<<"v1">>, <<"namespaces">>, Name], [], undefined, docket_progressor_http:config(#{})
+    ),
+    Config.
+
+%% The httpds start_namespaces started: [{Pid, Namespace, Port}].
+namespace_httpds() ->
+    [{Pid, Ns, proplists:get_value(port, Info)}
+     || {httpd, Pid} <- inets:services(), Info <- [httpd:info(Pid)],
+        {docket_progressor_namespace, Ns} <- [lists:keyfind(docket_progressor_namespace, 1, Info)]].
+
+connect(Url) ->
+    #{host := Host, port := Port} = uri_string:parse(Url),
+    case gen_tcp:connect(binary_to_list(Host), Port, [], 2000) of
+        {ok, S} -> gen_tcp:close(S), {ok, Port};
+        Error -> Error
+    end.
+
 id() ->
     <<"p-", (integer_to_binary(erlang:unique_integer([positive])))/binary>>.
 
@@ -410,11 +552,14 @@ step(Step) ->
 seen(Id) ->
     ets:lookup(docket_progressor_seen, Id).
 
-%% Retries Fun (a match that crashes until it holds) for up to 15 s.
+%% Retries Fun (a match that crashes until it holds) for up to 15 s (or Ms).
 wait(Fun) ->
-    wait(Fun, erlang:monotonic_time(millisecond) + 15000).
+    wait(Fun, 15000).
 
-wait(Fun, Deadline) ->
+wait(Fun, Ms) ->
+    wait_until(Fun, erlang:monotonic_time(millisecond) + Ms).
+
+wait_until(Fun, Deadline) ->
     case erlang:monotonic_time(millisecond) < Deadline of
         false ->
             Fun();
@@ -422,6 +567,6 @@ wait(Fun, Deadline) ->
             try
                 Fun()
             catch
-                error:_ -> timer:sleep(100), wait(Fun, Deadline)
+                error:_ -> timer:sleep(100), wait_until(Fun, Deadline)
             end
     end.
