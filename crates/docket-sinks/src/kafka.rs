@@ -34,13 +34,19 @@ pub enum Partitioner {
 
 /// A namespace's two topics, as progressor's `notifier => #{options => #{topic,
 /// lifecycle_topic}}` names them.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NamespaceTopics {
     /// The event sink's topic.
     pub topic: String,
     /// The lifecycle sink's topic.
     pub lifecycle_topic: String,
+    /// The namespace as progressor named it, where docket's name differs (progressor allows
+    /// `default/default`, docket `default.default`): the first part of the Kafka key — so the
+    /// key and its partition are progressor's — and, with `mg_proto`, `source_ns` /
+    /// `machine_ns`. The JSON body keeps docket's names.
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 /// A Kafka sink; makes its producer on first use, and a new one after a fatal error (an
@@ -103,14 +109,42 @@ impl Kafka {
         if !self.mg_proto || m.topic == Topic::Tasks {
             return Ok((std::borrow::Cow::Borrowed(&m.body), "application/json"));
         }
-        let body: serde_json::Value =
+        let mut body: serde_json::Value =
             serde_json::from_slice(&m.body).map_err(|e| format!("{}: {e}", m.id))?;
+        body["namespace"] = self.namespace_of(m).into();
         let bytes = crate::mg_proto::encode(&body)
             .map_err(|e| format!("{}: cannot encode as mg_proto: {e}", m.id))?;
         Ok((
             std::borrow::Cow::Owned(bytes),
             "application/vnd.apache.thrift.binary",
         ))
+    }
+
+    /// The namespace a process message carries to Kafka: progressor's name when `topics` gives
+    /// one, else docket's (task events: always the queue's).
+    fn namespace_of<'m>(&'m self, m: &'m Message) -> &'m str {
+        match m.topic {
+            Topic::Tasks => &m.namespace,
+            _ => self
+                .topics
+                .get(&m.namespace)
+                .and_then(|t| t.namespace.as_deref())
+                .unwrap_or(&m.namespace),
+        }
+    }
+
+    /// The Kafka key: `"<namespace> <process id>"` with [`Kafka::namespace_of`].
+    fn key_of(&self, m: &Message) -> String {
+        let ns = self.namespace_of(m);
+        if ns == m.namespace {
+            return m.key.clone();
+        }
+        let id = m
+            .key
+            .strip_prefix(m.namespace.as_str())
+            .and_then(|k| k.strip_prefix(' '))
+            .unwrap_or(&m.key);
+        format!("{ns} {id}")
     }
 
     fn producer(&self) -> Result<FutureProducer, String> {
@@ -190,12 +224,13 @@ impl Sink for Kafka {
         let mut pending = Vec::with_capacity(msgs.len());
         for m in msgs {
             let topic = self.topic(m);
+            let key = self.key_of(m);
             let partition = match self.partitioner {
                 Partitioner::Murmur2 => Ok(None),
                 Partitioner::Phash2 => self
                     .partition_count(&p, &topic)
                     .await
-                    .map(|n| Some(partition_of(&m.key, n))),
+                    .map(|n| Some(partition_of(&key, n))),
             };
             let partition = match partition {
                 Ok(part) => part,
@@ -221,7 +256,7 @@ impl Sink for Kafka {
                     value: Some(content_type),
                 });
             let mut rec = FutureRecord::to(&topic)
-                .key(m.key.as_bytes())
+                .key(key.as_bytes())
                 .payload(body.as_ref())
                 .headers(headers);
             if let Some(part) = partition {

@@ -246,6 +246,13 @@ impl SinkConfig {
             }
             kafka_topic_name(n, "topic", &t.topic)?;
             kafka_topic_name(n, "lifecycle_topic", &t.lifecycle_topic)?;
+            if let Some(alias) = &t.namespace {
+                if alias.is_empty() || alias.len() > 255 || alias.chars().any(char::is_control) {
+                    return Err(format!(
+                        "sink {n}: topics.{ns}.namespace must be 1 to 255 bytes without control characters"
+                    ));
+                }
+            }
         }
         let partitioner = match self.partitioner.as_deref().unwrap_or("phash2") {
             "phash2" => kafka::Partitioner::Phash2,
@@ -429,6 +436,7 @@ mod tests {
         let topics = |t: &str, l: &str| kafka::NamespaceTopics {
             topic: t.into(),
             lifecycle_topic: l.into(),
+            namespace: None,
         };
         let mut c = cfg("kafka", "kafka://h:1");
         c.topics.insert(
@@ -441,6 +449,14 @@ mod tests {
         c.topics
             .insert("orders".into(), topics("x", &"y".repeat(250)));
         assert!(err(c.clone()).contains("lifecycle_topic"));
+        c.topics.insert(
+            "orders".into(),
+            kafka::NamespaceTopics {
+                namespace: Some("default/\u{0}".into()),
+                ..topics("a", "b")
+            },
+        );
+        assert!(err(c.clone()).contains("without control characters"));
         c.topics.clear();
         c.topics.insert("other".into(), topics("a", "b"));
         assert!(err(c).contains("which is not in namespaces"));

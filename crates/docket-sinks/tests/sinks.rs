@@ -1441,6 +1441,7 @@ async fn kafka_named_topics_and_kafkas_partitioner() {
             docket_sinks::kafka::NamespaceTopics {
                 topic: events.into(),
                 lifecycle_topic: lifecycle.into(),
+                namespace: None,
             },
         );
     });
@@ -1720,7 +1721,9 @@ fn mg_proto_is_what_thrift_reads_and_writes() {
 /// `format = "mg_proto"` through a real broker: 20 processes with 2 events each on SQLite; the
 /// raw messages read from Kafka decode with Thrift's own library as 40 `SinkEvent`s (each
 /// process's event ids ascending, its payload the JSON the processor returned as `mg_msgpack`)
-/// and 20 `LifecycleEvent`s `created`, each keyed `"ns <id>"`.
+/// and 20 `LifecycleEvent`s `created`. Namespace `ns` carries progressor's name `default/ns`
+/// (`topics.ns.namespace`): every key is `"default/ns <id>"`, in the partition phash2 gives it,
+/// and `source_ns` / `machine_ns` are `default/ns`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kafka_mg_proto_messages_read_by_thrift() {
     use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -1730,7 +1733,17 @@ async fn kafka_mg_proto_messages_read_by_thrift() {
     let (events, lifecycle) = ("docket.events.ns", "docket.lifecycle.ns");
     kafka_topics(&kafka.brokers(), &[events, lifecycle], 2).await;
     let stop = CancellationToken::new();
-    let spec = kafka_sink("k", &kafka.url(), |c| c.format = Some("mg_proto".into()));
+    let spec = kafka_sink("k", &kafka.url(), |c| {
+        c.format = Some("mg_proto".into());
+        c.topics.insert(
+            "ns".into(),
+            docket_sinks::kafka::NamespaceTopics {
+                topic: events.into(),
+                lifecycle_topic: lifecycle.into(),
+                namespace: Some("default/ns".into()),
+            },
+        );
+    });
     let a = node(db.store.clone(), "a", vec![spec], &stop).await;
     put_ns(&a).await;
     for i in 0..20 {
@@ -1753,6 +1766,7 @@ async fn kafka_mg_proto_messages_read_by_thrift() {
                     m.topic().to_string(),
                     String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
                     m.payload().unwrap_or_default().to_vec(),
+                    m.partition(),
                 ));
             }
         }
@@ -1763,7 +1777,7 @@ async fn kafka_mg_proto_messages_read_by_thrift() {
     assert_eq!(raw.len(), 60, "messages read");
     let msgs: Vec<(&str, Vec<u8>)> = raw
         .iter()
-        .map(|(t, _, b)| {
+        .map(|(t, _, b, _)| {
             let kind = if t == events { "event" } else { "lifecycle" };
             (kind, b.clone())
         })
@@ -1771,12 +1785,18 @@ async fn kafka_mg_proto_messages_read_by_thrift() {
     let decoded = thrift_read(&msgs);
     let mut last: HashMap<String, i64> = HashMap::new();
     let mut created = 0;
-    for ((topic, key, _), d) in raw.iter().zip(&decoded) {
+    for ((topic, key, _, partition), d) in raw.iter().zip(&decoded) {
+        // progressor's namespace name (`topics.ns.namespace`): its key, so its partition.
+        assert_eq!(
+            *partition,
+            docket_sinks::kafka::partition_of(key, 2),
+            "{key}"
+        );
         if topic == events {
             let e = &d["event"];
-            assert_eq!(e["source_ns"], "ns");
+            assert_eq!(e["source_ns"], "default/ns");
             let id = e["source_id"].as_str().unwrap().to_string();
-            assert_eq!(key, &format!("ns {id}"));
+            assert_eq!(key, &format!("default/ns {id}"));
             let n = e["event_id"].as_i64().unwrap();
             assert!(last.insert(id, n).unwrap_or(0) < n, "event ids ascend");
             let fields: Vec<&str> = e["data"]["obj"]
@@ -1788,7 +1808,11 @@ async fn kafka_mg_proto_messages_read_by_thrift() {
             assert_eq!(fields, ["i", "pad", "step"], "{d}");
         } else {
             assert_eq!(d["data"]["machine"], json!({"created": {}}), "{d}");
-            assert_eq!(key, &format!("ns {}", d["machine_id"].as_str().unwrap()));
+            assert_eq!(d["machine_ns"], "default/ns");
+            assert_eq!(
+                key,
+                &format!("default/ns {}", d["machine_id"].as_str().unwrap())
+            );
             created += 1;
         }
     }
