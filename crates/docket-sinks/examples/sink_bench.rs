@@ -4,14 +4,16 @@
 //! ```text
 //! cargo run --release -p docket-sinks --example sink_bench -- BACKEND SINK [EVENTS] [RATE]
 //!   BACKEND  pg | sqlite | mysql   (the test databases of scripts/test.sh)
-//!   SINK     nats | rabbitmq       (nats://127.0.0.1:4222, amqp://127.0.0.1:5672)
+//!   SINK     nats | rabbitmq | kafka  (nats://127.0.0.1:4222, amqp://127.0.0.1:5672; kafka: a
+//!            private tansu, `DOCKET_TANSU`, topics of 3 partitions, progressor's phash2)
 //!   EVENTS   events in the outbox for the throughput phase (default 20000)
 //!   RATE     process steps per second in the latency phase, 5 events each (default 100)
 //! ```
 //!
 //! Throughput: processes step with no sink until EVENTS notifications wait; then a node with
 //! the sink starts and the time until its cursor passed the last one is measured.
-//! Latency: a consumer (core NATS subscription / a RabbitMQ queue) takes each message's
+//! Latency: a consumer (core NATS subscription / a RabbitMQ queue / a Kafka consumer group)
+//! takes each message's
 //! `created_at` (set in the step's transaction) from its arrival, for 10 s of steps at RATE.
 
 use docket_core::process::{NewEvent, ProcessorReply, ProcessorRequest, ProcessorResult};
@@ -83,7 +85,14 @@ async fn main() {
         _ => TestStore::sqlite().await,
     };
     let tag = format!("bench{}", std::process::id());
+    // Kafka: a private broker (tansu), kept until the end.
+    let tansu = (kind == "kafka").then(docket_sinks::testing::TansuServer::start);
     let (url, stream, exchange) = match kind.as_str() {
+        "kafka" => {
+            let t = tansu.as_ref().unwrap();
+            kafka_topics(&t.brokers(), &tag).await;
+            (t.url(), None, None)
+        }
         "nats" => (
             "nats://127.0.0.1:4222".to_string(),
             Some(tag.to_uppercase()),
@@ -102,6 +111,7 @@ async fn main() {
         namespaces: vec!["ns".into()],
         queues: vec![],
         subject_prefix: (kind == "nats").then(|| tag.clone()),
+        topic_prefix: (kind == "kafka").then(|| tag.clone()),
         stream: stream.clone(),
         exchange: exchange.clone(),
         ..Default::default()
@@ -211,7 +221,49 @@ async fn main() {
     let _ = exchange;
 }
 
+/// Topics `<tag>.events.ns` and `<tag>.lifecycle.ns`, 3 partitions each.
+async fn kafka_topics(brokers: &str, tag: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .create()
+            .unwrap();
+    let names = [format!("{tag}.events.ns"), format!("{tag}.lifecycle.ns")];
+    let topics: Vec<_> = names
+        .iter()
+        .map(|n| NewTopic::new(n, 3, TopicReplication::Fixed(1)))
+        .collect();
+    for r in admin
+        .create_topics(&topics, &AdminOptions::new())
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+}
+
 async fn consume(kind: &str, url: &str, tag: &str, out: Arrivals) -> tokio::task::JoinHandle<()> {
+    if kind == "kafka" {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        use rdkafka::message::Message as _;
+        let c: BaseConsumer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", url.trim_start_matches("kafka://"))
+            .set("group.id", tag)
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .unwrap();
+        c.subscribe(&[&format!("{tag}.events.ns"), &format!("{tag}.lifecycle.ns")])
+            .unwrap();
+        // librdkafka's poll blocks: a thread of its own; it ends with the process.
+        std::thread::spawn(move || loop {
+            if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+                let body = m.payload().unwrap_or_default().to_vec();
+                out.lock().unwrap().push((chrono::Utc::now(), body));
+            }
+        });
+        return tokio::spawn(async {});
+    }
     if kind == "nats" {
         let c = async_nats::connect(url)
             .await
