@@ -6,8 +6,8 @@
 # network beyond the registries).
 #   scripts/docs.sh            # build and check
 #   scripts/docs.sh --open     # and print where the book is
-# The tools are installed under target/ when missing: mdbook from crates.io (cargo install),
-# @redocly/cli from npm, linkchecker from PyPI.
+# The tools are installed when missing: mdbook from crates.io (cargo install, once per machine
+# under ~/.cache/docket), @redocly/cli from npm and linkchecker from PyPI under target/docs-tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MDBOOK_VERSION=0.5.4
@@ -18,10 +18,13 @@ book=$PWD/target/book
 say() { echo "[docs.sh] $*" >&2; }
 
 mkdir -p "$tools"
-mdbook=$tools/bin/mdbook
+# mdbook takes minutes to build: once per machine, outside the checkout (as scripts/test.sh
+# keeps tansu), so a clean clone does not build it again. DOCKET_TOOLS_DIR moves it.
+mdbook_root=${DOCKET_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/docket}/mdbook-$MDBOOK_VERSION
+mdbook=$mdbook_root/bin/mdbook
 if ! [ -x "$mdbook" ] || ! "$mdbook" --version | grep -q "v$MDBOOK_VERSION"; then
-  say "installing mdbook $MDBOOK_VERSION (cargo install, a few minutes)"
-  cargo install mdbook --locked --version "$MDBOOK_VERSION" --root "$tools" --quiet
+  say "installing mdbook $MDBOOK_VERSION into $mdbook_root (cargo install, a few minutes)"
+  cargo install mdbook --locked --version "$MDBOOK_VERSION" --root "$mdbook_root" --quiet
 fi
 redocly=$tools/node_modules/.bin/redocly
 if ! [ -x "$redocly" ] || ! grep -q "\"version\": \"$REDOCLY_VERSION\"" "$tools/node_modules/@redocly/cli/package.json"; then
