@@ -8,6 +8,30 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A free port of 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `child` once it takes connections on `port`; killed, with a panic saying `why()`, when it
+/// does not within `within`.
+fn listening(mut child: Child, port: u16, within: Duration, why: impl Fn() -> String) -> Child {
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if t0.elapsed() > within {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{}", why());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
 /// A private `nats-server` with JetStream (`-js`) on its own port and store directory, killed
 /// when dropped.
 pub struct NatsServer {
@@ -31,11 +55,7 @@ impl NatsServer {
     /// # Panics
     /// As [`NatsServer::start`].
     pub fn start_with(conf: &str) -> NatsServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("nats.conf"), conf).unwrap();
         let child = Self::spawn(port, dir.path());
@@ -43,7 +63,7 @@ impl NatsServer {
     }
 
     fn spawn(port: u16, dir: &Path) -> Child {
-        let mut child = Command::new("nats-server")
+        let child = Command::new("nats-server")
             .arg("-c")
             .arg(dir.join("nats.conf"))
             .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
@@ -52,16 +72,9 @@ impl NatsServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("nats-server (scripts/test.sh installs it)");
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if t0.elapsed() > Duration::from_secs(20) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("nats-server did not start on port {port}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child
+        listening(child, port, Duration::from_secs(20), || {
+            format!("nats-server did not start on port {port}")
+        })
     }
 
     /// Its port on 127.0.0.1.
@@ -122,11 +135,7 @@ impl TansuServer {
     /// # Panics
     /// When no `tansu` is found or it does not listen within 30 s.
     pub fn start() -> TansuServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let dir = tempfile::tempdir().unwrap();
         let child = Self::spawn(port, dir.path());
         TansuServer { child, port, dir }
@@ -145,7 +154,7 @@ impl TansuServer {
             .append(true)
             .open(dir.join("tansu.log"))
             .unwrap();
-        let mut child = Command::new(Self::binary())
+        let child = Command::new(Self::binary())
             .current_dir(dir)
             .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
             .args(["--storage-engine", "sqlite://tansu.db"])
@@ -153,19 +162,12 @@ impl TansuServer {
             .stderr(log)
             .spawn()
             .expect("tansu (scripts/test.sh installs it: cargo install tansu --locked --features libsql)");
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if t0.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "tansu did not start on port {port}: {}",
-                    std::fs::read_to_string(dir.join("tansu.log")).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child
+        listening(child, port, Duration::from_secs(30), || {
+            format!(
+                "tansu did not start on port {port}: {}",
+                std::fs::read_to_string(dir.join("tansu.log")).unwrap_or_default()
+            )
+        })
     }
 
     /// `127.0.0.1:<port>`: librdkafka's `bootstrap.servers`.

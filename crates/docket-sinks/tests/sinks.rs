@@ -1514,14 +1514,8 @@ fn phash2_is_erlangs() {
         "[io:format(\"~p~n\", [erlang:phash2(B)]) || B <- [{}]], halt().",
         list.join(",")
     );
-    let out = std::process::Command::new("erl")
-        .args(["-noshell", "-eval", &expr])
-        .output()
-        .expect("erl (Erlang/OTP; scripts/test.sh installs erlang-nox)");
-    assert!(out.status.success(), "{out:?}");
-    let got: Vec<u32> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
+    let got: Vec<u32> = erl_lines(&expr)
+        .iter()
         .map(|l| l.trim().parse().unwrap())
         .collect();
     assert_eq!(got.len(), keys.len());
@@ -1590,20 +1584,28 @@ fn thrift_read(msgs: &[(&str, Vec<u8>)]) -> Vec<Value> {
         .collect()
 }
 
+/// The lines a real Erlang node prints evaluating `expr` (which ends with `halt().`).
+fn erl_lines(expr: &str) -> Vec<String> {
+    let out = std::process::Command::new("erl")
+        .args(["-noshell", "-eval", expr])
+        .output()
+        .expect("erl (Erlang/OTP; scripts/test.sh installs erlang-nox)");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// `term_to_binary` of each Erlang term, by a real Erlang node.
 fn erlang_terms(terms: &[&str]) -> Vec<Vec<u8>> {
     let expr = format!(
         "[io:format(\"~s~n\", [binary:encode_hex(term_to_binary(T))]) || T <- [{}]], halt().",
         terms.join(",")
     );
-    let out = std::process::Command::new("erl")
-        .args(["-noshell", "-eval", &expr])
-        .output()
-        .expect("erl");
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
+    erl_lines(&expr)
+        .iter()
         .map(|l| {
             (0..l.len())
                 .step_by(2)
