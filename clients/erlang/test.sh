@@ -6,6 +6,10 @@
 # when it is missing. The schema (erl_<time>_<pid>) is dropped at the end.
 #   DOCKET_BIN          the docket binary [target/debug/docket, built when missing]
 #   DOCKET_TEST_PG_URL  PostgreSQL [postgres://postgres@127.0.0.1:5432/postgres]
+#   DOCKET_PROGRESSOR_SRC  a checkout (or a bare git directory) of valitydev/progressor: its own
+#                       src/prg_echo_processor.erl is compiled unchanged and serves the echo
+#                       namespace in place of the test's twin (test/docket_progressor_echo_processor.erl,
+#                       written from its behaviour: progressor's code is not copied here)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -37,6 +41,19 @@ trap cleanup EXIT
 mkdir -p "$WORK/ebin"
 erlc -Wall -Werror -o "$WORK/ebin" "$HERE"/src/*.erl "$HERE"/test/*.erl
 cp "$HERE/src/docket_progressor.app.src" "$WORK/ebin/docket_progressor.app"
+SYS_CONFIG=$HERE/test/progressor_sys.config
+if [ -n "${DOCKET_PROGRESSOR_SRC:-}" ]; then
+  if [ -f "$DOCKET_PROGRESSOR_SRC/src/prg_echo_processor.erl" ]; then
+    cp "$DOCKET_PROGRESSOR_SRC/src/prg_echo_processor.erl" "$WORK/prg_echo_processor.erl"
+  else
+    git --git-dir="$DOCKET_PROGRESSOR_SRC" show HEAD:src/prg_echo_processor.erl >"$WORK/prg_echo_processor.erl"
+  fi
+  erlc -o "$WORK/ebin" "$WORK/prg_echo_processor.erl"
+  sed 's/docket_progressor_echo_processor/prg_echo_processor/' "$SYS_CONFIG" >"$WORK/sys.config"
+  grep -q 'client => prg_echo_processor' "$WORK/sys.config"
+  SYS_CONFIG=$WORK/sys.config
+  say "echo namespace served by progressor's own prg_echo_processor ($(sha256sum "$WORK/prg_echo_processor.erl" | cut -c1-16))"
+fi
 
 # A CA and a certificate for 127.0.0.1/localhost signed by it.
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=docket erlang test CA" \
@@ -72,7 +89,7 @@ export DOCKET_TEST_TLS_URL="https://127.0.0.1:$P2" DOCKET_TEST_TOKEN="$TOKEN" DO
 # The processor's httpd needs a directory of its own to stand in (it serves no files).
 cd "$WORK"
 # test/progressor_sys.config: progressor's own sys.config entry, for start_namespaces/0.
-if ! timeout 600 erl -noshell -pa "$WORK/ebin" -config "$HERE/test/progressor_sys.config" \
+if ! timeout 600 erl -noshell -pa "$WORK/ebin" -config "${SYS_CONFIG%.config}" \
     -eval 'docket_progressor_tests:main()'; then
   say "failed; docket's logs:"; tail -n 40 "$WORK"/*.log >&2
   exit 1
