@@ -106,6 +106,9 @@ impl ScheduleSpec {
         if let Some(t) = self.start_at {
             crate::time::check("start_at", t)?;
         }
+        if self.task.debounce.is_some() {
+            return Err("task.debounce: a schedule's tasks do not debounce (each occurrence has its own unique_key)".into());
+        }
         let now = Utc::now();
         self.task_for(now)
             .resolve(None, &crate::TaskDefaults::default(), now)

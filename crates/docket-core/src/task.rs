@@ -156,6 +156,12 @@ pub struct NewTask {
     /// it; asyncflow's createTask takes a `scheduleLog` this way. Default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Value>,
+    /// Debounce by key (issue 43): while a task with `debounce.key` waits, this enqueue
+    /// replaces it (payload and other fields) and moves its `run_at` to now + `period`, never
+    /// past its first enqueue + `max_wait`; else it makes a new task that runs `period` from
+    /// now. Excludes `run_at`, `run_in` and `unique_key`. See [`crate::debounce`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce: Option<crate::debounce::Debounce>,
 }
 
 /// Server-wide defaults under the queue settings.
@@ -228,6 +234,8 @@ pub struct ResolvedTask {
     pub stage: Option<String>,
     /// Progress from the start.
     pub progress: Option<Value>,
+    /// Debounce (issue 43): the store keeps one waiting task per key and replaces it.
+    pub debounce: Option<crate::debounce::Debounce>,
 }
 
 /// Which durable process a task belongs to.
@@ -367,10 +375,23 @@ impl NewTask {
         if let Some(t) = self.expires_at {
             crate::time::check("expires_at", t)?;
         }
-        let run_at = match (self.run_at, self.run_in) {
-            (Some(t), _) => t,
-            (None, Some(d)) => crate::time::add(now, d),
-            (None, None) => now,
+        if let Some(d) = &self.debounce {
+            d.validate()?;
+            if self.run_at.is_some() || self.run_in.is_some() {
+                return Err(
+                    "debounce sets run_at (now + debounce.period): give neither run_at nor run_in"
+                        .into(),
+                );
+            }
+            if self.unique_key.is_some() {
+                return Err("give debounce or unique_key, not both".into());
+            }
+        }
+        let run_at = match (self.run_at, self.run_in, &self.debounce) {
+            (Some(t), _, _) => t,
+            (None, Some(d), _) => crate::time::add(now, d),
+            (None, None, Some(d)) => d.run_at(now, d.deadline(now)),
+            (None, None, None) => now,
         };
         // Databases keep microseconds: answer with what a later read will return.
         let run_at = run_at.trunc_subsecs(6);
@@ -448,6 +469,7 @@ impl NewTask {
             batch_id: None,
             stage: self.stage,
             progress: self.progress,
+            debounce: self.debounce,
         })
     }
 }
@@ -496,6 +518,8 @@ impl ResolvedTask {
             updated_at: created_at.trunc_subsecs(6),
             lease: None,
             inserted: Some(true),
+            debounce_key: self.debounce.map(|d| d.key),
+            replaced: None,
         }
     }
 }
@@ -657,9 +681,17 @@ pub struct Task {
     /// The lease, only in claim answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
-    /// In insert answers: false when a unique_key matched an existing task.
+    /// In insert answers: false when a unique_key matched an existing task, or a debounced
+    /// enqueue replaced the waiting task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inserted: Option<bool>,
+    /// The debounce key the task was enqueued with (issue 43), kept after it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce_key: Option<String>,
+    /// In the answer of a debounced enqueue: true when it replaced the waiting task with the
+    /// key (then `inserted` is false), false when it created one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<bool>,
 }
 
 /// What happens to a task whose attempt failed.
@@ -870,6 +902,8 @@ mod tests {
             updated_at: t0(),
             lease: None,
             inserted: None,
+            debounce_key: None,
+            replaced: None,
         }
     }
 

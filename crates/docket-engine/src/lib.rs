@@ -247,6 +247,17 @@ impl Engine {
     /// [`EngineError::InvalidTask`] for the first bad spec (nothing is inserted), store errors.
     pub async fn enqueue_many(&self, tasks: Vec<NewTask>) -> Result<Vec<Task>, EngineError> {
         let now = self.clock.now();
+        if tasks.len() == 1 && tasks[0].debounce.is_some() {
+            let task = self.resolve_checked(tasks, now, true).await?.remove(0);
+            let out = self
+                .store
+                .task_debounce(docket_store::TaskDebounceParams { task, now })
+                .await?;
+            metrics::record_debounced(&out);
+            let out = vec![out];
+            self.inserted(&out);
+            return Ok(out);
+        }
         let resolved = self.resolve_all(tasks, now).await?;
         let out = self
             .store
@@ -267,10 +278,30 @@ impl Engine {
     /// errors.
     pub(crate) async fn resolve_all(
         &self,
-        mut tasks: Vec<NewTask>,
+        tasks: Vec<NewTask>,
         now: docket_core::Timestamp,
     ) -> Result<Vec<docket_core::task::ResolvedTask>, EngineError> {
+        self.resolve_checked(tasks, now, false).await
+    }
+
+    /// [`Engine::resolve_all`]; `debounce` says whether a task may carry `debounce` (only the
+    /// enqueue of one task: a batch's, a workflow's or a bulk action's tasks are inserted as
+    /// given, all or none).
+    async fn resolve_checked(
+        &self,
+        mut tasks: Vec<NewTask>,
+        now: docket_core::Timestamp,
+        debounce: bool,
+    ) -> Result<Vec<docket_core::task::ResolvedTask>, EngineError> {
         for (index, t) in tasks.iter_mut().enumerate() {
+            if t.debounce.is_some() && !debounce {
+                return Err(EngineError::InvalidTask {
+                    index,
+                    message: "debounce: only an enqueue of one task debounces (not several \
+                        tasks, a batch or a workflow)"
+                        .into(),
+                });
+            }
             // Bulk actions run with an admin's confirmation (`POST /v1/tasks/bulk`); a task
             // put in their queue by hand would run one without it.
             if t.queue_name() == docket_core::bulk::QUEUE {

@@ -79,6 +79,8 @@ const BUCKETS_BATCH: &[f64] = &[
 
 /// Tasks enqueued (inserted, not matched by a unique key), by `queue` and `kind`.
 pub const TASKS_ENQUEUED: &str = "docket_tasks_enqueued_total";
+/// Debounced enqueues (issue 43), by queue and outcome (`created` / `replaced`).
+pub const TASKS_DEBOUNCED: &str = "docket_tasks_debounced_total";
 /// Attempts that completed, by `queue` and `kind`.
 pub const TASKS_COMPLETED: &str = "docket_tasks_completed_total";
 /// Attempts that failed and will be retried, by `queue` and `kind`.
@@ -163,6 +165,16 @@ pub fn record_enqueued(tasks: &[Task]) {
         counter!(TASKS_ENQUEUED, "queue" => queue.to_string(), "kind" => kind.to_string())
             .increment(n);
     }
+}
+
+/// Records a debounced enqueue's outcome (a created task is counted as enqueued too).
+pub fn record_debounced(t: &Task) {
+    let outcome = if t.replaced == Some(true) {
+        "replaced"
+    } else {
+        "created"
+    };
+    counter!(TASKS_DEBOUNCED, "queue" => t.queue.clone(), "outcome" => outcome).increment(1);
 }
 
 /// Records a claim: batch size, pickup latency per task (one histogram handle per batch).
@@ -261,6 +273,10 @@ pub fn prometheus() -> PrometheusHandle {
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(TASKS_ENQUEUED, "Tasks enqueued, by queue and kind");
+    describe_counter!(
+        TASKS_DEBOUNCED,
+        "Debounced enqueues, by queue and outcome (created, replaced)"
+    );
     describe_counter!(TASKS_COMPLETED, "Attempts completed, by queue and kind");
     describe_counter!(
         TASKS_FAILED,

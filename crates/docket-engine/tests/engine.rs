@@ -705,6 +705,85 @@ async fn unique_enqueues_on_two_nodes(db: Db) {
     node2.close().await;
 }
 
+/// Debounce (issue 43) on two nodes: 20 enqueuers (10 per node) enqueue the same 5 keys at
+/// once, then one more enqueue per key carries `"last"`: each key made exactly one task, every
+/// answer for a key names it, and workers on both nodes run each key's task once, with the last
+/// payload.
+async fn debounce_on_two_nodes(db: Db) {
+    let (engines, node2) = two_nodes(&db).await;
+    const KEYS: usize = 5;
+    let spec = |k: usize, payload: serde_json::Value| NewTask {
+        debounce: Some(docket_core::debounce::Debounce {
+            key: format!("d{k}"),
+            // Long enough that no task comes due while the enqueuers still run on a busy
+            // 2-core box; the last enqueue moves it to 1.5 s after itself.
+            period: Duration::from_millis(1500),
+            max_wait: Some(Duration::from_secs(60)),
+        }),
+        ..NewTask::new("deb", payload)
+    };
+    let mut handles = vec![];
+    for w in 0..20 {
+        let e = engines[w % 2].clone();
+        handles.push(tokio::spawn(async move {
+            let mut out = vec![];
+            for i in 0..KEYS {
+                let k = (i + w) % KEYS;
+                let t = e.enqueue_many(vec![spec(k, json!({"w": w, "k": k}))]).await;
+                out.push((k, t.unwrap().remove(0)));
+            }
+            out
+        }));
+    }
+    let mut by_key: std::collections::HashMap<usize, std::collections::HashSet<i64>> =
+        Default::default();
+    let mut created = 0;
+    for h in handles {
+        for (k, t) in h.await.unwrap() {
+            assert_eq!(t.debounce_key.as_deref(), Some(format!("d{k}").as_str()));
+            if t.replaced == Some(false) {
+                created += 1;
+            }
+            by_key.entry(k).or_default().insert(t.id);
+        }
+    }
+    assert_eq!(created, KEYS, "one enqueue per key created its task");
+    assert!(
+        by_key.values().all(|ids| ids.len() == 1),
+        "a key answered with two tasks: {by_key:?}"
+    );
+    for k in 0..KEYS {
+        let t = engines[k % 2]
+            .enqueue_many(vec![spec(k, json!({"last": true, "k": k}))])
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!((t.replaced, t.inserted), (Some(true), Some(false)));
+        assert!(by_key[&k].contains(&t.id));
+    }
+    let stop = CancellationToken::new();
+    let mut runs = vec![];
+    for e in &engines {
+        e.start(stop.clone()).await.unwrap();
+        let pool = WorkerPool::new(e.clone(), WorkerConfig::new("default"))
+            .register("deb", Arc::new(Echo));
+        runs.push(tokio::spawn(pool.run(stop.clone())));
+    }
+    let all = wait_finished(&*db.store, KEYS).await;
+    stop.cancel();
+    for r in runs {
+        r.await.unwrap();
+    }
+    let deb: Vec<_> = all.iter().filter(|t| t.kind == "deb").collect();
+    assert_eq!(deb.len(), KEYS, "one task per key: {deb:?}");
+    for t in deb {
+        assert_eq!((t.state, t.attempt), (TaskState::Completed, 1));
+        assert_eq!(t.payload["last"], json!(true), "{t:?}");
+        assert_eq!(t.result, Some(json!({"echo": t.payload})));
+    }
+    node2.close().await;
+}
+
 /// Queue limits and concurrency keys stay exact when eight claimers on two nodes race: a queue
 /// limited to 3 never has more than 3 tasks between claim and completion, a key limited to 2
 /// never more than 2 (each claimer takes one task at a time and holds it 20 ms before
@@ -1301,6 +1380,7 @@ both!(
     engine_fail_rule_decides,
     two_nodes_claim_each_task_once,
     unique_enqueues_on_two_nodes,
+    debounce_on_two_nodes,
     limits_hold_across_nodes,
     other_nodes_find_work,
     schedule_interval_sets_the_poll,

@@ -110,6 +110,8 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
         batch_id: row.int_opt("batch_id")?,
         rate_limit: row.text_opt("rate_limit")?,
         partition_key: row.text_opt("partition_key")?,
+        debounce_key: row.text_opt("debounce_key")?,
+        replaced: None,
         deps: None,
         stage: row.text_opt("stage")?,
         stages_done: decode::stages(&r, row.json_opt("stages_done")?)?,

@@ -18,9 +18,30 @@ pub struct TaskInsertManyParams {
     pub now: Timestamp,
 }
 
+/// Params of [`TaskStore::task_debounce`].
+#[derive(Debug, Clone)]
+pub struct TaskDebounceParams {
+    /// The task, with `debounce` set ([`docket_core::debounce`]).
+    pub task: ResolvedTask,
+    /// When the enqueue happens: created_at of a new task, edited_at of a replaced one.
+    pub now: Timestamp,
+}
+
 /// Tasks: insert, read, list, and the operator changes of one task.
 #[async_trait]
 pub trait TaskStore: Send + Sync {
+    /// A debounced enqueue (issue 43): in one transaction, the waiting task with the key
+    /// (scheduled or available, never claimed) is locked and takes the new task's fields and
+    /// `run_at` = [`docket_core::debounce::Debounce::run_at`] (`replaced: Some(true)`,
+    /// `inserted: Some(false)`), or, when none waits, the task is inserted with the key and its
+    /// deadline (`replaced: Some(false)`, `inserted: Some(true)`). One waiting task per key
+    /// holds across nodes: a unique index refuses a second, and the flow goes again and
+    /// replaces the one that won.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] when the task has no `debounce`; store failure (nothing changed).
+    async fn task_debounce(&self, p: TaskDebounceParams) -> Result<Task>;
+
     /// Inserts tasks in one transaction (PostgreSQL: one statement). Returns one task per input,
     /// in input order, with `inserted: false` where a unique_key matched an unfinished task.
     ///

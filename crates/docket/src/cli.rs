@@ -394,6 +394,16 @@ pub struct TaskAddArgs {
     /// Idempotency key.
     #[arg(long)]
     pub unique_key: Option<String>,
+    /// Debounce key: while a task with this key waits, this enqueue replaces it and moves its
+    /// start to now + --debounce-period (never past its first enqueue + --debounce-max-wait).
+    #[arg(long, requires = "debounce_period", conflicts_with_all = ["unique_key", "run_at", "run_in"])]
+    pub debounce_key: Option<String>,
+    /// Debounce quiet time (e.g. 5s): the task starts this long after the last enqueue.
+    #[arg(long, value_parser = parse_duration, requires = "debounce_key")]
+    pub debounce_period: Option<Duration>,
+    /// Longest a debounced task waits after the enqueue that created it (e.g. 1m).
+    #[arg(long, value_parser = parse_duration, requires = "debounce_key")]
+    pub debounce_max_wait: Option<Duration>,
     /// Concurrency key.
     #[arg(long)]
     pub concurrency_key: Option<String>,

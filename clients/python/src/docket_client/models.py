@@ -129,6 +129,12 @@ class CompleteRequest(TypedDict):
     run_in: NotRequired[Optional[str]]
 
 
+class Debounce(TypedDict):
+    key: str
+    max_wait: NotRequired[Optional[str]]
+    period: str
+
+
 class Dependency1(TypedDict):
     ignore_failure: NotRequired[bool]
     ref: str
@@ -639,6 +645,7 @@ class NewTask(TypedDict):
     backoff: NotRequired[Optional[Backoff]]
     concurrency_key: NotRequired[Optional[str]]
     concurrency_limit: NotRequired[Optional[int]]
+    debounce: NotRequired[Optional[Debounce]]
     expires_at: NotRequired[Optional[str]]
     expires_in: NotRequired[Optional[str]]
     kind: str
@@ -825,6 +832,7 @@ class Task(TypedDict):
     concurrency_key: NotRequired[Optional[str]]
     concurrency_limit: NotRequired[Optional[int]]
     created_at: str
+    debounce_key: NotRequired[Optional[str]]
     deps: NotRequired[Optional[Dict[str, Any]]]
     errors: List[TaskError]
     expires_at: NotRequired[Optional[str]]
@@ -843,6 +851,7 @@ class Task(TypedDict):
     progress: NotRequired[Any]
     queue: str
     rate_limit: NotRequired[Optional[str]]
+    replaced: NotRequired[Optional[bool]]
     result: NotRequired[Any]
     run_at: str
     run_count: NotRequired[int]

@@ -252,6 +252,7 @@ pub(super) async fn task(
                 dt { "timeout" } dd { (humantime::format_duration(t.timeout)) }
                 dt { "backoff" } dd { (serde_json::to_string(&t.backoff).unwrap_or_default()) }
                 dt { "unique key" } dd { (t.unique_key.clone().unwrap_or_else(|| "—".into())) }
+                @if let Some(k) = &t.debounce_key { dt { "debounce key" } dd { (k) } }
                 dt { "concurrency key" } dd { (t.concurrency_key.clone().unwrap_or_else(|| "—".into())) @if let Some(l) = t.concurrency_limit { " (limit " (l) ")" } }
                 dt { "node" } dd { (t.node.clone().unwrap_or_else(|| "any".into())) }
                 dt { "worker" } dd { (t.worker.clone().unwrap_or_else(|| "—".into())) }

@@ -6,7 +6,7 @@ use crate::prelude::*;
     post, path = "/v1/tasks",
     tag = "tasks",
     request_body = crate::schemas::TaskOrBatch,
-    responses((status = 201, description = "the task, or {tasks: [...]} for a batch", body = crate::schemas::TaskOrBatchAnswer), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
+    responses((status = 201, description = "the task, or {tasks: [...]} for a batch", body = crate::schemas::TaskOrBatchAnswer), (status = 200, description = "a debounced enqueue replaced the waiting task with its key (`replaced: true`)", body = docket_core::Task), (status = 413, description = "payload_too_large", body = crate::error::ErrorBody), (status = 422, description = "invalid_task", body = crate::error::ErrorBody)),
     summary = "Enqueue one task, or many in one transaction"
 )]
 pub(crate) async fn task_add(
@@ -64,7 +64,13 @@ pub(crate) async fn task_add(
         )
             .into_response()
     } else {
-        (StatusCode::CREATED, Json(&out[0])).into_response()
+        // A debounced enqueue that replaced the waiting task made nothing: 200.
+        let status = if out[0].replaced == Some(true) {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        (status, Json(&out[0])).into_response()
     })
 }
 

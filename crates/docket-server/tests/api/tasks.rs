@@ -625,7 +625,206 @@ async fn stages_run_log_and_updates(n: Node) {
     );
 }
 
+/// Debounce by key (issue 43) over HTTP: created 201, replaced 200 with the same id, the new
+/// payload and a later run_at; worst values 4xx with nothing written; the task page shows the
+/// key; /metrics counts both outcomes.
+async fn debounce_over_http(n: Node) {
+    let spec = |p: i64| {
+        json!({"kind": "digest", "payload": {"n": p},
+            "debounce": {"key": "user:7", "period": "1h", "max_wait": "2h"}})
+    };
+    let (st, a) = n.call("POST", "/v1/tasks", Some(spec(1))).await;
+    assert_eq!(st, StatusCode::CREATED, "{a}");
+    assert_eq!(
+        (
+            &a["inserted"],
+            &a["replaced"],
+            &a["debounce_key"],
+            &a["state"]
+        ),
+        (
+            &json!(true),
+            &json!(false),
+            &json!("user:7"),
+            &json!("scheduled")
+        )
+    );
+    let (st, b) = n.call("POST", "/v1/tasks", Some(spec(2))).await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(
+        (&b["id"], &b["inserted"], &b["replaced"]),
+        (&a["id"], &json!(false), &json!(true))
+    );
+    assert_eq!(b["payload"], json!({"n": 2}));
+    let at =
+        |v: &Value| chrono::DateTime::parse_from_rfc3339(v["run_at"].as_str().unwrap()).unwrap();
+    assert!(at(&b) >= at(&a), "{a} {b}");
+    let id = a["id"].as_i64().unwrap();
+    let stored = n.task(id).await;
+    assert_eq!(
+        (&stored["payload"], &stored["debounce_key"]),
+        (&json!({"n": 2}), &json!("user:7"))
+    );
+    // Worst values: 4xx with a code, and nothing written.
+    let bad = [
+        (
+            json!({"kind": "x", "debounce": {"key": "", "period": "1s"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "a\u{0}b", "period": "1s"}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_text",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k".repeat(257), "period": "1s"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k", "period": "1000years"}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_duration",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k", "period": "31days"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k", "period": "0s"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k", "period": "1s", "max_wait": "0s"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k", "period": "soon"}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_duration",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k"}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k", "period": "1s", "extra": 1}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            json!({"kind": "x", "run_in": "1m", "debounce": {"key": "k", "period": "1s"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "unique_key": "u", "debounce": {"key": "k", "period": "1s"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"tasks": [{"kind": "x", "debounce": {"key": "k", "period": "1s"}}, {"kind": "y"}]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"name": "s", "every": "1h", "task": {"kind": "x", "debounce": {"key": "k", "period": "1s"}}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "",
+        ),
+    ];
+    for (body, status, want) in bad {
+        let path = if body.get("every").is_some() {
+            "/v1/schedules/s"
+        } else {
+            "/v1/tasks"
+        };
+        let method = if body.get("every").is_some() {
+            "PUT"
+        } else {
+            "POST"
+        };
+        let (st, e) = n.call(method, path, Some(body.clone())).await;
+        assert!(st.is_client_error(), "{body} -> {st} {e}");
+        if !want.is_empty() {
+            assert_eq!((st, code(&e)), (status, want), "{body}: {e}");
+        }
+    }
+    // A batch's and a workflow's tasks are inserted as given: no debounce there.
+    let d = json!({"key": "k", "period": "1s"});
+    for (path, body) in [
+        (
+            "/v1/batches",
+            json!({"tasks": [{"kind": "x", "debounce": d}]}),
+        ),
+        (
+            "/v1/workflows",
+            json!({"tasks": [{"ref": "a", "kind": "x", "debounce": d}]}),
+        ),
+    ] {
+        let (st, e) = n.call("POST", path, Some(body.clone())).await;
+        assert!(st.is_client_error(), "{path} {body} -> {st} {e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("debounce"),
+            "{e}"
+        );
+    }
+    let (_, all) = n.call("GET", "/v1/tasks?limit=100", None).await;
+    let kinds: Vec<_> = all["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![json!("digest")],
+        "only the debounced task was written"
+    );
+    let html = n
+        .http
+        .get(format!("{}/ui/tasks/{id}", n.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains("debounce key") && html.contains("user:7"),
+        "{html}"
+    );
+    let text = n
+        .http
+        .get(format!("{}/metrics", n.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for outcome in ["created", "replaced"] {
+        assert!(
+            text.contains(&format!(
+                "docket_tasks_debounced_total{{queue=\"default\",outcome=\"{outcome}\"}}"
+            )) || text.contains(&format!(
+                "docket_tasks_debounced_total{{outcome=\"{outcome}\",queue=\"default\"}}"
+            )),
+            "{text}"
+        );
+    }
+}
+
 both!(
+    debounce_over_http,
     lifecycle,
     batch_complete_and_fail,
     cancel_retry_and_queues,

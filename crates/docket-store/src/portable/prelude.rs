@@ -21,13 +21,13 @@ pub(crate) use crate::{
     QueueOldest, QueuePutParams, QueueStore, Release, Released, Result, Rotation,
     ScheduleDeferParams, ScheduleDueParams, ScheduleFireParams, ScheduleFired, SchedulePauseParams,
     SchedulePutParams, ScheduleStore, SinkAdvanceParams, SinkLeaseParams, StoreError,
-    TaskCancelParams, TaskClaimParams, TaskComplete, TaskCompleteManyParams, TaskEventListParams,
-    TaskExpireParams, TaskFailManyParams, TaskHeartbeatParams, TaskInsertManyParams, TaskLabels,
-    TaskListParams, TaskPromoteParams, TaskPruneParams, TaskReleaseParams, TaskRescueListParams,
-    TaskRescueManyParams, TaskRetryParams, TaskRotateParams, TaskRunNowParams, TaskStore,
-    TaskTransition, TaskUpdateParams, Throughput, TokenCreate, TokenRecord, TokenRevoke,
-    TokenStore, TokenTouch, WaitingTask, Wake, WorkerRecord, WorkerReportParams, WorkflowApplied,
-    WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
+    TaskCancelParams, TaskClaimParams, TaskComplete, TaskCompleteManyParams, TaskDebounceParams,
+    TaskEventListParams, TaskExpireParams, TaskFailManyParams, TaskHeartbeatParams,
+    TaskInsertManyParams, TaskLabels, TaskListParams, TaskPromoteParams, TaskPruneParams,
+    TaskReleaseParams, TaskRescueListParams, TaskRescueManyParams, TaskRetryParams,
+    TaskRotateParams, TaskRunNowParams, TaskStore, TaskTransition, TaskUpdateParams, Throughput,
+    TokenCreate, TokenRecord, TokenRevoke, TokenStore, TokenTouch, WaitingTask, Wake, WorkerRecord,
+    WorkerReportParams, WorkflowApplied, WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
 };
 pub(crate) use async_trait::async_trait;
 pub(crate) use docket_core::api::AuditEntry;

@@ -10,6 +10,26 @@ impl<D: Driver + TaskDriver> TaskStore for D {
         TaskDriver::task_insert_many(self, p).await
     }
 
+    async fn task_debounce(&self, p: TaskDebounceParams) -> Result<Task> {
+        let Some(d) = p.task.debounce.clone() else {
+            return Err(StoreError::Invalid(
+                "task_debounce: a task without debounce".into(),
+            ));
+        };
+        // A rival that inserted the key first makes this node's mark a unique violation once
+        // it commits (PostgreSQL waits for it; MariaDB may answer a deadlock instead): then go
+        // again, and the rival's task is found and replaced. Bounded: each round either finds
+        // the waiting task or inserts one.
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            match again(|| debounce_once(self, &p, &d)).await {
+                Err(StoreError::Conflict(_)) if rounds < 10 => continue,
+                r => return r,
+            }
+        }
+    }
+
     async fn task_get(&self, id: i64) -> Result<Option<Task>> {
         // MySQL: both tables in one statement (one read view), so a task moving between them
         // is seen once.
@@ -204,6 +224,85 @@ impl<D: Driver + TaskDriver> TaskStore for D {
             })
             .collect()
     }
+}
+
+/// One round of [`TaskStore::task_debounce`]: replace the waiting task with the key, or insert
+/// one and mark it.
+async fn debounce_once<D: Driver>(
+    d: &D,
+    p: &TaskDebounceParams,
+    rule: &docket_core::debounce::Debounce,
+) -> Result<Task> {
+    let t = &p.task;
+    let now = p.now;
+    let mut tx = d.begin().await?;
+    if let Some(row) = tx
+        .fetch_one(stmt!(tasks, debounce_lock), args![rule.key.as_str()])
+        .await?
+    {
+        let id = row.int("id")?;
+        let run_at = rule.run_at(now, row.time_opt("debounce_until")?);
+        let state = if run_at > now {
+            TaskState::Scheduled
+        } else {
+            TaskState::Available
+        };
+        let ms = |v: std::time::Duration| docket_core::duration::to_ms(v);
+        let row = tx
+            .change_task(
+                stmt!(tasks, debounce_replace),
+                args![
+                    id,
+                    &t.queue,
+                    &t.kind,
+                    &t.payload,
+                    t.priority,
+                    run_at,
+                    state.as_str(),
+                    t.expires_at,
+                    t.max_attempts,
+                    t.backoff.kind.as_str(),
+                    ms(t.backoff.initial),
+                    t.backoff.coefficient,
+                    ms(t.backoff.max),
+                    t.backoff.jitter,
+                    t.timeout_ms,
+                    t.concurrency_key.as_deref(),
+                    t.concurrency_limit,
+                    t.rate_limit.as_deref(),
+                    t.partition_key.as_deref(),
+                    t.node.as_deref(),
+                    t.user_id.as_deref(),
+                    t.stage.as_deref(),
+                    t.progress.as_ref(),
+                    now,
+                ],
+                id,
+            )
+            .await?
+            .ok_or_else(|| StoreError::Conflict(format!("task {id} left while replaced")))?;
+        let mut task = row::task(&row)?;
+        if task.state == TaskState::Available {
+            tx.wake(std::slice::from_ref(&task.queue)).await?;
+        }
+        tx.commit().await?;
+        task.inserted = Some(false);
+        task.replaced = Some(true);
+        return Ok(task);
+    }
+    let mut task = tx
+        .insert_task(t, now)
+        .await?
+        .ok_or_else(|| StoreError::Conflict("debounced insert refused".into()))?;
+    tx.execute(
+        stmt!(tasks, debounce_mark),
+        args![task.id, rule.key.as_str(), rule.deadline(now)],
+    )
+    .await?;
+    tx.commit().await?;
+    task.debounce_key = Some(rule.key.clone());
+    task.replaced = Some(false);
+    Ok(task)
 }
 
 /// Task `id` as `tx` sees it (MySQL: in either table), for the refusal a change answers.

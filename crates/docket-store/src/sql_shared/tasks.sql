@@ -27,3 +27,19 @@ SELECT min(run_at) AS run_at FROM docket_tasks WHERE state IN ('scheduled','retr
 
 -- name: set_result
 UPDATE docket_tasks SET result = ?2 WHERE id = ?1
+
+-- name: debounce_mark
+-- Task ?1, just inserted by a debounced enqueue, takes its key ?2 and deadline ?3 (the latest
+-- run_at a replacement may give it). docket_tasks_debounce_idx refuses a second waiting task
+-- with the key: the flow then goes again and replaces that one (portable/tasks.rs).
+UPDATE docket_tasks SET debounce_key = ?2, debounce_until = ?3 WHERE id = ?1
+
+-- name: debounce_replace
+-- A debounced enqueue's fields over the waiting task ?1, locked by debounce_lock.
+UPDATE docket_tasks SET queue = ?2, kind = ?3, payload = ?4, priority = ?5, run_at = ?6,
+    state = ?7, expires_at = ?8, max_attempts = ?9, backoff_kind = ?10,
+    backoff_initial_ms = ?11, backoff_coefficient = ?12, backoff_max_ms = ?13,
+    backoff_jitter = ?14, timeout_ms = ?15, concurrency_key = ?16, concurrency_limit = ?17,
+    rate_limit = ?18, partition_key = ?19, node = ?20, user_id = ?21, stage = ?22,
+    progress = ?23, edited_at = ?24
+    WHERE id = ?1 RETURNING {COLS}

@@ -11,12 +11,12 @@ pub(super) use crate::{
     QueueOldest, QueuePutParams, QueueSetPausedParams, Release, Released, Result, Rotation,
     ScheduleDeferParams, ScheduleDueParams, ScheduleFireParams, ScheduleFired, SchedulePauseParams,
     SchedulePutParams, SinkAdvanceParams, SinkLeaseParams, Store, StoreError, TaskCancelParams,
-    TaskClaimParams, TaskComplete, TaskCompleteManyParams, TaskEventListParams, TaskExpireParams,
-    TaskFail, TaskFailManyParams, TaskHeartbeatParams, TaskInsertManyParams, TaskLabels,
-    TaskListParams, TaskPromoteParams, TaskPruneParams, TaskReleaseParams, TaskRescueListParams,
-    TaskRescueManyParams, TaskRetryParams, TaskRotateParams, TaskRunNowParams, TaskUpdateParams,
-    TokenCreate, TokenRevoke, TokenTouch, Wake, WorkerReportParams, WorkflowApplied,
-    WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
+    TaskClaimParams, TaskComplete, TaskCompleteManyParams, TaskDebounceParams, TaskEventListParams,
+    TaskExpireParams, TaskFail, TaskFailManyParams, TaskHeartbeatParams, TaskInsertManyParams,
+    TaskLabels, TaskListParams, TaskPromoteParams, TaskPruneParams, TaskReleaseParams,
+    TaskRescueListParams, TaskRescueManyParams, TaskRetryParams, TaskRotateParams,
+    TaskRunNowParams, TaskUpdateParams, TokenCreate, TokenRevoke, TokenTouch, Wake,
+    WorkerReportParams, WorkflowApplied, WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
 };
 pub(super) use chrono::TimeZone;
 pub(super) use docket_core::task::ResolvedTask;

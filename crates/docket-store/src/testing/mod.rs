@@ -222,6 +222,7 @@ const CASES: &[Case] = cases![
     tasks::task_update_under_lock,
     tasks::finished_tasks_leave_the_hot_table,
     tasks::bulk_count_and_delete,
+    tasks::debounce_keeps_one_waiting_task,
     claims::claim_order_priority_run_at_id,
     claims::claim_by_kinds,
     claims::claim_skips_what_it_must,

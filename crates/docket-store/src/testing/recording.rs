@@ -13,13 +13,13 @@ use crate::{
     QueueOldest, QueuePutParams, QueueSetPausedParams, QueueStore, RateLimitStore, Released,
     Result, Rotation, ScheduleDeferParams, ScheduleDueParams, ScheduleFireParams, ScheduleFired,
     SchedulePauseParams, SchedulePutParams, ScheduleStore, SinkAdvanceParams, SinkLeaseParams,
-    Store, TaskCancelParams, TaskClaimParams, TaskCompleteManyParams, TaskEventListParams,
-    TaskExpireParams, TaskFailManyParams, TaskHeartbeatParams, TaskInsertManyParams, TaskLabels,
-    TaskListParams, TaskPromoteParams, TaskPruneParams, TaskReleaseParams, TaskRescueListParams,
-    TaskRescueManyParams, TaskRetryParams, TaskRotateParams, TaskRunNowParams, TaskStore,
-    TaskTransition, TaskUpdateParams, Throughput, TokenCreate, TokenRecord, TokenRevoke,
-    TokenStore, TokenTouch, WaitingTask, Wake, WorkerRecord, WorkerReportParams, WorkflowApplied,
-    WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
+    Store, TaskCancelParams, TaskClaimParams, TaskCompleteManyParams, TaskDebounceParams,
+    TaskEventListParams, TaskExpireParams, TaskFailManyParams, TaskHeartbeatParams,
+    TaskInsertManyParams, TaskLabels, TaskListParams, TaskPromoteParams, TaskPruneParams,
+    TaskReleaseParams, TaskRescueListParams, TaskRescueManyParams, TaskRetryParams,
+    TaskRotateParams, TaskRunNowParams, TaskStore, TaskTransition, TaskUpdateParams, Throughput,
+    TokenCreate, TokenRecord, TokenRevoke, TokenStore, TokenTouch, WaitingTask, Wake, WorkerRecord,
+    WorkerReportParams, WorkflowApplied, WorkflowApplyParams, WorkflowRetried, WorkflowRetryParams,
 };
 use async_trait::async_trait;
 use docket_core::durable::{Entry, EventSent, Resumed, RunListParams, Suspended, WorkflowRun};
@@ -117,6 +117,11 @@ impl TaskStore for Recording {
     async fn task_throughput(&self, since: Timestamp) -> Result<Vec<Throughput>> {
         self.hit("task_throughput").await;
         self.inner.task_throughput(since).await
+    }
+
+    async fn task_debounce(&self, p: TaskDebounceParams) -> Result<Task> {
+        self.hit("task_debounce").await;
+        self.inner.task_debounce(p).await
     }
 
     async fn task_update(&self, p: TaskUpdateParams) -> Result<Task> {

@@ -1072,3 +1072,132 @@ pub(super) async fn bulk_count_and_delete(b: Bundle) {
         1
     );
 }
+
+/// A debounced enqueue of kind `kind` with key `key` at `now`: period 10 s, max_wait 25 s.
+async fn debounce(
+    s: &dyn Store,
+    key: &str,
+    payload: serde_json::Value,
+    now: Timestamp,
+) -> docket_core::Task {
+    let mut n = NewTask::new("digest", payload);
+    n.debounce = Some(docket_core::debounce::Debounce {
+        key: key.into(),
+        period: Duration::from_secs(10),
+        max_wait: Some(Duration::from_secs(25)),
+    });
+    n.priority = Some(3);
+    s.task_debounce(TaskDebounceParams {
+        task: resolve(n, now),
+        now,
+    })
+    .await
+    .unwrap()
+}
+
+/// Debounce (issue 43): one waiting task per key takes each enqueue's fields and a run_at
+/// moved on by the period, never past the first enqueue + max_wait; a claimed task is left
+/// alone and the next enqueue makes a new one; concurrent enqueues make one task.
+pub(super) async fn debounce_keeps_one_waiting_task(b: Bundle) {
+    let s = &*b.store;
+    let first = debounce(s, "user:1", json!({"n": 1}), t0()).await;
+    assert_eq!((first.inserted, first.replaced), (Some(true), Some(false)));
+    assert_eq!(first.state, TaskState::Scheduled);
+    assert_eq!(first.run_at, t0() + secs(10));
+    assert_eq!(first.debounce_key.as_deref(), Some("user:1"));
+    // Another key is another task.
+    let other = debounce(s, "user:2", json!({"n": 1}), t0()).await;
+    assert_ne!(other.id, first.id);
+    // Replaced: payload and fields, run_at = now + period.
+    let second = debounce(s, "user:1", json!({"n": 2}), t0() + secs(4)).await;
+    assert_eq!(
+        (second.inserted, second.replaced),
+        (Some(false), Some(true))
+    );
+    assert_eq!(second.id, first.id);
+    assert_eq!(second.payload, json!({"n": 2}));
+    assert_eq!(second.run_at, t0() + secs(14));
+    assert_eq!(second.created_at, first.created_at);
+    // Never past the first enqueue + max_wait (25 s).
+    let third = debounce(s, "user:1", json!({"n": 3}), t0() + secs(20)).await;
+    assert_eq!(third.id, first.id);
+    assert_eq!(third.run_at, t0() + secs(25));
+    let back = s.task_get(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (back.payload.clone(), back.run_at, back.state),
+        (json!({"n": 3}), t0() + secs(25), TaskState::Scheduled)
+    );
+    assert_eq!(back.debounce_key.as_deref(), Some("user:1"));
+    // Due and available, still waiting: replaced, and the deadline holds (run_at = deadline
+    // = now: available).
+    let at = t0() + secs(25);
+    s.task_promote(TaskPromoteParams {
+        now: at,
+        limit: 100,
+    })
+    .await
+    .unwrap();
+    let fourth = debounce(s, "user:1", json!({"n": 4}), at).await;
+    assert_eq!((fourth.id, fourth.state), (first.id, TaskState::Available));
+    // Claimed: it runs with the last payload, and the next enqueue makes a new task.
+    let got = claim(s, "default", 10, at).await;
+    let ran: Vec<_> = got.iter().filter(|t| t.id == first.id).collect();
+    assert_eq!(ran.len(), 1);
+    assert_eq!(ran[0].payload, json!({"n": 4}));
+    let fifth = debounce(s, "user:1", json!({"n": 5}), at + secs(1)).await;
+    assert_eq!((fifth.inserted, fifth.replaced), (Some(true), Some(false)));
+    assert_ne!(fifth.id, first.id);
+    assert_eq!(fifth.run_at, at + secs(11));
+    // The running task is untouched.
+    let running = s.task_get(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (running.state, running.payload),
+        (TaskState::Running, json!({"n": 4}))
+    );
+    // A task without debounce is refused here.
+    let plain = resolve(nt("plain"), t0());
+    assert!(matches!(
+        s.task_debounce(TaskDebounceParams {
+            task: plain,
+            now: t0()
+        })
+        .await,
+        Err(StoreError::Invalid(_))
+    ));
+    // Concurrent enqueues of a fresh key (the pool's connections race): one task, the others
+    // replaced it.
+    let now = t0() + secs(100);
+    let mut joins = Vec::new();
+    for i in 0..12 {
+        let store = b.store.clone();
+        joins.push(tokio::spawn(async move {
+            debounce(&*store, "burst", json!({"n": i}), now).await
+        }));
+    }
+    let mut made = Vec::new();
+    for j in joins {
+        made.push(j.await.unwrap());
+    }
+    let created: Vec<_> = made.iter().filter(|t| t.inserted == Some(true)).collect();
+    assert_eq!(created.len(), 1, "{made:?}");
+    assert!(made.iter().all(|t| t.id == created[0].id));
+    let waiting = s
+        .task_list(TaskListParams {
+            kind: Some("digest".into()),
+            states: vec![TaskState::Scheduled, TaskState::Available],
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let keys: Vec<_> = waiting
+        .iter()
+        .filter_map(|t| t.debounce_key.clone())
+        .collect();
+    assert_eq!(keys.iter().filter(|k| *k == "burst").count(), 1, "{keys:?}");
+    assert_eq!(
+        keys.iter().filter(|k| *k == "user:1").count(),
+        1,
+        "{keys:?}"
+    );
+}

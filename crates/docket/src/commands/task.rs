@@ -174,6 +174,14 @@ pub(crate) fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
         timeout: a.timeout,
         backoff,
         unique_key: a.unique_key.clone(),
+        debounce: match (&a.debounce_key, a.debounce_period) {
+            (Some(key), Some(period)) => Some(docket_core::debounce::Debounce {
+                key: key.clone(),
+                period,
+                max_wait: a.debounce_max_wait,
+            }),
+            _ => None,
+        },
         concurrency_key: a.concurrency_key.clone(),
         rate_limit: a.rate_limit.clone(),
         partition_key: a.partition_key.clone(),

@@ -431,7 +431,78 @@ fn closed_stdout_pipe_is_quiet() {
     assert!(err.is_empty(), "{err}");
 }
 
+/// Debounce (issue 43) from the CLI: `--debounce-key/--debounce-period/--debounce-max-wait`
+/// create a task, the next enqueue with the key replaces it (same id, new payload,
+/// `replaced: true`); flags that exclude each other fail before anything is sent.
+fn debounce_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let add = |payload: &str| -> Value {
+        serde_json::from_str(&s.ok(&[
+            "task",
+            "add",
+            "--json",
+            "--kind",
+            "digest",
+            "--payload",
+            payload,
+            "--debounce-key",
+            "cli:1",
+            "--debounce-period",
+            "1h",
+            "--debounce-max-wait",
+            "2h",
+        ]))
+        .unwrap()
+    };
+    let a = add("1");
+    assert_eq!(
+        (&a["replaced"], &a["state"]),
+        (&json!(false), &json!("scheduled"))
+    );
+    let b = add("2");
+    assert_eq!(
+        (&b["id"], &b["replaced"], &b["payload"]),
+        (&a["id"], &json!(true), &json!(2))
+    );
+    assert_eq!(s.task(a["id"].as_i64().unwrap())["debounce_key"], "cli:1");
+    for bad in [
+        vec!["--debounce-key", "k"],
+        vec!["--debounce-period", "1s"],
+        vec![
+            "--debounce-key",
+            "k",
+            "--debounce-period",
+            "1s",
+            "--run-in",
+            "1m",
+        ],
+        vec![
+            "--debounce-key",
+            "k",
+            "--debounce-period",
+            "1s",
+            "--unique-key",
+            "u",
+        ],
+        vec!["--debounce-key", "", "--debounce-period", "1s"],
+        vec!["--debounce-key", "k", "--debounce-period", "40days"],
+    ] {
+        let mut args = vec!["task", "add", "--kind", "x"];
+        args.extend(bad.iter().copied());
+        let o = s.cli(&args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("debounce"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let all: Value = serde_json::from_str(&s.ok(&["task", "list", "--json"])).unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
+}
+
 both!(
+    debounce_from_the_cli,
     odd_queue_names_reach_their_own_routes,
     bulk_file_and_cli_errors,
     expiry_and_after_end_from_the_cli,

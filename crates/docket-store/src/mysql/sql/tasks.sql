@@ -144,3 +144,17 @@ DELETE FROM docket_tasks WHERE id IN (SELECT j.id FROM JSON_TABLE(?1, '$[*]' COL
 -- what the kept counts need.
 SELECT queue, state, finished_at FROM docket_tasks WHERE id = ?1
     AND state IN ('discarded','cancelled') FOR UPDATE
+
+-- name: debounce_replace
+-- As the shared statement, without RETURNING (change_task reads the row back).
+UPDATE docket_tasks SET queue = ?2, kind = ?3, payload = ?4, priority = ?5, run_at = ?6,
+    state = ?7, expires_at = ?8, max_attempts = ?9, backoff_kind = ?10,
+    backoff_initial_ms = ?11, backoff_coefficient = ?12, backoff_max_ms = ?13,
+    backoff_jitter = ?14, timeout_ms = ?15, concurrency_key = ?16, concurrency_limit = ?17,
+    rate_limit = ?18, partition_key = ?19, node = ?20, user_id = ?21, stage = ?22,
+    progress = ?23, edited_at = ?24
+    WHERE id = ?1
+
+-- name: debounce_lock
+-- The waiting task with debounce key ?1 (a stored column, migration 0017), locked.
+SELECT {COLS}, debounce_until FROM docket_tasks WHERE debounce_waiting = ?1 FOR UPDATE

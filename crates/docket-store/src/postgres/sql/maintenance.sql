@@ -6,9 +6,10 @@ UPDATE docket_tasks SET state = 'discarded', finished_at = $1,
     AND state IN ('scheduled','available','retryable') LIMIT $2 FOR UPDATE SKIP LOCKED)
 
 -- name: promote
--- Into the current ring slot (migration 0021) unless its unique_key keeps it in slot 0.
+-- Into the current ring slot (migration 0021) unless its unique_key or debounce_key (0033)
+-- keeps it in slot 0, where their unique indexes are.
 UPDATE docket_tasks SET state = 'available',
-    slot = CASE WHEN unique_key IS NULL THEN COALESCE((SELECT current FROM docket_task_slots), 0) ELSE 0 END
+    slot = CASE WHEN unique_key IS NULL AND debounce_key IS NULL THEN COALESCE((SELECT current FROM docket_task_slots), 0) ELSE 0 END
     WHERE id IN (
     SELECT id FROM docket_tasks WHERE state IN ('scheduled','retryable') AND run_at <= $1
     AND (expires_at IS NULL OR expires_at > $1)

@@ -87,3 +87,10 @@ DELETE FROM docket_tasks WHERE id IN (SELECT (jsonb_array_elements_text($1))::bi
 -- A task a retry may make unfinished, locked, with what the kept counts need.
 SELECT queue, state, finished_at FROM docket_tasks WHERE id = $1
     AND state IN ('discarded','cancelled') FOR UPDATE
+
+-- name: debounce_lock
+-- The waiting task with debounce key $1 (docket_tasks_debounce_idx's condition), locked. A
+-- claim that took it first leaves nothing (the row no longer matches once the lock is had).
+-- Slot 0 holds every debounced task (migration 0033): the other leaves are not read.
+SELECT {COLS}, debounce_until FROM docket_tasks WHERE debounce_key = $1 AND slot = 0
+    AND state IN ('scheduled', 'available') AND attempted_at IS NULL FOR UPDATE

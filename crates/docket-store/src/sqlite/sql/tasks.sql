@@ -71,3 +71,9 @@ SELECT queue, state, finished_at FROM docket_tasks WHERE id = ?1
 -- name: lock
 -- The writer lock (BEGIN IMMEDIATE) holds the row.
 SELECT {COLS} FROM docket_tasks WHERE id = ?1
+
+-- name: debounce_lock
+-- The waiting task with debounce key ?1 (docket_tasks_debounce_idx's condition); the writer
+-- lock (BEGIN IMMEDIATE) holds it.
+SELECT {COLS}, debounce_until FROM docket_tasks WHERE debounce_key = ?1
+    AND state IN ('scheduled', 'available') AND attempted_at IS NULL
