@@ -212,7 +212,8 @@ func (c *Client) call(ctx context.Context, method, path string, body, out interf
 // --- tasks -------------------------------------------------------------------------------
 
 // Enqueue adds one task (POST /v1/tasks). With a unique key held by another unfinished task
-// it returns that one with Inserted false.
+// it returns that one with Inserted false; with a Debounce key held by a waiting task it
+// replaces that one and returns it with Replaced true.
 func (c *Client) Enqueue(ctx context.Context, t NewTask) (*Task, error) {
 	var out Task
 	return &out, c.call(ctx, "POST", "/v1/tasks", t, &out)

@@ -186,6 +186,40 @@ func TestClient(t *testing.T) {
 	})
 }
 
+// TestEnqueueDebounce: a waiting task with the debounce key is replaced (the same ID, the new
+// payload, a run_at no earlier); another key makes a new task; debounce with RunIn is refused.
+func TestEnqueueDebounce(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		d := &Debounce{Key: q + "-d", Period: "10s", MaxWait: Duration(time.Minute)}
+		first := must(c.Enqueue(ctx, NewTask{Kind: "sync", Payload: map[string]int{"n": 1}, Queue: q, Debounce: d}))
+		if first.Inserted == nil || !*first.Inserted || first.Replaced == nil || *first.Replaced ||
+			first.DebounceKey == nil || *first.DebounceKey != q+"-d" || first.State != "scheduled" {
+			t.Fatalf("first enqueue: %+v", first)
+		}
+		second := must(c.Enqueue(ctx, NewTask{Kind: "sync", Payload: map[string]int{"n": 2}, Queue: q, Debounce: d}))
+		if second.ID != first.ID || second.Inserted == nil || *second.Inserted || second.Replaced == nil ||
+			!*second.Replaced || string(second.Payload) != `{"n":2}` || second.RunAt.Before(first.RunAt) {
+			t.Fatalf("second enqueue: %+v (first %+v)", second, first)
+		}
+		got := must(c.GetTask(ctx, first.ID))
+		if string(got.Payload) != `{"n":2}` || got.DebounceKey == nil || *got.DebounceKey != q+"-d" {
+			t.Fatalf("read back: %+v", got)
+		}
+		other := must(c.Enqueue(ctx, NewTask{Kind: "sync", Payload: map[string]int{"n": 3}, Queue: q,
+			Debounce: &Debounce{Key: q + "-e", Period: "10s"}}))
+		if other.ID == first.ID || other.Inserted == nil || !*other.Inserted || other.Replaced == nil || *other.Replaced {
+			t.Fatalf("another key: %+v", other)
+		}
+		_, err := c.Enqueue(ctx, NewTask{Kind: "sync", Queue: q, RunIn: "5s", Debounce: d})
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "invalid_task" || e.Status != 422 {
+			t.Fatalf("want invalid_task, got %v", err)
+		}
+	})
+}
+
 // TestClaimWith: a lean claim answers lean tasks only; a claim that completes and fails what
 // the first took answers their outcomes and claims more; one bad item refuses the whole claim.
 func TestClaimWith(t *testing.T) {

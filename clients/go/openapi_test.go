@@ -40,7 +40,7 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"NewWorkflow": NewWorkflow{}, "Workflow": Workflow{}, "WorkflowNode": WorkflowNode{},
 		"WorkflowCreated": WorkflowCreated{}, "BulkFilter": BulkFilter{}, "BulkJob": BulkJob{},
 		"BulkCount": BulkCount{}, "ReleaseItem": ReleaseItem{}, "ClaimReleased": ClaimReleased{},
-		"ClaimResponse": ClaimResponse{}, "LeanTask": LeanTask{},
+		"ClaimResponse": ClaimResponse{}, "LeanTask": LeanTask{}, "Debounce": Debounce{},
 		// Durable functions (workflow.go).
 		"WorkflowRun": WorkflowRun{}, "Entry": JournalEntry{}, "EventSent": EventSent{}, "NewEntry": entryOut{},
 		"ChildSpec": childOut{}, "Wait": waitOut{}, "Suspended": suspendAnswer{}, "Resumed": resumeAnswer{},

@@ -47,6 +47,8 @@ type Task struct {
 	Runs              []TaskRun       `json:"runs,omitempty"`
 	RunCount          int32           `json:"run_count,omitempty"`
 	Inserted          *bool           `json:"inserted,omitempty"`
+	Replaced          *bool           `json:"replaced,omitempty"`
+	DebounceKey       *string         `json:"debounce_key,omitempty"`
 	Lease             *Lease          `json:"lease,omitempty"`
 	Process           json.RawMessage `json:"process,omitempty"`
 	BatchID           *int64          `json:"batch_id,omitempty"`
@@ -110,6 +112,19 @@ type NewTask struct {
 	ExpiresIn        string      `json:"expires_in,omitempty"`
 	Node             string      `json:"node,omitempty"`
 	Progress         interface{} `json:"progress,omitempty"`
+	// Debounce replaces the waiting task with its key instead of adding one (see Debounce).
+	Debounce *Debounce `json:"debounce,omitempty"`
+}
+
+// Debounce is NewTask's debounce by key (schema Debounce): while a task with Key waits
+// (scheduled or available, never claimed), an enqueue with Key replaces it (Task.Replaced,
+// the same ID) and moves its run_at to now + Period, never past its first enqueue + MaxWait.
+// Durations are humantime strings (see Duration). It excludes RunAt, RunIn and UniqueKey, and
+// one task per request.
+type Debounce struct {
+	Key     string `json:"key"`
+	Period  string `json:"period"`
+	MaxWait string `json:"max_wait,omitempty"`
 }
 
 // Backoff is a retry policy (schema Backoff): exponential (Initial, Coefficient, Max,

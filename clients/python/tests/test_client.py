@@ -38,6 +38,29 @@ def test_enqueue_takes_every_option(client, queue):
         client.enqueue("x", queue=queue, colour="red")
 
 
+def test_enqueue_debounce_replaces_the_waiting_task(client, queue):
+    """debounce=: a waiting task with the key is replaced (same id, new payload, run_at not
+    earlier); another key makes a new task; with run_in it is refused (issue 43)."""
+    debounce = {"key": f"{queue}-d", "period": "10s", "max_wait": timedelta(minutes=1)}
+    first = client.enqueue("sync", {"n": 1}, queue=queue, debounce=debounce)
+    assert first["inserted"] is True and first["replaced"] is False
+    assert first["debounce_key"] == f"{queue}-d" and first["state"] == "scheduled"
+    second = client.enqueue("sync", {"n": 2}, queue=queue, debounce=debounce)
+    assert second["id"] == first["id"] and second["inserted"] is False and second["replaced"] is True
+    def at(t):
+        return datetime.fromisoformat(t["run_at"].replace("Z", "+00:00"))
+
+    assert second["payload"] == {"n": 2} and at(second) >= at(first)
+    got = client.get_task(first["id"])
+    assert got["payload"] == {"n": 2} and got["debounce_key"] == f"{queue}-d"
+    other = client.enqueue("sync", {"n": 3}, queue=queue,
+                           debounce={"key": f"{queue}-e", "period": 10})
+    assert other["id"] != first["id"] and other["inserted"] is True and other["replaced"] is False
+    with pytest.raises(InvalidRequest) as e:
+        client.enqueue("sync", None, queue=queue, run_in="5s", debounce=debounce)
+    assert e.value.code == "invalid_task" and e.value.status == 422
+
+
 def test_enqueue_many_list_and_page(client, queue):
     tasks = client.enqueue_many([task_spec("n", i, queue=queue) for i in range(25)])
     assert [t["payload"] for t in tasks] == list(range(25))

@@ -59,6 +59,16 @@ export interface TaskOptions {
     expiresIn?: Duration;
     node?: string;
     progress?: unknown;
+    /**
+     * Debounce by key: while a task with `key` waits (never claimed), enqueueing again replaces
+     * it (`replaced` true, the same id) and moves its run_at to now + `period`, never past its
+     * first enqueue + `maxWait`. Excludes `runAt`, `runIn` and `uniqueKey`; one task per request.
+     */
+    debounce?: {
+        key: string;
+        period: Duration;
+        maxWait?: Duration;
+    };
 }
 export interface ClientOptions {
     /** Server URL [`$DOCKET_SERVER`, else `http://127.0.0.1:7070`]. */
@@ -104,7 +114,10 @@ export declare class Client {
         headers: Headers;
     }>;
     private call;
-    /** `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an existing one). */
+    /**
+     * `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an
+     * existing one; `replaced` true when a debounced enqueue replaced the waiting task).
+     */
     enqueue(kind: string, payload?: unknown, options?: TaskOptions): Promise<Task>;
     /** `POST /v1/tasks` with `{tasks}` (≤ 10,000, one transaction) → the tasks. */
     enqueueMany(specs: NewTask[]): Promise<Task[]>;

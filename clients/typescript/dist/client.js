@@ -35,6 +35,8 @@ export function taskSpec(kind, payload, o = {}) {
     put("expires_in", o.expiresIn !== undefined ? formatDuration(o.expiresIn) : undefined);
     put("node", o.node);
     put("progress", o.progress);
+    put("debounce", o.debounce && { key: o.debounce.key, period: formatDuration(o.debounce.period),
+        ...(o.debounce.maxWait !== undefined ? { max_wait: formatDuration(o.debounce.maxWait) } : {}) });
     return spec;
 }
 /**
@@ -151,7 +153,10 @@ export class Client {
         return (await this.request(method, path, body, { query })).value;
     }
     // --- tasks ---------------------------------------------------------------------------
-    /** `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an existing one). */
+    /**
+     * `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an
+     * existing one; `replaced` true when a debounced enqueue replaced the waiting task).
+     */
     enqueue(kind, payload, options) {
         return this.call("POST", "/v1/tasks", taskSpec(kind, payload, options));
     }

@@ -1829,6 +1829,26 @@ export interface components {
              */
             run_in?: string | null;
         };
+        /** @description `debounce` of `POST /v1/tasks`. */
+        Debounce: {
+            /**
+             * @description The key: 1..=256 characters, no control characters. One waiting task per key, across
+             *     queues and kinds.
+             */
+            key: string;
+            /**
+             * @description The task runs at most this long after the enqueue that created it, however often it is
+             *     replaced (humantime, 1 ms..=30 days). Default: no bound.
+             * @example 1m
+             */
+            max_wait?: string | null;
+            /**
+             * @description Quiet time: the task runs this long after the last enqueue with its key (humantime,
+             *     1 ms..=30 days).
+             * @example 5s
+             */
+            period: string;
+        };
         /** @description One dependency edge: the ref it waits on, and whether a failure there still lets it run. */
         Dependency: string | {
             /** @description Run this task even when `ref` was discarded or cancelled. */
@@ -2281,6 +2301,7 @@ export interface components {
              * @description Limit for `concurrency_key`; default 1 when a key is given.
              */
             concurrency_limit?: number | null;
+            debounce?: null | components["schemas"]["Debounce"];
             /**
              * Format: date-time
              * @description A task not started by then is discarded (node-daemons finish_at, pg_task active).
@@ -3197,6 +3218,8 @@ export interface components {
              * @description When it was enqueued.
              */
             created_at: string;
+            /** @description The debounce key the task was enqueued with (issue 43), kept after it ran. */
+            debounce_key?: string | null;
             /**
              * @description In a claim of a workflow's task: its dependencies' results by ref (null for one that
              *     failed on an `ignore_failure` edge). Absent otherwise.
@@ -3219,7 +3242,10 @@ export interface components {
              * @description Unique id, increasing with insertion.
              */
             id: number;
-            /** @description In insert answers: false when a unique_key matched an existing task. */
+            /**
+             * @description In insert answers: false when a unique_key matched an existing task, or a debounced
+             *     enqueue replaced the waiting task.
+             */
             inserted?: boolean | null;
             /** @description Handler/type name. */
             kind: string;
@@ -3252,6 +3278,11 @@ export interface components {
             queue: string;
             /** @description The rate limit key it counts against (`name` or `name:partition`); absent for others. */
             rate_limit?: string | null;
+            /**
+             * @description In the answer of a debounced enqueue: true when it replaced the waiting task with the
+             *     key (then `inserted` is false), false when it created one.
+             */
+            replaced?: boolean | null;
             /** @description What the last successful attempt returned. */
             result?: unknown;
             /**
@@ -6139,6 +6170,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description a debounced enqueue replaced the waiting task with its key (`replaced: true`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Task"];
+                };
+            };
             /** @description the task, or {tasks: [...]} for a batch */
             201: {
                 headers: {

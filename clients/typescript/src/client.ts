@@ -59,6 +59,12 @@ export interface TaskOptions {
   expiresIn?: Duration;
   node?: string;
   progress?: unknown;
+  /**
+   * Debounce by key: while a task with `key` waits (never claimed), enqueueing again replaces
+   * it (`replaced` true, the same id) and moves its run_at to now + `period`, never past its
+   * first enqueue + `maxWait`. Excludes `runAt`, `runIn` and `uniqueKey`; one task per request.
+   */
+  debounce?: { key: string; period: Duration; maxWait?: Duration };
 }
 
 export interface ClientOptions {
@@ -90,6 +96,8 @@ export function taskSpec(kind: string, payload?: unknown, o: TaskOptions = {}): 
   put("max_attempts", o.maxAttempts); put("expires_at", o.expiresAt && iso(o.expiresAt));
   put("expires_in", o.expiresIn !== undefined ? formatDuration(o.expiresIn) : undefined);
   put("node", o.node); put("progress", o.progress);
+  put("debounce", o.debounce && { key: o.debounce.key, period: formatDuration(o.debounce.period),
+    ...(o.debounce.maxWait !== undefined ? { max_wait: formatDuration(o.debounce.maxWait) } : {}) });
   return spec as unknown as NewTask;
 }
 
@@ -206,7 +214,10 @@ export class Client {
   }
 
   // --- tasks ---------------------------------------------------------------------------
-  /** `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an existing one). */
+  /**
+   * `POST /v1/tasks`: one task → the stored task (`inserted` false when a unique key returned an
+   * existing one; `replaced` true when a debounced enqueue replaced the waiting task).
+   */
   enqueue(kind: string, payload?: unknown, options?: TaskOptions): Promise<Task> {
     return this.call("POST", "/v1/tasks", taskSpec(kind, payload, options));
   }

@@ -52,6 +52,23 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     await assert.rejects(c.getSchedule(name), (e) => e.code === "not_found");
   });
 
+  test(`${backend}: debounce: a waiting task with the key is replaced; another key makes a new task`, async () => {
+    const queue = uniq();
+    const debounce = { key: `${queue}-d`, period: "10s", maxWait: 60_000 };
+    const first = await c.enqueue("sync", { n: 1 }, { queue, debounce });
+    assert.equal(first.inserted, true); assert.equal(first.replaced, false); assert.equal(first.debounce_key, `${queue}-d`);
+    assert.equal(first.state, "scheduled");
+    const second = await c.enqueue("sync", { n: 2 }, { queue, debounce });
+    assert.equal(second.id, first.id); assert.equal(second.inserted, false); assert.equal(second.replaced, true);
+    assert.deepEqual(second.payload, { n: 2 }); assert.ok(Date.parse(second.run_at) >= Date.parse(first.run_at));
+    const got = await c.getTask(first.id);
+    assert.deepEqual(got.payload, { n: 2 }); assert.equal(got.debounce_key, `${queue}-d`);
+    const other = await c.enqueue("sync", { n: 3 }, { queue, debounce: { key: `${queue}-e`, period: "10s" } });
+    assert.notEqual(other.id, first.id); assert.equal(other.inserted, true); assert.equal(other.replaced, false);
+    await assert.rejects(c.enqueue("sync", null, { queue, runIn: "5s", debounce }),
+      (e) => e instanceof DocketError && e.code === "invalid_task" && e.status === 422);
+  });
+
   test(`${backend}: listTasks finds tasks by trace id, unique key and worker`, async () => {
     const queue = uniq();
     const trace = randomUUID().replaceAll("-", ""), worker = `w-${queue}`;

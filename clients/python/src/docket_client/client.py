@@ -29,7 +29,7 @@ TASK_OPTIONS = (
     "queue", "priority", "run_at", "run_in", "unique_key", "concurrency_key", "concurrency_limit",
     "rate_limit", "partition_key",
     "timeout", "backoff", "stage", "user_id", "trace_id", "max_attempts", "expires_at",
-    "expires_in", "node", "progress",
+    "expires_in", "node", "progress", "debounce",
 )
 
 
@@ -64,6 +64,9 @@ def task_spec(kind: str, payload: Json = None, **options: Any) -> Dict[str, Any]
             continue
         if key in ("run_in", "timeout", "expires_in"):
             value = format_duration(value)
+        elif key == "debounce":  # {"key", "period", "max_wait"?}: its durations as the others
+            value = _drop_none(dict(value, period=_dur(value.get("period")),
+                                    max_wait=_dur(value.get("max_wait"))))
         elif key in ("run_at", "expires_at"):
             value = _time(value)
         spec[key] = value
@@ -119,7 +122,8 @@ class _Api:
     # --- tasks -------------------------------------------------------------------------
     def enqueue(self, kind: str, payload: Json = None, **options: Any) -> Any:
         """``POST /v1/tasks``: one task → the stored ``Task`` (``inserted`` false when a unique
-        key returned an existing one). Options: :data:`TASK_OPTIONS`."""
+        key returned an existing one; ``replaced`` true when ``debounce={"key", "period",
+        "max_wait"}`` replaced the waiting task with that key). Options: :data:`TASK_OPTIONS`."""
         return self._call("POST", "/v1/tasks", task_spec(kind, payload, **options))
 
     def enqueue_many(self, specs: Sequence[Dict[str, Any]]) -> Any:
