@@ -1830,6 +1830,31 @@ export interface components {
              */
             run_in?: string | null;
         };
+        /** @description What a dead letter keeps of the task it stands for: [`Task::dead_letter_of`]. */
+        DeadLetterOf: {
+            /**
+             * Format: int32
+             * @description The attempts it made.
+             */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When it was discarded.
+             */
+            discarded_at: string;
+            /** @description Its errors, one per failed attempt, the last one last. */
+            errors: components["schemas"]["TaskError"][];
+            /** @description Its kind. */
+            kind: string;
+            /** @description Its queue. */
+            queue: string;
+            /**
+             * Format: int64
+             * @description The discarded task (still kept for its queue's `retention_failed`; retry it with
+             *     `POST /v1/tasks/{task_id}/retry`).
+             */
+            task_id: number;
+        };
         /** @description `debounce` of `POST /v1/tasks`. */
         Debounce: {
             /**
@@ -2676,6 +2701,12 @@ export interface components {
              */
             concurrency_limit?: number | null;
             /**
+             * @description Dead-letter queue (issue 43, pg-boss's `deadLetter`): a task of this queue discarded
+             *     after its last attempt is also enqueued there, with `dead_letter_of` naming it and its
+             *     errors, in the same transaction ([`crate::dead_letter`]). Not the queue itself.
+             */
+            dead_letter?: string | null;
+            /**
              * @description Fair claims (issue 26 item 4): claims take from the queue's partitions (tasks'
              *     `partition_key`, one partition for tasks without one) in turn — the first task of each
              *     partition, then the second of each, … — so one tenant's backlog does not starve the
@@ -3219,6 +3250,7 @@ export interface components {
              * @description When it was enqueued.
              */
             created_at: string;
+            dead_letter_of?: null | components["schemas"]["DeadLetterOf"];
             /** @description The debounce key the task was enqueued with (issue 43), kept after it ran. */
             debounce_key?: string | null;
             /**

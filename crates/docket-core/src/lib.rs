@@ -11,6 +11,7 @@ pub mod batch;
 pub mod bulk;
 pub mod clock;
 pub mod counts;
+pub mod dead_letter;
 pub mod debounce;
 pub mod durable;
 pub mod duration;

@@ -66,6 +66,16 @@ pub struct QueueSettings {
     /// `PUT /v1/rate-limits/{name}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<String>,
+    /// Dead-letter queue (issue 43, pg-boss's `deadLetter`): a task of this queue discarded
+    /// after its last attempt is also enqueued there, with `dead_letter_of` naming it and its
+    /// errors, in the same transaction ([`crate::dead_letter`]). Not the queue itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    pub dead_letter: Option<String>,
     /// max_attempts for tasks enqueued without one (asyncflow max_retry_num).
     #[serde(default)]
     #[schema(minimum = 1)]
@@ -115,11 +125,31 @@ fn partition_weights_schema() -> utoipa::openapi::schema::Object {
 }
 
 impl QueueSettings {
-    /// Checks ranges.
+    /// [`QueueSettings::validate`], and that `dead_letter` is not queue `name` itself.
+    ///
+    /// # Errors
+    /// A message naming the field.
+    pub fn validate_for(&self, name: &str) -> Result<(), String> {
+        self.validate()?;
+        if self.dead_letter.as_deref() == Some(name) {
+            return Err(format!(
+                "dead_letter: queue {name} cannot be its own dead-letter queue"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks ranges and names.
     ///
     /// # Errors
     /// A message naming the bad field.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(q) = &self.dead_letter {
+            crate::task::check_name("dead_letter", q)?;
+            if q == crate::bulk::QUEUE {
+                return Err(format!("dead_letter: queue {q} is docket's own"));
+            }
+        }
         if let Some(l) = self.concurrency_limit {
             if l < 1 {
                 return Err(format!("concurrency_limit must be at least 1, got {l}"));

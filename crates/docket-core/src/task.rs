@@ -519,6 +519,7 @@ impl ResolvedTask {
             lease: None,
             inserted: Some(true),
             debounce_key: self.debounce.map(|d| d.key),
+            dead_letter_of: None,
             replaced: None,
         }
     }
@@ -685,6 +686,10 @@ pub struct Task {
     /// enqueue replaced the waiting task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inserted: Option<bool>,
+    /// When this task is a dead letter (its queue is another's `dead_letter`): the task it
+    /// stands for and that task's errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_of: Option<crate::dead_letter::DeadLetterOf>,
     /// The debounce key the task was enqueued with (issue 43), kept after it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debounce_key: Option<String>,
@@ -903,6 +908,7 @@ mod tests {
             lease: None,
             inserted: None,
             debounce_key: None,
+            dead_letter_of: None,
             replaced: None,
         }
     }

@@ -111,6 +111,13 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
         rate_limit: row.text_opt("rate_limit")?,
         partition_key: row.text_opt("partition_key")?,
         debounce_key: row.text_opt("debounce_key")?,
+        dead_letter_of: match row.json_opt("dead_letter_of")? {
+            Some(v) => Some(
+                serde_json::from_value(v)
+                    .map_err(|e| StoreError::Corrupt(format!("dead_letter_of: {e}")))?,
+            ),
+            None => None,
+        },
         replaced: None,
         deps: None,
         stage: row.text_opt("stage")?,
@@ -230,6 +237,7 @@ pub(crate) fn queue_settings(row: &impl Cols) -> Result<QueueSettings> {
         schedule_limit: row.int32_opt("schedule_limit")?,
         schedule_interval: d("schedule_interval_ms")?,
         rate_limit: row.text_opt("rate_limit")?,
+        dead_letter: row.text_opt("dead_letter")?,
         fair: row.flag("fair")?,
         partition_limit: row.int32_opt("partition_limit")?,
         partition_weights: match row.json_opt("partition_weights")? {

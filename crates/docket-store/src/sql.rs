@@ -39,7 +39,7 @@ pub(crate) const TASK_COLS: &str =
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
     created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
     cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
-    stages_done, runs, run_count, attempt_node, edited_at, batch_id, rate_limit, partition_key, debounce_key";
+    stages_done, runs, run_count, attempt_node, edited_at, batch_id, rate_limit, partition_key, debounce_key, dead_letter_of";
 
 /// The columns a [`docket_core::Schedule`] is decoded from.
 pub(crate) const SCHEDULE_COLS: &str =

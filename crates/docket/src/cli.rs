@@ -628,6 +628,10 @@ pub struct QueueSetArgs {
     /// Rate limit key of tasks enqueued without one ("" = none).
     #[arg(long = "rate-limit-key")]
     pub rate_limit: Option<String>,
+    /// Dead-letter queue: a task discarded after its last attempt is also enqueued there, with
+    /// `dead_letter_of` naming it ("" to clear).
+    #[arg(long)]
+    pub dead_letter: Option<String>,
     /// Default max attempts (0 = server default; asyncflow max_retry_num).
     #[arg(long, visible_alias = "max-retry-num")]
     pub max_attempts: Option<i32>,

@@ -562,6 +562,15 @@ class ClaimRequest(TypedDict):
     worker: str
 
 
+class DeadLetterOf(TypedDict):
+    attempts: int
+    discarded_at: str
+    errors: List[TaskError]
+    kind: str
+    queue: str
+    task_id: int
+
+
 class Entry(TypedDict):
     attempts: int
     child_id: NotRequired[Optional[str]]
@@ -728,6 +737,7 @@ class ProcessorResult(TypedDict):
 class QueueSettings(TypedDict):
     backoff: NotRequired[Optional[Backoff]]
     concurrency_limit: NotRequired[Optional[int]]
+    dead_letter: NotRequired[Optional[str]]
     fair: NotRequired[bool]
     mask_payload: NotRequired[bool]
     max_attempts: NotRequired[Optional[int]]
@@ -832,6 +842,7 @@ class Task(TypedDict):
     concurrency_key: NotRequired[Optional[str]]
     concurrency_limit: NotRequired[Optional[int]]
     created_at: str
+    dead_letter_of: NotRequired[Optional[DeadLetterOf]]
     debounce_key: NotRequired[Optional[str]]
     deps: NotRequired[Optional[Dict[str, Any]]]
     errors: List[TaskError]

@@ -85,6 +85,7 @@ pub(super) fn layout_with_top(title: &str, live_url: &str, top: Markup, body: Ma
                     a href="/ui/rate-limits" { "Rate limits" }
                     a href="/ui/workers" { "Workers" }
                     a href="/ui/sinks" { "Sinks" }
+                    a href="/ui/dead-letters" { "Dead letters" }
                     a href="/ui/audit" { "Audit" }
                     a href="/metrics" { "Metrics" }
                     a href="/ui/logout" class="right" { "Log out" }

@@ -11,6 +11,7 @@ mod audit;
 mod batches;
 mod bulk;
 mod charts;
+mod dead_letters;
 mod layout;
 mod login;
 mod overview;
@@ -28,6 +29,7 @@ use audit::*;
 use batches::*;
 use bulk::*;
 use charts::*;
+use dead_letters::*;
 use overview::*;
 use processes::*;
 use rate_limits::*;
@@ -70,6 +72,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/audit", get(audit))
         .route("/ui/workers", get(workers))
         .route("/ui/sinks", get(sinks))
+        .route("/ui/dead-letters", get(dead_letters))
         .route("/ui/batches", get(batches))
         .route("/ui/batches/{id}", get(batch))
         .route(

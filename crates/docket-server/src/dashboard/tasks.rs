@@ -253,6 +253,9 @@ pub(super) async fn task(
                 dt { "backoff" } dd { (serde_json::to_string(&t.backoff).unwrap_or_default()) }
                 dt { "unique key" } dd { (t.unique_key.clone().unwrap_or_else(|| "—".into())) }
                 @if let Some(k) = &t.debounce_key { dt { "debounce key" } dd { (k) } }
+                @if let Some(o) = &t.dead_letter_of {
+                    dt { "dead letter of" } dd { a href=(format!("/ui/tasks/{}", o.task_id)) { "task " (o.task_id) } " in " (o.queue) " (" (o.attempts) " attempts; last error: " (o.errors.last().map(|e| e.message.as_str()).unwrap_or("—")) ") " a href=(format!("/ui/tasks/{}/retry", o.task_id)) { "retry it" } }
+                }
                 dt { "concurrency key" } dd { (t.concurrency_key.clone().unwrap_or_else(|| "—".into())) @if let Some(l) = t.concurrency_limit { " (limit " (l) ")" } }
                 dt { "node" } dd { (t.node.clone().unwrap_or_else(|| "any".into())) }
                 dt { "worker" } dd { (t.worker.clone().unwrap_or_else(|| "—".into())) }

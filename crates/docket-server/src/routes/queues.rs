@@ -54,7 +54,7 @@ pub(crate) async fn queue_put(
         ));
     }
     let settings: QueueSettings = parse(body)?;
-    settings.validate().map_err(ApiError::invalid)?;
+    settings.validate_for(&queue).map_err(ApiError::invalid)?;
     let who = actions::actor(&headers, "api");
     Ok(Json(s.engine.queue_put(&who, &queue, &settings).await?))
 }

@@ -823,7 +823,126 @@ async fn debounce_over_http(n: Node) {
     }
 }
 
+/// Dead-letter queues (issue 43) over HTTP: the queue setting (refused for the queue itself,
+/// an empty or NUL name), a task failed on its last attempt appears in the dead-letter queue
+/// with `dead_letter_of`; the dashboard's dead-letter page lists it with the way back, and the
+/// original is retried by its id.
+async fn dead_letters_over_http(n: Node) {
+    let (st, q) = n
+        .call(
+            "PUT",
+            "/v1/queues/pay",
+            Some(json!({"dead_letter": "pay-dead"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{q}");
+    assert_eq!(q["settings"]["dead_letter"], "pay-dead");
+    for (body, status, want) in [
+        (
+            json!({"dead_letter": "pay"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "own dead-letter",
+        ),
+        (
+            json!({"dead_letter": ""}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "dead_letter",
+        ),
+        (
+            json!({"dead_letter": "a\u{7}b"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "dead_letter",
+        ),
+        (json!({"dead_letter": 5}), StatusCode::BAD_REQUEST, ""),
+    ] {
+        let (st, e) = n.call("PUT", "/v1/queues/pay", Some(body.clone())).await;
+        assert!(st.is_client_error(), "{body}: {st} {e}");
+        if status == StatusCode::UNPROCESSABLE_ENTITY {
+            assert!(
+                e["error"]["message"].as_str().unwrap().contains(want),
+                "{e}"
+            );
+        }
+    }
+    let (_, q) = n.call("GET", "/v1/queues/pay", None).await;
+    assert_eq!(
+        q["settings"]["dead_letter"], "pay-dead",
+        "a refused PUT changed nothing"
+    );
+    let (st, t) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"queue": "pay", "kind": "charge", "payload": {"order": 9}, "max_attempts": 1})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{t}");
+    let id = t["id"].as_i64().unwrap();
+    let got = n.claim("pay", json!({"worker": "w", "limit": 1})).await;
+    let lease = got[0]["lease"]["token"].as_str().unwrap().to_string();
+    let (st, f) = n
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/fail"),
+            Some(json!({"lease": lease, "error": "card declined"})),
+        )
+        .await;
+    assert_eq!(
+        (st, &f["state"]),
+        (StatusCode::OK, &json!("discarded")),
+        "{f}"
+    );
+    let (_, dead) = n.call("GET", "/v1/tasks?queue=pay-dead", None).await;
+    let dead = dead["tasks"].as_array().unwrap().clone();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let d = &dead[0];
+    assert_eq!(
+        (&d["kind"], &d["payload"], &d["state"]),
+        (&json!("charge"), &json!({"order": 9}), &json!("available"))
+    );
+    assert_eq!(d["dead_letter_of"]["task_id"], id);
+    assert_eq!(d["dead_letter_of"]["queue"], "pay");
+    assert_eq!(d["dead_letter_of"]["errors"][0]["message"], "card declined");
+    let dead_id = d["id"].as_i64().unwrap();
+    let n = &n;
+    let page = |path: String| async move {
+        n.http
+            .get(format!("{}{path}", n.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let html = page("/ui/dead-letters".into()).await;
+    assert!(
+        html.contains(&format!("id=\"dead-letter-{dead_id}\"")),
+        "{html}"
+    );
+    assert!(html.contains(&format!("/ui/tasks/{id}/retry")), "{html}");
+    assert!(html.contains("card declined"), "{html}");
+    assert!(
+        html.contains("/ui/bulk?action=cancel&amp;queue=pay-dead"),
+        "{html}"
+    );
+    let confirm =
+        page("/ui/bulk?action=cancel&queue=pay-dead&state=available,scheduled,retryable".into())
+            .await;
+    assert!(confirm.contains("data-n=\"1\""), "{confirm}");
+    let task_page = page(format!("/ui/tasks/{dead_id}")).await;
+    assert!(task_page.contains("dead letter of"), "{task_page}");
+    // The way back: the original retried.
+    let (st, r) = n.call("POST", &format!("/v1/tasks/{id}/retry"), None).await;
+    assert_eq!(
+        (st, &r["state"]),
+        (StatusCode::OK, &json!("available")),
+        "{r}"
+    );
+}
+
 both!(
+    dead_letters_over_http,
     debounce_over_http,
     lifecycle,
     batch_complete_and_fail,

@@ -7,3 +7,7 @@ ALTER TABLE docket_tasks ADD COLUMN debounce_key VARCHAR(512) NULL,
         AND attempted_at IS NULL THEN debounce_key END) STORED,
     ADD UNIQUE KEY docket_tasks_debounce_idx (debounce_waiting);
 ALTER TABLE docket_tasks_done ADD COLUMN debounce_key VARCHAR(512) NULL;
+-- Dead-letter queues: see the PostgreSQL migration 0033.
+ALTER TABLE docket_queues ADD COLUMN dead_letter VARCHAR(512) NULL;
+ALTER TABLE docket_tasks ADD COLUMN dead_letter_of JSON NULL;
+ALTER TABLE docket_tasks_done ADD COLUMN dead_letter_of JSON NULL;

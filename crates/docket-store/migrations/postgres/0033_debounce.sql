@@ -13,3 +13,8 @@ ALTER TABLE docket_tasks_live_1 ADD CONSTRAINT docket_tasks_live_1_no_debounce C
 ALTER TABLE docket_tasks_live_2 ADD CONSTRAINT docket_tasks_live_2_no_debounce CHECK (debounce_key IS NULL);
 ALTER TABLE docket_tasks_live_3 ADD CONSTRAINT docket_tasks_live_3_no_debounce CHECK (debounce_key IS NULL);
 ALTER TABLE docket_tasks_live_4 ADD CONSTRAINT docket_tasks_live_4_no_debounce CHECK (debounce_key IS NULL);
+-- Dead-letter queues (issue 43, docket_core::dead_letter): a queue's dead_letter queue, and on
+-- a dead letter the task it stands for with that task's errors (JSON, docket_core's
+-- DeadLetterOf).
+ALTER TABLE docket_queues ADD COLUMN dead_letter text;
+ALTER TABLE docket_tasks ADD COLUMN dead_letter_of jsonb;

@@ -105,8 +105,88 @@ pub(crate) async fn apply_failures<T: DriverTx>(
         })
         .collect();
     let keep = docket_core::run::RUN_LOG_KEEP;
-    tx.update_each(stmt!(leases, fail), args![keep, rescue_at], &rows)
-        .await
+    let written = tx
+        .update_each(stmt!(leases, fail), args![keep, rescue_at], &rows)
+        .await?;
+    dead_letters(tx, items, &written).await?;
+    Ok(written)
+}
+
+/// The dead letters of the discards among `items` that were `written` (issue 43,
+/// [`docket_core::dead_letter`]): for each whose queue names a `dead_letter` queue, a task
+/// there with `dead_letter_of`, in `tx` — the discard's transaction. Costs nothing unless a
+/// failure discards; then one read of the queues' settings, and per dead letter a read of the
+/// discarded task, an insert and a mark. A dead letter the rules refuse to make (a spec the
+/// dead-letter queue's settings make invalid) is logged and skipped: the discard stands, and no
+/// loop that writes failures dies of it.
+///
+/// # Errors
+/// Database failure.
+async fn dead_letters<T: DriverTx>(tx: &mut T, items: &[Failure], written: &[i64]) -> Result<()> {
+    let discarded: Vec<&Failure> = items
+        .iter()
+        .filter(|f| f.state == TaskState::Discarded && written.contains(&f.id))
+        .collect();
+    if discarded.is_empty() {
+        return Ok(());
+    }
+    let mut names: Vec<String> = discarded.iter().map(|f| f.labels.queue.clone()).collect();
+    names.sort();
+    names.dedup();
+    let from = tx_settings(tx, names).await?;
+    let mut targets: Vec<String> = from
+        .values()
+        .filter_map(|s| s.dead_letter.clone())
+        .collect();
+    if targets.is_empty() {
+        return Ok(());
+    }
+    targets.sort();
+    targets.dedup();
+    let to = tx_settings(tx, targets).await?;
+    for f in discarded {
+        let dead_letter = from
+            .get(&f.labels.queue)
+            .and_then(|s| s.dead_letter.as_deref());
+        let Some(row) = tx.fetch_one(stmt!(tasks, get), args![f.id]).await? else {
+            continue;
+        };
+        let t = row::task(&row)?;
+        if !docket_core::dead_letter::wanted(&t, dead_letter) {
+            continue;
+        }
+        let Some(q) = dead_letter else { continue };
+        let at = f.finished_at.unwrap_or(f.run_at);
+        let spec = docket_core::dead_letter::spec(&t, q);
+        let resolved = match spec.resolve(to.get(q), &docket_core::TaskDefaults::default(), at) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(task = t.id, dead_letter = q, "no dead letter: {e}");
+                continue;
+            }
+        };
+        let Some(letter) = tx.insert_task(&resolved, at).await? else {
+            continue;
+        };
+        let link = serde_json::to_value(docket_core::dead_letter::of(&t, at))
+            .map_err(|e| StoreError::Corrupt(format!("dead_letter_of: {e}")))?;
+        tx.execute(stmt!(tasks, dead_letter_mark), args![letter.id, &link])
+            .await?;
+    }
+    Ok(())
+}
+
+/// Queue settings of `names` read in `tx`, by name (queues without settings are absent).
+async fn tx_settings<T: DriverTx>(
+    tx: &mut T,
+    names: Vec<String>,
+) -> Result<HashMap<String, QueueSettings>> {
+    let rows = tx
+        .fetch(stmt!(queues, settings_many), &[Arg::Texts(&names)])
+        .await?;
+    rows.iter()
+        .map(|r| Ok((r.text("name")?, row::queue_settings(r)?)))
+        .collect()
 }
 
 /// [`apply_failures`] of attempts whose rows `tx` holds locked, and their queues' claimers

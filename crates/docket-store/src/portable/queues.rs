@@ -205,6 +205,7 @@ impl<D: Driver> QueueStore for D {
                 s.fair,
                 weights.as_ref(),
                 s.partition_limit,
+                s.dead_letter.as_deref(),
             ],
         )
         .await?;

@@ -27,8 +27,9 @@ UPDATE docket_counts SET counted_to = ?1, recounted_at = COALESCE(?2, recounted_
 -- name: put
 INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff,
     timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload, schedule_limit,
-    schedule_interval_ms, created_at, rate_limit, fair, partition_weights, partition_limit)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?9, ?13, ?14, ?15, ?16)
+    schedule_interval_ms, created_at, rate_limit, fair, partition_weights, partition_limit,
+    dead_letter)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?9, ?13, ?14, ?15, ?16, ?17)
     ON CONFLICT (name) DO UPDATE SET paused = excluded.paused,
     concurrency_limit = excluded.concurrency_limit, max_attempts = excluded.max_attempts,
     backoff = excluded.backoff, timeout_ms = excluded.timeout_ms,
@@ -37,7 +38,7 @@ INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backof
     mask_payload = excluded.mask_payload, schedule_limit = excluded.schedule_limit,
     schedule_interval_ms = excluded.schedule_interval_ms, rate_limit = excluded.rate_limit,
     fair = excluded.fair, partition_weights = excluded.partition_weights,
-    partition_limit = excluded.partition_limit
+    partition_limit = excluded.partition_limit, dead_letter = excluded.dead_letter
 
 -- name: get
 SELECT * FROM docket_queues WHERE name = ?1

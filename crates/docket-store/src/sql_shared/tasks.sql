@@ -43,3 +43,8 @@ UPDATE docket_tasks SET queue = ?2, kind = ?3, payload = ?4, priority = ?5, run_
     rate_limit = ?18, partition_key = ?19, node = ?20, user_id = ?21, stage = ?22,
     progress = ?23, edited_at = ?24
     WHERE id = ?1 RETURNING {COLS}
+
+-- name: dead_letter_mark
+-- Task ?1, just inserted as the dead letter of another, takes its link ?2 (JSON:
+-- docket_core::dead_letter::DeadLetterOf).
+UPDATE docket_tasks SET dead_letter_of = ?2 WHERE id = ?1

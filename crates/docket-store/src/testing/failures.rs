@@ -425,3 +425,197 @@ pub(super) async fn rescue_applies_only_what_it_read(b: Bundle) {
     assert_eq!((t.state, t.errors.len()), (TaskState::Retryable, 1));
     assert_eq!(t.errors[0].message, "lease expired");
 }
+
+/// Dead-letter queues (issue 43): a task of a queue with `dead_letter` discarded after its last
+/// attempt — by a worker's failure or by the rescuer — is also enqueued in that queue, with
+/// `dead_letter_of` (its id, queue, kind, attempts and errors), in the discard's transaction; a
+/// retry, a cancel, a queue without the setting and a dead letter's own discard make none.
+pub(super) async fn dead_letters_follow_discards(b: Bundle) {
+    let s = &*b.store;
+    let put = |name: &'static str, settings: QueueSettings| async move {
+        s.queue_put(QueuePutParams {
+            name,
+            settings: &settings,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    };
+    put(
+        "src",
+        QueueSettings {
+            dead_letter: Some("dlq".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    // The dead-letter queue names src back: a dead letter's discard must not loop.
+    put(
+        "dlq",
+        QueueSettings {
+            dead_letter: Some("src".into()),
+            max_attempts: Some(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    let spec = |kind: &str, attempts: i32| NewTask {
+        queue: Some("src".into()),
+        max_attempts: Some(attempts),
+        priority: Some(4),
+        user_id: Some("u1".into()),
+        partition_key: Some("p1".into()),
+        ..NewTask::new(kind, json!({"order": kind}))
+    };
+    let tasks = insert(
+        s,
+        vec![
+            spec("last", 1),
+            spec("retried", 2),
+            spec("cancelled", 1),
+            spec("lost", 1),
+        ],
+        t0(),
+    )
+    .await;
+    let (last, retried, cancelled, lost) = (&tasks[0], &tasks[1], &tasks[2], &tasks[3]);
+    s.task_cancel(TaskCancelParams {
+        id: cancelled.id,
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    let got = claim(s, "src", 10, t0()).await;
+    assert_eq!(got.len(), 3);
+    let held = |id: i64| got.iter().find(|t| t.id == id).unwrap().clone();
+    let outs = s
+        .task_fail_many(TaskFailManyParams {
+            fail_rule: docket_core::task::standard_fail_rule,
+            items: &[
+                fail(&held(last.id), "card declined"),
+                fail(&held(retried.id), "later"),
+            ],
+            worker: Some("w1"),
+            now: t0() + secs(1),
+        })
+        .await
+        .unwrap();
+    assert_eq!(state_run_at(&outs[0]).0, TaskState::Discarded);
+    assert_eq!(state_run_at(&outs[1]).0, TaskState::Retryable);
+    let letters = |n: usize| async move {
+        let l = s
+            .task_list(TaskListParams {
+                queue: Some("dlq".into()),
+                limit: 100,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(l.len(), n, "{l:?}");
+        l
+    };
+    let l = letters(1).await;
+    let d = &l[0];
+    assert_eq!(
+        (d.kind.as_str(), &d.payload),
+        ("last", &json!({"order": "last"}))
+    );
+    assert_eq!(
+        (d.state, d.priority, d.user_id.as_deref()),
+        (TaskState::Available, 4, Some("u1"))
+    );
+    assert_eq!(d.trace_id, last.trace_id);
+    assert_eq!(d.partition_key.as_deref(), Some("p1"));
+    // The dead-letter queue's settings: one attempt there.
+    assert_eq!(d.max_attempts, 1);
+    let of = d.dead_letter_of.as_ref().unwrap();
+    assert_eq!(
+        (of.task_id, of.queue.as_str(), of.kind.as_str(), of.attempts),
+        (last.id, "src", "last", 1)
+    );
+    assert_eq!(of.errors.len(), 1);
+    assert_eq!(of.errors[0].message, "card declined");
+    assert_eq!(of.discarded_at, t0() + secs(1));
+    assert_eq!(
+        s.task_get(d.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .dead_letter_of
+            .as_ref(),
+        Some(of)
+    );
+    // The rescuer's discard (a lease that expired on the last attempt) makes one too.
+    let lost_lease = held(lost.id).lease.unwrap().expires_at;
+    rescue(
+        s,
+        docket_core::task::standard_fail_rule,
+        lost_lease + secs(1),
+        10,
+    )
+    .await
+    .unwrap();
+    let l = letters(2).await;
+    let from_rescue = l.iter().find(|t| t.kind == "lost").unwrap();
+    assert_eq!(
+        from_rescue.dead_letter_of.as_ref().unwrap().task_id,
+        lost.id
+    );
+    assert_eq!(from_rescue.dead_letter_of.as_ref().unwrap().errors.len(), 1);
+    // A dead letter's own discard makes none (dlq names src back).
+    let dl = claim(s, "dlq", 10, t0() + secs(600)).await;
+    assert_eq!(dl.len(), 2);
+    for t in &dl {
+        discard(s, t, "still broken", t0() + secs(601)).await;
+    }
+    let src = s
+        .task_list(TaskListParams {
+            queue: Some("src".into()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(src.len(), 4, "no dead letter went back to src: {src:?}");
+    letters(2).await;
+    // An expired task (never started) makes none.
+    let expiring = insert(
+        s,
+        vec![NewTask {
+            expires_at: Some(t0() + secs(700)),
+            ..spec("expired", 1)
+        }],
+        t0() + secs(650),
+    )
+    .await;
+    s.task_expire(TaskExpireParams {
+        now: t0() + secs(701),
+        limit: 100,
+    })
+    .await
+    .unwrap();
+    let e = s.task_get(expiring[0].id).await.unwrap().unwrap();
+    assert_eq!(e.state, TaskState::Discarded);
+    letters(2).await;
+    // A queue without the setting: a discard makes nothing anywhere.
+    let plain = insert(
+        s,
+        vec![NewTask {
+            max_attempts: Some(1),
+            ..nt("plain")
+        }],
+        t0(),
+    )
+    .await;
+    let c = claim(s, "default", 10, t0()).await;
+    assert_eq!(c[0].id, plain[0].id);
+    discard(s, &c[0], "x", t0() + secs(2)).await;
+    let all = s
+        .task_list(TaskListParams {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 8, "{all:?}");
+}

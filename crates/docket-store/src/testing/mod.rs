@@ -239,6 +239,7 @@ const CASES: &[Case] = cases![
     failures::fail_rules,
     failures::fail_rule_is_the_callers,
     failures::linear_backoff,
+    failures::dead_letters_follow_discards,
     leases::run_log_of_every_attempt,
     leases::stages_hand_the_task_on,
     maintenance::tasks_survive_the_ring_turning,

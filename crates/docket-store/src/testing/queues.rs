@@ -22,6 +22,7 @@ pub(super) async fn queue_settings_round_trip(b: Bundle) {
         fair: true,
         partition_weights: Some([("acme".to_string(), 3)].into()),
         partition_limit: Some(2),
+        dead_letter: Some("x-dead".into()),
     };
     let q = s
         .queue_put(QueuePutParams {

@@ -93,6 +93,9 @@ pub(crate) async fn queue_cmd(c: Client, cmd: QueueCmd) -> Result<()> {
             if let Some(v) = &a.rate_limit {
                 s.rate_limit = (!v.is_empty()).then(|| v.clone());
             }
+            if let Some(v) = &a.dead_letter {
+                s.dead_letter = (!v.is_empty()).then(|| v.clone());
+            }
             if let Some(v) = a.max_attempts {
                 s.max_attempts = (v > 0).then_some(v);
             }

@@ -501,7 +501,50 @@ fn debounce_from_the_cli(backend: &str) {
     assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
 }
 
+/// Dead-letter queues (issue 43) from the CLI: `docket queue set Q --dead-letter D`; a
+/// `docket worker` whose command fails on the task's last attempt discards it, and its dead
+/// letter waits in D with `dead_letter_of`; a queue cannot be its own, and "" clears it.
+fn dead_letters_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    s.ok(&["queue", "set", "dq", "--dead-letter", "dq-dead"]);
+    let q: Value = serde_json::from_str(&s.ok(&["queue", "show", "dq", "--json"])).unwrap();
+    assert_eq!(q["settings"]["dead_letter"], "dq-dead");
+    let o = s.cli(&["queue", "set", "dq", "--dead-letter", "dq"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("own dead-letter queue"));
+    let id = s.add(&[
+        "--queue",
+        "dq",
+        "--kind",
+        "k",
+        "--payload",
+        "7",
+        "--max-attempts",
+        "1",
+    ]);
+    let w = s.worker(&["--queue", "dq"], &["false"]);
+    s.wait_for(id, "discarded", |t| t["state"] == "discarded");
+    drop(w);
+    let list = |q: &str| -> Vec<Value> {
+        let out: Value =
+            serde_json::from_str(&s.ok(&["task", "list", "--json", "--queue", q])).unwrap();
+        out.as_array().unwrap().clone()
+    };
+    let dead = list("dq-dead");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(
+        (&dead[0]["kind"], &dead[0]["payload"]),
+        (&json!("k"), &json!(7))
+    );
+    assert_eq!(dead[0]["dead_letter_of"]["task_id"], id);
+    assert_eq!(dead[0]["dead_letter_of"]["attempts"], 1);
+    s.ok(&["queue", "set", "dq", "--dead-letter", ""]);
+    let q: Value = serde_json::from_str(&s.ok(&["queue", "show", "dq", "--json"])).unwrap();
+    assert!(q["settings"].get("dead_letter").is_none(), "{q}");
+}
+
 both!(
+    dead_letters_from_the_cli,
     debounce_from_the_cli,
     odd_queue_names_reach_their_own_routes,
     bulk_file_and_cli_errors,

@@ -69,8 +69,9 @@ INSERT INTO docket_queue_counts (queue, state, n) VALUES (?1, ?2, ?3)
 -- name: put
 INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backoff,
     timeout_ms, retention_completed_ms, retention_failed_ms, updated_at, mask_payload, schedule_limit,
-    schedule_interval_ms, created_at, rate_limit, fair, partition_weights, partition_limit)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?9, ?13, ?14, ?15, ?16)
+    schedule_interval_ms, created_at, rate_limit, fair, partition_weights, partition_limit,
+    dead_letter)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?9, ?13, ?14, ?15, ?16, ?17)
     ON DUPLICATE KEY UPDATE paused = VALUES(paused),
     concurrency_limit = VALUES(concurrency_limit), max_attempts = VALUES(max_attempts),
     backoff = VALUES(backoff), timeout_ms = VALUES(timeout_ms),
@@ -79,7 +80,7 @@ INSERT INTO docket_queues (name, paused, concurrency_limit, max_attempts, backof
     mask_payload = VALUES(mask_payload), schedule_limit = VALUES(schedule_limit),
     schedule_interval_ms = VALUES(schedule_interval_ms), rate_limit = VALUES(rate_limit),
     fair = VALUES(fair), partition_weights = VALUES(partition_weights),
-    partition_limit = VALUES(partition_limit)
+    partition_limit = VALUES(partition_limit), dead_letter = VALUES(dead_letter)
 
 -- name: settings_many
 SELECT * FROM docket_queues WHERE name IN (?1)
