@@ -29,6 +29,8 @@ pub struct ListFilter {
     pub trace_id: Option<String>,
     /// Only tasks with this unique key.
     pub unique_key: Option<String>,
+    /// Only tasks with this tag.
+    pub tag: Option<String>,
     /// Only tasks whose last attempt ran on this worker.
     pub worker: Option<String>,
 }
@@ -123,6 +125,7 @@ impl Client {
             ("user_id", &f.user_id),
             ("trace_id", &f.trace_id),
             ("unique_key", &f.unique_key),
+            ("tag", &f.tag),
             ("worker", &f.worker),
         ] {
             if let Some(v) = v {

@@ -874,6 +874,9 @@ pub struct TaskListParams {
     pub trace_id: Option<String>,
     /// Only tasks with this unique key (the unfinished one and any kept finished ones).
     pub unique_key: Option<String>,
+    /// Only tasks with this tag (an index on every backend: GIN on PostgreSQL, a side table
+    /// elsewhere).
+    pub tag: Option<String>,
     /// Only tasks whose last attempt ran on this worker. Bounded like `text`.
     pub worker: Option<String>,
     /// Only ids at or above this (set by [`TaskListParams::text_window`]).

@@ -101,6 +101,9 @@ pub struct BulkFilter {
     /// Only tasks with this concurrency key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_key: Option<String>,
+    /// Only tasks with this tag (issue 43).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 /// Why a bulk request is refused.
@@ -138,6 +141,7 @@ impl BulkFilter {
             ("user_id", &self.user_id),
             ("unique_key", &self.unique_key),
             ("concurrency_key", &self.concurrency_key),
+            ("tag", &self.tag),
         ] {
             if let Some(v) = v {
                 if v.is_empty() || v.len() > MAX_VALUE || v.contains('\0') {
@@ -175,6 +179,7 @@ impl BulkFilter {
             && self.user_id.is_none()
             && self.unique_key.is_none()
             && self.concurrency_key.is_none()
+            && self.tag.is_none()
     }
 
     /// The list query of one batch: ids past `after`, up to `max_id`, in `states`, ascending.
@@ -186,6 +191,7 @@ impl BulkFilter {
             user_id: self.user_id.clone(),
             unique_key: self.unique_key.clone(),
             concurrency_key: self.concurrency_key.clone(),
+            tag: self.tag.clone(),
             after: Some(after),
             max_id: Some(max_id),
             descending: false,

@@ -45,6 +45,7 @@ pub fn spec(t: &Task, dead_letter: &str) -> NewTask {
         user_id: t.user_id.clone(),
         partition_key: t.partition_key.clone(),
         trace_id: t.trace_id.clone(),
+        tags: t.tags.clone(),
         ..NewTask::new(&t.kind, t.payload.clone())
     }
 }

@@ -15,6 +15,31 @@ pub const DEFAULT_MAX_ATTEMPTS: i32 = 25;
 pub const DEFAULT_TIMEOUT_MS: i64 = 60_000;
 /// Longest accepted `queue`, `kind`, `unique_key`, `concurrency_key`, `node` (characters).
 pub const MAX_NAME_LEN: usize = 256;
+/// Most tags a task carries (issue 43; Oban's tags, Temporal's search attributes as strings).
+pub const MAX_TAGS: usize = 20;
+/// Longest tag (characters).
+pub const MAX_TAG_LEN: usize = 128;
+
+/// Checks a task's tags: at most [`MAX_TAGS`], each 1..=[`MAX_TAG_LEN`] characters without
+/// control characters, no tag twice.
+///
+/// # Errors
+/// A message naming the bad tag (`tags[i]`) or the count.
+pub fn check_tags(tags: &[String]) -> Result<(), String> {
+    if tags.len() > MAX_TAGS {
+        return Err(format!("tags: at most {MAX_TAGS}, got {}", tags.len()));
+    }
+    for (i, t) in tags.iter().enumerate() {
+        check_name(&format!("tags[{i}]"), t)?;
+        if t.chars().count() > MAX_TAG_LEN {
+            return Err(format!("tags[{i}]: at most {MAX_TAG_LEN} characters"));
+        }
+        if tags[..i].contains(t) {
+            return Err(format!("tags[{i}]: {t:?} is given twice"));
+        }
+    }
+    Ok(())
+}
 
 /// A task to enqueue. JSON shape of `POST /v1/tasks`; every field but `kind` is optional.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
@@ -162,6 +187,11 @@ pub struct NewTask {
     /// now. Excludes `run_at`, `run_in` and `unique_key`. See [`crate::debounce`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debounce: Option<crate::debounce::Debounce>,
+    /// Tags (issue 43): up to 20 strings of 1..=128 characters (`"customer:42"`, `"plan:pro"`),
+    /// each a filter of `GET /v1/tasks?tag=…` and of bulk actions, through an index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 20)]
+    pub tags: Vec<String>,
 }
 
 /// Server-wide defaults under the queue settings.
@@ -236,6 +266,8 @@ pub struct ResolvedTask {
     pub progress: Option<Value>,
     /// Debounce (issue 43): the store keeps one waiting task per key and replaces it.
     pub debounce: Option<crate::debounce::Debounce>,
+    /// Tags, checked.
+    pub tags: Vec<String>,
 }
 
 /// Which durable process a task belongs to.
@@ -335,6 +367,7 @@ impl NewTask {
         if let Some(t) = &self.trace_id {
             check_trace_id(t)?;
         }
+        check_tags(&self.tags)?;
         if let Some(k) = &self.rate_limit {
             crate::rate_limit::check_key(k)?;
         }
@@ -470,6 +503,7 @@ impl NewTask {
             stage: self.stage,
             progress: self.progress,
             debounce: self.debounce,
+            tags: self.tags,
         })
     }
 }
@@ -519,6 +553,7 @@ impl ResolvedTask {
             lease: None,
             inserted: Some(true),
             debounce_key: self.debounce.map(|d| d.key),
+            tags: self.tags,
             dead_letter_of: None,
             replaced: None,
         }
@@ -686,6 +721,9 @@ pub struct Task {
     /// enqueue replaced the waiting task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inserted: Option<bool>,
+    /// Tags (issue 43).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
     /// When this task is a dead letter (its queue is another's `dead_letter`): the task it
     /// stands for and that task's errors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -908,6 +946,7 @@ mod tests {
             lease: None,
             inserted: None,
             debounce_key: None,
+            tags: vec![],
             dead_letter_of: None,
             replaced: None,
         }

@@ -396,6 +396,17 @@ pub(crate) trait DriverTx: Send + Sized {
         Ok(())
     }
 
+    /// Task `id`'s tags were just changed to `tags` by a statement: MySQL rewrites its side
+    /// table (its triggers follow inserts and deletes only — an UPDATE trigger would run on
+    /// every claim and completion); PostgreSQL keeps tags in the row, SQLite's trigger on
+    /// `UPDATE OF tags` follows.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn retag(&mut self, _id: i64, _tags: &[String]) -> Result<()> {
+        Ok(())
+    }
+
     /// The finished tasks among `ids` kept apart from `docket_tasks`, read unlocked (nothing
     /// changes a finished task there): MySQL's `docket_tasks_done` (migration 0004); nothing
     /// elsewhere, where statements on `docket_tasks` find every task.

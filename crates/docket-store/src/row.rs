@@ -64,6 +64,11 @@ pub(crate) fn parse_json(c: &str, s: &str) -> Result<Value> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("column {c}: {e}")))
 }
 
+/// A task's tags as stored: a JSON array, or NULL for none.
+pub(crate) fn tags_json(tags: &[String]) -> Option<Value> {
+    (!tags.is_empty()).then(|| Value::from(tags.to_vec()))
+}
+
 /// A task from a row of [`crate::TASK_COLS`].
 pub(crate) fn task(row: &impl Cols) -> Result<Task> {
     let id = row.int("id")?;
@@ -111,6 +116,12 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
         rate_limit: row.text_opt("rate_limit")?,
         partition_key: row.text_opt("partition_key")?,
         debounce_key: row.text_opt("debounce_key")?,
+        tags: match row.json_opt("tags")? {
+            Some(v) => {
+                serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("tags: {e}")))?
+            }
+            None => vec![],
+        },
         dead_letter_of: match row.json_opt("dead_letter_of")? {
             Some(v) => Some(
                 serde_json::from_value(v)

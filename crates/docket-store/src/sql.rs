@@ -39,7 +39,7 @@ pub(crate) const TASK_COLS: &str =
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
     created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
     cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
-    stages_done, runs, run_count, attempt_node, edited_at, batch_id, rate_limit, partition_key, debounce_key, dead_letter_of";
+    stages_done, runs, run_count, attempt_node, edited_at, batch_id, rate_limit, partition_key, debounce_key, dead_letter_of, tags";
 
 /// The columns a [`docket_core::Schedule`] is decoded from.
 pub(crate) const SCHEDULE_COLS: &str =
@@ -147,6 +147,17 @@ impl Statements {
                     }
                 });
             }
+        }
+        // tasks.list has a {tag} marker: `list` without a tag filter, and `list_tagged` with
+        // the backend's (fragments.tag_filter), each planned for what it is (a tag filter the
+        // generic plan of one statement would not take its index for).
+        if let Some(list) = raw.get(&("tasks", "list")).cloned() {
+            let filter = raw
+                .get(&("fragments", "tag_filter"))
+                .cloned()
+                .unwrap_or_default();
+            raw.insert(("tasks", "list_tagged"), list.replace("{tag}", &filter));
+            raw.insert(("tasks", "list"), list.replace("{tag}", ""));
         }
         let runs = raw.get(&("fragments", "runs")).cloned().unwrap_or_default();
         let order = raw

@@ -394,6 +394,9 @@ pub struct TaskAddArgs {
     /// Idempotency key.
     #[arg(long)]
     pub unique_key: Option<String>,
+    /// A tag (repeatable, up to 20): `--tag customer:42 --tag plan:pro`.
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
     /// Debounce key: while a task with this key waits, this enqueue replaces it and moves its
     /// start to now + --debounce-period (never past its first enqueue + --debounce-max-wait).
     #[arg(long, requires = "debounce_period", conflicts_with_all = ["unique_key", "run_at", "run_in"])]
@@ -468,6 +471,9 @@ pub enum TaskCmd {
         /// Only tasks with this unique key.
         #[arg(long)]
         unique_key: Option<String>,
+        /// Only tasks with this tag (indexed).
+        #[arg(long)]
+        tag: Option<String>,
         /// Only tasks whose last attempt ran on this worker.
         #[arg(long)]
         worker: Option<String>,
@@ -582,6 +588,9 @@ pub struct ServerBulkFilter {
     /// Only tasks with this unique key.
     #[arg(long)]
     pub unique_key: Option<String>,
+    /// Only tasks with this tag.
+    #[arg(long)]
+    pub tag: Option<String>,
 }
 
 /// Which tasks a bulk cancel/retry takes (at least one filter). Without `--text` the server

@@ -16,6 +16,7 @@ pub(super) struct BulkQuery {
     state: Option<String>,
     user_id: Option<String>,
     unique_key: Option<String>,
+    tag: Option<String>,
 }
 
 impl BulkQuery {
@@ -39,6 +40,7 @@ impl BulkQuery {
             user_id: some(&self.user_id),
             unique_key: some(&self.unique_key),
             concurrency_key: None,
+            tag: some(&self.tag),
         })
     }
 
@@ -50,6 +52,7 @@ impl BulkQuery {
             ("state", &self.state),
             ("user_id", &self.user_id),
             ("unique_key", &self.unique_key),
+            ("tag", &self.tag),
         ]
         .into_iter()
         .filter_map(|(k, v)| some(v).map(|v| format!("{k}={}", urlencode(&v))))
@@ -66,6 +69,7 @@ fn described(f: &BulkFilter) -> String {
         ("kind", &f.kind),
         ("user", &f.user_id),
         ("unique key", &f.unique_key),
+        ("tag", &f.tag),
     ] {
         if let Some(v) = v {
             parts.push(format!("{k} {v}"));
@@ -107,10 +111,11 @@ pub(super) fn bulk_form(
     state: Option<String>,
     user_id: Option<String>,
     unique_key: Option<String>,
+    tag: Option<String>,
 ) -> Markup {
     html! {
         form class="f" method="get" action="/ui/bulk" id="bulk" aria-label="Act on every matching task" {
-            @for (k, v) in [("queue", queue), ("kind", kind), ("state", state), ("user_id", user_id), ("unique_key", unique_key)] {
+            @for (k, v) in [("queue", queue), ("kind", kind), ("state", state), ("user_id", user_id), ("unique_key", unique_key), ("tag", tag)] {
                 @if let Some(v) = v { input type="hidden" name=(k) value=(v); }
             }
             label { "act on every matching task"

@@ -13,6 +13,7 @@ pub(super) struct TaskFilter {
     user_id: Option<String>,
     trace_id: Option<String>,
     unique_key: Option<String>,
+    tag: Option<String>,
     worker: Option<String>,
     after: Option<i64>,
 }
@@ -52,6 +53,7 @@ pub(super) async fn tasks(
                 user_id: some(&f.user_id),
                 trace_id: some(&f.trace_id).map(|t| t.to_ascii_lowercase()),
                 unique_key: some(&f.unique_key),
+                tag: some(&f.tag),
                 worker: some(&f.worker),
                 after: f.after,
                 descending: true,
@@ -74,6 +76,7 @@ pub(super) async fn tasks(
             ("user_id", some(&f.user_id)),
             ("trace_id", some(&f.trace_id)),
             ("unique_key", some(&f.unique_key)),
+            ("tag", some(&f.tag)),
             ("worker", some(&f.worker)),
         ] {
             if let Some(v) = v {
@@ -134,12 +137,13 @@ pub(super) async fn tasks(
             label { "user" input name="user_id" value=(some(&f.user_id).unwrap_or_default()); }
             label { "trace id" input name="trace_id" value=(some(&f.trace_id).unwrap_or_default()); }
             label { "unique key" input name="unique_key" value=(some(&f.unique_key).unwrap_or_default()); }
+            label { "tag" input name="tag" value=(some(&f.tag).unwrap_or_default()); }
             label { "worker" input name="worker" value=(some(&f.worker).unwrap_or_default()); }
             button type="submit" { "Filter" }
         }
         // Bulk actions take the filters an index serves (docket_core::bulk::BulkFilter).
         @if act.0 && some(&f.text).is_none() && some(&f.trace_id).is_none() && some(&f.worker).is_none() {
-            (super::bulk::bulk_form(some(&f.queue), some(&f.kind), some(&f.state), some(&f.user_id), some(&f.unique_key)))
+            (super::bulk::bulk_form(some(&f.queue), some(&f.kind), some(&f.state), some(&f.user_id), some(&f.unique_key), some(&f.tag)))
         }
     };
     let body = html! {
@@ -253,6 +257,9 @@ pub(super) async fn task(
                 dt { "backoff" } dd { (serde_json::to_string(&t.backoff).unwrap_or_default()) }
                 dt { "unique key" } dd { (t.unique_key.clone().unwrap_or_else(|| "—".into())) }
                 @if let Some(k) = &t.debounce_key { dt { "debounce key" } dd { (k) } }
+                @if !t.tags.is_empty() {
+                    dt { "tags" } dd id="tags" { @for tag in &t.tags { a class="tag" href=(format!("/ui/tasks?tag={}", urlencode(tag))) { (tag) } " " } }
+                }
                 @if let Some(o) = &t.dead_letter_of {
                     dt { "dead letter of" } dd { a href=(format!("/ui/tasks/{}", o.task_id)) { "task " (o.task_id) } " in " (o.queue) " (" (o.attempts) " attempts; last error: " (o.errors.last().map(|e| e.message.as_str()).unwrap_or("—")) ") " a href=(format!("/ui/tasks/{}/retry", o.task_id)) { "retry it" } }
                 }

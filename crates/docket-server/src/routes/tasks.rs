@@ -104,6 +104,8 @@ pub(crate) struct ListQuery {
     trace_id: Option<String>,
     /// Only tasks with this unique key (indexed).
     unique_key: Option<String>,
+    /// Only tasks with this tag (indexed: GIN on PostgreSQL, a side table elsewhere).
+    tag: Option<String>,
     /// Only tasks whose last attempt ran on this worker. Reads at most 100,000 ids per page, as
     /// `text` does.
     worker: Option<String>,
@@ -165,6 +167,7 @@ pub(crate) async fn task_list(
             user_id: q.user_id,
             trace_id: nonempty(q.trace_id).map(|t| t.to_ascii_lowercase()),
             unique_key: nonempty(q.unique_key),
+            tag: nonempty(q.tag),
             worker: nonempty(q.worker),
             ..Default::default()
         })

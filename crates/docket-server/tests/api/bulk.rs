@@ -217,4 +217,117 @@ async fn bulk_actions_over_a_filter(n: Node) {
     );
 }
 
-both!(bulk_actions_over_a_filter,);
+/// Tags (issue 43) over HTTP: tasks, a batch's and a workflow's tasks carry them; the list
+/// filters by one; a bulk cancel takes a tag as its filter; worst values are 4xx and write
+/// nothing; the task page links each tag to the list it filters.
+async fn tags_over_http(n: Node) {
+    let (st, t) = n
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(json!({"kind": "k", "queue": "tq", "tags": ["customer:42", "plan:pro"]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{t}");
+    assert_eq!(t["tags"], json!(["customer:42", "plan:pro"]));
+    let id = t["id"].as_i64().unwrap();
+    let (st, b) = n
+        .call(
+            "POST",
+            "/v1/batches",
+            Some(json!({"tasks": [{"kind": "k", "queue": "tq", "tags": ["customer:42"]}]})),
+        )
+        .await;
+    assert!(st.is_success(), "{b}");
+    let (st, w) = n
+        .call(
+            "POST",
+            "/v1/workflows",
+            Some(json!({"tasks": [{"ref": "a", "kind": "k", "queue": "tq", "tags": ["customer:42", "wf"]}]})),
+        )
+        .await;
+    assert!(st.is_success(), "{w}");
+    n.call(
+        "POST",
+        "/v1/tasks",
+        Some(json!({"kind": "k", "queue": "tq", "tags": ["customer:7"]})),
+    )
+    .await;
+    let n = &n;
+    let tagged = |tag: &str| {
+        let path = format!("/v1/tasks?tag={}&limit=100", tag.replace(':', "%3A"));
+        async move {
+            let (st, v) = n.call("GET", &path, None).await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+            v["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["id"].as_i64().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    let c42 = tagged("customer:42").await;
+    assert_eq!(c42.len(), 3, "{c42:?}");
+    assert_eq!(c42[0], id);
+    assert_eq!(tagged("wf").await.len(), 1);
+    assert_eq!(tagged("plan:pro").await, vec![id]);
+    // Worst values: 4xx, nothing written.
+    let many: Vec<String> = (0..10_000).map(|i| format!("t{i}")).collect();
+    for tags in [
+        json!(many),
+        json!((0..21).map(|i| format!("t{i}")).collect::<Vec<_>>()),
+        json!([""]),
+        json!(["a\u{0}b"]),
+        json!(["x".repeat(129)]),
+        json!(["same", "same"]),
+        json!("not-a-list"),
+    ] {
+        let body = json!({"kind": "bad", "queue": "tq", "tags": tags});
+        let (st, e) = n.call("POST", "/v1/tasks", Some(body)).await;
+        assert!(st.is_client_error(), "{tags}: {st} {e}");
+    }
+    assert_eq!(
+        n.states("tq").await.values().sum::<usize>(),
+        4,
+        "nothing else was written"
+    );
+    // A bulk cancel over a tag takes exactly its tasks.
+    let (st, c) = n
+        .call(
+            "POST",
+            "/v1/tasks/bulk",
+            Some(json!({"action": "cancel", "filter": {"tag": "customer:42"}, "dry_run": true})),
+        )
+        .await;
+    assert_eq!((st, c["total"].as_i64()), (StatusCode::OK, Some(3)), "{c}");
+    let j = n
+        .bulk(json!({"action": "cancel", "filter": {"tag": "customer:42"}}))
+        .await;
+    assert_eq!(j["state"], "completed", "{j}");
+    let states = n.states("tq").await;
+    assert_eq!(states.get("cancelled"), Some(&3), "{states:?}");
+    assert_eq!(states.get("available"), Some(&1), "{states:?}");
+    let html = n
+        .http
+        .get(format!("{}/ui/tasks/{id}", n.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("/ui/tasks?tag=customer%3A42"), "{html}");
+    let list = n
+        .http
+        .get(format!("{}/ui/tasks?tag=plan%3Apro", n.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains(&format!("/ui/tasks/{id}")), "{list}");
+}
+
+both!(bulk_actions_over_a_filter, tags_over_http,);

@@ -448,6 +448,7 @@ impl MySqlStore {
             .bind(t.batch_id)
             .bind(&t.rate_limit)
             .bind(&t.partition_key)
+            .bind(crate::row::tags_json(&t.tags).map(|v| v.to_string()))
             .execute(&mut *tx)
             .await;
         match r {
@@ -505,7 +506,8 @@ impl MySqlStore {
                 .bind(t.progress.as_ref().map(Value::to_string))
                 .bind(t.batch_id)
                 .bind(&t.rate_limit)
-                .bind(&t.partition_key);
+                .bind(&t.partition_key)
+                .bind(crate::row::tags_json(&t.tags).map(|v| v.to_string()));
         }
         let r = q.execute(&mut *tx).await?;
         let first = r.last_insert_id() as i64;
@@ -778,6 +780,15 @@ impl crate::driver::DriverTx for MySqlTx {
 
     async fn unarchive(&mut self, ids: &[i64]) -> Result<()> {
         MySqlStore::unarchive(&mut self.tx, ids).await
+    }
+
+    async fn retag(&mut self, id: i64, tags: &[String]) -> Result<()> {
+        use crate::driver::{args, stmt};
+        self.execute(stmt!(tasks, tags_clear), args![id]).await?;
+        if let Some(v) = crate::row::tags_json(tags) {
+            self.execute(stmt!(tasks, tags_add), args![id, &v]).await?;
+        }
+        Ok(())
     }
 
     async fn fetch_archived(&mut self, ids: &[i64]) -> Result<Vec<MySqlRow>> {

@@ -248,6 +248,7 @@ async fn debounce_once<D: Driver>(
             TaskState::Available
         };
         let ms = |v: std::time::Duration| docket_core::duration::to_ms(v);
+        let tags = row::tags_json(&t.tags);
         let row = tx
             .change_task(
                 stmt!(tasks, debounce_replace),
@@ -276,12 +277,14 @@ async fn debounce_once<D: Driver>(
                     t.stage.as_deref(),
                     t.progress.as_ref(),
                     now,
+                    tags.as_ref(),
                 ],
                 id,
             )
             .await?
             .ok_or_else(|| StoreError::Conflict(format!("task {id} left while replaced")))?;
         let mut task = row::task(&row)?;
+        tx.retag(id, &t.tags).await?;
         if task.state == TaskState::Available {
             tx.wake(std::slice::from_ref(&task.queue)).await?;
         }
@@ -388,7 +391,11 @@ async fn list_rows<D: Driver>(d: &D, p: &TaskListParams, count: bool) -> Result<
     } else {
         (">", "ASC")
     };
-    let st = D::stmt(stmt!(tasks, list));
+    let st = if p.tag.is_some() {
+        D::stmt(stmt!(tasks, list_tagged))
+    } else {
+        D::stmt(stmt!(tasks, list))
+    };
     let text = crate::sql::fill(&st.text, &[("cmp", cmp), ("order", order)]);
     let st = crate::sql::Stmt {
         text: if count {
@@ -400,7 +407,7 @@ async fn list_rows<D: Driver>(d: &D, p: &TaskListParams, count: bool) -> Result<
         read: st.read,
     };
     let states: Vec<String> = p.states.iter().map(|s| s.as_str().to_string()).collect();
-    let args = [
+    let mut args = vec![
         Arg::Text(p.queue.as_deref()),
         Arg::Texts(&states),
         Arg::Text(p.kind.as_deref()),
@@ -416,5 +423,8 @@ async fn list_rows<D: Driver>(d: &D, p: &TaskListParams, count: bool) -> Result<
         Arg::Int(p.max_id),
         Arg::Bool(states.is_empty()),
     ];
+    if let Some(tag) = &p.tag {
+        args.push(Arg::Text(Some(tag)));
+    }
     d.fetch_stmt(&st, &args).await
 }

@@ -385,6 +385,7 @@ impl PgStore {
             .bind(col!(|t| t.batch_id))
             .bind(col!(|t| t.rate_limit.clone()))
             .bind(col!(|t| t.partition_key.clone()))
+            .bind(col!(|t| crate::row::tags_json(&t.tags)))
             .fetch_all(&mut *conn)
             .await?;
         Ok(rows)

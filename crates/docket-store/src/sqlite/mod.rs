@@ -158,6 +158,7 @@ impl SqliteStore {
             .bind(t.batch_id)
             .bind(&t.rate_limit)
             .bind(&t.partition_key)
+            .bind(crate::row::tags_json(&t.tags).map(|v| v.to_string()))
             .fetch_optional(&mut *tx)
             .await
             .map_err(StoreError::from)

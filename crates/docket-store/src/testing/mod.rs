@@ -223,6 +223,7 @@ const CASES: &[Case] = cases![
     tasks::finished_tasks_leave_the_hot_table,
     tasks::bulk_count_and_delete,
     tasks::debounce_keeps_one_waiting_task,
+    tasks::tags_filter_through_their_index,
     claims::claim_order_priority_run_at_id,
     claims::claim_by_kinds,
     claims::claim_skips_what_it_must,

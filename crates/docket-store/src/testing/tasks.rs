@@ -1201,3 +1201,108 @@ pub(super) async fn debounce_keeps_one_waiting_task(b: Bundle) {
         "{keys:?}"
     );
 }
+
+/// Tags (issue 43): a tag filter finds exactly the tasks with the tag — alone, with other
+/// filters, newest first, paged, counted, after the task finished (MySQL: moved to
+/// docket_tasks_done and back) — and not after a debounced replacement took the tag away or the
+/// task was deleted.
+pub(super) async fn tags_filter_through_their_index(b: Bundle) {
+    let s = &*b.store;
+    let tagged = |kind: &str, queue: &str, tags: &[&str]| NewTask {
+        queue: Some(queue.into()),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        ..nt(kind)
+    };
+    let got = insert(
+        s,
+        vec![
+            tagged("a", "q1", &["customer:42", "plan:pro"]),
+            tagged("b", "q1", &["customer:42"]),
+            tagged("c", "q2", &["customer:42", "plan:free"]),
+            tagged("d", "q1", &[]),
+            tagged("e", "q2", &["customer:7"]),
+        ],
+        t0(),
+    )
+    .await;
+    assert_eq!(got[0].tags, vec!["customer:42", "plan:pro"]);
+    assert!(got[3].tags.is_empty());
+    let ids = |v: Vec<docket_core::Task>| v.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    let list = |p: TaskListParams| async move { ids(s.task_list(p).await.unwrap()) };
+    let by = |tag: &str| TaskListParams {
+        tag: Some(tag.into()),
+        limit: 100,
+        ..Default::default()
+    };
+    assert_eq!(
+        list(by("customer:42")).await,
+        vec![got[0].id, got[1].id, got[2].id]
+    );
+    assert_eq!(list(by("plan:pro")).await, vec![got[0].id]);
+    assert_eq!(list(by("nobody")).await, Vec::<i64>::new());
+    assert_eq!(
+        list(TaskListParams {
+            queue: Some("q2".into()),
+            ..by("customer:42")
+        })
+        .await,
+        vec![got[2].id]
+    );
+    assert_eq!(
+        list(TaskListParams {
+            descending: true,
+            limit: 2,
+            ..by("customer:42")
+        })
+        .await,
+        vec![got[2].id, got[1].id]
+    );
+    assert_eq!(
+        list(TaskListParams {
+            after: Some(got[0].id),
+            ..by("customer:42")
+        })
+        .await,
+        vec![got[1].id, got[2].id]
+    );
+    assert_eq!(s.task_count(by("customer:42")).await.unwrap(), 3);
+    // Finished (MySQL: the conformance store archives before each call), still found.
+    let c = claim(s, "q1", 10, t0()).await;
+    let a = c.iter().find(|t| t.id == got[0].id).unwrap();
+    s.task_complete_many(TaskCompleteManyParams {
+        items: &[done(a, json!(1))],
+        now: t0() + secs(1),
+        fail_rule: docket_core::task::standard_fail_rule,
+    })
+    .await
+    .unwrap();
+    assert_eq!(list(by("plan:pro")).await, vec![got[0].id]);
+    assert_eq!(
+        s.task_get(got[0].id).await.unwrap().unwrap().tags,
+        vec!["customer:42", "plan:pro"]
+    );
+    // Deleted: gone from the filter.
+    assert_eq!(s.task_delete(&[got[0].id]).await.unwrap(), 1);
+    assert_eq!(list(by("plan:pro")).await, Vec::<i64>::new());
+    assert_eq!(list(by("customer:42")).await, vec![got[1].id, got[2].id]);
+    // A debounced replacement's tags replace the waiting task's.
+    let deb = |tags: &[&str]| {
+        let mut n = tagged("deb", "q3", tags);
+        n.debounce = Some(docket_core::debounce::Debounce {
+            key: "tagged".into(),
+            period: Duration::from_secs(60),
+            max_wait: None,
+        });
+        TaskDebounceParams {
+            task: resolve(n, t0()),
+            now: t0(),
+        }
+    };
+    let first = s.task_debounce(deb(&["old"])).await.unwrap();
+    assert_eq!(list(by("old")).await, vec![first.id]);
+    let second = s.task_debounce(deb(&["new", "newer"])).await.unwrap();
+    assert_eq!(second.id, first.id);
+    assert_eq!(second.tags, vec!["new", "newer"]);
+    assert_eq!(list(by("old")).await, Vec::<i64>::new());
+    assert_eq!(list(by("newer")).await, vec![first.id]);
+}

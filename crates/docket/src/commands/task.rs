@@ -24,6 +24,7 @@ pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
             user_id,
             trace_id,
             unique_key,
+            tag,
             worker,
             json,
         } => {
@@ -39,6 +40,7 @@ pub(crate) async fn task_cmd(c: Client, cmd: TaskCmd) -> Result<()> {
                     user_id,
                     trace_id,
                     unique_key,
+                    tag,
                     worker,
                 })
                 .await?;
@@ -174,6 +176,7 @@ pub(crate) fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
         timeout: a.timeout,
         backoff,
         unique_key: a.unique_key.clone(),
+        tags: a.tags.clone(),
         debounce: match (&a.debounce_key, a.debounce_period) {
             (Some(key), Some(period)) => Some(docket_core::debounce::Debounce {
                 key: key.clone(),
@@ -295,6 +298,7 @@ impl From<BulkFilter> for ServerBulkFilter {
             state: f.state,
             user_id: None,
             unique_key: None,
+            tag: None,
         }
     }
 }
@@ -323,6 +327,7 @@ pub(crate) async fn server_bulk(
         user_id: f.user_id,
         unique_key: f.unique_key,
         concurrency_key: None,
+        tag: f.tag,
     };
     let verb = action.as_str();
     let (total, more) = c.task_bulk_count(action, &filter).await?;

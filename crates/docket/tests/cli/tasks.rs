@@ -543,7 +543,39 @@ fn dead_letters_from_the_cli(backend: &str) {
     assert!(q["settings"].get("dead_letter").is_none(), "{q}");
 }
 
+/// Tags (issue 43) from the CLI: `task add --tag`, `task list --tag`, `task bulk … --tag`; a
+/// bad tag is a clear error before anything is sent.
+fn tags_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let a = s.add(&["--kind", "k", "--tag", "customer:42", "--tag", "plan:pro"]);
+    let b = s.add(&["--kind", "k", "--tag", "customer:42"]);
+    let _c = s.add(&["--kind", "k", "--tag", "customer:7"]);
+    assert_eq!(s.task(a)["tags"], json!(["customer:42", "plan:pro"]));
+    let list = |tag: &str| -> Vec<i64> {
+        let out: Value =
+            serde_json::from_str(&s.ok(&["task", "list", "--json", "--tag", tag])).unwrap();
+        out.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(list("customer:42"), vec![a, b]);
+    assert_eq!(list("plan:pro"), vec![a]);
+    s.ok(&["task", "bulk", "cancel", "--tag", "customer:42", "--yes"]);
+    assert_eq!(s.task(a)["state"], "cancelled");
+    assert_eq!(s.task(b)["state"], "cancelled");
+    let o = s.cli(&["task", "add", "--kind", "k", "--tag", ""]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("tags[0]"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 both!(
+    tags_from_the_cli,
     dead_letters_from_the_cli,
     debounce_from_the_cli,
     odd_queue_names_reach_their_own_routes,

@@ -16,3 +16,7 @@ runs = JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(runs, '[]')) >= {keep}
     'finished_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {now}),
     'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')),
     run_count = run_count + 1
+
+-- name: tag_filter
+-- tasks.list's {tag} in tasks.list_tagged (sql.rs): the side table's (tag, task_id) key.
+AND id IN (SELECT task_id FROM docket_task_tags WHERE tag = ?15)

@@ -6,8 +6,8 @@ SELECT CAST(@@innodb_autoinc_lock_mode AS SIGNED) AS m,
 INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
-    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, errors)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
+    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, tags, errors)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
 
 -- name: cancel
 -- A running task keeps running, asked to stop; the others are cancelled. MySQL assigns left to
@@ -82,6 +82,7 @@ SELECT {COLS} FROM docket_tasks WHERE id = ?1
     AND (?8 IS NULL OR user_id = ?8) AND (?9 IS NULL OR trace_id = ?9)
     AND (?10 IS NULL OR unique_key = ?10) AND (?11 IS NULL OR worker = ?11)
     AND (?12 IS NULL OR id >= ?12) AND (?13 IS NULL OR id <= ?13)
+    {tag}
     ORDER BY id {order} LIMIT ?5)
 UNION ALL
 (SELECT {COLS} FROM docket_tasks_done WHERE (?1 IS NULL OR queue = ?1) AND (?14 OR state IN (?2))
@@ -91,6 +92,7 @@ UNION ALL
     AND (?8 IS NULL OR user_id = ?8) AND (?9 IS NULL OR trace_id = ?9)
     AND (?10 IS NULL OR unique_key = ?10) AND (?11 IS NULL OR worker = ?11)
     AND (?12 IS NULL OR id >= ?12) AND (?13 IS NULL OR id <= ?13)
+    {tag}
     ORDER BY id {order} LIMIT ?5)
 ORDER BY id {order} LIMIT ?5
 
@@ -99,10 +101,10 @@ ORDER BY id {order} LIMIT ?5
 INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
-    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, errors) VALUES {rows}
+    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, tags, errors) VALUES {rows}
 
 -- name: insert_values
-(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
+(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
 
 -- name: lock
 SELECT {COLS} FROM docket_tasks WHERE id = ? FOR UPDATE
@@ -152,9 +154,18 @@ UPDATE docket_tasks SET queue = ?2, kind = ?3, payload = ?4, priority = ?5, run_
     backoff_initial_ms = ?11, backoff_coefficient = ?12, backoff_max_ms = ?13,
     backoff_jitter = ?14, timeout_ms = ?15, concurrency_key = ?16, concurrency_limit = ?17,
     rate_limit = ?18, partition_key = ?19, node = ?20, user_id = ?21, stage = ?22,
-    progress = ?23, edited_at = ?24
+    progress = ?23, edited_at = ?24, tags = ?25
     WHERE id = ?1
 
 -- name: debounce_lock
 -- The waiting task with debounce key ?1 (a stored column, migration 0017), locked.
 SELECT {COLS}, debounce_until FROM docket_tasks WHERE debounce_waiting = ?1 FOR UPDATE
+
+-- name: tags_clear
+-- Task ?1's side-table tags, before they are written again (retag).
+DELETE FROM docket_task_tags WHERE task_id = ?1
+
+-- name: tags_add
+-- Task ?1's tags ?2 (a JSON array) into the side table.
+INSERT IGNORE INTO docket_task_tags (tag, task_id)
+    SELECT j.tag, ?1 FROM JSON_TABLE(?2, '$[*]' COLUMNS (tag VARCHAR(512) PATH '$')) j

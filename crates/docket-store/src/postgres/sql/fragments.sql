@@ -13,3 +13,8 @@ runs = (CASE WHEN jsonb_array_length(COALESCE(runs, '[]')) >= {keep} THEN runs -
     'finished_us', (extract(epoch FROM {now}::timestamptz) * 1000000)::bigint,
     'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')),
     run_count = run_count + 1
+
+-- name: tag_filter
+-- tasks.list's {tag} in tasks.list_tagged (sql.rs): containment, which docket_tasks_tags_idx
+-- (GIN, migration 0033) serves.
+AND tags @> jsonb_build_array($15::text)

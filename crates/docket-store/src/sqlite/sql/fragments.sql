@@ -12,3 +12,7 @@ runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= {keep}
     json_object('attempt', attempt, 'stage', stage, 'started_us', attempted_at,
     'finished_us', {now}, 'worker', worker, 'node', attempt_node, 'outcome', '{outcome}')),
     run_count = run_count + 1
+
+-- name: tag_filter
+-- tasks.list's {tag} in tasks.list_tagged (sql.rs): the side table's (tag, task_id) key.
+AND id IN (SELECT task_id FROM docket_task_tags WHERE tag = ?15)

@@ -2,9 +2,10 @@
 INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
-    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key)
+    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key,
+    tags)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)
+    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)
     ON CONFLICT DO NOTHING RETURNING id
 
 -- name: throughput
@@ -48,6 +49,7 @@ SELECT {COLS} FROM docket_tasks WHERE (?1 IS NULL OR queue = ?1)
     AND (?8 IS NULL OR user_id = ?8) AND (?9 IS NULL OR trace_id = ?9)
     AND (?10 IS NULL OR unique_key = ?10) AND (?11 IS NULL OR worker = ?11)
     AND (?12 IS NULL OR id >= ?12) AND (?13 IS NULL OR id <= ?13)
+    {tag}
     ORDER BY id {order} LIMIT ?5
 
 -- name: delete_lock

@@ -18,3 +18,8 @@ ALTER TABLE docket_tasks_live_4 ADD CONSTRAINT docket_tasks_live_4_no_debounce C
 -- DeadLetterOf).
 ALTER TABLE docket_queues ADD COLUMN dead_letter text;
 ALTER TABLE docket_tasks ADD COLUMN dead_letter_of jsonb;
+-- Tags (issue 43): a JSON array of strings, NULL for none; found by containment through a GIN
+-- index (`tags @> '["customer:42"]'`), which every partition gets.
+ALTER TABLE docket_tasks ADD COLUMN tags jsonb;
+CREATE INDEX docket_tasks_tags_idx ON docket_tasks USING gin (tags jsonb_path_ops)
+    WHERE tags IS NOT NULL;
