@@ -1209,6 +1209,53 @@ func TestFairQueue(t *testing.T) {
 	})
 }
 
+// TestDeadLetterQueue: a task discarded after its last attempt is also enqueued in its queue's
+// dead-letter queue with DeadLetterOf naming it; the original stays discarded and can be retried;
+// a queue cannot be its own dead-letter queue (issue 43).
+func TestDeadLetterQueue(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		dead := q + "-dead"
+		if err := c.PutQueue(ctx, q, QueueSettings{DeadLetter: str(dead)}); err != nil {
+			t.Fatal(err)
+		}
+		if qs := must(c.GetQueue(ctx, q)); qs.Settings.DeadLetter == nil || *qs.Settings.DeadLetter != dead {
+			t.Fatalf("settings: %+v", qs.Settings)
+		}
+		task := must(c.Enqueue(ctx, NewTask{Kind: "charge", Payload: map[string]int{"order": 7}, Queue: q, MaxAttempts: i32(1)}))
+		claimed := must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 1}))
+		if len(claimed) != 1 || claimed[0].ID != task.ID {
+			t.Fatalf("claim: %+v", claimed)
+		}
+		must(c.Fail(ctx, task.ID, FailRequest{Lease: claimed[0].Lease.Token, Error: "card declined"}))
+		letters := must(c.ListTasks(ctx, TaskFilter{Queue: dead, Limit: 100})).Tasks
+		if len(letters) != 1 {
+			t.Fatalf("dead letters: %+v", letters)
+		}
+		l := letters[0]
+		if l.Kind != "charge" || string(l.Payload) != `{"order":7}` || l.State != "available" {
+			t.Fatalf("dead letter: %+v", l)
+		}
+		of := l.DeadLetterOf
+		if of == nil || of.TaskID != task.ID || of.Queue != q || of.Kind != "charge" || of.Attempts != 1 ||
+			len(of.Errors) == 0 || of.Errors[0].Message != "card declined" || of.DiscardedAt.IsZero() {
+			t.Fatalf("dead_letter_of: %+v", of)
+		}
+		if s := must(c.GetTask(ctx, task.ID)).State; s != "discarded" {
+			t.Fatal(s)
+		}
+		if s := must(c.RetryTask(ctx, task.ID)).State; s != "available" {
+			t.Fatal(s)
+		}
+		err := c.PutQueue(ctx, q, QueueSettings{DeadLetter: str(q)})
+		var e *Error
+		if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
+			t.Fatalf("want a 4xx, got %v", err)
+		}
+	})
+}
+
 func TestRateLimits(t *testing.T) {
 	eachServer(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()

@@ -49,6 +49,7 @@ type Task struct {
 	Inserted          *bool           `json:"inserted,omitempty"`
 	Replaced          *bool           `json:"replaced,omitempty"`
 	DebounceKey       *string         `json:"debounce_key,omitempty"`
+	DeadLetterOf      *DeadLetterOf   `json:"dead_letter_of,omitempty"`
 	Lease             *Lease          `json:"lease,omitempty"`
 	Process           json.RawMessage `json:"process,omitempty"`
 	BatchID           *int64          `json:"batch_id,omitempty"`
@@ -72,6 +73,17 @@ type TaskError struct {
 	Message    string    `json:"message"`
 	Worker     *string   `json:"worker,omitempty"`
 	DurationMs *int64    `json:"duration_ms,omitempty"`
+}
+
+// DeadLetterOf is what a dead letter keeps of the task it stands for (schema DeadLetterOf): the
+// discarded task (retry it with RetryTask), its queue and kind, and its errors, the last one last.
+type DeadLetterOf struct {
+	TaskID      int64       `json:"task_id"`
+	Queue       string      `json:"queue"`
+	Kind        string      `json:"kind"`
+	Attempts    int32       `json:"attempts"`
+	Errors      []TaskError `json:"errors"`
+	DiscardedAt time.Time   `json:"discarded_at"`
 }
 
 // TaskRun is one attempt in the run log (schema TaskRun).
@@ -286,6 +298,7 @@ type QueueSettings struct {
 	RetentionFailed    *string          `json:"retention_failed,omitempty"`
 	MaskPayload        *bool            `json:"mask_payload,omitempty"`
 	RateLimit          *string          `json:"rate_limit,omitempty"`
+	DeadLetter         *string          `json:"dead_letter,omitempty"`
 	Fair               bool             `json:"fair,omitempty"`
 	PartitionWeights   map[string]int32 `json:"partition_weights,omitempty"`
 	PartitionLimit     *int32           `json:"partition_limit,omitempty"`

@@ -279,6 +279,31 @@ def test_fair_queue_takes_partitions_in_turn(client, queue):
     assert {t["partition_key"] for t in got} == {"a", "b"}
 
 
+def test_dead_letter_queue_takes_discarded_tasks(client, queue):
+    """dead_letter=: a task discarded after its last attempt is also enqueued in the
+    dead-letter queue with dead_letter_of naming it; the original stays discarded and can be
+    retried; a queue cannot be its own dead-letter queue (issue 43)."""
+    dead = f"{queue}-dead"
+    client.put_queue(queue, dead_letter=dead)
+    assert client.get_queue(queue)["settings"]["dead_letter"] == dead
+    t = client.enqueue("charge", {"order": 7}, queue=queue, max_attempts=1)
+    [claimed] = client.claim(queue, "py")
+    assert claimed["id"] == t["id"]
+    client.fail(t["id"], claimed["lease"]["token"], "card declined")
+    letters = client.list_tasks(queue=dead, limit=100)["tasks"]
+    assert len(letters) == 1, letters
+    letter = letters[0]
+    assert (letter["kind"], letter["payload"], letter["state"]) == ("charge", {"order": 7}, "available")
+    of = letter["dead_letter_of"]
+    assert (of["task_id"], of["queue"], of["kind"], of["attempts"]) == (t["id"], queue, "charge", 1)
+    assert of["errors"][0]["message"] == "card declined" and of["discarded_at"]
+    assert client.get_task(t["id"])["state"] == "discarded"
+    assert client.retry_task(t["id"])["state"] == "available"
+    with pytest.raises(InvalidRequest) as e:
+        client.put_queue(queue, dead_letter=queue)
+    assert 400 <= e.value.status < 500
+
+
 def test_rate_limits_hold_tasks_over_the_limit(client, queue):
     name = "rl-" + queue
     made = client.put_rate_limit(name, "window", 2, period="1h")

@@ -1636,6 +1636,8 @@ export interface components {
             queue?: string | null;
             /** @description Only these states (empty: every state the action applies to). */
             states?: components["schemas"]["TaskState"][];
+            /** @description Only tasks with this tag (issue 43). */
+            tag?: string | null;
             /** @description Only tasks with this unique key. */
             unique_key?: string | null;
             /** @description Only this user's tasks. */
@@ -1828,6 +1830,31 @@ export interface components {
              * @example 5m
              */
             run_in?: string | null;
+        };
+        /** @description What a dead letter keeps of the task it stands for: [`Task::dead_letter_of`]. */
+        DeadLetterOf: {
+            /**
+             * Format: int32
+             * @description The attempts it made.
+             */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When it was discarded.
+             */
+            discarded_at: string;
+            /** @description Its errors, one per failed attempt, the last one last. */
+            errors: components["schemas"]["TaskError"][];
+            /** @description Its kind. */
+            kind: string;
+            /** @description Its queue. */
+            queue: string;
+            /**
+             * Format: int64
+             * @description The discarded task (still kept for its queue's `retention_failed`; retry it with
+             *     `POST /v1/tasks/{task_id}/retry`).
+             */
+            task_id: number;
         };
         /** @description `debounce` of `POST /v1/tasks`. */
         Debounce: {
@@ -2364,6 +2391,11 @@ export interface components {
              */
             stage?: string | null;
             /**
+             * @description Tags (issue 43): up to 20 strings of 1..=128 characters (`"customer:42"`, `"plan:pro"`),
+             *     each a filter of `GET /v1/tasks?tag=…` and of bulk actions, through an index.
+             */
+            tags?: string[];
+            /**
              * @description How long one attempt may run (and the default lease); default: the queue's, else 60 s.
              * @example 30s
              */
@@ -2674,6 +2706,12 @@ export interface components {
              * @description At most this many tasks of the queue run at once, cluster-wide.
              */
             concurrency_limit?: number | null;
+            /**
+             * @description Dead-letter queue (issue 43, pg-boss's `deadLetter`): a task of this queue discarded
+             *     after its last attempt is also enqueued there, with `dead_letter_of` naming it and its
+             *     errors, in the same transaction ([`crate::dead_letter`]). Not the queue itself.
+             */
+            dead_letter?: string | null;
             /**
              * @description Fair claims (issue 26 item 4): claims take from the queue's partitions (tasks'
              *     `partition_key`, one partition for tasks without one) in turn — the first task of each
@@ -3218,6 +3256,7 @@ export interface components {
              * @description When it was enqueued.
              */
             created_at: string;
+            dead_letter_of?: null | components["schemas"]["DeadLetterOf"];
             /** @description The debounce key the task was enqueued with (issue 43), kept after it ran. */
             debounce_key?: string | null;
             /**
@@ -3303,6 +3342,8 @@ export interface components {
             stages_done?: (string | null)[];
             /** @description Current state. */
             state: components["schemas"]["TaskState"];
+            /** @description Tags (issue 43). */
+            tags?: string[];
             /**
              * @description Attempt timeout (humantime).
              * @example 30s
@@ -6113,6 +6154,8 @@ export interface operations {
                 trace_id?: string;
                 /** @description Only tasks with this unique key (indexed). */
                 unique_key?: string;
+                /** @description Only tasks with this tag (indexed: GIN on PostgreSQL, a side table elsewhere). */
+                tag?: string;
                 /**
                  * @description Only tasks whose last attempt ran on this worker. Reads at most 100,000 ids per page, as
                  *     `text` does.

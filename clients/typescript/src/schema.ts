@@ -1637,6 +1637,8 @@ export interface components {
             queue?: string | null;
             /** @description Only these states (empty: every state the action applies to). */
             states?: components["schemas"]["TaskState"][];
+            /** @description Only tasks with this tag (issue 43). */
+            tag?: string | null;
             /** @description Only tasks with this unique key. */
             unique_key?: string | null;
             /** @description Only this user's tasks. */
@@ -2389,6 +2391,11 @@ export interface components {
              *     the next one (`next_stage`). Default none: a single-stage task.
              */
             stage?: string | null;
+            /**
+             * @description Tags (issue 43): up to 20 strings of 1..=128 characters (`"customer:42"`, `"plan:pro"`),
+             *     each a filter of `GET /v1/tasks?tag=…` and of bulk actions, through an index.
+             */
+            tags?: string[];
             /**
              * @description How long one attempt may run (and the default lease); default: the queue's, else 60 s.
              * @example 30s
@@ -3336,6 +3343,8 @@ export interface components {
             stages_done?: (string | null)[];
             /** @description Current state. */
             state: components["schemas"]["TaskState"];
+            /** @description Tags (issue 43). */
+            tags?: string[];
             /**
              * @description Attempt timeout (humantime).
              * @example 30s
@@ -6146,6 +6155,8 @@ export interface operations {
                 trace_id?: string;
                 /** @description Only tasks with this unique key (indexed). */
                 unique_key?: string;
+                /** @description Only tasks with this tag (indexed: GIN on PostgreSQL, a side table elsewhere). */
+                tag?: string;
                 /**
                  * @description Only tasks whose last attempt ran on this worker. Reads at most 100,000 ids per page, as
                  *     `text` does.

@@ -146,6 +146,28 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.deepEqual(got.map((t) => t.kind).sort(), ["a", "b"]);
   });
 
+  test(`${backend}: a dead-letter queue takes a task discarded after its last attempt`, async () => {
+    const queue = uniq();
+    const dead = `${queue}-dead`;
+    await c.putQueue(queue, { dead_letter: dead });
+    assert.equal((await c.getQueue(queue)).settings.dead_letter, dead);
+    const t = await c.enqueue("charge", { order: 7 }, { queue, maxAttempts: 1 });
+    const [claimed] = await c.claim(queue, { worker: "ts" });
+    assert.equal(claimed.id, t.id);
+    await c.fail(t.id, claimed.lease.token, "card declined");
+    const letters = (await c.listTasks({ queue: dead, limit: 100 })).tasks;
+    assert.equal(letters.length, 1, JSON.stringify(letters));
+    const [letter] = letters;
+    assert.deepEqual([letter.kind, letter.payload, letter.state], ["charge", { order: 7 }, "available"]);
+    const of = letter.dead_letter_of;
+    assert.deepEqual([of.task_id, of.queue, of.kind, of.attempts], [t.id, queue, "charge", 1]);
+    assert.equal(of.errors[0].message, "card declined"); assert.ok(of.discarded_at);
+    assert.equal((await c.getTask(t.id)).state, "discarded");
+    assert.equal((await c.retryTask(t.id)).state, "available");
+    await assert.rejects(c.putQueue(queue, { dead_letter: queue }),
+      (e) => e instanceof DocketError && e.status >= 400 && e.status < 500);
+  });
+
   test(`${backend}: rate limits hold tasks over the limit`, async () => {
     const queue = uniq();
     const name = `rl-${queue}`.replace(/[^A-Za-z0-9_.-]/g, "-").slice(0, 90);

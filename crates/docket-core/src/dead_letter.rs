@@ -50,14 +50,16 @@ pub fn spec(t: &Task, dead_letter: &str) -> NewTask {
     }
 }
 
-/// The link a dead letter of `t` carries, `t` discarded at `at`.
+/// The link a dead letter of `t` carries, `t` discarded at `at` (kept to the microsecond, as
+/// every stored time).
 pub fn of(t: &Task, at: Timestamp) -> DeadLetterOf {
+    use chrono::SubsecRound;
     DeadLetterOf {
         task_id: t.id,
         queue: t.queue.clone(),
         kind: t.kind.clone(),
         attempts: t.attempt,
         errors: t.errors.clone(),
-        discarded_at: at,
+        discarded_at: at.trunc_subsecs(6),
     }
 }

@@ -531,6 +531,7 @@ class BulkFilter(TypedDict):
     kind: NotRequired[Optional[str]]
     queue: NotRequired[Optional[str]]
     states: NotRequired[List[TaskState]]
+    tag: NotRequired[Optional[str]]
     unique_key: NotRequired[Optional[str]]
     user_id: NotRequired[Optional[str]]
 
@@ -669,6 +670,7 @@ class NewTask(TypedDict):
     run_at: NotRequired[Optional[str]]
     run_in: NotRequired[Optional[str]]
     stage: NotRequired[Optional[str]]
+    tags: NotRequired[List[str]]
     timeout: NotRequired[Optional[str]]
     trace_id: NotRequired[Optional[str]]
     unique_key: NotRequired[Optional[str]]
@@ -870,6 +872,7 @@ class Task(TypedDict):
     stage: NotRequired[Optional[str]]
     stages_done: NotRequired[List[Optional[str]]]
     state: TaskState
+    tags: NotRequired[List[str]]
     timeout: str
     trace_id: NotRequired[Optional[str]]
     unique_key: NotRequired[Optional[str]]
