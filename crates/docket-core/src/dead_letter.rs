@@ -4,28 +4,8 @@
 //! that queue, in the same transaction as the discard. The rules of what it carries are here;
 //! the store applies them where every failure is written.
 
-use crate::task::TaskError;
+pub use crate::task::DeadLetterOf;
 use crate::{NewTask, Task, Timestamp};
-use serde::{Deserialize, Serialize};
-
-/// What a dead letter keeps of the task it stands for: [`Task::dead_letter_of`].
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
-pub struct DeadLetterOf {
-    /// The discarded task (still kept for its queue's `retention_failed`; retry it with
-    /// `POST /v1/tasks/{task_id}/retry`).
-    pub task_id: i64,
-    /// Its queue.
-    pub queue: String,
-    /// Its kind.
-    pub kind: String,
-    /// The attempts it made.
-    pub attempts: i32,
-    /// Its errors, one per failed attempt, the last one last.
-    pub errors: Vec<TaskError>,
-    /// When it was discarded.
-    #[schema(value_type = String, format = DateTime)]
-    pub discarded_at: Timestamp,
-}
 
 /// Whether discarding `t` makes a dead letter in `dead_letter` (its queue's setting): not when
 /// `t` is itself a dead letter (a chain of dead-letter queues could loop), nor into its own

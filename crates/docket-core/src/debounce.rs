@@ -48,7 +48,7 @@ impl Debounce {
     /// # Errors
     /// A message naming the field (`debounce.key`, `debounce.period`, `debounce.max_wait`).
     pub fn validate(&self) -> Result<(), String> {
-        crate::task::check_name("debounce.key", &self.key)?;
+        crate::name::check_name("debounce.key", &self.key)?;
         let min = Duration::from_millis(1);
         crate::duration::check_range("debounce.period", self.period, min, MAX_WAIT)?;
         if let Some(w) = self.max_wait {

@@ -17,6 +17,7 @@ pub mod durable;
 pub mod duration;
 pub mod history;
 pub mod lease;
+pub mod name;
 pub mod patch;
 pub mod process;
 pub mod queue;

@@ -13,8 +13,7 @@ pub const DEFAULT_QUEUE: &str = "default";
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 25;
 /// How long one attempt may run, and the default lease, when neither task nor queue says: 60 s.
 pub const DEFAULT_TIMEOUT_MS: i64 = 60_000;
-/// Longest accepted `queue`, `kind`, `unique_key`, `concurrency_key`, `node` (characters).
-pub const MAX_NAME_LEN: usize = 256;
+pub use crate::name::{check_name, MAX_NAME_LEN};
 /// Most tags a task carries (issue 43; Oban's tags, Temporal's search attributes as strings).
 pub const MAX_TAGS: usize = 20;
 /// Longest tag (characters).
@@ -294,25 +293,6 @@ fn check_trace_id(v: &str) -> Result<(), String> {
     }
 }
 
-/// Checks a name (queue, kind, keys, node, namespace, process id): 1 to [`MAX_NAME_LEN`]
-/// characters, none of them a control character (U+0000–U+001F, U+007F–U+009F). Any other
-/// character, `/` included, is allowed: clients percent-encode names in URL paths.
-///
-/// # Errors
-/// A message naming the field.
-pub fn check_name(field: &str, v: &str) -> Result<(), String> {
-    if v.is_empty() {
-        return Err(format!("{field} must not be empty"));
-    }
-    if v.chars().count() > MAX_NAME_LEN {
-        return Err(format!("{field} is longer than {MAX_NAME_LEN} characters"));
-    }
-    if v.chars().any(char::is_control) {
-        return Err(format!("{field} must not contain control characters"));
-    }
-    Ok(())
-}
-
 /// Whether a JSON value holds a NUL character (U+0000) in any string or object key.
 /// PostgreSQL's `jsonb` cannot store one, so docket refuses it on every backend alike.
 pub fn has_nul(v: &Value) -> bool {
@@ -577,6 +557,25 @@ pub struct NextStage {
     pub priority: Option<i32>,
 }
 
+/// What a dead letter keeps of the task it stands for: [`Task::dead_letter_of`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct DeadLetterOf {
+    /// The discarded task (still kept for its queue's `retention_failed`; retry it with
+    /// `POST /v1/tasks/{task_id}/retry`).
+    pub task_id: i64,
+    /// Its queue.
+    pub queue: String,
+    /// Its kind.
+    pub kind: String,
+    /// The attempts it made.
+    pub attempts: i32,
+    /// Its errors, one per failed attempt, the last one last.
+    pub errors: Vec<TaskError>,
+    /// When it was discarded.
+    #[schema(value_type = String, format = DateTime)]
+    pub discarded_at: Timestamp,
+}
+
 /// One failed attempt, as kept in [`Task::errors`] (asyncflow's schedule_log entries).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct TaskError {
@@ -727,7 +726,7 @@ pub struct Task {
     /// When this task is a dead letter (its queue is another's `dead_letter`): the task it
     /// stands for and that task's errors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dead_letter_of: Option<crate::dead_letter::DeadLetterOf>,
+    pub dead_letter_of: Option<DeadLetterOf>,
     /// The debounce key the task was enqueued with (issue 43), kept after it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debounce_key: Option<String>,
