@@ -242,11 +242,11 @@ func (c *Client) GetTask(ctx context.Context, id int64) (*Task, error) {
 // TaskFilter selects tasks for ListTasks; State may name several, comma-separated.
 type TaskFilter struct {
 	Queue, State, Kind, UserID, Text, ConcurrencyKey, Order string
-	// TraceID, UniqueKey and Worker find tasks by those fields; TraceID, Worker and Text read at
-	// most 100,000 ids per page (NextAfter goes on past them).
-	TraceID, UniqueKey, Worker string
-	Limit                      int
-	After                      int64
+	// TraceID, UniqueKey and Worker find tasks by those fields, Tag by one of their tags;
+	// TraceID, Worker and Text read at most 100,000 ids per page (NextAfter goes on past them).
+	TraceID, UniqueKey, Worker, Tag string
+	Limit                           int
+	After                           int64
 }
 
 // ListTasks reads a page of tasks by id (keyset paging: After = page.NextAfter).
@@ -254,7 +254,7 @@ func (c *Client) ListTasks(ctx context.Context, f TaskFilter) (*TaskPage, error)
 	q := url.Values{}
 	for k, v := range map[string]string{"queue": f.Queue, "state": f.State, "kind": f.Kind, "user_id": f.UserID,
 		"text": f.Text, "concurrency_key": f.ConcurrencyKey, "order": f.Order, "trace_id": f.TraceID,
-		"unique_key": f.UniqueKey, "worker": f.Worker} {
+		"unique_key": f.UniqueKey, "worker": f.Worker, "tag": f.Tag} {
 		if v != "" {
 			q.Set(k, v)
 		}

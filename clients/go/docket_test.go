@@ -379,6 +379,52 @@ func TestListFindsByTraceIDUniqueKeyAndWorker(t *testing.T) {
 	})
 }
 
+// TestTags: ListTasks and a bulk dry run find the tasks with a tag, in id order; 21 tags or an
+// empty one are refused (issue 43).
+func TestTags(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		a := must(c.Enqueue(ctx, NewTask{Kind: "t", Payload: 1, Queue: q, Tags: []string{q + ":a", "shared-" + q}})).ID
+		b := must(c.Enqueue(ctx, NewTask{Kind: "t", Payload: 2, Queue: q, Tags: []string{q + ":a"}})).ID
+		other := must(c.Enqueue(ctx, NewTask{Kind: "t", Payload: 3, Queue: q, Tags: []string{q + ":b"}}))
+		if fmt.Sprint(other.Tags) != fmt.Sprint([]string{q + ":b"}) {
+			t.Fatalf("enqueued: %+v", other)
+		}
+		if got := must(c.GetTask(ctx, a)).Tags; fmt.Sprint(got) != fmt.Sprint([]string{q + ":a", "shared-" + q}) {
+			t.Fatalf("read back: %v", got)
+		}
+		check := func(f TaskFilter, want ...int64) {
+			t.Helper()
+			f.Limit = 100
+			var ids []int64
+			for _, task := range must(c.ListTasks(ctx, f)).Tasks {
+				ids = append(ids, task.ID)
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(want) {
+				t.Fatalf("%+v: found %v, want %v", f, ids, want)
+			}
+		}
+		check(TaskFilter{Tag: q + ":a"}, a, b)
+		check(TaskFilter{Tag: "shared-" + q}, a)
+		many := make([]string, 21)
+		for i := range many {
+			many[i] = fmt.Sprintf("%s:%d", q, i)
+		}
+		for _, bad := range [][]string{many, {""}} {
+			_, err := c.Enqueue(ctx, NewTask{Kind: "t", Queue: q, Tags: bad})
+			var e *Error
+			if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 || e.Code != "invalid_task" {
+				t.Fatalf("%d tags: want invalid_task, got %v", len(bad), err)
+			}
+		}
+		check(TaskFilter{Queue: q}, a, b, other.ID)
+		if n := must(c.CountBulk(ctx, "cancel", BulkFilter{Tag: q + ":a"})); n.Total != 2 || n.More {
+			t.Fatalf("bulk count by tag: %+v", n)
+		}
+	})
+}
+
 func TestWorker(t *testing.T) {
 	eachServer(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()

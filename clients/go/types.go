@@ -50,6 +50,7 @@ type Task struct {
 	Replaced          *bool           `json:"replaced,omitempty"`
 	DebounceKey       *string         `json:"debounce_key,omitempty"`
 	DeadLetterOf      *DeadLetterOf   `json:"dead_letter_of,omitempty"`
+	Tags              []string        `json:"tags,omitempty"`
 	Lease             *Lease          `json:"lease,omitempty"`
 	Process           json.RawMessage `json:"process,omitempty"`
 	BatchID           *int64          `json:"batch_id,omitempty"`
@@ -126,6 +127,9 @@ type NewTask struct {
 	Progress         interface{} `json:"progress,omitempty"`
 	// Debounce replaces the waiting task with its key instead of adding one (see Debounce).
 	Debounce *Debounce `json:"debounce,omitempty"`
+	// Tags ("customer:42", "plan:pro"): at most 20, each 1..128 characters, no duplicates; each
+	// a filter of ListTasks (TaskFilter.Tag) and of bulk actions (BulkFilter.Tag).
+	Tags []string `json:"tags,omitempty"`
 }
 
 // Debounce is NewTask's debounce by key (schema Debounce): while a task with Key waits
@@ -571,6 +575,7 @@ type BulkFilter struct {
 	UserID         string   `json:"user_id,omitempty"`
 	UniqueKey      string   `json:"unique_key,omitempty"`
 	ConcurrencyKey string   `json:"concurrency_key,omitempty"`
+	Tag            string   `json:"tag,omitempty"`
 }
 
 // BulkJob is a bulk action and its progress (schema BulkJob).

@@ -104,6 +104,28 @@ def test_list_finds_by_trace_id_unique_key_and_worker(client, queue):
     assert ids(worker=f"nobody-{queue}") == []
 
 
+def test_tags_filter_lists_and_bulk_counts(client, queue):
+    """tags=: list_tasks(tag=) and a bulk dry run find the tasks with a tag, in id order; 21
+    tags or an empty one are refused and nothing is written (issue 43)."""
+    a = client.enqueue("t", 1, queue=queue, tags=[f"{queue}:a", f"shared-{queue}"])["id"]
+    b = client.enqueue("t", 2, queue=queue, tags=(f"{queue}:a",))["id"]
+    c = client.enqueue("t", 3, queue=queue, tags=[f"{queue}:b"])
+    assert c["tags"] == [f"{queue}:b"]
+    assert client.get_task(a)["tags"] == [f"{queue}:a", f"shared-{queue}"]
+
+    def ids(**f):
+        return [t["id"] for t in client.list_tasks(limit=100, **f)["tasks"]]
+
+    assert ids(tag=f"{queue}:a") == [a, b]
+    assert ids(tag=f"shared-{queue}") == [a]
+    for bad in ([f"{queue}:{i}" for i in range(21)], [""]):
+        with pytest.raises(InvalidRequest) as e:
+            client.enqueue("t", None, queue=queue, tags=bad)
+        assert 400 <= e.value.status < 500 and e.value.code == "invalid_task"
+    assert ids(queue=queue) == [a, b, c["id"]]
+    assert client.bulk("cancel", {"tag": f"{queue}:a"}, dry_run=True)["total"] == 2
+
+
 def test_errors_carry_docket_codes(client, queue):
     with pytest.raises(NotFound) as e:
         client.get_task(987654321)

@@ -69,6 +69,11 @@ export interface TaskOptions {
         period: Duration;
         maxWait?: Duration;
     };
+    /**
+     * Tags (`"customer:42"`, `"plan:pro"`): at most 20, each 1..128 characters, no duplicates;
+     * each a filter of {@link Client.listTasks} (`tag`) and of bulk actions.
+     */
+    tags?: string[];
 }
 export interface ClientOptions {
     /** Server URL [`$DOCKET_SERVER`, else `http://127.0.0.1:7070`]. */
@@ -123,7 +128,7 @@ export declare class Client {
     enqueueMany(specs: NewTask[]): Promise<Task[]>;
     /** `GET /v1/tasks/{id}` → the task with its `version` (the ETag). */
     getTask(id: number): Promise<Task>;
-    /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states. */
+    /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states; `tag` one tag. */
     listTasks(filter?: {
         queue?: string;
         state?: string | string[];
@@ -137,6 +142,7 @@ export declare class Client {
         trace_id?: string;
         unique_key?: string;
         worker?: string;
+        tag?: string;
     }): Promise<TaskPage>;
     /** `PATCH /v1/tasks/{id}`; with `version` (an ETag) → 412 `version_mismatch` if it moved on. */
     updateTask(id: number, patch: Schemas["TaskPatch"], version?: string): Promise<Task>;

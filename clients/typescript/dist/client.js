@@ -37,6 +37,7 @@ export function taskSpec(kind, payload, o = {}) {
     put("progress", o.progress);
     put("debounce", o.debounce && { key: o.debounce.key, period: formatDuration(o.debounce.period),
         ...(o.debounce.maxWait !== undefined ? { max_wait: formatDuration(o.debounce.maxWait) } : {}) });
+    put("tags", o.tags);
     return spec;
 }
 /**
@@ -169,7 +170,7 @@ export class Client {
         const { value, headers } = await this.request("GET", `/v1/tasks/${id}`);
         return { ...value, version: headers.get("etag") };
     }
-    /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states. */
+    /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states; `tag` one tag. */
     listTasks(filter = {}) {
         const q = { ...filter };
         if (Array.isArray(filter.state))

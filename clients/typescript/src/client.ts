@@ -65,6 +65,11 @@ export interface TaskOptions {
    * first enqueue + `maxWait`. Excludes `runAt`, `runIn` and `uniqueKey`; one task per request.
    */
   debounce?: { key: string; period: Duration; maxWait?: Duration };
+  /**
+   * Tags (`"customer:42"`, `"plan:pro"`): at most 20, each 1..128 characters, no duplicates;
+   * each a filter of {@link Client.listTasks} (`tag`) and of bulk actions.
+   */
+  tags?: string[];
 }
 
 export interface ClientOptions {
@@ -98,6 +103,7 @@ export function taskSpec(kind: string, payload?: unknown, o: TaskOptions = {}): 
   put("node", o.node); put("progress", o.progress);
   put("debounce", o.debounce && { key: o.debounce.key, period: formatDuration(o.debounce.period),
     ...(o.debounce.maxWait !== undefined ? { max_wait: formatDuration(o.debounce.maxWait) } : {}) });
+  put("tags", o.tags);
   return spec as unknown as NewTask;
 }
 
@@ -233,10 +239,10 @@ export class Client {
     return { ...value, version: headers.get("etag") };
   }
 
-  /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states. */
+  /** `GET /v1/tasks` → a page `{tasks, next_after}`; `state` takes several states; `tag` one tag. */
   listTasks(filter: { queue?: string; state?: string | string[]; kind?: string; limit?: number; after?: number;
     user_id?: string; text?: string; concurrency_key?: string; order?: string;
-    trace_id?: string; unique_key?: string; worker?: string } = {}): Promise<TaskPage> {
+    trace_id?: string; unique_key?: string; worker?: string; tag?: string } = {}): Promise<TaskPage> {
     const q: Record<string, unknown> = { ...filter };
     if (Array.isArray(filter.state)) q.state = filter.state.join(",");
     return this.call("GET", "/v1/tasks", undefined, q);

@@ -97,6 +97,23 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.deepEqual(await ids({ worker: `nobody-${queue}` }), []);
   });
 
+  test(`${backend}: tags: listTasks and bulk counts by tag; too many tags or an empty one refused`, async () => {
+    const queue = uniq();
+    const a = (await c.enqueue("t", 1, { queue, tags: [`${queue}:a`, `shared-${queue}`] })).id;
+    const b = (await c.enqueue("t", 2, { queue, tags: [`${queue}:a`] })).id;
+    const other = await c.enqueue("t", 3, { queue, tags: [`${queue}:b`] });
+    assert.deepEqual(other.tags, [`${queue}:b`]);
+    assert.deepEqual((await c.getTask(a)).tags, [`${queue}:a`, `shared-${queue}`]);
+    const ids = async (f) => (await c.listTasks({ limit: 100, ...f })).tasks.map((t) => t.id);
+    assert.deepEqual(await ids({ tag: `${queue}:a` }), [a, b]);
+    assert.deepEqual(await ids({ tag: `shared-${queue}` }), [a]);
+    const refused = (e) => e instanceof DocketError && e.status >= 400 && e.status < 500;
+    await assert.rejects(c.enqueue("t", null, { queue, tags: Array.from({ length: 21 }, (_, i) => `${queue}:${i}`) }), refused);
+    await assert.rejects(c.enqueue("t", null, { queue, tags: [""] }), refused);
+    assert.deepEqual(await ids({ queue }), [a, b, other.id]);
+    assert.equal((await c.countBulk("cancel", { tag: `${queue}:a` })).total, 2);
+  });
+
   test(`${backend}: claimWith: lean tasks, and what finished reported in the same round trip`, async () => {
     const queue = uniq();
     const ids = (await c.enqueueMany([0, 1, 2].map((i) => taskSpec("k", i, { queue, maxAttempts: 1 })))).map((t) => t.id);

@@ -29,7 +29,7 @@ TASK_OPTIONS = (
     "queue", "priority", "run_at", "run_in", "unique_key", "concurrency_key", "concurrency_limit",
     "rate_limit", "partition_key",
     "timeout", "backoff", "stage", "user_id", "trace_id", "max_attempts", "expires_at",
-    "expires_in", "node", "progress", "debounce",
+    "expires_in", "node", "progress", "debounce", "tags",
 )
 
 
@@ -69,6 +69,8 @@ def task_spec(kind: str, payload: Json = None, **options: Any) -> Dict[str, Any]
                                     max_wait=_dur(value.get("max_wait"))))
         elif key in ("run_at", "expires_at"):
             value = _time(value)
+        elif key == "tags" and not isinstance(value, str):  # any sequence of strings: a list
+            value = list(value)
         spec[key] = value
     return spec
 
@@ -140,18 +142,18 @@ class _Api:
                    kind: Optional[str] = None, limit: Optional[int] = None,
                    after: Optional[int] = None, *, trace_id: Optional[str] = None,
                    unique_key: Optional[str] = None, worker: Optional[str] = None,
-                   **filters: Any) -> Any:
+                   tag: Optional[str] = None, **filters: Any) -> Any:
         """``GET /v1/tasks`` → ``TaskPage`` ``{"tasks", "next_after"}`` (keyset paging: pass
         ``after=page["next_after"]``). ``state`` takes one state or several. ``trace_id`` (any
         case), ``unique_key`` and ``worker`` (the worker of a task's last attempt) find tasks by
-        those fields; ``trace_id``, ``worker`` and ``text`` read at most 100,000 ids per page
-        (``next_after`` goes on past them). Other filters (``text``, ``user_id``,
-        ``concurrency_key``, ``order``) are passed as they are."""
+        those fields, ``tag`` by one of their tags; ``trace_id``, ``worker`` and ``text`` read
+        at most 100,000 ids per page (``next_after`` goes on past them). Other filters
+        (``text``, ``user_id``, ``concurrency_key``, ``order``) are passed as they are."""
         if state is not None and not isinstance(state, str):
             state = ",".join(state)
         params = _drop_none(dict(queue=queue, state=state, kind=kind, limit=limit, after=after,
                                  trace_id=trace_id, unique_key=unique_key, worker=worker,
-                                 **filters))
+                                 tag=tag, **filters))
         return self._call("GET", "/v1/tasks", params=params)
 
     def update_task(self, task_id: int, version: Optional[str] = None, **patch: Any) -> Any:
@@ -182,7 +184,7 @@ class _Api:
     def bulk(self, action: str, filter: Optional[dict] = None, dry_run: bool = False) -> Any:
         """``POST /v1/tasks/bulk`` (admin): ``action`` (cancel, retry, run-now, delete) over
         every task ``filter`` matches now (queue, states, kind, user_id, unique_key,
-        concurrency_key), in the background; the bulk action to poll with :meth:`get_bulk`.
+        concurrency_key, tag), in the background; the bulk action to poll with :meth:`get_bulk`.
         ``dry_run``: only ``{action, total, more}``."""
         return self._call("POST", "/v1/tasks/bulk",
                           {"action": action, "filter": filter or {}, "dry_run": dry_run})
