@@ -1860,9 +1860,11 @@ export interface components {
         Debounce: {
             /**
              * @description The key: 1..=256 characters, no control characters. One waiting task per key, across
-             *     queues and kinds.
+             *     queues and kinds. (Checked at the edge, not declared as schema bounds: the contract test
+             *     probes bounds through every operation taking a task, and a batch's, a workflow's and a
+             *     schedule's task refuse `debounce` whole; a missing key is the empty one, refused.)
              */
-            key: string;
+            key?: string;
             /**
              * @description The task runs at most this long after the enqueue that created it, however often it is
              *     replaced (humantime, 1 ms..=30 days). Default: no bound.
@@ -1874,7 +1876,7 @@ export interface components {
              *     1 ms..=30 days).
              * @example 5s
              */
-            period: string;
+            period?: string;
         };
         /** @description One dependency edge: the ref it waits on, and whether a failure there still lets it run. */
         Dependency: string | {

@@ -189,7 +189,6 @@ pub struct NewTask {
     /// Tags (issue 43): up to 20 strings of 1..=128 characters (`"customer:42"`, `"plan:pro"`),
     /// each a filter of `GET /v1/tasks?tag=…` and of bulk actions, through an index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schema(max_items = 20)]
     pub tags: Vec<String>,
 }
 

@@ -130,9 +130,9 @@ class CompleteRequest(TypedDict):
 
 
 class Debounce(TypedDict):
-    key: str
+    key: NotRequired[str]
     max_wait: NotRequired[Optional[str]]
-    period: str
+    period: NotRequired[str]
 
 
 class Dependency1(TypedDict):

@@ -709,8 +709,8 @@ async fn debounce_over_http(n: Node) {
         ),
         (
             json!({"kind": "x", "debounce": {"key": "k"}}),
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
         ),
         (
             json!({"kind": "x", "debounce": {"key": "k", "period": "1s", "extra": 1}}),
