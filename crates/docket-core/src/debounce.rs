@@ -16,7 +16,6 @@ pub const MAX_WAIT: Duration = crate::duration::MAX_TIMEOUT;
 
 /// `debounce` of `POST /v1/tasks`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Debounce {
     /// The key: 1..=256 characters, no control characters. One waiting task per key, across
     /// queues and kinds. (Checked at the edge, not declared as schema bounds: the contract test
