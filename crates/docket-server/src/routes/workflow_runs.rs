@@ -114,7 +114,7 @@ pub(crate) async fn run_steps(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResultQuery {
     /// Wait up to this long for the run to finish (humantime, ≤ 60 s) [0: answer now].
-    #[param(value_type = Option<String>, example = "30s")]
+    #[param(value_type = Option<String>, example = "5s")]
     wait: Option<String>,
 }
 
