@@ -1860,11 +1860,9 @@ export interface components {
         Debounce: {
             /**
              * @description The key: 1..=256 characters, no control characters. One waiting task per key, across
-             *     queues and kinds. (Checked at the edge, not declared as schema bounds: the contract test
-             *     probes bounds through every operation taking a task, and a batch's, a workflow's and a
-             *     schedule's task refuse `debounce` whole; a missing key is the empty one, refused.)
+             *     queues and kinds.
              */
-            key?: string;
+            key: string;
             /**
              * @description The task runs at most this long after the enqueue that created it, however often it is
              *     replaced (humantime, 1 ms..=30 days). Default: no bound.
@@ -1876,7 +1874,7 @@ export interface components {
              *     1 ms..=30 days).
              * @example 5s
              */
-            period?: string;
+            period: string;
         };
         /** @description One dependency edge: the ref it waits on, and whether a failure there still lets it run. */
         Dependency: string | {
@@ -2392,10 +2390,7 @@ export interface components {
              *     the next one (`next_stage`). Default none: a single-stage task.
              */
             stage?: string | null;
-            /**
-             * @description Tags (issue 43): up to 20 strings of 1..=128 characters (`"customer:42"`, `"plan:pro"`),
-             *     each a filter of `GET /v1/tasks?tag=…` and of bulk actions, through an index.
-             */
+            /** @description Tags (issue 43): up to 20 distinct strings of 1..=128 characters (`"customer:42"`, `"plan:pro"`), each a filter of `GET /v1/tasks?tag=…` and of bulk actions, through an index. */
             tags?: string[];
             /**
              * @description How long one attempt may run (and the default lease); default: the queue's, else 60 s.
@@ -7726,7 +7721,7 @@ export interface operations {
             query?: {
                 /**
                  * @description Wait up to this long for the run to finish (humantime, ≤ 60 s) [0: answer now].
-                 * @example 30s
+                 * @example 5s
                  */
                 wait?: string;
             };

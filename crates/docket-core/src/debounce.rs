@@ -16,16 +16,19 @@ pub const MAX_WAIT: Duration = crate::duration::MAX_TIMEOUT;
 
 /// `debounce` of `POST /v1/tasks`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Debounce {
     /// The key: 1..=256 characters, no control characters. One waiting task per key, across
-    /// queues and kinds. (Checked at the edge, not declared as schema bounds: the contract test
-    /// probes bounds through every operation taking a task, and a batch's, a workflow's and a
-    /// schedule's task refuse `debounce` whole; a missing key is the empty one, refused.)
-    #[serde(default)]
+    /// queues and kinds.
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub key: String,
     /// Quiet time: the task runs this long after the last enqueue with its key (humantime,
     /// 1 ms..=30 days).
-    #[serde(default, with = "crate::duration::serde_str")]
+    #[serde(with = "crate::duration::serde_str")]
     #[schema(value_type = String, example = "5s")]
     pub period: Duration,
     /// The task runs at most this long after the enqueue that created it, however often it is

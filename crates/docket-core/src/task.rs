@@ -189,7 +189,28 @@ pub struct NewTask {
     /// Tags (issue 43): up to 20 strings of 1..=128 characters (`"customer:42"`, `"plan:pro"`),
     /// each a filter of `GET /v1/tasks?tag=…` and of bulk actions, through an index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = tags_schema)]
     pub tags: Vec<String>,
+}
+
+/// `tags`' schema: [`check_tags`]'s bounds (utoipa states `uniqueItems` only for set types).
+fn tags_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let tag = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(MAX_TAG_LEN))
+        .pattern(Some(r"^[^\u0000-\u001F\u007F-\u009F]+$"));
+    ArrayBuilder::new()
+        .items(tag)
+        .max_items(Some(MAX_TAGS))
+        .unique_items(true)
+        .description(Some(format!(
+            "Tags (issue 43): up to {MAX_TAGS} distinct strings of 1..={MAX_TAG_LEN} characters \
+             (`\"customer:42\"`, `\"plan:pro\"`), each a filter of `GET /v1/tasks?tag=…` and of \
+             bulk actions, through an index."
+        )))
+        .build()
 }
 
 /// Server-wide defaults under the queue settings.

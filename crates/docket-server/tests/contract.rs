@@ -5,7 +5,7 @@
 //! operation it takes valid requests (its *bases*, made by [`base`] with fresh resources for
 //! each probe), and for every bound the document states on a path or query parameter or
 //! anywhere in the body — `minimum`/`maximum`, the integer formats `int32`/`int64`,
-//! `minLength`/`maxLength`, `pattern`, `enum`, `minItems`/`maxItems`, `required`,
+//! `minLength`/`maxLength`, `pattern`, `enum`, `minItems`/`maxItems`, `uniqueItems`, `required`,
 //! `additionalProperties: false`, a required body — it sends a base with that one value just
 //! past the bound and expects it refused as invalid in the API's error shape (400, 422
 //! `invalid_task` for a task of the body, or 404 for a path segment that names nothing); and,
@@ -205,8 +205,9 @@ enum Change {
     Set(Loc, Val),
     /// Remove a body member or a parameter.
     Remove(Loc),
-    /// Resize a body array, repeating its first element.
-    Len(Loc, usize),
+    /// Resize a body array, repeating its first element (`true`: made distinct, for
+    /// `uniqueItems`: a text element gets `-1`, `-2`… appended).
+    Len(Loc, usize, bool),
     NoBody,
 }
 
@@ -266,10 +267,17 @@ fn apply(req: &mut Req, change: &Change) {
             let parent = get_mut(req.body.as_mut().unwrap(), parent).unwrap();
             parent.as_object_mut().unwrap().remove(k);
         }
-        Change::Len(l, n) => {
+        Change::Len(l, n, distinct) => {
             let a = get_mut(req.body.as_mut().unwrap(), &body_path(l)).unwrap();
             let first = a[0].clone();
-            *a = Value::Array(vec![first; *n]);
+            *a = Value::Array(
+                (0..*n)
+                    .map(|i| match (&first, *distinct && i > 0) {
+                        (Value::String(s), true) => json!(format!("{s}-{i}")),
+                        _ => first.clone(),
+                    })
+                    .collect(),
+            );
         }
         Change::NoBody => req.body = None,
     }
@@ -365,6 +373,7 @@ fn bounded(s: &Value) -> bool {
         "maxLength",
         "minItems",
         "maxItems",
+        "uniqueItems",
         "pattern",
         "enum",
     ]
@@ -463,9 +472,14 @@ fn int_val(n: i128) -> Val {
     }
 }
 
+/// The debounce schema (see [`Walker::walk`]).
+const DEBOUNCE: &str = "/components/schemas/Debounce";
+
 struct Walker<'a> {
     doc: &'a Value,
     base: usize,
+    /// The operation's label (`POST /v1/tasks`).
+    label: &'a str,
     /// Whether the base request sets the value being walked.
     present: bool,
     probes: Vec<Probe>,
@@ -496,10 +510,39 @@ impl Walker<'_> {
         self.probe(what, Change::Set(at.clone(), v), expect);
     }
 
+    /// Whether the node at `ptr` is `schema`, or may be (a `oneOf`/`anyOf` member).
+    fn leads_to(&self, ptr: &str, schema: &str) -> bool {
+        let (s, p) = resolve(self.doc, ptr);
+        p == schema
+            || ["oneOf", "anyOf"].iter().any(|k| {
+                s[*k].as_array().is_some_and(|a| {
+                    (0..a.len()).any(|i| resolve(self.doc, &format!("{p}/{k}/{i}")).1 == schema)
+                })
+            })
+    }
+
     /// Probes the bounds of the node at `ptr` for the value `v` (absent: `None`) at `at`.
     fn walk(&mut self, ptr: &str, v: Option<&Value>, at: &Loc) {
         self.present = v.is_some();
         let doc = self.doc;
+        // A field the operation refuses whole: a valid value is refused, so there are no
+        // bounds to reach below it. `debounce` (issue 43) keeps one waiting task per key of a
+        // single enqueue: a batch's, a workflow's and a schedule's task refuse it, as does a
+        // task among several in one `POST /v1/tasks`.
+        let refuses_debounce = self.label != "POST /v1/tasks"
+            || matches!(at, Loc::Body(p) if p.iter().any(|s| matches!(s, Seg::Idx(_))));
+        if v.is_none() && refuses_debounce && self.leads_to(ptr, DEBOUNCE) {
+            self.probe(
+                format!("{} = a valid debounce (refused whole here)", at.show()),
+                Change::Set(
+                    at.clone(),
+                    Val::Json(json!({"key": "contract", "period": "1s"})),
+                ),
+                Expect::Refused,
+            );
+            reachable(doc, DEBOUNCE, &mut BTreeSet::new(), &mut self.probed);
+            return;
+        }
         let (s, ptr) = resolve(doc, ptr);
         for k in ["oneOf", "anyOf"] {
             let Some(variants) = s[k].as_array() else {
@@ -687,16 +730,29 @@ impl Walker<'_> {
 
     fn array(&mut self, s: &Value, ptr: &str, a: &[Value], at: &Loc) {
         self.probed.insert(ptr.to_string());
+        let distinct = s["uniqueItems"] == true;
         if let Some(min) = s["minItems"].as_u64().map(|n| n as usize) {
             if min > 0 {
                 let change = if min == 1 {
                     Change::Set(at.clone(), Val::Json(json!([])))
                 } else {
-                    Change::Len(at.clone(), min - 1)
+                    Change::Len(at.clone(), min - 1, distinct)
                 };
                 self.probe(
                     format!("{} with {} items (minItems {min})", at.show(), min - 1),
                     change,
+                    Expect::Refused,
+                );
+            }
+        }
+        if distinct {
+            if a.is_empty() {
+                self.unreached
+                    .push(format!("{} is empty ({ptr})", at.show()));
+            } else {
+                self.probe(
+                    format!("{} with an item twice (uniqueItems)", at.show()),
+                    Change::Len(at.clone(), 2, false),
                     Expect::Refused,
                 );
             }
@@ -708,13 +764,13 @@ impl Walker<'_> {
             } else {
                 self.probe(
                     format!("{} with {} items (maxItems {max})", at.show(), max + 1),
-                    Change::Len(at.clone(), max + 1),
+                    Change::Len(at.clone(), max + 1, distinct),
                     Expect::Refused,
                 );
                 if max <= 1000 {
                     self.probe(
                         format!("{} with {max} items (maxItems)", at.show()),
-                        Change::Len(at.clone(), max),
+                        Change::Len(at.clone(), max, distinct),
                         Expect::Accepted,
                     );
                 }
@@ -874,7 +930,7 @@ fn full_task(q: &str) -> Value {
         "backoff": {"kind": "exponential", "initial": "1s", "max": "1h", "coefficient": 2.0, "jitter": 0.1},
         "timeout": "30s", "concurrency_key": "ck", "concurrency_limit": 2,
         "rate_limit": "rl", "partition_key": "p", "node": "n1", "user_id": "u",
-        "trace_id": uid(), "stage": "s", "progress": {"p": 1}
+        "trace_id": uid(), "stage": "s", "progress": {"p": 1}, "tags": ["t"]
     })
 }
 
@@ -1163,6 +1219,8 @@ async fn base(n: &Node, op: &str) -> Option<Vec<Req>> {
         "POST /v1/tasks" => vec![
             Req::body(unique_task(&q)),
             Req::body(json!({"tasks": [{"queue": q, "kind": "k"}, unique_task(&q)]})),
+            Req::body(json!({"queue": q, "kind": "k", "tags": ["t"],
+                "debounce": {"key": format!("d-{q}"), "period": "5s", "max_wait": "1m"}})),
         ],
         "POST /v1/tasks/bulk" => {
             n.task(&q, json!({})).await;
@@ -1419,6 +1477,7 @@ async fn bounds_are_enforced(n: Node) {
             let mut w = Walker {
                 doc: &doc,
                 base: i,
+                label: &label,
                 present: false,
                 probes: Vec::new(),
                 probed: BTreeSet::new(),

@@ -130,9 +130,9 @@ class CompleteRequest(TypedDict):
 
 
 class Debounce(TypedDict):
-    key: NotRequired[str]
+    key: str
     max_wait: NotRequired[Optional[str]]
-    period: NotRequired[str]
+    period: str
 
 
 class Dependency1(TypedDict):
@@ -244,6 +244,9 @@ class NewEntry(TypedDict):
 class NewEvent(TypedDict):
     metadata: NotRequired[Any]
     payload: NotRequired[Any]
+
+
+Tag = str
 
 
 class NodeView(TypedDict):
@@ -670,7 +673,7 @@ class NewTask(TypedDict):
     run_at: NotRequired[Optional[str]]
     run_in: NotRequired[Optional[str]]
     stage: NotRequired[Optional[str]]
-    tags: NotRequired[List[str]]
+    tags: NotRequired[List[Tag]]
     timeout: NotRequired[Optional[str]]
     trace_id: NotRequired[Optional[str]]
     unique_key: NotRequired[Optional[str]]

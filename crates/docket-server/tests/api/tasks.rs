@@ -709,8 +709,13 @@ async fn debounce_over_http(n: Node) {
         ),
         (
             json!({"kind": "x", "debounce": {"key": "k"}}),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_task",
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            json!({"kind": "x", "debounce": {"key": "k", "period": "1s", "extra": 1}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
         ),
         (
             json!({"kind": "x", "run_in": "1m", "debounce": {"key": "k", "period": "1s"}}),
