@@ -38,6 +38,9 @@ pub struct WorkerOptions {
     pub queue: String,
     /// Only tasks of these kinds (empty: every kind of the queue).
     pub kinds: Vec<String>,
+    /// The worker's labels (issue 43, `docket_core::labels`): tasks that require or prefer
+    /// them come to it [none].
+    pub labels: docket_core::labels::Labels,
     /// Only tasks at these stages (empty: any stage).
     pub stages: Vec<String>,
     /// Commands run at once.
@@ -181,6 +184,7 @@ pub async fn run(
             limit: Some(i64::try_from(free).unwrap_or(i64::MAX)),
             kinds: (!opts.kinds.is_empty()).then(|| opts.kinds.clone()),
             stages: (!opts.stages.is_empty()).then(|| opts.stages.clone()),
+            labels: (!opts.labels.is_empty()).then(|| opts.labels.clone()),
             lease: Some(opts.lease),
             wait: Some(Duration::from_secs(10)),
             claim_id: Some(uuid::Uuid::new_v4().to_string()),

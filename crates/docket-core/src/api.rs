@@ -32,6 +32,13 @@ pub struct ClaimRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_items = 1, max_items = 100)]
     pub stages: Option<Vec<String>>,
+    /// The worker's labels (issue 43; Hatchet's worker labels): `{"region": "eu", "gpu":
+    /// "a100"}`. A task that `requires` labels, or still `prefer`s them, is taken only by a
+    /// claim that has every one [none: tasks without affinity, and those whose preference
+    /// ran out]. See `docket_core::labels`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::labels::labels_schema_opt)]
+    pub labels: Option<crate::labels::Labels>,
     /// Lease per task, 100 ms..=30 days [the task's timeout]; never past the attempt deadline.
     #[serde(
         default,

@@ -16,6 +16,7 @@ pub mod debounce;
 pub mod durable;
 pub mod duration;
 pub mod history;
+pub mod labels;
 pub mod lease;
 pub mod name;
 pub mod patch;

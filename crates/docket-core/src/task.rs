@@ -191,6 +191,16 @@ pub struct NewTask {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(schema_with = tags_schema)]
     pub tags: Vec<String>,
+    /// Labels a claim must carry to take this task, ever (issue 43; Hatchet's worker
+    /// affinity): `{"gpu": "a100"}`. See [`crate::labels`]. A claim without them never takes
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::labels::labels_schema_opt)]
+    pub requires: Option<crate::labels::Labels>,
+    /// Labels a claim should carry: for `prefer.for` after the task is due only such a claim
+    /// takes it, then any claim may. See [`crate::labels`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<crate::labels::Prefer>,
 }
 
 /// `tags`' schema: [`check_tags`]'s bounds (utoipa states `uniqueItems` only for set types).
@@ -287,6 +297,8 @@ pub struct ResolvedTask {
     pub debounce: Option<crate::debounce::Debounce>,
     /// Tags, checked.
     pub tags: Vec<String>,
+    /// What the task requires and prefers of a claim's labels, as stored (None: any claim).
+    pub affinity: Option<crate::labels::Affinity>,
 }
 
 /// Which durable process a task belongs to.
@@ -368,6 +380,12 @@ impl NewTask {
             check_trace_id(t)?;
         }
         check_tags(&self.tags)?;
+        if let Some(r) = &self.requires {
+            crate::labels::check_labels("requires", r)?;
+        }
+        if let Some(p) = &self.prefer {
+            p.validate()?;
+        }
         if let Some(k) = &self.rate_limit {
             crate::rate_limit::check_key(k)?;
         }
@@ -503,6 +521,7 @@ impl NewTask {
             stage: self.stage,
             progress: self.progress,
             debounce: self.debounce,
+            affinity: crate::labels::Affinity::of(self.requires.as_ref(), self.prefer.as_ref()),
             tags: self.tags,
         })
     }
@@ -554,6 +573,11 @@ impl ResolvedTask {
             inserted: Some(true),
             debounce_key: self.debounce.map(|d| d.key),
             tags: self.tags,
+            requires: self.affinity.as_ref().and_then(|a| a.requires.clone()),
+            prefer: self
+                .affinity
+                .as_ref()
+                .and_then(crate::labels::Affinity::prefer),
             dead_letter_of: None,
             replaced: None,
         }
@@ -743,6 +767,12 @@ pub struct Task {
     /// Tags (issue 43).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// Labels a claim must carry to take it (issue 43, [`crate::labels`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<crate::labels::Labels>,
+    /// Labels a claim should carry, and for how long after the task is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<crate::labels::Prefer>,
     /// When this task is a dead letter (its queue is another's `dead_letter`): the task it
     /// stands for and that task's errors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -966,6 +996,8 @@ mod tests {
             inserted: None,
             debounce_key: None,
             tags: vec![],
+            requires: None,
+            prefer: None,
             dead_letter_of: None,
             replaced: None,
         }

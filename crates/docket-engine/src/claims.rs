@@ -21,6 +21,10 @@ pub struct Claim {
     pub kinds: Option<Vec<String>>,
     /// Only these stages (asyncflow's task_stage) [any].
     pub stages: Option<Vec<String>>,
+    /// The worker's labels (issue 43, `docket_core::labels`): a task that requires or still
+    /// prefers labels is taken only by a claim that has them [none: tasks without affinity,
+    /// and those whose preference ran out].
+    pub labels: docket_core::labels::Labels,
     /// At most this many tasks.
     pub limit: i64,
     /// Lease per task [each task's timeout].
@@ -59,6 +63,19 @@ impl Claim {
     #[must_use]
     pub fn stages<S: Into<String>>(mut self, stages: impl IntoIterator<Item = S>) -> Self {
         self.stages = Some(stages.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The worker's labels (`{"gpu": "a100"}`).
+    #[must_use]
+    pub fn labels<K: Into<String>, V: Into<String>>(
+        mut self,
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.labels = labels
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         self
     }
 

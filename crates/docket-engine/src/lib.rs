@@ -451,6 +451,7 @@ impl Engine {
             worker,
             kinds,
             stages,
+            labels,
             limit,
             lease,
             wait,
@@ -481,7 +482,9 @@ impl Engine {
         let mut waited = 0;
         // Woken as the one claimer of a wake-up (see waker::QueueWake for what that obliges).
         let mut chosen = false;
-        let filtered = kinds.is_some() || stages.is_some();
+        // A claim with labels takes what others may not (a task requiring them), and passes on
+        // what it cannot take, as a claim of some kinds does.
+        let filtered = kinds.is_some() || stages.is_some() || !labels.is_empty();
         loop {
             let one = wake.one.notified();
             let all = wake.all.notified();
@@ -493,6 +496,7 @@ impl Engine {
             let got = self
                 .store
                 .task_claim(TaskClaimParams {
+                    labels: labels.clone(),
                     kinds: kinds.clone(),
                     stages: stages.clone(),
                     queue: queue.to_string(),
@@ -548,7 +552,7 @@ impl Engine {
             }
             let now = tokio::time::Instant::now();
             if !got.is_empty() || now >= deadline || cancel.is_cancelled() {
-                metrics::record_claimed(queue, &got, self.clock.now());
+                metrics::record_claimed(queue, &got, labels, self.clock.now());
                 if !got.is_empty() {
                     self.waker.changed();
                 }

@@ -81,6 +81,10 @@ const BUCKETS_BATCH: &[f64] = &[
 pub const TASKS_ENQUEUED: &str = "docket_tasks_enqueued_total";
 /// Debounced enqueues (issue 43), by queue and outcome (`created` / `replaced`).
 pub const TASKS_DEBOUNCED: &str = "docket_tasks_debounced_total";
+/// Claimed tasks with an affinity (issue 43, worker labels), by queue and `affinity`:
+/// `required` (the claim had the labels the task requires), `preferred` (it had the preferred
+/// ones), `fallback` (it had not, and the preference had run out).
+pub const TASKS_CLAIMED_AFFINITY: &str = "docket_tasks_claimed_affinity_total";
 /// Attempts that completed, by `queue` and `kind`.
 pub const TASKS_COMPLETED: &str = "docket_tasks_completed_total";
 /// Attempts that failed and will be retried, by `queue` and `kind`.
@@ -178,7 +182,12 @@ pub fn record_debounced(t: &Task) {
 }
 
 /// Records a claim: batch size, pickup latency per task (one histogram handle per batch).
-pub fn record_claimed(queue: &str, tasks: &[Task], now: Timestamp) {
+pub fn record_claimed(
+    queue: &str,
+    tasks: &[Task],
+    labels: &docket_core::labels::Labels,
+    now: Timestamp,
+) {
     if tasks.is_empty() {
         return;
     }
@@ -186,6 +195,16 @@ pub fn record_claimed(queue: &str, tasks: &[Task], now: Timestamp) {
     counter!(TASKS_CLAIMED, "queue" => queue.to_string()).increment(tasks.len() as u64);
     let pickup = histogram!(TASK_PICKUP, "queue" => queue.to_string());
     for t in tasks {
+        let affinity = match (&t.requires, &t.prefer) {
+            (_, Some(p)) if docket_core::labels::has(labels, &p.labels) => Some("preferred"),
+            (_, Some(_)) => Some("fallback"),
+            (Some(_), None) => Some("required"),
+            (None, None) => None,
+        };
+        if let Some(a) = affinity {
+            counter!(TASKS_CLAIMED_AFFINITY, "queue" => queue.to_string(), "affinity" => a)
+                .increment(1);
+        }
         let late = (now - t.run_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
         pickup.record(late);
     }
@@ -291,6 +310,11 @@ fn describe() {
         "Running tasks whose lease expired, rescued by this node, by queue and kind"
     );
     describe_counter!(TASKS_CLAIMED, "Tasks claimed, by queue");
+    describe_counter!(
+        TASKS_CLAIMED_AFFINITY,
+        "Claimed tasks with an affinity (worker labels), by queue and affinity (required, \
+         preferred, fallback)"
+    );
     describe_counter!(
         RING_TURNS,
         "Runs of the rotate job by this node, by outcome (PostgreSQL's ring of task slots: turned, \

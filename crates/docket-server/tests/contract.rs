@@ -930,7 +930,8 @@ fn full_task(q: &str) -> Value {
         "backoff": {"kind": "exponential", "initial": "1s", "max": "1h", "coefficient": 2.0, "jitter": 0.1},
         "timeout": "30s", "concurrency_key": "ck", "concurrency_limit": 2,
         "rate_limit": "rl", "partition_key": "p", "node": "n1", "user_id": "u",
-        "trace_id": uid(), "stage": "s", "progress": {"p": 1}, "tags": ["t"]
+        "trace_id": uid(), "stage": "s", "progress": {"p": 1}, "tags": ["t"],
+        "requires": {"gpu": "a100"}, "prefer": {"labels": {"region": "eu"}, "for": "1s"}
     })
 }
 
@@ -1176,6 +1177,7 @@ async fn base(n: &Node, op: &str) -> Option<Vec<Req>> {
             let (failed, failed_lease) = n.claimed().await;
             vec![Req::body(json!({
                 "worker": "w", "limit": 1, "kinds": ["k"], "stages": ["s"], "lease": "30s", "wait": "0s",
+                "labels": {"gpu": "a100"},
                 "lean": true,
                 "complete": [{
                     "id": done, "lease": lease, "result": {"r": 1}, "next_stage": "s2",

@@ -28,6 +28,9 @@ pub struct TaskClaimParams {
     pub kinds: Option<Vec<String>>,
     /// Only tasks at these stages (asyncflow's task_stage); None: any stage.
     pub stages: Option<Vec<String>>,
+    /// The claiming worker's labels (issue 43, `docket_core::labels`): tasks that require or
+    /// (still) prefer labels it lacks are skipped. Empty: only tasks without affinity.
+    pub labels: docket_core::labels::Labels,
     /// Now.
     pub now: Timestamp,
     /// The claim's nonce (its lease tokens' first half; `api::ClaimRequest::claim_id`), so

@@ -64,6 +64,16 @@ pub(crate) fn parse_json(c: &str, s: &str) -> Result<Value> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("column {c}: {e}")))
 }
 
+/// A task's affinity as stored: a JSON object (`docket_core::labels::Affinity`), or NULL.
+pub(crate) fn affinity_json(a: Option<&docket_core::labels::Affinity>) -> Option<Value> {
+    a.map(|a| serde_json::to_value(a).unwrap_or(Value::Null))
+}
+
+/// A claim's labels as its statements take them: a JSON object (`{}` for none).
+pub(crate) fn labels_json(labels: &docket_core::labels::Labels) -> Value {
+    serde_json::to_value(labels).unwrap_or_else(|_| serde_json::json!({}))
+}
+
 /// A task's tags as stored: a JSON array, or NULL for none.
 pub(crate) fn tags_json(tags: &[String]) -> Option<Value> {
     (!tags.is_empty()).then(|| Value::from(tags.to_vec()))
@@ -84,6 +94,11 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
     let r = format!("task {id}");
     let ms = |c: &str| -> Result<Duration> { decode::millis(&r, c, row.int(c)?) };
     let trace_id = row.text_opt("trace_id")?;
+    let affinity: Option<docket_core::labels::Affinity> = row
+        .json_opt("affinity")?
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("{r}: affinity: {e}")))?;
     let mut t = Task {
         id,
         queue: row.text("queue")?,
@@ -122,6 +137,10 @@ fn task_of(row: &impl Cols, id: i64) -> Result<Task> {
             }
             None => vec![],
         },
+        requires: affinity.as_ref().and_then(|a| a.requires.clone()),
+        prefer: affinity
+            .as_ref()
+            .and_then(docket_core::labels::Affinity::prefer),
         dead_letter_of: match row.json_opt("dead_letter_of")? {
             Some(v) => Some(
                 serde_json::from_value(v)

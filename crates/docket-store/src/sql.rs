@@ -18,6 +18,8 @@
 //!   holds, ended at the SQL expression `NOW` with `OUTCOME`, and count it — the backend's
 //!   `fragments.sql` statement `runs`, with `{outcome}`, `{now}` and `{keep}`
 //!   ([`docket_core::run::RUN_LOG_KEEP`]) filled in;
+//! - `{affinity:T:LABELS:NOW}`: whether a claim with labels `LABELS` may take row `T` at `NOW`
+//!   (`fragments.sql` statement `affinity`; issue 43's worker labels).
 //! - `{claim_order:T}`: the claim order (`ORDER BY` terms) of the rows of alias `T` — the
 //!   backend's `fragments.sql` statement `claim_order`, with `{t}` filled in (the order Rust
 //!   sorts claimed tasks in, [`crate::leases::sort_claim_order`]).
@@ -39,7 +41,8 @@ pub(crate) const TASK_COLS: &str =
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, result, errors, progress, \
     created_at, attempted_at, finished_at, worker, lease_token, lease_ms, lease_expires_at, \
     cancel_requested_at, trace_id, namespace, process_id, backoff_kind, user_id, stage, \
-    stages_done, runs, run_count, attempt_node, edited_at, batch_id, rate_limit, partition_key, debounce_key, dead_letter_of, tags";
+    stages_done, runs, run_count, attempt_node, edited_at, batch_id, rate_limit, partition_key, debounce_key, dead_letter_of, tags, \
+    affinity";
 
 /// The columns a [`docket_core::Schedule`] is decoded from.
 pub(crate) const SCHEDULE_COLS: &str =
@@ -164,13 +167,19 @@ impl Statements {
             .get(&("fragments", "claim_order"))
             .cloned()
             .unwrap_or_default();
+        let affinity = raw
+            .get(&("fragments", "affinity"))
+            .cloned()
+            .unwrap_or_default();
         let mut by_noun: HashMap<&'static str, HashMap<&'static str, Stmt>> = HashMap::new();
         for ((noun, name), v) in raw {
             let v = expand(&v, &runs, &order);
+            let v = expand_affinity(&v, &affinity);
             assert!(
                 !v.contains("{runs:")
                     && !v.contains("{COLS}")
                     && !v.contains("{claim_order:")
+                    && !v.contains("{affinity:")
                     && !v.contains("{latency_bucket:"),
                 "{backend}: {noun}.sql {name} keeps a marker"
             );
@@ -243,6 +252,33 @@ fn dollars(sql: &str) -> String {
             out.push(c);
         }
     }
+    out
+}
+
+/// Expands `{affinity:T:LABELS:NOW}`: whether a claim with the labels `LABELS` (a JSON object
+/// placeholder) may take row `T` at `NOW` — the backend's `fragments.sql` statement `affinity`
+/// with `{t}`, `{labels}` and `{now}` filled in (`docket_core::labels::may_claim`'s rule).
+fn expand_affinity(sql: &str, affinity: &str) -> String {
+    // Left to right, never into what was put in (the fragment's own text is not expanded).
+    let mut out = String::with_capacity(sql.len());
+    let mut rest = sql;
+    while let Some(i) = rest.find("{affinity:") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 10..];
+        let end = tail.find('}').expect("an {affinity:…} marker is closed");
+        let parts: Vec<&str> = tail[..end].split(':').collect();
+        let [t, labels, now] = parts[..] else {
+            panic!("an {{affinity:T:LABELS:NOW}} marker has three parts")
+        };
+        out.push_str(
+            &affinity
+                .replace("{t}", t)
+                .replace("{labels}", labels)
+                .replace("{now}", now),
+        );
+        rest = &tail[end + 1..];
+    }
+    out.push_str(rest);
     out
 }
 

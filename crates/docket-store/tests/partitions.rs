@@ -52,6 +52,7 @@ async fn insert(s: &dyn Store, n: usize) -> Vec<i64> {
 
 async fn claim(s: &dyn Store, limit: i64) -> Vec<docket_core::Task> {
     s.task_claim(TaskClaimParams {
+        labels: Default::default(),
         queue: "default".into(),
         worker: "w".into(),
         node: "n".into(),

@@ -1,6 +1,6 @@
 //! Command-line definitions (clap derive).
 
-use crate::parse_duration;
+use crate::{parse_duration, parse_label};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
@@ -397,6 +397,17 @@ pub struct TaskAddArgs {
     /// A tag (repeatable, up to 20): `--tag customer:42 --tag plan:pro`.
     #[arg(long = "tag")]
     pub tags: Vec<String>,
+    /// A label a worker must have to claim the task, NAME=VALUE (repeatable): `--requires
+    /// gpu=a100`.
+    #[arg(long = "requires", value_parser = parse_label)]
+    pub requires: Vec<(String, String)>,
+    /// A label the task prefers, NAME=VALUE (repeatable): for --prefer-for after it is due
+    /// only a worker with these labels claims it, then any worker.
+    #[arg(long = "prefer", value_parser = parse_label, requires = "prefer_for")]
+    pub prefer: Vec<(String, String)>,
+    /// How long the preference holds (e.g. 30s).
+    #[arg(long, value_parser = parse_duration, requires = "prefer")]
+    pub prefer_for: Option<Duration>,
     /// Debounce key: while a task with this key waits, this enqueue replaces it and moves its
     /// start to now + --debounce-period (never past its first enqueue + --debounce-max-wait).
     #[arg(long, requires = "debounce_period", conflicts_with_all = ["unique_key", "run_at", "run_in"])]
@@ -968,6 +979,10 @@ pub struct WorkerArgs {
     /// command learns it from `DOCKET_TASK_STAGE`.
     #[arg(long = "stage")]
     pub stages: Vec<String>,
+    /// A label of this worker, NAME=VALUE (repeatable, up to 20): tasks that require or
+    /// prefer it come here (`--label gpu=a100 --label region=eu`).
+    #[arg(long = "label", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
     /// Commands run at once.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,

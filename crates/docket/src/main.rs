@@ -303,6 +303,14 @@ async fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// Parses a label, `NAME=VALUE`, for clap (the server checks the bounds).
+pub(crate) fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?}: a label is NAME=VALUE (e.g. gpu=a100)")),
+    }
+}
+
 /// Parses a humantime duration for clap.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     docket_core::duration::parse(s)

@@ -257,6 +257,12 @@ pub(super) async fn task(
                 dt { "backoff" } dd { (serde_json::to_string(&t.backoff).unwrap_or_default()) }
                 dt { "unique key" } dd { (t.unique_key.clone().unwrap_or_else(|| "—".into())) }
                 @if let Some(k) = &t.debounce_key { dt { "debounce key" } dd { (k) } }
+                @if let Some(r) = &t.requires {
+                    dt { "requires" } dd id="requires" { (labels_text(r)) }
+                }
+                @if let Some(p) = &t.prefer {
+                    dt { "prefers" } dd id="prefer" { (labels_text(&p.labels)) " for " (docket_core::duration::format(p.for_)) " after it is due" }
+                }
                 @if !t.tags.is_empty() {
                     dt { "tags" } dd id="tags" { @for tag in &t.tags { a class="tag" href=(format!("/ui/tasks?tag={}", urlencode(tag))) { (tag) } " " } }
                 }
@@ -405,6 +411,14 @@ pub(super) async fn queue_act(
         Ok(_) => Redirect::to("/").into_response(),
         Err(e) => error_page(e),
     }
+}
+
+/// Labels as the task page shows them: `gpu=a100, region=eu`.
+fn labels_text(l: &docket_core::labels::Labels) -> String {
+    l.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

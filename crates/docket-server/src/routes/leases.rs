@@ -288,6 +288,8 @@ pub(crate) async fn queue_claim(
             }
         }
     }
+    let labels = b.labels.unwrap_or_default();
+    docket_core::labels::check_labels("labels", &labels).map_err(ApiError::invalid)?;
     let wait = b.wait.unwrap_or(Duration::ZERO);
     if wait > MAX_WAIT {
         return Err(ApiError::invalid(format!(
@@ -341,6 +343,7 @@ pub(crate) async fn queue_claim(
         worker: b.worker,
         kinds: b.kinds,
         stages: b.stages,
+        labels,
         limit,
         lease: b.lease,
         wait,

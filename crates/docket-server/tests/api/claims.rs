@@ -715,7 +715,160 @@ async fn claim_reports_and_lean_answers(n: Node) {
     }
 }
 
+/// Worker labels (issue 43) over HTTP: `requires` and `prefer` on enqueue, echoed on the task;
+/// claims with and without `labels` take what the rule lets them; worst values refused with a
+/// code and nothing written; the task page and the affinity metric.
+async fn worker_labels_over_http(n: Node) {
+    let add = |body: Value| async {
+        let (st, t) = n.call("POST", "/v1/tasks", Some(body)).await;
+        assert_eq!(st, StatusCode::CREATED, "{t}");
+        t
+    };
+    let gpu = add(json!({"queue": "ml", "kind": "train", "priority": 5,
+        "requires": {"gpu": "a100"}}))
+    .await;
+    assert_eq!(gpu["requires"], json!({"gpu": "a100"}));
+    let eu = add(json!({"queue": "ml", "kind": "eu", "priority": 4,
+        "prefer": {"labels": {"region": "eu"}, "for": "1h"}}))
+    .await;
+    assert_eq!(
+        eu["prefer"],
+        json!({"labels": {"region": "eu"}, "for": "1h"})
+    );
+    let soon = add(json!({"queue": "ml", "kind": "soon", "priority": 3,
+        "prefer": {"labels": {"region": "eu"}, "for": "0s"}}))
+    .await;
+    add(json!({"queue": "ml", "kind": "plain"})).await;
+    let kinds = |got: &[Value]| -> Vec<String> {
+        got.iter()
+            .map(|t| t["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // No labels: the plain task and the one whose preference is over, not the others.
+    let got = n.claim("ml", json!({"worker": "cpu", "limit": 10})).await;
+    assert_eq!(kinds(&got), vec!["soon", "plain"]);
+    let got = n
+        .claim(
+            "ml",
+            json!({"worker": "h100", "limit": 10, "labels": {"gpu": "h100"}}),
+        )
+        .await;
+    assert!(got.is_empty(), "{got:?}");
+    let got = n
+        .claim(
+            "ml",
+            json!({"worker": "eu-a100", "limit": 10, "labels": {"gpu": "a100", "region": "eu"}}),
+        )
+        .await;
+    assert_eq!(kinds(&got), vec!["train", "eu"]);
+    assert_eq!(got[0]["id"], gpu["id"]);
+    assert_eq!(got[1]["id"], eu["id"]);
+    let _ = soon;
+    // Worst values: 4xx with a code, and nothing written.
+    let many: serde_json::Map<String, Value> =
+        (0..21).map(|i| (format!("k{i}"), json!("v"))).collect();
+    for (body, status, want) in [
+        (
+            json!({"kind": "x", "requires": {"": "v"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "requires": {"gpu": ""}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "requires": {"gpu": "a\u{0}b"}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_text",
+        ),
+        (
+            json!({"kind": "x", "requires": {"gpu": "v".repeat(129)}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "requires": {"n".repeat(65): "v"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "requires": many}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "requires": {"gpu": 5}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            json!({"kind": "x", "prefer": {"labels": {"a": "b"}}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            json!({"kind": "x", "prefer": {"labels": {}, "for": "1s"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "prefer": {"labels": {"a": "b"}, "for": "1000years"}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_duration",
+        ),
+        (
+            json!({"kind": "x", "prefer": {"labels": {"a": "b"}, "for": "31days"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_task",
+        ),
+        (
+            json!({"kind": "x", "prefer": {"labels": {"a": "b"}, "for": "1s", "x": 1}}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+    ] {
+        let (st, e) = n.call("POST", "/v1/tasks", Some(body.clone())).await;
+        assert_eq!((st, code(&e)), (status, want), "{body}: {e}");
+    }
+    for (labels, status) in [
+        (json!({"": "v"}), StatusCode::BAD_REQUEST),
+        (json!({"gpu": "v".repeat(129)}), StatusCode::BAD_REQUEST),
+        (Value::Object(many.clone()), StatusCode::BAD_REQUEST),
+        (json!(["gpu"]), StatusCode::BAD_REQUEST),
+    ] {
+        let (st, e) = n
+            .call(
+                "POST",
+                "/v1/queues/ml/claim",
+                Some(json!({"worker": "w", "labels": labels})),
+            )
+            .await;
+        assert_eq!(st, status, "{labels}: {e}");
+    }
+    let (_, all) = n.call("GET", "/v1/tasks?limit=100", None).await;
+    assert_eq!(all["tasks"].as_array().unwrap().len(), 4, "{all}");
+    let id = gpu["id"].as_i64().unwrap();
+    let html = n.page(&format!("/ui/tasks/{id}")).await;
+    assert!(
+        html.contains("id=\"requires\"") && html.contains("gpu=a100"),
+        "{html}"
+    );
+    let text = n.page("/metrics").await;
+    for a in ["required", "preferred", "fallback"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("docket_tasks_claimed_affinity_total")
+                    && l.contains("queue=\"ml\"")
+                    && l.contains(&format!("affinity=\"{a}\""))),
+            "{a}: {text}"
+        );
+    }
+}
+
 both!(
+    worker_labels_over_http,
     long_poll_wakes_on_insert,
     expired_lease_is_rescued,
     claims_handed_back_on_stop,

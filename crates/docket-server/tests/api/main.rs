@@ -133,6 +133,18 @@ impl Node {
             .await
     }
 
+    /// The text of a page (the dashboard's, `/metrics`).
+    async fn page(&self, path: &str) -> String {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     async fn task(&self, id: i64) -> Value {
         let (st, v) = self.call("GET", &format!("/v1/tasks/{id}"), None).await;
         assert_eq!(st, StatusCode::OK, "{v}");

@@ -55,3 +55,6 @@ BEGIN
             AND NOT EXISTS (SELECT 1 FROM docket_tasks WHERE id = OLD.id);
     END IF;
 END;
+-- Worker labels: see the PostgreSQL migration 0033.
+ALTER TABLE docket_tasks ADD COLUMN affinity JSON NULL;
+ALTER TABLE docket_tasks_done ADD COLUMN affinity JSON NULL;

@@ -23,3 +23,8 @@ ALTER TABLE docket_tasks ADD COLUMN dead_letter_of jsonb;
 ALTER TABLE docket_tasks ADD COLUMN tags jsonb;
 CREATE INDEX docket_tasks_tags_idx ON docket_tasks USING gin (tags jsonb_path_ops)
     WHERE tags IS NOT NULL;
+-- Worker labels (issue 43, docket_core::labels): what a task requires and prefers of a
+-- claim's labels and for how long, one JSON object (docket_core's Affinity), NULL for none.
+-- Claims test it in the row (`affinity IS NULL OR …`), so a queue without affinity claims as
+-- before.
+ALTER TABLE docket_tasks ADD COLUMN affinity jsonb;

@@ -30,3 +30,5 @@ CREATE TRIGGER docket_tasks_tags_delete AFTER DELETE ON docket_tasks
     WHEN old.tags IS NOT NULL BEGIN
     DELETE FROM docket_task_tags WHERE task_id = old.id;
 END;
+-- Worker labels: see the PostgreSQL migration 0033.
+ALTER TABLE docket_tasks ADD COLUMN affinity TEXT;

@@ -449,6 +449,7 @@ impl MySqlStore {
             .bind(&t.rate_limit)
             .bind(&t.partition_key)
             .bind(crate::row::tags_json(&t.tags).map(|v| v.to_string()))
+            .bind(crate::row::affinity_json(t.affinity.as_ref()).map(|v| v.to_string()))
             .execute(&mut *tx)
             .await;
         match r {
@@ -507,7 +508,8 @@ impl MySqlStore {
                 .bind(t.batch_id)
                 .bind(&t.rate_limit)
                 .bind(&t.partition_key)
-                .bind(crate::row::tags_json(&t.tags).map(|v| v.to_string()));
+                .bind(crate::row::tags_json(&t.tags).map(|v| v.to_string()))
+                .bind(crate::row::affinity_json(t.affinity.as_ref()).map(|v| v.to_string()));
         }
         let r = q.execute(&mut *tx).await?;
         let first = r.last_insert_id() as i64;

@@ -685,6 +685,7 @@ async fn claim_once<D: LeaseDriver>(d: &D, p: &TaskClaimParams) -> Result<Vec<Ta
         return Ok(vec![]);
     }
     let (any_kind, any_stage) = (p.kinds.is_none(), p.stages.is_none());
+    let labels = row::labels_json(&p.labels);
     let rows = if let Some(f) = &fair {
         // Ranked (a window function; MySQL reads them unlocked), ordered by weight, then the
         // ones still available locked, in that order. Concurrent fair claims read the same
@@ -710,7 +711,8 @@ async fn claim_once<D: LeaseDriver>(d: &D, p: &TaskClaimParams) -> Result<Vec<Ta
                         any_kind,
                         any_stage,
                         per,
-                        &skip
+                        &skip,
+                        Arg::Json(Some(&labels))
                     ],
                 )
                 .await?;
@@ -760,7 +762,8 @@ async fn claim_once<D: LeaseDriver>(d: &D, p: &TaskClaimParams) -> Result<Vec<Ta
                 Arg::Texts(kinds),
                 Arg::Texts(stages),
                 any_kind,
-                any_stage
+                any_stage,
+                Arg::Json(Some(&labels))
             ],
         )
         .await?

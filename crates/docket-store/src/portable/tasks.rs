@@ -249,6 +249,7 @@ async fn debounce_once<D: Driver>(
         };
         let ms = |v: std::time::Duration| docket_core::duration::to_ms(v);
         let tags = row::tags_json(&t.tags);
+        let affinity = row::affinity_json(t.affinity.as_ref());
         let row = tx
             .change_task(
                 stmt!(tasks, debounce_replace),
@@ -278,6 +279,7 @@ async fn debounce_once<D: Driver>(
                     t.progress.as_ref(),
                     now,
                     tags.as_ref(),
+                    affinity.as_ref(),
                 ],
                 id,
             )

@@ -386,6 +386,7 @@ impl PgStore {
             .bind(col!(|t| t.rate_limit.clone()))
             .bind(col!(|t| t.partition_key.clone()))
             .bind(col!(|t| crate::row::tags_json(&t.tags)))
+            .bind(col!(|t| crate::row::affinity_json(t.affinity.as_ref())))
             .fetch_all(&mut *conn)
             .await?;
         Ok(rows)
@@ -765,6 +766,7 @@ impl crate::driver::LeaseDriver for PgStore {
             .bind(&p.worker)
             .bind(uuid::Uuid::from_u128(nonce))
             .bind(fast_max)
+            .bind(crate::row::labels_json(&p.labels))
             .fetch_all(&self.claim_pool)
             .await?;
         // Not `fast_ok`: a concurrency key or a queue limit among the candidates, a rate

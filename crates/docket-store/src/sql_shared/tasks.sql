@@ -41,7 +41,7 @@ UPDATE docket_tasks SET queue = ?2, kind = ?3, payload = ?4, priority = ?5, run_
     backoff_initial_ms = ?11, backoff_coefficient = ?12, backoff_max_ms = ?13,
     backoff_jitter = ?14, timeout_ms = ?15, concurrency_key = ?16, concurrency_limit = ?17,
     rate_limit = ?18, partition_key = ?19, node = ?20, user_id = ?21, stage = ?22,
-    progress = ?23, edited_at = ?24, tags = ?25
+    progress = ?23, edited_at = ?24, tags = ?25, affinity = ?26
     WHERE id = ?1 RETURNING {COLS}
 
 -- name: dead_letter_mark

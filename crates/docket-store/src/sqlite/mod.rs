@@ -159,6 +159,7 @@ impl SqliteStore {
             .bind(&t.rate_limit)
             .bind(&t.partition_key)
             .bind(crate::row::tags_json(&t.tags).map(|v| v.to_string()))
+            .bind(crate::row::affinity_json(t.affinity.as_ref()).map(|v| v.to_string()))
             .fetch_optional(&mut *tx)
             .await
             .map_err(StoreError::from)

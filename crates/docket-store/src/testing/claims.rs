@@ -74,6 +74,7 @@ pub(super) async fn claim_by_kinds(b: Bundle) {
     let s = &*b.store;
     insert(s, vec![nt("a"), nt("b"), nt("c"), nt("a")], t0()).await;
     let by = |kinds: Option<Vec<&str>>| TaskClaimParams {
+        labels: Default::default(),
         queue: "default".into(),
         worker: "w1".into(),
         node: "n1".into(),
@@ -267,6 +268,7 @@ pub(super) async fn exactly_once_under_concurrent_claimers(b: Bundle) {
             loop {
                 let got = s
                     .task_claim(TaskClaimParams {
+                        labels: Default::default(),
                         kinds: None,
                         stages: None,
                         queue: "default".into(),
@@ -378,6 +380,7 @@ pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
                     let before = s.claims_in_one_statement();
                     let got = s
                         .task_claim(TaskClaimParams {
+                            labels: Default::default(),
                             kinds: None,
                             stages: None,
                             queue: queue.clone(),
@@ -444,6 +447,7 @@ pub(super) async fn claim_leases_follow_the_rule(b: Bundle) {
 pub(super) async fn released_claims_count_no_attempt(b: Bundle) {
     let s = &*b.store;
     let by = |nonce: u128, limit: i64, now: Timestamp| TaskClaimParams {
+        labels: Default::default(),
         kinds: None,
         stages: None,
         queue: "default".into(),
@@ -647,4 +651,151 @@ pub(super) async fn claims_take_one_statement_where_they_can(b: Bundle) {
             "{queue}: claimed by the one statement"
         );
     }
+}
+
+/// Worker labels (issue 43, `docket_core::labels`): each backend's claim statements — the
+/// one-statement claim (PostgreSQL), the transaction's (a task with a concurrency key) and a
+/// fair queue's — take a task exactly when `may_claim` says, over a grid of affinities, claim
+/// labels and times around the end of a preference; a claim without labels takes the plain
+/// tasks ahead of the labelled ones it skips.
+pub(super) async fn claims_follow_worker_labels(b: Bundle) {
+    use docket_core::labels::{may_claim, Labels, Prefer};
+    let s = &*b.store;
+    let l = |pairs: &[(&str, &str)]| -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    };
+    let prefer = |pairs: &[(&str, &str)], ms: u64| Prefer {
+        labels: l(pairs),
+        for_: Duration::from_millis(ms),
+    };
+    let affinities: Vec<(Option<Labels>, Option<Prefer>)> = vec![
+        (Some(l(&[("gpu", "a100")])), None),
+        (Some(l(&[("gpu", "a100"), ("region", "eu")])), None),
+        (None, Some(prefer(&[("region", "eu")], 30_000))),
+        (
+            Some(l(&[("gpu", "a100")])),
+            Some(prefer(&[("region", "eu")], 30_000)),
+        ),
+        (None, Some(prefer(&[("region", "eu")], 0))),
+        // A name and a value no JSON path could hold.
+        (Some(l(&[("a.\"b'[0]", "x\"y")])), None),
+    ];
+    let claimers = [
+        l(&[]),
+        l(&[("gpu", "a100")]),
+        l(&[("gpu", "h100")]),
+        l(&[("gpu", "a100"), ("region", "eu")]),
+        l(&[("region", "eu")]),
+        l(&[("a.\"b'[0]", "x\"y")]),
+    ];
+    let ats = [0_i64, 29_999, 30_000];
+    put_queue(s, "labels-fair", true).await;
+    let mut n = 0;
+    for (path, queue) in [
+        ("fast", "labels"),
+        ("keyed", "labels"),
+        ("fair", "labels-fair"),
+    ] {
+        for (ai, (requires, prefer)) in affinities.iter().enumerate() {
+            for (ci, labels) in claimers.iter().enumerate() {
+                for at in ats {
+                    n += 1;
+                    let mut t = nt(&format!("a{ai}"));
+                    t.queue = Some(queue.into());
+                    t.requires = requires.clone();
+                    t.prefer = prefer.clone();
+                    if path == "keyed" {
+                        // A concurrency key sends the claim through the transaction.
+                        t.concurrency_key = Some(format!("k{n}"));
+                    }
+                    let task = insert(s, vec![t], t0()).await.remove(0);
+                    assert_eq!(&task.requires, requires);
+                    assert_eq!(&task.prefer, prefer);
+                    let now = docket_core::time::add_ms(t0(), at);
+                    let got = s
+                        .task_claim(TaskClaimParams {
+                            labels: labels.clone(),
+                            kinds: None,
+                            stages: None,
+                            queue: queue.into(),
+                            worker: "w1".into(),
+                            node: "n1".into(),
+                            limit: 10,
+                            lease: None,
+                            now,
+                            nonce: None,
+                        })
+                        .await
+                        .unwrap();
+                    let stored =
+                        docket_core::labels::Affinity::of(requires.as_ref(), prefer.as_ref());
+                    let want = may_claim(stored.as_ref(), task.run_at, labels, now);
+                    let what = format!(
+                        "{path}: affinity {ai} ({requires:?}, {prefer:?}), labels {ci} {labels:?}, +{at} ms"
+                    );
+                    assert_eq!(
+                        got.iter().map(|t| t.id).collect::<Vec<_>>(),
+                        if want { vec![task.id] } else { vec![] },
+                        "{what}"
+                    );
+                    if !want {
+                        // Out of the way of the next case: a claim with every label takes it.
+                        let all = l(&[("gpu", "a100"), ("region", "eu")]);
+                        let mut all = all;
+                        all.insert("a.\"b'[0]".into(), "x\"y".into());
+                        let took = s
+                            .task_claim(TaskClaimParams {
+                                labels: all,
+                                kinds: None,
+                                stages: None,
+                                queue: queue.into(),
+                                worker: "w1".into(),
+                                node: "n1".into(),
+                                limit: 10,
+                                lease: None,
+                                now,
+                                nonce: None,
+                            })
+                            .await
+                            .unwrap();
+                        assert_eq!(took.len(), 1, "{what}: not taken by every label");
+                    }
+                }
+            }
+        }
+    }
+    // A plain claim passes over the labelled tasks at the head of the queue to a plain one.
+    let mut head = Vec::new();
+    for i in 0..5 {
+        let mut t = nt("gpu");
+        t.queue = Some("labels-head".into());
+        t.priority = Some(10);
+        t.requires = Some(l(&[("gpu", &format!("g{i}"))]));
+        head.push(t);
+    }
+    let mut plain = nt("plain");
+    plain.queue = Some("labels-head".into());
+    head.push(plain);
+    insert(s, head, t0()).await;
+    let got = claim(s, "labels-head", 10, t0()).await;
+    assert_eq!(
+        got.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        vec!["plain"]
+    );
+}
+
+async fn put_queue(s: &dyn Store, name: &str, fair: bool) {
+    s.queue_put(QueuePutParams {
+        name,
+        settings: &QueueSettings {
+            fair,
+            ..QueueSettings::default()
+        },
+        now: t0(),
+    })
+    .await
+    .unwrap();
 }

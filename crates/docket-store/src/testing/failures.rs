@@ -167,6 +167,7 @@ pub(super) async fn fail_rule_is_the_callers(b: Bundle) {
     insert(s, vec![q("r3")], t0()).await;
     let t = s
         .task_claim(TaskClaimParams {
+            labels: Default::default(),
             kinds: None,
             stages: None,
             queue: "r3".into(),

@@ -73,6 +73,7 @@ pub(super) async fn claim(
     now: Timestamp,
 ) -> Vec<docket_core::Task> {
     s.task_claim(TaskClaimParams {
+        labels: Default::default(),
         kinds: None,
         stages: None,
         queue: queue.into(),

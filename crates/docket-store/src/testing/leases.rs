@@ -166,6 +166,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
     insert(s, vec![n.clone(), n.clone(), n], t0()).await;
     let got = s
         .task_claim(TaskClaimParams {
+            labels: Default::default(),
             kinds: None,
             stages: None,
             queue: "default".into(),
@@ -218,6 +219,7 @@ pub(super) async fn attempt_deadline(b: Bundle) {
     // A short lease that runs out before the deadline is `lease expired`.
     let third = s
         .task_claim(TaskClaimParams {
+            labels: Default::default(),
             kinds: None,
             stages: None,
             queue: "default".into(),
@@ -404,6 +406,7 @@ pub(super) async fn stages_hand_the_task_on(b: Bundle) {
         .map(|t| t.id)
         .collect();
     let by_stage = |stages: &[&str], now| TaskClaimParams {
+        labels: Default::default(),
         queue: "default".into(),
         worker: "w1".into(),
         node: "n1".into(),

@@ -226,6 +226,7 @@ const CASES: &[Case] = cases![
     tasks::tags_filter_through_their_index,
     claims::claim_order_priority_run_at_id,
     claims::claim_by_kinds,
+    claims::claims_follow_worker_labels,
     claims::claim_skips_what_it_must,
     claims::concurrency_key_limit,
     claims::queue_concurrency_limit,

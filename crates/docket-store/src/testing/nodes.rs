@@ -80,6 +80,7 @@ pub(super) async fn node_drain(b: Bundle) {
     .await;
     let running = s
         .task_claim(TaskClaimParams {
+            labels: Default::default(),
             kinds: None,
             stages: None,
             queue: "default".into(),

@@ -75,6 +75,7 @@ pub(super) async fn process_zombies_simple_repair_and_list(b: Bundle) {
     );
     let c = s
         .task_claim(TaskClaimParams {
+            labels: Default::default(),
             kinds: None,
             stages: None,
             queue: "process:z".into(),

@@ -177,6 +177,11 @@ pub(crate) fn spec_fields(a: &TaskAddArgs, kind: String) -> Result<NewTask> {
         backoff,
         unique_key: a.unique_key.clone(),
         tags: a.tags.clone(),
+        requires: (!a.requires.is_empty()).then(|| a.requires.iter().cloned().collect()),
+        prefer: a.prefer_for.map(|for_| docket_core::labels::Prefer {
+            labels: a.prefer.iter().cloned().collect(),
+            for_,
+        }),
         debounce: match (&a.debounce_key, a.debounce_period) {
             (Some(key), Some(period)) => Some(docket_core::debounce::Debounce {
                 key: key.clone(),

@@ -33,6 +33,7 @@ pub(crate) async fn worker_inner(a: WorkerArgs) -> Result<()> {
     let opts = docket_client::command_worker::WorkerOptions {
         queue: a.queue,
         kinds: a.kinds,
+        labels: a.labels.into_iter().collect(),
         stages: a.stages,
         concurrency: a.concurrency,
         lease: a.lease,
@@ -114,6 +115,9 @@ pub(crate) struct WorkerConf {
     /// Only tasks at these stages (empty: any stage).
     #[serde(default)]
     pub stages: Vec<String>,
+    /// The worker's labels (`labels = { gpu = "a100" }`) [none].
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
     /// Commands run at once [1].
     #[serde(default = "one")]
     pub concurrency: usize,
@@ -203,6 +207,10 @@ fn worker_args(name: &str, w: &WorkerConf, conf: &SupervisorConfig, a: &WorkerAr
     for s in &w.stages {
         args.push("--stage".into());
         args.push(s.clone());
+    }
+    for (k, v) in &w.labels {
+        args.push("--label".into());
+        args.push(format!("{k}={v}"));
     }
     args.push("--".into());
     args.extend(w.command.iter().cloned());

@@ -20,3 +20,12 @@ runs = JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(runs, '[]')) >= {keep}
 -- name: tag_filter
 -- tasks.list's {tag} in tasks.list_tagged (sql.rs): the side table's (tag, task_id) key.
 AND id IN (SELECT task_id FROM docket_task_tags WHERE tag = ?15)
+
+-- The affinity marker (sql.rs, `affinity:T:LABELS:NOW` in braces): see the PostgreSQL fragment; JSON_CONTAINS(labels, pairs).
+-- name: affinity
+({t}.affinity IS NULL OR ((JSON_EXTRACT({t}.affinity, '$.requires') IS NULL
+    OR JSON_CONTAINS({labels}, JSON_EXTRACT({t}.affinity, '$.requires')))
+    AND (JSON_EXTRACT({t}.affinity, '$.prefer') IS NULL
+    OR JSON_CONTAINS({labels}, JSON_EXTRACT({t}.affinity, '$.prefer'))
+    OR {t}.run_at + INTERVAL JSON_EXTRACT({t}.affinity, '$.prefer_ms') * 1000 MICROSECOND
+    <= {now})))

@@ -46,6 +46,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_limit, t.timeout_ms,
     t.namespace IS NOT NULL AS process FROM docket_tasks t
     WHERE t.state = 'available' AND t.queue = ?1 AND (t.node IS NULL OR t.node = ?2) AND (?7 OR t.kind IN (?5)) AND (?8 OR t.stage IN (?6))
     AND (t.expires_at IS NULL OR t.expires_at > ?3)
+    AND {affinity:t:?9:?3}
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
         WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running')
         < COALESCE(t.concurrency_limit, 1))
@@ -66,6 +67,7 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit, t.rate_lim
     WHERE t.state = 'available' AND t.queue = ?1 AND (t.node IS NULL OR t.node = ?2) AND (?7 OR t.kind IN (?5)) AND (?8 OR t.stage IN (?6))
     AND NOT COALESCE(t.id IN (?10), FALSE)
     AND (t.expires_at IS NULL OR t.expires_at > ?3)
+    AND {affinity:t:?11:?3}
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
         WHERE r.concurrency_key = t.concurrency_key AND r.state = 'running')
         < COALESCE(t.concurrency_limit, 1))

@@ -6,8 +6,8 @@ SELECT CAST(@@innodb_autoinc_lock_mode AS SIGNED) AS m,
 INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
-    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, tags, errors)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
+    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, tags, affinity, errors)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
 
 -- name: cancel
 -- A running task keeps running, asked to stop; the others are cancelled. MySQL assigns left to
@@ -101,10 +101,10 @@ ORDER BY id {order} LIMIT ?5
 INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, created_at, trace_id,
-    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, tags, errors) VALUES {rows}
+    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, tags, affinity, errors) VALUES {rows}
 
 -- name: insert_values
-(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
+(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')
 
 -- name: lock
 SELECT {COLS} FROM docket_tasks WHERE id = ? FOR UPDATE
@@ -154,7 +154,7 @@ UPDATE docket_tasks SET queue = ?2, kind = ?3, payload = ?4, priority = ?5, run_
     backoff_initial_ms = ?11, backoff_coefficient = ?12, backoff_max_ms = ?13,
     backoff_jitter = ?14, timeout_ms = ?15, concurrency_key = ?16, concurrency_limit = ?17,
     rate_limit = ?18, partition_key = ?19, node = ?20, user_id = ?21, stage = ?22,
-    progress = ?23, edited_at = ?24, tags = ?25
+    progress = ?23, edited_at = ?24, tags = ?25, affinity = ?26
     WHERE id = ?1
 
 -- name: debounce_lock

@@ -18,3 +18,12 @@ runs = (CASE WHEN jsonb_array_length(COALESCE(runs, '[]')) >= {keep} THEN runs -
 -- tasks.list's {tag} in tasks.list_tagged (sql.rs): containment, which docket_tasks_tags_idx
 -- (GIN, migration 0033) serves.
 AND tags @> jsonb_build_array($15::text)
+
+-- The affinity marker (sql.rs, `affinity:T:LABELS:NOW` in braces): whether a claim with labels LABELS (a JSON object) may take
+-- row T at NOW — docket_core::labels::may_claim: every required pair, and the preferred ones
+-- until run_at + prefer_ms. NULL (most tasks) passes at once.
+-- name: affinity
+({t}.affinity IS NULL OR (({t}.affinity -> 'requires' IS NULL
+    OR {t}.affinity -> 'requires' <@ {labels}::jsonb)
+    AND ({t}.affinity -> 'prefer' IS NULL OR {t}.affinity -> 'prefer' <@ {labels}::jsonb
+    OR {t}.run_at + ({t}.affinity ->> 'prefer_ms')::bigint * interval '1 millisecond' <= {now})))

@@ -7,6 +7,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     AND ($7::boolean OR t.kind = ANY($5::text[]))
     AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
+    AND {affinity:t:$9:$3}
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
     WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
@@ -49,6 +50,7 @@ SELECT c.* FROM (
     AND ($7::boolean OR t.kind = ANY($5::text[]))
     AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
+    AND {affinity:t:$11:$3}
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
     WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
@@ -73,6 +75,7 @@ SELECT c.* FROM (
     AND ($7::boolean OR t.kind = ANY($5::text[]))
     AND ($8::boolean OR t.stage = ANY($6::text[]))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
+    AND {affinity:t:$11:$3}
     AND (q.paused IS NULL OR NOT q.paused)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
     WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
@@ -159,6 +162,7 @@ WITH c AS (
     AND ($5::text[] IS NULL OR t.kind = ANY($5))
     AND ($6::text[] IS NULL OR t.stage = ANY($6))
     AND (t.expires_at IS NULL OR t.expires_at > $3)
+    AND {affinity:t:$11:$3}
     AND (q.paused IS NULL OR NOT q.paused)
     ORDER BY {claim_order:t}
     LIMIT LEAST($4, COALESCE((SELECT schedule_limit FROM docket_queues WHERE name = $1), $4))

@@ -3,19 +3,19 @@ WITH ins AS (
     INSERT INTO docket_tasks (queue, kind, payload, priority, state, run_at, expires_at,
     max_attempts, backoff_initial_ms, backoff_coefficient, backoff_max_ms, backoff_jitter,
     timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, created_at,
-    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, tags, slot)
+    namespace, process_id, backoff_kind, user_id, stage, progress, batch_id, rate_limit, partition_key, tags, affinity, slot)
     SELECT queue, kind, payload, priority, state, run_at, expires_at, max_attempts, bi, bc,
     bm, bj, timeout_ms, unique_key, concurrency_key, concurrency_limit, node, trace_id, $18,
-    ns, pid, bk, uid, stg, prog, bat, rl, pk, tg,
+    ns, pid, bk, uid, stg, prog, bat, rl, pk, tg, af,
     -- Migration 0021: the current ring slot for what can run now, slot 0 for the rest.
     CASE WHEN unique_key IS NULL AND state = 'available'
     THEN COALESCE((SELECT current FROM docket_task_slots), 0) ELSE 0 END
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::text[],
     $6::timestamptz[], $7::timestamptz[], $8::int[], $9::bigint[], $10::float8[],
     $11::bigint[], $12::float8[], $13::bigint[], $14::text[], $15::text[], $16::int[],
-    $17::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::jsonb[], $28::bigint[], $29::text[], $30::text[], $31::jsonb[]) WITH ORDINALITY AS x(queue, kind,
+    $17::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::jsonb[], $28::bigint[], $29::text[], $30::text[], $31::jsonb[], $32::jsonb[]) WITH ORDINALITY AS x(queue, kind,
     payload, priority, state, run_at, expires_at, max_attempts, bi, bc, bm, bj, timeout_ms,
-    unique_key, concurrency_key, concurrency_limit, node, trace_id, ns, pid, bk, uid, stg, prog, bat, rl, pk, tg, ord)
+    unique_key, concurrency_key, concurrency_limit, node, trace_id, ns, pid, bk, uid, stg, prog, bat, rl, pk, tg, af, ord)
     ORDER BY ord
     ON CONFLICT DO NOTHING RETURNING id, unique_key, queue, state, kind, attempt, stage),
     -- Task events (migration 0024) of the rows really inserted, in watched queues.

@@ -16,3 +16,15 @@ runs = json_insert(CASE WHEN json_array_length(COALESCE(runs, '[]')) >= {keep}
 -- name: tag_filter
 -- tasks.list's {tag} in tasks.list_tagged (sql.rs): the side table's (tag, task_id) key.
 AND id IN (SELECT task_id FROM docket_task_tags WHERE tag = ?15)
+
+-- The affinity marker (sql.rs, `affinity:T:LABELS:NOW` in braces): see the PostgreSQL fragment. A pair is held when the
+-- claim's labels (JSON text) have the same key with the same value (json_each on both sides:
+-- no JSON path built from a label name).
+-- name: affinity
+({t}.affinity IS NULL OR ((json_extract({t}.affinity, '$.requires') IS NULL
+    OR NOT EXISTS (SELECT 1 FROM json_each({t}.affinity, '$.requires') r WHERE NOT EXISTS
+    (SELECT 1 FROM json_each({labels}) w WHERE w.key = r.key AND w.value = r.value)))
+    AND (json_extract({t}.affinity, '$.prefer') IS NULL
+    OR {t}.run_at + json_extract({t}.affinity, '$.prefer_ms') * 1000 <= {now}
+    OR NOT EXISTS (SELECT 1 FROM json_each({t}.affinity, '$.prefer') r WHERE NOT EXISTS
+    (SELECT 1 FROM json_each({labels}) w WHERE w.key = r.key AND w.value = r.value)))))

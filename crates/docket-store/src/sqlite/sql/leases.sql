@@ -9,6 +9,7 @@ SELECT t.id, t.concurrency_key, t.concurrency_limit, q.concurrency_limit AS queu
     AND (?7 OR t.kind IN (SELECT value FROM json_each(?5)))
     AND (?8 OR t.stage IN (SELECT value FROM json_each(?6)))
     AND (t.expires_at IS NULL OR t.expires_at > ?3)
+    AND {affinity:t:?9:?3}
     AND (q.paused IS NULL OR q.paused = 0)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
     WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
@@ -34,6 +35,7 @@ SELECT c.* FROM (SELECT t.id, t.concurrency_key, t.concurrency_limit,
     AND (?7 OR t.kind IN (SELECT value FROM json_each(?5)))
     AND (?8 OR t.stage IN (SELECT value FROM json_each(?6)))
     AND (t.expires_at IS NULL OR t.expires_at > ?3)
+    AND {affinity:t:?11:?3}
     AND (q.paused IS NULL OR q.paused = 0)
     AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM docket_tasks r
     WHERE r.state = 'running' AND r.concurrency_key = t.concurrency_key)
