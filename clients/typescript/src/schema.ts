@@ -1406,6 +1406,9 @@ export interface components {
             /** @description Newest first. */
             entries: components["schemas"]["AuditEntry"][];
         };
+        BTreeMap: {
+            [key: string]: string;
+        };
         /**
          * @description When a failed attempt runs again: exponential `min(max, initial × coefficient^(attempt−1))`
          *     or linear `min(max, attempt × initial)`, then `× (1 ± jitter)`.
@@ -1748,6 +1751,10 @@ export interface components {
             fail?: components["schemas"]["FailRequest"][] | null;
             /** @description Only tasks of these kinds (1..=100 names; asyncflow's hold by task type) [any kind]. */
             kinds?: string[] | null;
+            /** @description Labels: up to 20 pairs, names 1..=64 and values 1..=128 characters, no control characters (`{"region": "eu", "gpu": "a100"}`). */
+            labels?: {
+                [key: string]: string;
+            } | null;
             /**
              * @description Answer with lean tasks (`ClaimResponse::lean`, `tasks` then empty): only what a
              *     handler needs — id, kind, payload, attempt, max_attempts, stage, timeout, attempted_at,
@@ -2357,6 +2364,7 @@ export interface components {
             partition_key?: string | null;
             /** @description Any JSON; default null. */
             payload?: unknown;
+            prefer?: null | components["schemas"]["Prefer"];
             /**
              * Format: int32
              * @description Higher runs first; default 0.
@@ -2376,6 +2384,10 @@ export interface components {
              *     `available` and spends no attempt.
              */
             rate_limit?: string | null;
+            /** @description Labels: up to 20 pairs, names 1..=64 and values 1..=128 characters, no control characters (`{"region": "eu", "gpu": "a100"}`). */
+            requires?: {
+                [key: string]: string;
+            } | null;
             /**
              * Format: date-time
              * @description Earliest start (RFC 3339); default now.
@@ -2492,6 +2504,19 @@ export interface components {
              * @description Position in the stream (resume after it).
              */
             seq: number;
+        };
+        /** @description `prefer` of a task: these labels, for this long after the task is due. */
+        Prefer: {
+            /**
+             * @description How long after the task is due (`run_at`; a retry moves it) only such a claim takes it
+             *     (humantime, 0..=30 days); then any claim may.
+             * @example 30s
+             */
+            for: string;
+            /** @description Labels: up to 20 pairs, names 1..=64 and values 1..=128 characters, no control characters (`{"region": "eu", "gpu": "a100"}`). */
+            labels: {
+                [key: string]: string;
+            };
         };
         /** @description A process. JSON shape in API answers and in [`ProcessorRequest::process`]. */
         Process: {
@@ -3303,6 +3328,7 @@ export interface components {
             partition_key?: string | null;
             /** @description Any JSON. */
             payload: unknown;
+            prefer?: null | components["schemas"]["Prefer"];
             /**
              * Format: int32
              * @description Higher runs first.
@@ -3320,6 +3346,7 @@ export interface components {
              *     key (then `inserted` is false), false when it created one.
              */
             replaced?: boolean | null;
+            requires?: null | components["schemas"]["BTreeMap"];
             /** @description What the last successful attempt returned. */
             result?: unknown;
             /**

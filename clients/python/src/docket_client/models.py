@@ -20,6 +20,9 @@ class AuditPage(TypedDict):
     entries: List[AuditEntry]
 
 
+BTreeMap = Optional[Dict[str, str]]
+
+
 BackoffKind = Literal['exponential', 'linear']
 
 
@@ -267,6 +270,15 @@ class Notification(TypedDict):
     namespace: str
     process_id: str
     seq: int
+
+
+Prefer = TypedDict(
+    'Prefer',
+    {
+        'for': str,
+        'labels': Dict[str, str],
+    },
+)
 
 
 class ProcessCallRequest(TypedDict):
@@ -558,6 +570,7 @@ class ClaimRequest(TypedDict):
     complete: NotRequired[List[CompleteRequest]]
     fail: NotRequired[List[FailRequest]]
     kinds: NotRequired[List[str]]
+    labels: NotRequired[Optional[Dict[str, Any]]]
     lean: NotRequired[bool]
     lease: NotRequired[Optional[str]]
     limit: NotRequired[Optional[int]]
@@ -666,10 +679,12 @@ class NewTask(TypedDict):
     node: NotRequired[Optional[str]]
     partition_key: NotRequired[Optional[str]]
     payload: NotRequired[Any]
+    prefer: NotRequired[Optional[Prefer]]
     priority: NotRequired[Optional[int]]
     progress: NotRequired[Any]
     queue: NotRequired[Optional[str]]
     rate_limit: NotRequired[Optional[str]]
+    requires: NotRequired[Optional[Dict[str, Any]]]
     run_at: NotRequired[Optional[str]]
     run_in: NotRequired[Optional[str]]
     stage: NotRequired[Optional[str]]
@@ -862,12 +877,14 @@ class Task(TypedDict):
     node: NotRequired[Optional[str]]
     partition_key: NotRequired[Optional[str]]
     payload: Any
+    prefer: NotRequired[Optional[Prefer]]
     priority: int
     process: NotRequired[Optional[ProcessRef]]
     progress: NotRequired[Any]
     queue: str
     rate_limit: NotRequired[Optional[str]]
     replaced: NotRequired[Optional[bool]]
+    requires: NotRequired[Optional[BTreeMap]]
     result: NotRequired[Any]
     run_at: str
     run_count: NotRequired[int]
