@@ -31,6 +31,13 @@ export type ClaimAnswer = Schemas["ClaimResponse"];
 /** Options of a claim ({@link Client.claim}, {@link Client.claimWith}). */
 export interface ClaimOptions {
   worker: string; limit?: number; lease?: Duration; wait?: Duration; kinds?: string[]; stages?: string[];
+  /**
+   * The claim's labels (`{ gpu: "a100", region: "eu" }`: at most 20, names 1..64 and values
+   * 1..128 characters): it takes the tasks whose `requires` (and, for a while, `prefer`) these
+   * include. Without labels a claim takes only tasks that require nothing and prefer nothing
+   * (or whose preference ran out).
+   */
+  labels?: Record<string, string>;
   /** A random UUID naming the claim, for {@link Client.releaseClaim}. */
   claimId?: string;
   signal?: AbortSignal;
@@ -70,6 +77,16 @@ export interface TaskOptions {
    * each a filter of {@link Client.listTasks} (`tag`) and of bulk actions.
    */
   tags?: string[];
+  /**
+   * Labels a claim must carry to take the task, ever (`{ gpu: "a100" }`: at most 20, names
+   * 1..64 and values 1..128 characters, no control characters); see {@link ClaimOptions.labels}.
+   */
+  requires?: Record<string, string>;
+  /**
+   * Labels a claim should carry: for `for` after the task is due (ms or humantime, 0..30 days)
+   * only a claim with `labels` takes it, then any claim may.
+   */
+  prefer?: { labels: Record<string, string>; for: Duration };
 }
 
 export interface ClientOptions {
@@ -104,6 +121,8 @@ export function taskSpec(kind: string, payload?: unknown, o: TaskOptions = {}): 
   put("debounce", o.debounce && { key: o.debounce.key, period: formatDuration(o.debounce.period),
     ...(o.debounce.maxWait !== undefined ? { max_wait: formatDuration(o.debounce.maxWait) } : {}) });
   put("tags", o.tags);
+  put("requires", o.requires);
+  put("prefer", o.prefer && { labels: o.prefer.labels, for: formatDuration(o.prefer.for) });
   return spec as unknown as NewTask;
 }
 
@@ -287,6 +306,7 @@ export class Client {
     if (o.wait !== undefined) body.wait = formatDuration(o.wait);
     if (o.kinds?.length) body.kinds = o.kinds;
     if (o.stages?.length) body.stages = o.stages;
+    if (o.labels && Object.keys(o.labels).length) body.labels = o.labels;
     if (o.claimId !== undefined) body.claim_id = o.claimId;
     if (o.lean) body.lean = true;
     if (o.complete?.length) body.complete = o.complete;

@@ -146,6 +146,13 @@ export interface WorkerOptions {
    * More than one hides the claim's round trip behind the handlers (+25–35% for short tasks).
    */
   claims?: number;
+  /**
+   * The worker's labels, carried by every claim (`{ gpu: "a100", region: "eu" }`: at most 20,
+   * names 1..64 and values 1..128 characters): it takes the tasks whose `requires` (and, for a
+   * while, `prefer`) these include [none: only tasks that require nothing and prefer nothing,
+   * or whose preference ran out].
+   */
+  labels?: Record<string, string>;
   /** Long-poll per claim ["10s"]. */
   wait?: Duration;
   /** Lease per claim [the task's timeout; for the workflow queue `workflowLease`]. */
@@ -223,6 +230,7 @@ export class Worker {
   private executing = 0;
   private readonly wait: string;
   private readonly lease?: string;
+  private readonly labels?: Record<string, string>;
   private readonly graceMs: number;
   private readonly reportMs: number;
   private readonly signals: boolean;
@@ -253,6 +261,7 @@ export class Worker {
     this.claims = Math.max(1, Math.min(o.claims ?? 2, 16));
     this.wait = formatDuration(o.wait ?? "10s");
     this.lease = o.lease === undefined ? undefined : formatDuration(o.lease);
+    this.labels = o.labels && { ...o.labels };
     this.graceMs = o.shutdownGraceMs ?? 30_000;
     this.reportMs = o.reportIntervalMs ?? 10_000;
     this.signals = o.signals ?? true;
@@ -369,7 +378,7 @@ export class Worker {
       const claimId = randomUUID();
       try {
         answer = await this.client.claimWith(src.queue, { worker: this.name, limit,
-          lease: src.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
+          lease: src.lease, wait: waits ? this.wait : "0s", kinds, stages, labels: this.labels, claimId, lean: !this.fullTasks,
           complete: carried.filter((r) => r.what === "complete").map((r) => r.item as CompleteItem),
           fail: carried.filter((r) => r.what === "fail").map((r) => r.item as FailItem),
           signal: waits ? this.stopping.signal : undefined });

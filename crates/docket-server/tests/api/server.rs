@@ -366,11 +366,23 @@ async fn slow_and_silent_clients_are_cut_off() {
 
 /// Issue 9: clients that give up mid-request (timeouts of a few ms, under load) must not leave
 /// pooled connections inside a transaction: afterwards no session of the test's database sits
-/// `idle in transaction`, and a normal workload on the same pool sees no failed query.
+/// `idle in transaction`, and a normal workload on the same pool sees no failed query. The
+/// node's sessions carry the test's schema as their `application_name`, so a session another
+/// test (or another program on the server) left open is not counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_requests_do_not_poison_connections() {
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let n = start(pg_store(&schema).await, "n1", Duration::from_secs(1), None).await;
+    let url = pg_url();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = connect(&ConnectOptions {
+        url: format!("{url}{sep}application_name={schema}"),
+        schema: Some(schema.clone()),
+        max_connections: Some(8),
+        strict_commit: false,
+    })
+    .await
+    .unwrap();
+    let n = start(store, "n1", Duration::from_secs(1), None).await;
     let q = format!("c{}", uuid::Uuid::new_v4().simple());
     let mut set = tokio::task::JoinSet::new();
     for i in 0..300u64 {
@@ -398,10 +410,18 @@ async fn cancelled_requests_do_not_poison_connections() {
     while set.join_next().await.is_some() {}
     tokio::time::sleep(Duration::from_secs(3)).await;
     let pool = sqlx::PgPool::connect(&pg_url()).await.unwrap();
+    let mine: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
+            .bind(&schema)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(mine > 0, "the node's sessions carry application_name {schema}");
     let stuck: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' \
-         AND now() - state_change > interval '2 seconds'",
+         AND now() - state_change > interval '2 seconds' AND application_name = $1",
     )
+    .bind(&schema)
     .fetch_one(&pool)
     .await
     .unwrap();
