@@ -71,6 +71,9 @@ pub struct WorkerConfig {
     /// workflows registered ([`WorkerPool::workflow`]: a run's task has a 1 h timeout, and a
     /// dead worker's run should not wait that long; the clients' workers do the same).
     pub lease: Option<Duration>,
+    /// The pool's labels on every claim (issue 43, `docket_core::labels`): tasks that require
+    /// or prefer them come here [none].
+    pub labels: docket_core::labels::Labels,
 }
 
 impl WorkerConfig {
@@ -87,6 +90,7 @@ impl WorkerConfig {
             grace: Duration::from_secs(30),
             eager_steps: false,
             lease: None,
+            labels: docket_core::labels::Labels::new(),
         }
     }
 }
@@ -233,6 +237,7 @@ async fn fetch_loop(
             .claim(
                 &Claim::new(&cfg.queue, &cfg.worker, room as i64)
                     .kinds(kinds.iter().cloned())
+                    .labels(cfg.labels.clone())
                     .lease(cfg.lease)
                     .wait(Duration::from_secs(5)),
                 &cancel,

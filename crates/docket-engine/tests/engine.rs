@@ -784,6 +784,106 @@ async fn debounce_on_two_nodes(db: Db) {
     node2.close().await;
 }
 
+/// Worker labels (issue 43) on two nodes: pools with labels {gpu, region=eu} (node 1), {gpu}
+/// and none (node 2) claim at once from one queue. Every task runs once; what requires a GPU
+/// runs on a GPU pool, what prefers eu for an hour on the eu pool, what prefers it for 0 s and
+/// the plain tasks anywhere (the plain pool takes some), and what requires a label no pool has
+/// still waits.
+async fn worker_labels_on_two_nodes(db: Db) {
+    let (engines, node2) = two_nodes(&db).await;
+    let l = |pairs: &[(&str, &str)]| -> docket_core::labels::Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    };
+    let prefer = |ms: u64| docket_core::labels::Prefer {
+        labels: l(&[("region", "eu")]),
+        for_: Duration::from_millis(ms),
+    };
+    let mut specs = vec![];
+    for i in 0..20 {
+        specs.push(NewTask {
+            requires: Some(l(&[("gpu", "a100")])),
+            ..NewTask::new("req", json!({"i": i}))
+        });
+        specs.push(NewTask {
+            prefer: Some(prefer(3_600_000)),
+            ..NewTask::new("pref", json!({"i": i}))
+        });
+        specs.push(NewTask {
+            prefer: Some(prefer(0)),
+            ..NewTask::new("soon", json!({"i": i}))
+        });
+        specs.push(NewTask::new("plain", json!({"i": i})));
+    }
+    for i in 0..5 {
+        specs.push(NewTask {
+            requires: Some(l(&[("gpu", "h100")])),
+            ..NewTask::new("h100", json!({"i": i}))
+        });
+    }
+    engines[0].enqueue_many(specs).await.unwrap();
+    let stop = CancellationToken::new();
+    let mut runs = vec![];
+    for (node, name, labels) in [
+        (0, "gpu-eu", l(&[("gpu", "a100"), ("region", "eu")])),
+        (1, "gpu", l(&[("gpu", "a100")])),
+        (1, "plain", l(&[])),
+    ] {
+        let e = &engines[node];
+        if name != "plain" {
+            e.start(stop.clone()).await.unwrap();
+        }
+        let mut cfg = WorkerConfig::new("default");
+        cfg.worker = name.into();
+        cfg.labels = labels;
+        cfg.concurrency = 2;
+        cfg.prefetch = 2;
+        let mut pool = WorkerPool::new(e.clone(), cfg);
+        for kind in ["req", "pref", "soon", "plain", "h100"] {
+            pool = pool.register(kind, Arc::new(Echo));
+        }
+        runs.push(tokio::spawn(pool.run(stop.clone())));
+    }
+    let all = wait_finished(&*db.store, 80).await;
+    // The h100 tasks had every chance the others had.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.cancel();
+    for r in runs {
+        r.await.unwrap();
+    }
+    let all = {
+        let _ = all;
+        db.store
+            .task_list(TaskListParams {
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    };
+    let by = |kind: &'static str| all.iter().filter(move |t| t.kind == kind);
+    for t in all.iter().filter(|t| t.kind != "h100") {
+        assert_eq!((t.state, t.attempt), (TaskState::Completed, 1), "{t:?}");
+    }
+    for t in by("req") {
+        let w = t.worker.as_deref().unwrap();
+        assert!(w == "gpu-eu" || w == "gpu", "{t:?}");
+    }
+    for t in by("pref") {
+        assert_eq!(t.worker.as_deref(), Some("gpu-eu"), "{t:?}");
+    }
+    for t in by("h100") {
+        assert_eq!((t.state, t.attempt), (TaskState::Available, 0), "{t:?}");
+    }
+    assert!(
+        all.iter().any(|t| t.worker.as_deref() == Some("plain")),
+        "the plain pool took none"
+    );
+    node2.close().await;
+}
+
 /// Queue limits and concurrency keys stay exact when eight claimers on two nodes race: a queue
 /// limited to 3 never has more than 3 tasks between claim and completion, a key limited to 2
 /// never more than 2 (each claimer takes one task at a time and holds it 20 ms before
@@ -1381,6 +1481,7 @@ both!(
     two_nodes_claim_each_task_once,
     unique_enqueues_on_two_nodes,
     debounce_on_two_nodes,
+    worker_labels_on_two_nodes,
     limits_hold_across_nodes,
     other_nodes_find_work,
     schedule_interval_sets_the_poll,

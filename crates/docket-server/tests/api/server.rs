@@ -416,7 +416,10 @@ async fn cancelled_requests_do_not_poison_connections() {
             .fetch_one(&pool)
             .await
             .unwrap();
-    assert!(mine > 0, "the node's sessions carry application_name {schema}");
+    assert!(
+        mine > 0,
+        "the node's sessions carry application_name {schema}"
+    );
     let stuck: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' \
          AND now() - state_change > interval '2 seconds' AND application_name = $1",

@@ -176,6 +176,75 @@ fn worker_claims_only_its_kinds(backend: &str) {
     w.wait().unwrap();
 }
 
+/// Worker labels (issue 43) from the CLI: `task add --requires/--prefer/--prefer-for` and
+/// `worker --label`: a worker with the GPU label runs the task that requires it, a worker
+/// without labels leaves it waiting; bad labels are clear errors before anything is sent.
+fn worker_labels_from_the_cli(backend: &str) {
+    let s = serve(backend);
+    let gpu = s.add(&["--kind", "k", "--payload", "1", "--requires", "gpu=a100"]);
+    let eu = s.add(&[
+        "--kind",
+        "k",
+        "--payload",
+        "2",
+        "--prefer",
+        "region=eu",
+        "--prefer-for",
+        "1h",
+    ]);
+    let t = s.task(eu);
+    assert_eq!(
+        t["prefer"],
+        json!({"labels": {"region": "eu"}, "for": "1h"}),
+        "{t}"
+    );
+    let plain = s.add(&["--kind", "k", "--payload", "3"]);
+    let mut w = s.worker(&[], &["cat"]);
+    s.wait_for(plain, "completed", |t| t["state"] == "completed");
+    std::thread::sleep(Duration::from_millis(500));
+    for id in [gpu, eu] {
+        assert_eq!(s.task(id)["state"], "available", "a plain worker took {id}");
+    }
+    signal(w.id(), Signal::SIGTERM);
+    w.wait().unwrap();
+    let mut w = s.worker(&["--label", "gpu=a100", "--label", "region=eu"], &["cat"]);
+    for id in [gpu, eu] {
+        let t = s.wait_for(id, "completed", |t| t["state"] == "completed");
+        assert_eq!(
+            t["requires"],
+            if id == gpu {
+                json!({"gpu": "a100"})
+            } else {
+                Value::Null
+            }
+        );
+    }
+    signal(w.id(), Signal::SIGTERM);
+    w.wait().unwrap();
+    for (args, want) in [
+        (
+            vec!["task", "add", "--kind", "k", "--requires", "gpu"],
+            "NAME=VALUE",
+        ),
+        (
+            vec!["task", "add", "--kind", "k", "--prefer", "a=b"],
+            "--prefer-for",
+        ),
+        (
+            vec!["task", "add", "--kind", "k", "--requires", &"v".repeat(300)],
+            "NAME=VALUE",
+        ),
+    ] {
+        let o = s.cli(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
+    }
+    let long = format!("gpu={}", "v".repeat(129));
+    let o = s.cli(&["task", "add", "--kind", "k", "--requires", &long]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("requires.gpu"), "{err}");
+}
+
 /// Issue 9: at the task's timeout the worker sends SIGTERM to the command's whole process
 /// group (a child the command started goes too) and fails the attempt with `timeout`.
 fn worker_enforces_the_timeout(backend: &str) {
@@ -276,7 +345,8 @@ fn worker_retries_reports_across_a_server_restart(backend: &str) {
 /// Issue 12 item 9: `docket worker --config workers.toml` runs the enabled named workers, each
 /// reports its state (`docket worker list`), a worker killed with SIGKILL is restarted (its
 /// report counts the restart), SIGTERM stops them all within shutdown_interval and they report
-/// `stop`; a worker that dies without a word is `lost` after three missed reports.
+/// `stop`; a worker that dies without a word is `lost` after three missed reports. A worker's
+/// `labels` go on its claims.
 fn worker_supervisor_from_the_cli(backend: &str) {
     let s = serve(backend);
     let dir = tempfile::tempdir().unwrap();
@@ -295,6 +365,7 @@ command = ["sh", "-c", "cat > /dev/null; echo sent"]
 [workers.resizer]
 queue = "img"
 kinds = ["resize"]
+labels = { gpu = "a100" }
 command = ["sh", "-c", "cat > /dev/null; echo resized"]
 
 [workers.off]
@@ -349,7 +420,15 @@ enabled = false
     assert_eq!(w[0]["report"]["concurrency"], 2);
     assert_eq!(w[1]["report"]["kinds"], json!(["resize"]));
     let a = s.add(&["--kind", "k", "--queue", "mail"]);
-    let b = s.add(&["--kind", "resize", "--queue", "img"]);
+    // Only a worker with the label takes it: the resizer's `labels` reached its claims.
+    let b = s.add(&[
+        "--kind",
+        "resize",
+        "--queue",
+        "img",
+        "--requires",
+        "gpu=a100",
+    ]);
     assert_eq!(
         s.wait_for(a, "done", |t| t["state"] == "completed")["result"],
         "sent\n"
@@ -668,6 +747,7 @@ both!(
     worker_control_protocol,
     killed_worker_loses_nothing,
     worker_claims_only_its_kinds,
+    worker_labels_from_the_cli,
     worker_enforces_the_timeout,
     worker_retries_reports_across_a_server_restart,
     worker_supervisor_from_the_cli,
