@@ -20,6 +20,7 @@ import (
 	neturl "net/url"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -421,6 +422,92 @@ func TestTags(t *testing.T) {
 		check(TaskFilter{Queue: q}, a, b, other.ID)
 		if n := must(c.CountBulk(ctx, "cancel", BulkFilter{Tag: q + ":a"})); n.Total != 2 || n.More {
 			t.Fatalf("bulk count by tag: %+v", n)
+		}
+	})
+}
+
+// TestLabels: Requires and Prefer are echoed; a claim without labels takes only the task that
+// requires and prefers nothing, one with {"gpu": "a100", "region": "eu"} the other two; 21
+// labels or an empty value are refused (422 invalid_task on enqueue, 400 invalid_request on a
+// claim) and nothing is written; a worker's labels go with its claims (issue 43).
+func TestLabels(t *testing.T) {
+	eachServer(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		q := uniq()
+		gpu := must(c.Enqueue(ctx, NewTask{Kind: "t", Payload: 1, Queue: q, Requires: map[string]string{"gpu": "a100"}}))
+		plain := must(c.Enqueue(ctx, NewTask{Kind: "t", Payload: 2, Queue: q}))
+		eu := must(c.EnqueueMany(ctx, []NewTask{{Kind: "t", Payload: 3, Queue: q,
+			Prefer: &Prefer{Labels: map[string]string{"region": "eu"}, For: Duration(time.Hour)}}}))[0]
+		if fmt.Sprint(gpu.Requires) != "map[gpu:a100]" || gpu.Prefer != nil {
+			t.Fatalf("enqueued: %+v", gpu)
+		}
+		if eu.Prefer == nil || fmt.Sprint(*eu.Prefer) != "{map[region:eu] 1h}" || eu.Requires != nil {
+			t.Fatalf("enqueued: %+v", eu)
+		}
+		if plain.Requires != nil || plain.Prefer != nil {
+			t.Fatalf("enqueued: %+v", plain)
+		}
+		if got := must(c.GetTask(ctx, gpu.ID)); fmt.Sprint(got.Requires) != "map[gpu:a100]" {
+			t.Fatalf("read back: %+v", got)
+		}
+		if got := must(c.GetTask(ctx, eu.ID)).Prefer; got == nil || fmt.Sprint(*got) != "{map[region:eu] 1h}" {
+			t.Fatalf("read back: %+v", got)
+		}
+		many := map[string]string{}
+		for i := 0; i < 21; i++ {
+			many[fmt.Sprintf("l%d", i)] = "x"
+		}
+		refused := func(err error, status int, code string) {
+			t.Helper()
+			var e *Error
+			if !errors.As(err, &e) || e.Status != status || e.Code != code {
+				t.Fatalf("want %d %s, got %v", status, code, err)
+			}
+		}
+		for _, bad := range []NewTask{{Requires: many}, {Requires: map[string]string{"gpu": ""}},
+			{Prefer: &Prefer{Labels: map[string]string{"region": ""}, For: "1h"}}} {
+			bad.Kind, bad.Queue = "t", q
+			_, err := c.Enqueue(ctx, bad)
+			refused(err, 422, "invalid_task")
+		}
+		for _, bad := range []map[string]string{many, {"gpu": ""}} {
+			_, err := c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10, Labels: bad})
+			refused(err, 400, "invalid_request")
+		}
+		var states []string
+		for _, task := range must(c.ListTasks(ctx, TaskFilter{Queue: q, Limit: 100})).Tasks {
+			states = append(states, fmt.Sprintf("%d %s", task.ID, task.State))
+		}
+		if want := fmt.Sprintf("[%d available %d available %d available]", gpu.ID, plain.ID, eu.ID); fmt.Sprint(states) != want {
+			t.Fatalf("tasks %v, want %s", states, want)
+		}
+		ids := func(ts []Task) (out []int64) {
+			for _, task := range ts {
+				out = append(out, task.ID)
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+			return out
+		}
+		if got := ids(must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10}))); fmt.Sprint(got) != fmt.Sprint([]int64{plain.ID}) {
+			t.Fatalf("a claim without labels took %v, want [%d]", got, plain.ID)
+		}
+		got := ids(must(c.Claim(ctx, q, ClaimRequest{Worker: "go", Limit: 10, Labels: map[string]string{"gpu": "a100", "region": "eu"}})))
+		if fmt.Sprint(got) != fmt.Sprint([]int64{gpu.ID, eu.ID}) {
+			t.Fatalf("a claim with labels took %v, want [%d %d]", got, gpu.ID, eu.ID)
+		}
+
+		wq := q + "-w"
+		need := must(c.Enqueue(ctx, NewTask{Kind: "t", Payload: 4, Queue: wq, Requires: map[string]string{"gpu": "a100"}}))
+		w := must(NewWorker(WorkerOptions{Client: c, Queue: wq, Concurrency: 1, Wait: 200 * time.Millisecond,
+			ReportInterval: -1, Labels: map[string]string{"gpu": "a100"}}))
+		w.Register("t", func(ctx context.Context, job *Job) (interface{}, error) { return "done", nil })
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(rctx) }()
+		waitFor(t, 30*time.Second, func() bool { return must(c.GetTask(ctx, need.ID)).State == "completed" })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	})
 }

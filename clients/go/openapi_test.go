@@ -41,7 +41,7 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"WorkflowCreated": WorkflowCreated{}, "BulkFilter": BulkFilter{}, "BulkJob": BulkJob{},
 		"BulkCount": BulkCount{}, "ReleaseItem": ReleaseItem{}, "ClaimReleased": ClaimReleased{},
 		"ClaimResponse": ClaimResponse{}, "LeanTask": LeanTask{}, "Debounce": Debounce{},
-		"DeadLetterOf": DeadLetterOf{},
+		"DeadLetterOf": DeadLetterOf{}, "Prefer": Prefer{},
 		// Durable functions (workflow.go).
 		"WorkflowRun": WorkflowRun{}, "Entry": JournalEntry{}, "EventSent": EventSent{}, "NewEntry": entryOut{},
 		"ChildSpec": childOut{}, "Wait": waitOut{}, "Suspended": suspendAnswer{}, "Resumed": resumeAnswer{},

@@ -54,6 +54,9 @@ type Task struct {
 	Lease             *Lease          `json:"lease,omitempty"`
 	Process           json.RawMessage `json:"process,omitempty"`
 	BatchID           *int64          `json:"batch_id,omitempty"`
+	// Requires and Prefer are the task's worker labels (NewTask.Requires, NewTask.Prefer).
+	Requires map[string]string `json:"requires,omitempty"`
+	Prefer   *Prefer           `json:"prefer,omitempty"`
 	// Deps holds a workflow task's dependencies' results by ref (in a claim).
 	Deps map[string]json.RawMessage `json:"deps,omitempty"`
 	// Version is the task's ETag (from GetTask/UpdateTask), not a JSON field.
@@ -130,6 +133,20 @@ type NewTask struct {
 	// Tags ("customer:42", "plan:pro"): at most 20, each 1..128 characters, no duplicates; each
 	// a filter of ListTasks (TaskFilter.Tag) and of bulk actions (BulkFilter.Tag).
 	Tags []string `json:"tags,omitempty"`
+	// Requires: worker labels a claim must carry to take the task, ever ({"gpu": "a100"}: at
+	// most 20 pairs, names 1..64 and values 1..128 characters, no control characters); see
+	// ClaimRequest.Labels and WorkerOptions.Labels.
+	Requires map[string]string `json:"requires,omitempty"`
+	// Prefer: labels a claim should carry, for a while after the task is due (see Prefer).
+	Prefer *Prefer `json:"prefer,omitempty"`
+}
+
+// Prefer is NewTask's preference for worker labels (schema Prefer): for For (humantime,
+// 0s..30 days; see Duration) after the task is due only a claim whose labels include Labels
+// (at most 20 pairs, as NewTask.Requires) takes it, then any claim may.
+type Prefer struct {
+	Labels map[string]string `json:"labels"`
+	For    string            `json:"for"`
 }
 
 // Debounce is NewTask's debounce by key (schema Debounce): while a task with Key waits
@@ -185,6 +202,11 @@ type ClaimRequest struct {
 	Wait   string   `json:"wait,omitempty"`
 	Kinds  []string `json:"kinds,omitempty"`
 	Stages []string `json:"stages,omitempty"`
+	// Labels are the claim's worker labels ({"gpu": "a100", "region": "eu"}: at most 20 pairs,
+	// names 1..64 and values 1..128 characters): it takes the tasks whose Requires (and, until
+	// their preference runs out, Prefer.Labels) they include. A claim without labels takes only
+	// tasks that require nothing and prefer nothing (or whose preference ran out).
+	Labels map[string]string `json:"labels,omitempty"`
 	// ClaimID (a random UUID) lets Client.ReleaseClaim hand back what the claim took should
 	// its answer never arrive (a stop mid-claim).
 	ClaimID string `json:"claim_id,omitempty"`

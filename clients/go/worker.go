@@ -180,6 +180,9 @@ type WorkerOptions struct {
 	WorkflowQueue string
 	// WorkflowConcurrency: workflow executions at once [Concurrency].
 	WorkflowConcurrency int
+	// Labels are the worker's, carried by every claim (see ClaimRequest.Labels) [none: only
+	// tasks that require nothing and prefer nothing, or whose preference ran out].
+	Labels map[string]string
 }
 
 // maxReportBatch is the most reports per batched complete/fail; a claim carries up to
@@ -510,7 +513,7 @@ func (w *Worker) claimLane(ctx context.Context, first bool, kinds, stages []stri
 		w.asked += limit
 		w.mu.Unlock()
 		r := ClaimRequest{Worker: w.o.Name, Limit: limit, Wait: "0s", Kinds: kinds, Stages: stages,
-			ClaimID: newClaimID(), Lean: !w.o.FullTasks}
+			Labels: w.o.Labels, ClaimID: newClaimID(), Lean: !w.o.FullTasks}
 		if w.o.Lease > 0 {
 			r.Lease = Duration(w.o.Lease)
 		}

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from docket_client import (AsyncClient, Client, Conflict, InvalidRequest, NotFound,
-                           Unauthenticated, parse_duration, task_spec)
+                           Unauthenticated, Worker, parse_duration, task_spec)
 
 
 def test_enqueue_takes_every_option(client, queue):
@@ -124,6 +124,57 @@ def test_tags_filter_lists_and_bulk_counts(client, queue):
         assert 400 <= e.value.status < 500 and e.value.code == "invalid_task"
     assert ids(queue=queue) == [a, b, c["id"]]
     assert client.bulk("cancel", {"tag": f"{queue}:a"}, dry_run=True)["total"] == 2
+
+
+def test_worker_labels_requires_prefer_and_claim_labels(client, server, queue):
+    """requires= and prefer= are echoed; a claim without labels takes only the task that
+    requires and prefers nothing, one with {"gpu": "a100", "region": "eu"} the other two; 21
+    labels or an empty value are refused and nothing is written; a Worker's labels go with its
+    claims (issue 43)."""
+    gpu = client.enqueue("t", 1, queue=queue, requires={"gpu": "a100"})
+    plain = client.enqueue("t", 2, queue=queue)
+    [eu] = client.enqueue_many([task_spec("t", 3, queue=queue,
+                                          prefer={"labels": {"region": "eu"}, "for": 3600})])
+    assert gpu["requires"] == {"gpu": "a100"} and gpu.get("prefer") is None
+    assert eu["prefer"] == {"labels": {"region": "eu"}, "for": "1h"} and eu.get("requires") is None
+    assert plain.get("requires") is None and plain.get("prefer") is None
+    assert client.get_task(gpu["id"])["requires"] == {"gpu": "a100"}
+    assert client.get_task(eu["id"])["prefer"] == {"labels": {"region": "eu"}, "for": "1h"}
+
+    many = {f"l{i}": "x" for i in range(21)}
+    for bad in (dict(requires=many), dict(requires={"gpu": ""}),
+                dict(prefer={"labels": {"region": ""}, "for": "1h"})):
+        with pytest.raises(InvalidRequest) as e:
+            client.enqueue("t", None, queue=queue, **bad)
+        assert (e.value.status, e.value.code) == (422, "invalid_task"), bad
+    for bad in (many, {"gpu": ""}):
+        with pytest.raises(InvalidRequest) as e:
+            client.claim(queue, "py", limit=10, labels=bad)
+        assert (e.value.status, e.value.code) == (400, "invalid_request"), bad
+    page = client.list_tasks(queue=queue, limit=100)["tasks"]
+    assert [(t["id"], t["state"]) for t in page] == \
+        [(gpu["id"], "available"), (plain["id"], "available"), (eu["id"], "available")]
+
+    assert [t["id"] for t in client.claim(queue, "py", limit=10)] == [plain["id"]]
+    got = client.claim(queue, "py", limit=10, labels={"gpu": "a100", "region": "eu"})
+    assert sorted(t["id"] for t in got) == [gpu["id"], eu["id"]]
+
+    async def worker_takes_what_it_may():
+        async with AsyncClient(server) as c:
+            need = await c.enqueue("t", 4, queue=f"{queue}-w", requires={"gpu": "a100"})
+            w = Worker(c, queue=f"{queue}-w", concurrency=1, wait="200ms", report_interval=0,
+                       labels={"gpu": "a100"})
+            w.handle("t", lambda job: job.payload)
+            runner = asyncio.ensure_future(w.run_async())
+            try:
+                end = time.monotonic() + 30
+                while (await c.get_task(need["id"]))["state"] != "completed":
+                    assert not runner.done() and time.monotonic() < end, "not completed in time"
+                    await asyncio.sleep(0.05)
+            finally:
+                w.stop()
+                await asyncio.wait_for(runner, 30)
+    asyncio.run(worker_takes_what_it_may())
 
 
 def test_errors_carry_docket_codes(client, queue):

@@ -32,6 +32,13 @@ export interface ClaimOptions {
     wait?: Duration;
     kinds?: string[];
     stages?: string[];
+    /**
+     * The claim's labels (`{ gpu: "a100", region: "eu" }`: at most 20, names 1..64 and values
+     * 1..128 characters): it takes the tasks whose `requires` (and, for a while, `prefer`) these
+     * include. Without labels a claim takes only tasks that require nothing and prefer nothing
+     * (or whose preference ran out).
+     */
+    labels?: Record<string, string>;
     /** A random UUID naming the claim, for {@link Client.releaseClaim}. */
     claimId?: string;
     signal?: AbortSignal;
@@ -74,6 +81,19 @@ export interface TaskOptions {
      * each a filter of {@link Client.listTasks} (`tag`) and of bulk actions.
      */
     tags?: string[];
+    /**
+     * Labels a claim must carry to take the task, ever (`{ gpu: "a100" }`: at most 20, names
+     * 1..64 and values 1..128 characters, no control characters); see {@link ClaimOptions.labels}.
+     */
+    requires?: Record<string, string>;
+    /**
+     * Labels a claim should carry: for `for` after the task is due (ms or humantime, 0..30 days)
+     * only a claim with `labels` takes it, then any claim may.
+     */
+    prefer?: {
+        labels: Record<string, string>;
+        for: Duration;
+    };
 }
 export interface ClientOptions {
     /** Server URL [`$DOCKET_SERVER`, else `http://127.0.0.1:7070`]. */

@@ -38,6 +38,8 @@ export function taskSpec(kind, payload, o = {}) {
     put("debounce", o.debounce && { key: o.debounce.key, period: formatDuration(o.debounce.period),
         ...(o.debounce.maxWait !== undefined ? { max_wait: formatDuration(o.debounce.maxWait) } : {}) });
     put("tags", o.tags);
+    put("requires", o.requires);
+    put("prefer", o.prefer && { labels: o.prefer.labels, for: formatDuration(o.prefer.for) });
     return spec;
 }
 /**
@@ -215,6 +217,8 @@ export class Client {
             body.kinds = o.kinds;
         if (o.stages?.length)
             body.stages = o.stages;
+        if (o.labels && Object.keys(o.labels).length)
+            body.labels = o.labels;
         if (o.claimId !== undefined)
             body.claim_id = o.claimId;
         if (o.lean)

@@ -21,7 +21,8 @@
  * `sleep` (ms, 1000: how long a claim waits for a task before asking again), `maxAttempts` (3)
  * and `delayRatio` (ms, 300000: `delay(task)` is `task.attempts × delayRatio`). docket's own:
  * `server` (else `$DOCKET_SERVER`) or `client`, `kinds` (the task kinds to take, `[queue]` by
- * default: a node-daemons task has no kind), `logger`, `shutdownGraceMs` and `signals`.
+ * default: a node-daemons task has no kind), `labels` (the worker's labels), `logger`,
+ * `shutdownGraceMs` and `signals`.
  */
 import { EventEmitter } from "node:events";
 import { Client, type Task } from "./client.js";
@@ -52,6 +53,8 @@ export interface TaskWorkerConf {
     delayRatio?: number;
     /** Task kinds to take [[queue]]. */
     kinds?: string[];
+    /** The worker's labels, carried by its claims: it takes the tasks they satisfy (`requires`, `prefer`) [none]. */
+    labels?: Record<string, string>;
     /** docket's address [$DOCKET_SERVER, else http://127.0.0.1:7070]; the token comes from $DOCKET_TOKEN. */
     server?: string;
     /** A client to use instead of `server`. */

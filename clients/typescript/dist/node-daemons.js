@@ -21,7 +21,8 @@
  * `sleep` (ms, 1000: how long a claim waits for a task before asking again), `maxAttempts` (3)
  * and `delayRatio` (ms, 300000: `delay(task)` is `task.attempts × delayRatio`). docket's own:
  * `server` (else `$DOCKET_SERVER`) or `client`, `kinds` (the task kinds to take, `[queue]` by
- * default: a node-daemons task has no kind), `logger`, `shutdownGraceMs` and `signals`.
+ * default: a node-daemons task has no kind), `labels` (the worker's labels), `logger`,
+ * `shutdownGraceMs` and `signals`.
  */
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
@@ -93,6 +94,7 @@ export class TaskWorker extends EventEmitter {
         const worker = new Worker({
             client: c.client ?? new Client({ server: c.server }), queue: c.queue, concurrency: c.count, wait: c.sleep,
             name: `${hostname()}-${process.pid}-${this.name}`, shutdownGraceMs: c.shutdownGraceMs, signals: c.signals ?? false,
+            labels: c.labels,
             fullTasks: true, // node-daemons' task row (queue, priority, start_at, ...)
             // node-daemons takes `count` tasks at a time and holds none it cannot start (its other
             // nodes run them): no tasks held ahead, one claim at a time.

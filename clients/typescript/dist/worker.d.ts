@@ -111,6 +111,13 @@ export interface WorkerOptions {
      * More than one hides the claim's round trip behind the handlers (+25–35% for short tasks).
      */
     claims?: number;
+    /**
+     * The worker's labels, carried by every claim (`{ gpu: "a100", region: "eu" }`: at most 20,
+     * names 1..64 and values 1..128 characters): it takes the tasks whose `requires` (and, for a
+     * while, `prefer`) these include [none: only tasks that require nothing and prefer nothing,
+     * or whose preference ran out].
+     */
+    labels?: Record<string, string>;
     /** Long-poll per claim ["10s"]. */
     wait?: Duration;
     /** Lease per claim [the task's timeout; for the workflow queue `workflowLease`]. */
@@ -175,6 +182,7 @@ export declare class Worker {
     private executing;
     private readonly wait;
     private readonly lease?;
+    private readonly labels?;
     private readonly graceMs;
     private readonly reportMs;
     private readonly signals;

@@ -165,6 +165,7 @@ export class Worker {
     executing = 0;
     wait;
     lease;
+    labels;
     graceMs;
     reportMs;
     signals;
@@ -196,6 +197,7 @@ export class Worker {
         this.claims = Math.max(1, Math.min(o.claims ?? 2, 16));
         this.wait = formatDuration(o.wait ?? "10s");
         this.lease = o.lease === undefined ? undefined : formatDuration(o.lease);
+        this.labels = o.labels && { ...o.labels };
         this.graceMs = o.shutdownGraceMs ?? 30_000;
         this.reportMs = o.reportIntervalMs ?? 10_000;
         this.signals = o.signals ?? true;
@@ -319,7 +321,7 @@ export class Worker {
             const claimId = randomUUID();
             try {
                 answer = await this.client.claimWith(src.queue, { worker: this.name, limit,
-                    lease: src.lease, wait: waits ? this.wait : "0s", kinds, stages, claimId, lean: !this.fullTasks,
+                    lease: src.lease, wait: waits ? this.wait : "0s", kinds, stages, labels: this.labels, claimId, lean: !this.fullTasks,
                     complete: carried.filter((r) => r.what === "complete").map((r) => r.item),
                     fail: carried.filter((r) => r.what === "fail").map((r) => r.item),
                     signal: waits ? this.stopping.signal : undefined });

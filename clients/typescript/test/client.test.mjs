@@ -114,6 +114,43 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.equal((await c.countBulk("cancel", { tag: `${queue}:a` })).total, 2);
   });
 
+  test(`${backend}: worker labels: requires and prefer echoed; claims take what their labels satisfy; bad labels refused`, async () => {
+    const queue = uniq();
+    const gpu = await c.enqueue("t", 1, { queue, requires: { gpu: "a100" } });
+    const plain = await c.enqueue("t", 2, { queue });
+    const eu = (await c.enqueueMany([taskSpec("t", 3, { queue, prefer: { labels: { region: "eu" }, for: "1h" } })]))[0];
+    assert.deepEqual(gpu.requires, { gpu: "a100" });
+    assert.equal(gpu.prefer ?? null, null);
+    assert.deepEqual(eu.prefer, { labels: { region: "eu" }, for: "1h" });
+    assert.equal(eu.requires ?? null, null);
+    assert.equal(plain.requires ?? null, null); assert.equal(plain.prefer ?? null, null);
+    assert.deepEqual((await c.getTask(gpu.id)).requires, { gpu: "a100" });
+    assert.deepEqual((await c.getTask(eu.id)).prefer, { labels: { region: "eu" }, for: "1h" });
+    const ids = async (f) => (await c.listTasks({ limit: 100, ...f })).tasks.map((t) => t.id);
+    const refused = (status, code) => (e) => e instanceof DocketError && e.status === status && e.code === code;
+    // Worst values: 21 labels, an empty value; on enqueue 422 invalid_task, on a claim 400 invalid_request.
+    const many = Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`l${i}`, "x"]));
+    await assert.rejects(c.enqueue("t", null, { queue, requires: many }), refused(422, "invalid_task"));
+    await assert.rejects(c.enqueue("t", null, { queue, requires: { gpu: "" } }), refused(422, "invalid_task"));
+    await assert.rejects(c.enqueue("t", null, { queue, prefer: { labels: { region: "" }, for: "1h" } }), refused(422, "invalid_task"));
+    await assert.rejects(c.claim(queue, { worker: "ts", limit: 10, labels: { gpu: "" } }), refused(400, "invalid_request"));
+    await assert.rejects(c.claim(queue, { worker: "ts", limit: 10, labels: many }), refused(400, "invalid_request"));
+    assert.deepEqual(await ids({ queue }), [gpu.id, plain.id, eu.id]);
+    assert.deepEqual(await ids({ queue, state: "running" }), []);
+    // A claim without labels takes only the plain task; one with both labels the other two.
+    assert.deepEqual((await c.claim(queue, { worker: "ts", limit: 10 })).map((t) => t.id), [plain.id]);
+    const labelled = await c.claim(queue, { worker: "ts", limit: 10, labels: { gpu: "a100", region: "eu" } });
+    assert.deepEqual(labelled.map((t) => t.id).sort((a, b) => a - b), [gpu.id, eu.id]);
+    // A worker's labels go with its claims.
+    const wq = uniq();
+    const need = await c.enqueue("t", 4, { queue: wq, requires: { gpu: "a100" } });
+    const w = new Worker({ client: c, queue: wq, concurrency: 1, wait: "200ms", reportIntervalMs: 0, signals: false,
+      labels: { gpu: "a100" } });
+    w.handle("t", (job) => job.payload);
+    await runUntil(w, () => w.stats.completed === 1);
+    assert.equal((await c.getTask(need.id)).state, "completed");
+  });
+
   test(`${backend}: claimWith: lean tasks, and what finished reported in the same round trip`, async () => {
     const queue = uniq();
     const ids = (await c.enqueueMany([0, 1, 2].map((i) => taskSpec("k", i, { queue, maxAttempts: 1 })))).map((t) => t.id);

@@ -29,7 +29,7 @@ TASK_OPTIONS = (
     "queue", "priority", "run_at", "run_in", "unique_key", "concurrency_key", "concurrency_limit",
     "rate_limit", "partition_key",
     "timeout", "backoff", "stage", "user_id", "trace_id", "max_attempts", "expires_at",
-    "expires_in", "node", "progress", "debounce", "tags",
+    "expires_in", "node", "progress", "debounce", "tags", "requires", "prefer",
 )
 
 
@@ -71,6 +71,14 @@ def task_spec(kind: str, payload: Json = None, **options: Any) -> Dict[str, Any]
             value = _time(value)
         elif key == "tags" and not isinstance(value, str):  # any sequence of strings: a list
             value = list(value)
+        elif key == "requires":  # labels: any mapping of strings to strings
+            value = dict(value)
+        elif key == "prefer":  # {"labels", "for"}: "for" a duration as the others
+            value = dict(value)
+            if "labels" in value:
+                value["labels"] = dict(value["labels"])
+            if value.get("for") is not None:
+                value["for"] = format_duration(value["for"])
         spec[key] = value
     return spec
 
@@ -196,14 +204,18 @@ class _Api:
     # --- the work path -----------------------------------------------------------------
     def claim(self, queue: str, worker: str, limit: int = 1, lease: Optional[Duration] = None,
               wait: Optional[Duration] = None, kinds: Optional[Sequence[str]] = None,
-              stages: Optional[Sequence[str]] = None, claim_id: Optional[str] = None) -> Any:
+              stages: Optional[Sequence[str]] = None, claim_id: Optional[str] = None,
+              labels: Optional[Dict[str, str]] = None) -> Any:
         """``POST /v1/queues/{queue}/claim`` → a list of ``Task`` with ``lease``
         ``{"token", "expires_at", "trace_id"}``; ``wait`` long-polls (≤ 60 s). ``claim_id`` (a
         random UUID) lets :meth:`release_claim` hand back what the claim took should its answer
-        never arrive."""
+        never arrive. ``labels`` (``{"gpu": "a100", "region": "eu"}``) are the claim's: it takes
+        the tasks whose ``requires`` (and, for a while, ``prefer``) they include; without labels
+        only tasks that require nothing and prefer nothing (or whose preference ran out)."""
         body = _drop_none(dict(worker=worker, limit=limit, lease=_dur(lease), wait=_dur(wait),
                                kinds=list(kinds) if kinds else None,
-                               stages=list(stages) if stages else None, claim_id=claim_id))
+                               stages=list(stages) if stages else None, claim_id=claim_id,
+                               labels=dict(labels) if labels else None))
         return self._call("POST", f"/v1/queues/{_seg(queue)}/claim", body,
                           then=lambda r: r["tasks"])
 
@@ -212,17 +224,19 @@ class _Api:
                    kinds: Optional[Sequence[str]] = None, stages: Optional[Sequence[str]] = None,
                    claim_id: Optional[str] = None, lean: bool = False,
                    complete: Optional[Sequence[Dict[str, Any]]] = None,
-                   fail: Optional[Sequence[Dict[str, Any]]] = None) -> Any:
+                   fail: Optional[Sequence[Dict[str, Any]]] = None,
+                   labels: Optional[Dict[str, str]] = None) -> Any:
         """``POST /v1/queues/{queue}/claim``, the whole ``ClaimResponse``. ``complete``/``fail``
         report what finished in the same round trip (the items of :meth:`complete_many` and
         :meth:`fail_many`; recorded and committed before the claim looks; outcomes in
         ``completed``/``failed``, in order; one bad item refuses the request, nothing written).
         ``lean`` answers ``LeanTask`` s in ``lean`` (``tasks`` then empty): id, kind, payload,
         attempt, max_attempts, stage, timeout, attempted_at, lease (and trace_id, process,
-        batch_id, deps where present)."""
+        batch_id, deps where present). ``labels``: the claim's, as :meth:`claim`'s."""
         body = _drop_none(dict(worker=worker, limit=limit, lease=_dur(lease), wait=_dur(wait),
                                kinds=list(kinds) if kinds else None,
                                stages=list(stages) if stages else None, claim_id=claim_id,
+                               labels=dict(labels) if labels else None,
                                lean=lean or None, complete=list(complete) if complete else None,
                                fail=list(fail) if fail else None))
         return self._call("POST", f"/v1/queues/{_seg(queue)}/claim", body)

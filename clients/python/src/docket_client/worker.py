@@ -221,7 +221,10 @@ class Worker:
     claim found tasks and never wait, so an idle worker holds one request; each asks for at most
     its share of the free room (``(concurrency + prefetch) / claims``), so together they never
     take more than the worker holds. ``wait``: long-poll per claim [10 s]. ``lease``: lease per
-    claim [the task's timeout]. ``shutdown_grace``: seconds tasks in hand get on stop [30].
+    claim [the task's timeout]. ``labels``: the worker's labels, carried by every claim
+    (``{"gpu": "a100", "region": "eu"}``): it takes the tasks whose ``requires`` (and, for a
+    while, ``prefer``) they include [none: only tasks that require nothing and prefer nothing,
+    or whose preference ran out]. ``shutdown_grace``: seconds tasks in hand get on stop [30].
     ``report_interval``: seconds between reports to ``/v1/workers`` [10; 0 = none].
     ``workflows``: ``{name: fn}`` durable functions (also ``@worker.workflow(name)``),
     claimed from ``workflow_queue`` ["workflows"] (with claims of their own, the same options,
@@ -247,7 +250,8 @@ class Worker:
                  max_report_batch: int = 500, full_tasks: bool = False,
                  claims: int = 2, workflows: Optional[Dict[str, WorkflowFn]] = None,
                  workflow_queue: str = "workflows",
-                 workflow_concurrency: Optional[int] = None, eager_steps: bool = False) -> None:
+                 workflow_concurrency: Optional[int] = None, eager_steps: bool = False,
+                 labels: Optional[Dict[str, str]] = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not (isinstance(prefetch, str) and prefetch == "auto") and not (
@@ -270,6 +274,7 @@ class Worker:
         self._sources: List[_Source] = []
         self.wait = format_duration(wait)
         self.lease = None if lease is None else format_duration(lease)
+        self.labels: Optional[Dict[str, str]] = dict(labels) if labels else None
         self.shutdown_grace = shutdown_grace
         self.report_interval = report_interval
         self.max_report_batch = max_report_batch
@@ -492,7 +497,7 @@ class Worker:
                 claim = asyncio.ensure_future(self.client.claim_with(
                     src.queue, self.name, limit=limit, lease=src.lease,
                     wait=self.wait if waits else "0s", kinds=kinds, stages=stages,
-                    claim_id=claim_id, lean=not self.full_tasks,
+                    labels=self.labels, claim_id=claim_id, lean=not self.full_tasks,
                     complete=[i for w, i, _ in carried if w == "complete"],
                     fail=[i for w, i, _ in carried if w == "fail"]))
                 if waits:
