@@ -396,6 +396,8 @@ async fn claim_plan(pool: &sqlx::PgPool, settings: &str, name: &str) -> String {
         // Any kind, any stage.
         q = q.bind(true).bind(true);
     }
+    // A claim without worker labels (issue 43).
+    q = q.bind(serde_json::json!({}));
     let plan: serde_json::Value = q.fetch_one(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();
     plan.to_string()
