@@ -308,25 +308,9 @@ async fn tags_over_http(n: Node) {
     let states = n.states("tq").await;
     assert_eq!(states.get("cancelled"), Some(&3), "{states:?}");
     assert_eq!(states.get("available"), Some(&1), "{states:?}");
-    let html = n
-        .http
-        .get(format!("{}/ui/tasks/{id}", n.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = n.page(&format!("/ui/tasks/{id}")).await;
     assert!(html.contains("/ui/tasks?tag=customer%3A42"), "{html}");
-    let list = n
-        .http
-        .get(format!("{}/ui/tasks?tag=plan%3Apro", n.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let list = n.page("/ui/tasks?tag=plan%3Apro").await;
     assert!(list.contains(&format!("/ui/tasks/{id}")), "{list}");
 }
 

@@ -602,15 +602,7 @@ async fn stages_run_log_and_updates(n: Node) {
     assert_eq!(t["run_count"], 2);
     assert_eq!(t["runs"][1]["stage"], "ship");
     // The dashboard's task page shows the stages passed and the run log.
-    let html = n
-        .http
-        .get(format!("{}/ui/tasks/{id}", n.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = n.page(&format!("/ui/tasks/{id}")).await;
     assert!(html.contains("id=\"runs\""), "{html}");
     assert!(html.contains("fetch → <strong>ship</strong>"), "{html}");
     assert!(
@@ -789,28 +781,12 @@ async fn debounce_over_http(n: Node) {
         vec![json!("digest")],
         "only the debounced task was written"
     );
-    let html = n
-        .http
-        .get(format!("{}/ui/tasks/{id}", n.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = n.page(&format!("/ui/tasks/{id}")).await;
     assert!(
         html.contains("debounce key") && html.contains("user:7"),
         "{html}"
     );
-    let text = n
-        .http
-        .get(format!("{}/metrics", n.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = n.page("/metrics").await;
     for outcome in ["created", "replaced"] {
         assert!(
             text.contains(&format!(
@@ -904,18 +880,7 @@ async fn dead_letters_over_http(n: Node) {
     assert_eq!(d["dead_letter_of"]["queue"], "pay");
     assert_eq!(d["dead_letter_of"]["errors"][0]["message"], "card declined");
     let dead_id = d["id"].as_i64().unwrap();
-    let n = &n;
-    let page = |path: String| async move {
-        n.http
-            .get(format!("{}{path}", n.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
-    let html = page("/ui/dead-letters".into()).await;
+    let html = n.page("/ui/dead-letters").await;
     assert!(
         html.contains(&format!("id=\"dead-letter-{dead_id}\"")),
         "{html}"
@@ -926,11 +891,11 @@ async fn dead_letters_over_http(n: Node) {
         html.contains("/ui/bulk?action=cancel&amp;queue=pay-dead"),
         "{html}"
     );
-    let confirm =
-        page("/ui/bulk?action=cancel&queue=pay-dead&state=available,scheduled,retryable".into())
-            .await;
+    let confirm = n
+        .page("/ui/bulk?action=cancel&queue=pay-dead&state=available,scheduled,retryable")
+        .await;
     assert!(confirm.contains("data-n=\"1\""), "{confirm}");
-    let task_page = page(format!("/ui/tasks/{dead_id}")).await;
+    let task_page = n.page(&format!("/ui/tasks/{dead_id}")).await;
     assert!(task_page.contains("dead letter of"), "{task_page}");
     // The way back: the original retried.
     let (st, r) = n.call("POST", &format!("/v1/tasks/{id}/retry"), None).await;

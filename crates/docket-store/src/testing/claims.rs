@@ -715,21 +715,19 @@ pub(super) async fn claims_follow_worker_labels(b: Bundle) {
                     assert_eq!(&task.requires, requires);
                     assert_eq!(&task.prefer, prefer);
                     let now = docket_core::time::add_ms(t0(), at);
-                    let got = s
-                        .task_claim(TaskClaimParams {
-                            labels: labels.clone(),
-                            kinds: None,
-                            stages: None,
-                            queue: queue.into(),
-                            worker: "w1".into(),
-                            node: "n1".into(),
-                            limit: 10,
-                            lease: None,
-                            now,
-                            nonce: None,
-                        })
-                        .await
-                        .unwrap();
+                    let claim_with = |labels: Labels| TaskClaimParams {
+                        labels,
+                        kinds: None,
+                        stages: None,
+                        queue: queue.into(),
+                        worker: "w1".into(),
+                        node: "n1".into(),
+                        limit: 10,
+                        lease: None,
+                        now,
+                        nonce: None,
+                    };
+                    let got = s.task_claim(claim_with(labels.clone())).await.unwrap();
                     let stored =
                         docket_core::labels::Affinity::of(requires.as_ref(), prefer.as_ref());
                     let want = may_claim(stored.as_ref(), task.run_at, labels, now);
@@ -743,24 +741,8 @@ pub(super) async fn claims_follow_worker_labels(b: Bundle) {
                     );
                     if !want {
                         // Out of the way of the next case: a claim with every label takes it.
-                        let all = l(&[("gpu", "a100"), ("region", "eu")]);
-                        let mut all = all;
-                        all.insert("a.\"b'[0]".into(), "x\"y".into());
-                        let took = s
-                            .task_claim(TaskClaimParams {
-                                labels: all,
-                                kinds: None,
-                                stages: None,
-                                queue: queue.into(),
-                                worker: "w1".into(),
-                                node: "n1".into(),
-                                limit: 10,
-                                lease: None,
-                                now,
-                                nonce: None,
-                            })
-                            .await
-                            .unwrap();
+                        let all = l(&[("gpu", "a100"), ("region", "eu"), ("a.\"b'[0]", "x\"y")]);
+                        let took = s.task_claim(claim_with(all)).await.unwrap();
                         assert_eq!(took.len(), 1, "{what}: not taken by every label");
                     }
                 }
