@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tag filter at 10M tasks on PostgreSQL (issue 43): fills a database of its own with N
-# tasks (default 10,000,000: 90% tagged `customer:<g mod 100000>` and `plan:<g mod 3>`, a tenth
+# tasks (default 10,000,000: 90% tagged `customer:<g mod 100000>`, `plan:<g mod 3>` and
+# `region:<g mod 500>`, a tenth
 # untagged; a tenth waiting, the rest completed, in ten queues), through docket's own migrations,
 # then times `task_list` with a tag (examples/tag_filter_bench.rs, release build) and writes
 # bench/results/tags-<date>.json. Builds what it needs.
@@ -8,6 +9,7 @@
 #            is dropped and made again
 #   N        tasks [10000000]
 #   CALLS    timed calls per kind of query [500]
+#   OUT      the results [bench/results/tags-<date>.json]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -34,7 +36,8 @@ BEGIN
         CASE WHEN g % 10 = 0 THEN NULL ELSE now() - interval '1 day' + g * interval '1 ms' END,
         CASE WHEN g % 10 = 0 THEN 0 ELSE 1 END,
         CASE WHEN g % 10 = 9 THEN NULL
-            ELSE jsonb_build_array('customer:' || (g % 100000), 'plan:' || (g % 3)) END
+            ELSE jsonb_build_array('customer:' || (g % 100000), 'plan:' || (g % 3),
+                'region:' || (g % 500)) END
     FROM generate_series(lo, least(lo + 999999, $N)) g;
     lo := lo + 1000000;
     COMMIT;
@@ -46,6 +49,6 @@ ANALYZE tb.docket_tasks;
 SQL
 echo "filled $N tasks in $(( $(date +%s) - t0 )) s" >&2
 mkdir -p bench/results
-OUT=bench/results/tags-$(date +%Y%m%d).json DATABASE_URL="$PG_URL/$DB" SCHEMA=tb \
+OUT=${OUT:-bench/results/tags-$(date +%Y%m%d).json} DATABASE_URL="$PG_URL/$DB" SCHEMA=tb \
   "$CARGO_TARGET_DIR/release/examples/tag_filter_bench"
 psql "$PG_URL/$DB" -XAtc "SELECT pg_size_pretty(pg_database_size('$DB'))" >&2

@@ -243,6 +243,21 @@ pub(crate) trait Driver: Send + Sync + Sized {
     async fn fetch_one(&self, s: StmtName, args: &[Arg<'_>]) -> Result<Option<Self::Row>> {
         Ok(self.fetch(s, args).await?.into_iter().next())
     }
+
+    /// The ids a page filtered by a tag (`p.tag`) may hold, least and greatest (past `p`'s
+    /// cursor, inside its id window), where the tag's index does not give them in id order, so
+    /// that the page reads them in parts (`portable/tasks.rs` `TagScan`): PostgreSQL's GIN.
+    /// `None` (one statement) elsewhere, whose side table `(tag, task_id)` gives them in order,
+    /// and for an empty span.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn tag_id_span(
+        &self,
+        _p: &docket_core::api::TaskListParams,
+    ) -> Result<Option<(i64, i64)>> {
+        Ok(None)
+    }
 }
 
 /// The arguments of `stmt` in the order its placeholders take them (MySQL's numbered

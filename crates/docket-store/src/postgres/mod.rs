@@ -452,6 +452,27 @@ impl crate::driver::Driver for PgStore {
         sqlx::raw_sql(&st.text).execute(&self.pool).await?;
         Ok(())
     }
+
+    async fn tag_id_span(
+        &self,
+        p: &docket_core::api::TaskListParams,
+    ) -> Result<Option<(i64, i64)>> {
+        // The GIN index finds a tag's tasks but not in id order: the page is read in parts
+        // (portable/tasks.rs TagScan says why). Two ends of the primary key.
+        let cmp = if p.descending { "<" } else { ">" };
+        let st = Self::stmt(crate::driver::stmt!(tasks, tag_id_span));
+        let st = crate::sql::Stmt {
+            text: crate::sql::fill(&st.text, &[("cmp", cmp)]),
+            order: st.order.clone(),
+            read: st.read,
+        };
+        let args = [Arg::Int(p.after), Arg::Int(p.min_id), Arg::Int(p.max_id)];
+        let rows = self.fetch_stmt(&st, &args).await?;
+        Ok(match rows.first() {
+            Some(r) => r.int_opt("lo")?.zip(r.int_opt("hi")?),
+            None => None,
+        })
+    }
 }
 
 /// A PostgreSQL transaction of the portable store code ([`crate::driver::DriverTx`]): its own,

@@ -224,6 +224,7 @@ const CASES: &[Case] = cases![
     tasks::bulk_count_and_delete,
     tasks::debounce_keeps_one_waiting_task,
     tasks::tags_filter_through_their_index,
+    tasks::tag_pages_over_many_tasks,
     claims::claim_order_priority_run_at_id,
     claims::claim_by_kinds,
     claims::claims_follow_worker_labels,

@@ -1306,3 +1306,94 @@ pub(super) async fn tags_filter_through_their_index(b: Bundle) {
     assert_eq!(list(by("old")).await, Vec::<i64>::new());
     assert_eq!(list(by("newer")).await, vec![first.id]);
 }
+
+/// Tags over more tasks than PostgreSQL's page reads in id order (issue 43: its tag pages read
+/// 20,000 ids in order first, then more or the rest through the GIN index; `TagScan`): 24,000
+/// tasks, tags near the newest, near the oldest and every 1,000th; every page — newest and
+/// oldest first, each limit across the window's edge, with a cursor, inside an id window — and
+/// its count equal what the tasks say.
+pub(super) async fn tag_pages_over_many_tasks(b: Bundle) {
+    let s = &*b.store;
+    const N: usize = 24_000;
+    let tags_of = |i: usize| -> Vec<String> {
+        let mut t = vec![];
+        if [5, 10, 23_990, 23_995, 23_999].contains(&i) {
+            t.push("edge".to_string());
+        }
+        if i.is_multiple_of(1000) {
+            t.push("every1000".to_string());
+        }
+        t
+    };
+    let mut ids = Vec::with_capacity(N);
+    for chunk in (0..N).collect::<Vec<_>>().chunks(1000) {
+        let tasks = chunk
+            .iter()
+            .map(|&i| NewTask {
+                tags: tags_of(i),
+                ..nt("k")
+            })
+            .collect();
+        ids.extend(insert(s, tasks, t0()).await.into_iter().map(|t| t.id));
+    }
+    // (index of `after`, index of the id window's ends, limit, newest first)
+    type Case = (Option<usize>, Option<usize>, Option<usize>, i64, bool);
+    let cases: &[Case] = &[
+        (None, None, None, 3, true),
+        (None, None, None, 50, true),
+        (None, None, None, 10, true),
+        (None, None, None, 30, true),
+        (None, None, None, 50, false),
+        (None, None, None, 21, false),
+        (Some(22_000), None, None, 50, true),
+        (Some(500), None, None, 50, false),
+        (None, Some(700), None, 50, true),
+        (None, None, Some(23_992), 50, false),
+        (None, Some(1), Some(23_998), 50, true),
+    ];
+    for tag in ["edge", "every1000", "nobody"] {
+        for &(after, min, max, limit, descending) in cases {
+            let p = TaskListParams {
+                tag: Some(tag.into()),
+                after: after.map(|i| ids[i]),
+                min_id: min.map(|i| ids[i]),
+                max_id: max.map(|i| ids[i]),
+                limit,
+                descending,
+                ..Default::default()
+            };
+            let mut want: Vec<i64> = (0..N)
+                .filter(|&i| tags_of(i).iter().any(|t| t == tag))
+                .map(|i| ids[i])
+                .filter(|&id| match p.after {
+                    Some(a) if descending => id < a,
+                    Some(a) => id > a,
+                    None => true,
+                })
+                .filter(|&id| p.min_id.is_none_or(|m| id >= m))
+                .filter(|&id| p.max_id.is_none_or(|m| id <= m))
+                .collect();
+            if descending {
+                want.reverse();
+            }
+            want.truncate(usize::try_from(limit).unwrap());
+            let got: Vec<i64> = s
+                .task_list(p.clone())
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(
+                got, want,
+                "{tag} {after:?} {min:?} {max:?} {limit} {descending}"
+            );
+            let n = s.task_count(p).await.unwrap();
+            assert_eq!(
+                n,
+                i64::try_from(want.len()).unwrap(),
+                "count: {tag} {after:?} {min:?} {max:?} {limit} {descending}"
+            );
+        }
+    }
+}

@@ -60,7 +60,8 @@ SELECT {COLS} FROM docket_tasks WHERE unique_key = $1 ORDER BY id DESC LIMIT 1
 
 -- name: list
 -- Filters combine with AND; keyset paging by id, oldest ({cmp} >, {order} ASC) or newest first
--- ($14: any state; the arguments: portable/tasks.rs list_rows).
+-- ($14: any state; the arguments: portable/tasks.rs list_rows). {sort}: `id`, or `id + 0` for
+-- a part of a tag's page the GIN index serves (portable/tasks.rs TagScan).
 SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1)
     AND ($14::boolean OR state = ANY($2::text[])) AND ($3::text IS NULL OR kind = $3)
     AND ($4::bigint IS NULL OR id {cmp} $4) AND ($6::text IS NULL OR concurrency_key = $6)
@@ -69,7 +70,13 @@ SELECT {COLS} FROM docket_tasks WHERE ($1::text IS NULL OR queue = $1)
     AND ($10::text IS NULL OR unique_key = $10) AND ($11::text IS NULL OR worker = $11)
     AND ($12::bigint IS NULL OR id >= $12) AND ($13::bigint IS NULL OR id <= $13)
     {tag}
-    ORDER BY id {order} LIMIT $5
+    ORDER BY {sort} {order} LIMIT $5
+
+-- name: tag_id_span
+-- The ids a tag's page may hold (postgres/mod.rs tag_id_span): the least and greatest past the
+-- cursor $1 ({cmp} as in list) inside the id window $2..=$3. Two ends of the primary key.
+SELECT min(id) AS lo, max(id) AS hi FROM docket_tasks WHERE ($1::bigint IS NULL OR id {cmp} $1)
+    AND ($2::bigint IS NULL OR id >= $2) AND ($3::bigint IS NULL OR id <= $3)
 
 
 -- name: delete_lock
