@@ -3655,6 +3655,10 @@ export interface components {
             interval: string;
             /** @description The kinds it takes (empty: every kind). */
             kinds?: string[];
+            /** @description Labels: up to 20 pairs, names 1..=64 and values 1..=128 characters, no control characters (`{"region": "eu", "gpu": "a100"}`). */
+            labels?: {
+                [key: string]: string;
+            };
             /**
              * Format: int32
              * @description Its process id.

@@ -105,6 +105,7 @@ fn report_of(
         restarts: i32::try_from(opts.restarts).unwrap_or(i32::MAX),
         started_at: Some(started_at),
         interval: opts.report_interval,
+        labels: opts.labels.clone(),
     }
 }
 

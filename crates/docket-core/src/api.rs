@@ -539,6 +539,10 @@ pub struct WorkerReport {
     #[serde(with = "crate::duration::serde_str")]
     #[schema(value_type = String, example = "5s")]
     pub interval: Duration,
+    /// The labels it claims with (issue 43; `docket worker --label`) [none].
+    #[serde(default, skip_serializing_if = "crate::labels::Labels::is_empty")]
+    #[schema(schema_with = crate::labels::labels_schema)]
+    pub labels: crate::labels::Labels,
 }
 
 impl WorkerReport {
@@ -580,6 +584,7 @@ impl WorkerReport {
         if let Some(t) = self.started_at {
             crate::time::check("started_at", t)?;
         }
+        crate::labels::check_labels("labels", &self.labels)?;
         Ok(())
     }
 }

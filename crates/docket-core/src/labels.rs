@@ -135,6 +135,17 @@ impl Affinity {
     }
 }
 
+/// Labels as people read them: `gpu=a100, region=eu` (empty for none); the dashboard's and
+/// the CLI's form.
+#[must_use]
+pub fn display(labels: &Labels) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether `labels` holds every pair of `wanted`.
 #[must_use]
 pub fn has(labels: &Labels, wanted: &Labels) -> bool {

@@ -1327,6 +1327,7 @@ async fn base(n: &Node, op: &str) -> Option<Vec<Req>> {
         "POST /v1/workers/{name}/report" => vec![Req::body(json!({
             "state": "work", "tasks": [1, 2], "queue": q, "kinds": ["k"], "concurrency": 4,
             "host": "h", "pid": 7, "restarts": 1, "started_at": now, "interval": "5s",
+            "labels": {"gpu": "a100"},
         }))
         .param("name", name)],
         "POST /v1/workflows" => vec![Req::body(json!({

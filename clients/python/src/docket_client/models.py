@@ -950,6 +950,7 @@ class WorkerReport(TypedDict):
     host: NotRequired[Optional[str]]
     interval: str
     kinds: NotRequired[List[str]]
+    labels: NotRequired[Dict[str, str]]
     pid: NotRequired[Optional[int]]
     queue: NotRequired[Optional[str]]
     restarts: NotRequired[int]

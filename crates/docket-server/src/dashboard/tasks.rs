@@ -258,10 +258,10 @@ pub(super) async fn task(
                 dt { "unique key" } dd { (t.unique_key.clone().unwrap_or_else(|| "—".into())) }
                 @if let Some(k) = &t.debounce_key { dt { "debounce key" } dd { (k) } }
                 @if let Some(r) = &t.requires {
-                    dt { "requires" } dd id="requires" { (labels_text(r)) }
+                    dt { "requires" } dd id="requires" { (docket_core::labels::display(r)) }
                 }
                 @if let Some(p) = &t.prefer {
-                    dt { "prefers" } dd id="prefer" { (labels_text(&p.labels)) " for " (docket_core::duration::format(p.for_)) " after it is due" }
+                    dt { "prefers" } dd id="prefer" { (docket_core::labels::display(&p.labels)) " for " (docket_core::duration::format(p.for_)) " after it is due" }
                 }
                 @if !t.tags.is_empty() {
                     dt { "tags" } dd id="tags" { @for tag in &t.tags { a class="tag" href=(format!("/ui/tasks?tag={}", urlencode(tag))) { (tag) } " " } }
@@ -414,13 +414,6 @@ pub(super) async fn queue_act(
 }
 
 /// Labels as the task page shows them: `gpu=a100, region=eu`.
-fn labels_text(l: &docket_core::labels::Labels) -> String {
-    l.iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

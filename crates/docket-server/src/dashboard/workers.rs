@@ -15,7 +15,7 @@ pub(super) async fn workers(State(s): State<AppState>) -> Page {
             @if list.is_empty() { p class="muted" { "No worker has reported." } }
             @else {
                 table id="workers" {
-                    tr { th { "name" } th { "state" } th { "queue" } th { "kinds" } th { "tasks in hand" } th { "concurrency" } th { "host" } th { "pid" } th { "restarts" } th { "reported" } }
+                    tr { th { "name" } th { "state" } th { "queue" } th { "kinds" } th { "labels" } th { "tasks in hand" } th { "concurrency" } th { "host" } th { "pid" } th { "restarts" } th { "reported" } }
                     @for w in &list {
                         @let state = format!("{:?}", w.state).to_lowercase();
                         tr id=(format!("worker-{}", w.name)) {
@@ -23,6 +23,7 @@ pub(super) async fn workers(State(s): State<AppState>) -> Page {
                             td { (state_badge(&state)) }
                             td { (w.report.queue.clone().unwrap_or_default()) }
                             td { (w.report.kinds.join(", ")) }
+                            td { (docket_core::labels::display(&w.report.labels)) }
                             td { @for id in &w.report.tasks { a href=(format!("/ui/tasks/{id}")) { (id) } " " } }
                             td class="n" { (w.report.concurrency.map(|c| c.to_string()).unwrap_or_default()) }
                             td { (w.report.host.clone().unwrap_or_default()) }

@@ -224,7 +224,7 @@ async fn worker_reports_over_http(n: Node) {
             "/v1/workers/w%201/report",
             Some(
                 json!({"state": "work", "tasks": [7, 8], "queue": "q", "interval": "100ms",
-                        "concurrency": 2, "pid": 42}),
+                        "concurrency": 2, "pid": 42, "labels": {"gpu": "a100", "region": "eu"}}),
             ),
         )
         .await;
@@ -235,6 +235,10 @@ async fn worker_reports_over_http(n: Node) {
     );
     let (_, l) = n.call("GET", "/v1/workers", None).await;
     assert_eq!(l["workers"][0]["report"]["tasks"], json!([7, 8]));
+    assert_eq!(
+        l["workers"][0]["report"]["labels"],
+        json!({"gpu": "a100", "region": "eu"})
+    );
     let html = n
         .http
         .get(format!("{}/ui/workers", n.base))
@@ -245,7 +249,9 @@ async fn worker_reports_over_http(n: Node) {
         .await
         .unwrap();
     assert!(
-        html.contains("w 1") && html.contains("/ui/tasks/7"),
+        html.contains("w 1")
+            && html.contains("/ui/tasks/7")
+            && html.contains("gpu=a100, region=eu"),
         "{html}"
     );
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -258,6 +264,11 @@ async fn worker_reports_over_http(n: Node) {
         json!({"state": "nap", "interval": "5s"}),
         json!({"state": "idle", "interval": "5s", "queue": ""}),
         json!({"state": "idle", "interval": "5s", "tasks": vec![1; 10_001]}),
+        json!({"state": "idle", "interval": "5s", "labels": {"gpu": ""}}),
+        json!({"state": "idle", "interval": "5s", "labels": {"": "x"}}),
+        json!({"state": "idle", "interval": "5s", "labels": {"g\u{0}": "x"}}),
+        json!({"state": "idle", "interval": "5s", "labels": {"gpu": 1}}),
+        json!({"state": "idle", "interval": "5s", "labels": (0..21).map(|i| (format!("l{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}),
     ] {
         let (st, v) = n
             .call("POST", "/v1/workers/w2/report", Some(body.clone()))

@@ -57,18 +57,19 @@ async fn list(c: docket_client::Client, json: bool) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<24} {:<6} {:<16} {:>5} {:>8} {:>8}  TASKS",
-        "NAME", "STATE", "QUEUE", "CONC", "PID", "RESTARTS"
+        "{:<24} {:<6} {:<16} {:>5} {:>8} {:>8}  {:<20}  TASKS",
+        "NAME", "STATE", "QUEUE", "CONC", "PID", "RESTARTS", "LABELS"
     );
     for w in l.workers {
         println!(
-            "{:<24} {:<6} {:<16} {:>5} {:>8} {:>8}  {}",
+            "{:<24} {:<6} {:<16} {:>5} {:>8} {:>8}  {:<20}  {}",
             w.name,
             format!("{:?}", w.state).to_lowercase(),
             w.report.queue.unwrap_or_default(),
             w.report.concurrency.unwrap_or(0),
             w.report.pid.map(|p| p.to_string()).unwrap_or_default(),
             w.report.restarts,
+            docket_core::labels::display(&w.report.labels),
             w.report
                 .tasks
                 .iter()

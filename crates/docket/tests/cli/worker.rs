@@ -208,6 +208,17 @@ fn worker_labels_from_the_cli(backend: &str) {
     signal(w.id(), Signal::SIGTERM);
     w.wait().unwrap();
     let mut w = s.worker(&["--label", "gpu=a100", "--label", "region=eu"], &["cat"]);
+    // Its report carries its labels: `docket worker list` shows them.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = s.cli(&["worker", "list"]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        if out.contains("gpu=a100, region=eu") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no labels in the list: {out}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     for id in [gpu, eu] {
         let t = s.wait_for(id, "completed", |t| t["state"] == "completed");
         assert_eq!(
