@@ -429,7 +429,8 @@ func TestTags(t *testing.T) {
 // TestLabels: Requires and Prefer are echoed; a claim without labels takes only the task that
 // requires and prefers nothing, one with {"gpu": "a100", "region": "eu"} the other two; 21
 // labels or an empty value are refused (422 invalid_task on enqueue, 400 invalid_request on a
-// claim) and nothing is written; a worker's labels go with its claims (issue 43).
+// claim) and nothing is written; a worker's labels go with its claims and its reports
+// (GET /v1/workers) (issue 43).
 func TestLabels(t *testing.T) {
 	eachServer(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
@@ -498,8 +499,8 @@ func TestLabels(t *testing.T) {
 
 		wq := q + "-w"
 		need := must(c.Enqueue(ctx, NewTask{Kind: "t", Payload: 4, Queue: wq, Requires: map[string]string{"gpu": "a100"}}))
-		w := must(NewWorker(WorkerOptions{Client: c, Queue: wq, Concurrency: 1, Wait: 200 * time.Millisecond,
-			ReportInterval: -1, Labels: map[string]string{"gpu": "a100"}}))
+		w := must(NewWorker(WorkerOptions{Client: c, Queue: wq, Name: wq + "-w", Concurrency: 1, Wait: 200 * time.Millisecond,
+			Labels: map[string]string{"gpu": "a100"}}))
 		w.Register("t", func(ctx context.Context, job *Job) (interface{}, error) { return "done", nil })
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -508,6 +509,16 @@ func TestLabels(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+		var report *WorkerReport
+		for _, v := range must(c.ListWorkers(ctx)) {
+			if v.Name == wq+"-w" {
+				r := v.Report
+				report = &r
+			}
+		}
+		if report == nil || fmt.Sprint(report.Labels) != "map[gpu:a100]" {
+			t.Fatalf("the worker's report: %+v, want labels map[gpu:a100]", report)
 		}
 	})
 }
@@ -608,7 +619,12 @@ func TestWorker(t *testing.T) {
 		}
 		found := false
 		for _, v := range must(c.ListWorkers(ctx)) {
-			found = found || v.Name == q+"-w"
+			if v.Name == q+"-w" {
+				found = true
+				if v.Report.Labels != nil {
+					t.Fatalf("a worker without labels reported labels %v", v.Report.Labels)
+				}
+			}
 		}
 		if !found {
 			t.Fatal("the worker did not report to /v1/workers")

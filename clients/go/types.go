@@ -434,6 +434,8 @@ type WorkerReport struct {
 	Restarts    int        `json:"restarts"`
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	Interval    string     `json:"interval"`
+	// Labels are the labels the worker claims with (WorkerOptions.Labels; none: left out).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // WorkerView is a worker as /v1/workers lists it (schema WorkerView).

@@ -180,8 +180,9 @@ type WorkerOptions struct {
 	WorkflowQueue string
 	// WorkflowConcurrency: workflow executions at once [Concurrency].
 	WorkflowConcurrency int
-	// Labels are the worker's, carried by every claim (see ClaimRequest.Labels) [none: only
-	// tasks that require nothing and prefer nothing, or whose preference ran out].
+	// Labels are the worker's, carried by every claim (see ClaimRequest.Labels) and by its
+	// reports (WorkerReport.Labels) [none: only tasks that require nothing and prefer nothing,
+	// or whose preference ran out].
 	Labels map[string]string
 }
 
@@ -1048,7 +1049,8 @@ func (w *Worker) sendPresence(ctx context.Context, state string) {
 	host, _ := os.Hostname()
 	started := w.started
 	_ = w.o.Client.ReportWorker(ctx, w.o.Name, WorkerReport{State: state, Tasks: ids, Queue: w.o.Queue, Kinds: kinds,
-		Concurrency: w.o.Concurrency, Host: host, Pid: os.Getpid(), StartedAt: &started, Interval: Duration(w.o.ReportInterval)})
+		Concurrency: w.o.Concurrency, Host: host, Pid: os.Getpid(), StartedAt: &started, Interval: Duration(w.o.ReportInterval),
+		Labels: w.o.Labels})
 }
 
 // CompletedCount is how many completions the worker has delivered so far.

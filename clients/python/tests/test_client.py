@@ -130,7 +130,7 @@ def test_worker_labels_requires_prefer_and_claim_labels(client, server, queue):
     """requires= and prefer= are echoed; a claim without labels takes only the task that
     requires and prefers nothing, one with {"gpu": "a100", "region": "eu"} the other two; 21
     labels or an empty value are refused and nothing is written; a Worker's labels go with its
-    claims (issue 43)."""
+    claims and its reports (GET /v1/workers) (issue 43)."""
     gpu = client.enqueue("t", 1, queue=queue, requires={"gpu": "a100"})
     plain = client.enqueue("t", 2, queue=queue)
     [eu] = client.enqueue_many([task_spec("t", 3, queue=queue,
@@ -162,7 +162,7 @@ def test_worker_labels_requires_prefer_and_claim_labels(client, server, queue):
     async def worker_takes_what_it_may():
         async with AsyncClient(server) as c:
             need = await c.enqueue("t", 4, queue=f"{queue}-w", requires={"gpu": "a100"})
-            w = Worker(c, queue=f"{queue}-w", concurrency=1, wait="200ms", report_interval=0,
+            w = Worker(c, queue=f"{queue}-w", concurrency=1, wait="200ms", name=f"{queue}-w",
                        labels={"gpu": "a100"})
             w.handle("t", lambda job: job.payload)
             runner = asyncio.ensure_future(w.run_async())
@@ -174,6 +174,8 @@ def test_worker_labels_requires_prefer_and_claim_labels(client, server, queue):
             finally:
                 w.stop()
                 await asyncio.wait_for(runner, 30)
+            [seen] = [x for x in await c.list_workers() if x["name"] == f"{queue}-w"]
+            assert seen["report"].get("labels") == {"gpu": "a100"}
     asyncio.run(worker_takes_what_it_may())
 
 

@@ -115,7 +115,7 @@ export interface WorkerOptions {
      * The worker's labels, carried by every claim (`{ gpu: "a100", region: "eu" }`: at most 20,
      * names 1..64 and values 1..128 characters): it takes the tasks whose `requires` (and, for a
      * while, `prefer`) these include [none: only tasks that require nothing and prefer nothing,
-     * or whose preference ran out].
+     * or whose preference ran out]. Its reports (`GET /v1/workers`) carry them too.
      */
     labels?: Record<string, string>;
     /** Long-poll per claim ["10s"]. */

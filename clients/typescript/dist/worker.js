@@ -710,7 +710,8 @@ export class Worker {
         try {
             await this.client.reportWorker(this.name, { state, tasks: [...this.running.keys()].slice(0, 10_000), queue: this.handlers.size ? this.queue : this.workflowQueue,
                 kinds: this.kinds(), concurrency: this.concurrency, host: hostname(), pid: process.pid, restarts: 0,
-                started_at: this.startedAt, interval: formatDuration(this.reportMs) });
+                started_at: this.startedAt, interval: formatDuration(this.reportMs),
+                ...(this.labels && Object.keys(this.labels).length ? { labels: this.labels } : {}) });
         }
         catch { /* a missed report only makes the worker look late */ }
     }

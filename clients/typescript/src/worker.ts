@@ -150,7 +150,7 @@ export interface WorkerOptions {
    * The worker's labels, carried by every claim (`{ gpu: "a100", region: "eu" }`: at most 20,
    * names 1..64 and values 1..128 characters): it takes the tasks whose `requires` (and, for a
    * while, `prefer`) these include [none: only tasks that require nothing and prefer nothing,
-   * or whose preference ran out].
+   * or whose preference ran out]. Its reports (`GET /v1/workers`) carry them too.
    */
   labels?: Record<string, string>;
   /** Long-poll per claim ["10s"]. */
@@ -710,7 +710,8 @@ export class Worker {
     try {
       await this.client.reportWorker(this.name, { state, tasks: [...this.running.keys()].slice(0, 10_000), queue: this.handlers.size ? this.queue : this.workflowQueue,
         kinds: this.kinds(), concurrency: this.concurrency, host: hostname(), pid: process.pid, restarts: 0,
-        started_at: this.startedAt, interval: formatDuration(this.reportMs) });
+        started_at: this.startedAt, interval: formatDuration(this.reportMs),
+        ...(this.labels && Object.keys(this.labels).length ? { labels: this.labels } : {}) });
     } catch { /* a missed report only makes the worker look late */ }
   }
 }

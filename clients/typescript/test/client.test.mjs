@@ -141,14 +141,15 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.deepEqual((await c.claim(queue, { worker: "ts", limit: 10 })).map((t) => t.id), [plain.id]);
     const labelled = await c.claim(queue, { worker: "ts", limit: 10, labels: { gpu: "a100", region: "eu" } });
     assert.deepEqual(labelled.map((t) => t.id).sort((a, b) => a - b), [gpu.id, eu.id]);
-    // A worker's labels go with its claims.
+    // A worker's labels go with its claims, and with its reports (GET /v1/workers).
     const wq = uniq();
     const need = await c.enqueue("t", 4, { queue: wq, requires: { gpu: "a100" } });
-    const w = new Worker({ client: c, queue: wq, concurrency: 1, wait: "200ms", reportIntervalMs: 0, signals: false,
+    const w = new Worker({ client: c, queue: wq, concurrency: 1, wait: "200ms", name: `${wq}-w`, signals: false,
       labels: { gpu: "a100" } });
     w.handle("t", (job) => job.payload);
     await runUntil(w, () => w.stats.completed === 1);
     assert.equal((await c.getTask(need.id)).state, "completed");
+    assert.deepEqual((await c.listWorkers()).find((x) => x.name === `${wq}-w`)?.report.labels, { gpu: "a100" });
   });
 
   test(`${backend}: claimWith: lean tasks, and what finished reported in the same round trip`, async () => {
@@ -301,7 +302,9 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.equal(p.state, "discarded"); assert.equal(p.attempt, 1); assert.match(p.errors[0].message, /^Permanent: card declined/);
     const b = await c.getTask(boom.id);
     assert.match(b.errors[0].message, /^TypeError: .*missing/); assert.match(b.errors[0].message, /boomHandler/);
-    assert.ok((await c.listWorkers()).some((x) => x.name === `${queue}-w`));
+    const seen = (await c.listWorkers()).find((x) => x.name === `${queue}-w`);
+    assert.ok(seen);
+    assert.equal(seen.report.labels, undefined); // a worker without labels reports none
   });
 
   test(`${backend}: timeout aborts the handler; cancellation is seen at the next heartbeat; stages hand off`, async () => {

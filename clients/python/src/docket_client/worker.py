@@ -224,8 +224,9 @@ class Worker:
     claim [the task's timeout]. ``labels``: the worker's labels, carried by every claim
     (``{"gpu": "a100", "region": "eu"}``): it takes the tasks whose ``requires`` (and, for a
     while, ``prefer``) they include [none: only tasks that require nothing and prefer nothing,
-    or whose preference ran out]. ``shutdown_grace``: seconds tasks in hand get on stop [30].
-    ``report_interval``: seconds between reports to ``/v1/workers`` [10; 0 = none].
+    or whose preference ran out]; its reports carry them too. ``shutdown_grace``: seconds tasks
+    in hand get on stop [30]. ``report_interval``: seconds between reports to ``/v1/workers``
+    [10; 0 = none].
     ``workflows``: ``{name: fn}`` durable functions (also ``@worker.workflow(name)``),
     claimed from ``workflow_queue`` ["workflows"] (with claims of their own, the same options,
     ``workflow_concurrency`` [concurrency] executions at once; the same claims as the tasks when
@@ -902,6 +903,8 @@ class Worker:
                   "host": socket.gethostname(), "pid": os.getpid(),
                   "started_at": self._started_at,
                   "interval": format_duration(self.report_interval)}
+        if self.labels:
+            report["labels"] = self.labels
         try:
             await self.client.report_worker(self.name, report)
         except (DocketError, httpx.TransportError) as e:
