@@ -431,11 +431,12 @@ const TAG_PARTS_IN_ORDER: u32 = 3;
 /// How a page filtered by a tag reads the ids `lo..=hi` where the tag's index does not give
 /// them in order (PostgreSQL's GIN). The planner picks between that index (then a sort) and
 /// the primary key read in order with the tag as a filter by its guess of how common the
-/// tag is, a guess from a histogram of whole tag arrays: a rare tag inside one of its ~100
-/// bounds passes for 1% of the rows, and the page read the primary key past all 10M tasks
-/// for it (6.7 s, bench/tags). So the page reads TAG_WINDOW ids in order; while the tag's
-/// density there says the rest of the page lies within TAG_MOST_IN_ORDER ids, the next part
-/// is read in order too (twice what that density says); otherwise — nothing found, too
+/// tag is, a guess from a histogram of whole tag arrays: a rare tag can pass for 1% of the
+/// rows (one whose array is a bound), and the page read the primary key past all 10M tasks
+/// for it (6.7 s; a tag on 1 task in 500, guessed common, 11 s at p99: bench/tags). So the
+/// page reads TAG_WINDOW ids in order; while the tag's density there says the rest of the
+/// page lies within TAG_MOST_IN_ORDER ids, the next part is read in order too (twice what
+/// that density says); otherwise — nothing found, too
 /// sparse, or TAG_PARTS_IN_ORDER parts read — the rest comes through the index, sorted by
 /// `id + 0` (which no index serves, so the planner cannot walk the key). Each part is
 /// bounded whatever the guess: in order by its width, through the index by the tag's tasks
