@@ -80,6 +80,16 @@ pub(crate) struct Stmt {
 }
 
 impl Stmt {
+    /// This statement with its run-time markers filled in (`{cmp}`, `{order}`, …; see
+    /// [`fill`]), its placeholders' order kept.
+    pub(crate) fn filled(&self, with: &[(&str, &str)]) -> Stmt {
+        Stmt {
+            text: fill(&self.text, with),
+            order: self.order.clone(),
+            read: self.read,
+        }
+    }
+
     fn new(backend: &str, text: String) -> Stmt {
         let mut order = vec![];
         let mut text = text;

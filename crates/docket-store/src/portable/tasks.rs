@@ -565,16 +565,10 @@ async fn list_rows<D: Driver>(
     } else {
         D::stmt(stmt!(tasks, list))
     };
-    let text = crate::sql::fill(&st.text, &[("cmp", cmp), ("order", order), ("sort", sort)]);
-    let st = crate::sql::Stmt {
-        text: if count {
-            format!("SELECT count(*) AS n FROM ({text}) x")
-        } else {
-            text
-        },
-        order: st.order.clone(),
-        read: st.read,
-    };
+    let mut st = st.filled(&[("cmp", cmp), ("order", order), ("sort", sort)]);
+    if count {
+        st.text = format!("SELECT count(*) AS n FROM ({}) x", st.text);
+    }
     let states: Vec<String> = p.states.iter().map(|s| s.as_str().to_string()).collect();
     let mut args = vec![
         Arg::Text(p.queue.as_deref()),

@@ -460,12 +460,7 @@ impl crate::driver::Driver for PgStore {
         // The GIN index finds a tag's tasks but not in id order: the page is read in parts
         // (portable/tasks.rs TagScan says why). Two ends of the primary key.
         let cmp = if p.descending { "<" } else { ">" };
-        let st = Self::stmt(crate::driver::stmt!(tasks, tag_id_span));
-        let st = crate::sql::Stmt {
-            text: crate::sql::fill(&st.text, &[("cmp", cmp)]),
-            order: st.order.clone(),
-            read: st.read,
-        };
+        let st = Self::stmt(crate::driver::stmt!(tasks, tag_id_span)).filled(&[("cmp", cmp)]);
         let args = [Arg::Int(p.after), Arg::Int(p.min_id), Arg::Int(p.max_id)];
         let rows = self.fetch_stmt(&st, &args).await?;
         Ok(match rows.first() {
