@@ -191,17 +191,19 @@ ensure_erlang() {
 # SQLite storage so a restarted broker keeps what it took). Installed once per machine, outside
 # the checkout (a build takes minutes), under ~/.cache/docket/tansu-<version> (DOCKET_TOOLS_DIR
 # moves it); built in the background while the book and the tests build, and waited for
-# before the tests run.
+# before the tests run. Built unoptimised and without debug information (`--debug`,
+# CARGO_PROFILE_DEV_DEBUG=false): the tests send it a few hundred messages, and on a fresh
+# machine its optimised build was CI's longest step.
 TANSU_VERSION=0.6.0
 TANSU_ROOT=${DOCKET_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/docket}/tansu-$TANSU_VERSION
 export DOCKET_TANSU=$TANSU_ROOT/bin/tansu
 TANSU_PID=
 start_tansu_install() {
   if [ -x "$DOCKET_TANSU" ] && [ -f "$TANSU_ROOT/.installed" ]; then return; fi
-  say "installing tansu $TANSU_VERSION into $TANSU_ROOT (cargo install --features libsql, in the background)"
+  say "installing tansu $TANSU_VERSION into $TANSU_ROOT (cargo install --debug --features libsql, in the background)"
   mkdir -p "$TANSU_ROOT"
-  ( cargo install tansu --locked --version "$TANSU_VERSION" --features libsql \
-      --root "$TANSU_ROOT" --quiet >"$TANSU_ROOT/install.log" 2>&1 &&
+  ( CARGO_PROFILE_DEV_DEBUG=false cargo install tansu --locked --debug --version "$TANSU_VERSION" \
+      --features libsql --root "$TANSU_ROOT" --quiet >"$TANSU_ROOT/install.log" 2>&1 &&
     touch "$TANSU_ROOT/.installed" ) &
   TANSU_PID=$!
 }
@@ -250,12 +252,19 @@ python3 scripts/test_check_architecture.py
 python3 scripts/check-architecture.py
 # The book (docs/): built, its API reference rendered and every link checked; the whole suite
 # only (extra arguments run a part of `cargo test`).
+# It runs in the background while the tests build (its installs wait mostly on the registries).
+DOCS_PID=
 if [ $# -eq 0 ]; then
-  say "docs: scripts/docs.sh (mdbook, the API reference, links)"
-  scripts/docs.sh
+  say "docs: scripts/docs.sh (mdbook, the API reference, links), in the background"
+  scripts/docs.sh &
+  DOCS_PID=$!
 fi
-# Built before tansu finishes: the two builds share the cores.
+# Built before tansu finishes: the builds share the cores.
 cargo test --workspace --no-run "$@"
+if [ -n "$DOCS_PID" ] && ! wait "$DOCS_PID"; then
+  say "docs: scripts/docs.sh failed (above)"
+  exit 1
+fi
 wait_tansu_install
 say "cargo test --workspace $*"
 cargo test --workspace "$@"
@@ -268,10 +277,19 @@ if [ $# -eq 0 ] && [ "${DOCKET_SKIP_GALERA:-}" != 1 ]; then
   mariadb -h 127.0.0.1 -P 3311 -u root -N -B -e "select concat('drop database \`', schema_name, '\`;')
     from information_schema.schemata where schema_name regexp '^t_[0-9a-f]{32}$'" \
     | mariadb -h 127.0.0.1 -P 3311 -u root >/dev/null 2>&1 || true
+  # The targets are picked out of the whole workspace (`--workspace --test …`), not with `-p`:
+  # another package selection unifies features differently and rebuilds most crates (4 minutes
+  # in CI). Every library's unit tests filtered by `mysql` run too (a few seconds).
+  targets=$(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+want = {"docket-engine": None, "docket-sinks": None, "docket-store": {"conformance", "migrate_together"}}
+for p in json.load(sys.stdin)["packages"]:
+    for t in p["targets"]:
+        if p["name"] in want and "test" in t["kind"] and (want[p["name"]] is None or t["name"] in want[p["name"]]):
+            print("--test", t["name"])')
+  # shellcheck disable=SC2086 # one word per argument
   DOCKET_TEST_MYSQL_URL=mysql://root@127.0.0.1:3311/test DOCKET_TEST_MYSQL_URL_2=mysql://root@127.0.0.1:3312/test \
-    cargo test -p docket-store --lib --test conformance --test migrate_together mysql
-  DOCKET_TEST_MYSQL_URL=mysql://root@127.0.0.1:3311/test DOCKET_TEST_MYSQL_URL_2=mysql://root@127.0.0.1:3312/test \
-    cargo test -p docket-engine -p docket-sinks mysql
+    cargo test --workspace --lib $targets mysql
 fi
 # Databases of the pg_task idle test that a failed run left behind.
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop database \"' || datname || '\" with (force);' from pg_database
