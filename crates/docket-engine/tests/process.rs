@@ -1264,3 +1264,90 @@ both!(
     max_timeout_stops_timer_retries,
     idempotent_repeat_waits_for_the_running_request,
 );
+
+/// A call queued while another step of its process runs (one running task per process) starts
+/// when that step ends, not at the runner's next poll: the node's poll interval and the
+/// namespace's call_scan_timeout are 60 s here, and nothing else wakes the runner.
+async fn call_queued_behind_a_step_starts_when_it_ends(backend: &str) {
+    let db = match backend {
+        "pg" => TestStore::postgres().await,
+        "mysql" => TestStore::mysql().await,
+        _ => TestStore::sqlite().await,
+    };
+    let stop = CancellationToken::new();
+    let mut cfg = EngineConfig::new("a", db.store.backend());
+    cfg.poll_interval = Duration::from_secs(60);
+    let engine = Engine::new(db.store.clone(), Arc::new(SystemClock), cfg);
+    engine.start(stop.clone()).await.unwrap();
+    let svc = ProcessService::new(engine, stop.clone());
+    let gates = Arc::new(Gates::default());
+    svc.register_processor("scripted", Arc::new(Scripted(gates.clone())));
+    svc.start().await.unwrap();
+    let cfg: NamespaceConfig = serde_json::from_value(
+        json!({"processor": {"url": "inproc:scripted"}, "call_scan_timeout": "60s"}),
+    )
+    .unwrap();
+    svc.namespace_put("w", cfg).await.unwrap();
+    let req = |args: Value| Request {
+        args,
+        ..Default::default()
+    };
+    svc.init("w", "p", req(json!({"events": ["i"]})))
+        .await
+        .unwrap();
+    let s = svc.clone();
+    let first = tokio::spawn(async move {
+        s.call("w", "p", req(json!({"events": ["a"], "gate": "a"})))
+            .await
+    });
+    gates.entered("a").await;
+    let s = svc.clone();
+    let second = tokio::spawn(async move { s.call("w", "p", req(json!({"events": ["b"]}))).await });
+    // The second call's task waits in the queue behind the first.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let calls = db
+            .store
+            .task_list(TaskListParams {
+                queue: Some("process:w".into()),
+                kind: Some("call".into()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if calls.len() == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second call was never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let t0 = Instant::now();
+    gates.release("a");
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the queued call waited {:?} (poll interval and call_scan_timeout 60 s)",
+        t0.elapsed()
+    );
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_queued_behind_a_step_on_sqlite() {
+    call_queued_behind_a_step_starts_when_it_ends("sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_queued_behind_a_step_on_mysql() {
+    call_queued_behind_a_step_starts_when_it_ends("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_queued_behind_a_step_on_pg() {
+    call_queued_behind_a_step_starts_when_it_ends("pg").await;
+}
