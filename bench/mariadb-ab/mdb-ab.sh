@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Schema variants of the MySQL backend on the private tmpfs MariaDB (:3320), one binary:
+# mariadbd's CPU seconds per run and the bench's rates. ROUNDS, N, BIN.
+set -uo pipefail
+BIN=${BIN:-target/debug/docket}
+N=${N:-20000}
+ROUNDS=${ROUNDS:-3}
+PID=$(cat /dev/shm/mdb/pid)
+cpu() { awk '{print $14+$15}' /proc/$PID/stat; }
+m() { mariadb -h 127.0.0.1 -P 3320 -u root -N -B "$@"; }
+for r in $(seq 1 $ROUNDS); do
+  for v in ${VARIANTS:-full notrig nodeb none}; do
+    db=ab_${v}_$r
+    m -e "drop database if exists $db; create database $db"
+    url=mysql://root@127.0.0.1:3320/$db
+    $BIN migrate --database "$url" >/dev/null 2>&1 || { echo "migrate failed"; exit 1; }
+    case $v in
+      notrig|none) m $db -e "drop trigger docket_tasks_tags_insert; drop trigger docket_tasks_done_tags_insert; drop trigger docket_tasks_tags_delete; drop trigger docket_tasks_done_tags_delete" ;;
+    esac
+    case $v in
+      nodeb|none) m $db -e "alter table docket_tasks drop index docket_tasks_debounce_idx, drop column debounce_waiting" ;;
+    esac
+    c0=$(cpu)
+    out=$($BIN bench --database "$url" -n $N -c 10 --latency-secs 0 2>&1)
+    c1=$(cpu)
+    enq=$(grep -oP 'enqueue:\s+\K[0-9]+' <<<"$out"); wk=$(grep -oP 'worked:\s+\K[0-9]+' <<<"$out")
+    echo "round $r $v: enqueue $enq/s worked $wk/s mariadbd cpu $(( (c1-c0)*10 )) ms for $N tasks"
+    m -e "drop database $db"
+  done
+done
