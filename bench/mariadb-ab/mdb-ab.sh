@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Schema variants of the MySQL backend on the private tmpfs MariaDB (:3320), one binary:
-# mariadbd's CPU seconds per run and the bench's rates. ROUNDS, N, BIN.
+# Builds and schema variants of the MySQL backend on the private tmpfs MariaDB (:3320):
+# mariadbd's CPU per run and the bench's rates, variants alternating in each round.
+#   VARIANTS="old full"   OLD_BIN=… : an older build (its own migrations) against BIN
+#   VARIANTS="full notrig nodeb none": BIN's schema as migrated, without the tag triggers,
+#                                      without the debounce column and index, without both
+# ROUNDS, N, BIN (default target/debug/docket).
 set -uo pipefail
 BIN=${BIN:-target/debug/docket}
 N=${N:-20000}
@@ -13,7 +17,8 @@ for r in $(seq 1 $ROUNDS); do
     db=ab_${v}_$r
     m -e "drop database if exists $db; create database $db"
     url=mysql://root@127.0.0.1:3320/$db
-    $BIN migrate --database "$url" >/dev/null 2>&1 || { echo "migrate failed"; exit 1; }
+    bin=$BIN; [ "$v" = old ] && bin=${OLD_BIN:?OLD_BIN: the docket binary of the older commit}
+    $bin migrate --database "$url" >/dev/null 2>&1 || { echo "migrate failed"; exit 1; }
     case $v in
       notrig|none) m $db -e "drop trigger docket_tasks_tags_insert; drop trigger docket_tasks_done_tags_insert; drop trigger docket_tasks_tags_delete; drop trigger docket_tasks_done_tags_delete" ;;
     esac
@@ -21,7 +26,7 @@ for r in $(seq 1 $ROUNDS); do
       nodeb|none) m $db -e "alter table docket_tasks drop index docket_tasks_debounce_idx, drop column debounce_waiting" ;;
     esac
     c0=$(cpu)
-    out=$($BIN bench --database "$url" -n $N -c 10 --latency-secs 0 2>&1)
+    out=$($bin bench --database "$url" -n $N -c 10 --latency-secs 0 2>&1)
     c1=$(cpu)
     enq=$(grep -oP 'enqueue:\s+\K[0-9]+' <<<"$out"); wk=$(grep -oP 'worked:\s+\K[0-9]+' <<<"$out")
     echo "round $r $v: enqueue $enq/s worked $wk/s mariadbd cpu $(( (c1-c0)*10 )) ms for $N tasks"

@@ -38,12 +38,17 @@ fn processor() -> (Child, String) {
 
 use docket_store::testing::spawn_example_processor as spawn_processor;
 
-async fn env(backend: &str) -> Env {
-    let db = match backend {
+/// A database of its own on `backend` (`pg`, `mysql`, else SQLite).
+async fn test_store(backend: &str) -> TestStore {
+    match backend {
         "pg" => TestStore::postgres().await,
         "mysql" => TestStore::mysql().await,
         _ => TestStore::sqlite().await,
-    };
+    }
+}
+
+async fn env(backend: &str) -> Env {
+    let db = test_store(backend).await;
     let store = db.store.clone();
     let mut cfg = EngineConfig::new("p1", store.backend());
     cfg.rescue_interval = Duration::from_millis(100);
@@ -1165,11 +1170,7 @@ async fn worker_pool_size_bounds_running_steps(e: Env) {
 /// (issue 21 item 13). Node b is drained (its runner claims nothing); node a's poll_interval
 /// is 60 s, and nothing wakes it on MySQL or SQLite (PostgreSQL's notification does).
 async fn call_scan_timeout_bounds_an_unannounced_call(backend: &str) {
-    let db = match backend {
-        "pg" => TestStore::postgres().await,
-        "mysql" => TestStore::mysql().await,
-        _ => TestStore::sqlite().await,
-    };
+    let db = test_store(backend).await;
     let stop = CancellationToken::new();
     let engine = |store: Arc<dyn Store>, name: &str| {
         let mut cfg = EngineConfig::new(name, store.backend());
@@ -1269,11 +1270,7 @@ both!(
 /// when that step ends, not at the runner's next poll: the node's poll interval and the
 /// namespace's call_scan_timeout are 60 s here, and nothing else wakes the runner.
 async fn call_queued_behind_a_step_starts_when_it_ends(backend: &str) {
-    let db = match backend {
-        "pg" => TestStore::postgres().await,
-        "mysql" => TestStore::mysql().await,
-        _ => TestStore::sqlite().await,
-    };
+    let db = test_store(backend).await;
     let stop = CancellationToken::new();
     let mut cfg = EngineConfig::new("a", db.store.backend());
     cfg.poll_interval = Duration::from_secs(60);
