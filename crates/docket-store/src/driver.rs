@@ -422,6 +422,20 @@ pub(crate) trait DriverTx: Send + Sized {
         Ok(())
     }
 
+    /// Task `id`, just inserted by a debounced enqueue (issue 43) and marked with debounce key
+    /// `key` (`debounce_mark`), becomes the one task waiting with it. PostgreSQL and SQLite:
+    /// nothing — their partial unique index `docket_tasks_debounce_idx` refuses a second
+    /// waiting task at the mark. MySQL (no partial index): the key's row in
+    /// `docket_debounce_waiting` (migration 0018) is added, or taken over from a task that no
+    /// longer waits.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`](crate::StoreError::Conflict) when another task still waits with
+    /// `key` (the flow goes again and replaces it); the database failed.
+    async fn debounce_own(&mut self, _id: i64, _key: &str) -> Result<()> {
+        Ok(())
+    }
+
     /// The finished tasks among `ids` kept apart from `docket_tasks`, read unlocked (nothing
     /// changes a finished task there): MySQL's `docket_tasks_done` (migration 0004); nothing
     /// elsewhere, where statements on `docket_tasks` find every task.

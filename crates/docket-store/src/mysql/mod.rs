@@ -793,6 +793,28 @@ impl crate::driver::DriverTx for MySqlTx {
         Ok(())
     }
 
+    async fn debounce_own(&mut self, id: i64, key: &str) -> Result<()> {
+        use crate::driver::{args, stmt};
+        let Some(row) = self
+            .fetch_one(stmt!(tasks, debounce_own_lock), args![key])
+            .await?
+        else {
+            // A rival's add of the key, committed first, is a unique violation: a conflict.
+            self.execute(stmt!(tasks, debounce_own_add), args![key, id])
+                .await?;
+            return Ok(());
+        };
+        if row.int("waiting")? != 0 {
+            return Err(crate::StoreError::Conflict(format!(
+                "task {} waits with the debounce key",
+                row.int("task_id")?
+            )));
+        }
+        self.execute(stmt!(tasks, debounce_own_move), args![key, id])
+            .await?;
+        Ok(())
+    }
+
     async fn fetch_archived(&mut self, ids: &[i64]) -> Result<Vec<MySqlRow>> {
         self.fetch(
             crate::driver::stmt!(leases, archived),

@@ -226,7 +226,7 @@ impl<D: Driver + TaskDriver> TaskStore for D {
 }
 
 /// One round of [`TaskStore::task_debounce`]: replace the waiting task with the key, or insert
-/// one and mark it.
+/// one, mark it and make it the key's waiting task ([`DriverTx::debounce_own`]).
 async fn debounce_once<D: Driver>(
     d: &D,
     p: &TaskDebounceParams,
@@ -303,6 +303,7 @@ async fn debounce_once<D: Driver>(
         args![task.id, rule.key.as_str(), rule.deadline(now)],
     )
     .await?;
+    tx.debounce_own(task.id, rule.key.as_str()).await?;
     tx.commit().await?;
     task.debounce_key = Some(rule.key.clone());
     task.replaced = Some(false);

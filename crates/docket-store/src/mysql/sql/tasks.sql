@@ -158,8 +158,32 @@ UPDATE docket_tasks SET queue = ?2, kind = ?3, payload = ?4, priority = ?5, run_
     WHERE id = ?1
 
 -- name: debounce_lock
--- The waiting task with debounce key ?1 (a stored column, migration 0017), locked.
-SELECT {COLS}, debounce_until FROM docket_tasks WHERE debounce_waiting = ?1 FOR UPDATE
+-- The waiting task with debounce key ?1 (docket_debounce_waiting, migration 0018) and its
+-- row there, locked: a rival enqueuer with the key waits here until this one commits. A row
+-- whose task no longer waits gives nothing (debounce_own then takes it over).
+SELECT {COLS}, debounce_until FROM docket_debounce_waiting
+    JOIN docket_tasks ON docket_tasks.id = docket_debounce_waiting.task_id
+    WHERE waiting_key = ?1 AND state IN ('scheduled', 'available') AND attempted_at IS NULL
+    FOR UPDATE
+
+-- name: debounce_own_lock
+-- Debounce key ?1's row, locked, with whether its task still waits (a locking read sees the
+-- newest committed task, so a rival's task that committed while this waited counts).
+SELECT docket_debounce_waiting.task_id, docket_tasks.id IS NOT NULL AS waiting
+    FROM docket_debounce_waiting LEFT JOIN docket_tasks
+        ON docket_tasks.id = docket_debounce_waiting.task_id
+        AND docket_tasks.state IN ('scheduled', 'available')
+        AND docket_tasks.attempted_at IS NULL
+    WHERE waiting_key = ?1 FOR UPDATE
+
+-- name: debounce_own_add
+-- Debounce key ?1 waits with task ?2; a rival that added the key first makes this a unique
+-- violation once it commits (a conflict: the flow goes again).
+INSERT INTO docket_debounce_waiting (waiting_key, task_id) VALUES (?1, ?2)
+
+-- name: debounce_own_move
+-- Debounce key ?1, whose task no longer waits (debounce_own_lock), waits with task ?2.
+UPDATE docket_debounce_waiting SET task_id = ?2 WHERE waiting_key = ?1
 
 -- name: tags_clear
 -- Task ?1's side-table tags, before they are written again (retag).
