@@ -282,7 +282,7 @@ if [ $# -eq 0 ] && [ "${DOCKET_SKIP_GALERA:-}" != 1 ]; then
   # in CI). Every library's unit tests filtered by `mysql` run too (a few seconds).
   targets=$(cargo metadata --no-deps --format-version 1 | python3 -c '
 import json, sys
-want = {"docket-engine": None, "docket-sinks": None, "docket-store": {"conformance", "migrate_together"}}
+want = {"docket-engine": None, "docket-sinks": None, "docket-store": {"conformance", "migrate_together", "tag_side_table"}}
 for p in json.load(sys.stdin)["packages"]:
     for t in p["targets"]:
         if p["name"] in want and "test" in t["kind"] and (want[p["name"]] is None or t["name"] in want[p["name"]]):

@@ -12,8 +12,25 @@ ROUNDS=${ROUNDS:-3}
 PID=$(cat /dev/shm/mdb/pid)
 cpu() { awk '{print $14+$15}' /proc/$PID/stat; }
 m() { mariadb -h 127.0.0.1 -P 3320 -u root -N -B "$@"; }
+# Each run's CPU counts the flush of every page it dirtied and nothing of another's: before the
+# first reading and again before the second, the buffer pool is flushed to no dirty page. Without
+# it, a run paid for the checkpoint flush the last runs' redo forced (the 512 MB log fills about
+# every other run), which read as 10-20% more CPU on alternate runs. Each round also reverses the
+# last one's order, and the server gets SETTLE seconds (default 2) of quiet.
+SETTLE=${SETTLE:-2}
+flushed() {
+  m -e "set global innodb_max_dirty_pages_pct = 0"
+  for _ in $(seq 1 120); do
+    [ "$(m -e "show global status like 'Innodb_buffer_pool_pages_dirty'" | cut -f2)" -eq 0 ] && break
+    sleep 0.5
+  done
+  m -e "set global innodb_max_dirty_pages_pct = 90"
+  sleep "$SETTLE"
+}
+order=(${VARIANTS:-full notrig})
 for r in $(seq 1 $ROUNDS); do
-  for v in ${VARIANTS:-full notrig}; do
+  if (( r % 2 == 0 )); then vs=$(printf '%s\n' "${order[@]}" | tac); else vs="${order[*]}"; fi
+  for v in $vs; do
     db=ab_${v}_$r
     m -e "drop database if exists $db; create database $db"
     url=mysql://root@127.0.0.1:3320/$db
@@ -22,8 +39,10 @@ for r in $(seq 1 $ROUNDS); do
     case $v in
       notrig) m $db -e "drop trigger docket_tasks_tags_insert; drop trigger docket_tasks_done_tags_insert; drop trigger docket_tasks_delete; drop trigger docket_tasks_done_tags_delete" ;;
     esac
+    flushed
     c0=$(cpu)
     out=$($bin bench --database "$url" -n $N -c 10 --latency-secs 0 2>&1)
+    flushed
     c1=$(cpu)
     enq=$(grep -oP 'enqueue:\s+\K[0-9]+' <<<"$out"); wk=$(grep -oP 'worked:\s+\K[0-9]+' <<<"$out")
     echo "round $r $v: enqueue $enq/s worked $wk/s mariadbd cpu $(( (c1-c0)*10 )) ms for $N tasks"

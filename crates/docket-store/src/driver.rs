@@ -422,6 +422,17 @@ pub(crate) trait DriverTx: Send + Sized {
         Ok(())
     }
 
+    /// Tasks `ids` were just deleted for good (not moved between MySQL's tables): MySQL
+    /// deletes their rows in its side tables, `docket_task_tags` and `docket_debounce_waiting`
+    /// (migration 0018: no trigger does it there); SQLite's triggers and PostgreSQL's columns
+    /// need nothing.
+    ///
+    /// # Errors
+    /// The database failed.
+    async fn forget(&mut self, _ids: &[i64]) -> Result<()> {
+        Ok(())
+    }
+
     /// Task `id`, just inserted by a debounced enqueue (issue 43) and marked with debounce key
     /// `key` (`debounce_mark`), becomes the one task waiting with it. PostgreSQL and SQLite:
     /// nothing — their partial unique index `docket_tasks_debounce_idx` refuses a second

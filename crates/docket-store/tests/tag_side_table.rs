@@ -118,6 +118,9 @@ async fn mysql_side_table_follows_moves_and_deletes() {
     assert_eq!(s.task_delete(&ids[..10]).await.unwrap(), 10);
     assert_eq!(mysql_rows(&mut db).await, 40);
     assert_eq!(listed(&s, "all").await, 20);
+    // Pruned (from docket_tasks_done): their tags go.
+    assert_eq!(prune(&s).await, 20);
+    assert_eq!(mysql_rows(&mut db).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,6 +178,17 @@ async fn rotate(s: &Arc<dyn Store>) -> docket_store::Rotation {
     .unwrap()
 }
 
+async fn prune(s: &Arc<dyn Store>) -> u64 {
+    s.task_prune(docket_store::TaskPruneParams {
+        now: docket_core::time::add(chrono::Utc::now(), Duration::from_secs(1)),
+        retention_completed: Duration::ZERO,
+        retention_failed: Duration::ZERO,
+        limit: 1000,
+    })
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_debounce_rows_follow_their_tasks() {
     let t = TestStore::mysql().await;
@@ -212,15 +226,19 @@ async fn mysql_debounce_rows_follow_their_tasks() {
         assert!(made.iter().all(|t| t.id == id), "{key}: {answers:?}");
         id
     }
-    let mut d = 0;
+    let (mut d, mut cancelled) = (0, vec![a.id]);
+    let mut stale_rows = vec![("a".to_string(), b.id)];
     for round in 0..4 {
         let key = format!("c{round}");
         let fresh = burst(&s, &key).await;
         finish_all(&s, &[fresh]).await;
         d = burst(&s, &key).await;
         assert_ne!(d, fresh);
+        cancelled.push(fresh);
+        stale_rows.push((key, d));
         if round < 3 {
             finish_all(&s, &[d]).await;
+            cancelled.push(d);
         }
     }
     let waiting = s
@@ -235,21 +253,28 @@ async fn mysql_debounce_rows_follow_their_tasks() {
     let mut ids: Vec<_> = waiting.iter().map(|t| t.id).collect();
     ids.sort();
     assert_eq!(ids, vec![b.id, d], "one waiting task per key");
-    // The rotation moves the cancelled tasks to docket_tasks_done: the rows of c0..c2 go
-    // with their last tasks; a's and c3's name b and d, not a cancelled task, and stay.
+    // The rotation moves the cancelled tasks to docket_tasks_done: the rows stay (c0..c2's
+    // name cancelled tasks, taken over by the next enqueue of their keys).
     assert_eq!(
         rotate(&s).await,
         docket_store::Rotation::Archived { moved: 8 }
+    );
+    assert_eq!(debounce_rows(&mut db).await, stale_rows);
+    // Deleted tasks lose their rows; b's and d's stay.
+    assert_eq!(
+        s.task_delete(&cancelled).await.unwrap(),
+        cancelled.len() as u64
     );
     assert_eq!(
         debounce_rows(&mut db).await,
         vec![("a".into(), b.id), ("c3".into(), d)]
     );
-    // b cancelled and moved: its row goes with it.
+    // b cancelled, moved and pruned: its row goes with it.
     finish_all(&s, &[b.id]).await;
     assert_eq!(
         rotate(&s).await,
         docket_store::Rotation::Archived { moved: 1 }
     );
+    assert_eq!(prune(&s).await, 1);
     assert_eq!(debounce_rows(&mut db).await, vec![("c3".into(), d)]);
 }

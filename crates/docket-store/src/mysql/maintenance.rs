@@ -148,6 +148,7 @@ impl crate::driver::MaintenanceDriver for MySqlStore {
                 &locked,
             )
             .await?;
+            MySqlStore::forget(tx, &locked).await?;
             gone.extend(crate::portable::pruned_rows(&rows)?);
         }
         Ok(gone)

@@ -459,6 +459,50 @@ impl MySqlStore {
         }
     }
 
+    /// Writes the tags of tasks just inserted into the side table `docket_task_tags`
+    /// (mysql 0018: no trigger does it); no statement when none of them has tags.
+    ///
+    /// # Errors
+    /// The database failed.
+    pub(super) async fn tag(
+        tx: &mut sqlx::MySqlConnection,
+        tasks: impl IntoIterator<Item = (i64, &[String])>,
+    ) -> Result<()> {
+        let tagged: Vec<Value> = tasks
+            .into_iter()
+            .filter(|(_, tags)| !tags.is_empty())
+            .map(|(id, tags)| serde_json::json!({"id": id, "tags": tags}))
+            .collect();
+        if tagged.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(sql!(tasks, tags_add_many))
+            .bind(Value::from(tagged).to_string())
+            .execute(&mut *tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the side-table rows (tags, a debounce key's waiting task) of tasks `ids`, just
+    /// deleted from both task tables (mysql 0018: no trigger does it).
+    ///
+    /// # Errors
+    /// The database failed.
+    pub(super) async fn forget(tx: &mut sqlx::MySqlConnection, ids: &[i64]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        for sql in [sql!(tasks, forget_tags), sql!(tasks, forget_debounce)] {
+            let sql = fill(sql, &[("ids", &marks(ids.len()))]);
+            let mut q = sqlx::query(&sql);
+            for id in ids {
+                q = q.bind(id);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        Ok(())
+    }
+
     /// Inserts tasks without a unique key in one statement; their ids, in order, are
     /// `LAST_INSERT_ID() + i × increment` (only called when `consecutive_ids` says so).
     async fn insert_batch(
@@ -793,6 +837,10 @@ impl crate::driver::DriverTx for MySqlTx {
         Ok(())
     }
 
+    async fn forget(&mut self, ids: &[i64]) -> Result<()> {
+        MySqlStore::forget(&mut self.tx, ids).await
+    }
+
     async fn debounce_own(&mut self, id: i64, key: &str) -> Result<()> {
         use crate::driver::{args, stmt};
         let Some(row) = self
@@ -876,6 +924,7 @@ impl crate::driver::DriverTx for MySqlTx {
         let Some(id) = MySqlStore::insert_row(&mut self.tx, t, now).await? else {
             return Ok(None);
         };
+        MySqlStore::tag(&mut self.tx, [(id, t.tags.as_slice())]).await?;
         let task = MySqlStore::get_in(&mut self.tx, id).await?;
         Ok(task.map(|(mut task, _)| {
             task.inserted = Some(true);

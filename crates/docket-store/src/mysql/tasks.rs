@@ -86,6 +86,11 @@ impl MySqlStore {
                 }
             }
         }
+        let tagged = ids
+            .iter()
+            .zip(&p.tasks)
+            .filter_map(|(id, t)| id.map(|id| (id, t.tags.as_slice())));
+        Self::tag(&mut tx, tagged).await?;
         self.commit(tx).await?;
         Ok((ids, held))
     }

@@ -338,8 +338,9 @@ pub(crate) async fn task_delete<D: Driver>(d: &D, ids: &[i64]) -> Result<u64> {
             .iter()
             .map(|r| r.int("id"))
             .collect::<Result<Vec<i64>>>()?;
-        let locked = serde_json::Value::from(locked);
-        tx.execute(stmt!(tasks, delete), args![&locked]).await?;
+        let ids = serde_json::Value::from(locked.clone());
+        tx.execute(stmt!(tasks, delete), args![&ids]).await?;
+        tx.forget(&locked).await?;
     }
     counts_forget(&mut tx, counted_to, &gone).await?;
     tx.commit().await?;

@@ -189,6 +189,20 @@ UPDATE docket_debounce_waiting SET task_id = ?2 WHERE waiting_key = ?1
 -- Task ?1's side-table tags, before they are written again (retag).
 DELETE FROM docket_task_tags WHERE task_id = ?1
 
+-- name: tags_add_many
+-- Inserted tasks' tags into the side table (migration 0018): ?1 a JSON array of
+-- {"id": task id, "tags": [tag, ...]}, only the tagged tasks.
+INSERT IGNORE INTO docket_task_tags (tag, task_id)
+    SELECT j.tag, j.id FROM JSON_TABLE(?1, '$[*]' COLUMNS (id BIGINT PATH '$.id',
+        NESTED PATH '$.tags[*]' COLUMNS (tag VARCHAR(512) PATH '$'))) j
+
+-- name: forget_tags
+-- The side-table rows of tasks {ids}, deleted from both task tables (migration 0018).
+DELETE FROM docket_task_tags WHERE task_id IN ({ids})
+
+-- name: forget_debounce
+DELETE FROM docket_debounce_waiting WHERE task_id IN ({ids})
+
 -- name: tags_add
 -- Task ?1's tags ?2 (a JSON array) into the side table.
 INSERT IGNORE INTO docket_task_tags (tag, task_id)
