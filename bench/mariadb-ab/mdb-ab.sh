@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds and schema variants of the MySQL backend on the private tmpfs MariaDB (:3320):
+# Two builds of the MySQL backend on the private tmpfs MariaDB (:3320):
 # mariadbd's CPU per run and the bench's rates, variants alternating in each round.
 #   VARIANTS="old full"   OLD_BIN=… : an older build (its own migrations) against BIN
-#   VARIANTS="full notrig":            BIN's schema as migrated, and without the tag triggers
-#                                      (0017's insert triggers, 0018's delete trigger on docket_tasks)
+#   (the tag-trigger A/B in bench/results/issue43-after-0018-20261130.md ran on ee988e6, whose
+#   schema still had them, dropping them by hand; 0018 as landed has none)
 # ROUNDS, N, BIN (default target/debug/docket).
 set -uo pipefail
 BIN=${BIN:-target/debug/docket}
@@ -27,7 +27,7 @@ flushed() {
   m -e "set global innodb_max_dirty_pages_pct = 90"
   sleep "$SETTLE"
 }
-order=(${VARIANTS:-full notrig})
+order=(${VARIANTS:-old full})
 for r in $(seq 1 $ROUNDS); do
   if (( r % 2 == 0 )); then vs=$(printf '%s\n' "${order[@]}" | tac); else vs="${order[*]}"; fi
   for v in $vs; do
@@ -36,9 +36,6 @@ for r in $(seq 1 $ROUNDS); do
     url=mysql://root@127.0.0.1:3320/$db
     bin=$BIN; [ "$v" = old ] && bin=${OLD_BIN:?OLD_BIN: the docket binary of the older commit}
     $bin migrate --database "$url" >/dev/null 2>&1 || { echo "migrate failed"; exit 1; }
-    case $v in
-      notrig) m $db -e "drop trigger docket_tasks_tags_insert; drop trigger docket_tasks_done_tags_insert; drop trigger docket_tasks_delete; drop trigger docket_tasks_done_tags_delete" ;;
-    esac
     flushed
     c0=$(cpu)
     out=$($bin bench --database "$url" -n $N -c 10 --latency-secs 0 2>&1)
