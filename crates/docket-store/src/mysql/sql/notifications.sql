@@ -38,6 +38,7 @@ CREATE TRIGGER IF NOT EXISTS docket_task_events_upd AFTER UPDATE ON docket_tasks
     AND EXISTS (SELECT 1 FROM docket_task_event_queues q WHERE q.queue = NEW.queue)
 
 -- name: task_event_delete
--- The rows a sink published (?1, a JSON array of seqs).
-DELETE FROM docket_task_events
-    WHERE seq IN (SELECT s FROM JSON_TABLE(?1, '$[*]' COLUMNS (s BIGINT PATH '$')) t)
+-- The rows a sink published (?1, a JSON array of seqs), joined rather than `seq IN (SELECT …)`
+-- (see tasks.delete): a backlog behind a broker outage is not scanned per delivered batch.
+DELETE e FROM docket_task_events e
+    JOIN JSON_TABLE(?1, '$[*]' COLUMNS (s BIGINT PATH '$')) t ON e.seq = t.s
