@@ -82,19 +82,10 @@ async fn mysql_side_table_follows_moves_and_deletes() {
     finish_all(&s, &ids).await;
     // The rotation moves the cancelled tasks to docket_tasks_done (insert there, then delete
     // here): their tags stay.
-    let moved = s
-        .task_rotate(TaskRotateParams {
-            now: chrono::Utc::now(),
-            every: Duration::ZERO,
-            min_fill_bytes: 0,
-            idle_every: Duration::ZERO,
-            lock_timeout: Duration::from_secs(5),
-            batch: 1000,
-            most_moved: i64::MAX,
-        })
-        .await
-        .unwrap();
-    assert_eq!(moved, docket_store::Rotation::Archived { moved: 30 });
+    assert_eq!(
+        rotate(&s).await,
+        docket_store::Rotation::Archived { moved: 30 }
+    );
     let done: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM docket_tasks_done")
         .fetch_one(&mut db)
         .await
