@@ -92,22 +92,36 @@ async fn insert_run<T: DriverTx>(
 
 /// Inserts a run that is not there, and its task.
 async fn insert_new<T: DriverTx>(tx: &mut T, run: &NewRun, now: Timestamp) -> Result<()> {
-    let task = tx.insert_task(&run.task, now).await?.ok_or_else(|| {
-        StoreError::Conflict(format!("workflow run {}: its task's unique key", run.id))
-    })?;
-    tx.execute(
-        stmt!(runs, insert),
-        args![
-            run.id.as_str(),
-            run.workflow.as_str(),
-            task.queue.as_str(),
-            &run.input,
-            run.parent_id.as_deref(),
-            task.id,
-            now
-        ],
-    )
-    .await?;
+    insert_many(tx, &[run], now).await
+}
+
+/// Inserts runs that are not there, and their tasks: a statement for the tasks and one for
+/// the runs on PostgreSQL (arrays), a statement per row elsewhere.
+async fn insert_many<T: DriverTx>(tx: &mut T, runs: &[&NewRun], now: Timestamp) -> Result<()> {
+    let tasks: Vec<ResolvedTask> = runs.iter().map(|r| r.task.clone()).collect();
+    let tasks = tx.insert_tasks(&tasks, now).await?;
+    let mut rows = Vec::with_capacity(runs.len());
+    for (run, task) in runs.iter().zip(&tasks) {
+        let Some(task) = task else {
+            return Err(StoreError::Conflict(format!(
+                "workflow run {}: its task's unique key",
+                run.id
+            )));
+        };
+        rows.push(
+            args![
+                run.id.as_str(),
+                run.workflow.as_str(),
+                task.queue.as_str(),
+                &run.input,
+                run.parent_id.as_deref(),
+                task.id,
+                now
+            ]
+            .to_vec(),
+        );
+    }
+    tx.update_each(stmt!(runs, insert), &[], &rows).await?;
     Ok(())
 }
 
@@ -121,7 +135,7 @@ async fn runs_in<T: DriverTx>(tx: &mut T, ids: &[String]) -> Result<HashMap<Stri
 }
 
 /// Starts `starts` (of distinct ids) in `tx` ([`RunStore::run_start_many`]): the runs there
-/// read with one statement, the others inserted, then read back with one.
+/// read with one statement, the others inserted together, then read back with one.
 async fn start<T: DriverTx>(
     tx: &mut T,
     starts: &[&RunStartParams],
@@ -129,13 +143,21 @@ async fn start<T: DriverTx>(
     let mut ids: Vec<String> = starts.iter().map(|p| p.run.id.clone()).collect();
     ids.sort_unstable();
     let there = runs_in(tx, &ids).await?;
-    let mut new: Vec<String> = vec![];
-    for p in starts {
-        if !there.contains_key(&p.run.id) {
-            insert_new(tx, &p.run, p.now).await?;
-            new.push(p.run.id.clone());
-        }
+    let fresh: Vec<&NewRun> = starts
+        .iter()
+        .filter(|p| !there.contains_key(&p.run.id))
+        .map(|p| &p.run)
+        .collect();
+    // One time for all (the latest of the starts'), as one transaction has.
+    if let Some(now) = starts
+        .iter()
+        .map(|p| p.now)
+        .max()
+        .filter(|_| !fresh.is_empty())
+    {
+        insert_many(tx, &fresh, now).await?;
     }
+    let mut new: Vec<String> = fresh.iter().map(|r| r.id.clone()).collect();
     new.sort_unstable();
     let mut made = if new.is_empty() {
         HashMap::new()
@@ -158,7 +180,7 @@ async fn start<T: DriverTx>(
 /// won, and its run is answered.
 async fn start_one<D: Driver>(d: &D, p: &RunStartParams) -> Result<(WorkflowRun, bool)> {
     let first = again(|| async move {
-        let mut tx = d.begin().await?;
+        let mut tx = d.begin_keyed().await?;
         let mut out = start(&mut tx, &[p]).await?;
         tx.commit().await?;
         Ok(out.remove(0))
@@ -173,11 +195,102 @@ async fn start_one<D: Driver>(d: &D, p: &RunStartParams) -> Result<(WorkflowRun,
     }
 }
 
-/// Writes `entries` into `run`'s journal (see [`RunStore::run_record`]); answers how many were
-/// written and the journal's length after them (`set_steps`: written to the run's row here;
-/// otherwise the caller writes it, as a finish does with the run's end).
+/// A journal entry to insert ([`Writes`]).
+struct EntryRow {
+    run_id: String,
+    seq: i64,
+    kind: EntryKind,
+    name: String,
+    state: EntryState,
+    output: Option<Value>,
+    error: Option<String>,
+    attempts: i32,
+    child_id: Option<String>,
+    started_at: Timestamp,
+    finished_at: Option<Timestamp>,
+    wake_at: Option<Timestamp>,
+}
+
+/// A run's end to write ([`Writes`]): `runs.finish`'s arguments.
+struct EndRow {
+    id: String,
+    state: RunState,
+    result: Option<Value>,
+    error: Option<String>,
+    steps: i64,
+}
+
+/// The journal entries, journal lengths and run ends a flow writes, kept until
+/// [`Writes::flush`] writes each kind with one statement on PostgreSQL (arrays,
+/// [`DriverTx::update_each`]) — a report batch's for all its runs — and a statement per row
+/// elsewhere.
+#[derive(Default)]
+struct Writes {
+    entries: Vec<EntryRow>,
+    /// (run, the journal's length at least, now).
+    steps: Vec<(String, i64, Timestamp)>,
+    ends: Vec<EndRow>,
+}
+
+impl Writes {
+    async fn flush<T: DriverTx>(&mut self, tx: &mut T, now: Timestamp) -> Result<()> {
+        let entries: Vec<Vec<Arg<'_>>> = self
+            .entries
+            .iter()
+            .map(|e| {
+                args![
+                    e.run_id.as_str(),
+                    e.seq,
+                    e.kind.as_str(),
+                    e.name.as_str(),
+                    e.state.as_str(),
+                    e.output.as_ref(),
+                    e.error.as_deref(),
+                    e.attempts,
+                    e.child_id.as_deref(),
+                    e.started_at,
+                    e.finished_at,
+                    e.wake_at
+                ]
+                .to_vec()
+            })
+            .collect();
+        tx.update_each(stmt!(runs, entry_insert), &[], &entries)
+            .await?;
+        let steps: Vec<Vec<Arg<'_>>> = self
+            .steps
+            .iter()
+            .map(|(id, n, at)| args![id.as_str(), *n, *at].to_vec())
+            .collect();
+        tx.update_each(stmt!(runs, set_steps), &[], &steps).await?;
+        let ends: Vec<Vec<Arg<'_>>> = self
+            .ends
+            .iter()
+            .map(|e| {
+                args![
+                    e.id.as_str(),
+                    e.state.as_str(),
+                    e.result.as_ref(),
+                    e.error.as_deref(),
+                    e.steps
+                ]
+                .to_vec()
+            })
+            .collect();
+        tx.update_each(stmt!(runs, finish), args![now], &ends)
+            .await?;
+        *self = Writes::default();
+        Ok(())
+    }
+}
+
+/// Writes `entries` into `run`'s journal (see [`RunStore::run_record`]) through `w` (the
+/// caller flushes it); answers how many were written and the journal's length after them
+/// (`set_steps`: written to the run's row here; otherwise the caller writes it, as a finish
+/// does with the run's end).
 async fn record<T: DriverTx>(
     tx: &mut T,
+    w: &mut Writes,
     run: &WorkflowRun,
     entries: &[NewEntry],
     children: &[(i64, NewRun)],
@@ -236,30 +349,24 @@ async fn record<T: DriverTx>(
         } else {
             EntryState::Completed
         };
-        let error = e.error.as_deref().map(durable::clip_error);
-        tx.execute(
-            stmt!(runs, entry_insert),
-            args![
-                run.id.as_str(),
-                e.seq,
-                e.kind.as_str(),
-                e.name.as_str(),
-                state.as_str(),
-                e.output.as_ref(),
-                error.as_deref(),
-                e.attempts.unwrap_or(1),
-                child_id.as_deref(),
-                e.started_at.unwrap_or(now),
-                Some(now),
-                None::<Timestamp>
-            ],
-        )
-        .await?;
+        w.entries.push(EntryRow {
+            run_id: run.id.clone(),
+            seq: e.seq,
+            kind: e.kind,
+            name: e.name.clone(),
+            state,
+            output: e.output.clone(),
+            error: e.error.as_deref().map(durable::clip_error),
+            attempts: e.attempts.unwrap_or(1),
+            child_id,
+            started_at: e.started_at.unwrap_or(now),
+            finished_at: Some(now),
+            wake_at: None,
+        });
         written += 1;
     }
     if set_steps {
-        tx.execute(stmt!(runs, set_steps), args![run.id.as_str(), top + 1, now])
-            .await?;
+        w.steps.push((run.id.clone(), top + 1, now));
     }
     Ok((written, run.steps.max(top + 1)))
 }
@@ -442,6 +549,7 @@ async fn report<T: DriverTx>(
     let (mut done, mut nonces, mut results) = (vec![], vec![], vec![]);
     let mut failures = vec![];
     let mut ended: Vec<(usize, &str)> = vec![];
+    let mut w = Writes::default();
     let mut out = Vec::with_capacity(reports.len());
     for (at, r) in reports.iter().enumerate() {
         let l = &r.record.lease;
@@ -459,7 +567,7 @@ async fn report<T: DriverTx>(
         };
         let (entries, children) = (&r.record.entries, &r.record.children);
         let Some(outcome) = &r.finish else {
-            match record(tx, run, entries, children, now, true).await {
+            match record(tx, &mut w, run, entries, children, now, true).await {
                 Ok((n, _)) => out.push(RunReported::Recorded(n)),
                 Err(e) if refusable(&e) => return refuse(e, false),
                 Err(e) => return Err(e),
@@ -475,7 +583,7 @@ async fn report<T: DriverTx>(
             out.push(RunReported::Finished(Box::new(run.clone())));
             continue;
         }
-        let steps = match record(tx, run, entries, children, now, false).await {
+        let steps = match record(tx, &mut w, run, entries, children, now, false).await {
             Ok((_, steps)) => steps,
             Err(e) if refusable(&e) => return refuse(e, false),
             Err(e) => return Err(e),
@@ -484,18 +592,13 @@ async fn report<T: DriverTx>(
             Ok(v) => (RunState::Completed, Some(v), None),
             Err(e) => (RunState::Failed, None, Some(durable::clip_error(e))),
         };
-        tx.execute(
-            stmt!(runs, finish),
-            args![
-                run.id.as_str(),
-                state.as_str(),
-                result,
-                error.as_deref(),
-                now,
-                steps
-            ],
-        )
-        .await?;
+        w.ends.push(EndRow {
+            id: run.id.clone(),
+            state,
+            result: result.cloned(),
+            error: error.clone(),
+            steps,
+        });
         match (result, &error) {
             (Some(v), _) => {
                 done.push(run.task_id);
@@ -513,6 +616,7 @@ async fn report<T: DriverTx>(
         ended.push((at, run.id.as_str()));
         out.push(RunReported::Recorded(0));
     }
+    w.flush(tx, now).await?;
     if !done.is_empty() {
         tx.execute(
             stmt!(leases, complete_held),
@@ -545,7 +649,7 @@ async fn report<T: DriverTx>(
 /// One report in its own transaction; a refusal's cancel or timeout of the task is committed.
 async fn report_one<D: Driver>(d: &D, r: &RunReport) -> Result<RunReported> {
     again(|| async move {
-        let mut tx = d.begin().await?;
+        let mut tx = d.begin_keyed().await?;
         match report(&mut tx, &[r]).await? {
             Ok(mut o) => {
                 tx.commit().await?;
@@ -598,7 +702,7 @@ impl<D: Driver> RunStore for D {
         let groups = in_groups(&starts, |p| p.run.id.as_str());
         let parts = &groups.parts;
         let written = again(|| async move {
-            let mut tx = self.begin().await?;
+            let mut tx = self.begin_keyed().await?;
             let mut outs = vec![];
             for g in parts {
                 outs.push(start(&mut tx, g).await?);
@@ -661,10 +765,12 @@ impl<D: Driver> RunStore for D {
         let p = &p;
         again(|| async move {
             let now = p.record.lease.now;
-            let mut tx = self.begin().await?;
+            let mut tx = self.begin_keyed().await?;
             let (run, _) = held!(tx, &p.record.lease);
+            let mut writes = Writes::default();
             record(
                 &mut tx,
+                &mut writes,
                 &run,
                 &p.record.entries,
                 &p.record.children,
@@ -672,6 +778,7 @@ impl<D: Driver> RunStore for D {
                 true,
             )
             .await?;
+            writes.flush(&mut tx, now).await?;
             let w = &p.wait;
             let event_name = w.event();
             let wake_at = match entry_at(&mut tx, &run.id, w.seq).await? {
@@ -707,29 +814,22 @@ impl<D: Driver> RunStore for D {
                         EntryKind::Sleep => w.until,
                         _ => w.timeout.map(|t| docket_core::time::add(now, t)),
                     };
-                    tx.execute(
-                        stmt!(runs, entry_insert),
-                        args![
-                            run.id.as_str(),
-                            w.seq,
-                            w.kind.as_str(),
-                            w.name.as_str(),
-                            EntryState::Waiting.as_str(),
-                            None::<&Value>,
-                            None::<&str>,
-                            1i32,
-                            w.child_id.as_deref(),
-                            now,
-                            None::<Timestamp>,
-                            wake_at
-                        ],
-                    )
-                    .await?;
-                    tx.execute(
-                        stmt!(runs, set_steps),
-                        args![run.id.as_str(), w.seq + 1, now],
-                    )
-                    .await?;
+                    writes.entries.push(EntryRow {
+                        run_id: run.id.clone(),
+                        seq: w.seq,
+                        kind: w.kind,
+                        name: w.name.clone(),
+                        state: EntryState::Waiting,
+                        output: None,
+                        error: None,
+                        attempts: 1,
+                        child_id: w.child_id.clone(),
+                        started_at: now,
+                        finished_at: None,
+                        wake_at,
+                    });
+                    writes.steps.push((run.id.clone(), w.seq + 1, now));
+                    writes.flush(&mut tx, now).await?;
                     wake_at
                 }
             };
@@ -848,7 +948,7 @@ impl<D: Driver> RunStore for D {
             let groups = in_groups(&items, |r| r.record.lease.id.as_str());
             let parts = &groups.parts;
             let written = again(|| async move {
-                let mut tx = self.begin().await?;
+                let mut tx = self.begin_keyed().await?;
                 let mut outs = vec![];
                 for (k, g) in parts.iter().enumerate() {
                     let g: Vec<&RunReport> = g.iter().map(|r| **r).collect();
@@ -908,7 +1008,7 @@ impl<D: Driver> RunStore for D {
     async fn run_resume(&self, p: RunLease) -> Result<Resumed> {
         let p = &p;
         again(|| async move {
-            let mut tx = self.begin().await?;
+            let mut tx = self.begin_keyed().await?;
             let (run, _) = held!(tx, &p);
             tx.execute(stmt!(runs, sleeps_over), args![run.id.as_str(), p.now])
                 .await?;
@@ -935,7 +1035,7 @@ impl<D: Driver> RunStore for D {
     async fn run_send(&self, p: RunSendParams) -> Result<EventSent> {
         let p = &p;
         again(|| async move {
-            let mut tx = self.begin().await?;
+            let mut tx = self.begin_keyed().await?;
             let sent = deliver(&mut tx, &p.id, &p.name, &p.payload, p.now, true)
                 .await?
                 .ok_or_else(|| StoreError::NotFound(format!("workflow run {}", p.id)))?;
@@ -947,7 +1047,7 @@ impl<D: Driver> RunStore for D {
 
     async fn run_cancel(&self, id: &str, now: Timestamp) -> Result<RunCancelled> {
         again(|| async move {
-            let mut tx = self.begin().await?;
+            let mut tx = self.begin_keyed().await?;
             let run = lock_run(&mut tx, id).await?;
             if run.state.is_finished() {
                 tx.commit().await?;
@@ -957,17 +1057,17 @@ impl<D: Driver> RunStore for D {
                     children: vec![],
                 });
             }
-            tx.execute(
-                stmt!(runs, finish),
-                args![
-                    id,
-                    RunState::Cancelled.as_str(),
-                    None::<&Value>,
-                    "cancelled",
-                    now,
-                    0i64
-                ],
-            )
+            Writes {
+                ends: vec![EndRow {
+                    id: id.to_string(),
+                    state: RunState::Cancelled,
+                    result: None,
+                    error: Some("cancelled".into()),
+                    steps: 0,
+                }],
+                ..Writes::default()
+            }
+            .flush(&mut tx, now)
             .await?;
             let children = tx
                 .fetch(stmt!(runs, open_children), args![id])
@@ -989,7 +1089,7 @@ impl<D: Driver> RunStore for D {
 
     async fn run_reopen(&self, id: &str, now: Timestamp) -> Result<WorkflowRun> {
         again(|| async move {
-            let mut tx = self.begin().await?;
+            let mut tx = self.begin_keyed().await?;
             let run = lock_run(&mut tx, id).await?;
             if !matches!(run.state, RunState::Failed | RunState::Cancelled) {
                 return Err(StoreError::InvalidState(format!(
@@ -1035,7 +1135,7 @@ impl<D: Driver> RunStore for D {
         }
         let ids = &ids;
         again(|| async move {
-            let mut tx = self.begin().await?;
+            let mut tx = self.begin_keyed().await?;
             for id in ids {
                 tx.execute(stmt!(runs, prune_entries), args![id]).await?;
                 tx.execute(stmt!(runs, prune_events), args![id]).await?;

@@ -430,6 +430,17 @@ impl crate::driver::Driver for PgStore {
         })
     }
 
+    async fn begin_keyed(&self) -> Result<PgTx> {
+        // BEGIN and the setting in one round trip.
+        Ok(PgTx {
+            tx: self
+                .pool
+                .begin_with("BEGIN; SET LOCAL enable_seqscan = off")
+                .await?,
+            schema: self.schema.clone(),
+        })
+    }
+
     fn stmt(s: StmtName) -> &'static crate::sql::Stmt {
         STATEMENTS.stmt(s.0, s.1)
     }
@@ -559,6 +570,44 @@ impl crate::driver::DriverTx for PgTx {
         .await?;
         t.payload = payload;
         Ok(rows.first().map(|(id, _)| t.into_task(*id, now)))
+    }
+
+    async fn insert_tasks(
+        &mut self,
+        tasks: &[ResolvedTask],
+        now: Timestamp,
+    ) -> Result<Vec<Option<Task>>> {
+        // A unique key may refuse a row, and the statement answers only the rows it wrote.
+        if tasks.len() < 2 || tasks.iter().any(|t| t.unique_key.is_some()) {
+            let mut out = Vec::with_capacity(tasks.len());
+            for t in tasks {
+                out.push(self.insert_task(t, now).await?);
+            }
+            return Ok(out);
+        }
+        let mut tasks = tasks.to_vec();
+        let payloads: Vec<Value> = tasks
+            .iter_mut()
+            .map(|t| std::mem::take(&mut t.payload))
+            .collect();
+        let mut rows =
+            PgStore::insert_rows(&mut self.tx, &self.schema, &tasks, &payloads, now).await?;
+        if rows.len() != tasks.len() {
+            return Err(StoreError::Invalid(
+                "insert returned fewer rows than expected".into(),
+            ));
+        }
+        // Identity values are taken in insertion (ordinality) order.
+        rows.sort_by_key(|r| r.0);
+        Ok(tasks
+            .into_iter()
+            .zip(payloads)
+            .zip(rows)
+            .map(|((mut t, payload), (id, _))| {
+                t.payload = payload;
+                Some(t.into_task(id, now))
+            })
+            .collect())
     }
 
     async fn insert_events(
@@ -805,5 +854,154 @@ impl crate::driver::LeaseDriver for PgStore {
         self.claims_fast
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Some(crate::leases::claimed(tasks, nonce, p.now)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        LeaseStore as _, NewRun, RunLease, RunRecordParams, RunReport, RunStartParams, RunStore,
+        TaskClaimParams,
+    };
+    use docket_core::durable::{self, EntryKind, NewEntry};
+    use docket_core::{NewTask, TaskDefaults};
+
+    fn start(id: String, now: Timestamp) -> RunStartParams {
+        let input = serde_json::json!({ "id": id });
+        let mut t = NewTask::new("w", durable::task_payload(&id, &input));
+        t.queue = Some(durable::DEFAULT_QUEUE.into());
+        RunStartParams {
+            run: NewRun {
+                id,
+                workflow: "w".into(),
+                input,
+                parent_id: None,
+                task: t.resolve(None, &TaskDefaults::default(), now).unwrap(),
+            },
+            now,
+        }
+    }
+
+    /// Starts `ids` one call each, then claims as many runs' tasks (the oldest waiting) and
+    /// reports a step of each, one report at a time.
+    async fn one_by_one(s: &PgStore, ids: &[String]) {
+        let now = chrono::Utc::now();
+        for id in ids {
+            s.run_start(start(id.clone(), now)).await.unwrap();
+        }
+        let tasks = s
+            .task_claim(TaskClaimParams {
+                labels: Default::default(),
+                kinds: None,
+                stages: None,
+                queue: durable::DEFAULT_QUEUE.into(),
+                worker: "w".into(),
+                node: "n".into(),
+                limit: ids.len() as i64,
+                lease: None,
+                now,
+                nonce: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(tasks.len(), ids.len());
+        for t in tasks {
+            let id = t.payload["workflow_run"].as_str().unwrap().to_string();
+            let report = RunReport {
+                record: RunRecordParams {
+                    lease: RunLease {
+                        id,
+                        token: t.lease.as_ref().unwrap().token.clone(),
+                        now,
+                        fail_rule: docket_core::task::standard_fail_rule,
+                    },
+                    entries: vec![NewEntry {
+                        seq: 0,
+                        kind: EntryKind::Step,
+                        name: "s".into(),
+                        output: Some(serde_json::json!(1)),
+                        error: None,
+                        attempts: None,
+                        started_at: None,
+                        child: None,
+                    }],
+                    children: vec![],
+                },
+                finish: None,
+            };
+            let out = s.run_report_many(vec![report]).await.unwrap();
+            assert!(out[0].is_ok(), "{:?}", out[0]);
+        }
+    }
+
+    /// The durable runs' flows find runs by key however small the runs table was when their
+    /// statements' generic plans were made (`Driver::begin_keyed`): starts and reports made
+    /// one at a time on a nearly empty table (PostgreSQL builds a prepared statement's generic
+    /// plan at its sixth run), then 3,000 runs more, then starts and reports again — the rows
+    /// PostgreSQL's scans of `docket_workflow_runs` read stay far below one scan of the table
+    /// per call. One connection, so that one backend ran every flow and its counts are
+    /// flushed on request.
+    #[tokio::test]
+    async fn run_flows_find_runs_by_key_after_the_table_grew() {
+        let url = std::env::var("DOCKET_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let s = PgStore::connect(&ConnectOptions {
+            url,
+            schema: Some(schema.clone()),
+            max_connections: Some(1),
+            strict_commit: false,
+        })
+        .await
+        .unwrap();
+        s.migrate().await.unwrap();
+        let ids = |from: usize, n: usize| -> Vec<String> {
+            (from..from + n).map(|i| format!("run-{i:06}")).collect()
+        };
+        one_by_one(&s, &ids(0, 8)).await;
+        let now = chrono::Utc::now();
+        for k in 0..15 {
+            let batch = ids(100 + k * 200, 200)
+                .into_iter()
+                .map(|id| start(id, now))
+                .collect();
+            for r in s.run_start_many(batch).await.unwrap() {
+                r.unwrap();
+            }
+        }
+        one_by_one(&s, &ids(10, 8)).await;
+        let read = |sql: &'static str| {
+            let schema = schema.clone();
+            let pool = s.pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(sql)
+                    .bind(schema)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
+        sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        let runs = read(
+            "SELECT n_live_tup FROM pg_stat_user_tables \
+             WHERE schemaname = $1 AND relname = 'docket_workflow_runs'",
+        )
+        .await;
+        let scanned = read(
+            "SELECT seq_tup_read FROM pg_stat_user_tables \
+             WHERE schemaname = $1 AND relname = 'docket_workflow_runs'",
+        )
+        .await;
+        s.drop_schema(&schema).await.unwrap();
+        assert_eq!(runs, 3016, "the counts were flushed");
+        // The last 8 starts and 8 reports: a scan each would read 16 × 3,000 rows.
+        assert!(
+            scanned < 3000,
+            "{scanned} rows of docket_workflow_runs read by scans"
+        );
     }
 }

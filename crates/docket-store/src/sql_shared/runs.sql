@@ -18,6 +18,7 @@ SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id IN (?1)
 SELECT {RUN_COLS} FROM docket_workflow_runs WHERE id IN (?1) ORDER BY id FOR UPDATE
 
 -- name: insert
+-- A run (DriverTx::update_each: a statement per row).
 INSERT INTO docket_workflow_runs (id, workflow, queue, state, input, parent_id, task_id, steps,
     created_at, updated_at) VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, 0, ?7, ?7)
 
@@ -36,6 +37,7 @@ SELECT {ENTRY_COLS} FROM docket_workflow_steps WHERE run_id = ?1 ORDER BY seq
 SELECT {ENTRY_COLS} FROM docket_workflow_steps WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq
 
 -- name: entry_insert
+-- DriverTx::update_each: a statement per entry.
 INSERT INTO docket_workflow_steps (run_id, seq, kind, name, state, output, error, attempts,
     child_id, started_at, finished_at, wake_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 
@@ -49,6 +51,7 @@ UPDATE docket_workflow_steps SET state = 'completed', finished_at = ?2
     WHERE run_id = ?1 AND kind = 'sleep' AND state = 'waiting' AND wake_at <= ?2
 
 -- name: set_steps
+-- DriverTx::update_each: a statement per run.
 UPDATE docket_workflow_runs SET steps = CASE WHEN steps < ?2 THEN ?2 ELSE steps END,
     updated_at = ?3 WHERE id = ?1
 
@@ -57,10 +60,11 @@ UPDATE docket_workflow_runs SET state = ?2, waiting_for = ?3, wake_at = ?4, upda
     WHERE id = ?1
 
 -- name: finish
--- The run ends; its journal's length is raised to ?6 (the entries its finish recorded).
-UPDATE docket_workflow_runs SET state = ?2, result = ?3, error = ?4, finished_at = ?5,
-    updated_at = ?5, waiting_for = NULL, wake_at = NULL,
-    steps = CASE WHEN steps < ?6 THEN ?6 ELSE steps END WHERE id = ?1
+-- The run ?2 ends at ?1; its journal's length is raised to ?6 (the entries its finish
+-- recorded). DriverTx::update_each: ?1 shared, a statement per run.
+UPDATE docket_workflow_runs SET state = ?3, result = ?4, error = ?5, finished_at = ?1,
+    updated_at = ?1, waiting_for = NULL, wake_at = NULL,
+    steps = CASE WHEN steps < ?6 THEN ?6 ELSE steps END WHERE id = ?2
 
 -- name: reopen
 UPDATE docket_workflow_runs SET state = 'running', result = NULL, error = NULL,
