@@ -508,11 +508,12 @@ pub(crate) trait DriverTx: Send + Sized {
         Ok(())
     }
 
-    /// Runs statement `s`, which changes one task by id, for each of `rows` — its arguments
-    /// are `shared` then the row's, the row's first an [`Arg::Int`] id — and returns the ids
-    /// of the tasks it changed. SQLite and MySQL run it once per row; PostgreSQL overrides this
-    /// with one statement, each column of the rows bound as an array (`unnest`) and the ids
-    /// `RETURNING`.
+    /// Runs statement `s`, which writes one row, for each of `rows` — its arguments are
+    /// `shared` then the row's — and returns the ids of the rows it changed (tasks: the row's
+    /// first argument, an [`Arg::Int`] id; what else calls it — durable runs' inserts and
+    /// updates — reads no answer). SQLite and MySQL run it once per row; PostgreSQL overrides
+    /// this with one statement, each column of the rows bound as an array (`unnest`), answering
+    /// `RETURNING … AS id`.
     ///
     /// # Errors
     /// The database failed.
