@@ -176,6 +176,22 @@ macro_rules! args {
 }
 pub(crate) use args;
 
+/// [`DriverTx::insert_task`] of each of `tasks` in `tx`, in order.
+///
+/// # Errors
+/// The database failed.
+pub(crate) async fn insert_one_by_one<T: DriverTx>(
+    tx: &mut T,
+    tasks: &[docket_core::task::ResolvedTask],
+    now: Timestamp,
+) -> Result<Vec<Option<docket_core::Task>>> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(tx.insert_task(t, now).await?);
+    }
+    Ok(out)
+}
+
 /// Runs a backend's statements (see the module's documentation).
 #[async_trait]
 pub(crate) trait Driver: Send + Sync + Sized {
@@ -425,11 +441,7 @@ pub(crate) trait DriverTx: Send + Sized {
         tasks: &[docket_core::task::ResolvedTask],
         now: Timestamp,
     ) -> Result<Vec<Option<docket_core::Task>>> {
-        let mut out = Vec::with_capacity(tasks.len());
-        for t in tasks {
-            out.push(self.insert_task(t, now).await?);
-        }
-        Ok(out)
+        insert_one_by_one(self, tasks, now).await
     }
 
     /// Brings finished tasks `ids` back to where statements change tasks, before a change

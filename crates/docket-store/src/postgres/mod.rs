@@ -579,11 +579,7 @@ impl crate::driver::DriverTx for PgTx {
     ) -> Result<Vec<Option<Task>>> {
         // A unique key may refuse a row, and the statement answers only the rows it wrote.
         if tasks.len() < 2 || tasks.iter().any(|t| t.unique_key.is_some()) {
-            let mut out = Vec::with_capacity(tasks.len());
-            for t in tasks {
-                out.push(self.insert_task(t, now).await?);
-            }
-            return Ok(out);
+            return crate::driver::insert_one_by_one(self, tasks, now).await;
         }
         let mut tasks = tasks.to_vec();
         let payloads: Vec<Value> = tasks
