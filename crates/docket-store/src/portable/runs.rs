@@ -196,13 +196,13 @@ async fn start_one<D: Driver>(d: &D, p: &RunStartParams) -> Result<(WorkflowRun,
 }
 
 /// A journal entry to insert ([`Writes`]).
-struct EntryRow {
-    run_id: String,
+struct EntryRow<'a> {
+    run_id: &'a str,
     seq: i64,
     kind: EntryKind,
-    name: String,
+    name: &'a str,
     state: EntryState,
-    output: Option<Value>,
+    output: Option<&'a Value>,
     error: Option<String>,
     attempts: i32,
     child_id: Option<String>,
@@ -225,26 +225,26 @@ struct EndRow {
 /// [`DriverTx::update_each`]) — a report batch's for all its runs — and a statement per row
 /// elsewhere.
 #[derive(Default)]
-struct Writes {
-    entries: Vec<EntryRow>,
+struct Writes<'a> {
+    entries: Vec<EntryRow<'a>>,
     /// (run, the journal's length at least, now).
     steps: Vec<(String, i64, Timestamp)>,
     ends: Vec<EndRow>,
 }
 
-impl Writes {
+impl Writes<'_> {
     async fn flush<T: DriverTx>(&mut self, tx: &mut T, now: Timestamp) -> Result<()> {
         let entries: Vec<Vec<Arg<'_>>> = self
             .entries
             .iter()
             .map(|e| {
                 args![
-                    e.run_id.as_str(),
+                    e.run_id,
                     e.seq,
                     e.kind.as_str(),
-                    e.name.as_str(),
+                    e.name,
                     e.state.as_str(),
-                    e.output.as_ref(),
+                    e.output,
                     e.error.as_deref(),
                     e.attempts,
                     e.child_id.as_deref(),
@@ -288,11 +288,11 @@ impl Writes {
 /// caller flushes it); answers how many were written and the journal's length after them
 /// (`set_steps`: written to the run's row here; otherwise the caller writes it, as a finish
 /// does with the run's end).
-async fn record<T: DriverTx>(
+async fn record<'a, T: DriverTx>(
     tx: &mut T,
-    w: &mut Writes,
-    run: &WorkflowRun,
-    entries: &[NewEntry],
+    w: &mut Writes<'a>,
+    run: &'a WorkflowRun,
+    entries: &'a [NewEntry],
     children: &[(i64, NewRun)],
     now: Timestamp,
     set_steps: bool,
@@ -350,12 +350,12 @@ async fn record<T: DriverTx>(
             EntryState::Completed
         };
         w.entries.push(EntryRow {
-            run_id: run.id.clone(),
+            run_id: &run.id,
             seq: e.seq,
             kind: e.kind,
-            name: e.name.clone(),
+            name: &e.name,
             state,
-            output: e.output.clone(),
+            output: e.output.as_ref(),
             error: e.error.as_deref().map(durable::clip_error),
             attempts: e.attempts.unwrap_or(1),
             child_id,
@@ -815,10 +815,10 @@ impl<D: Driver> RunStore for D {
                         _ => w.timeout.map(|t| docket_core::time::add(now, t)),
                     };
                     writes.entries.push(EntryRow {
-                        run_id: run.id.clone(),
+                        run_id: &run.id,
                         seq: w.seq,
                         kind: w.kind,
-                        name: w.name.clone(),
+                        name: &w.name,
                         state: EntryState::Waiting,
                         output: None,
                         error: None,
