@@ -438,10 +438,10 @@ pub(crate) trait DriverTx: Send + Sized {
     /// The database failed.
     async fn insert_tasks(
         &mut self,
-        tasks: &[docket_core::task::ResolvedTask],
+        tasks: Vec<docket_core::task::ResolvedTask>,
         now: Timestamp,
     ) -> Result<Vec<Option<docket_core::Task>>> {
-        insert_one_by_one(self, tasks, now).await
+        insert_one_by_one(self, &tasks, now).await
     }
 
     /// Brings finished tasks `ids` back to where statements change tasks, before a change

@@ -98,8 +98,8 @@ async fn insert_new<T: DriverTx>(tx: &mut T, run: &NewRun, now: Timestamp) -> Re
 /// Inserts runs that are not there, and their tasks: a statement for the tasks and one for
 /// the runs on PostgreSQL (arrays), a statement per row elsewhere.
 async fn insert_many<T: DriverTx>(tx: &mut T, runs: &[&NewRun], now: Timestamp) -> Result<()> {
-    let tasks: Vec<ResolvedTask> = runs.iter().map(|r| r.task.clone()).collect();
-    let tasks = tx.insert_tasks(&tasks, now).await?;
+    let tasks = runs.iter().map(|r| r.task.clone()).collect();
+    let tasks = tx.insert_tasks(tasks, now).await?;
     let mut rows = Vec::with_capacity(runs.len());
     for (run, task) in runs.iter().zip(&tasks) {
         let Some(task) = task else {

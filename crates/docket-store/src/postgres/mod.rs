@@ -574,14 +574,13 @@ impl crate::driver::DriverTx for PgTx {
 
     async fn insert_tasks(
         &mut self,
-        tasks: &[ResolvedTask],
+        mut tasks: Vec<ResolvedTask>,
         now: Timestamp,
     ) -> Result<Vec<Option<Task>>> {
         // A unique key may refuse a row, and the statement answers only the rows it wrote.
         if tasks.len() < 2 || tasks.iter().any(|t| t.unique_key.is_some()) {
-            return crate::driver::insert_one_by_one(self, tasks, now).await;
+            return crate::driver::insert_one_by_one(self, &tasks, now).await;
         }
-        let mut tasks = tasks.to_vec();
         let payloads: Vec<Value> = tasks
             .iter_mut()
             .map(|t| std::mem::take(&mut t.payload))
