@@ -12,7 +12,9 @@ case "${1:-}" in
              DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null; }
            (cd "$HERE" && GOPROXY=off GOFLAGS=-mod=mod go build -o "$GOBIN_OUT" .) ;;
   version) echo "docket client-go 0.1.0 ($(go version | cut -d' ' -f3)), docket $("$BIN" --version | cut -d' ' -f2)" ;;
-  variants) echo "c10 10 default 3"; echo "c10-prefetch 10 prefetch 3"; echo "c24-prefetch 24 prefetch 3" ;;
+  variants) echo "c10 10 default 3"; echo "c10-prefetch 10 prefetch 3"; echo "c24-prefetch 24 prefetch 3"
+           # 10 claims of 1,000 in flight, as the HTTP work path (c10-http) keeps
+           echo "c24-deep 24 deep 3" ;;
   work) serve_start; "$GOBIN_OUT" work "$SERVER" "$2" "$3" "$4"; serve_stop ;;
   latency) serve_start; "$GOBIN_OUT" latency "$SERVER" "$2" "$3" "$4"; serve_stop ;;
   *) common "$@" || { echo "unknown command ${1:-}" >&2; exit 2; } ;;

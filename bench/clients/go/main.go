@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -23,16 +24,32 @@ func main() {
 		log.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	// DOCKET_BENCH_CPUPROFILE=FILE: a CPU profile of the run (go tool pprof -top FILE).
+	if f := os.Getenv("DOCKET_BENCH_CPUPROFILE"); f != "" {
+		out, err := os.Create(f)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(out); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if mode == "work" {
 		n, conc := int64(a), b
 		// "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch);
 		// "default": the worker's default (automatic prefetch, Prefetch 0).
-		prefetch := 0
-		if os.Args[5] == "prefetch" {
+		// "deep": 10 claims of up to 1000 in flight, 10,000 held ahead — what the HTTP work path
+		// (c10-http: 10 loops claiming 1000) keeps in flight.
+		prefetch, claims := 0, 0
+		switch os.Args[5] {
+		case "prefetch":
 			prefetch = 1000
+		case "deep":
+			prefetch, claims = 10000, 10
 		}
 		t0 := time.Now()
-		w, _ := docket.NewWorker(docket.WorkerOptions{Client: c, Queue: "bench", Concurrency: conc, Prefetch: prefetch, Wait: waitFor(), ReportInterval: -1, Logger: log.New(io.Discard, "", 0)})
+		w, _ := docket.NewWorker(docket.WorkerOptions{Client: c, Queue: "bench", Concurrency: conc, Prefetch: prefetch, Claims: claims, Wait: waitFor(), ReportInterval: -1, Logger: log.New(io.Discard, "", 0)})
 		w.Register("noop", func(ctx context.Context, job *docket.Job) (interface{}, error) { return nil, nil })
 		done := make(chan struct{})
 		go func() { _ = w.Run(ctx); close(done) }()

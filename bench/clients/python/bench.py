@@ -10,7 +10,10 @@ from docket_client import AsyncClient, Worker
 async def work(server, n, conc, profile):
     # "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch);
     # "default": the worker's default ("auto").
-    options = {"prefetch": 1000} if profile == "prefetch" else {}
+    # "deep": 10 claims of up to 1000 in flight, 10,000 held ahead — what the HTTP work path
+    # (c10-http: 10 loops claiming 1000) keeps in flight.
+    options = ({"prefetch": 1000} if profile == "prefetch" else
+               {"prefetch": 10_000, "claims": 10} if profile == "deep" else {})
     async with AsyncClient(server) as client:
         t0 = time.perf_counter()
         w = Worker(client, queue="bench", concurrency=conc, wait="1s", report_interval=0,

@@ -7,10 +7,12 @@ const client = new Client({ server });
 if (mode === "work") {
   const n = Number(a), conc = Number(b), profile = c;
   // "prefetch": claim up to 1000 ahead of free handlers (the HTTP path bench's claim batch);
-  // "default": the worker's default ("auto").
-  const prefetch = profile === "prefetch" ? 1000 : undefined;
+  // "deep": 10 claims of up to 1000 in flight, 10,000 held ahead — what the HTTP work path
+  // (c10-http: 10 loops claiming 1000) keeps in flight; "default": the worker's default ("auto").
+  const prefetch = profile === "prefetch" ? 1000 : profile === "deep" ? 10_000 : undefined;
+  const claims = profile === "deep" ? 10 : undefined;
   const t0 = performance.now();
-  const w = new Worker({ client, queue: "bench", concurrency: conc, prefetch, wait: "1s", reportIntervalMs: 0, signals: false });
+  const w = new Worker({ client, queue: "bench", concurrency: conc, prefetch, claims, wait: "1s", reportIntervalMs: 0, signals: false });
   w.handle("noop", () => null);
   const running = w.run();
   while (w.stats.completed < n) await new Promise((r) => setTimeout(r, 5));
