@@ -17,9 +17,18 @@ cd "$(dirname "$0")/.."
 export DOCKET_TEST_PG_URL=${DOCKET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 export DOCKET_TEST_MYSQL_URL=${DOCKET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
 
-# Each line carries the minutes since the start: CI's budget is an hour, and its log's tail is
-# what shows where the time went.
-say() { printf '[test.sh %dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
+# Each line carries the minutes since the start and how busy the machine's cores were since the
+# line before (all processes, the databases' too): CI's budget is an hour, and its log's tail is
+# what shows where the time went and which steps leave cores idle.
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+CPU_LAST=$(cpu_ticks)
+say() {
+  local now busy
+  now=$(cpu_ticks)
+  busy=$(awk -v a="$CPU_LAST" -v b="$now" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%d", d > 0 ? 100 * (y[1] - x[1]) / d : 0 }')
+  CPU_LAST=$now
+  printf '[test.sh %dm%02ds, cores %d%% busy since the last line] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$busy" "$*" >&2
+}
 
 pg_ready() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 pg_login() { psql "$DOCKET_TEST_PG_URL" -Atqc 'select 1' >/dev/null 2>&1; }
@@ -266,8 +275,38 @@ if [ -n "$DOCS_PID" ] && ! wait "$DOCS_PID"; then
   exit 1
 fi
 wait_tansu_install
-say "cargo test --workspace $*"
-cargo test --workspace "$@"
+if [ $# -gt 0 ]; then
+  say "cargo test --workspace $*"
+  cargo test --workspace "$@"
+else
+  # The event sinks' and the CLI's test binaries, the two longest (brokers stopped and started
+  # again, `docket serve`s and workers spawned and waited for), run beside the rest, which
+  # leaves a core idle much of the time. Neither shares a resource with the others: the sinks
+  # start their own NATS and tansu and alone stop RabbitMQ's app; the CLI's servers take free
+  # ports (and another when one is taken).
+  # shellcheck disable=SC2207 # one word per argument
+  rest=($(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["packages"]:
+    for t in p["targets"]:
+        if "test" in t["kind"] and t["name"] not in ("sinks", "cli"):
+            print("--test", t["name"])' | sort -u))
+  side_log=$(mktemp /tmp/docket-test-side.XXXXXX)
+  say "cargo test --workspace: the sinks and CLI binaries beside the rest (--lib --bins ${rest[*]}, then --doc)"
+  cargo test --workspace --test sinks --test cli >"$side_log" 2>&1 &
+  side_pid=$!
+  main_rc=0
+  { cargo test --workspace --lib --bins "${rest[@]}" && cargo test --workspace --doc; } || main_rc=$?
+  side_rc=0
+  wait "$side_pid" || side_rc=$?
+  echo "--- cargo test --workspace --test sinks --test cli" >&2
+  cat "$side_log" >&2
+  rm -f "$side_log"
+  if [ "$main_rc" != 0 ] || [ "$side_rc" != 0 ]; then
+    say "cargo test failed (the rest: exit $main_rc; sinks and CLI: exit $side_rc)"
+    exit 1
+  fi
+fi
 # MariaDB Galera (issue 38): the store's conformance suite and the engine's tests of the MySQL
 # backend again, on a three-node cluster (scripts/galera.sh starts it), each second node writing
 # through another Galera node than the first (DOCKET_TEST_MYSQL_URL_2).
@@ -307,12 +346,32 @@ if [ $# -eq 0 ]; then
   DOCKET_BIN=$PWD/target/debug/docket clients/test.sh
   say "api fuzz: scripts/api-fuzz.sh"
   DOCKET_BIN=$PWD/target/debug/docket scripts/api-fuzz.sh
-  say "chaos: scripts/chaos.sh --short (PostgreSQL, then Galera, then a standby)"
-  DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short
   # Past one database machine (issue 38): the same faults with the database a Galera cluster
   # (a node killed, a node cut off) and a PostgreSQL primary with a synchronous standby (failed
-  # over), the docket nodes on several hosts each.
-  DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short --galera
-  DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short --standby
+  # over), the docket nodes on several hosts each. The three runs share nothing (a private
+  # PostgreSQL, the Galera cluster, the standby pair; their own ports) and mostly wait — tasks
+  # sleep 0.5–0.9 s, faults are timed — so they run at once: about a minute each, not three.
+  say "chaos: scripts/chaos.sh --short on PostgreSQL, on Galera and on a standby, at once"
+  chaos_logs=$(mktemp -d /tmp/docket-chaos-logs.XXXXXX)
+  chaos_pids=()
+  for mode in pg galera standby; do
+    # shellcheck disable=SC2046 # no argument for the default (PostgreSQL) run
+    DOCKET_BIN=$PWD/target/debug/docket scripts/chaos.sh --short $([ "$mode" = pg ] || echo "--$mode") \
+      >"$chaos_logs/$mode.log" 2>&1 &
+    chaos_pids+=($!)
+  done
+  chaos_failed=()
+  i=0
+  for mode in pg galera standby; do
+    wait "${chaos_pids[$i]}" || chaos_failed+=("$mode")
+    i=$((i + 1))
+    echo "--- chaos ($mode)" >&2
+    cat "$chaos_logs/$mode.log" >&2
+  done
+  rm -rf "$chaos_logs"
+  if [ ${#chaos_failed[@]} -gt 0 ]; then
+    say "chaos failed: ${chaos_failed[*]} (above)"
+    exit 1
+  fi
 fi
 say "done"

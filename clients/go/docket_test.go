@@ -61,6 +61,22 @@ func eachServer(t *testing.T, fn func(t *testing.T, c *Client)) {
 	}
 }
 
+// eachServerAtOnce is eachServer with the backends' subtests run at once: for tests that
+// mostly wait (one after another, the stop test's rounds took 90 s).
+func eachServerAtOnce(t *testing.T, fn func(t *testing.T, c *Client)) {
+	for backend, url := range servers(t) {
+		url := url
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c, err := NewClient(Options{Server: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fn(t, c)
+		})
+	}
+}
+
 func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 	t.Helper()
 	end := time.Now().Add(d)
@@ -860,7 +876,7 @@ func TestTwoClaimsInFlightEveryTaskOnceAndAStopMidStreamStrandsNothing(t *testin
 // available, 30 times: every stop ends within its grace, no task is left running and none lost
 // an attempt (a claim given up on is released by its claim_id).
 func TestStopAsTasksArriveStrandsNothing(t *testing.T) {
-	eachServer(t, func(t *testing.T, c *Client) {
+	eachServerAtOnce(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		q := uniq()
 		seed := uint32(37)
