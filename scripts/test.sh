@@ -25,7 +25,7 @@ CPU_LAST=$(cpu_ticks)
 say() {
   local now busy
   now=$(cpu_ticks)
-  busy=$(awk -v a="$CPU_LAST" -v b="$now" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%d", d > 0 ? 100 * (y[1] - x[1]) / d : 0 }')
+  busy=$(awk -v a="$CPU_LAST" -v b="$now" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%d", (d > 0 ? 100 * (y[1] - x[1]) / d : 0) }')
   CPU_LAST=$now
   printf '[test.sh %dm%02ds, cores %d%% busy since the last line] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$busy" "$*" >&2
 }
