@@ -46,7 +46,7 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     }
     const sigterm = process.listenerCount("SIGTERM");
     // As node-daemons' app.js: new WorkerClass(name, config.workers[name]); start(); on('stop').
-    const worker = new Sample("sample", { enabled: true, queue, count: 2, sleep: 10_000, client: new Recording({ server }), logger });
+    const worker = new Sample("sample", { enabled: true, queue, count: 2, sleep: 3_000, client: new Recording({ server }), logger });
     const stopped = once(worker, "stop");
     worker.start();
     assert.equal(worker.stopped, false);
@@ -82,10 +82,10 @@ for (const [backend, server] of Object.entries(SERVERS)) {
     assert.equal(worker.state, WorkerStates.STATE_IDLE);
     // `sleep` is each long poll's wait (a claim right after one that found tasks does not wait).
     await waitFor(() => waits.filter((w) => w !== "0s").length >= 3);
-    assert.ok(waits.every((w) => w === "10000ms" || w === "0s"), JSON.stringify(waits));
+    assert.ok(waits.every((w) => w === "3000ms" || w === "0s"), JSON.stringify(waits));
     // GET /v1/workers names it with the node-daemons name at the end.
     assert.ok((await c.listWorkers()).some((w) => w.name.endsWith("-sample") && w.report.queue === queue));
-    // Stopped while idle, in the middle of a claim's 10 s wait: `stop` comes at once.
+    // Stopped while idle, in the middle of a claim's 3 s wait: `stop` comes at once.
     await sleep(300);
     const t0 = Date.now();
     worker.stop();
