@@ -308,7 +308,7 @@ fi
 psql "$DOCKET_TEST_PG_URL" -Atqc "select 'drop database \"' || datname || '\" with (force);' from pg_database
   where datname ~ '^pgt_idle_[0-9a-f]+$'" | psql "$DOCKET_TEST_PG_URL" -q >/dev/null 2>&1 || true
 # The whole suite (no arguments) ends with the native clients' tests, the API fuzzer (schemathesis against openapi.json,
-# 60 s per backend) and the short chaos run (about a minute): 2 nodes, workers, kill -9s, a node
+# 90 s per backend, at once) and the short chaos run (about a minute): 2 nodes, workers, kill -9s, a node
 # restart and PostgreSQL crashes on a private cluster.
 if [ $# -eq 0 ]; then
   # Benchmark smoke (a few seconds): fails only on a 3x drop against the checked-in baseline of
